@@ -1,0 +1,285 @@
+// Coordinator: the gRPC service implementation (sync API: one server thread per in-flight call,
+// which suits jobs of up to a few hundred ranks; Watch streams and blocked KvGets each hold one).
+#include "launcher/coordinator.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <condition_variable>
+#include <iostream>
+#include <mutex>
+
+#include "coordinator.grpc.pb.h"
+#include "runtime/comm/memory_store.h"
+#include "runtime/common/error.h"
+
+namespace ds::launcher {
+namespace {
+
+constexpr uint64_t kEpoch = 1;
+// Bounds any single blocking store call, whatever the client asks for.
+constexpr uint32_t kMaxStoreWaitMs = 10 * 60 * 1000;
+
+bool constantTimeEquals(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]);
+  return diff == 0;
+}
+
+RankState fromProto(proto::WorkerState state) {
+  switch (state) {
+    case proto::WORKER_STATE_STARTING: return RankState::Starting;
+    case proto::WORKER_STATE_RENDEZVOUS: return RankState::Rendezvous;
+    case proto::WORKER_STATE_TRAINING: return RankState::Training;
+    case proto::WORKER_STATE_FINISHED: return RankState::Finished;
+    case proto::WORKER_STATE_FAILED: return RankState::Failed;
+    default: return RankState::Starting;
+  }
+}
+
+grpc::Status storeError(const Error& e) {
+  if (dynamic_cast<const TimeoutError*>(&e))
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, e.what());
+  return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, e.what());
+}
+
+}  // namespace
+
+const char* rankStateName(RankState state) {
+  switch (state) {
+    case RankState::Waiting: return "waiting";
+    case RankState::Starting: return "starting";
+    case RankState::Rendezvous: return "rendezvous";
+    case RankState::Training: return "training";
+    case RankState::Finished: return "finished";
+    case RankState::Failed: return "failed";
+  }
+  return "?";
+}
+
+struct Coordinator::State final : proto::Coordinator::Service {
+  CoordinatorOptions options;
+  runtime::MemoryStore store;
+  mutable std::mutex mutex;
+  std::condition_variable commandsChanged;
+  std::vector<RankStatus> ranks;
+  std::vector<std::pair<Command, std::string>> commands;  // every worker receives all, in order
+  bool shuttingDown = false;
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+
+  // Checks token and epoch; logs and returns the refusal otherwise.
+  grpc::Status admit(grpc::ServerContext* context, const proto::JobAuth& auth, const char* rpc,
+                     bool anyEpoch = false) {
+    if (!constantTimeEquals(auth.token(), options.token)) {
+      std::cerr << "ds-launch: coordinator refused " << rpc << " from " << context->peer()
+                << ": wrong job token\n";
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "wrong job token");
+    }
+    if (!(anyEpoch && auth.epoch() == 0) && auth.epoch() != kEpoch) {
+      std::cerr << "ds-launch: coordinator refused " << rpc << " from " << context->peer()
+                << ": stale epoch " << auth.epoch() << " (current " << kEpoch << ")\n";
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "stale membership epoch " + std::to_string(auth.epoch()) +
+                              ", current is " + std::to_string(kEpoch));
+    }
+    return grpc::Status::OK;
+  }
+
+  bool validRank(int rank) const { return rank >= 0 && rank < static_cast<int>(ranks.size()); }
+
+  grpc::Status Join(grpc::ServerContext* context, const proto::JoinRequest* request,
+                    proto::JoinReply* reply) override {
+    if (auto status = admit(context, request->auth(), "Join", true); !status.ok()) return status;
+    const RankSlot* slot = nullptr;
+    for (const auto& candidate : options.ranks)
+      if (candidate.host == request->host() && candidate.slot == request->local_slot())
+        slot = &candidate;
+    if (slot == nullptr) {
+      std::cerr << "ds-launch: coordinator refused Join from " << context->peer() << ": host "
+                << request->host() << " slot " << request->local_slot() << " is not in the plan\n";
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          "host " + request->host() + " slot " +
+                              std::to_string(request->local_slot()) + " is not part of this job");
+    }
+    {
+      std::lock_guard lock(mutex);
+      auto& status = ranks[slot->rank];
+      if (status.joined) {
+        std::cerr << "ds-launch: coordinator refused Join from " << context->peer() << ": rank "
+                  << slot->rank << " already joined (pid " << status.pid << ")\n";
+        return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                            "rank " + std::to_string(slot->rank) + " has already joined");
+      }
+      status.joined = true;
+      status.pid = request->pid();
+      status.state = RankState::Starting;
+      status.lastHeartbeat = std::chrono::steady_clock::now();
+    }
+    reply->set_rank(slot->rank);
+    reply->set_world_size(static_cast<int>(options.ranks.size()));
+    reply->set_local_rank(slot->localRank);
+    reply->set_local_size(slot->localSize);
+    reply->set_config_json(options.configJson);
+    for (const auto& arg : options.jobArgs) reply->add_job_args(arg);
+    reply->set_epoch(kEpoch);
+    reply->set_heartbeat_interval_ms(static_cast<uint32_t>(options.heartbeatInterval.count()));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Watch(grpc::ServerContext* context, const proto::WatchRequest* request,
+                     grpc::ServerWriter<proto::Command>* writer) override {
+    if (auto status = admit(context, request->auth(), "Watch"); !status.ok()) return status;
+    size_t sent = 0;
+    std::unique_lock lock(mutex);
+    while (!shuttingDown && !context->IsCancelled()) {
+      while (sent < commands.size()) {
+        proto::Command command;
+        command.set_kind(commands[sent].first == Command::Abort ? proto::Command::ABORT
+                                                                : proto::Command::STOP);
+        command.set_reason(commands[sent].second);
+        ++sent;
+        lock.unlock();
+        const bool ok = writer->Write(command);
+        lock.lock();
+        if (!ok) return grpc::Status::CANCELLED;
+      }
+      // Wake periodically to notice a cancelled stream (the worker died).
+      commandsChanged.wait_for(lock, std::chrono::milliseconds(500));
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status KvSet(grpc::ServerContext* context, const proto::KvSetRequest* request,
+                     proto::KvSetReply*) override {
+    if (auto status = admit(context, request->auth(), "KvSet"); !status.ok()) return status;
+    try {
+      store.set(request->key(), request->value());
+    } catch (const Error& e) {
+      return storeError(e);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status KvGet(grpc::ServerContext* context, const proto::KvGetRequest* request,
+                     proto::KvGetReply* reply) override {
+    if (auto status = admit(context, request->auth(), "KvGet"); !status.ok()) return status;
+    try {
+      reply->set_value(store.get(request->key(), std::chrono::milliseconds(std::min(
+                                                     request->timeout_ms(), kMaxStoreWaitMs))));
+    } catch (const Error& e) {
+      return storeError(e);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status KvWait(grpc::ServerContext* context, const proto::KvWaitRequest* request,
+                      proto::KvWaitReply*) override {
+    if (auto status = admit(context, request->auth(), "KvWait"); !status.ok()) return status;
+    try {
+      store.wait({request->keys().begin(), request->keys().end()},
+                 std::chrono::milliseconds(std::min(request->timeout_ms(), kMaxStoreWaitMs)));
+    } catch (const Error& e) {
+      return storeError(e);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status KvAdd(grpc::ServerContext* context, const proto::KvAddRequest* request,
+                     proto::KvAddReply* reply) override {
+    if (auto status = admit(context, request->auth(), "KvAdd"); !status.ok()) return status;
+    try {
+      reply->set_value(store.add(request->key(), request->delta()));
+    } catch (const Error& e) {
+      return storeError(e);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Heartbeat(grpc::ServerContext* context, const proto::HeartbeatRequest* request,
+                         proto::HeartbeatReply*) override {
+    if (auto status = admit(context, request->auth(), "Heartbeat"); !status.ok()) return status;
+    std::lock_guard lock(mutex);
+    if (!validRank(request->rank()))
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown rank");
+    auto& status = ranks[request->rank()];
+    status.state = fromProto(request->state());
+    status.step = request->step();
+    status.loss = request->loss();
+    status.samplesPerSecond = request->samples_per_sec();
+    status.residentBytes = request->resident_bytes();
+    status.lastHeartbeat = std::chrono::steady_clock::now();
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Report(grpc::ServerContext* context, const proto::ReportRequest* request,
+                      proto::ReportReply*) override {
+    if (auto status = admit(context, request->auth(), "Report"); !status.ok()) return status;
+    std::lock_guard lock(mutex);
+    if (!validRank(request->rank()))
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown rank");
+    RankReport report;
+    report.exitStatus = request->exit_status();
+    report.error = request->error();
+    report.steps = request->steps();
+    report.lastLoss = request->last_loss();
+    report.wallSeconds = request->wall_seconds();
+    report.metrics.insert(request->metrics().begin(), request->metrics().end());
+    auto& status = ranks[request->rank()];
+    status.state = report.exitStatus == 0 ? RankState::Finished : RankState::Failed;
+    status.step = report.steps;
+    status.loss = report.lastLoss;
+    status.report = std::move(report);
+    return grpc::Status::OK;
+  }
+};
+
+Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<State>()) {
+  state_->options = std::move(options);
+  state_->ranks.resize(state_->options.ranks.size());
+  const std::string listen =
+      state_->options.bindAddress + ":" + std::to_string(state_->options.port);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &state_->port);
+  builder.RegisterService(state_.get());
+  state_->server = builder.BuildAndStart();
+  if (!state_->server || state_->port == 0)
+    throw Error("coordinator: cannot listen on " + listen +
+                " (address not local or port in use; choose another with --master_addr/--master_port)");
+}
+
+Coordinator::~Coordinator() { shutdown(); }
+
+int Coordinator::port() const { return state_->port; }
+
+std::string Coordinator::address() const {
+  return state_->options.bindAddress + ":" + std::to_string(state_->port);
+}
+
+std::vector<RankStatus> Coordinator::snapshot() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->ranks;
+}
+
+void Coordinator::broadcast(Command command, const std::string& reason) {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->commands.emplace_back(command, reason);
+  }
+  state_->commandsChanged.notify_all();
+}
+
+void Coordinator::shutdown() {
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->shuttingDown) return;
+    state_->shuttingDown = true;
+  }
+  state_->commandsChanged.notify_all();
+  state_->store.close("the job has ended");
+  state_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  state_->server->Wait();
+}
+
+}  // namespace ds::launcher

@@ -1,0 +1,80 @@
+// Coordinator: the job's gRPC server. Assigns ranks to joining workers from the launch plan, serves
+// the key-value store, records heartbeats and final reports, and pushes commands (stop, abort) to
+// every worker's open Watch stream. gRPC stays in coordinator.cc.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ds::launcher {
+
+struct RankSlot {
+  int rank = 0;
+  std::string host;
+  int slot = 0;  // slot index on the host, from the hostfile's slot numbering
+  int localRank = 0;
+  int localSize = 0;
+};
+
+struct CoordinatorOptions {
+  std::string bindAddress;
+  int port = 0;  // 0: any free port
+  std::string token;
+  std::string configJson;
+  std::vector<std::string> jobArgs;
+  std::vector<RankSlot> ranks;
+  std::chrono::milliseconds heartbeatInterval{1000};
+};
+
+enum class RankState { Waiting, Starting, Rendezvous, Training, Finished, Failed };
+const char* rankStateName(RankState state);
+
+struct RankReport {
+  int exitStatus = 0;
+  std::string error;
+  int64_t steps = 0;
+  double lastLoss = 0.0;
+  double wallSeconds = 0.0;
+  std::map<std::string, double> metrics;
+};
+
+struct RankStatus {
+  bool joined = false;
+  int pid = 0;
+  RankState state = RankState::Waiting;
+  int64_t step = 0;
+  double loss = 0.0;
+  double samplesPerSecond = 0.0;
+  int64_t residentBytes = 0;
+  std::chrono::steady_clock::time_point lastHeartbeat{};
+  std::optional<RankReport> report;
+};
+
+enum class Command { Stop, Abort };
+
+class Coordinator {
+ public:
+  // Starts listening on bindAddress:port; throws ds::Error naming the address when it cannot.
+  explicit Coordinator(CoordinatorOptions options);
+  ~Coordinator();
+
+  int port() const;
+  std::string address() const;  // host:port workers connect to
+  std::vector<RankStatus> snapshot() const;
+  // Sent to every worker whose Watch stream is open now or opens later.
+  void broadcast(Command command, const std::string& reason);
+  // Ends every stream, fails every blocked store call, stops the server.
+  void shutdown();
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace ds::launcher

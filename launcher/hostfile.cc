@@ -1,0 +1,119 @@
+// Hostfile parsing, a hand-written matcher for DeepSpeed's `^(\S+)\s+slots=(\d+)` (runner.py
+// _parse_hostfile). Character classes are ASCII only: Python's Unicode-aware \s, \S, \d and
+// str.strip() are not reproduced for non-ASCII characters (e.g. U+00A0 counts as part of a name).
+#include "launcher/hostfile.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <unordered_map>
+
+#include "runtime/common/error.h"
+
+namespace ds::launcher {
+namespace {
+
+// The ASCII part of Python's str.isspace() / re's \s: includes \x1c-\x1f, unlike C's isspace().
+bool isSpace(char c) {
+  return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f');
+}
+bool isDigit(char c) { return c >= '0' && c <= '9'; }
+
+std::string_view strip(std::string_view s) {
+  while (!s.empty() && isSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && isSpace(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Python opens the file in universal-newline mode, so "\r\n", "\r" and "\n" all end a line.
+// Line numbers in messages count lines that way.
+std::vector<std::string_view> splitLines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  size_t start = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\n' && text[i] != '\r') continue;
+    lines.push_back(text.substr(start, i - start));
+    if (text[i] == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+    start = i + 1;
+  }
+  if (start < text.size()) lines.push_back(text.substr(start));
+  return lines;
+}
+
+// Matches a stripped line against ^(\S+)\s+slots=(\d+). \S+ can only end where whitespace starts
+// and \s+ must eat all of it before "slots=", so the regex has no real backtracking.
+bool matchEntry(std::string_view line, std::string_view& host, std::string_view& digits) {
+  size_t i = 0;
+  while (i < line.size() && !isSpace(line[i])) ++i;
+  if (i == 0) return false;
+  host = line.substr(0, i);
+  const size_t spaceStart = i;
+  while (i < line.size() && isSpace(line[i])) ++i;
+  if (i == spaceStart) return false;
+  constexpr std::string_view kSlots = "slots=";
+  if (line.substr(i, kSlots.size()) != kSlots) return false;
+  i += kSlots.size();
+  const size_t digitStart = i;
+  while (i < line.size() && isDigit(line[i])) ++i;
+  if (i == digitStart) return false;
+  digits = line.substr(digitStart, i - digitStart);
+  return true;
+}
+
+}  // namespace
+
+std::vector<HostEntry> parseHostfile(std::string_view text, std::string_view path) {
+  const std::string where(path);
+  std::vector<HostEntry> entries;
+  std::unordered_map<std::string, size_t> firstLine;  // host -> line it was first seen on
+  const std::vector<std::string_view> lines = splitLines(text);
+  for (size_t n = 0; n < lines.size(); ++n) {
+    const size_t lineNo = n + 1;
+    const std::string_view line = strip(lines[n]);
+    if (line.empty() || line.front() == '#') continue;
+    const std::string at = where + ":" + std::to_string(lineNo) + ": ";
+
+    std::string_view host;
+    std::string_view digits;
+    if (!matchEntry(line, host, digits)) {
+      throw Error(at + "bad entry \"" + std::string(line) + "\": expected \"HOST slots=N\"");
+    }
+    // Python's int() takes any number of digits; leading zeros are fine ("007" is 7).
+    int64_t slots = 0;
+    for (char c : digits) {
+      slots = slots * 10 + (c - '0');
+      if (slots > std::numeric_limits<int>::max()) {
+        throw Error(at + "slots value in \"" + std::string(line) + "\" is too large");
+      }
+    }
+    auto [it, inserted] = firstLine.emplace(std::string(host), lineNo);
+    if (!inserted) {
+      throw Error(at + "multiple entries for host " + std::string(host) + " (first on line " +
+                  std::to_string(it->second) + ")");
+    }
+    entries.push_back(HostEntry{std::string(host), static_cast<int>(slots)});
+  }
+  if (entries.empty()) {
+    throw Error(where +
+                ": hostfile is empty or not formatted correctly: expected lines like "
+                "\"worker-0 slots=4\"");
+  }
+  return entries;
+}
+
+std::optional<std::vector<HostEntry>> readHostfile(const std::string& path) {
+  // os.path.isfile: follows symlinks; a missing path or a directory means local mode.
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open hostfile: " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error(path + ": cannot read hostfile: " + std::strerror(errno));
+  return parseHostfile(text.str(), path);
+}
+
+}  // namespace ds::launcher

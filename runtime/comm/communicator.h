@@ -1,0 +1,25 @@
+// Communicator: the collectives the runtime needs, over a fixed group of ranks. The first backend
+// is Gloo over TCP; shared memory and NCCL come with the collectives issue. Ops are blocking and
+// every one is bounded by the communicator's timeout (a dead peer fails the op, never hangs it).
+#pragma once
+
+#include <cstddef>
+
+namespace ds::runtime {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // In place: data[i] = sum over ranks of data[i]. Every rank gets bitwise-identical results.
+  virtual void allReduceSum(float* data, size_t count) = 0;
+  // out holds size() * countPerRank elements; rank r's `in` lands at out + r * countPerRank.
+  virtual void allGather(const float* in, float* out, size_t countPerRank) = 0;
+  virtual void broadcast(float* data, size_t count, int root) = 0;
+  virtual void barrier() = 0;
+};
+
+}  // namespace ds::runtime

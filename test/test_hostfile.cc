@@ -1,0 +1,157 @@
+// Hostfile grammar tests: every case of DEEPSPEED-SEMANTICS.md section 2, line numbers in errors,
+// and readHostfile's local-mode answer for a path that is not a regular file.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launcher/hostfile.h"
+#include "runtime/common/error.h"
+
+using ds::launcher::HostEntry;
+using ds::launcher::parseHostfile;
+using ds::launcher::readHostfile;
+
+namespace {
+
+using Hosts = std::vector<std::pair<std::string, int>>;
+
+Hosts flatten(const std::vector<HostEntry>& entries) {
+  Hosts out;
+  for (const auto& e : entries) out.emplace_back(e.host, e.slots);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("hostfile: accepted lines", "[hostfile]") {
+  struct Case {
+    const char* name;
+    std::string text;
+    Hosts expected;
+  };
+  const std::vector<Case> cases = {
+      {"plain", "w0 slots=4\nw1 slots=2\n", {{"w0", 4}, {"w1", 2}}},
+      {"no final newline", "w0 slots=4\nw1 slots=2", {{"w0", 4}, {"w1", 2}}},
+      {"file order kept",
+       "zz slots=1\naa slots=2\nmm slots=3\n",
+       {{"zz", 1}, {"aa", 2}, {"mm", 3}}},
+      {"comments and blank lines",
+       "# cluster\n\n   \nw0 slots=4\n  # indented comment\nw1 slots=1\n",
+       {{"w0", 4}, {"w1", 1}}},
+      {"CRLF", "w0 slots=4\r\nw1 slots=2\r\n", {{"w0", 4}, {"w1", 2}}},
+      {"lone CR is a line break", "w0 slots=4\rw1 slots=2\r", {{"w0", 4}, {"w1", 2}}},
+      {"tabs and surrounding spaces", "\t w0\t\tslots=8  \t\n", {{"w0", 8}}},
+      {"trailing text ignored",
+       "w0 slots=4 max_slots=8\nw1 slots=2# c\nw2 slots=3abc\n",
+       {{"w0", 4}, {"w1", 2}, {"w2", 3}}},
+      {"second slots ignored", "w0 slots=2 slots=3\n", {{"w0", 2}}},
+      {"leading zeros", "w0 slots=007\n", {{"w0", 7}}},
+      {"slots=0 accepted", "w0 slots=0\nw1 slots=1\n", {{"w0", 0}, {"w1", 1}}},
+      {"odd host names",
+       "fe80::1 slots=1\n[::1] slots=2\nuser@host slots=3\nw#0 slots=4\n",
+       {{"fe80::1", 1}, {"[::1]", 2}, {"user@host", 3}, {"w#0", 4}}},
+      {"names are case-sensitive", "W0 slots=1\nw0 slots=2\n", {{"W0", 1}, {"w0", 2}}},
+      {"Python whitespace \\x1f separates", "w0\x1fslots=5\n", {{"w0", 5}}},
+      {"vertical tab and form feed stripped", "\v\fw0 slots=1\f\v\n", {{"w0", 1}}},
+  };
+  for (const auto& c : cases) {
+    SECTION(c.name) { CHECK(flatten(parseHostfile(c.text, "hostfiles/x")) == c.expected); }
+  }
+}
+
+TEST_CASE("hostfile: bad entries name the file, line and text", "[hostfile]") {
+  struct Case {
+    std::string text;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"w0 slots:4\n", "hostfiles/x:1: bad entry \"w0 slots:4\": expected \"HOST slots=N\""},
+      {"w0 slots = 4\n", "hostfiles/x:1: bad entry \"w0 slots = 4\""},
+      {"w0 SLOTS=4\n", "hostfiles/x:1: bad entry \"w0 SLOTS=4\""},
+      {"w0 max_slots=4 slots=2\n", "hostfiles/x:1: bad entry \"w0 max_slots=4 slots=2\""},
+      {"w0slots=4\n", "hostfiles/x:1: bad entry \"w0slots=4\""},
+      {"slots=4\n", "hostfiles/x:1: bad entry \"slots=4\""},
+      {"w0 slots=-1\n", "hostfiles/x:1: bad entry \"w0 slots=-1\""},
+      {"w0 slots=\n", "hostfiles/x:1: bad entry \"w0 slots=\""},
+      {"w0\n", "hostfiles/x:1: bad entry \"w0\""},
+      {"w0 w1 slots=4\n", "hostfiles/x:1: bad entry \"w0 w1 slots=4\""},
+      {"# header\n\nw0 slots=4\n  w1 slots:4  \n", "hostfiles/x:4: bad entry \"w1 slots:4\""},
+      {"w0 slots=4\r\n\r\nbad\r\n", "hostfiles/x:3: bad entry \"bad\""},
+      {"w0 slots=99999999999\n",
+       "hostfiles/x:1: slots value in \"w0 slots=99999999999\" is too large"},
+  };
+  for (const auto& c : cases) {
+    INFO("text: " << c.text);
+    REQUIRE_THROWS_AS(parseHostfile(c.text, "hostfiles/x"), ds::Error);
+    REQUIRE_THROWS_WITH(parseHostfile(c.text, "hostfiles/x"), Catch::Contains(c.message));
+  }
+}
+
+TEST_CASE("hostfile: duplicate hosts", "[hostfile]") {
+  REQUIRE_THROWS_WITH(
+      parseHostfile("w0 slots=1\nw1 slots=2\n# c\nw2 slots=1\nw1 slots=2\n", "hostfiles/x"),
+      Catch::Contains("hostfiles/x:5: multiple entries for host w1 (first on line 2)"));
+  // Same host, different slot counts: still a duplicate.
+  REQUIRE_THROWS_WITH(parseHostfile("w0 slots=1\nw0 slots=8\n", "hostfiles/x"),
+                      Catch::Contains("hostfiles/x:2: multiple entries for host w0"));
+}
+
+TEST_CASE("hostfile: first error in file order wins", "[hostfile]") {
+  SECTION("bad line before duplicate") {
+    REQUIRE_THROWS_WITH(parseHostfile("w0 slots=1\nw0 slots:2\nw0 slots=1\n", "h"),
+                        Catch::Contains("h:2: bad entry \"w0 slots:2\""));
+  }
+  SECTION("duplicate before bad line") {
+    REQUIRE_THROWS_WITH(parseHostfile("w0 slots=1\nw0 slots=1\nw1 slots:2\n", "h"),
+                        Catch::Contains("h:2: multiple entries for host w0 (first on line 1)"));
+  }
+}
+
+TEST_CASE("hostfile: nothing but blanks and comments is an error", "[hostfile]") {
+  const std::vector<std::string> texts = {"", "\n\n", "# only a comment\n", "  \t\r\n# x\n   \n"};
+  for (const auto& text : texts) {
+    INFO("text: " << text);
+    REQUIRE_THROWS_WITH(
+        parseHostfile(text, "hostfiles/x"),
+        Catch::Contains("hostfiles/x: hostfile is empty or not formatted correctly: expected "
+                        "lines like \"worker-0 slots=4\""));
+  }
+}
+
+TEST_CASE("readHostfile: local mode and real files", "[hostfile]") {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("ds_hostfile_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+
+  SECTION("missing path is local mode") {
+    CHECK_FALSE(readHostfile((dir / "no-such-file").string()).has_value());
+  }
+  SECTION("a directory is not a hostfile either") {
+    CHECK_FALSE(readHostfile(dir.string()).has_value());
+  }
+  SECTION("an existing file is parsed, errors carry its path") {
+    const fs::path good = dir / "good";
+    std::ofstream(good) << "# nodes\nw0 slots=2\nw1 slots=4\n";
+    const auto hosts = readHostfile(good.string());
+    REQUIRE(hosts.has_value());
+    CHECK(flatten(*hosts) == Hosts{{"w0", 2}, {"w1", 4}});
+
+    const fs::path bad = dir / "bad";
+    std::ofstream(bad) << "w0 slots=2\nw1 slots:4\n";
+    REQUIRE_THROWS_WITH(readHostfile(bad.string()),
+                        Catch::Contains(bad.string() + ":2: bad entry \"w1 slots:4\""));
+
+    const fs::path empty = dir / "empty";
+    std::ofstream(empty) << "";
+    REQUIRE_THROWS_WITH(readHostfile(empty.string()),
+                        Catch::Contains(empty.string() + ": hostfile is empty"));
+  }
+  fs::remove_all(dir);
+}

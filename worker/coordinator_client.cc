@@ -1,0 +1,189 @@
+// CoordinatorClient over gRPC. Blocking KV calls get a gRPC deadline a little past the store
+// timeout, so a vanished coordinator surfaces as an error instead of a hang.
+#include "worker/coordinator_client.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <thread>
+
+#include "coordinator.grpc.pb.h"
+#include "runtime/common/error.h"
+
+namespace ds::worker {
+namespace {
+
+constexpr auto kRpcTimeout = std::chrono::seconds(10);
+constexpr auto kDeadlineSlack = std::chrono::seconds(5);
+
+std::chrono::system_clock::time_point deadlineIn(std::chrono::milliseconds d) {
+  return std::chrono::system_clock::now() + d;
+}
+
+proto::WorkerState toProto(WorkerState state) {
+  switch (state) {
+    case WorkerState::Starting: return proto::WORKER_STATE_STARTING;
+    case WorkerState::Rendezvous: return proto::WORKER_STATE_RENDEZVOUS;
+    case WorkerState::Training: return proto::WORKER_STATE_TRAINING;
+    case WorkerState::Finished: return proto::WORKER_STATE_FINISHED;
+    case WorkerState::Failed: return proto::WORKER_STATE_FAILED;
+  }
+  return proto::WORKER_STATE_UNSPECIFIED;
+}
+
+}  // namespace
+
+struct CoordinatorClient::Impl {
+  std::string address;
+  std::string token;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<proto::Coordinator::Stub> stub;
+
+  void fill(proto::JobAuth* auth, uint64_t epoch) const {
+    auth->set_token(token);
+    auth->set_epoch(epoch);
+  }
+
+  void check(const grpc::Status& status, const std::string& what) const {
+    if (status.ok()) return;
+    const std::string message = "coordinator " + address + ": " + what + ": " +
+                                status.error_message();
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
+      throw TimeoutError(message);
+    throw Error(message);
+  }
+};
+
+CoordinatorClient::CoordinatorClient(const std::string& address, std::string token)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->address = address;
+  impl_->token = std::move(token);
+  impl_->channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  impl_->stub = proto::Coordinator::NewStub(impl_->channel);
+}
+
+CoordinatorClient::~CoordinatorClient() = default;
+
+JoinResult CoordinatorClient::join(const std::string& host, int localSlot,
+                                   std::chrono::milliseconds timeout) {
+  proto::JoinRequest request;
+  impl_->fill(request.mutable_auth(), 0);
+  request.set_host(host);
+  request.set_local_slot(localSlot);
+  request.set_pid(static_cast<int32_t>(::getpid()));
+  proto::JoinReply reply;
+  grpc::ClientContext context;
+  // wait_for_ready: the coordinator may still be starting; queue the call until it listens.
+  context.set_wait_for_ready(true);
+  context.set_deadline(deadlineIn(timeout));
+  impl_->check(impl_->stub->Join(&context, request, &reply), "join as " + host + " slot " +
+                                                                  std::to_string(localSlot));
+  JoinResult result;
+  result.rank = reply.rank();
+  result.worldSize = reply.world_size();
+  result.localRank = reply.local_rank();
+  result.localSize = reply.local_size();
+  result.configJson = reply.config_json();
+  result.jobArgs.assign(reply.job_args().begin(), reply.job_args().end());
+  result.epoch = reply.epoch();
+  result.heartbeatInterval = std::chrono::milliseconds(reply.heartbeat_interval_ms());
+  rank_ = result.rank;
+  epoch_ = result.epoch;
+  return result;
+}
+
+void CoordinatorClient::kvSet(const std::string& key, const std::string& value) {
+  proto::KvSetRequest request;
+  impl_->fill(request.mutable_auth(), epoch_);
+  request.set_key(key);
+  request.set_value(value);
+  proto::KvSetReply reply;
+  grpc::ClientContext context;
+  context.set_deadline(deadlineIn(kRpcTimeout));
+  impl_->check(impl_->stub->KvSet(&context, request, &reply), "set \"" + key + "\"");
+}
+
+std::string CoordinatorClient::kvGet(const std::string& key, std::chrono::milliseconds timeout) {
+  proto::KvGetRequest request;
+  impl_->fill(request.mutable_auth(), epoch_);
+  request.set_key(key);
+  request.set_timeout_ms(static_cast<uint32_t>(timeout.count()));
+  proto::KvGetReply reply;
+  grpc::ClientContext context;
+  context.set_deadline(deadlineIn(timeout + kDeadlineSlack));
+  impl_->check(impl_->stub->KvGet(&context, request, &reply), "get \"" + key + "\"");
+  return reply.value();
+}
+
+void CoordinatorClient::kvWait(const std::vector<std::string>& keys,
+                               std::chrono::milliseconds timeout) {
+  proto::KvWaitRequest request;
+  impl_->fill(request.mutable_auth(), epoch_);
+  for (const auto& key : keys) request.add_keys(key);
+  request.set_timeout_ms(static_cast<uint32_t>(timeout.count()));
+  proto::KvWaitReply reply;
+  grpc::ClientContext context;
+  context.set_deadline(deadlineIn(timeout + kDeadlineSlack));
+  impl_->check(impl_->stub->KvWait(&context, request, &reply), "wait");
+}
+
+int64_t CoordinatorClient::kvAdd(const std::string& key, int64_t delta) {
+  proto::KvAddRequest request;
+  impl_->fill(request.mutable_auth(), epoch_);
+  request.set_key(key);
+  request.set_delta(delta);
+  proto::KvAddReply reply;
+  grpc::ClientContext context;
+  context.set_deadline(deadlineIn(kRpcTimeout));
+  impl_->check(impl_->stub->KvAdd(&context, request, &reply), "add \"" + key + "\"");
+  return reply.value();
+}
+
+bool CoordinatorClient::heartbeat(const Progress& progress) {
+  proto::HeartbeatRequest request;
+  impl_->fill(request.mutable_auth(), epoch_);
+  request.set_rank(rank_);
+  request.set_state(toProto(progress.state));
+  request.set_step(progress.step);
+  request.set_loss(progress.loss);
+  request.set_samples_per_sec(progress.samplesPerSecond);
+  request.set_resident_bytes(progress.residentBytes);
+  proto::HeartbeatReply reply;
+  grpc::ClientContext context;
+  context.set_deadline(deadlineIn(kRpcTimeout));
+  return impl_->stub->Heartbeat(&context, request, &reply).ok();
+}
+
+void CoordinatorClient::report(const FinalReport& report) {
+  proto::ReportRequest request;
+  impl_->fill(request.mutable_auth(), epoch_);
+  request.set_rank(rank_);
+  request.set_exit_status(report.exitStatus);
+  request.set_error(report.error);
+  request.set_steps(report.steps);
+  request.set_last_loss(report.lastLoss);
+  request.set_wall_seconds(report.wallSeconds);
+  for (const auto& [name, value] : report.metrics) (*request.mutable_metrics())[name] = value;
+  proto::ReportReply reply;
+  grpc::ClientContext context;
+  context.set_deadline(deadlineIn(kRpcTimeout));
+  impl_->check(impl_->stub->Report(&context, request, &reply), "report");
+}
+
+void CoordinatorClient::watch(
+    const std::function<void(CommandKind, const std::string&)>& onCommand) {
+  proto::WatchRequest request;
+  impl_->fill(request.mutable_auth(), epoch_);
+  request.set_rank(rank_);
+  grpc::ClientContext context;
+  auto reader = impl_->stub->Watch(&context, request);
+  proto::Command command;
+  while (reader->Read(&command)) {
+    if (command.kind() == proto::Command::STOP) onCommand(CommandKind::Stop, command.reason());
+    if (command.kind() == proto::Command::ABORT) onCommand(CommandKind::Abort, command.reason());
+  }
+  const grpc::Status status = reader->Finish();
+  onCommand(CommandKind::CoordinatorGone,
+            status.ok() ? "the coordinator closed the command stream" : status.error_message());
+}
+
+}  // namespace ds::worker

@@ -1,0 +1,77 @@
+// CoordinatorClient: the worker's side of proto/coordinator.proto. Every request carries the job
+// token and the epoch. gRPC stays behind the pimpl so this header is cheap to include.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ds::worker {
+
+struct JoinResult {
+  int rank = 0;
+  int worldSize = 0;
+  int localRank = 0;
+  int localSize = 0;
+  std::string configJson;
+  std::vector<std::string> jobArgs;
+  uint64_t epoch = 0;
+  std::chrono::milliseconds heartbeatInterval{1000};
+};
+
+enum class WorkerState { Starting, Rendezvous, Training, Finished, Failed };
+
+struct Progress {
+  WorkerState state = WorkerState::Starting;
+  int64_t step = 0;
+  double loss = 0.0;
+  double samplesPerSecond = 0.0;
+  int64_t residentBytes = 0;
+};
+
+struct FinalReport {
+  int exitStatus = 0;
+  std::string error;
+  int64_t steps = 0;
+  double lastLoss = 0.0;
+  double wallSeconds = 0.0;
+  std::map<std::string, double> metrics;
+};
+
+enum class CommandKind { Stop, Abort, CoordinatorGone };
+
+class CoordinatorClient {
+ public:
+  CoordinatorClient(const std::string& address, std::string token);
+  ~CoordinatorClient();
+
+  // Retries until `timeout` while the coordinator is not reachable yet; a refusal throws at once.
+  JoinResult join(const std::string& host, int localSlot, std::chrono::milliseconds timeout);
+
+  void kvSet(const std::string& key, const std::string& value);
+  std::string kvGet(const std::string& key, std::chrono::milliseconds timeout);
+  void kvWait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  int64_t kvAdd(const std::string& key, int64_t delta);
+
+  // Returns false when the coordinator could not be reached.
+  bool heartbeat(const Progress& progress);
+  void report(const FinalReport& report);
+
+  // Blocks reading the command stream; calls onCommand for each command and once with
+  // CoordinatorGone when the stream ends or breaks. Run it on its own thread.
+  void watch(const std::function<void(CommandKind, const std::string& reason)>& onCommand);
+
+  int rank() const { return rank_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int rank_ = -1;
+  uint64_t epoch_ = 0;
+};
+
+}  // namespace ds::worker

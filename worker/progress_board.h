@@ -1,0 +1,30 @@
+// ProgressBoard: the latest training progress, written by the job and read by the heartbeat thread.
+#pragma once
+
+#include <mutex>
+
+#include "worker/coordinator_client.h"
+
+namespace ds::worker {
+
+class ProgressBoard {
+ public:
+  void update(const Progress& progress) {
+    std::lock_guard lock(mutex_);
+    progress_ = progress;
+  }
+  void setState(WorkerState state) {
+    std::lock_guard lock(mutex_);
+    progress_.state = state;
+  }
+  Progress snapshot() const {
+    std::lock_guard lock(mutex_);
+    return progress_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  Progress progress_;
+};
+
+}  // namespace ds::worker

@@ -1,0 +1,120 @@
+// runTrainJob: config -> Gloo communicator -> Engine, then the step loop. Ranks agree on stopping
+// through a one-element all-reduce each step, so a stop request never leaves a rank in a
+// collective the others have abandoned.
+#include "worker/train_job.h"
+
+#include <charconv>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+
+#include "runtime/comm/gloo_communicator.h"
+#include "runtime/common/error.h"
+#include "runtime/config/ds_config.h"
+#include "runtime/engine/engine.h"
+#include "runtime/model/mlp.h"
+
+namespace ds::worker {
+namespace {
+
+constexpr uint64_t kTaskSeed = 2024;
+
+int64_t residentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * 4096;
+}
+
+template <typename T>
+T parseNumber(const std::string& flag, const std::string& text) {
+  T value{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size())
+    throw Error("train " + flag + ": expected a non-negative integer, got \"" + text + "\"");
+  return value;
+}
+
+}  // namespace
+
+TrainOptions parseTrainOptions(const std::vector<std::string>& jobArgs) {
+  TrainOptions options;
+  for (size_t i = 1; i < jobArgs.size(); ++i) {
+    const std::string& arg = jobArgs[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= jobArgs.size()) throw Error("train " + arg + ": missing value");
+      return jobArgs[++i];
+    };
+    if (arg == "--steps") options.steps = parseNumber<int64_t>(arg, value());
+    else if (arg == "--seed") options.seed = parseNumber<uint64_t>(arg, value());
+    else if (arg == "--print_param_hash") options.printParamHash = true;
+    else if (arg == "--config" || arg == "--deepspeed_config") value();  // shipped by the coordinator
+    else if (arg.starts_with("--config=") || arg.starts_with("--deepspeed_config=")) continue;
+    else
+      throw Error("train: unknown argument \"" + arg +
+                  "\" (known: --config FILE, --steps N, --seed N, --print_param_hash)");
+  }
+  if (options.steps <= 0) throw Error("train --steps: expected a positive number of steps");
+  return options;
+}
+
+TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join,
+                        runtime::Store& store, const std::string& bindAddress,
+                        ProgressBoard& board, const std::atomic<bool>& stopRequested) {
+  const auto config = runtime::parseDeepSpeedConfig(join.configJson, join.worldSize, "config");
+
+  board.setState(WorkerState::Rendezvous);
+  runtime::GlooOptions glooOptions;
+  glooOptions.bindAddress = bindAddress;
+  glooOptions.storePrefix = "epoch" + std::to_string(join.epoch) + "/gloo/world";
+  runtime::GlooCommunicator comm(store, join.rank, join.worldSize, glooOptions);
+
+  runtime::Mlp model({16, 64, 64, 4});
+  runtime::TeacherTask task(model.inputDim(), model.outputDim(), kTaskSeed);
+  runtime::Engine engine(model, config, comm, options.seed);
+  if (join.rank == 0)
+    std::printf("model: MLP 16-64-64-4, %zu parameters; ZeRO stage %d; batch %" PRId64
+                " = micro %" PRId64 " x accumulation %" PRId64 " x %d ranks\n",
+                engine.parameterCount(), config.zeroStage, config.batch.trainBatchSize,
+                config.batch.microBatchPerGpu, config.batch.gradientAccumulationSteps,
+                join.worldSize);
+
+  board.setState(WorkerState::Training);
+  const auto& batch = config.batch;
+  const auto start = std::chrono::steady_clock::now();
+  TrainResult result;
+  float stopVote[1] = {0.0f};
+  for (int64_t step = 0; step < options.steps; ++step) {
+    stopVote[0] = stopRequested.load() ? 1.0f : 0.0f;
+    comm.allReduceSum(stopVote, 1);
+    if (stopVote[0] > 0.0f) break;
+
+    double loss = 0.0;
+    for (int64_t micro = 0; micro < batch.gradientAccumulationSteps; ++micro) {
+      // Global sample order: step, then micro-step, then rank; any world size sees the same data.
+      const uint64_t first = static_cast<uint64_t>(step * batch.trainBatchSize +
+                                                   micro * batch.microBatchPerGpu * join.worldSize +
+                                                   join.rank * batch.microBatchPerGpu);
+      loss += engine.forwardBackward(task.batch(first, batch.microBatchPerGpu));
+      engine.step();
+    }
+    loss /= static_cast<double>(batch.gradientAccumulationSteps);
+    result.steps = step + 1;
+    result.lastLoss = loss;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.samplesPerSecond = elapsed > 0 ? engine.globalSamples() / elapsed : 0.0;
+    board.update({WorkerState::Training, result.steps, loss, result.samplesPerSecond, residentBytes()});
+    if (options.printParamHash)
+      std::printf("step %" PRId64 " param_hash %016" PRIx64 "\n", result.steps, engine.parameterHash());
+    if (result.steps % config.stepsPerPrint == 0 || result.steps == options.steps)
+      std::printf("step %" PRId64 "/%" PRId64 " loss %.6f lr %.3e grad_norm %.4f samples/s %.0f\n",
+                  result.steps, options.steps, loss, engine.lr(), engine.lastGradNorm(),
+                  result.samplesPerSecond);
+    std::fflush(stdout);
+  }
+  result.wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace ds::worker

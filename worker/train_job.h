@@ -1,0 +1,36 @@
+// The built-in `train` job: data-parallel training of the MLP on the synthetic teacher task with
+// the runtime Engine, collectives over Gloo bootstrapped through the coordinator's store.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/store.h"
+#include "worker/coordinator_client.h"
+#include "worker/progress_board.h"
+
+namespace ds::worker {
+
+struct TrainOptions {
+  int64_t steps = 200;
+  uint64_t seed = 1234;
+  bool printParamHash = false;  // one "param_hash" line per step, for replica-consistency checks
+};
+
+// Parses the job's arguments ("train --config F --steps N ..."); throws ds::Error on bad input.
+TrainOptions parseTrainOptions(const std::vector<std::string>& jobArgs);
+
+struct TrainResult {
+  int64_t steps = 0;
+  double lastLoss = 0.0;
+  double wallSeconds = 0.0;
+  double samplesPerSecond = 0.0;
+};
+
+TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join,
+                        runtime::Store& store, const std::string& bindAddress,
+                        ProgressBoard& board, const std::atomic<bool>& stopRequested);
+
+}  // namespace ds::worker
