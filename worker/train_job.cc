@@ -85,6 +85,8 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join,
   const auto start = std::chrono::steady_clock::now();
   TrainResult result;
   float stopVote[1] = {0.0f};
+  double windowLoss = 0.0;  // mean over the steps since the last print: less noisy than one step
+  int64_t windowSteps = 0;
   for (int64_t step = 0; step < options.steps; ++step) {
     stopVote[0] = stopRequested.load() ? 1.0f : 0.0f;
     comm.allReduceSum(stopVote, 1);
@@ -107,10 +109,15 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join,
     board.update({WorkerState::Training, result.steps, loss, result.samplesPerSecond, residentBytes()});
     if (options.printParamHash)
       std::printf("step %" PRId64 " param_hash %016" PRIx64 "\n", result.steps, engine.parameterHash());
-    if (result.steps % config.stepsPerPrint == 0 || result.steps == options.steps)
+    windowLoss += loss;
+    ++windowSteps;
+    if (result.steps == 1 || result.steps % config.stepsPerPrint == 0 || result.steps == options.steps) {
       std::printf("step %" PRId64 "/%" PRId64 " loss %.6f lr %.3e grad_norm %.4f samples/s %.0f\n",
-                  result.steps, options.steps, loss, engine.lr(), engine.lastGradNorm(),
-                  result.samplesPerSecond);
+                  result.steps, options.steps, windowLoss / windowSteps, engine.lr(),
+                  engine.lastGradNorm(), result.samplesPerSecond);
+      windowLoss = 0.0;
+      windowSteps = 0;
+    }
     std::fflush(stdout);
   }
   result.wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,0 +1,45 @@
+// Test harness for running ds-launch as a real process: start it with output captured to files,
+// wait with a deadline, find its worker processes through /proc, read per-rank logs.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ds::test {
+
+struct LaunchedJob {
+  pid_t pid = -1;
+  std::string dir;  // scratch directory: stdout, stderr, logs/, config.json
+  std::chrono::steady_clock::time_point started;
+};
+
+// A fresh scratch directory under /tmp for one test.
+std::string makeScratchDir(const std::string& name);
+void writeFile(const std::string& path, const std::string& text);
+std::string readFile(const std::string& path);
+
+// Runs build/bin/ds-launch with `args`, stdout/stderr to DIR/stdout and DIR/stderr.
+LaunchedJob startLaunch(const std::string& dir, const std::vector<std::string>& args);
+
+// Exit status as a shell reports it (128 + signal when killed); nullopt on timeout.
+std::optional<int> waitExit(const LaunchedJob& job, std::chrono::milliseconds timeout);
+
+struct WorkerInfo {
+  pid_t pid;
+  std::string host;
+  int slot;
+};
+// Live children of `parent` whose command line is a ds-worker.
+std::vector<WorkerInfo> findWorkers(pid_t parent);
+bool processExists(pid_t pid);
+
+// Polls until `predicate` holds or the timeout passes.
+bool waitUntil(std::chrono::milliseconds timeout, const std::function<bool()>& predicate);
+
+}  // namespace ds::test

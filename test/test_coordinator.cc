@@ -1,0 +1,128 @@
+// The coordinator over real gRPC on loopback, driven by the worker's CoordinatorClient: rank
+// assignment, refusals (token, epoch-less duplicates, unknown slots), the KV store with timeouts,
+// heartbeats, reports and the command stream.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "launcher/coordinator.h"
+#include "runtime/common/error.h"
+#include "worker/coordinator_client.h"
+
+using namespace ds::launcher;
+using namespace ds::worker;
+using namespace std::chrono_literals;
+
+namespace {
+
+CoordinatorOptions twoRankOptions() {
+  CoordinatorOptions options;
+  options.bindAddress = "127.0.0.1";
+  options.port = 0;
+  options.token = "secret-token-0123456789abcdef";
+  options.configJson = R"({"train_batch_size": 8})";
+  options.jobArgs = {"train", "--steps", "3"};
+  options.ranks = {{0, "127.0.0.1", 0, 0, 1}, {1, "127.0.0.2", 0, 0, 1}};
+  options.heartbeatInterval = 250ms;
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("coordinator: join assigns the planned rank and ships config and job args") {
+  Coordinator coordinator(twoRankOptions());
+  CoordinatorClient client(coordinator.address(), "secret-token-0123456789abcdef");
+  const JoinResult join = client.join("127.0.0.2", 0, 5s);
+  REQUIRE(join.rank == 1);
+  REQUIRE(join.worldSize == 2);
+  REQUIRE(join.configJson == R"({"train_batch_size": 8})");
+  REQUIRE(join.jobArgs == std::vector<std::string>{"train", "--steps", "3"});
+  REQUIRE(join.heartbeatInterval == 250ms);
+  REQUIRE(coordinator.snapshot()[1].joined);
+  REQUIRE_FALSE(coordinator.snapshot()[0].joined);
+}
+
+TEST_CASE("coordinator: refuses a wrong token, an unknown slot and a second join of a slot") {
+  Coordinator coordinator(twoRankOptions());
+  CoordinatorClient intruder(coordinator.address(), "secret-token-0123456789abcdeX");
+  REQUIRE_THROWS_WITH(intruder.join("127.0.0.1", 0, 5s), Catch::Contains("wrong job token"));
+  CoordinatorClient client(coordinator.address(), "secret-token-0123456789abcdef");
+  REQUIRE_THROWS_WITH(client.join("127.0.0.9", 0, 5s), Catch::Contains("not part of this job"));
+  REQUIRE_FALSE(coordinator.snapshot()[0].joined);
+  client.join("127.0.0.1", 0, 5s);
+  CoordinatorClient twin(coordinator.address(), "secret-token-0123456789abcdef");
+  REQUIRE_THROWS_WITH(twin.join("127.0.0.1", 0, 5s), Catch::Contains("already joined"));
+}
+
+TEST_CASE("coordinator: requests without a join (epoch 0) or with a wrong token are refused") {
+  Coordinator coordinator(twoRankOptions());
+  CoordinatorClient notJoined(coordinator.address(), "secret-token-0123456789abcdef");
+  REQUIRE_THROWS_WITH(notJoined.kvSet("k", "v"), Catch::Contains("stale membership epoch 0"));
+  CoordinatorClient intruder(coordinator.address(), "wrong");
+  REQUIRE_THROWS_WITH(intruder.kvGet("k", 10ms), Catch::Contains("wrong job token"));
+}
+
+TEST_CASE("coordinator: the KV store blocks, times out with TimeoutError and counts") {
+  Coordinator coordinator(twoRankOptions());
+  CoordinatorClient a(coordinator.address(), "secret-token-0123456789abcdef");
+  CoordinatorClient b(coordinator.address(), "secret-token-0123456789abcdef");
+  a.join("127.0.0.1", 0, 5s);
+  b.join("127.0.0.2", 0, 5s);
+
+  auto pending = std::async(std::launch::async, [&] { return b.kvGet("addr/0", 5s); });
+  std::this_thread::sleep_for(50ms);
+  a.kvSet("addr/0", std::string("\x01\x00\x02", 3));
+  REQUIRE(pending.get() == std::string("\x01\x00\x02", 3));
+
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE_THROWS_AS(b.kvGet("missing", 200ms), ds::TimeoutError);
+  REQUIRE(std::chrono::steady_clock::now() - start < 3s);
+  REQUIRE_THROWS_AS(b.kvWait({"addr/0", "missing"}, 100ms), ds::TimeoutError);
+  REQUIRE_NOTHROW(b.kvWait({"addr/0"}, 100ms));
+
+  REQUIRE(a.kvAdd("arrived", 1) == 1);
+  REQUIRE(b.kvAdd("arrived", 1) == 2);
+}
+
+TEST_CASE("coordinator: heartbeats and reports show up in the snapshot") {
+  Coordinator coordinator(twoRankOptions());
+  CoordinatorClient client(coordinator.address(), "secret-token-0123456789abcdef");
+  client.join("127.0.0.1", 0, 5s);
+  REQUIRE(client.heartbeat({WorkerState::Training, 7, 0.5, 123.0, 4096}));
+  auto status = coordinator.snapshot()[0];
+  REQUIRE(status.state == RankState::Training);
+  REQUIRE(status.step == 7);
+  REQUIRE(status.loss == 0.5);
+  REQUIRE(status.residentBytes == 4096);
+  FinalReport report;
+  report.steps = 9;
+  report.lastLoss = 0.25;
+  client.report(report);
+  status = coordinator.snapshot()[0];
+  REQUIRE(status.state == RankState::Finished);
+  REQUIRE(status.report);
+  REQUIRE(status.report->steps == 9);
+}
+
+TEST_CASE("coordinator: abort reaches every watcher, and shutdown ends the stream") {
+  Coordinator coordinator(twoRankOptions());
+  CoordinatorClient client(coordinator.address(), "secret-token-0123456789abcdef");
+  client.join("127.0.0.1", 0, 5s);
+  std::promise<std::string> aborted;
+  std::promise<void> gone;
+  std::thread watcher([&] {
+    client.watch([&](CommandKind kind, const std::string& reason) {
+      if (kind == CommandKind::Abort) aborted.set_value(reason);
+      if (kind == CommandKind::CoordinatorGone) gone.set_value();
+    });
+  });
+  coordinator.broadcast(Command::Abort, "rank 1 died");
+  auto abortFuture = aborted.get_future();
+  REQUIRE(abortFuture.wait_for(3s) == std::future_status::ready);
+  REQUIRE(abortFuture.get() == "rank 1 died");
+  coordinator.shutdown();
+  REQUIRE(gone.get_future().wait_for(3s) == std::future_status::ready);
+  watcher.join();
+}

@@ -1,0 +1,167 @@
+// ds-launch end to end with real processes: 2 "nodes" (127.0.0.1 and 127.0.0.2) x 2 ranks.
+// Training succeeds with bitwise-identical replicas; a SIGKILLed worker or a SIGTERM to ds-launch
+// ends the whole job within 5 s with no process left; a join with a wrong token is refused while
+// the job carries on.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "test/launch_harness.h"
+#include "worker/coordinator_client.h"
+
+using namespace ds::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const char* kHostfile = "127.0.0.1 slots=2\n127.0.0.2 slots=2\n";
+
+std::string configJson(int stage, int stepsPerPrint) {
+  return R"({"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 2,
+    "steps_per_print": )" + std::to_string(stepsPerPrint) + R"(, "gradient_clipping": 1.0,
+    "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.01}},
+    "zero_optimization": {"stage": )" + std::to_string(stage) + "}}";
+}
+
+LaunchedJob startTraining(const std::string& name, int stage, int steps, bool hashes) {
+  const std::string dir = makeScratchDir(name);
+  writeFile(dir + "/hostfile", kHostfile);
+  writeFile(dir + "/config.json", configJson(stage, 1));
+  std::vector<std::string> args = {"--hostfile", "hostfile", "--master_port", "0", "--log_dir",
+                                   "logs", "train", "--config", "config.json", "--steps",
+                                   std::to_string(steps)};
+  if (hashes) args.push_back("--print_param_hash");
+  return startLaunch(dir, args);
+}
+
+// "step N param_hash H" lines of one rank's log, by step.
+std::map<int, std::string> paramHashes(const std::string& log) {
+  std::map<int, std::string> hashes;
+  static const std::regex line(R"(step (\d+) param_hash ([0-9a-f]+))");
+  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it)
+    hashes[std::stoi((*it)[1])] = (*it)[2];
+  return hashes;
+}
+
+std::vector<double> losses(const std::string& log) {
+  std::vector<double> out;
+  static const std::regex line(R"(step \d+/\d+ loss ([0-9.]+))");
+  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it)
+    out.push_back(std::stod((*it)[1]));
+  return out;
+}
+
+int highestLoggedStep(const std::string& dir) {
+  const auto hashes = paramHashes(readFile(dir + "/logs/rank-0.log"));
+  return hashes.empty() ? 0 : hashes.rbegin()->first;
+}
+
+std::string jobToken(pid_t worker) {
+  std::ifstream environment("/proc/" + std::to_string(worker) + "/environ");
+  for (std::string entry; std::getline(environment, entry, '\0');)
+    if (entry.starts_with("DS_JOB_TOKEN=")) return entry.substr(13);
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("launch: 2 nodes x 2 ranks train with identical replicas at ZeRO stage 0 and 1") {
+  for (int stage : {0, 1}) {
+    INFO("stage " << stage);
+    const auto job = startTraining("train-stage" + std::to_string(stage), stage, 20, true);
+    const auto status = waitExit(job, 120s);
+    INFO(readFile(job.dir + "/stdout") << readFile(job.dir + "/stderr"));
+    REQUIRE(status == 0);
+
+    std::vector<std::map<int, std::string>> hashes;
+    for (int r = 0; r < 4; ++r)
+      hashes.push_back(paramHashes(readFile(job.dir + "/logs/rank-" + std::to_string(r) + ".log")));
+    REQUIRE(hashes[0].size() == 20);
+    for (int r = 1; r < 4; ++r) REQUIRE(hashes[r] == hashes[0]);
+    // Parameters change at every step (no frozen replicas passing by accident).
+    REQUIRE(hashes[0].at(1) != hashes[0].at(20));
+
+    const auto loss = losses(readFile(job.dir + "/logs/rank-0.log"));
+    REQUIRE(loss.size() == 20);
+    const double first = (loss[0] + loss[1] + loss[2]) / 3, last = (loss[17] + loss[18] + loss[19]) / 3;
+    REQUIRE(last < 0.7 * first);
+
+    const std::string out = readFile(job.dir + "/stdout");
+    REQUIRE(out.find("[rank 0] step 20/20") != std::string::npos);
+    REQUIRE(out.find("[rank 1]") == std::string::npos);  // only rank 0 on the console by default
+    REQUIRE(std::regex_search(out, std::regex(R"(\n3 +127\.0\.0\.2 +0 +20 )")));
+  }
+}
+
+TEST_CASE("launch: SIGKILL of one worker ends the job within 5 s naming that rank") {
+  const auto job = startTraining("sigkill", 1, 1000000, true);
+  std::vector<WorkerInfo> workers;
+  REQUIRE(waitUntil(30s, [&] {
+    workers = findWorkers(job.pid);
+    return workers.size() == 4 && highestLoggedStep(job.dir) >= 5;
+  }));
+  const auto victim = std::find_if(workers.begin(), workers.end(), [](const WorkerInfo& w) {
+    return w.host == "127.0.0.2" && w.slot == 0;  // rank 2
+  });
+  REQUIRE(victim != workers.end());
+  ::kill(victim->pid, SIGKILL);
+  const auto killedAt = std::chrono::steady_clock::now();
+  const auto status = waitExit(job, 10s);
+  const auto took = std::chrono::steady_clock::now() - killedAt;
+  const std::string err = readFile(job.dir + "/stderr");
+  INFO(err);
+  REQUIRE(status);
+  REQUIRE(*status == 128 + SIGKILL);
+  REQUIRE(took < 5s);
+  REQUIRE(err.find("rank 2 (host 127.0.0.2) killed by signal 9") != std::string::npos);
+  REQUIRE(err.find("last lines of rank 2") != std::string::npos);
+  for (const auto& worker : workers) REQUIRE_FALSE(processExists(worker.pid));
+}
+
+TEST_CASE("launch: SIGTERM to ds-launch stops every worker within 5 s") {
+  const auto job = startTraining("sigterm", 0, 1000000, false);
+  std::vector<WorkerInfo> workers;
+  REQUIRE(waitUntil(30s, [&] {
+    workers = findWorkers(job.pid);
+    return workers.size() == 4 && readFile(job.dir + "/logs/rank-0.log").find("step 2/") != std::string::npos;
+  }));
+  ::kill(job.pid, SIGTERM);
+  const auto status = waitExit(job, 5s);
+  REQUIRE(status == 128 + SIGTERM);
+  REQUIRE(readFile(job.dir + "/stderr").find("interrupted by SIGTERM") != std::string::npos);
+  for (const auto& worker : workers) REQUIRE_FALSE(processExists(worker.pid));
+}
+
+TEST_CASE("launch: a join with a wrong token is refused and the job finishes unaffected") {
+  const auto job = startTraining("badtoken", 1, 300, true);
+  std::vector<WorkerInfo> workers;
+  REQUIRE(waitUntil(30s, [&] {
+    workers = findWorkers(job.pid);
+    return workers.size() == 4 && highestLoggedStep(job.dir) >= 3;
+  }));
+  const std::string out = readFile(job.dir + "/stdout");
+  std::smatch match;
+  REQUIRE(std::regex_search(out, match, std::regex(R"(coordinator (127\.0\.0\.1:\d+))")));
+  const std::string token = jobToken(workers.front().pid);
+  REQUIRE(token.size() == 64);  // 256 bits, hex
+
+  std::string wrong = token;
+  wrong[10] = wrong[10] == 'a' ? 'b' : 'a';
+  ds::worker::CoordinatorClient intruder(match[1], wrong);
+  REQUIRE_THROWS_WITH(intruder.join("127.0.0.2", 1, 5s), Catch::Contains("wrong job token"));
+  // The right token cannot take over a slot that is already running either.
+  ds::worker::CoordinatorClient twin(match[1], token);
+  REQUIRE_THROWS_WITH(twin.join("127.0.0.2", 1, 5s), Catch::Contains("already joined"));
+
+  const auto status = waitExit(job, 120s);
+  REQUIRE(status == 0);
+  REQUIRE(highestLoggedStep(job.dir) == 300);
+  const std::string err = readFile(job.dir + "/stderr");
+  REQUIRE(err.find("refused Join") != std::string::npos);
+  REQUIRE(err.find("wrong job token") != std::string::npos);
+}
