@@ -98,7 +98,14 @@ std::vector<WorkerInfo> findWorkers(pid_t parent) {
   return workers;
 }
 
-bool processExists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+// A zombie counts as gone: it runs nothing and holds nothing; whoever inherited it may be slow to reap.
+bool processExists(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), {});
+  const auto close = text.rfind(')');
+  return close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
+}
 
 bool waitUntil(std::chrono::milliseconds timeout, const std::function<bool()>& predicate) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;

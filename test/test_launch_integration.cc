@@ -165,3 +165,20 @@ TEST_CASE("launch: a join with a wrong token is refused and the job finishes una
   REQUIRE(err.find("refused Join") != std::string::npos);
   REQUIRE(err.find("wrong job token") != std::string::npos);
 }
+
+TEST_CASE("launch: SIGKILL of ds-launch itself leaves no worker behind") {
+  const auto job = startTraining("killlauncher", 0, 1000000, false);
+  std::vector<WorkerInfo> workers;
+  REQUIRE(waitUntil(30s, [&] {
+    workers = findWorkers(job.pid);
+    return workers.size() == 4 && readFile(job.dir + "/logs/rank-0.log").find("step 2/") != std::string::npos;
+  }));
+  ::kill(job.pid, SIGKILL);
+  REQUIRE(waitExit(job, 5s) == 128 + SIGKILL);
+  // Workers get SIGKILL as their parent-death signal; remote ones would see the command stream
+  // break instead (covered by the coordinator tests).
+  REQUIRE(waitUntil(5s, [&] {
+    return std::none_of(workers.begin(), workers.end(),
+                        [](const WorkerInfo& w) { return processExists(w.pid); });
+  }));
+}

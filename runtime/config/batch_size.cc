@@ -70,17 +70,22 @@ BatchConfig inferBatchSizes(std::optional<int64_t> train, std::optional<int64_t>
     throw Error("Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided");
   }
 
-  // _batch_assertion, in its order, on the computed values.
+  // _batch_assertion, in its order, on the computed values. The inferred trio and the world
+  // size follow DeepSpeed's message, so the user sees which input produced the bad number.
+  const std::string trio = " (train_batch_size " + std::to_string(*train) +
+                           ", train_micro_batch_size_per_gpu " + std::to_string(*micro) +
+                           ", gradient_accumulation_steps " + std::to_string(*gas) +
+                           ", world size " + std::to_string(w) + ")";
   if (*train <= 0) {
-    throw Error("Train batch size: " + std::to_string(*train) + " has to be greater than 0");
+    throw Error("Train batch size: " + std::to_string(*train) + " has to be greater than 0" + trio);
   }
   if (*micro <= 0) {
     throw Error("Micro batch size per gpu: " + std::to_string(*micro) +
-                " has to be greater than 0");
+                " has to be greater than 0" + trio);
   }
   if (*gas <= 0) {
     throw Error("Gradient accumulation steps: " + std::to_string(*gas) +
-                " has to be greater than 0");
+                " has to be greater than 0" + trio);
   }
   if (*train != checkedMul(checkedMul(*micro, *gas), w)) {
     throw Error(
