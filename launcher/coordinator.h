@@ -71,9 +71,8 @@ class Coordinator {
   // Ends every stream, fails every blocked store call, stops the server.
   void shutdown();
 
-  struct State;
-
  private:
+  struct State;  // the gRPC service and the job's state, in coordinator.cc
   std::unique_ptr<State> state_;
 };
 

@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <ctime>
-#include <fstream>
 #include <iostream>
 #include <random>
 #include <sstream>
@@ -53,13 +52,6 @@ std::string configPathOf(const std::vector<std::string>& jobArgs) {
   return "";
 }
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ds::Error(path + ": cannot read the config file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 }  // namespace
 
@@ -107,7 +99,7 @@ int main(int argc, char** argv) {
 
     std::string configJson;
     if (const std::string path = configPathOf(jobArgs); !path.empty()) {
-      configJson = readFile(path);
+      configJson = ds::runtime::readDeepSpeedConfigText(path);
       const auto config = ds::runtime::parseDeepSpeedConfig(configJson, plan.worldSize(), path);
       for (const auto& warning : config.warnings) std::cerr << "ds-launch: warning: " << warning << '\n';
     } else {

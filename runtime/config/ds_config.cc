@@ -363,7 +363,7 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
   return cfg;
 }
 
-DeepSpeedConfig loadDeepSpeedConfig(const std::string& path, int64_t worldSize) {
+std::string readDeepSpeedConfigText(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     throw Error(path + ": cannot read DeepSpeed config: is a directory");
@@ -373,7 +373,11 @@ DeepSpeedConfig loadDeepSpeedConfig(const std::string& path, int64_t worldSize) 
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw Error(path + ": cannot read DeepSpeed config: " + std::strerror(errno));
-  return parseDeepSpeedConfig(text.str(), worldSize, path);
+  return text.str();
+}
+
+DeepSpeedConfig loadDeepSpeedConfig(const std::string& path, int64_t worldSize) {
+  return parseDeepSpeedConfig(readDeepSpeedConfigText(path), worldSize, path);
 }
 
 }  // namespace ds::runtime

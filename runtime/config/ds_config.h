@@ -62,6 +62,8 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
                                      std::string_view source);
 
 // Reads `path` and parses it; a missing or unreadable file is an error naming the path.
+// The file's text, for shipping verbatim to workers; errors name the path.
+std::string readDeepSpeedConfigText(const std::string& path);
 DeepSpeedConfig loadDeepSpeedConfig(const std::string& path, int64_t worldSize);
 
 }  // namespace ds::runtime
