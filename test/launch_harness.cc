@@ -59,12 +59,23 @@ LaunchedJob startLaunch(const std::string& dir, const std::vector<std::string>& 
   return job;
 }
 
+LaunchedJob::~LaunchedJob() {
+  if (reaped || pid <= 0) return;
+  ::kill(pid, SIGTERM);
+  if (!waitExit(*this, std::chrono::seconds(5))) {
+    ::kill(pid, SIGKILL);
+    waitExit(*this, std::chrono::seconds(5));
+  }
+}
+
 std::optional<int> waitExit(const LaunchedJob& job, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     int status = 0;
-    if (waitpid(job.pid, &status, WNOHANG) == job.pid)
+    if (waitpid(job.pid, &status, WNOHANG) == job.pid) {
+      job.reaped = true;
       return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
     if (std::chrono::steady_clock::now() > deadline) return std::nullopt;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

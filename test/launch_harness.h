@@ -13,10 +13,21 @@
 
 namespace ds::test {
 
+// Owns the ds-launch process: if a test fails before the job ended, the destructor stops it
+// (SIGTERM, then SIGKILL), so a failed assertion never leaves a million-step job running.
 struct LaunchedJob {
   pid_t pid = -1;
   std::string dir;  // scratch directory: stdout, stderr, logs/, config.json
   std::chrono::steady_clock::time_point started;
+  mutable bool reaped = false;
+
+  LaunchedJob() = default;
+  LaunchedJob(const LaunchedJob&) = delete;
+  LaunchedJob(LaunchedJob&& other) noexcept
+      : pid(other.pid), dir(std::move(other.dir)), started(other.started), reaped(other.reaped) {
+    other.reaped = true;
+  }
+  ~LaunchedJob();
 };
 
 // A fresh scratch directory under /tmp for one test.

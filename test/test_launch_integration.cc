@@ -28,14 +28,14 @@ std::string configJson(int stage, int stepsPerPrint) {
     "zero_optimization": {"stage": )" + std::to_string(stage) + "}}";
 }
 
-LaunchedJob startTraining(const std::string& name, int stage, int steps, bool hashes) {
+// Every job prints parameter hashes: they double as a per-step progress marker for the tests.
+LaunchedJob startTraining(const std::string& name, int stage, int steps) {
   const std::string dir = makeScratchDir(name);
   writeFile(dir + "/hostfile", kHostfile);
   writeFile(dir + "/config.json", configJson(stage, 1));
   std::vector<std::string> args = {"--hostfile", "hostfile", "--master_port", "0", "--log_dir",
                                    "logs", "train", "--config", "config.json", "--steps",
-                                   std::to_string(steps)};
-  if (hashes) args.push_back("--print_param_hash");
+                                   std::to_string(steps), "--print_param_hash"};
   return startLaunch(dir, args);
 }
 
@@ -61,6 +61,16 @@ int highestLoggedStep(const std::string& dir) {
   return hashes.empty() ? 0 : hashes.rbegin()->first;
 }
 
+// The four workers once rank 0 has logged `minStep` steps; empty if that takes over 30 s.
+std::vector<WorkerInfo> workersOnceTraining(const LaunchedJob& job, int minStep) {
+  std::vector<WorkerInfo> workers;
+  const bool ready = waitUntil(30s, [&] {
+    workers = findWorkers(job.pid);
+    return workers.size() == 4 && highestLoggedStep(job.dir) >= minStep;
+  });
+  return ready ? workers : std::vector<WorkerInfo>{};
+}
+
 std::string jobToken(pid_t worker) {
   std::ifstream environment("/proc/" + std::to_string(worker) + "/environ");
   for (std::string entry; std::getline(environment, entry, '\0');)
@@ -73,7 +83,7 @@ std::string jobToken(pid_t worker) {
 TEST_CASE("launch: 2 nodes x 2 ranks train with identical replicas at ZeRO stage 0 and 1") {
   for (int stage : {0, 1}) {
     INFO("stage " << stage);
-    const auto job = startTraining("train-stage" + std::to_string(stage), stage, 20, true);
+    const auto job = startTraining("train-stage" + std::to_string(stage), stage, 20);
     const auto status = waitExit(job, 120s);
     INFO(readFile(job.dir + "/stdout") << readFile(job.dir + "/stderr"));
     REQUIRE(status == 0);
@@ -99,12 +109,9 @@ TEST_CASE("launch: 2 nodes x 2 ranks train with identical replicas at ZeRO stage
 }
 
 TEST_CASE("launch: SIGKILL of one worker ends the job within 5 s naming that rank") {
-  const auto job = startTraining("sigkill", 1, 1000000, true);
-  std::vector<WorkerInfo> workers;
-  REQUIRE(waitUntil(30s, [&] {
-    workers = findWorkers(job.pid);
-    return workers.size() == 4 && highestLoggedStep(job.dir) >= 5;
-  }));
+  const auto job = startTraining("sigkill", 1, 1000000);
+  const auto workers = workersOnceTraining(job, 5);
+  REQUIRE(workers.size() == 4);
   const auto victim = std::find_if(workers.begin(), workers.end(), [](const WorkerInfo& w) {
     return w.host == "127.0.0.2" && w.slot == 0;  // rank 2
   });
@@ -124,12 +131,9 @@ TEST_CASE("launch: SIGKILL of one worker ends the job within 5 s naming that ran
 }
 
 TEST_CASE("launch: SIGTERM to ds-launch stops every worker within 5 s") {
-  const auto job = startTraining("sigterm", 0, 1000000, false);
-  std::vector<WorkerInfo> workers;
-  REQUIRE(waitUntil(30s, [&] {
-    workers = findWorkers(job.pid);
-    return workers.size() == 4 && readFile(job.dir + "/logs/rank-0.log").find("step 2/") != std::string::npos;
-  }));
+  const auto job = startTraining("sigterm", 0, 1000000);
+  const auto workers = workersOnceTraining(job, 2);
+  REQUIRE(workers.size() == 4);
   ::kill(job.pid, SIGTERM);
   const auto status = waitExit(job, 5s);
   REQUIRE(status == 128 + SIGTERM);
@@ -138,12 +142,9 @@ TEST_CASE("launch: SIGTERM to ds-launch stops every worker within 5 s") {
 }
 
 TEST_CASE("launch: a join with a wrong token is refused and the job finishes unaffected") {
-  const auto job = startTraining("badtoken", 1, 300, true);
-  std::vector<WorkerInfo> workers;
-  REQUIRE(waitUntil(30s, [&] {
-    workers = findWorkers(job.pid);
-    return workers.size() == 4 && highestLoggedStep(job.dir) >= 3;
-  }));
+  const auto job = startTraining("badtoken", 1, 300);
+  const auto workers = workersOnceTraining(job, 3);
+  REQUIRE(workers.size() == 4);
   const std::string out = readFile(job.dir + "/stdout");
   std::smatch match;
   REQUIRE(std::regex_search(out, match, std::regex(R"(coordinator (127\.0\.0\.1:\d+))")));
@@ -167,12 +168,9 @@ TEST_CASE("launch: a join with a wrong token is refused and the job finishes una
 }
 
 TEST_CASE("launch: SIGKILL of ds-launch itself leaves no worker behind") {
-  const auto job = startTraining("killlauncher", 0, 1000000, false);
-  std::vector<WorkerInfo> workers;
-  REQUIRE(waitUntil(30s, [&] {
-    workers = findWorkers(job.pid);
-    return workers.size() == 4 && readFile(job.dir + "/logs/rank-0.log").find("step 2/") != std::string::npos;
-  }));
+  const auto job = startTraining("killlauncher", 0, 1000000);
+  const auto workers = workersOnceTraining(job, 2);
+  REQUIRE(workers.size() == 4);
   ::kill(job.pid, SIGKILL);
   REQUIRE(waitExit(job, 5s) == 128 + SIGKILL);
   // Workers get SIGKILL as their parent-death signal; remote ones would see the command stream
