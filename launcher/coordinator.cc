@@ -2,9 +2,11 @@
 // which suits jobs of up to a few hundred ranks; Watch streams and blocked KvGets each hold one).
 #include "launcher/coordinator.h"
 
+#include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <iostream>
 #include <mutex>
 
@@ -36,6 +38,14 @@ RankState fromProto(proto::WorkerState state) {
     case proto::WORKER_STATE_FAILED: return RankState::Failed;
     default: return RankState::Starting;
   }
+}
+
+// gRPC logs its own internals to stderr (a failed bind prints a page of JSON); ds-launch reports
+// failures itself. DS_GRPC_LOG=1 restores gRPC's logging for debugging.
+void dropGrpcLog(gpr_log_func_args*) {}
+void quietGrpcLogs() {
+  const char* keep = std::getenv("DS_GRPC_LOG");
+  if (keep == nullptr || std::string(keep) != "1") gpr_set_log_function(dropGrpcLog);
 }
 
 grpc::Status storeError(const Error& e) {
@@ -238,9 +248,13 @@ struct Coordinator::State final : proto::Coordinator::Service {
 Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<State>()) {
   state_->options = std::move(options);
   state_->ranks.resize(state_->options.ranks.size());
+  quietGrpcLogs();
   const std::string listen =
       state_->options.bindAddress + ":" + std::to_string(state_->options.port);
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second job on the same port would then bind "successfully"
+  // and its workers would reach the first job's coordinator. Refuse the port instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &state_->port);
   builder.RegisterService(state_.get());
   state_->server = builder.BuildAndStart();

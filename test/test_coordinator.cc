@@ -126,3 +126,12 @@ TEST_CASE("coordinator: abort reaches every watcher, and shutdown ends the strea
   REQUIRE(gone.get_future().wait_for(3s) == std::future_status::ready);
   watcher.join();
 }
+
+TEST_CASE("coordinator: a port already in use is an error naming the address, not a shared port") {
+  Coordinator first(twoRankOptions());
+  CoordinatorOptions options = twoRankOptions();
+  options.port = first.port();
+  REQUIRE_THROWS_WITH(Coordinator(options),
+                      Catch::Contains("127.0.0.1:" + std::to_string(first.port())) &&
+                          Catch::Contains("--master_port"));
+}
