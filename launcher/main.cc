@@ -89,6 +89,8 @@ int main(int argc, char** argv) {
     } else {
       const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
       pool = {{"localhost", cores}};
+      std::cout << "ds-launch: no hostfile at " << hostfile << ": running on localhost with "
+                << cores << " ranks (one per core)\n";
     }
     const LaunchPlan plan = makeLaunchPlan(pool, planRequest);
     for (const auto& host : plan.hosts)

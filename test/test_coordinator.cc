@@ -106,14 +106,18 @@ TEST_CASE("coordinator: heartbeats and reports show up in the snapshot") {
   REQUIRE(status.report->steps == 9);
 }
 
-TEST_CASE("coordinator: abort reaches every watcher, and shutdown ends the stream") {
+TEST_CASE("coordinator: stop and abort reach a watcher in order, and shutdown ends the stream") {
   Coordinator coordinator(twoRankOptions());
   CoordinatorClient client(coordinator.address(), "secret-token-0123456789abcdef");
   client.join("127.0.0.1", 0, 5s);
+  // Sent before the stream opens: a late watcher still receives every command.
+  coordinator.broadcast(Command::Stop, "resize");
   std::promise<std::string> aborted;
   std::promise<void> gone;
+  std::atomic<bool> stoppedFirst{false};
   std::thread watcher([&] {
     client.watch([&](CommandKind kind, const std::string& reason) {
+      if (kind == CommandKind::Stop) stoppedFirst = reason == "resize";
       if (kind == CommandKind::Abort) aborted.set_value(reason);
       if (kind == CommandKind::CoordinatorGone) gone.set_value();
     });
@@ -122,6 +126,7 @@ TEST_CASE("coordinator: abort reaches every watcher, and shutdown ends the strea
   auto abortFuture = aborted.get_future();
   REQUIRE(abortFuture.wait_for(3s) == std::future_status::ready);
   REQUIRE(abortFuture.get() == "rank 1 died");
+  REQUIRE(stoppedFirst);
   coordinator.shutdown();
   REQUIRE(gone.get_future().wait_for(3s) == std::future_status::ready);
   watcher.join();
