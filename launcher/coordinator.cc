@@ -31,12 +31,18 @@ bool constantTimeEquals(const std::string& a, const std::string& b) {
 
 RankState fromProto(proto::WorkerState state) {
   switch (state) {
-    case proto::WORKER_STATE_STARTING: return RankState::Starting;
-    case proto::WORKER_STATE_RENDEZVOUS: return RankState::Rendezvous;
-    case proto::WORKER_STATE_TRAINING: return RankState::Training;
-    case proto::WORKER_STATE_FINISHED: return RankState::Finished;
-    case proto::WORKER_STATE_FAILED: return RankState::Failed;
-    default: return RankState::Starting;
+    case proto::WORKER_STATE_STARTING:
+      return RankState::Starting;
+    case proto::WORKER_STATE_RENDEZVOUS:
+      return RankState::Rendezvous;
+    case proto::WORKER_STATE_TRAINING:
+      return RankState::Training;
+    case proto::WORKER_STATE_FINISHED:
+      return RankState::Finished;
+    case proto::WORKER_STATE_FAILED:
+      return RankState::Failed;
+    default:
+      return RankState::Starting;
   }
 }
 
@@ -58,12 +64,18 @@ grpc::Status storeError(const Error& e) {
 
 const char* rankStateName(RankState state) {
   switch (state) {
-    case RankState::Waiting: return "waiting";
-    case RankState::Starting: return "starting";
-    case RankState::Rendezvous: return "rendezvous";
-    case RankState::Training: return "training";
-    case RankState::Finished: return "finished";
-    case RankState::Failed: return "failed";
+    case RankState::Waiting:
+      return "waiting";
+    case RankState::Starting:
+      return "starting";
+    case RankState::Rendezvous:
+      return "rendezvous";
+    case RankState::Training:
+      return "training";
+    case RankState::Finished:
+      return "finished";
+    case RankState::Failed:
+      return "failed";
   }
   return "?";
 }
@@ -259,8 +271,9 @@ Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<S
   builder.RegisterService(state_.get());
   state_->server = builder.BuildAndStart();
   if (!state_->server || state_->port == 0)
-    throw Error("coordinator: cannot listen on " + listen +
-                " (address not local or port in use; choose another with --master_addr/--master_port)");
+    throw Error(
+        "coordinator: cannot listen on " + listen +
+        " (address not local or port in use; choose another with --master_addr/--master_port)");
 }
 
 Coordinator::~Coordinator() { shutdown(); }

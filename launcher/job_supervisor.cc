@@ -39,7 +39,8 @@ struct RankIo {
 std::string describeExit(const RankOutcome& outcome) {
   if (outcome.signal) {
     const char* name = sigabbrev_np(*outcome.signal);
-    return "killed by signal " + std::to_string(*outcome.signal) + (name ? std::string(" (SIG") + name + ")" : "");
+    return "killed by signal " + std::to_string(*outcome.signal) +
+           (name ? std::string(" (SIG") + name + ")" : "");
   }
   if (outcome.exitCode) return "exited with status " + std::to_string(*outcome.exitCode);
   return "still running";
@@ -65,7 +66,8 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
   for (size_t r = 0; r < n; ++r) {
     outcome.ranks[r].rank = ranks[r].rank;
     outcome.ranks[r].host = ranks[r].host;
-    const auto path = std::filesystem::path(options.logDir) / ("rank-" + std::to_string(r) + ".log");
+    const auto path =
+        std::filesystem::path(options.logDir) / ("rank-" + std::to_string(r) + ".log");
     io[r].log.open(path);
     if (!io[r].log) throw Error("cannot write log file " + path.string());
   }
@@ -111,8 +113,9 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
       if (got != processes[r].pid) continue;
       if (WIFEXITED(status)) rank.exitCode = WEXITSTATUS(status);
       if (WIFSIGNALED(status)) rank.signal = WTERMSIG(status);
-      rank.wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                       processes[r].started).count();
+      rank.wallSeconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - processes[r].started)
+              .count();
       --running;
     }
   };
@@ -146,8 +149,10 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
     const auto now = std::chrono::steady_clock::now();
     for (size_t r = 0; r < n && outcome.failure.empty(); ++r) {
       const auto& rank = outcome.ranks[r];
-      if (rank.signal) fail(r, describeExit(rank), 128 + *rank.signal);
-      else if (rank.exitCode && *rank.exitCode != 0) fail(r, describeExit(rank), *rank.exitCode);
+      if (rank.signal)
+        fail(r, describeExit(rank), 128 + *rank.signal);
+      else if (rank.exitCode && *rank.exitCode != 0)
+        fail(r, describeExit(rank), *rank.exitCode);
     }
     if (gTerminationSignal != 0 && outcome.failure.empty()) {
       const int signal = gTerminationSignal;
@@ -160,11 +165,15 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
       if (outcome.ranks[r].exitCode) continue;
       if (!health[r].joined) {
         if (now - started > options.joinTimeout)
-          fail(r, "did not join the coordinator within " +
-                      std::to_string(options.joinTimeout.count() / 1000) + " s", 1);
+          fail(r,
+               "did not join the coordinator within " +
+                   std::to_string(options.joinTimeout.count() / 1000) + " s",
+               1);
       } else if (!health[r].report && now - health[r].lastHeartbeat > options.heartbeatTimeout) {
-        fail(r, "stopped heartbeating (no heartbeat for " +
-                    std::to_string(options.heartbeatTimeout.count() / 1000) + " s)", 1);
+        fail(r,
+             "stopped heartbeating (no heartbeat for " +
+                 std::to_string(options.heartbeatTimeout.count() / 1000) + " s)",
+             1);
       }
     }
   }
@@ -203,7 +212,7 @@ std::string formatSummary(const JobOutcome& outcome) {
                 "steps", "last loss", "wall s");
   out << line;
   for (const auto& rank : outcome.ranks) {
-    std::string exit = rank.signal ? "signal " + std::to_string(*rank.signal)
+    std::string exit = rank.signal     ? "signal " + std::to_string(*rank.signal)
                        : rank.exitCode ? std::to_string(*rank.exitCode)
                                        : "-";
     std::snprintf(line, sizeof(line), "%-5d %-16s %-22s %7lld %12.6f %9.2f\n", rank.rank,

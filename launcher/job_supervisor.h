@@ -16,11 +16,11 @@
 namespace ds::launcher {
 
 struct SupervisorOptions {
-  bool printAllRanks = false;                      // default: rank 0 only on the console
-  std::string logDir;                              // rank-N.log for every rank
+  bool printAllRanks = false;  // default: rank 0 only on the console
+  std::string logDir;          // rank-N.log for every rank
   std::chrono::milliseconds heartbeatTimeout{10000};
   std::chrono::milliseconds joinTimeout{60000};
-  std::chrono::milliseconds abortGrace{1500};      // after the abort command, before SIGKILL
+  std::chrono::milliseconds abortGrace{1500};  // after the abort command, before SIGKILL
 };
 
 struct RankOutcome {
@@ -35,8 +35,8 @@ struct RankOutcome {
 };
 
 struct JobOutcome {
-  int exitStatus = 0;           // ds-launch's own exit status
-  std::string failure;          // empty on success; names rank, host and cause otherwise
+  int exitStatus = 0;   // ds-launch's own exit status
+  std::string failure;  // empty on success; names rank, host and cause otherwise
   std::optional<int> failedRank;
   std::vector<RankOutcome> ranks;
 };

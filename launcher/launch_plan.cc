@@ -39,9 +39,11 @@ LaunchPlan makeLaunchPlan(const std::vector<HostEntry>& pool, const PlanRequest&
   }
   for (const auto& host : plan.hosts)
     for (int slot = 0; slot < host.slots; ++slot)
-      plan.ranks.push_back({static_cast<int>(plan.ranks.size()), host.host, slot, slot, host.slots});
+      plan.ranks.push_back(
+          {static_cast<int>(plan.ranks.size()), host.host, slot, slot, host.slots});
   if (plan.ranks.empty())
-    throw Error("no slots selected: every selected host has slots=0; give hosts slots=N with N > 0");
+    throw Error(
+        "no slots selected: every selected host has slots=0; give hosts slots=N with N > 0");
   return plan;
 }
 

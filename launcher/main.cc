@@ -1,7 +1,6 @@
 // ds-launch: plan the job from the hostfile, start the coordinator, start one ds-worker per rank,
 // supervise until the job ends, print the summary. Exit 0 only when every rank succeeded.
 #include <CLI/CLI.hpp>
-
 #include <chrono>
 #include <ctime>
 #include <iostream>
@@ -52,7 +51,6 @@ std::string configPathOf(const std::vector<std::string>& jobArgs) {
   return "";
 }
 
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,15 +61,19 @@ int main(int argc, char** argv) {
   int masterPort = 29500;
   std::string logDir;
   bool printAllRanks = false;
-  app.add_option("-H,--hostfile", hostfile,
-                 "MPI-style hostfile ('host slots=N'); if missing, localhost with one rank per core")
+  app.add_option(
+         "-H,--hostfile", hostfile,
+         "MPI-style hostfile ('host slots=N'); if missing, localhost with one rank per core")
       ->capture_default_str();
   app.add_option("--num_nodes", planRequest.numNodes, "use the first N hosts of the hostfile");
   app.add_option("--num_gpus,--num_accelerators", planRequest.numGpus,
                  "use the first N slots of every host");
-  app.add_option("--master_addr", masterAddr, "address the coordinator listens on (default: the first host)");
-  app.add_option("--master_port", masterPort, "coordinator port (0: any free port)")->capture_default_str();
-  app.add_option("--log_dir", logDir, "directory for rank-N.log files (default: ds_logs/<time>-<pid>)");
+  app.add_option("--master_addr", masterAddr,
+                 "address the coordinator listens on (default: the first host)");
+  app.add_option("--master_port", masterPort, "coordinator port (0: any free port)")
+      ->capture_default_str();
+  app.add_option("--log_dir", logDir,
+                 "directory for rank-N.log files (default: ds_logs/<time>-<pid>)");
   app.add_flag("--print_all_ranks", printAllRanks, "show every rank's output, not only rank 0's");
   app.prefix_command();
   app.footer("JOB: 'train --config FILE [--steps N] [--seed N] [--print_param_hash]'");
@@ -79,7 +81,8 @@ int main(int argc, char** argv) {
   const std::vector<std::string> jobArgs = app.remaining();
 
   try {
-    if (jobArgs.empty()) throw ds::Error("no job given; try: ds-launch train --config configs/ds_config.json");
+    if (jobArgs.empty())
+      throw ds::Error("no job given; try: ds-launch train --config configs/ds_config.json");
     if (jobArgs[0] != "train")
       throw ds::Error("unknown job \"" + jobArgs[0] + "\": the built-in job is \"train\"");
 
@@ -103,7 +106,8 @@ int main(int argc, char** argv) {
     if (const std::string path = configPathOf(jobArgs); !path.empty()) {
       configJson = ds::runtime::readDeepSpeedConfigText(path);
       const auto config = ds::runtime::parseDeepSpeedConfig(configJson, plan.worldSize(), path);
-      for (const auto& warning : config.warnings) std::cerr << "ds-launch: warning: " << warning << '\n';
+      for (const auto& warning : config.warnings)
+        std::cerr << "ds-launch: warning: " << warning << '\n';
     } else {
       throw ds::Error("the train job needs --config FILE (a DeepSpeed JSON config)");
     }
@@ -128,8 +132,8 @@ int main(int argc, char** argv) {
     std::vector<SpawnedProcess> processes;
     for (const auto& rank : plan.ranks) {
       SpawnRequest request;
-      request.argv = {worker, "--coordinator", coordinator.address(), "--host", rank.host,
-                      "--slot", std::to_string(rank.slot)};
+      request.argv = {worker,    "--coordinator", coordinator.address(),    "--host",
+                      rank.host, "--slot",        std::to_string(rank.slot)};
       // The token travels in the environment, never on a command line (visible in ps).
       request.extraEnv = {{"DS_JOB_TOKEN", coordinatorOptions.token}};
       processes.push_back(spawnInOwnGroup(request));
@@ -145,8 +149,8 @@ int main(int argc, char** argv) {
     if (!outcome.failure.empty()) {
       std::cerr << "ds-launch: job failed: " << outcome.failure << '\n';
       if (outcome.failedRank) {
-        std::cerr << "ds-launch: last lines of rank " << *outcome.failedRank << " ("
-                  << logDir << "/rank-" << *outcome.failedRank << ".log):\n";
+        std::cerr << "ds-launch: last lines of rank " << *outcome.failedRank << " (" << logDir
+                  << "/rank-" << *outcome.failedRank << ".log):\n";
         for (const auto& line : outcome.ranks[*outcome.failedRank].lastLines)
           std::cerr << "  " << line << '\n';
       }

@@ -18,8 +18,8 @@ struct SpawnRequest {
 };
 
 struct SpawnedProcess {
-  pid_t pid = -1;        // also the process group id
-  int outputFd = -1;     // read end of the stdout+stderr pipe, non-blocking
+  pid_t pid = -1;     // also the process group id
+  int outputFd = -1;  // read end of the stdout+stderr pipe, non-blocking
   std::chrono::steady_clock::time_point started;
 };
 

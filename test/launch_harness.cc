@@ -16,8 +16,8 @@
 namespace ds::test {
 
 std::string makeScratchDir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("ds-test-" + name + "-" + std::to_string(getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("ds-test-" + name + "-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
@@ -109,7 +109,8 @@ std::vector<WorkerInfo> findWorkers(pid_t parent) {
   return workers;
 }
 
-// A zombie counts as gone: it runs nothing and holds nothing; whoever inherited it may be slow to reap.
+// A zombie counts as gone: it runs nothing and holds nothing; whoever inherited it may be slow to
+// reap.
 bool processExists(pid_t pid) {
   if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");

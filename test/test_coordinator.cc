@@ -1,9 +1,8 @@
 // The coordinator over real gRPC on loopback, driven by the worker's CoordinatorClient: rank
 // assignment, refusals (token, epoch-less duplicates, unknown slots), the KV store with timeouts,
 // heartbeats, reports and the command stream.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <future>
 #include <thread>
 

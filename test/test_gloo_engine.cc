@@ -2,7 +2,6 @@
 // loopback between the threads): collective results, and that ZeRO stage 1 trains to the same
 // parameters as stage 0 with every replica bitwise identical.
 #include <catch2/catch.hpp>
-
 #include <thread>
 
 #include "runtime/comm/gloo_communicator.h"
@@ -34,19 +33,20 @@ TEST_CASE("gloo: all-reduce, all-gather and broadcast give the right values") {
   for (int world : {1, 2, 3, 4}) {
     for (size_t count : {size_t{1}, size_t{7}, size_t{1000}}) {
       std::vector<std::vector<float>> reduced(world), gathered(world), broadcasted(world);
-      runRanks(world, "t" + std::to_string(world) + "-" + std::to_string(count), [&](Communicator& comm) {
-        const int r = comm.rank();
-        std::vector<float> data(count);
-        for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(r + 1) * (i + 1);
-        comm.allReduceSum(data.data(), count);
-        reduced[r] = data;
-        std::vector<float> shard(count, static_cast<float>(r)), all(count * world);
-        comm.allGather(shard.data(), all.data(), count);
-        gathered[r] = all;
-        std::vector<float> b(count, r == world - 1 ? 42.0f : -1.0f);
-        comm.broadcast(b.data(), count, world - 1);
-        broadcasted[r] = b;
-      });
+      runRanks(world, "t" + std::to_string(world) + "-" + std::to_string(count),
+               [&](Communicator& comm) {
+                 const int r = comm.rank();
+                 std::vector<float> data(count);
+                 for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(r + 1) * (i + 1);
+                 comm.allReduceSum(data.data(), count);
+                 reduced[r] = data;
+                 std::vector<float> shard(count, static_cast<float>(r)), all(count * world);
+                 comm.allGather(shard.data(), all.data(), count);
+                 gathered[r] = all;
+                 std::vector<float> b(count, r == world - 1 ? 42.0f : -1.0f);
+                 comm.broadcast(b.data(), count, world - 1);
+                 broadcasted[r] = b;
+               });
       const float rankSum = world * (world + 1) / 2.0f;
       for (int r = 0; r < world; ++r) {
         INFO("world " << world << " count " << count << " rank " << r);
@@ -61,8 +61,10 @@ TEST_CASE("gloo: all-reduce, all-gather and broadcast give the right values") {
 TEST_CASE("engine: stage 1 matches stage 0 and replicas stay bitwise identical") {
   const int world = 3;
   auto train = [&](int stage) {
-    const std::string json = R"({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,
-      "gradient_clipping": 0.5, "zero_optimization": {"stage": )" + std::to_string(stage) + R"(},
+    const std::string json =
+        R"({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,
+      "gradient_clipping": 0.5, "zero_optimization": {"stage": )" +
+        std::to_string(stage) + R"(},
       "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.1}}})";
     const DeepSpeedConfig config = parseDeepSpeedConfig(json, world, "test");
     std::vector<std::vector<float>> params(world);
@@ -80,7 +82,8 @@ TEST_CASE("engine: stage 1 matches stage 0 and replicas stay bitwise identical")
         losses[comm.rank()].push_back(loss / 2);
       }
       REQUIRE(engine.globalSteps() == 12);
-      params[comm.rank()].assign(engine.parameters(), engine.parameters() + engine.parameterCount());
+      params[comm.rank()].assign(engine.parameters(),
+                                 engine.parameters() + engine.parameterCount());
     });
     for (int r = 1; r < world; ++r) REQUIRE(params[r] == params[0]);
     return params[0];

@@ -2,10 +2,9 @@
 // Training succeeds with bitwise-identical replicas; a SIGKILLed worker or a SIGTERM to ds-launch
 // ends the whole job within 5 s with no process left; a join with a wrong token is refused while
 // the job carries on.
-#include <catch2/catch.hpp>
-
 #include <signal.h>
 
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -23,9 +22,11 @@ const char* kHostfile = "127.0.0.1 slots=2\n127.0.0.2 slots=2\n";
 
 std::string configJson(int stage, int stepsPerPrint) {
   return R"({"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 2,
-    "steps_per_print": )" + std::to_string(stepsPerPrint) + R"(, "gradient_clipping": 1.0,
+    "steps_per_print": )" +
+         std::to_string(stepsPerPrint) + R"(, "gradient_clipping": 1.0,
     "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.01}},
-    "zero_optimization": {"stage": )" + std::to_string(stage) + "}}";
+    "zero_optimization": {"stage": )" +
+         std::to_string(stage) + "}}";
 }
 
 // Every job prints parameter hashes: they double as a per-step progress marker for the tests.
@@ -33,9 +34,18 @@ LaunchedJob startTraining(const std::string& name, int stage, int steps) {
   const std::string dir = makeScratchDir(name);
   writeFile(dir + "/hostfile", kHostfile);
   writeFile(dir + "/config.json", configJson(stage, 1));
-  std::vector<std::string> args = {"--hostfile", "hostfile", "--master_port", "0", "--log_dir",
-                                   "logs", "train", "--config", "config.json", "--steps",
-                                   std::to_string(steps), "--print_param_hash"};
+  std::vector<std::string> args = {"--hostfile",
+                                   "hostfile",
+                                   "--master_port",
+                                   "0",
+                                   "--log_dir",
+                                   "logs",
+                                   "train",
+                                   "--config",
+                                   "config.json",
+                                   "--steps",
+                                   std::to_string(steps),
+                                   "--print_param_hash"};
   return startLaunch(dir, args);
 }
 
@@ -98,7 +108,8 @@ TEST_CASE("launch: 2 nodes x 2 ranks train with identical replicas at ZeRO stage
 
     const auto loss = losses(readFile(job.dir + "/logs/rank-0.log"));
     REQUIRE(loss.size() == 20);
-    const double first = (loss[0] + loss[1] + loss[2]) / 3, last = (loss[17] + loss[18] + loss[19]) / 3;
+    const double first = (loss[0] + loss[1] + loss[2]) / 3,
+                 last = (loss[17] + loss[18] + loss[19]) / 3;
     REQUIRE(last < 0.7 * first);
 
     const std::string out = readFile(job.dir + "/stdout");

@@ -7,7 +7,8 @@
 using namespace ds::launcher;
 
 namespace {
-const std::vector<HostEntry> kPool = {{"worker-0", 4}, {"worker-1", 2}, {"worker-2", 0}, {"worker-3", 4}};
+const std::vector<HostEntry> kPool = {
+    {"worker-0", 4}, {"worker-1", 2}, {"worker-2", 0}, {"worker-3", 4}};
 }
 
 TEST_CASE("plan: ranks follow hostfile order, then slot order; hosts with 0 slots are skipped") {
@@ -31,7 +32,8 @@ TEST_CASE("plan: --num_nodes takes the first hosts and --num_gpus the first slot
 }
 
 TEST_CASE("plan: impossible selections are errors naming the flag and the host") {
-  REQUIRE_THROWS_WITH(makeLaunchPlan(kPool, {5, -1}), Catch::Contains("--num_nodes 5") && Catch::Contains("only 4 hosts"));
+  REQUIRE_THROWS_WITH(makeLaunchPlan(kPool, {5, -1}),
+                      Catch::Contains("--num_nodes 5") && Catch::Contains("only 4 hosts"));
   REQUIRE_THROWS_WITH(makeLaunchPlan(kPool, {-1, 3}), Catch::Contains("worker-1 has only 2 slots"));
   REQUIRE_THROWS_WITH(makeLaunchPlan(kPool, {0, -1}), Catch::Contains("--num_nodes"));
   REQUIRE_THROWS_WITH(makeLaunchPlan(kPool, {-1, 0}), Catch::Contains("--num_gpus"));

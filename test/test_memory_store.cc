@@ -1,7 +1,6 @@
 // MemoryStore semantics: set/get/wait/add, blocking until a key appears, timeouts that name the
 // missing keys, and close() waking blocked callers.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <thread>
 
@@ -34,7 +33,8 @@ TEST_CASE("store: get blocks until another thread sets the key") {
 TEST_CASE("store: get times out with a TimeoutError naming the key") {
   MemoryStore store;
   REQUIRE_THROWS_AS(store.get("never", 30ms), ds::TimeoutError);
-  REQUIRE_THROWS_WITH(store.get("never", 30ms), Catch::Contains("\"never\"") && Catch::Contains("30 ms"));
+  REQUIRE_THROWS_WITH(store.get("never", 30ms),
+                      Catch::Contains("\"never\"") && Catch::Contains("30 ms"));
 }
 
 TEST_CASE("store: wait returns once all keys exist and names only the missing ones on timeout") {

@@ -1,7 +1,6 @@
 // Adam/AdamW against a double-precision reference of PyTorch's update rule, weight-decay groups,
 // partition ranges; WarmupLR's values at every step as DeepSpeed's engine applies them.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "runtime/lr/warmup_lr.h"
@@ -18,8 +17,10 @@ struct ReferenceAdam {
   void step(double g, double lr, const AdamParams& a, bool decay) {
     ++t;
     const double wd = decay ? a.weightDecay : 0.0;
-    if (a.adamWMode) p *= 1 - lr * wd;
-    else g += wd * p;
+    if (a.adamWMode)
+      p *= 1 - lr * wd;
+    else
+      g += wd * p;
     m = a.beta1 * m + (1 - a.beta1) * g;
     v = a.beta2 * v + (1 - a.beta2) * g * g;
     const double bc1 = 1 - std::pow(a.beta1, t), bc2 = 1 - std::pow(a.beta2, t);
@@ -55,7 +56,8 @@ TEST_CASE("adam: matches the reference in both weight-decay modes, decaying only
   }
 }
 
-TEST_CASE("adam: a partition range keeps state for its elements only and honours groups across it") {
+TEST_CASE(
+    "adam: a partition range keeps state for its elements only and honours groups across it") {
   AdamParams params;
   params.weightDecay = 0.5;
   params.lr = 0.1;
@@ -89,7 +91,8 @@ TEST_CASE("WarmupLR: update 0 uses warmup_min_lr, update i the value of schedule
       const int iteration = i - 1;
       double gamma = 1.0;
       if (iteration < 10)
-        gamma = type == WarmupType::Log ? std::log(iteration + 1.0) / std::log(10.0) : iteration / 10.0;
+        gamma =
+            type == WarmupType::Log ? std::log(iteration + 1.0) / std::log(10.0) : iteration / 10.0;
       INFO("update " << i);
       REQUIRE(applied[i] == Approx(0.001 + 0.01 * gamma));
     }

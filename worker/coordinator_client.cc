@@ -21,11 +21,16 @@ std::chrono::system_clock::time_point deadlineIn(std::chrono::milliseconds d) {
 
 proto::WorkerState toProto(WorkerState state) {
   switch (state) {
-    case WorkerState::Starting: return proto::WORKER_STATE_STARTING;
-    case WorkerState::Rendezvous: return proto::WORKER_STATE_RENDEZVOUS;
-    case WorkerState::Training: return proto::WORKER_STATE_TRAINING;
-    case WorkerState::Finished: return proto::WORKER_STATE_FINISHED;
-    case WorkerState::Failed: return proto::WORKER_STATE_FAILED;
+    case WorkerState::Starting:
+      return proto::WORKER_STATE_STARTING;
+    case WorkerState::Rendezvous:
+      return proto::WORKER_STATE_RENDEZVOUS;
+    case WorkerState::Training:
+      return proto::WORKER_STATE_TRAINING;
+    case WorkerState::Finished:
+      return proto::WORKER_STATE_FINISHED;
+    case WorkerState::Failed:
+      return proto::WORKER_STATE_FAILED;
   }
   return proto::WORKER_STATE_UNSPECIFIED;
 }
@@ -45,10 +50,9 @@ struct CoordinatorClient::Impl {
 
   void check(const grpc::Status& status, const std::string& what) const {
     if (status.ok()) return;
-    const std::string message = "coordinator " + address + ": " + what + ": " +
-                                status.error_message();
-    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)
-      throw TimeoutError(message);
+    const std::string message =
+        "coordinator " + address + ": " + what + ": " + status.error_message();
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) throw TimeoutError(message);
     throw Error(message);
   }
 };
@@ -75,8 +79,8 @@ JoinResult CoordinatorClient::join(const std::string& host, int localSlot,
   // wait_for_ready: the coordinator may still be starting; queue the call until it listens.
   context.set_wait_for_ready(true);
   context.set_deadline(deadlineIn(timeout));
-  impl_->check(impl_->stub->Join(&context, request, &reply), "join as " + host + " slot " +
-                                                                  std::to_string(localSlot));
+  impl_->check(impl_->stub->Join(&context, request, &reply),
+               "join as " + host + " slot " + std::to_string(localSlot));
   JoinResult result;
   result.rank = reply.rank();
   result.worldSize = reply.world_size();

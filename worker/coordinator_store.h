@@ -11,9 +11,7 @@ class CoordinatorStore : public runtime::Store {
  public:
   explicit CoordinatorStore(CoordinatorClient& client) : client_(client) {}
 
-  void set(const std::string& key, const std::string& value) override {
-    client_.kvSet(key, value);
-  }
+  void set(const std::string& key, const std::string& value) override { client_.kvSet(key, value); }
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override {
     return client_.kvGet(key, timeout);
   }

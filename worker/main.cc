@@ -1,14 +1,14 @@
 // ds-worker: one per rank. Joins the coordinator, keeps its command stream and heartbeats going,
 // runs the job, reports, exits. Exit status: 0 done, 1 job failed, 2 bad usage, 3 join refused,
 // 10 aborted by the coordinator, 11 coordinator gone.
-#include <CLI/CLI.hpp>
-
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -28,6 +28,14 @@ constexpr int kJoinRefused = 3;
 constexpr int kAborted = 10;
 constexpr int kCoordinatorGone = 11;
 
+// Read by the heartbeat thread at send time, so the training loop never touches /proc.
+int64_t residentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * 4096;
+}
+
 // Leaves at once, from any thread: the job may be blocked inside a collective that will never
 // complete, so there is nothing to unwind cleanly.
 [[noreturn]] void leaveNow(int status, const std::string& why) {
@@ -45,12 +53,14 @@ int main(int argc, char** argv) {
   int slot = 0;
   int joinTimeoutSeconds = 60;
   app.add_option("--coordinator", coordinatorAddress, "coordinator host:port")->required();
-  app.add_option("--host", host, "this node's name in the launch plan; Gloo binds to it")->required();
+  app.add_option("--host", host, "this node's name in the launch plan; Gloo binds to it")
+      ->required();
   app.add_option("--slot", slot, "slot index on this host")->required();
   app.add_option("--join_timeout", joinTimeoutSeconds, "seconds to wait for the coordinator");
   CLI11_PARSE(app, argc, argv);
   const char* token = std::getenv("DS_JOB_TOKEN");
-  if (token == nullptr || *token == '\0') leaveNow(kUsage, "DS_JOB_TOKEN is not set (ds-launch sets it)");
+  if (token == nullptr || *token == '\0')
+    leaveNow(kUsage, "DS_JOB_TOKEN is not set (ds-launch sets it)");
   // Not needed any more, and children must not inherit it by accident.
   std::string jobToken = token;
   unsetenv("DS_JOB_TOKEN");
@@ -71,8 +81,8 @@ int main(int argc, char** argv) {
       if (kind == CommandKind::Abort)
         leaveNow(kAborted, "rank " + std::to_string(join.rank) + " aborted: " + reason);
       if (kind == CommandKind::CoordinatorGone && !reported)
-        leaveNow(kCoordinatorGone, "rank " + std::to_string(join.rank) +
-                                       ": coordinator gone (" + reason + "), exiting");
+        leaveNow(kCoordinatorGone, "rank " + std::to_string(join.rank) + ": coordinator gone (" +
+                                       reason + "), exiting");
     });
   });
   watcher.detach();
@@ -85,7 +95,9 @@ int main(int argc, char** argv) {
     std::unique_lock lock(heartbeatMutex);
     while (!heartbeatStop) {
       lock.unlock();
-      client.heartbeat(board.snapshot());
+      Progress progress = board.snapshot();
+      progress.residentBytes = residentBytes();
+      client.heartbeat(progress);
       lock.lock();
       heartbeatWake.wait_for(lock, join.heartbeatInterval, [&] { return heartbeatStop; });
     }

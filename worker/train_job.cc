@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <fstream>
 
 #include "runtime/comm/gloo_communicator.h"
 #include "runtime/common/error.h"
@@ -19,13 +18,6 @@ namespace ds::worker {
 namespace {
 
 constexpr uint64_t kTaskSeed = 2024;
-
-int64_t residentBytes() {
-  std::ifstream statm("/proc/self/statm");
-  int64_t pages = 0, resident = 0;
-  statm >> pages >> resident;
-  return resident * 4096;
-}
 
 template <typename T>
 T parseNumber(const std::string& flag, const std::string& text) {
@@ -46,11 +38,16 @@ TrainOptions parseTrainOptions(const std::vector<std::string>& jobArgs) {
       if (i + 1 >= jobArgs.size()) throw Error("train " + arg + ": missing value");
       return jobArgs[++i];
     };
-    if (arg == "--steps") options.steps = parseNumber<int64_t>(arg, value());
-    else if (arg == "--seed") options.seed = parseNumber<uint64_t>(arg, value());
-    else if (arg == "--print_param_hash") options.printParamHash = true;
-    else if (arg == "--config" || arg == "--deepspeed_config") value();  // shipped by the coordinator
-    else if (arg.starts_with("--config=") || arg.starts_with("--deepspeed_config=")) continue;
+    if (arg == "--steps")
+      options.steps = parseNumber<int64_t>(arg, value());
+    else if (arg == "--seed")
+      options.seed = parseNumber<uint64_t>(arg, value());
+    else if (arg == "--print_param_hash")
+      options.printParamHash = true;
+    else if (arg == "--config" || arg == "--deepspeed_config")
+      value();  // shipped by the coordinator
+    else if (arg.starts_with("--config=") || arg.starts_with("--deepspeed_config="))
+      continue;
     else
       throw Error("train: unknown argument \"" + arg +
                   "\" (known: --config FILE, --steps N, --seed N, --print_param_hash)");
@@ -59,9 +56,9 @@ TrainOptions parseTrainOptions(const std::vector<std::string>& jobArgs) {
   return options;
 }
 
-TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join,
-                        runtime::Store& store, const std::string& bindAddress,
-                        ProgressBoard& board, const std::atomic<bool>& stopRequested) {
+TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, runtime::Store& store,
+                        const std::string& bindAddress, ProgressBoard& board,
+                        const std::atomic<bool>& stopRequested) {
   const auto config = runtime::parseDeepSpeedConfig(join.configJson, join.worldSize, "config");
 
   board.setState(WorkerState::Rendezvous);
@@ -104,14 +101,17 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join,
     loss /= static_cast<double>(batch.gradientAccumulationSteps);
     result.steps = step + 1;
     result.lastLoss = loss;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.samplesPerSecond = elapsed > 0 ? engine.globalSamples() / elapsed : 0.0;
-    board.update({WorkerState::Training, result.steps, loss, result.samplesPerSecond, residentBytes()});
+    board.update({WorkerState::Training, result.steps, loss, result.samplesPerSecond, 0});
     if (options.printParamHash)
-      std::printf("step %" PRId64 " param_hash %016" PRIx64 "\n", result.steps, engine.parameterHash());
+      std::printf("step %" PRId64 " param_hash %016" PRIx64 "\n", result.steps,
+                  engine.parameterHash());
     windowLoss += loss;
     ++windowSteps;
-    if (result.steps == 1 || result.steps % config.stepsPerPrint == 0 || result.steps == options.steps) {
+    if (result.steps == 1 || result.steps % config.stepsPerPrint == 0 ||
+        result.steps == options.steps) {
       std::printf("step %" PRId64 "/%" PRId64 " loss %.6f lr %.3e grad_norm %.4f samples/s %.0f\n",
                   result.steps, options.steps, windowLoss / windowSteps, engine.lr(),
                   engine.lastGradNorm(), result.samplesPerSecond);
@@ -120,7 +120,8 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join,
     }
     std::fflush(stdout);
   }
-  result.wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.wallSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 

@@ -29,8 +29,8 @@ struct TrainResult {
   double samplesPerSecond = 0.0;
 };
 
-TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join,
-                        runtime::Store& store, const std::string& bindAddress,
-                        ProgressBoard& board, const std::atomic<bool>& stopRequested);
+TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, runtime::Store& store,
+                        const std::string& bindAddress, ProgressBoard& board,
+                        const std::atomic<bool>& stopRequested);
 
 }  // namespace ds::worker

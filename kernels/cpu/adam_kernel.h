@@ -11,8 +11,8 @@ struct AdamStepConstants {
   float beta1, beta2, eps;
   // 1 - beta computed in double before rounding, as PyTorch does: 1.0f - 0.999f is off by 1.3e-5.
   float oneMinusBeta1, oneMinusBeta2;
-  float stepSize;       // lr / (1 - beta1^t)
-  float invSqrtBc2;     // 1 / sqrt(1 - beta2^t)
+  float stepSize;    // lr / (1 - beta1^t)
+  float invSqrtBc2;  // 1 / sqrt(1 - beta2^t)
   float weightDecay;
   float decayFactor;    // 1 - lr * weightDecay, for decoupled (AdamW) decay
   bool decoupledDecay;  // true: AdamW; false: L2 added to the gradient

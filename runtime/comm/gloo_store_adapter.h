@@ -1,5 +1,6 @@
-// Presents a ds::runtime::Store as the gloo::rendezvous::Store Gloo's rendezvous expects, with every
-// key under `prefix` (Gloo's keys are not namespaced: one prefix per membership epoch and group).
+// Presents a ds::runtime::Store as the gloo::rendezvous::Store Gloo's rendezvous expects, with
+// every key under `prefix` (Gloo's keys are not namespaced: one prefix per membership epoch and
+// group).
 #pragma once
 
 #include <gloo/rendezvous/store.h>
@@ -19,7 +20,8 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
   // Gloo calls get() without waiting first, so get() blocks until the key exists (or times out).
   std::vector<char> get(const std::string& key) override;
   void wait(const std::vector<std::string>& keys) override;
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override;
 
  private:
   std::string prefixed(const std::string& key) const { return prefix_ + "/" + key; }

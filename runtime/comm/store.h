@@ -1,6 +1,7 @@
 // Store: the key-value interface collectives bootstrap through (Gloo addresses, NCCL unique ids).
 // Implementations: MemoryStore (in process; also what the coordinator serves) and the worker's
-// gRPC client. Every blocking call takes a timeout; a timeout throws ds::TimeoutError naming the keys.
+// gRPC client. Every blocking call takes a timeout; a timeout throws ds::TimeoutError naming the
+// keys.
 #pragma once
 
 #include <chrono>

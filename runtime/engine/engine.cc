@@ -24,8 +24,8 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
 
   const OptimizerConfig optimizer = config_.optimizer.value_or(OptimizerConfig{});
   const size_t begin = config_.zeroStage == 1 ? partitionSize_ * comm_.rank() : 0;
-  optimizer_ = std::make_unique<Adam>(optimizer.params, model_.parameters(), begin,
-                                      begin + partitionSize_);
+  optimizer_ =
+      std::make_unique<Adam>(optimizer.params, model_.parameters(), begin, begin + partitionSize_);
   lr_ = optimizer.params.lr;
   if (config_.scheduler) {
     scheduler_.emplace(config_.scheduler->warmupLr);

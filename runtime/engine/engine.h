@@ -46,8 +46,8 @@ class Engine {
   Model& model_;
   DeepSpeedConfig config_;
   Communicator& comm_;
-  size_t count_;            // real parameter count
-  size_t partitionSize_;    // stage 1: ceil(count / world); stage 0: count
+  size_t count_;               // real parameter count
+  size_t partitionSize_;       // stage 1: ceil(count / world); stage 0: count
   std::vector<float> params_;  // padded to partitionSize_ * world at stage 1
   std::vector<float> grads_;
   std::vector<float> shardScratch_;

@@ -15,7 +15,8 @@ double WarmupLr::lrAt(int64_t iteration) const {
   double gamma = 1.0;
   if (iteration < numSteps_) {
     gamma = params_.warmupType == WarmupType::Log
-                ? std::log(static_cast<double>(iteration + 1)) / std::log(static_cast<double>(numSteps_))
+                ? std::log(static_cast<double>(iteration + 1)) /
+                      std::log(static_cast<double>(numSteps_))
                 : static_cast<double>(iteration) / static_cast<double>(numSteps_);
   }
   return params_.warmupMinLr + (params_.warmupMaxLr - params_.warmupMinLr) * gamma;

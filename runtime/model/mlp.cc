@@ -28,11 +28,14 @@ Mlp::Mlp(std::vector<int> layerSizes) : sizes_(std::move(layerSizes)) {
   size_t offset = 0;
   for (size_t l = 0; l + 1 < sizes_.size(); ++l) {
     const int64_t in = sizes_[l], out = sizes_[l + 1];
-    specs_.push_back({"layers." + std::to_string(l) + ".weight", {out, in}, true, offset,
+    specs_.push_back({"layers." + std::to_string(l) + ".weight",
+                      {out, in},
+                      true,
+                      offset,
                       static_cast<size_t>(out * in)});
     offset += out * in;
-    specs_.push_back({"layers." + std::to_string(l) + ".bias", {out}, false, offset,
-                      static_cast<size_t>(out)});
+    specs_.push_back(
+        {"layers." + std::to_string(l) + ".bias", {out}, false, offset, static_cast<size_t>(out)});
     offset += out;
   }
 }
@@ -69,8 +72,7 @@ const std::vector<float>& Mlp::forward(const float* params, const std::vector<fl
   return activations_[layers];
 }
 
-float Mlp::forwardBackward(const float* params, float* grads, const Batch& batch,
-                           float gradScale) {
+float Mlp::forwardBackward(const float* params, float* grads, const Batch& batch, float gradScale) {
   const size_t layers = sizes_.size() - 1, n = batch.size;
   forward(params, batch.inputs, n);
   deltas_.resize(layers + 1);
@@ -113,7 +115,9 @@ float Mlp::forwardBackward(const float* params, float* grads, const Batch& batch
 }
 
 TeacherTask::TeacherTask(int inputDim, int outputDim, uint64_t taskSeed)
-    : inputDim_(inputDim), outputDim_(outputDim), seed_(taskSeed),
+    : inputDim_(inputDim),
+      outputDim_(outputDim),
+      seed_(taskSeed),
       teacher_({inputDim, 32, outputDim}) {
   teacherParams_.resize(teacher_.parameterCount());
   // Scaled up so the teacher is clearly non-linear.

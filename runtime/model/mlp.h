@@ -29,7 +29,7 @@ class Mlp : public Model {
 
  private:
   std::vector<int> sizes_;
-  std::vector<ParamSpec> specs_;  // W0, b0, W1, b1, ...
+  std::vector<ParamSpec> specs_;                 // W0, b0, W1, b1, ...
   std::vector<std::vector<float>> activations_;  // per layer, reused across calls
   std::vector<std::vector<float>> deltas_;
 };

@@ -9,8 +9,7 @@
 
 namespace ds::runtime {
 
-Adam::Adam(const AdamParams& params, const std::vector<ParamSpec>& specs, size_t begin,
-           size_t end)
+Adam::Adam(const AdamParams& params, const std::vector<ParamSpec>& specs, size_t begin, size_t end)
     : params_(params), m_(end - begin, 0.0f), v_(end - begin, 0.0f) {
   for (const auto& spec : specs) {
     const size_t lo = std::max(begin, spec.offset), hi = std::min(end, spec.offset + spec.numel);
