@@ -172,7 +172,8 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
       } else if (!health[r].report && now - health[r].lastHeartbeat > options.heartbeatTimeout) {
         fail(r,
              "stopped heartbeating (no heartbeat for " +
-                 std::to_string(options.heartbeatTimeout.count() / 1000) + " s)",
+                 std::to_string(options.heartbeatTimeout.count()) + " ms, at step " +
+                 std::to_string(health[r].step) + ", state " + rankStateName(health[r].state) + ")",
              1);
       }
     }

@@ -2,6 +2,7 @@
 // supervise until the job ends, print the summary. Exit 0 only when every rank succeeded.
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <iostream>
 #include <random>
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
   int masterPort = 29500;
   std::string logDir;
   bool printAllRanks = false;
+  double heartbeatInterval = 1.0, heartbeatTimeout = 10.0;
   app.add_option(
          "-H,--hostfile", hostfile,
          "MPI-style hostfile ('host slots=N'); if missing, localhost with one rank per core")
@@ -75,12 +77,24 @@ int main(int argc, char** argv) {
   app.add_option("--log_dir", logDir,
                  "directory for rank-N.log files (default: ds_logs/<time>-<pid>)");
   app.add_flag("--print_all_ranks", printAllRanks, "show every rank's output, not only rank 0's");
+  app.add_option("--heartbeat_interval", heartbeatInterval, "seconds between worker heartbeats")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 3600.0));
+  app.add_option("--heartbeat_timeout", heartbeatTimeout,
+                 "seconds without a heartbeat before a rank counts as failed")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
   app.prefix_command();
   app.footer("JOB: 'train --config FILE [--steps N] [--seed N] [--print_param_hash]'");
   CLI11_PARSE(app, argc, argv);
   const std::vector<std::string> jobArgs = app.remaining();
 
   try {
+    if (heartbeatTimeout < 2 * heartbeatInterval)
+      throw ds::Error("--heartbeat_timeout " + std::to_string(heartbeatTimeout) +
+                      " s: must be at least twice --heartbeat_interval (" +
+                      std::to_string(heartbeatInterval) +
+                      " s), or one late heartbeat fails the job");
     if (jobArgs.empty())
       throw ds::Error("no job given; try: ds-launch train --config configs/ds_config.json");
     if (jobArgs[0] != "train")
@@ -121,6 +135,8 @@ int main(int argc, char** argv) {
     coordinatorOptions.configJson = configJson;
     coordinatorOptions.jobArgs = jobArgs;
     coordinatorOptions.ranks = plan.ranks;
+    coordinatorOptions.heartbeatInterval =
+        std::chrono::milliseconds(std::lround(heartbeatInterval * 1000));
     Coordinator coordinator(coordinatorOptions);
 
     if (logDir.empty()) logDir = defaultLogDir();
@@ -141,6 +157,8 @@ int main(int argc, char** argv) {
 
     SupervisorOptions supervisorOptions;
     supervisorOptions.printAllRanks = printAllRanks;
+    supervisorOptions.heartbeatTimeout =
+        std::chrono::milliseconds(std::lround(heartbeatTimeout * 1000));
     supervisorOptions.logDir = logDir;
     const JobOutcome outcome = superviseJob(coordinator, plan.ranks, processes, supervisorOptions);
     coordinator.shutdown();

@@ -30,22 +30,16 @@ std::string configJson(int stage, int stepsPerPrint) {
 }
 
 // Every job prints parameter hashes: they double as a per-step progress marker for the tests.
-LaunchedJob startTraining(const std::string& name, int stage, int steps) {
+LaunchedJob startTraining(const std::string& name, int stage, int steps,
+                          const std::vector<std::string>& launcherFlags = {}) {
   const std::string dir = makeScratchDir(name);
   writeFile(dir + "/hostfile", kHostfile);
   writeFile(dir + "/config.json", configJson(stage, 1));
-  std::vector<std::string> args = {"--hostfile",
-                                   "hostfile",
-                                   "--master_port",
-                                   "0",
-                                   "--log_dir",
-                                   "logs",
-                                   "train",
-                                   "--config",
-                                   "config.json",
-                                   "--steps",
-                                   std::to_string(steps),
-                                   "--print_param_hash"};
+  std::vector<std::string> args = {"--hostfile", "hostfile",  "--master_port",
+                                   "0",          "--log_dir", "logs"};
+  args.insert(args.end(), launcherFlags.begin(), launcherFlags.end());
+  args.insert(args.end(), {"train", "--config", "config.json", "--steps", std::to_string(steps),
+                           "--print_param_hash"});
   return startLaunch(dir, args);
 }
 
@@ -190,4 +184,41 @@ TEST_CASE("launch: SIGKILL of ds-launch itself leaves no worker behind") {
     return std::none_of(workers.begin(), workers.end(),
                         [](const WorkerInfo& w) { return processExists(w.pid); });
   }));
+}
+
+TEST_CASE("launch: a SIGSTOPped worker is detected by its missing heartbeats and the job ends") {
+  const auto job = startTraining("sigstop", 0, 1000000,
+                                 {"--heartbeat_interval", "0.2", "--heartbeat_timeout", "1.5"});
+  const auto workers = workersOnceTraining(job, 3);
+  REQUIRE(workers.size() == 4);
+  const auto victim = std::find_if(workers.begin(), workers.end(), [](const WorkerInfo& w) {
+    return w.host == "127.0.0.1" && w.slot == 1;  // rank 1
+  });
+  REQUIRE(victim != workers.end());
+  ::kill(victim->pid, SIGSTOP);
+  const auto stoppedAt = std::chrono::steady_clock::now();
+  const auto status = waitExit(job, 15s);
+  const auto took = std::chrono::steady_clock::now() - stoppedAt;
+  const std::string err = readFile(job.dir + "/stderr");
+  INFO(err);
+  REQUIRE(status == 1);
+  REQUIRE(err.find("rank 1 (host 127.0.0.1) stopped heartbeating") != std::string::npos);
+  // Timeout 1.5 s, plus up to one interval of heartbeat age and the abort grace.
+  REQUIRE(took > 1400ms);
+  REQUIRE(took < 5s);
+  for (const auto& worker : workers) REQUIRE_FALSE(processExists(worker.pid));
+}
+
+TEST_CASE(
+    "launch: a heartbeat timeout shorter than two intervals is refused before anything starts") {
+  const std::string dir = makeScratchDir("hbflags");
+  writeFile(dir + "/hostfile", kHostfile);
+  writeFile(dir + "/config.json", configJson(0, 1));
+  const auto job =
+      startLaunch(dir, {"--hostfile", "hostfile", "--heartbeat_interval", "1",
+                        "--heartbeat_timeout", "1.5", "train", "--config", "config.json"});
+  REQUIRE(waitExit(job, 10s) == 2);
+  REQUIRE(readFile(dir + "/stderr").find("at least twice --heartbeat_interval") !=
+          std::string::npos);
+  REQUIRE(readFile(dir + "/stdout").empty());
 }
