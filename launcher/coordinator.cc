@@ -109,6 +109,23 @@ struct Coordinator::State final : proto::Coordinator::Service {
     return grpc::Status::OK;
   }
 
+  // Admission, then a store operation whose ds::Error becomes the matching gRPC status.
+  template <typename Request, typename Operation>
+  grpc::Status storeCall(grpc::ServerContext* context, const Request* request, const char* rpc,
+                         Operation operation) {
+    if (auto status = admit(context, request->auth(), rpc); !status.ok()) return status;
+    try {
+      operation();
+    } catch (const Error& e) {
+      return storeError(e);
+    }
+    return grpc::Status::OK;
+  }
+
+  static std::chrono::milliseconds storeWait(uint32_t requestedMs) {
+    return std::chrono::milliseconds(std::min(requestedMs, kMaxStoreWaitMs));
+  }
+
   bool validRank(int rank) const { return rank >= 0 && rank < static_cast<int>(ranks.size()); }
 
   grpc::Status Join(grpc::ServerContext* context, const proto::JoinRequest* request,
@@ -175,48 +192,29 @@ struct Coordinator::State final : proto::Coordinator::Service {
 
   grpc::Status KvSet(grpc::ServerContext* context, const proto::KvSetRequest* request,
                      proto::KvSetReply*) override {
-    if (auto status = admit(context, request->auth(), "KvSet"); !status.ok()) return status;
-    try {
-      store.set(request->key(), request->value());
-    } catch (const Error& e) {
-      return storeError(e);
-    }
-    return grpc::Status::OK;
+    return storeCall(context, request, "KvSet",
+                     [&] { store.set(request->key(), request->value()); });
   }
 
   grpc::Status KvGet(grpc::ServerContext* context, const proto::KvGetRequest* request,
                      proto::KvGetReply* reply) override {
-    if (auto status = admit(context, request->auth(), "KvGet"); !status.ok()) return status;
-    try {
-      reply->set_value(store.get(request->key(), std::chrono::milliseconds(std::min(
-                                                     request->timeout_ms(), kMaxStoreWaitMs))));
-    } catch (const Error& e) {
-      return storeError(e);
-    }
-    return grpc::Status::OK;
+    return storeCall(context, request, "KvGet", [&] {
+      reply->set_value(store.get(request->key(), storeWait(request->timeout_ms())));
+    });
   }
 
   grpc::Status KvWait(grpc::ServerContext* context, const proto::KvWaitRequest* request,
                       proto::KvWaitReply*) override {
-    if (auto status = admit(context, request->auth(), "KvWait"); !status.ok()) return status;
-    try {
+    return storeCall(context, request, "KvWait", [&] {
       store.wait({request->keys().begin(), request->keys().end()},
-                 std::chrono::milliseconds(std::min(request->timeout_ms(), kMaxStoreWaitMs)));
-    } catch (const Error& e) {
-      return storeError(e);
-    }
-    return grpc::Status::OK;
+                 storeWait(request->timeout_ms()));
+    });
   }
 
   grpc::Status KvAdd(grpc::ServerContext* context, const proto::KvAddRequest* request,
                      proto::KvAddReply* reply) override {
-    if (auto status = admit(context, request->auth(), "KvAdd"); !status.ok()) return status;
-    try {
-      reply->set_value(store.add(request->key(), request->delta()));
-    } catch (const Error& e) {
-      return storeError(e);
-    }
-    return grpc::Status::OK;
+    return storeCall(context, request, "KvAdd",
+                     [&] { reply->set_value(store.add(request->key(), request->delta())); });
   }
 
   grpc::Status Heartbeat(grpc::ServerContext* context, const proto::HeartbeatRequest* request,

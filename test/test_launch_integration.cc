@@ -75,6 +75,13 @@ std::vector<WorkerInfo> workersOnceTraining(const LaunchedJob& job, int minStep)
   return ready ? workers : std::vector<WorkerInfo>{};
 }
 
+// The pid of the worker running `host` slot `slot`, or -1.
+pid_t workerPid(const std::vector<WorkerInfo>& workers, const std::string& host, int slot) {
+  for (const auto& worker : workers)
+    if (worker.host == host && worker.slot == slot) return worker.pid;
+  return -1;
+}
+
 std::string jobToken(pid_t worker) {
   std::ifstream environment("/proc/" + std::to_string(worker) + "/environ");
   for (std::string entry; std::getline(environment, entry, '\0');)
@@ -117,11 +124,9 @@ TEST_CASE("launch: SIGKILL of one worker ends the job within 5 s naming that ran
   const auto job = startTraining("sigkill", 1, 1000000);
   const auto workers = workersOnceTraining(job, 5);
   REQUIRE(workers.size() == 4);
-  const auto victim = std::find_if(workers.begin(), workers.end(), [](const WorkerInfo& w) {
-    return w.host == "127.0.0.2" && w.slot == 0;  // rank 2
-  });
-  REQUIRE(victim != workers.end());
-  ::kill(victim->pid, SIGKILL);
+  const pid_t victim = workerPid(workers, "127.0.0.2", 0);  // rank 2
+  REQUIRE(victim > 0);
+  ::kill(victim, SIGKILL);
   const auto killedAt = std::chrono::steady_clock::now();
   const auto status = waitExit(job, 10s);
   const auto took = std::chrono::steady_clock::now() - killedAt;
@@ -191,11 +196,9 @@ TEST_CASE("launch: a SIGSTOPped worker is detected by its missing heartbeats and
                                  {"--heartbeat_interval", "0.2", "--heartbeat_timeout", "1.5"});
   const auto workers = workersOnceTraining(job, 3);
   REQUIRE(workers.size() == 4);
-  const auto victim = std::find_if(workers.begin(), workers.end(), [](const WorkerInfo& w) {
-    return w.host == "127.0.0.1" && w.slot == 1;  // rank 1
-  });
-  REQUIRE(victim != workers.end());
-  ::kill(victim->pid, SIGSTOP);
+  const pid_t victim = workerPid(workers, "127.0.0.1", 1);  // rank 1
+  REQUIRE(victim > 0);
+  ::kill(victim, SIGSTOP);
   const auto stoppedAt = std::chrono::steady_clock::now();
   const auto status = waitExit(job, 15s);
   const auto took = std::chrono::steady_clock::now() - stoppedAt;

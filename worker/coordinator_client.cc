@@ -48,6 +48,16 @@ struct CoordinatorClient::Impl {
     auth->set_epoch(epoch);
   }
 
+  // One unary call: auth filled in, a deadline set, a failure thrown as ds::Error/TimeoutError.
+  template <typename Request, typename Invoke>
+  void call(Request& request, uint64_t epoch, std::chrono::milliseconds deadline,
+            const std::string& what, Invoke invoke) const {
+    fill(request.mutable_auth(), epoch);
+    grpc::ClientContext context;
+    context.set_deadline(deadlineIn(deadline));
+    check(invoke(&context), what);
+  }
+
   void check(const grpc::Status& status, const std::string& what) const {
     if (status.ok()) return;
     const std::string message =
@@ -97,48 +107,40 @@ JoinResult CoordinatorClient::join(const std::string& host, int localSlot,
 
 void CoordinatorClient::kvSet(const std::string& key, const std::string& value) {
   proto::KvSetRequest request;
-  impl_->fill(request.mutable_auth(), epoch_);
   request.set_key(key);
   request.set_value(value);
   proto::KvSetReply reply;
-  grpc::ClientContext context;
-  context.set_deadline(deadlineIn(kRpcTimeout));
-  impl_->check(impl_->stub->KvSet(&context, request, &reply), "set \"" + key + "\"");
+  impl_->call(request, epoch_, kRpcTimeout, "set \"" + key + "\"",
+              [&](auto* context) { return impl_->stub->KvSet(context, request, &reply); });
 }
 
 std::string CoordinatorClient::kvGet(const std::string& key, std::chrono::milliseconds timeout) {
   proto::KvGetRequest request;
-  impl_->fill(request.mutable_auth(), epoch_);
   request.set_key(key);
   request.set_timeout_ms(static_cast<uint32_t>(timeout.count()));
   proto::KvGetReply reply;
-  grpc::ClientContext context;
-  context.set_deadline(deadlineIn(timeout + kDeadlineSlack));
-  impl_->check(impl_->stub->KvGet(&context, request, &reply), "get \"" + key + "\"");
+  impl_->call(request, epoch_, timeout + kDeadlineSlack, "get \"" + key + "\"",
+              [&](auto* context) { return impl_->stub->KvGet(context, request, &reply); });
   return reply.value();
 }
 
 void CoordinatorClient::kvWait(const std::vector<std::string>& keys,
                                std::chrono::milliseconds timeout) {
   proto::KvWaitRequest request;
-  impl_->fill(request.mutable_auth(), epoch_);
   for (const auto& key : keys) request.add_keys(key);
   request.set_timeout_ms(static_cast<uint32_t>(timeout.count()));
   proto::KvWaitReply reply;
-  grpc::ClientContext context;
-  context.set_deadline(deadlineIn(timeout + kDeadlineSlack));
-  impl_->check(impl_->stub->KvWait(&context, request, &reply), "wait");
+  impl_->call(request, epoch_, timeout + kDeadlineSlack, "wait",
+              [&](auto* context) { return impl_->stub->KvWait(context, request, &reply); });
 }
 
 int64_t CoordinatorClient::kvAdd(const std::string& key, int64_t delta) {
   proto::KvAddRequest request;
-  impl_->fill(request.mutable_auth(), epoch_);
   request.set_key(key);
   request.set_delta(delta);
   proto::KvAddReply reply;
-  grpc::ClientContext context;
-  context.set_deadline(deadlineIn(kRpcTimeout));
-  impl_->check(impl_->stub->KvAdd(&context, request, &reply), "add \"" + key + "\"");
+  impl_->call(request, epoch_, kRpcTimeout, "add \"" + key + "\"",
+              [&](auto* context) { return impl_->stub->KvAdd(context, request, &reply); });
   return reply.value();
 }
 
@@ -159,7 +161,6 @@ bool CoordinatorClient::heartbeat(const Progress& progress) {
 
 void CoordinatorClient::report(const FinalReport& report) {
   proto::ReportRequest request;
-  impl_->fill(request.mutable_auth(), epoch_);
   request.set_rank(rank_);
   request.set_exit_status(report.exitStatus);
   request.set_error(report.error);
@@ -168,9 +169,8 @@ void CoordinatorClient::report(const FinalReport& report) {
   request.set_wall_seconds(report.wallSeconds);
   for (const auto& [name, value] : report.metrics) (*request.mutable_metrics())[name] = value;
   proto::ReportReply reply;
-  grpc::ClientContext context;
-  context.set_deadline(deadlineIn(kRpcTimeout));
-  impl_->check(impl_->stub->Report(&context, request, &reply), "report");
+  impl_->call(request, epoch_, kRpcTimeout, "report",
+              [&](auto* context) { return impl_->stub->Report(context, request, &reply); });
 }
 
 void CoordinatorClient::watch(
