@@ -133,8 +133,20 @@ struct Coordinator::State final : proto::Coordinator::Service {
     if (auto status = admit(context, request->auth(), "Join", true); !status.ok()) return status;
     const RankSlot* slot = nullptr;
     for (const auto& candidate : options.ranks)
-      if (candidate.host == request->host() && candidate.slot == request->local_slot())
+      if (request->by_rank()
+              ? candidate.rank == request->rank()
+              : candidate.host == request->host() && candidate.slot == request->local_slot())
         slot = &candidate;
+    if (slot == nullptr && request->by_rank()) {
+      std::cerr << "ds-launch: coordinator refused Join from " << context->peer() << ": rank "
+                << request->rank() << " is not in the plan (world size " << options.ranks.size()
+                << ")\n";
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          "rank " + std::to_string(request->rank()) +
+                              " is not part of this job (world size " +
+                              std::to_string(options.ranks.size()) +
+                              "): does mpirun/srun start more ranks than the hostfile has slots?");
+    }
     if (slot == nullptr) {
       std::cerr << "ds-launch: coordinator refused Join from " << context->peer() << ": host "
                 << request->host() << " slot " << request->local_slot() << " is not in the plan\n";
@@ -153,8 +165,9 @@ struct Coordinator::State final : proto::Coordinator::Service {
       }
       status.joined = true;
       status.pid = request->pid();
+      status.nodeName = request->node_name();
       status.state = RankState::Starting;
-      status.lastHeartbeat = std::chrono::steady_clock::now();
+      status.lastHeartbeat = status.lastProgress = std::chrono::steady_clock::now();
     }
     reply->set_rank(slot->rank);
     reply->set_world_size(static_cast<int>(options.ranks.size()));
@@ -164,6 +177,17 @@ struct Coordinator::State final : proto::Coordinator::Service {
     for (const auto& arg : options.jobArgs) reply->add_job_args(arg);
     reply->set_epoch(kEpoch);
     reply->set_heartbeat_interval_ms(static_cast<uint32_t>(options.heartbeatInterval.count()));
+    reply->set_host(slot->host);
+    reply->set_slot(slot->slot);
+    reply->set_node_rank(slot->nodeRank);
+    reply->set_node_count(slot->nodeCount);
+    for (const auto& other : options.ranks)
+      if (other.host == slot->host) reply->add_node_slots(other.slot);
+    auto* program = reply->mutable_program();
+    program->set_module(options.programModule);
+    program->set_no_python(options.programNoPython);
+    program->set_no_local_rank(options.programNoLocalRank);
+    program->set_python(options.python);
     return grpc::Status::OK;
   }
 
@@ -172,6 +196,17 @@ struct Coordinator::State final : proto::Coordinator::Service {
     if (auto status = admit(context, request->auth(), "Watch"); !status.ok()) return status;
     size_t sent = 0;
     std::unique_lock lock(mutex);
+    // A stream that breaks before the rank reported means its process is gone (killed, crashed,
+    // its node lost): on every backend this is how an exit is seen within one wake-up.
+    const int rank = request->rank();
+    struct MarkLost {
+      State& state;
+      int rank;
+      ~MarkLost() {
+        if (state.validRank(rank) && !state.shuttingDown && !state.ranks[rank].report)
+          state.ranks[rank].lost = true;
+      }
+    } markLost{*this, rank};
     while (!shuttingDown && !context->IsCancelled()) {
       while (sent < commands.size()) {
         proto::Command command;
@@ -185,7 +220,7 @@ struct Coordinator::State final : proto::Coordinator::Service {
         if (!ok) return grpc::Status::CANCELLED;
       }
       // Wake periodically to notice a cancelled stream (the worker died).
-      commandsChanged.wait_for(lock, std::chrono::milliseconds(500));
+      commandsChanged.wait_for(lock, std::chrono::milliseconds(100));
     }
     return grpc::Status::OK;
   }
@@ -225,6 +260,8 @@ struct Coordinator::State final : proto::Coordinator::Service {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown rank");
     auto& status = ranks[request->rank()];
     status.state = fromProto(request->state());
+    if (request->step() != status.step) status.lastProgress = std::chrono::steady_clock::now();
+    status.phase = request->phase();
     status.step = request->step();
     status.loss = request->loss();
     status.samplesPerSecond = request->samples_per_sec();
@@ -265,7 +302,15 @@ Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<S
   // gRPC sets SO_REUSEPORT by default: a second job on the same port would then bind "successfully"
   // and its workers would reach the first job's coordinator. Refuse the port instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &state_->port);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (!state_->options.tlsCertPem.empty()) {
+    grpc::SslServerCredentialsOptions tls(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    tls.pem_root_certs = state_->options.tlsCaPem;
+    tls.pem_key_cert_pairs.push_back({state_->options.tlsKeyPem, state_->options.tlsCertPem});
+    credentials = grpc::SslServerCredentials(tls);
+  }
+  builder.AddListeningPort(listen, credentials, &state_->port);
   builder.RegisterService(state_.get());
   state_->server = builder.BuildAndStart();
   if (!state_->server || state_->port == 0)

@@ -19,6 +19,8 @@ struct RankSlot {
   int slot = 0;  // slot index on the host, from the hostfile's slot numbering
   int localRank = 0;
   int localSize = 0;
+  int nodeRank = 0;  // CROSS_RANK: the host's index in the plan
+  int nodeCount = 1;
 };
 
 struct CoordinatorOptions {
@@ -29,6 +31,13 @@ struct CoordinatorOptions {
   std::vector<std::string> jobArgs;
   std::vector<RankSlot> ranks;
   std::chrono::milliseconds heartbeatInterval{1000};
+  // How external programs are started (ignored by the built-in job).
+  bool programModule = false;
+  bool programNoPython = false;
+  bool programNoLocalRank = false;
+  std::string python = "python3";
+  // Mutual TLS when all three are set: PEM file contents, not paths.
+  std::string tlsCertPem, tlsKeyPem, tlsCaPem;
 };
 
 enum class RankState { Waiting, Starting, Rendezvous, Training, Finished, Failed };
@@ -51,7 +60,11 @@ struct RankStatus {
   double loss = 0.0;
   double samplesPerSecond = 0.0;
   int64_t residentBytes = 0;
+  std::string phase;
+  std::string nodeName;  // the worker's own host name
+  bool lost = false;     // its command stream broke before it reported: the process is gone
   std::chrono::steady_clock::time_point lastHeartbeat{};
+  std::chrono::steady_clock::time_point lastProgress{};  // when `step` last changed
   std::optional<RankReport> report;
 };
 

@@ -1,5 +1,5 @@
-// superviseJob: a single-threaded poll loop over the workers' output pipes, with waitpid and the
-// coordinator's health snapshot checked every tick (50 ms), so an exit is seen within one tick.
+// superviseJob: a single-threaded poll loop over the started processes' output pipes, with
+// waitpid and the coordinator's health snapshot checked every tick (50 ms).
 #include "launcher/job_supervisor.h"
 
 #include <poll.h>
@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -19,31 +20,57 @@
 #include <thread>
 
 #include "runtime/common/error.h"
+#include "runtime/common/rank_tag.h"
 
 namespace ds::launcher {
 namespace {
 
 constexpr size_t kKeptLines = 20;
 constexpr auto kTick = std::chrono::milliseconds(50);
+constexpr auto kViewInterval = std::chrono::seconds(1);
+// A runner (ssh, pdsh, mpirun, srun) that exited cleanly may still have ranks whose reports are
+// in flight: how long to wait for them before calling the rank lost.
+constexpr auto kReportGrace = std::chrono::seconds(2);
 
 volatile std::sig_atomic_t gTerminationSignal = 0;
+volatile std::sig_atomic_t gDumpRequested = 0;
 
 void onTerminationSignal(int signal) { gTerminationSignal = signal; }
+void onDumpSignal(int) { gDumpRequested = 1; }
 
-struct RankIo {
-  std::ofstream log;
+struct ProcessIo {
   std::string pending;  // bytes after the last newline
   bool open = true;
+  bool exited = false;
+  int status = 0;  // exit code, or 128 + signal
+  std::optional<int> signal;
+  std::chrono::steady_clock::time_point exitedAt;
 };
 
+std::string signalName(int signal) {
+  const char* name = sigabbrev_np(signal);
+  return std::to_string(signal) + (name ? std::string(" (SIG") + name + ")" : "");
+}
+
 std::string describeExit(const RankOutcome& outcome) {
-  if (outcome.signal) {
-    const char* name = sigabbrev_np(*outcome.signal);
-    return "killed by signal " + std::to_string(*outcome.signal) +
-           (name ? std::string(" (SIG") + name + ")" : "");
-  }
+  if (outcome.signal) return "killed by signal " + signalName(*outcome.signal);
   if (outcome.exitCode) return "exited with status " + std::to_string(*outcome.exitCode);
   return "still running";
+}
+
+std::string eachRankLogPrefix() {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d%H%M%S", std::localtime(&now));
+  return stamp;
+}
+
+std::filesystem::path logPathFor(const SupervisorOptions& options, const std::string& prefix,
+                                 size_t rank) {
+  if (!options.eachRankLogDir.empty())
+    return std::filesystem::path(options.eachRankLogDir) /
+           (prefix + "_rank" + std::to_string(rank) + ".log");
+  return std::filesystem::path(options.logDir) / ("rank-" + std::to_string(rank) + ".log");
 }
 
 }  // namespace
@@ -53,79 +80,118 @@ void installTerminationHandlers() {
   action.sa_handler = onTerminationSignal;
   sigemptyset(&action.sa_mask);
   for (int signal : {SIGINT, SIGTERM, SIGHUP}) sigaction(signal, &action, nullptr);
+  action.sa_handler = onDumpSignal;
+  sigaction(SIGUSR1, &action, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 }
 
 JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& ranks,
-                        std::vector<SpawnedProcess>& processes, const SupervisorOptions& options) {
+                        std::vector<LaunchedProcess>& processes, const SupervisorOptions& options) {
   const size_t n = ranks.size();
   JobOutcome outcome;
   outcome.ranks.resize(n);
-  std::vector<RankIo> io(n);
-  std::filesystem::create_directories(options.logDir);
+  std::vector<std::ofstream> logs(n);
+  std::vector<int> processOfRank(n, -1);  // only for processes that carry exactly one rank
+  for (size_t p = 0; p < processes.size(); ++p)
+    if (processes[p].ranks.size() == 1) processOfRank[processes[p].ranks[0]] = static_cast<int>(p);
+  for (const std::string& dir : {options.logDir, options.eachRankLogDir}) {
+    if (dir.empty()) continue;
+    if (std::filesystem::exists(dir) && !std::filesystem::is_directory(dir))
+      throw Error(dir + " should not be a file, it should be a directory.");
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (error)
+      throw Error("unable to create directory " + dir + " for each rank log: " + error.message());
+  }
+  const std::string prefix = eachRankLogPrefix();
   for (size_t r = 0; r < n; ++r) {
     outcome.ranks[r].rank = ranks[r].rank;
     outcome.ranks[r].host = ranks[r].host;
-    const auto path =
-        std::filesystem::path(options.logDir) / ("rank-" + std::to_string(r) + ".log");
-    io[r].log.open(path);
-    if (!io[r].log) throw Error("cannot write log file " + path.string());
+    const auto path = logPathFor(options, prefix, r);
+    logs[r].open(path);
+    if (!logs[r]) throw Error("cannot write log file " + path.string());
+    outcome.logFiles.push_back(path.string());
   }
 
-  auto emitLine = [&](size_t r, const std::string& line) {
-    io[r].log << line << '\n';
+  LiveView view(std::cout, options.view);
+  std::vector<ProcessIo> io(processes.size());
+  auto keep = [&](size_t r, const std::string& line) {
     auto& kept = outcome.ranks[r].lastLines;
     kept.push_back(line);
     if (kept.size() > kKeptLines) kept.pop_front();
-    if (options.printAllRanks || r == 0) std::cout << "[rank " << r << "] " << line << '\n';
   };
-  auto drain = [&](size_t r) {
-    if (!io[r].open) return;
+  auto emitLine = [&](size_t p, const std::string& line) {
+    std::string text;
+    const int tagged = parseRankTag(line, text);
+    if (tagged >= 0 && tagged < static_cast<int>(n)) {
+      logs[tagged] << text << '\n';
+      keep(tagged, text);
+      if (options.printAllRanks || tagged == 0)
+        view.printLine("[rank " + std::to_string(tagged) + "] " + text);
+      return;
+    }
+    // Untagged: the runner's own words (ssh, mpirun) or a worker before it knew its rank.
+    for (int r : processes[p].ranks) {
+      logs[r] << line << '\n';
+      keep(r, line);
+    }
+    view.printLine("[" + processes[p].label + "] " + line);
+  };
+  auto drain = [&](size_t p) {
+    if (!io[p].open) return;
     char buffer[65536];
     for (;;) {
-      const ssize_t got = read(processes[r].outputFd, buffer, sizeof(buffer));
+      const ssize_t got = read(processes[p].process.outputFd, buffer, sizeof(buffer));
       if (got > 0) {
-        io[r].pending.append(buffer, static_cast<size_t>(got));
+        io[p].pending.append(buffer, static_cast<size_t>(got));
         size_t start = 0, newline;
-        while ((newline = io[r].pending.find('\n', start)) != std::string::npos) {
-          emitLine(r, io[r].pending.substr(start, newline - start));
+        while ((newline = io[p].pending.find('\n', start)) != std::string::npos) {
+          emitLine(p, io[p].pending.substr(start, newline - start));
           start = newline + 1;
         }
-        io[r].pending.erase(0, start);
+        io[p].pending.erase(0, start);
         continue;
       }
       if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
-        if (!io[r].pending.empty()) emitLine(r, io[r].pending);
-        io[r].pending.clear();
-        close(processes[r].outputFd);
-        io[r].open = false;
+        if (!io[p].pending.empty()) emitLine(p, io[p].pending);
+        io[p].pending.clear();
+        close(processes[p].process.outputFd);
+        io[p].open = false;
       }
       return;
     }
   };
-  size_t running = n;
+  size_t running = processes.size();
   auto reap = [&](bool block) {
-    for (size_t r = 0; r < n; ++r) {
-      auto& rank = outcome.ranks[r];
-      if (rank.exitCode || rank.signal) continue;
+    for (size_t p = 0; p < processes.size(); ++p) {
+      if (io[p].exited) continue;
       int status = 0;
-      const pid_t got = waitpid(processes[r].pid, &status, block ? 0 : WNOHANG);
-      if (got != processes[r].pid) continue;
-      if (WIFEXITED(status)) rank.exitCode = WEXITSTATUS(status);
-      if (WIFSIGNALED(status)) rank.signal = WTERMSIG(status);
-      rank.wallSeconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - processes[r].started)
-              .count();
+      const pid_t got = waitpid(processes[p].process.pid, &status, block ? 0 : WNOHANG);
+      if (got != processes[p].process.pid) continue;
+      io[p].exited = true;
+      io[p].exitedAt = std::chrono::steady_clock::now();
+      if (WIFSIGNALED(status)) io[p].signal = WTERMSIG(status);
+      io[p].status = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
       --running;
+      const double wall =
+          std::chrono::duration<double>(io[p].exitedAt - processes[p].process.started).count();
+      for (int r : processes[p].ranks) outcome.ranks[r].wallSeconds = wall;
+      if (processes[p].ranks.size() == 1) {
+        auto& rank = outcome.ranks[processes[p].ranks[0]];
+        if (io[p].signal)
+          rank.signal = io[p].signal;
+        else
+          rank.exitCode = io[p].status;
+      }
     }
   };
   auto pollOutput = [&](std::chrono::milliseconds timeout) {
     std::vector<pollfd> fds;
     std::vector<size_t> owners;
-    for (size_t r = 0; r < n; ++r)
-      if (io[r].open) {
-        fds.push_back({processes[r].outputFd, POLLIN, 0});
-        owners.push_back(r);
+    for (size_t p = 0; p < processes.size(); ++p)
+      if (io[p].open) {
+        fds.push_back({processes[p].process.outputFd, POLLIN, 0});
+        owners.push_back(p);
       }
     if (fds.empty()) {
       std::this_thread::sleep_for(timeout);
@@ -135,49 +201,84 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
       for (size_t i = 0; i < fds.size(); ++i)
         if (fds[i].revents) drain(owners[i]);
   };
-  auto fail = [&](size_t r, const std::string& cause, int exitStatus) {
+  auto fail = [&](int r, const std::string& cause, int exitStatus) {
     if (!outcome.failure.empty()) return;
-    outcome.failedRank = static_cast<int>(r);
+    outcome.failedRank = r;
     outcome.failure = "rank " + std::to_string(r) + " (host " + ranks[r].host + ") " + cause;
     outcome.exitStatus = exitStatus;
   };
+  auto ms = [](std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; };
 
   const auto started = std::chrono::steady_clock::now();
+  auto lastView = started - kViewInterval;
   while (running > 0 && outcome.failure.empty()) {
     pollOutput(kTick);
     reap(false);
     const auto now = std::chrono::steady_clock::now();
+    const auto health = coordinator.snapshot();
     for (size_t r = 0; r < n && outcome.failure.empty(); ++r) {
       const auto& rank = outcome.ranks[r];
-      if (rank.signal)
+      const auto& status = health[r];
+      if (rank.signal) {
         fail(r, describeExit(rank), 128 + *rank.signal);
-      else if (rank.exitCode && *rank.exitCode != 0)
-        fail(r, describeExit(rank), *rank.exitCode);
+      } else if (rank.exitCode && *rank.exitCode != 0) {
+        fail(r, describeExit(rank) + (status.report ? ": " + status.report->error : ""),
+             *rank.exitCode);
+      } else if (status.report && status.report->exitStatus != 0) {
+        fail(r, "failed: " + status.report->error, status.report->exitStatus);
+      } else if (rank.exitCode || status.report) {
+        continue;  // finished
+      } else if (status.lost && processOfRank[r] < 0) {
+        // Its stream broke with no report: the process died somewhere we cannot waitpid.
+        fail(r, "lost its connection to the coordinator without reporting (its process died)", 1);
+      } else if (!status.joined) {
+        if (now - started > options.joinTimeout)
+          fail(r, "did not join the coordinator within " + ms(options.joinTimeout), 1);
+      } else if (now - status.lastHeartbeat > options.heartbeatTimeout) {
+        fail(r,
+             "stopped heartbeating (no heartbeat for " + ms(options.heartbeatTimeout) +
+                 ", at step " + std::to_string(status.step) + ", state " +
+                 rankStateName(status.state) + ", phase: " + status.phase + ")",
+             1);
+      } else if (options.stallTimeout.count() > 0 && status.step > 0 &&
+                 now - status.lastProgress > options.stallTimeout) {
+        fail(r,
+             "stalled: step " + std::to_string(status.step) + " has not advanced for " +
+                 ms(options.stallTimeout) + " (still heartbeating; phase: " + status.phase + ")",
+             1);
+      }
+    }
+    // A runner that ended while some of its ranks never reported.
+    for (size_t p = 0; p < processes.size() && outcome.failure.empty(); ++p) {
+      if (!io[p].exited || processes[p].ranks.size() == 1) continue;
+      for (int r : processes[p].ranks) {
+        if (health[r].report) continue;
+        if (io[p].status != 0)
+          fail(r,
+               "stopped: " + processes[p].label + " exited with status " +
+                   std::to_string(io[p].status) +
+                   (io[p].signal ? " (signal " + signalName(*io[p].signal) + ")" : ""),
+               io[p].status);
+        else if (now - io[p].exitedAt > kReportGrace)
+          fail(r, "ended without reporting (" + processes[p].label + " exited 0)", 1);
+        if (!outcome.failure.empty()) break;
+      }
     }
     if (gTerminationSignal != 0 && outcome.failure.empty()) {
       const int signal = gTerminationSignal;
       outcome.failure = std::string("interrupted by SIG") + sigabbrev_np(signal);
       outcome.exitStatus = 128 + signal;
     }
-    if (!outcome.failure.empty()) break;
-    const auto health = coordinator.snapshot();
-    for (size_t r = 0; r < n && outcome.failure.empty(); ++r) {
-      if (outcome.ranks[r].exitCode) continue;
-      if (!health[r].joined) {
-        if (now - started > options.joinTimeout)
-          fail(r,
-               "did not join the coordinator within " +
-                   std::to_string(options.joinTimeout.count() / 1000) + " s",
-               1);
-      } else if (!health[r].report && now - health[r].lastHeartbeat > options.heartbeatTimeout) {
-        fail(r,
-             "stopped heartbeating (no heartbeat for " +
-                 std::to_string(options.heartbeatTimeout.count()) + " ms, at step " +
-                 std::to_string(health[r].step) + ", state " + rankStateName(health[r].state) + ")",
-             1);
-      }
+    if (gDumpRequested) {
+      gDumpRequested = 0;
+      std::cerr << "ds-launch: state of every rank (SIGUSR1)\n" << formatRankTable(ranks, health);
+    }
+    if (now - lastView >= kViewInterval) {
+      view.update(ranks, health);
+      lastView = now;
     }
   }
+  view.finish();
 
   if (!outcome.failure.empty()) {
     // Abort first so ranks blocked in a collective exit at once, then make sure with SIGKILL.
@@ -188,20 +289,25 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
       reap(false);
     }
   }
-  for (size_t r = 0; r < n; ++r) killProcessGroup(processes[r].pid);
+  for (const auto& launched : processes) killProcessGroup(launched.process.pid);
   reap(true);
   // Output still in the pipes; bounded, in case something outside the groups holds a write end.
   const auto drainDeadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (std::chrono::steady_clock::now() < drainDeadline &&
-         std::any_of(io.begin(), io.end(), [](const RankIo& x) { return x.open; }))
+         std::any_of(io.begin(), io.end(), [](const ProcessIo& x) { return x.open; }))
     pollOutput(kTick);
-  for (size_t r = 0; r < n; ++r)
-    if (io[r].open) close(processes[r].outputFd);
+  for (size_t p = 0; p < processes.size(); ++p)
+    if (io[p].open) close(processes[p].process.outputFd);
 
   const auto health = coordinator.snapshot();
   for (size_t r = 0; r < n; ++r) {
-    outcome.ranks[r].steps = health[r].step;
-    outcome.ranks[r].lastLoss = health[r].loss;
+    auto& rank = outcome.ranks[r];
+    rank.steps = health[r].step;
+    rank.lastLoss = health[r].loss;
+    if (!rank.exitCode && !rank.signal && health[r].report) {
+      rank.exitCode = health[r].report->exitStatus;
+      rank.wallSeconds = health[r].report->wallSeconds;
+    }
   }
   return outcome;
 }

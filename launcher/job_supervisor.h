@@ -1,7 +1,8 @@
-// JobSupervisor: watches a running job until it ends. Forwards worker output ([rank N] prefix on
-// the console, one log file per rank), notices exits, missed heartbeats and Ctrl-C/SIGTERM, and on
-// any failure aborts every rank (coordinator command, then SIGKILL to each process group) so no
-// process of the job survives. Deliberately knows nothing about how workers were started.
+// JobSupervisor: watches a running job until it ends, whatever backend started it. Routes output
+// by its "[rank N]" tags (console: rank 0 only unless asked; one log file per rank), notices
+// process exits, ranks whose coordinator stream broke, missed heartbeats, stalled steps and
+// Ctrl-C/SIGTERM, and on any failure aborts every rank (coordinator command, then SIGKILL to each
+// started process group) so no process of the job survives. SIGUSR1 prints every rank's state.
 #pragma once
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "launcher/coordinator.h"
+#include "launcher/live_view.h"
 #include "launcher/worker_process.h"
 
 namespace ds::launcher {
@@ -18,16 +20,27 @@ namespace ds::launcher {
 struct SupervisorOptions {
   bool printAllRanks = false;  // default: rank 0 only on the console
   std::string logDir;          // rank-N.log for every rank
+  std::string eachRankLogDir;  // --enable_each_rank_log: <stamp>_rank<N>.log there instead
   std::chrono::milliseconds heartbeatTimeout{10000};
+  std::chrono::milliseconds stallTimeout{0};  // 0: off
   std::chrono::milliseconds joinTimeout{60000};
   std::chrono::milliseconds abortGrace{1500};  // after the abort command, before SIGKILL
+  LiveViewOptions view;
+};
+
+// A process ds-launch started: one rank's worker (local), one node's agent (ssh) or the whole
+// job's runner (pdsh, mpirun, srun).
+struct LaunchedProcess {
+  SpawnedProcess process;
+  std::vector<int> ranks;
+  std::string label;  // for its untagged output and messages: "ssh 127.0.0.2", "mpirun"
 };
 
 struct RankOutcome {
   int rank = 0;
   std::string host;
-  std::optional<int> exitCode;  // set when the process exited
-  std::optional<int> signal;    // set when it was killed by a signal
+  std::optional<int> exitCode;  // set when the rank ended with a status
+  std::optional<int> signal;    // set when its process was killed by a signal
   double wallSeconds = 0.0;
   int64_t steps = 0;
   double lastLoss = 0.0;
@@ -39,13 +52,15 @@ struct JobOutcome {
   std::string failure;  // empty on success; names rank, host and cause otherwise
   std::optional<int> failedRank;
   std::vector<RankOutcome> ranks;
+  std::vector<std::string> logFiles;  // per rank
 };
 
-// Installs SIGINT/SIGTERM/SIGHUP handlers that ask a running superviseJob to tear down.
+// Installs SIGINT/SIGTERM/SIGHUP handlers that ask a running superviseJob to tear down, and
+// SIGUSR1 for the state dump.
 void installTerminationHandlers();
 
 JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& ranks,
-                        std::vector<SpawnedProcess>& processes, const SupervisorOptions& options);
+                        std::vector<LaunchedProcess>& processes, const SupervisorOptions& options);
 
 // The final table: rank, host, exit, steps, last loss, wall time.
 std::string formatSummary(const JobOutcome& outcome);

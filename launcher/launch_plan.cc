@@ -1,7 +1,9 @@
-// makeLaunchPlan: selection of hosts and slots, then rank numbering.
+// makeLaunchPlan: rank numbering over the selected resources.
 #include "launcher/launch_plan.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 
 #include "runtime/common/error.h"
 
@@ -14,37 +16,53 @@ bool isLoopbackHost(const std::string& host) {
   return (ntohl(address.s_addr) >> 24) == 127;
 }
 
-LaunchPlan makeLaunchPlan(const std::vector<HostEntry>& pool, const PlanRequest& request) {
-  if (request.numNodes == 0 || request.numNodes < -1)
-    throw Error("--num_nodes: expected a positive number of nodes, got " +
-                std::to_string(request.numNodes));
-  if (request.numGpus == 0 || request.numGpus < -1)
-    throw Error("--num_gpus: expected a positive number of slots per node, got " +
-                std::to_string(request.numGpus));
-  if (request.numNodes > static_cast<int>(pool.size()))
-    throw Error("--num_nodes " + std::to_string(request.numNodes) + ": only " +
-                std::to_string(pool.size()) + " hosts are available");
-
+LaunchPlan makeLaunchPlan(const Resources& selected) {
   LaunchPlan plan;
-  const size_t nodes = request.numNodes > 0 ? request.numNodes : pool.size();
-  for (size_t n = 0; n < nodes; ++n) {
-    HostEntry host = pool[n];
-    if (request.numGpus > 0) {
-      if (request.numGpus > host.slots)
-        throw Error("--num_gpus " + std::to_string(request.numGpus) + ": host " + host.host +
-                    " has only " + std::to_string(host.slots) + " slots");
-      host.slots = request.numGpus;
+  plan.nodes = selected;
+  for (size_t node = 0; node < selected.size(); ++node) {
+    const auto& slots = selected[node].slots;
+    for (size_t local = 0; local < slots.size(); ++local) {
+      RankSlot rank;
+      rank.rank = static_cast<int>(plan.ranks.size());
+      rank.host = selected[node].host;
+      rank.slot = slots[local];
+      rank.localRank = static_cast<int>(local);
+      rank.localSize = static_cast<int>(slots.size());
+      rank.nodeRank = static_cast<int>(node);
+      rank.nodeCount = static_cast<int>(selected.size());
+      plan.ranks.push_back(std::move(rank));
     }
-    if (host.slots > 0) plan.hosts.push_back(host);
   }
-  for (const auto& host : plan.hosts)
-    for (int slot = 0; slot < host.slots; ++slot)
-      plan.ranks.push_back(
-          {static_cast<int>(plan.ranks.size()), host.host, slot, slot, host.slots});
-  if (plan.ranks.empty())
-    throw Error(
-        "no slots selected: every selected host has slots=0; give hosts slots=N with N > 0");
   return plan;
+}
+
+bool allLoopback(const LaunchPlan& plan) {
+  for (const auto& node : plan.nodes)
+    if (!isLoopbackHost(node.host)) return false;
+  return true;
+}
+
+std::string defaultMasterAddress(const LaunchPlan& plan) {
+  if (allLoopback(plan)) {
+    const std::string& first = plan.nodes.front().host;
+    return first == "localhost" || first == "::1" ? "127.0.0.1" : first;
+  }
+  ifaddrs* interfaces = nullptr;
+  std::string found;
+  if (getifaddrs(&interfaces) == 0) {
+    for (ifaddrs* i = interfaces; i != nullptr && found.empty(); i = i->ifa_next) {
+      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+      if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
+      char text[INET_ADDRSTRLEN];
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text,
+                sizeof(text));
+      found = text;
+    }
+    freeifaddrs(interfaces);
+  }
+  if (found.empty())
+    throw Error("cannot find a network address for the coordinator: give --master_addr");
+  return found;
 }
 
 }  // namespace ds::launcher

@@ -33,7 +33,7 @@ CoordinatorOptions twoRankOptions() {
 TEST_CASE("coordinator: join assigns the planned rank and ships config and job args") {
   Coordinator coordinator(twoRankOptions());
   CoordinatorClient client(coordinator.address(), "secret-token-0123456789abcdef");
-  const JoinResult join = client.join("127.0.0.2", 0, 5s);
+  const JoinResult join = client.join({"127.0.0.2", 0}, 5s);
   REQUIRE(join.rank == 1);
   REQUIRE(join.worldSize == 2);
   REQUIRE(join.configJson == R"({"train_batch_size": 8})");
@@ -46,13 +46,13 @@ TEST_CASE("coordinator: join assigns the planned rank and ships config and job a
 TEST_CASE("coordinator: refuses a wrong token, an unknown slot and a second join of a slot") {
   Coordinator coordinator(twoRankOptions());
   CoordinatorClient intruder(coordinator.address(), "secret-token-0123456789abcdeX");
-  REQUIRE_THROWS_WITH(intruder.join("127.0.0.1", 0, 5s), Catch::Contains("wrong job token"));
+  REQUIRE_THROWS_WITH(intruder.join({"127.0.0.1", 0}, 5s), Catch::Contains("wrong job token"));
   CoordinatorClient client(coordinator.address(), "secret-token-0123456789abcdef");
-  REQUIRE_THROWS_WITH(client.join("127.0.0.9", 0, 5s), Catch::Contains("not part of this job"));
+  REQUIRE_THROWS_WITH(client.join({"127.0.0.9", 0}, 5s), Catch::Contains("not part of this job"));
   REQUIRE_FALSE(coordinator.snapshot()[0].joined);
-  client.join("127.0.0.1", 0, 5s);
+  client.join({"127.0.0.1", 0}, 5s);
   CoordinatorClient twin(coordinator.address(), "secret-token-0123456789abcdef");
-  REQUIRE_THROWS_WITH(twin.join("127.0.0.1", 0, 5s), Catch::Contains("already joined"));
+  REQUIRE_THROWS_WITH(twin.join({"127.0.0.1", 0}, 5s), Catch::Contains("already joined"));
 }
 
 TEST_CASE("coordinator: requests without a join (epoch 0) or with a wrong token are refused") {
@@ -67,8 +67,8 @@ TEST_CASE("coordinator: the KV store blocks, times out with TimeoutError and cou
   Coordinator coordinator(twoRankOptions());
   CoordinatorClient a(coordinator.address(), "secret-token-0123456789abcdef");
   CoordinatorClient b(coordinator.address(), "secret-token-0123456789abcdef");
-  a.join("127.0.0.1", 0, 5s);
-  b.join("127.0.0.2", 0, 5s);
+  a.join({"127.0.0.1", 0}, 5s);
+  b.join({"127.0.0.2", 0}, 5s);
 
   auto pending = std::async(std::launch::async, [&] { return b.kvGet("addr/0", 5s); });
   std::this_thread::sleep_for(50ms);
@@ -88,7 +88,7 @@ TEST_CASE("coordinator: the KV store blocks, times out with TimeoutError and cou
 TEST_CASE("coordinator: heartbeats and reports show up in the snapshot") {
   Coordinator coordinator(twoRankOptions());
   CoordinatorClient client(coordinator.address(), "secret-token-0123456789abcdef");
-  client.join("127.0.0.1", 0, 5s);
+  client.join({"127.0.0.1", 0}, 5s);
   REQUIRE(client.heartbeat({WorkerState::Training, 7, 0.5, 123.0, 4096}));
   auto status = coordinator.snapshot()[0];
   REQUIRE(status.state == RankState::Training);
@@ -108,7 +108,7 @@ TEST_CASE("coordinator: heartbeats and reports show up in the snapshot") {
 TEST_CASE("coordinator: stop and abort reach a watcher in order, and shutdown ends the stream") {
   Coordinator coordinator(twoRankOptions());
   CoordinatorClient client(coordinator.address(), "secret-token-0123456789abcdef");
-  client.join("127.0.0.1", 0, 5s);
+  client.join({"127.0.0.1", 0}, 5s);
   // Sent before the stream opens: a late watcher still receives every command.
   coordinator.broadcast(Command::Stop, "resize");
   std::promise<std::string> aborted;

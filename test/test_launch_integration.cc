@@ -164,10 +164,10 @@ TEST_CASE("launch: a join with a wrong token is refused and the job finishes una
   std::string wrong = token;
   wrong[10] = wrong[10] == 'a' ? 'b' : 'a';
   ds::worker::CoordinatorClient intruder(match[1], wrong);
-  REQUIRE_THROWS_WITH(intruder.join("127.0.0.2", 1, 5s), Catch::Contains("wrong job token"));
+  REQUIRE_THROWS_WITH(intruder.join({"127.0.0.2", 1}, 5s), Catch::Contains("wrong job token"));
   // The right token cannot take over a slot that is already running either.
   ds::worker::CoordinatorClient twin(match[1], token);
-  REQUIRE_THROWS_WITH(twin.join("127.0.0.2", 1, 5s), Catch::Contains("already joined"));
+  REQUIRE_THROWS_WITH(twin.join({"127.0.0.2", 1}, 5s), Catch::Contains("already joined"));
 
   const auto status = waitExit(job, 120s);
   REQUIRE(status == 0);

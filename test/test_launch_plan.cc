@@ -1,4 +1,4 @@
-// Launch planning: host and slot selection, rank numbering, loopback detection.
+// Launch planning: rank numbering over selected resources, loopback detection, master address.
 #include <catch2/catch.hpp>
 
 #include "launcher/launch_plan.h"
@@ -6,38 +6,18 @@
 
 using namespace ds::launcher;
 
-namespace {
-const std::vector<HostEntry> kPool = {
-    {"worker-0", 4}, {"worker-1", 2}, {"worker-2", 0}, {"worker-3", 4}};
-}
-
-TEST_CASE("plan: ranks follow hostfile order, then slot order; hosts with 0 slots are skipped") {
-  const LaunchPlan plan = makeLaunchPlan(kPool, {});
-  REQUIRE(plan.worldSize() == 10);
-  REQUIRE(plan.hosts.size() == 3);
-  REQUIRE(plan.ranks[4].host == "worker-1");
-  REQUIRE(plan.ranks[4].slot == 0);
-  REQUIRE(plan.ranks[4].rank == 4);
-  REQUIRE(plan.ranks[5].localRank == 1);
-  REQUIRE(plan.ranks[5].localSize == 2);
-  REQUIRE(plan.ranks[6].host == "worker-3");
-}
-
-TEST_CASE("plan: --num_nodes takes the first hosts and --num_gpus the first slots of each") {
-  const LaunchPlan plan = makeLaunchPlan(kPool, {2, 2});
-  REQUIRE(plan.worldSize() == 4);
-  REQUIRE(plan.ranks[2].host == "worker-1");
+TEST_CASE("plan: ranks follow host order, then slot order; local rank is the index on the node") {
+  const LaunchPlan plan = makeLaunchPlan({{"a", {0, 1, 2}}, {"b", {1, 3}}, {"c", {5}}});
+  REQUIRE(plan.worldSize() == 6);
+  REQUIRE(plan.ranks[3].host == "b");
   REQUIRE(plan.ranks[3].slot == 1);
-  REQUIRE(plan.ranks[3].localSize == 2);
-}
-
-TEST_CASE("plan: impossible selections are errors naming the flag and the host") {
-  REQUIRE_THROWS_WITH(makeLaunchPlan(kPool, {5, -1}),
-                      Catch::Contains("--num_nodes 5") && Catch::Contains("only 4 hosts"));
-  REQUIRE_THROWS_WITH(makeLaunchPlan(kPool, {-1, 3}), Catch::Contains("worker-1 has only 2 slots"));
-  REQUIRE_THROWS_WITH(makeLaunchPlan(kPool, {0, -1}), Catch::Contains("--num_nodes"));
-  REQUIRE_THROWS_WITH(makeLaunchPlan(kPool, {-1, 0}), Catch::Contains("--num_gpus"));
-  REQUIRE_THROWS_WITH(makeLaunchPlan({{"w", 0}}, {}), Catch::Contains("no slots selected"));
+  REQUIRE(plan.ranks[3].localRank == 0);  // DeepSpeed's launch.py would say 3 % 2 = 1
+  REQUIRE(plan.ranks[4].slot == 3);
+  REQUIRE(plan.ranks[4].localRank == 1);
+  REQUIRE(plan.ranks[4].localSize == 2);
+  REQUIRE(plan.ranks[4].nodeRank == 1);
+  REQUIRE(plan.ranks[5].nodeRank == 2);
+  REQUIRE(plan.ranks[5].nodeCount == 3);
 }
 
 TEST_CASE("plan: loopback hosts are recognised") {
@@ -49,4 +29,10 @@ TEST_CASE("plan: loopback hosts are recognised") {
     INFO(host);
     REQUIRE_FALSE(isLoopbackHost(host));
   }
+}
+
+TEST_CASE("plan: the coordinator address defaults to the first loopback host") {
+  REQUIRE(defaultMasterAddress(makeLaunchPlan({{"localhost", {0}}})) == "127.0.0.1");
+  REQUIRE(defaultMasterAddress(makeLaunchPlan({{"127.0.0.2", {0}}, {"127.0.0.3", {0}}})) ==
+          "127.0.0.2");
 }

@@ -3,6 +3,7 @@
 #include "worker/coordinator_client.h"
 
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -67,30 +68,43 @@ struct CoordinatorClient::Impl {
   }
 };
 
-CoordinatorClient::CoordinatorClient(const std::string& address, std::string token)
+CoordinatorClient::CoordinatorClient(const std::string& address, std::string token,
+                                     const TlsFiles& tls)
     : impl_(std::make_unique<Impl>()) {
   impl_->address = address;
   impl_->token = std::move(token);
-  impl_->channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!tls.certPem.empty() || !tls.caPem.empty()) {
+    grpc::SslCredentialsOptions options;
+    options.pem_root_certs = tls.caPem;
+    options.pem_private_key = tls.keyPem;
+    options.pem_cert_chain = tls.certPem;
+    credentials = grpc::SslCredentials(options);
+  }
+  impl_->channel = grpc::CreateChannel(address, credentials);
   impl_->stub = proto::Coordinator::NewStub(impl_->channel);
 }
 
 CoordinatorClient::~CoordinatorClient() = default;
 
-JoinResult CoordinatorClient::join(const std::string& host, int localSlot,
+JoinResult CoordinatorClient::join(const JoinIdentity& identity,
                                    std::chrono::milliseconds timeout) {
   proto::JoinRequest request;
   impl_->fill(request.mutable_auth(), 0);
-  request.set_host(host);
-  request.set_local_slot(localSlot);
+  request.set_host(identity.host);
+  request.set_local_slot(identity.slot);
+  request.set_by_rank(identity.rank >= 0);
+  request.set_rank(identity.rank);
+  char nodeName[256] = {};
+  gethostname(nodeName, sizeof(nodeName) - 1);
+  request.set_node_name(nodeName);
   request.set_pid(static_cast<int32_t>(::getpid()));
   proto::JoinReply reply;
   grpc::ClientContext context;
   // wait_for_ready: the coordinator may still be starting; queue the call until it listens.
   context.set_wait_for_ready(true);
   context.set_deadline(deadlineIn(timeout));
-  impl_->check(impl_->stub->Join(&context, request, &reply),
-               "join as " + host + " slot " + std::to_string(localSlot));
+  impl_->check(impl_->stub->Join(&context, request, &reply), "join as " + identity.describe());
   JoinResult result;
   result.rank = reply.rank();
   result.worldSize = reply.world_size();
@@ -100,6 +114,15 @@ JoinResult CoordinatorClient::join(const std::string& host, int localSlot,
   result.jobArgs.assign(reply.job_args().begin(), reply.job_args().end());
   result.epoch = reply.epoch();
   result.heartbeatInterval = std::chrono::milliseconds(reply.heartbeat_interval_ms());
+  result.host = reply.host();
+  result.slot = reply.slot();
+  result.nodeRank = reply.node_rank();
+  result.nodeCount = reply.node_count();
+  result.nodeSlots.assign(reply.node_slots().begin(), reply.node_slots().end());
+  result.programModule = reply.program().module();
+  result.programNoPython = reply.program().no_python();
+  result.programNoLocalRank = reply.program().no_local_rank();
+  result.python = reply.program().python();
   rank_ = result.rank;
   epoch_ = result.epoch;
   return result;
@@ -153,6 +176,7 @@ bool CoordinatorClient::heartbeat(const Progress& progress) {
   request.set_loss(progress.loss);
   request.set_samples_per_sec(progress.samplesPerSecond);
   request.set_resident_bytes(progress.residentBytes);
+  request.set_phase(progress.phase);
   proto::HeartbeatReply reply;
   grpc::ClientContext context;
   context.set_deadline(deadlineIn(kRpcTimeout));

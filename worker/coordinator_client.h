@@ -21,6 +21,31 @@ struct JoinResult {
   std::vector<std::string> jobArgs;
   uint64_t epoch = 0;
   std::chrono::milliseconds heartbeatInterval{1000};
+  std::string host;  // this rank's host in the plan
+  int slot = 0;      // its slot (device) id there
+  int nodeRank = 0;
+  int nodeCount = 1;
+  std::vector<int> nodeSlots;
+  bool programModule = false;
+  bool programNoPython = false;
+  bool programNoLocalRank = false;
+  std::string python = "python3";
+};
+
+// Who a worker is when it joins: a host and slot (started by ds-launch or a node agent), or a
+// global rank (started by mpirun or srun).
+struct JoinIdentity {
+  std::string host;
+  int slot = -1;
+  int rank = -1;  // >= 0: join by rank
+  std::string describe() const {
+    return rank >= 0 ? "rank " + std::to_string(rank) : host + " slot " + std::to_string(slot);
+  }
+};
+
+// Mutual TLS material (PEM contents); empty cert means plaintext.
+struct TlsFiles {
+  std::string certPem, keyPem, caPem;
 };
 
 enum class WorkerState { Starting, Rendezvous, Training, Finished, Failed };
@@ -31,6 +56,7 @@ struct Progress {
   double loss = 0.0;
   double samplesPerSecond = 0.0;
   int64_t residentBytes = 0;
+  std::string phase;
 };
 
 struct FinalReport {
@@ -46,11 +72,11 @@ enum class CommandKind { Stop, Abort, CoordinatorGone };
 
 class CoordinatorClient {
  public:
-  CoordinatorClient(const std::string& address, std::string token);
+  CoordinatorClient(const std::string& address, std::string token, const TlsFiles& tls = {});
   ~CoordinatorClient();
 
   // Retries until `timeout` while the coordinator is not reachable yet; a refusal throws at once.
-  JoinResult join(const std::string& host, int localSlot, std::chrono::milliseconds timeout);
+  JoinResult join(const JoinIdentity& identity, std::chrono::milliseconds timeout);
 
   void kvSet(const std::string& key, const std::string& value);
   std::string kvGet(const std::string& key, std::chrono::milliseconds timeout);

@@ -1,20 +1,28 @@
 // ds-worker: one per rank. Joins the coordinator, keeps its command stream and heartbeats going,
-// runs the job, reports, exits. Exit status: 0 done, 1 job failed, 2 bad usage, 3 join refused,
+// runs the job (the built-in trainer or an external program), reports, exits. Started with
+// --world_info/--node_rank it is a node agent that starts one worker per slot instead.
+// Exit status: 0 done, 1 job failed (or the program's own status), 2 bad usage, 3 join refused,
 // 10 aborted by the coordinator, 11 coordinator gone.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "runtime/common/error.h"
 #include "worker/coordinator_client.h"
 #include "worker/coordinator_store.h"
+#include "worker/external_program.h"
+#include "worker/node_agent.h"
+#include "worker/output_tagger.h"
 #include "worker/progress_board.h"
 #include "worker/train_job.h"
 
@@ -27,6 +35,9 @@ constexpr int kUsage = 2;
 constexpr int kJoinRefused = 3;
 constexpr int kAborted = 10;
 constexpr int kCoordinatorGone = 11;
+constexpr auto kProgramMasterWait = std::chrono::minutes(5);
+
+std::atomic<int> gProgramPid{0};
 
 // Read by the heartbeat thread at send time, so the training loop never touches /proc.
 int64_t residentBytes() {
@@ -37,41 +48,131 @@ int64_t residentBytes() {
 }
 
 // Leaves at once, from any thread: the job may be blocked inside a collective that will never
-// complete, so there is nothing to unwind cleanly.
+// complete, so there is nothing to unwind cleanly. A running program gets SIGTERM and a second
+// to go; PDEATHSIG ends it otherwise.
 [[noreturn]] void leaveNow(int status, const std::string& why) {
+  if (const int program = gProgramPid.load(); program > 0) {
+    kill(program, SIGTERM);
+    for (int i = 0; i < 100 && gProgramPid.load() != 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   std::fflush(stdout);
   std::fprintf(stderr, "ds-worker: %s\n", why.c_str());
-  std::fflush(stderr);
+  finishTaggedOutput();
   _exit(status);
+}
+
+std::string readFile(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ds::Error(what + " " + path + ": cannot read it");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The job token: DS_JOB_TOKEN (local, MPI, Slurm), LC_DS_JOB_TOKEN (through ssh's SendEnv), or
+// DS_JOB_TOKEN_FILE, a file only its owner can read. Removed from the environment once read so no
+// program started later inherits it.
+std::string takeJobToken() {
+  std::string token;
+  for (const char* name : {"DS_JOB_TOKEN", "LC_DS_JOB_TOKEN"})
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0' && token.empty())
+      token = value;
+  if (const char* file = std::getenv("DS_JOB_TOKEN_FILE"); token.empty() && file != nullptr) {
+    struct stat info {};
+    if (stat(file, &info) != 0)
+      throw ds::Error(std::string("DS_JOB_TOKEN_FILE ") + file + ": missing");
+    if ((info.st_mode & 077) != 0)
+      throw ds::Error(std::string("DS_JOB_TOKEN_FILE ") + file +
+                      ": readable by others; chmod 600 it");
+    token = readFile(file, "DS_JOB_TOKEN_FILE");
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  }
+  for (const char* name : {"DS_JOB_TOKEN", "LC_DS_JOB_TOKEN", "DS_JOB_TOKEN_FILE"}) unsetenv(name);
+  if (token.empty())
+    throw ds::Error(
+        "no job token: DS_JOB_TOKEN is not set (ds-launch sets it; with --no_ssh "
+        "export the same DS_JOB_TOKEN on every node)");
+  return token;
+}
+
+// Where the program's torch.distributed rendezvous lives: a free port on rank 0's host, chosen by
+// rank 0 and shared through the coordinator (the coordinator itself holds --master_port).
+std::pair<std::string, int> programMaster(const JoinResult& join, CoordinatorClient& client) {
+  if (join.rank == 0) {
+    const std::string address = join.host == "localhost" ? "127.0.0.1" : join.host;
+    const int port = freePortOn(address);
+    client.kvSet("program/master", address + ":" + std::to_string(port));
+    return {address, port};
+  }
+  const std::string value = client.kvGet("program/master", kProgramMasterWait);
+  const auto colon = value.rfind(':');
+  return {value.substr(0, colon), std::stoi(value.substr(colon + 1))};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ds-worker: one rank of a ds-launch job (started by ds-launch)"};
-  std::string coordinatorAddress, host;
-  int slot = 0;
+  std::string coordinatorAddress, host, worldInfo, tlsCert, tlsKey, tlsCa;
+  int slot = -1, nodeRank = -1;
+  bool rankFromEnv = false;
   int joinTimeoutSeconds = 60;
   app.add_option("--coordinator", coordinatorAddress, "coordinator host:port")->required();
-  app.add_option("--host", host, "this node's name in the launch plan; Gloo binds to it")
-      ->required();
-  app.add_option("--slot", slot, "slot index on this host")->required();
+  app.add_option("--host", host, "this node's name in the launch plan; Gloo binds to it");
+  app.add_option("--slot", slot, "slot id on this host");
+  app.add_option("--world_info", worldInfo, "node agent: the job's nodes and slots (base64)");
+  app.add_option("--node_rank", nodeRank, "node agent: this node's index in --world_info");
+  app.add_flag("--rank_from_env", rankFromEnv,
+               "take the rank from OMPI_COMM_WORLD_RANK/PMIX_RANK/PMI_RANK/SLURM_PROCID");
   app.add_option("--join_timeout", joinTimeoutSeconds, "seconds to wait for the coordinator");
+  app.add_option("--tls_cert", tlsCert, "PEM certificate for mutual TLS");
+  app.add_option("--tls_key", tlsKey, "PEM private key for mutual TLS");
+  app.add_option("--tls_ca", tlsCa, "PEM CA certificate that signed the coordinator's");
   CLI11_PARSE(app, argc, argv);
-  const char* token = std::getenv("DS_JOB_TOKEN");
-  if (token == nullptr || *token == '\0')
-    leaveNow(kUsage, "DS_JOB_TOKEN is not set (ds-launch sets it)");
-  // Not needed any more, and children must not inherit it by accident.
-  std::string jobToken = token;
-  unsetenv("DS_JOB_TOKEN");
 
-  CoordinatorClient client(coordinatorAddress, jobToken);
+  const int modes =
+      (!host.empty() || slot >= 0) + (!worldInfo.empty() || nodeRank >= 0) + rankFromEnv;
+  if (modes != 1 || (!host.empty() && slot < 0) || (host.empty() && slot >= 0) ||
+      (!worldInfo.empty() && nodeRank < 0) || (worldInfo.empty() && nodeRank >= 0))
+    leaveNow(kUsage,
+             "give exactly one of: --host H --slot S | --world_info B64 --node_rank N | "
+             "--rank_from_env");
+
+  if (!worldInfo.empty()) {
+    std::vector<std::string> forwarded = {"--coordinator", coordinatorAddress, "--join_timeout",
+                                          std::to_string(joinTimeoutSeconds)};
+    for (const auto& [flag, value] :
+         {std::pair{"--tls_cert", tlsCert}, {"--tls_key", tlsKey}, {"--tls_ca", tlsCa}})
+      if (!value.empty()) forwarded.insert(forwarded.end(), {flag, value});
+    try {
+      std::_Exit(runNodeAgent("/proc/self/exe", forwarded, worldInfo, nodeRank));
+    } catch (const ds::Error& e) {
+      leaveNow(kUsage, std::string("node agent: ") + e.what());
+    }
+  }
+
+  std::string jobToken;
+  TlsFiles tls;
+  JoinIdentity identity{host, slot, -1};
+  try {
+    jobToken = takeJobToken();
+    if (!tlsCert.empty()) tls.certPem = readFile(tlsCert, "--tls_cert");
+    if (!tlsKey.empty()) tls.keyPem = readFile(tlsKey, "--tls_key");
+    if (!tlsCa.empty()) tls.caPem = readFile(tlsCa, "--tls_ca");
+    if (rankFromEnv) identity.rank = rankFromEnvironment();
+  } catch (const ds::Error& e) {
+    leaveNow(kUsage, e.what());
+  }
+
+  CoordinatorClient client(coordinatorAddress, jobToken, tls);
   JoinResult join;
   try {
-    join = client.join(host, slot, std::chrono::seconds(joinTimeoutSeconds));
+    join = client.join(identity, std::chrono::seconds(joinTimeoutSeconds));
   } catch (const ds::Error& e) {
     leaveNow(kJoinRefused, std::string("join refused: ") + e.what());
   }
+  startTaggingOutput(join.rank);
 
   std::atomic<bool> stopRequested{false};
   std::atomic<bool> reported{false};
@@ -106,14 +207,31 @@ int main(int argc, char** argv) {
   FinalReport report;
   int status = 0;
   try {
-    const TrainOptions options = parseTrainOptions(join.jobArgs);
-    CoordinatorStore store(client);
-    const TrainResult result = runTrainJob(options, join, store, host, board, stopRequested);
-    report.steps = result.steps;
-    report.lastLoss = result.lastLoss;
-    report.wallSeconds = result.wallSeconds;
-    report.metrics["samples_per_second"] = result.samplesPerSecond;
-    board.setState(WorkerState::Finished);
+    if (!join.jobArgs.empty() && join.jobArgs[0] == "train") {
+      const TrainOptions options = parseTrainOptions(join.jobArgs);
+      CoordinatorStore store(client);
+      const TrainResult result = runTrainJob(options, join, store, join.host, board, stopRequested);
+      report.steps = result.steps;
+      report.lastLoss = result.lastLoss;
+      report.wallSeconds = result.wallSeconds;
+      report.metrics["samples_per_second"] = result.samplesPerSecond;
+    } else {
+      const auto [masterAddr, masterPort] = programMaster(join, client);
+      const auto programArgs = programArgv(join);
+      board.setState(WorkerState::Training);
+      board.setPhase("running " + programArgs.front());
+      const auto started = std::chrono::steady_clock::now();
+      status =
+          runProgram(programArgs, programEnvironment(join, masterAddr, masterPort), gProgramPid);
+      report.wallSeconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      report.exitStatus = status;
+      if (status != 0)
+        report.error = status > 128
+                           ? "the program was killed by signal " + std::to_string(status - 128)
+                           : "the program exited with status " + std::to_string(status);
+    }
+    board.setState(status == 0 ? WorkerState::Finished : WorkerState::Failed);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "ds-worker: rank %d failed: %s\n", join.rank, e.what());
@@ -133,7 +251,6 @@ int main(int argc, char** argv) {
   } catch (const ds::Error& e) {
     std::fprintf(stderr, "ds-worker: rank %d could not report: %s\n", join.rank, e.what());
   }
-  std::fflush(stdout);
-  std::fflush(stderr);
+  finishTaggedOutput();
   _exit(status);  // the watcher thread is parked in a stream read; nothing else to unwind
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <mutex>
+#include <string>
 
 #include "worker/coordinator_client.h"
 
@@ -16,6 +17,10 @@ class ProgressBoard {
   void setState(WorkerState state) {
     std::lock_guard lock(mutex_);
     progress_.state = state;
+  }
+  void setPhase(std::string phase) {
+    std::lock_guard lock(mutex_);
+    progress_.phase = std::move(phase);
   }
   Progress snapshot() const {
     std::lock_guard lock(mutex_);

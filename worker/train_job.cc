@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <thread>
 
 #include "runtime/comm/gloo_communicator.h"
 #include "runtime/common/error.h"
@@ -42,6 +43,10 @@ TrainOptions parseTrainOptions(const std::vector<std::string>& jobArgs) {
       options.steps = parseNumber<int64_t>(arg, value());
     else if (arg == "--seed")
       options.seed = parseNumber<uint64_t>(arg, value());
+    else if (arg == "--hang_at_step")
+      options.hangAtStep = parseNumber<int64_t>(arg, value());
+    else if (arg == "--hang_rank")
+      options.hangRank = parseNumber<int>(arg, value());
     else if (arg == "--print_param_hash")
       options.printParamHash = true;
     else if (arg == "--config" || arg == "--deepspeed_config")
@@ -85,10 +90,17 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   double windowLoss = 0.0;  // mean over the steps since the last print: less noisy than one step
   int64_t windowSteps = 0;
   for (int64_t step = 0; step < options.steps; ++step) {
+    if (step == options.hangAtStep && join.rank == options.hangRank) {
+      board.setPhase("step " + std::to_string(step + 1) + ": hanging (--hang_at_step)");
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    board.setPhase("step " + std::to_string(step + 1) + ": stop-vote all_reduce");
     stopVote[0] = stopRequested.load() ? 1.0f : 0.0f;
     comm.allReduceSum(stopVote, 1);
     if (stopVote[0] > 0.0f) break;
 
+    board.setPhase("step " + std::to_string(step + 1) +
+                   ": forward/backward and gradient all_reduce");
     double loss = 0.0;
     for (int64_t micro = 0; micro < batch.gradientAccumulationSteps; ++micro) {
       // Global sample order: step, then micro-step, then rank; any world size sees the same data.
@@ -104,7 +116,8 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.samplesPerSecond = elapsed > 0 ? engine.globalSamples() / elapsed : 0.0;
-    board.update({WorkerState::Training, result.steps, loss, result.samplesPerSecond, 0});
+    board.update({WorkerState::Training, result.steps, loss, result.samplesPerSecond, 0,
+                  "step " + std::to_string(result.steps) + " done"});
     if (options.printParamHash)
       std::printf("step %" PRId64 " param_hash %016" PRIx64 "\n", result.steps,
                   engine.parameterHash());

@@ -17,6 +17,10 @@ struct TrainOptions {
   int64_t steps = 200;
   uint64_t seed = 1234;
   bool printParamHash = false;  // one "param_hash" line per step, for replica-consistency checks
+  // Fault injection for stall detection: this rank stops making progress (but keeps
+  // heartbeating) when it reaches this step.
+  int64_t hangAtStep = -1;
+  int hangRank = 0;
 };
 
 // Parses the job's arguments ("train --config F --steps N ..."); throws ds::Error on bad input.

@@ -1,0 +1,300 @@
+// Command builders per backend. Workers started by ssh/pdsh run as a node agent (one per node,
+// `--world_info --node_rank`, like DeepSpeed's launch.py); workers started by mpirun/srun take
+// their rank from the MPI or Slurm environment (`--rank_from_env`); local workers get host+slot.
+#include "launcher/backend.h"
+
+#include <algorithm>
+#include <cctype>
+#include <numeric>
+
+#include "runtime/common/error.h"
+#include "runtime/common/world_info.h"
+
+namespace ds::launcher {
+namespace {
+
+struct BackendInfo {
+  Backend backend;
+  const char* name;
+  const char* program;
+};
+constexpr BackendInfo kBackends[] = {
+    {Backend::Local, "local", ""},           {Backend::Ssh, "ssh", "ssh"},
+    {Backend::Pdsh, "pdsh", "pdsh"},         {Backend::OpenMpi, "openmpi", "mpirun"},
+    {Backend::Mpich, "mpich", "mpirun"},     {Backend::Impi, "impi", "mpirun"},
+    {Backend::Mvapich, "mvapich", "mpirun"}, {Backend::Slurm, "slurm", "srun"}};
+
+std::string joinHosts(const Resources& nodes) {
+  std::string hosts;
+  for (const auto& node : nodes) hosts += (hosts.empty() ? "" : ",") + node.host;
+  return hosts;
+}
+
+int totalSlots(const Resources& nodes) {
+  return std::accumulate(nodes.begin(), nodes.end(), 0,
+                         [](int sum, const NodeResources& n) { return sum + int(n.slots.size()); });
+}
+
+// MPICH, Intel MPI and MVAPICH place the same number of ranks on every node (-ppn).
+int ranksPerNode(const Resources& nodes, const char* name) {
+  for (const auto& node : nodes)
+    if (node.slots.size() != nodes.front().slots.size())
+      throw Error(std::string(name) + " requires same number of devices per node (host '" +
+                  node.host + "' has " + std::to_string(node.slots.size()) + ", host '" +
+                  nodes.front().host + "' has " + std::to_string(nodes.front().slots.size()) + ")");
+  return static_cast<int>(nodes.front().slots.size());
+}
+
+std::vector<int> ranksOf(const LaunchPlan& plan, const std::string& host) {
+  std::vector<int> ranks;
+  for (const auto& rank : plan.ranks)
+    if (host.empty() || rank.host == host) ranks.push_back(rank.rank);
+  return ranks;
+}
+
+std::string exportPrefix(const EnvList& exports) {
+  std::string text;
+  for (const auto& [key, value] : exports) text += "export " + key + "=" + shellQuote(value) + "; ";
+  return text;
+}
+
+std::vector<std::string> workerCommand(const BackendRequest& request,
+                                       std::vector<std::string> identity) {
+  std::vector<std::string> argv = {request.workerPath, "--coordinator", request.coordinatorAddress};
+  argv.insert(argv.end(), identity.begin(), identity.end());
+  argv.insert(argv.end(), request.workerArgs.begin(), request.workerArgs.end());
+  return argv;
+}
+
+std::string shellLine(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const auto& arg : argv) line += (line.empty() ? "" : " ") + shellQuote(arg);
+  return line;
+}
+
+WorldInfo worldInfoOf(const Resources& nodes) {
+  WorldInfo world;
+  for (const auto& node : nodes) world.emplace_back(node.host, node.slots);
+  return world;
+}
+
+}  // namespace
+
+Backend parseBackend(const std::string& name) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+  for (const auto& info : kBackends)
+    if (lower == info.name) return info.backend;
+  throw Error("--launcher '" + name +
+              "': unknown launcher; use one of local, ssh, pdsh, openmpi, mpich, impi, mvapich, "
+              "slurm");
+}
+
+const char* backendName(Backend backend) {
+  for (const auto& info : kBackends)
+    if (info.backend == backend) return info.name;
+  return "?";
+}
+
+std::string backendProgram(Backend backend) {
+  for (const auto& info : kBackends)
+    if (info.backend == backend) return info.program;
+  return "";
+}
+
+void validateBackend(Backend backend, const std::string& include, const std::string& exclude,
+                     int numNodes, int numGpus) {
+  if (backend != Backend::OpenMpi && backend != Backend::Mpich && backend != Backend::Impi &&
+      backend != Backend::Mvapich)
+    return;
+  // DeepSpeed's MPI runners start every hostfile slot; a subset cannot be expressed.
+  const std::string name = backendName(backend);
+  if (!include.empty() || !exclude.empty())
+    throw Error(name +
+                " backend does not support worker include/exclusion: edit the hostfile "
+                "instead");
+  if (numNodes != -1 || numGpus != -1)
+    throw Error(name +
+                " backend does not support limiting num nodes/gpus: edit the hostfile "
+                "instead");
+}
+
+std::vector<std::string> splitShellWords(const std::string& text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool inWord = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\'') {
+      const auto end = text.find('\'', i + 1);
+      if (end == std::string::npos) throw Error("--launcher_args: no closing quotation");
+      word += text.substr(i + 1, end - i - 1);
+      i = end;
+      inWord = true;
+    } else if (c == '"') {
+      size_t j = i + 1;
+      for (; j < text.size() && text[j] != '"'; ++j) {
+        if (text[j] == '\\' && j + 1 < text.size() &&
+            std::string_view("\\\"$`\n").find(text[j + 1]) != std::string_view::npos)
+          ++j;
+        word += text[j];
+      }
+      if (j >= text.size()) throw Error("--launcher_args: no closing quotation");
+      i = j;
+      inWord = true;
+    } else if (c == '\\' && i + 1 < text.size()) {
+      word += text[++i];
+      inWord = true;
+    } else if (std::isspace(static_cast<unsigned char>(c))) {
+      if (inWord) words.push_back(std::move(word));
+      word.clear();
+      inWord = false;
+    } else {
+      word += c;
+      inWord = true;
+    }
+  }
+  if (inWord) words.push_back(std::move(word));
+  return words;
+}
+
+std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
+  const LaunchPlan& plan = request.plan;
+  const std::vector<std::string> launcherArgs = splitShellWords(request.launcherArgs);
+  const std::string remotePrefix =
+      exportPrefix(request.exports) + "cd " + shellQuote(request.workDir) + "; ";
+  std::vector<LaunchCommand> commands;
+  auto nodeAgent = [&](size_t nodeRank, const std::string& nodeRankText) {
+    return workerCommand(request, {"--world_info", encodeWorldInfo(worldInfoOf(plan.nodes)),
+                                   "--node_rank", nodeRankText});
+  };
+
+  switch (request.backend) {
+    case Backend::Local:
+      for (const auto& rank : plan.ranks) {
+        if (request.onlyNodeRank >= 0 && rank.nodeRank != request.onlyNodeRank) continue;
+        commands.push_back(
+            {rank.host,
+             {rank.rank},
+             workerCommand(request, {"--host", rank.host, "--slot", std::to_string(rank.slot)}),
+             {}});
+      }
+      break;
+
+    case Backend::Ssh:
+      for (size_t n = 0; n < plan.nodes.size(); ++n) {
+        std::vector<std::string> argv = {"ssh"};
+        if (request.sshPort) argv.insert(argv.end(), {"-p", std::to_string(*request.sshPort)});
+        argv.insert(argv.end(), {"-o", std::string("SendEnv=") + kSshTokenVariable});
+        argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
+        argv.push_back(plan.nodes[n].host);
+        argv.push_back(remotePrefix + "exec " + shellLine(nodeAgent(n, std::to_string(n))));
+        commands.push_back({plan.nodes[n].host, ranksOf(plan, plan.nodes[n].host), argv, {}});
+      }
+      break;
+
+    case Backend::Pdsh: {
+      std::string sshArgs = std::string("-o SendEnv=") + kSshTokenVariable;
+      if (request.sshPort) sshArgs += " -p " + std::to_string(*request.sshPort);
+      std::vector<std::string> argv = {
+          "pdsh", "-S", "-N", "-f", "1024", "-w", joinHosts(plan.nodes)};
+      argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
+      // pdsh joins its arguments with spaces into one remote shell line; %n is its node index.
+      argv.push_back(remotePrefix + "exec " + shellLine(nodeAgent(0, "%n")));
+      commands.push_back({"",
+                          ranksOf(plan, ""),
+                          argv,
+                          {{"PDSH_RCMD_TYPE", "ssh"}, {"PDSH_SSH_ARGS_APPEND", sshArgs}}});
+      break;
+    }
+
+    case Backend::OpenMpi: {
+      std::vector<std::string> argv = {"mpirun",
+                                       "-n",
+                                       std::to_string(totalSlots(request.pool)),
+                                       "-hostfile",
+                                       request.hostfilePath,
+                                       "--mca",
+                                       "btl",
+                                       "^openib"};
+      bool interfaceGiven = false;
+      for (size_t i = 0; i + 1 < launcherArgs.size(); ++i)
+        if ((launcherArgs[i] == "-mca" || launcherArgs[i] == "--mca") &&
+            launcherArgs[i + 1] == "btl_tcp_if_include")
+          interfaceGiven = true;
+      if (!interfaceGiven) argv.insert(argv.end(), {"--mca", "btl_tcp_if_include", "eth0"});
+      argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
+      argv.insert(argv.end(), {"-x", "DS_JOB_TOKEN", "-x", "UCX_TLS=tcp"});
+      for (const auto& [key, value] : request.exports)
+        if (key != "UCX_TLS") argv.insert(argv.end(), {"-x", key + "=" + value});
+      const auto worker = workerCommand(request, {"--rank_from_env"});
+      argv.insert(argv.end(), worker.begin(), worker.end());
+      commands.push_back({"", ranksOf(plan, ""), argv, {}});
+      break;
+    }
+
+    case Backend::Mpich:
+    case Backend::Impi:
+    case Backend::Mvapich: {
+      const bool mvapich = request.backend == Backend::Mvapich;
+      const int perNode =
+          ranksPerNode(request.pool, request.backend == Backend::Mpich  ? "MPICH"
+                                     : request.backend == Backend::Impi ? "Intel MPI"
+                                                                        : "mvapich");
+      const int total = totalSlots(request.pool);
+      std::vector<std::string> argv = {"mpirun", mvapich ? "-np" : "-n", std::to_string(total),
+                                       "-ppn", std::to_string(perNode)};
+      if (mvapich)
+        argv.insert(argv.end(), {"--hostfile", request.scratchDir + "/mvapich_hostfile"});
+      argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
+      EnvList exports = request.exports;
+      if (mvapich) {
+        EnvList fixed = {{"MV2_SMP_USE_CMA", "0"},
+                         {"MV2_DEBUG_SHOW_BACKTRACE", "1"},
+                         {"MV2_SUPPORT_DL", "1"},
+                         {"MV2_ENABLE_AFFINITY", "0"},
+                         {"MV2_INTER_ALLGATHER_TUNING", "5"},
+                         {"MV2_CUDA_USE_NAIVE", "0"}};
+        for (const auto& [key, value] : request.exports) addExport(fixed, key, value);
+        exports = fixed;
+      }
+      for (const auto& [key, value] : exports)
+        argv.insert(argv.end(), {mvapich ? "-env" : "-genv", key + "=" + value});
+      // The token's name only: Hydra copies the value from mpirun's environment.
+      argv.insert(argv.end(), {"-genvlist", "DS_JOB_TOKEN"});
+      if (!mvapich) argv.insert(argv.end(), {"-hosts", joinHosts(request.pool)});
+      const auto worker = workerCommand(request, {"--rank_from_env"});
+      argv.insert(argv.end(), worker.begin(), worker.end());
+      commands.push_back({"", ranksOf(plan, ""), argv, {}});
+      break;
+    }
+
+    case Backend::Slurm: {
+      // Unlike DeepSpeed (which passes --include/--exclude, options srun does not have), the
+      // selection is already applied: srun gets exactly the planned nodes and task counts.
+      std::vector<std::string> argv = {"srun",
+                                       "-n",
+                                       std::to_string(plan.worldSize()),
+                                       "-N",
+                                       std::to_string(plan.nodes.size()),
+                                       "-w",
+                                       joinHosts(plan.nodes)};
+      bool uniform = true;
+      for (const auto& node : plan.nodes)
+        uniform = uniform && node.slots.size() == plan.nodes.front().slots.size();
+      if (uniform)
+        argv.push_back("--ntasks-per-node=" + std::to_string(plan.nodes.front().slots.size()));
+      argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
+      std::string exportList = "--export=ALL";
+      for (const auto& [key, value] : request.exports) exportList += "," + key + "=" + value;
+      argv.push_back(exportList);
+      const auto worker = workerCommand(request, {"--rank_from_env"});
+      argv.insert(argv.end(), worker.begin(), worker.end());
+      commands.push_back({"", ranksOf(plan, ""), argv, {}});
+      break;
+    }
+  }
+  return commands;
+}
+
+}  // namespace ds::launcher

@@ -1,0 +1,61 @@
+// Backends: how ds-worker processes get started on the nodes. Each backend turns the launch plan
+// into the commands ds-launch runs (and --dry-run prints), with DeepSpeed's multinode runners'
+// argument shapes (DEEPSPEED-SEMANTICS.md section 9). Building commands needs no network.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/exported_env.h"
+#include "launcher/launch_plan.h"
+#include "launcher/resources.h"
+
+namespace ds::launcher {
+
+enum class Backend { Local, Ssh, Pdsh, OpenMpi, Mpich, Impi, Mvapich, Slurm };
+
+// Lower-cased name -> backend; unknown names are an error listing the supported ones.
+Backend parseBackend(const std::string& name);
+const char* backendName(Backend backend);
+// The executable the backend needs on PATH ("" for local).
+std::string backendProgram(Backend backend);
+
+// The environment variable carrying the job token to workers started through ssh/pdsh: sshd's
+// default AcceptEnv (LC_*) lets it through without touching any server config.
+inline constexpr const char* kSshTokenVariable = "LC_DS_JOB_TOKEN";
+
+struct BackendRequest {
+  Backend backend = Backend::Local;
+  LaunchPlan plan;
+  Resources pool;  // the whole hostfile (MPI runners use it, as DeepSpeed's do)
+  std::string hostfilePath;
+  std::string coordinatorAddress;  // host:port
+  std::string workerPath;          // absolute path of ds-worker (the same on every node)
+  std::string workDir;             // absolute; remote commands cd there
+  std::string launcherArgs;        // --launcher_args, split like shlex.split
+  std::optional<int> sshPort;
+  EnvList exports;                      // forwarded to remote nodes
+  std::vector<std::string> workerArgs;  // extra ds-worker flags (TLS paths, ...)
+  std::string scratchDir;               // where generated files go (MVAPICH hostfile)
+  int onlyNodeRank = -1;                // --no_ssh: this node only
+};
+
+// One process ds-launch starts.
+struct LaunchCommand {
+  std::string host;        // where its ranks run ("" when it spans nodes)
+  std::vector<int> ranks;  // ranks it starts
+  std::vector<std::string> argv;
+  EnvList env;  // added to ds-launch's environment for this process
+};
+
+// Throws ds::Error for combinations the backend cannot express (e.g. openmpi with --include).
+void validateBackend(Backend backend, const std::string& include, const std::string& exclude,
+                     int numNodes, int numGpus);
+
+std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request);
+
+// shlex.split: whitespace-separated words with '...' and "..." quoting and backslash escapes.
+std::vector<std::string> splitShellWords(const std::string& text);
+
+}  // namespace ds::launcher

@@ -1,0 +1,171 @@
+// Backend command shapes (DEEPSPEED-SEMANTICS.md section 9), world_info encoding (section 6) and
+// the exported environment (section 8).
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "launcher/backend.h"
+#include "runtime/common/error.h"
+#include "runtime/common/world_info.h"
+
+using namespace ds::launcher;
+
+namespace {
+
+BackendRequest requestFor(Backend backend, const Resources& nodes) {
+  BackendRequest request;
+  request.backend = backend;
+  request.plan = makeLaunchPlan(nodes);
+  request.pool = nodes;
+  request.hostfilePath = "/job/hostfile";
+  request.coordinatorAddress = "10.0.0.1:29500";
+  request.workerPath = "/opt/ds/bin/ds-worker";
+  request.workDir = "/home/me/run";
+  request.scratchDir = "/tmp/logs";
+  request.exports = {{"PYTHONPATH", "/home/me/run"}, {"NCCL_DEBUG", "INFO"}};
+  return request;
+}
+
+bool contains(const std::vector<std::string>& argv, const std::vector<std::string>& run) {
+  return std::search(argv.begin(), argv.end(), run.begin(), run.end()) != argv.end();
+}
+
+const Resources kTwoNodes = {{"worker-0", {0, 1}}, {"worker-1", {0, 1}}};
+
+}  // namespace
+
+TEST_CASE("world_info: byte-for-byte DeepSpeed's encoding, and back") {
+  REQUIRE(ds::encodeWorldInfo({{"localhost", {0, 1}}}) == "eyJsb2NhbGhvc3QiOiBbMCwgMV19");
+  const ds::WorldInfo world = {{"worker-1", {0, 2}}, {"worker-0", {3}}, {"h\xc3\xa9", {}}};
+  REQUIRE(ds::decodeWorldInfo(ds::encodeWorldInfo(world)) == world);  // order kept
+  REQUIRE_THROWS_WITH(ds::decodeWorldInfo("e30*"), Catch::Contains("not URL-safe base64"));
+  REQUIRE_THROWS_WITH(ds::decodeWorldInfo("WzFd"), Catch::Contains("not a base64 JSON object"));
+}
+
+TEST_CASE("backend: names, and unknown ones listed") {
+  REQUIRE(parseBackend("PDSH") == Backend::Pdsh);
+  REQUIRE(parseBackend("openmpi") == Backend::OpenMpi);
+  REQUIRE_THROWS_WITH(parseBackend("torchrun"), Catch::Contains("use one of local, ssh, pdsh"));
+}
+
+TEST_CASE("backend: local starts one worker per rank with host and slot") {
+  const auto commands = buildLaunchCommands(requestFor(Backend::Local, {{"127.0.0.1", {1, 3}}}));
+  REQUIRE(commands.size() == 2);
+  REQUIRE(commands[1].ranks == std::vector<int>{1});
+  REQUIRE(commands[1].argv == std::vector<std::string>{"/opt/ds/bin/ds-worker", "--coordinator",
+                                                       "10.0.0.1:29500", "--host", "127.0.0.1",
+                                                       "--slot", "3"});
+}
+
+TEST_CASE("backend: ssh runs one node agent per node, exports quoted, token by SendEnv") {
+  auto request = requestFor(Backend::Ssh, kTwoNodes);
+  request.sshPort = 2222;
+  request.exports.push_back({"WEIRD", "it's $HOME"});
+  const auto commands = buildLaunchCommands(request);
+  REQUIRE(commands.size() == 2);
+  const auto& argv = commands[1].argv;
+  REQUIRE(contains(argv, {"ssh", "-p", "2222", "-o", "SendEnv=LC_DS_JOB_TOKEN", "worker-1"}));
+  const std::string& remote = argv.back();
+  REQUIRE_THAT(remote, Catch::StartsWith("export PYTHONPATH=/home/me/run; export NCCL_DEBUG=INFO; "
+                                         "export WEIRD='it'\\''s $HOME'; cd /home/me/run; exec "
+                                         "/opt/ds/bin/ds-worker --coordinator 10.0.0.1:29500 "
+                                         "--world_info "));
+  REQUIRE_THAT(remote, Catch::EndsWith("--node_rank 1"));
+  REQUIRE(commands[1].ranks == std::vector<int>{2, 3});
+}
+
+TEST_CASE("backend: pdsh is one command over the selected hosts with %n as node rank") {
+  auto request = requestFor(Backend::Pdsh, kTwoNodes);
+  request.launcherArgs = "-R ssh";
+  const auto commands = buildLaunchCommands(request);
+  REQUIRE(commands.size() == 1);
+  const auto& argv = commands[0].argv;
+  REQUIRE(
+      contains(argv, {"pdsh", "-S", "-N", "-f", "1024", "-w", "worker-0,worker-1", "-R", "ssh"}));
+  REQUIRE_THAT(argv.back(), Catch::EndsWith("--node_rank %n"));
+  REQUIRE(commands[0].env == EnvList{{"PDSH_RCMD_TYPE", "ssh"},
+                                     {"PDSH_SSH_ARGS_APPEND", "-o SendEnv=LC_DS_JOB_TOKEN"}});
+  REQUIRE(commands[0].ranks.size() == 4);
+}
+
+TEST_CASE("backend: openmpi matches DeepSpeed's mpirun shape, token exported by name only") {
+  auto request = requestFor(Backend::OpenMpi, kTwoNodes);
+  auto argv = buildLaunchCommands(request)[0].argv;
+  REQUIRE(contains(argv, {"mpirun", "-n", "4", "-hostfile", "/job/hostfile", "--mca", "btl",
+                          "^openib", "--mca", "btl_tcp_if_include", "eth0"}));
+  REQUIRE(
+      contains(argv, {"-x", "DS_JOB_TOKEN", "-x", "UCX_TLS=tcp", "-x", "PYTHONPATH=/home/me/run"}));
+  REQUIRE(contains(
+      argv, {"/opt/ds/bin/ds-worker", "--coordinator", "10.0.0.1:29500", "--rank_from_env"}));
+  request.launcherArgs = "--mca btl_tcp_if_include lo --allow-run-as-root";
+  argv = buildLaunchCommands(request)[0].argv;
+  REQUIRE_FALSE(contains(argv, {"btl_tcp_if_include", "eth0"}));
+  REQUIRE(contains(argv, {"--mca", "btl_tcp_if_include", "lo", "--allow-run-as-root"}));
+  REQUIRE_THROWS_WITH(validateBackend(Backend::OpenMpi, "worker-0", "", -1, -1),
+                      Catch::Contains("does not support worker include/exclusion"));
+  REQUIRE_THROWS_WITH(validateBackend(Backend::OpenMpi, "", "", 0, -1),
+                      Catch::Contains("does not support limiting num nodes/gpus"));
+  REQUIRE_NOTHROW(validateBackend(Backend::Slurm, "worker-0", "", -1, -1));
+}
+
+TEST_CASE("backend: MPICH, Intel MPI and MVAPICH need equal slots per node") {
+  auto request = requestFor(Backend::Mpich, {{"a", {0, 1}}, {"b", {0}}});
+  REQUIRE_THROWS_WITH(buildLaunchCommands(request),
+                      Catch::Contains("MPICH requires same number of devices per node"));
+  request = requestFor(Backend::Mpich, kTwoNodes);
+  auto argv = buildLaunchCommands(request)[0].argv;
+  REQUIRE(contains(argv, {"mpirun", "-n", "4", "-ppn", "2"}));
+  REQUIRE(contains(argv, {"-genv", "NCCL_DEBUG=INFO", "-genvlist", "DS_JOB_TOKEN", "-hosts",
+                          "worker-0,worker-1"}));
+  request.backend = Backend::Mvapich;
+  argv = buildLaunchCommands(request)[0].argv;
+  REQUIRE(contains(
+      argv, {"mpirun", "-np", "4", "-ppn", "2", "--hostfile", "/tmp/logs/mvapich_hostfile"}));
+  REQUIRE(contains(argv, {"-env", "MV2_SMP_USE_CMA=0"}));
+}
+
+TEST_CASE("backend: slurm gets exactly the planned nodes and tasks") {
+  const auto argv = buildLaunchCommands(requestFor(Backend::Slurm, kTwoNodes))[0].argv;
+  REQUIRE(contains(
+      argv, {"srun", "-n", "4", "-N", "2", "-w", "worker-0,worker-1", "--ntasks-per-node=2",
+             "--export=ALL,PYTHONPATH=/home/me/run,NCCL_DEBUG=INFO", "/opt/ds/bin/ds-worker"}));
+}
+
+TEST_CASE("launcher_args are split like shlex.split") {
+  REQUIRE(splitShellWords("-mca btl_tcp_if_include eth1") ==
+          std::vector<std::string>{"-mca", "btl_tcp_if_include", "eth1"});
+  REQUIRE(splitShellWords(R"(--x 'a b' "c \"d\"" e\ f)") ==
+          std::vector<std::string>{"--x", "a b", "c \"d\"", "e f"});
+  REQUIRE_THROWS_WITH(splitShellWords("'open"), Catch::Contains("no closing quotation"));
+}
+
+TEST_CASE("exports: prefixes, PYTHONPATH first, .deepspeed_env files override in place") {
+  const auto dir = std::filesystem::temp_directory_path() / ("ds-env-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "home");
+  std::filesystem::create_directories(dir / "work");
+  std::ofstream(dir / "home" / ".deepspeed_env") << "NCCL_DEBUG=WARN\nFROM_HOME=1\n";
+  std::ofstream(dir / "work" / ".deepspeed_env") << "# a comment\n\nFROM_HOME=2\nEQ=a=b\n";
+  const EnvList exports =
+      collectExports({"PATH=/bin", "NCCL_DEBUG=INFO", "PYTHONPATH=/lib", "MASTER_HOSTNAME=x",
+                      "NCCLX=1", "HOME=/h"},
+                     (dir / "work").string(), (dir / "home").string(), ".deepspeed_env");
+  REQUIRE(exports == EnvList{{"NCCL_DEBUG", "WARN"},
+                             {"PYTHONPATH", (dir / "work").string() + ":/lib"},
+                             {"MASTER_HOSTNAME", "x"},
+                             {"NCCLX", "1"},
+                             {"FROM_HOME", "2"},
+                             {"EQ", "a=b"}});
+  std::ofstream(dir / "work" / ".deepspeed_env") << "JUSTAWORD\n";
+  REQUIRE_THROWS_WITH(collectExports({}, (dir / "work").string(), "", ".deepspeed_env"),
+                      Catch::Contains(".deepspeed_env:1: 'JUSTAWORD' is not KEY=VALUE"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("shell quoting keeps safe values and single-quotes the rest") {
+  REQUIRE(shellQuote("/a/b-c_d.e:f,g@h%i+j=k") == "/a/b-c_d.e:f,g@h%i+j=k");
+  REQUIRE(shellQuote("") == "''");
+  REQUIRE(shellQuote("a b") == "'a b'");
+  REQUIRE(shellQuote("it's") == "'it'\\''s'");
+}

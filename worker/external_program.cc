@@ -1,0 +1,124 @@
+// External program start-up: fork + execvp with the rank's environment, PDEATHSIG so the program
+// never outlives its worker.
+#include "worker/external_program.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/common/error.h"
+
+namespace ds::worker {
+namespace {
+
+bool isExecutableFile(const std::string& path) {
+  struct stat info {};
+  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+bool onPath(const std::string& program) {
+  if (program.find('/') != std::string::npos) return isExecutableFile(program);
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return false;
+  std::string dirs = path;
+  size_t start = 0;
+  for (;;) {
+    const size_t colon = dirs.find(':', start);
+    const std::string dir = dirs.substr(start, colon - start);
+    if (isExecutableFile((dir.empty() ? "." : dir) + "/" + program)) return true;
+    if (colon == std::string::npos) return false;
+    start = colon + 1;
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> programArgv(const JoinResult& join) {
+  const std::vector<std::string>& job = join.jobArgs;
+  if (job.empty()) throw Error("no program to run");
+  const std::string& program = job[0];
+  const bool python =
+      !join.programNoPython && (join.programModule || program.ends_with(".py") || !onPath(program));
+  std::vector<std::string> argv;
+  if (python) {
+    argv = {join.python, "-u"};
+    if (join.programModule) argv.push_back("-m");
+  }
+  argv.push_back(program);
+  if (!join.programNoLocalRank) argv.push_back("--local_rank=" + std::to_string(join.localRank));
+  argv.insert(argv.end(), job.begin() + 1, job.end());
+  return argv;
+}
+
+std::vector<std::pair<std::string, std::string>> programEnvironment(const JoinResult& join,
+                                                                    const std::string& masterAddr,
+                                                                    int masterPort) {
+  std::string devices;
+  for (int slot : join.nodeSlots) devices += (devices.empty() ? "" : ",") + std::to_string(slot);
+  return {{"RANK", std::to_string(join.rank)},
+          {"LOCAL_RANK", std::to_string(join.localRank)},
+          {"WORLD_SIZE", std::to_string(join.worldSize)},
+          {"LOCAL_SIZE", std::to_string(join.localSize)},
+          {"CROSS_RANK", std::to_string(join.nodeRank)},
+          {"CROSS_SIZE", std::to_string(join.nodeCount)},
+          {"MASTER_ADDR", masterAddr},
+          {"MASTER_PORT", std::to_string(masterPort)},
+          {"CUDA_VISIBLE_DEVICES", devices}};
+}
+
+int runProgram(const std::vector<std::string>& argv,
+               const std::vector<std::pair<std::string, std::string>>& environment,
+               std::atomic<int>& childPid) {
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) throw Error(std::string("cannot start the program: fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(137);
+    for (const auto& [key, value] : environment) setenv(key.c_str(), value.c_str(), 1);
+    std::vector<char*> raw;
+    for (const auto& arg : argv) raw.push_back(const_cast<char*>(arg.c_str()));
+    raw.push_back(nullptr);
+    execvp(raw[0], raw.data());
+    std::fprintf(stderr, "ds-worker: cannot run %s: %s\n", raw[0], std::strerror(errno));
+    _exit(127);
+  }
+  childPid = pid;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  childPid = 0;
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+int freePortOn(const std::string& host) {
+  addrinfo hints{}, *found = nullptr;
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(host.c_str(), "0", &hints, &found) != 0 || found == nullptr)
+    throw Error("cannot resolve " + host + " to pick the program's MASTER_PORT");
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int port = 0;
+  if (fd >= 0 && bind(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    sockaddr_in bound{};
+    socklen_t length = sizeof(bound);
+    getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length);
+    port = ntohs(bound.sin_port);
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  if (port == 0) throw Error("cannot find a free port on " + host + " for MASTER_PORT");
+  return port;
+}
+
+}  // namespace ds::worker

@@ -1,0 +1,128 @@
+// Node agent: fork/exec per slot; children get PDEATHSIG so killing the agent (ssh session gone,
+// pdsh killed) takes them along; SIGTERM/SIGINT/SIGHUP to the agent are passed on.
+#include "worker/node_agent.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "runtime/common/error.h"
+#include "runtime/common/world_info.h"
+
+namespace ds::worker {
+namespace {
+
+volatile sig_atomic_t gForwardSignal = 0;
+void onSignal(int signal) { gForwardSignal = signal; }
+
+int statusOf(int waitStatus) {
+  return WIFSIGNALED(waitStatus) ? 128 + WTERMSIG(waitStatus) : WEXITSTATUS(waitStatus);
+}
+
+}  // namespace
+
+int runNodeAgent(const std::string& workerPath, const std::vector<std::string>& workerArgs,
+                 const std::string& worldInfo, int nodeRank) {
+  const WorldInfo world = decodeWorldInfo(worldInfo);
+  if (nodeRank < 0 || nodeRank >= static_cast<int>(world.size()))
+    throw Error("--node_rank " + std::to_string(nodeRank) + ": the job has " +
+                std::to_string(world.size()) + " nodes (0.." + std::to_string(world.size() - 1) +
+                ")");
+  const auto& [host, slots] = world[nodeRank];
+
+  struct sigaction action {};
+  action.sa_handler = onSignal;
+  for (int signal : {SIGTERM, SIGINT, SIGHUP}) sigaction(signal, &action, nullptr);
+
+  std::vector<pid_t> children;
+  const pid_t agent = getpid();
+  for (int slot : slots) {
+    std::vector<std::string> args = {workerPath};
+    args.insert(args.end(), workerArgs.begin(), workerArgs.end());
+    args.insert(args.end(), {"--host", host, "--slot", std::to_string(slot)});
+    const pid_t pid = fork();
+    if (pid < 0) throw Error(std::string("node agent: fork: ") + std::strerror(errno));
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != agent) _exit(137);
+      std::vector<char*> raw;
+      for (auto& arg : args) raw.push_back(arg.data());
+      raw.push_back(nullptr);
+      execv(raw[0], raw.data());
+      std::fprintf(stderr, "ds-worker node agent: cannot run %s: %s\n", raw[0],
+                   std::strerror(errno));
+      _exit(127);
+    }
+    children.push_back(pid);
+  }
+
+  int result = 0;
+  size_t running = children.size();
+  bool stopping = false;
+  std::chrono::steady_clock::time_point killAt{};
+  while (running > 0) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      --running;
+      if (statusOf(status) != 0 && result == 0) result = statusOf(status);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!stopping && (result != 0 || gForwardSignal != 0)) {
+      // One rank failed (or we were told to stop): the others must not linger in a collective.
+      stopping = true;
+      if (result == 0) result = 128 + gForwardSignal;
+      for (pid_t child : children) kill(child, SIGTERM);
+      killAt = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    }
+    if (stopping && std::chrono::steady_clock::now() > killAt)
+      for (pid_t child : children) kill(child, SIGKILL);
+  }
+  return result;
+}
+
+int rankFromEnvironment() {
+  struct Source {
+    const char* variable;
+    const char* launcher;
+  };
+  const Source sources[] = {{"OMPI_COMM_WORLD_RANK", "OpenMPI"},
+                            {"PMIX_RANK", "PMIx"},
+                            {"PMI_RANK", "MPICH/Intel MPI/MVAPICH"},
+                            {"SLURM_PROCID", "Slurm"}};
+  int rank = -1;
+  std::string from;
+  for (const auto& source : sources) {
+    const char* text = std::getenv(source.variable);
+    if (text == nullptr || *text == '\0') continue;
+    char* end = nullptr;
+    const long value = std::strtol(text, &end, 10);
+    if (*end != '\0' || value < 0)
+      throw Error(std::string(source.variable) + "=" + text + " is not a rank number");
+    // PMIX_RANK and PMI_RANK both set must agree (DeepSpeed's launcher_helper checks the same).
+    if (rank >= 0 && value != rank && std::string(source.variable) == "PMI_RANK" &&
+        from == "PMIX_RANK")
+      throw Error("rank number doesn't match: PMIX_RANK=" + std::to_string(rank) +
+                  " but PMI_RANK=" + text);
+    if (rank < 0) {
+      rank = static_cast<int>(value);
+      from = source.variable;
+    }
+  }
+  if (rank < 0)
+    throw Error(
+        "--rank_from_env: none of OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID is set; "
+        "start ds-worker through mpirun or srun (ds-launch --launcher openmpi|mpich|impi|mvapich|"
+        "slurm does this)");
+  return rank;
+}
+
+}  // namespace ds::worker

@@ -1,0 +1,21 @@
+// Node agent: what ds-worker does when a remote backend (ssh, pdsh, ds-launch --no_ssh) starts it
+// once per node with `--world_info B64 --node_rank N`, like DeepSpeed's launch.py: start one
+// ds-worker per slot of node N, wait for them, and on the first failure stop the others.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ds::worker {
+
+// `workerArgs` are the flags every per-slot worker gets (coordinator, TLS, ...); `nodeRank` may be
+// pdsh's expanded %n. Returns the agent's exit status: 0, or the first failing worker's status
+// (128 + signal for a signal death). Throws ds::Error for a bad world_info or node rank.
+int runNodeAgent(const std::string& workerPath, const std::vector<std::string>& workerArgs,
+                 const std::string& worldInfo, int nodeRank);
+
+// The global rank from the MPI or Slurm environment (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK,
+// SLURM_PROCID); throws ds::Error naming the variables when none is set or two disagree.
+int rankFromEnvironment();
+
+}  // namespace ds::worker
