@@ -242,9 +242,16 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
              1);
       } else if (options.stallTimeout.count() > 0 && status.step > 0 &&
                  now - status.lastProgress > options.stallTimeout) {
+        // Ranks in a collective with a stuck peer stall too: list every stalled rank's phase so
+        // the one that is not waiting on the others stands out.
+        std::string phases;
+        for (size_t other = 0; other < n; ++other)
+          if (health[other].joined && now - health[other].lastProgress > options.stallTimeout)
+            phases += "\n  rank " + std::to_string(other) + " (" + ranks[other].host + ") step " +
+                      std::to_string(health[other].step) + ": " + health[other].phase;
         fail(r,
              "stalled: step " + std::to_string(status.step) + " has not advanced for " +
-                 ms(options.stallTimeout) + " (still heartbeating; phase: " + status.phase + ")",
+                 ms(options.stallTimeout) + " while still heartbeating; stalled ranks:" + phases,
              1);
       }
     }

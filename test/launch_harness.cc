@@ -128,4 +128,31 @@ bool waitUntil(std::chrono::milliseconds timeout, const std::function<bool()>& p
   return predicate();
 }
 
+std::vector<pid_t> processesMentioning(const std::string& text) {
+  std::vector<pid_t> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = std::stoi(name);
+    if (pid == getpid()) continue;
+    std::ifstream cmdline(entry.path() / "cmdline");
+    std::string args((std::istreambuf_iterator<char>(cmdline)), {});
+    if (args.find(text) != std::string::npos && processExists(pid)) found.push_back(pid);
+  }
+  return found;
+}
+
+std::string coordinatorAddressOf(const LaunchedJob& job, std::chrono::milliseconds timeout) {
+  std::string address;
+  waitUntil(timeout, [&] {
+    const std::string out = readFile(job.dir + "/stdout");
+    const auto at = out.find("coordinator ");
+    if (at == std::string::npos) return false;
+    const auto end = out.find_first_of(" ,\n", at + 12);
+    address = out.substr(at + 12, end - at - 12);
+    return true;
+  });
+  return address;
+}
+
 }  // namespace ds::test

@@ -49,6 +49,11 @@ struct WorkerInfo {
 // Live children of `parent` whose command line is a ds-worker.
 std::vector<WorkerInfo> findWorkers(pid_t parent);
 bool processExists(pid_t pid);
+// Live (non-zombie) processes whose command line contains `text` (e.g. a job's coordinator
+// address, which every worker of the job carries, whatever started it).
+std::vector<pid_t> processesMentioning(const std::string& text);
+// The "coordinator HOST:PORT" ds-launch printed, once it has (empty on timeout).
+std::string coordinatorAddressOf(const LaunchedJob& job, std::chrono::milliseconds timeout);
 
 // Polls until `predicate` holds or the timeout passes.
 bool waitUntil(std::chrono::milliseconds timeout, const std::function<bool()>& predicate);

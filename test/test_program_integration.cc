@@ -1,0 +1,209 @@
+// ds-launch with external programs and the control-plane features, end to end with real
+// processes over loopback: DeepSpeed's per-rank environment, exit status propagation, dry-run
+// output, per-rank logs, stall detection, SIGUSR1, --no_ssh, and mutual TLS.
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+
+#include "test/launch_harness.h"
+
+using namespace ds::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const char* kHostfile = "127.0.0.1 slots=2\n127.0.0.2 slots=2\n";
+const char* kConfig =
+    R"({"train_micro_batch_size_per_gpu": 8, "steps_per_print": 1,
+        "optimizer": {"type": "Adam", "params": {"lr": 0.01}}})";
+
+// Writes the hostfile and config into a fresh directory and starts ds-launch there.
+LaunchedJob launchIn(const std::string& name, const std::vector<std::string>& args) {
+  const std::string dir = makeScratchDir(name);
+  writeFile(dir + "/hostfile", kHostfile);
+  writeFile(dir + "/config.json", kConfig);
+  std::vector<std::string> all = {"--hostfile", "hostfile",  "--master_port",
+                                  "0",          "--log_dir", "logs"};
+  all.insert(all.end(), args.begin(), args.end());
+  return startLaunch(dir, all);
+}
+
+int run(const std::string& command) { return WEXITSTATUS(std::system(command.c_str())); }
+
+}  // namespace
+
+TEST_CASE("program: every rank gets DeepSpeed's environment and --local_rank") {
+  const std::string dir = makeScratchDir("env");
+  writeFile(dir + "/hostfile", kHostfile);
+  writeFile(dir + "/show.py",
+            "import os, sys\n"
+            "keys = ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'LOCAL_SIZE', 'CROSS_RANK', 'CROSS_SIZE',"
+            " 'MASTER_ADDR')\n"
+            "secret = any('JOB_TOKEN' in k for k in os.environ)\n"
+            "print('ENV', *[os.environ.get(k) for k in keys], 'TOKEN' if secret else 'NOTOKEN',"
+            " sys.argv[1:])\n");
+  auto job = startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "--log_dir", "logs",
+                               "--print_all_ranks", "show.py", "--flag"});
+  REQUIRE(waitExit(job, 60s) == 0);
+  const std::string out = readFile(job.dir + "/stdout");
+  // rank, local rank, world, local size, node rank, nodes; the secret never reaches the program.
+  for (const char* expected :
+       {"[rank 0] ENV 0 0 4 2 0 2 127.0.0.1 NOTOKEN ['--local_rank=0', '--flag']",
+        "[rank 1] ENV 1 1 4 2 0 2 127.0.0.1 NOTOKEN ['--local_rank=1', '--flag']",
+        "[rank 2] ENV 2 0 4 2 1 2 127.0.0.1 NOTOKEN ['--local_rank=0', '--flag']",
+        "[rank 3] ENV 3 1 4 2 1 2 127.0.0.1 NOTOKEN ['--local_rank=1', '--flag']"}) {
+    INFO(out);
+    REQUIRE(out.find(expected) != std::string::npos);
+  }
+  REQUIRE(readFile(job.dir + "/logs/rank-3.log").find("ENV 3 1 4") != std::string::npos);
+
+  // python3 -c as the program itself: DeepSpeed would put --local_rank right after the program,
+  // so such commands go with --no_local_rank.
+  auto inline_ = startLaunch(
+      dir, {"-H", "hostfile", "--master_port", "0", "--no_local_rank", "--", "/usr/bin/python3",
+            "-c", "import os; print('WORLD', os.environ['WORLD_SIZE'])"});
+  REQUIRE(waitExit(inline_, 60s) == 0);
+  REQUIRE(readFile(dir + "/stdout").find("[rank 0] WORLD 4") != std::string::npos);
+}
+
+TEST_CASE("program: --no_local_rank, --module and a shell script run unchanged") {
+  const std::string dir = makeScratchDir("module");
+  writeFile(dir + "/hostfile", "127.0.0.1 slots=1\n");
+  writeFile(dir + "/hello_mod.py", "import sys; print('MODULE', sys.argv[1:])\n");
+  writeFile(dir + "/hello.sh", "#!/bin/sh\necho SCRIPT \"$@\" rank $RANK\n");
+  REQUIRE(run("chmod +x " + dir + "/hello.sh") == 0);
+  auto job = startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "--module",
+                               "--no_local_rank", "hello_mod", "a"});
+  REQUIRE(waitExit(job, 60s) == 0);
+  REQUIRE(readFile(dir + "/stdout").find("MODULE ['a']") != std::string::npos);
+  auto script = startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "./hello.sh", "b"});
+  REQUIRE(waitExit(script, 60s) == 0);
+  REQUIRE(readFile(dir + "/stdout").find("SCRIPT --local_rank=0 b rank 0") != std::string::npos);
+}
+
+TEST_CASE("program: a failing rank's exit status is ds-launch's, and the others are stopped") {
+  const auto started = std::chrono::steady_clock::now();
+  const auto job = launchIn("exit3", {"--no_local_rank", "--", "/bin/sh", "-c",
+                                      "if [ $RANK = 2 ]; then echo dying; exit 3; fi; sleep 60"});
+  REQUIRE(waitExit(job, 30s) == 3);
+  REQUIRE(std::chrono::steady_clock::now() - started < 10s);
+  const std::string err = readFile(job.dir + "/stderr");
+  REQUIRE_THAT(err, Catch::Contains("rank 2 (host 127.0.0.2)") && Catch::Contains("dying"));
+  REQUIRE(waitUntil(5s, [&] { return processesMentioning("sleep 60").empty(); }));
+}
+
+TEST_CASE("dry-run --json: one object, nothing started; bad input: exit 2, stdout empty") {
+  const std::string dir = makeScratchDir("dryrun");
+  writeFile(dir + "/hostfile", "worker-0 slots=4\nworker-1 slots=4\nworker-2 slots=2\n");
+  writeFile(dir + "/config.json", kConfig);
+  auto job =
+      startLaunch(dir, {"-H", "hostfile", "--launcher", "pdsh", "-i", "worker-0:1,3@worker-2",
+                        "--dry-run", "--json", "train", "--config", "config.json"});
+  REQUIRE(waitExit(job, 30s) == 0);
+  const auto plan = nlohmann::json::parse(readFile(dir + "/stdout"));
+  REQUIRE(plan["world_size"] == 4);
+  REQUIRE(plan["resources"] == nlohmann::json::parse(R"([{"host":"worker-0","slots":[1,3]},
+                                    {"host":"worker-2","slots":[0,1]}])"));
+  REQUIRE(plan["ranks"][1] ==
+          nlohmann::json::parse(
+              R"({"rank":1,"host":"worker-0","local_rank":1,"slot":3,"node_rank":0})"));
+  REQUIRE(plan["backend"] == "pdsh");
+  REQUIRE(plan["commands"].size() == 1);
+  REQUIRE(plan["commands"][0]["argv"][0] == "pdsh");
+  REQUIRE(plan["batch"]["train_batch_size"] == 32);  // micro 8 x 4 ranks
+  REQUIRE(readFile(dir + "/stderr").empty());
+
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"-i", "worker-0:9"},
+                                              {"-i", "worker-0", "-e", "worker-1"},
+                                              {"--num_gpus", "5"},
+                                              {"--launcher", "openmpi", "-i", "worker-0"},
+                                              {"--launcher", "nope"}}) {
+    std::vector<std::string> args = {"-H", "hostfile", "--dry-run", "--json"};
+    args.insert(args.end(), bad.begin(), bad.end());
+    args.insert(args.end(), {"train", "--config", "config.json"});
+    auto rejected = startLaunch(dir, args);
+    REQUIRE(waitExit(rejected, 30s) == 2);
+    INFO(bad.front() << " " << bad.back());
+    REQUIRE(readFile(dir + "/stdout").empty());
+    REQUIRE_THAT(readFile(dir + "/stderr"), Catch::StartsWith("ds-launch: error: "));
+  }
+}
+
+TEST_CASE("--enable_each_rank_log DIR writes DeepSpeed-named per-rank logs") {
+  const auto job = launchIn("eachlog", {"--enable_each_rank_log", "ranklogs", "--no_local_rank",
+                                        "--", "/bin/sh", "-c", "echo hello from $RANK"});
+  REQUIRE(waitExit(job, 60s) == 0);
+  int found = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(job.dir + "/ranklogs")) {
+    std::smatch match;
+    const std::string name = entry.path().filename().string();
+    REQUIRE(std::regex_match(name, match, std::regex(R"(\d{14}_rank(\d)\.log)")));
+    REQUIRE(readFile(entry.path()).find("hello from " + match[1].str()) != std::string::npos);
+    ++found;
+  }
+  REQUIRE(found == 4);
+}
+
+TEST_CASE("a rank whose step stops advancing is reported as stalled, with its phase") {
+  const auto started = std::chrono::steady_clock::now();
+  const auto job = launchIn(
+      "stall", {"--stall_timeout", "1.5", "--heartbeat_interval", "0.2", "train", "--config",
+                "config.json", "--steps", "100000", "--hang_at_step", "20", "--hang_rank", "1"});
+  REQUIRE(waitExit(job, 60s) == 1);
+  const std::string err = readFile(job.dir + "/stderr");
+  REQUIRE_THAT(err, Catch::Contains("stalled") && Catch::Contains("(host 127.0.0.1)") &&
+                        Catch::Contains("hanging"));
+  // The other ranks are blocked in a collective with it: the stall names rank 1, or a peer
+  // waiting on it; either way the whole job is gone.
+  REQUIRE(std::chrono::steady_clock::now() - started < 30s);
+}
+
+TEST_CASE("SIGUSR1 to ds-launch prints every rank's state; the job carries on") {
+  const auto job = launchIn("usr1", {"--heartbeat_interval", "0.2", "train", "--config",
+                                     "config.json", "--steps", "100000"});
+  REQUIRE(waitUntil(
+      30s, [&] { return readFile(job.dir + "/stdout").find("step 2/") != std::string::npos; }));
+  std::this_thread::sleep_for(500ms);  // a heartbeat with the training state
+  kill(job.pid, SIGUSR1);
+  REQUIRE(waitUntil(10s, [&] {
+    return readFile(job.dir + "/stderr").find("state of every rank") != std::string::npos;
+  }));
+  const std::string err = readFile(job.dir + "/stderr");
+  REQUIRE_THAT(err, Catch::Contains("127.0.0.2") && Catch::Contains("training"));
+  REQUIRE(processExists(job.pid));
+  kill(job.pid, SIGTERM);
+  REQUIRE(waitExit(job, 10s) == 128 + SIGTERM);
+}
+
+TEST_CASE("--no_ssh: one ds-launch per node, sharing DS_JOB_TOKEN") {
+  const std::string dir0 = makeScratchDir("nossh0"), dir1 = makeScratchDir("nossh1");
+  for (const auto& dir : {dir0, dir1}) {
+    writeFile(dir + "/hostfile", kHostfile);
+    writeFile(dir + "/config.json", kConfig);
+  }
+  const int port = 20000 + getpid() % 20000;
+  setenv("DS_JOB_TOKEN", "0123456789abcdef0123456789abcdef", 1);
+  std::vector<std::string> common = {
+      "-H",        "hostfile",      "--no_ssh",          "--master_addr",
+      "127.0.0.1", "--master_port", std::to_string(port)};
+  auto args0 = common, args1 = common;
+  args0.insert(args0.end(), {"--node_rank", "0", "--print_all_ranks", "train", "--config",
+                             "config.json", "--steps", "20"});
+  args1.insert(args1.end(), {"--node_rank", "1", "train", "--config", "config.json"});
+  auto node0 = startLaunch(dir0, args0);
+  auto node1 = startLaunch(dir1, args1);
+  const auto status0 = waitExit(node0, 60s);
+  const auto status1 = waitExit(node1, 60s);
+  unsetenv("DS_JOB_TOKEN");
+  REQUIRE(status0 == 0);
+  REQUIRE(status1 == 0);
+  // Node 1's ranks print on node 1; node 0's ds-launch supervises all four.
+  REQUIRE(readFile(dir1 + "/stdout").find("[rank 2] ") != std::string::npos);
+  REQUIRE(readFile(dir0 + "/stdout").find("[rank 0] step 20/20") != std::string::npos);
+  REQUIRE_THAT(readFile(dir0 + "/stdout"), Catch::Contains("3     127.0.0.2        0"));
+}
