@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "test/launch_harness.h"
+#include "test/tls_certificates.h"
 
 using namespace ds::test;
 using namespace std::chrono_literals;
@@ -206,4 +207,21 @@ TEST_CASE("--no_ssh: one ds-launch per node, sharing DS_JOB_TOKEN") {
   REQUIRE(readFile(dir1 + "/stdout").find("[rank 2] ") != std::string::npos);
   REQUIRE(readFile(dir0 + "/stdout").find("[rank 0] step 20/20") != std::string::npos);
   REQUIRE_THAT(readFile(dir0 + "/stdout"), Catch::Contains("3     127.0.0.2        0"));
+}
+
+TEST_CASE("--tls-cert/--tls-key/--tls-ca: the whole job runs over mutual TLS") {
+  const std::string dir = makeScratchDir("tls");
+  ds::test::makeCertificates(dir, "job");
+  writeFile(dir + "/hostfile", "127.0.0.1 slots=2\n");
+  writeFile(dir + "/config.json", kConfig);
+  auto job = startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "--tls-cert", "job-cert.pem",
+                               "--tls-key", "job-key.pem", "--tls-ca", "job-ca.pem", "train",
+                               "--config", "config.json", "--steps", "5"});
+  REQUIRE(waitExit(job, 60s) == 0);
+  REQUIRE_THAT(readFile(dir + "/stdout"),
+               Catch::Contains("(mutual TLS)") && Catch::Contains("[rank 0] step 5/5"));
+  auto partial = startLaunch(
+      dir, {"-H", "hostfile", "--tls-cert", "job-cert.pem", "train", "--config", "config.json"});
+  REQUIRE(waitExit(partial, 30s) == 2);
+  REQUIRE_THAT(readFile(dir + "/stderr"), Catch::Contains("go together"));
 }
