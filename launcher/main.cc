@@ -196,7 +196,8 @@ int main(int argc, char** argv) {
   addFlags(app, flags);
   app.prefix_command();
   app.footer(
-      "JOB: 'train --config FILE [--steps N] [--seed N]' (the built-in trainer), or\n"
+      "JOB: 'train --config FILE [--steps N] [--seed N]' (the built-in trainer), 'barrier' (every\n"
+      "     rank joins, one barrier, exit: a no-op job), or\n"
       "     [--] PROGRAM [ARGS] (any program, with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, "
       "...)");
   CLI11_PARSE(app, argc, argv);

@@ -207,7 +207,14 @@ int main(int argc, char** argv) {
   FinalReport report;
   int status = 0;
   try {
-    if (!join.jobArgs.empty() && join.jobArgs[0] == "train") {
+    if (!join.jobArgs.empty() && join.jobArgs[0] == "barrier") {
+      // The no-op job: every rank checks in through the coordinator's store, the last one
+      // releases them all. What bench_launch times (start, join, one barrier, clean exit).
+      board.setState(WorkerState::Rendezvous);
+      if (client.kvAdd("barrier/arrived", 1) == join.worldSize) client.kvSet("barrier/open", "1");
+      client.kvWait({"barrier/open"}, std::chrono::minutes(5));
+      if (join.rank == 0) std::printf("barrier passed by %d ranks\n", join.worldSize);
+    } else if (!join.jobArgs.empty() && join.jobArgs[0] == "train") {
       const TrainOptions options = parseTrainOptions(join.jobArgs);
       CoordinatorStore store(client);
       const TrainResult result = runTrainJob(options, join, store, join.host, board, stopRequested);
