@@ -194,7 +194,8 @@ std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
       break;
 
     case Backend::Pdsh: {
-      std::string sshArgs = std::string("-o SendEnv=") + kSshTokenVariable;
+      std::string sshArgs = request.pdshSshArgsAppend;
+      sshArgs += (sshArgs.empty() ? "" : " ") + std::string("-o SendEnv=") + kSshTokenVariable;
       if (request.sshPort) sshArgs += " -p " + std::to_string(*request.sshPort);
       std::vector<std::string> argv = {
           "pdsh", "-S", "-N", "-f", "1024", "-w", joinHosts(plan.nodes)};
@@ -229,7 +230,11 @@ std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
         if (key != "UCX_TLS") argv.insert(argv.end(), {"-x", key + "=" + value});
       const auto worker = workerCommand(request, {"--rank_from_env"});
       argv.insert(argv.end(), worker.begin(), worker.end());
-      commands.push_back({"", ranksOf(plan, ""), argv, {}});
+      // As root, OpenMPI wants --allow-run-as-root; its environment form keeps argv DeepSpeed's.
+      EnvList env;
+      if (request.runningAsRoot)
+        env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+      commands.push_back({"", ranksOf(plan, ""), argv, env});
       break;
     }
 

@@ -39,6 +39,8 @@ struct BackendRequest {
   std::vector<std::string> workerArgs;  // extra ds-worker flags (TLS paths, ...)
   std::string scratchDir;               // where generated files go (MVAPICH hostfile)
   int onlyNodeRank = -1;                // --no_ssh: this node only
+  std::string pdshSshArgsAppend;        // the user's PDSH_SSH_ARGS_APPEND, kept
+  bool runningAsRoot = false;           // OpenMPI refuses root unless told it is fine
 };
 
 // One process ds-launch starts.

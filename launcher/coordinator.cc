@@ -203,8 +203,10 @@ struct Coordinator::State final : proto::Coordinator::Service {
       State& state;
       int rank;
       ~MarkLost() {
-        if (state.validRank(rank) && !state.shuttingDown && !state.ranks[rank].report)
+        if (state.validRank(rank) && !state.shuttingDown && !state.ranks[rank].report) {
           state.ranks[rank].lost = true;
+          state.ranks[rank].lostAt = std::chrono::steady_clock::now();
+        }
       }
     } markLost{*this, rank};
     while (!shuttingDown && !context->IsCancelled()) {
@@ -220,7 +222,7 @@ struct Coordinator::State final : proto::Coordinator::Service {
         if (!ok) return grpc::Status::CANCELLED;
       }
       // Wake periodically to notice a cancelled stream (the worker died).
-      commandsChanged.wait_for(lock, std::chrono::milliseconds(100));
+      commandsChanged.wait_for(lock, std::chrono::milliseconds(50));
     }
     return grpc::Status::OK;
   }

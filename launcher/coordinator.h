@@ -63,6 +63,7 @@ struct RankStatus {
   std::string phase;
   std::string nodeName;  // the worker's own host name
   bool lost = false;     // its command stream broke before it reported: the process is gone
+  std::chrono::steady_clock::time_point lostAt{};
   std::chrono::steady_clock::time_point lastHeartbeat{};
   std::chrono::steady_clock::time_point lastProgress{};  // when `step` last changed
   std::optional<RankReport> report;

@@ -31,6 +31,7 @@ constexpr auto kViewInterval = std::chrono::seconds(1);
 // A runner (ssh, pdsh, mpirun, srun) that exited cleanly may still have ranks whose reports are
 // in flight: how long to wait for them before calling the rank lost.
 constexpr auto kReportGrace = std::chrono::seconds(2);
+constexpr auto kBlameGrace = std::chrono::milliseconds(1000);
 
 volatile std::sig_atomic_t gTerminationSignal = 0;
 volatile std::sig_atomic_t gDumpRequested = 0;
@@ -201,11 +202,28 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
       for (size_t i = 0; i < fds.size(); ++i)
         if (fds[i].revents) drain(owners[i]);
   };
-  auto fail = [&](int r, const std::string& cause, int exitStatus) {
-    if (!outcome.failure.empty()) return;
+  // A rank that fails because a peer vanished mid-collective usually reports before the vanished
+  // peer is noticed. Such "secondary" failures wait kBlameGrace for a root cause (a rank killed,
+  // lost, silent or stalled) to take the blame; the first root cause wins at once.
+  struct Failure {
+    int rank;
+    std::string cause;
+    int exitStatus;
+    std::chrono::steady_clock::time_point seen;
+  };
+  std::optional<Failure> secondary;
+  auto commit = [&](int r, const std::string& cause, int exitStatus) {
     outcome.failedRank = r;
     outcome.failure = "rank " + std::to_string(r) + " (host " + ranks[r].host + ") " + cause;
     outcome.exitStatus = exitStatus;
+  };
+  auto fail = [&](int r, const std::string& cause, int exitStatus, bool rootCause = true) {
+    if (!outcome.failure.empty()) return;
+    if (rootCause) {
+      commit(r, cause, exitStatus);
+    } else if (!secondary) {
+      secondary = Failure{r, cause, exitStatus, std::chrono::steady_clock::now()};
+    }
   };
   auto ms = [](std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; };
 
@@ -223,14 +241,21 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
         fail(r, describeExit(rank), 128 + *rank.signal);
       } else if (rank.exitCode && *rank.exitCode != 0) {
         fail(r, describeExit(rank) + (status.report ? ": " + status.report->error : ""),
-             *rank.exitCode);
+             *rank.exitCode, false);
       } else if (status.report && status.report->exitStatus != 0) {
-        fail(r, "failed: " + status.report->error, status.report->exitStatus);
+        fail(r, "failed: " + status.report->error, status.report->exitStatus, false);
       } else if (rank.exitCode || status.report) {
         continue;  // finished
       } else if (status.lost && processOfRank[r] < 0) {
-        // Its stream broke with no report: the process died somewhere we cannot waitpid.
-        fail(r, "lost its connection to the coordinator without reporting (its process died)", 1);
+        // Its stream broke with no report: the process died somewhere we cannot waitpid. When
+        // several broke, the first one is the cause.
+        size_t first = r;
+        for (size_t other = 0; other < n; ++other)
+          if (health[other].lost && !health[other].report && processOfRank[other] < 0 &&
+              health[other].lostAt < health[first].lostAt)
+            first = other;
+        fail(first, "lost its connection to the coordinator without reporting (its process died)",
+             1);
       } else if (!status.joined) {
         if (now - started > options.joinTimeout)
           fail(r, "did not join the coordinator within " + ms(options.joinTimeout), 1);
@@ -265,12 +290,14 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
                "stopped: " + processes[p].label + " exited with status " +
                    std::to_string(io[p].status) +
                    (io[p].signal ? " (signal " + signalName(*io[p].signal) + ")" : ""),
-               io[p].status);
+               io[p].status, false);
         else if (now - io[p].exitedAt > kReportGrace)
           fail(r, "ended without reporting (" + processes[p].label + " exited 0)", 1);
-        if (!outcome.failure.empty()) break;
+        if (!outcome.failure.empty() || secondary) break;
       }
     }
+    if (outcome.failure.empty() && secondary && now - secondary->seen >= kBlameGrace)
+      commit(secondary->rank, secondary->cause, secondary->exitStatus);
     if (gTerminationSignal != 0 && outcome.failure.empty()) {
       const int signal = gTerminationSignal;
       outcome.failure = std::string("interrupted by SIG") + sigabbrev_np(signal);
@@ -286,6 +313,8 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
     }
   }
   view.finish();
+  if (outcome.failure.empty() && secondary)
+    commit(secondary->rank, secondary->cause, secondary->exitStatus);
 
   if (!outcome.failure.empty()) {
     // Abort first so ranks blocked in a collective exit at once, then make sure with SIGKILL.

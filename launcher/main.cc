@@ -284,6 +284,9 @@ int main(int argc, char** argv) {
     request.sshPort = flags.sshPort;
     request.scratchDir = std::filesystem::absolute(flags.logDir).string();
     request.onlyNodeRank = flags.noSsh ? flags.nodeRank : -1;
+    if (const char* append = std::getenv("PDSH_SSH_ARGS_APPEND"))
+      request.pdshSshArgsAppend = append;
+    request.runningAsRoot = geteuid() == 0;
     if (!flags.tlsCert.empty())
       request.workerArgs = {"--tls_cert", std::filesystem::absolute(flags.tlsCert).string(),
                             "--tls_key",  std::filesystem::absolute(flags.tlsKey).string(),

@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -22,7 +23,13 @@ SpawnedProcess spawnInOwnGroup(const SpawnRequest& request) {
 
   // Everything the child needs is prepared before fork: the child may not allocate.
   std::vector<std::string> envStrings;
-  for (char** e = environ; *e != nullptr; ++e) envStrings.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('='));
+    const bool replaced = std::any_of(request.extraEnv.begin(), request.extraEnv.end(),
+                                      [&](const auto& extra) { return extra.first == name; });
+    if (!replaced) envStrings.push_back(entry);
+  }
   for (const auto& [name, value] : request.extraEnv) envStrings.push_back(name + "=" + value);
   std::vector<char*> envp, argv;
   for (auto& s : envStrings) envp.push_back(s.data());
@@ -46,7 +53,7 @@ SpawnedProcess spawnInOwnGroup(const SpawnRequest& request) {
     dup2(fds[1], STDERR_FILENO);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    execve(argv[0], argv.data(), envp.data());
+    execvpe(argv[0], argv.data(), envp.data());  // PATH lookup for ssh, pdsh, mpirun, srun
     const char* reason = strerror(errno);
     (void)!write(STDERR_FILENO, "ds-launch: cannot execute ", 26);
     (void)!write(STDERR_FILENO, argv[0], strlen(argv[0]));

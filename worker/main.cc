@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -146,7 +147,9 @@ int main(int argc, char** argv) {
          {std::pair{"--tls_cert", tlsCert}, {"--tls_key", tlsKey}, {"--tls_ca", tlsCa}})
       if (!value.empty()) forwarded.insert(forwarded.end(), {flag, value});
     try {
-      std::_Exit(runNodeAgent("/proc/self/exe", forwarded, worldInfo, nodeRank));
+      // The real path, so each rank's worker shows up in ps as ds-worker.
+      std::_Exit(runNodeAgent(std::filesystem::read_symlink("/proc/self/exe").string(), forwarded,
+                              worldInfo, nodeRank));
     } catch (const ds::Error& e) {
       leaveNow(kUsage, std::string("node agent: ") + e.what());
     }

@@ -19,6 +19,7 @@
 namespace ds::worker {
 namespace {
 
+constexpr auto kSiblingGrace = std::chrono::seconds(3);
 volatile sig_atomic_t gForwardSignal = 0;
 void onSignal(int signal) { gForwardSignal = signal; }
 
@@ -66,7 +67,7 @@ int runNodeAgent(const std::string& workerPath, const std::vector<std::string>& 
   int result = 0;
   size_t running = children.size();
   bool stopping = false;
-  std::chrono::steady_clock::time_point killAt{};
+  std::chrono::steady_clock::time_point killAt{}, firstFailure{};
   while (running > 0) {
     int status = 0;
     const pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -76,12 +77,17 @@ int runNodeAgent(const std::string& workerPath, const std::vector<std::string>& 
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    if (!stopping && (result != 0 || gForwardSignal != 0)) {
-      // One rank failed (or we were told to stop): the others must not linger in a collective.
+    const auto now = std::chrono::steady_clock::now();
+    if (result != 0 && firstFailure == std::chrono::steady_clock::time_point{}) firstFailure = now;
+    // A failed rank: the coordinator sees it and aborts every rank, so the others normally leave on
+    // their own within a second, each reporting why; that keeps the blame on the rank that died.
+    // Only if they linger (or we are told to stop) are they terminated here.
+    const bool lingering = result != 0 && now - firstFailure > kSiblingGrace;
+    if (!stopping && (lingering || gForwardSignal != 0)) {
       stopping = true;
       if (result == 0) result = 128 + gForwardSignal;
       for (pid_t child : children) kill(child, SIGTERM);
-      killAt = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      killAt = now + std::chrono::seconds(2);
     }
     if (stopping && std::chrono::steady_clock::now() > killAt)
       for (pid_t child : children) kill(child, SIGKILL);

@@ -1,0 +1,166 @@
+// The multi-node backends, each starting the real thing on this machine: a private sshd on
+// 127.0.0.2/127.0.0.3 (ssh and pdsh), OpenMPI's mpirun, and a one-node Slurm cluster (srun and an
+// sbatch job script). A test skips, saying so, only when its tools are not installed.
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "test/launch_harness.h"
+
+using namespace ds::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string kFixtures = std::string(DS_SOURCE_DIR) + "/test/fixtures";
+const char* kConfig =
+    R"({"train_micro_batch_size_per_gpu": 8, "steps_per_print": 1,
+        "optimizer": {"type": "Adam", "params": {"lr": 0.01}}})";
+
+bool installed(const char* program) {
+  return std::system(("command -v " + std::string(program) + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+// A private sshd for the test's lifetime; PATH gets its ssh wrapper (client config) first, so
+// ds-launch's plain `ssh` and pdsh's ssh both use it.
+struct PrivateSshd {
+  std::string dir;
+  std::string oldPath = std::getenv("PATH");
+  bool up = false;
+  explicit PrivateSshd(const std::string& scratch) : dir(scratch + "/sshd") {
+    up = std::system((kFixtures + "/start-sshd.sh " + dir + " 127.0.0.2 127.0.0.3 >" + scratch +
+                      "/sshd.out 2>&1")
+                         .c_str()) == 0;
+    if (up) setenv("PATH", (dir + "/bin:" + oldPath).c_str(), 1);
+  }
+  ~PrivateSshd() {
+    setenv("PATH", oldPath.c_str(), 1);
+    std::system((kFixtures + "/stop-sshd.sh " + dir + " >/dev/null 2>&1").c_str());
+  }
+};
+
+LaunchedJob trainWith(const std::string& dir, const std::string& hostfile,
+                      const std::vector<std::string>& flags, int steps) {
+  writeFile(dir + "/hostfile", hostfile);
+  writeFile(dir + "/config.json", kConfig);
+  std::vector<std::string> args = {"-H", "hostfile", "--master_port", "0", "--log_dir", "logs"};
+  args.insert(args.end(), flags.begin(), flags.end());
+  args.insert(args.end(), {"train", "--config", "config.json", "--steps", std::to_string(steps)});
+  return startLaunch(dir, args);
+}
+
+// Every rank logged its last step through the backend's output stream.
+void requireAllRanksFinished(const std::string& dir, int ranks, int steps) {
+  for (int r = 0; r < ranks; ++r) {
+    INFO("rank " << r);
+    const std::string log = readFile(dir + "/logs/rank-" + std::to_string(r) + ".log");
+    REQUIRE(log.find("step " + std::to_string(steps) + "/" + std::to_string(steps)) !=
+            std::string::npos);
+  }
+}
+
+// SIGKILLs one worker of the job on `host` once it trains, then expects the whole job gone.
+void killOneWorkerAndExpectTeardown(const LaunchedJob& job, const std::string& host) {
+  const std::string coordinator = coordinatorAddressOf(job, 30s);
+  REQUIRE(!coordinator.empty());
+  REQUIRE(waitUntil(60s, [&] {
+    return readFile(job.dir + "/stdout").find("[rank 0] step 3/") != std::string::npos;
+  }));
+  // A rank's worker: ds-worker with --host HOST --slot (node agents start those), or any
+  // ds-worker started by mpirun/srun (--rank_from_env) when the plan has one host.
+  pid_t victim = -1;
+  for (pid_t pid : processesMentioning(coordinator)) {
+    const std::string cmdline = readFile("/proc/" + std::to_string(pid) + "/cmdline");
+    if (cmdline.find("ds-worker") == std::string::npos) continue;
+    if (cmdline.find(host + std::string(1, '\0') + "--slot") != std::string::npos ||
+        cmdline.find("--rank_from_env") != std::string::npos)
+      victim = pid;
+  }
+  REQUIRE(victim > 0);
+  const auto killed = std::chrono::steady_clock::now();
+  kill(victim, SIGKILL);
+  const auto status = waitExit(job, 20s);
+  REQUIRE(status.has_value());
+  REQUIRE(*status != 0);
+  REQUIRE(std::chrono::steady_clock::now() - killed < 5s);
+  REQUIRE_THAT(readFile(job.dir + "/stderr"), Catch::Contains("(host " + host + ")"));
+  REQUIRE(waitUntil(5s, [&] { return processesMentioning(coordinator).empty(); }));
+}
+
+}  // namespace
+
+TEST_CASE("backend ssh: a node agent per host over a private sshd; a killed rank ends the job") {
+  if (!installed("/usr/sbin/sshd") || !installed("ssh")) {
+    WARN("skipped: openssh-server/openssh-client are not installed");
+    return;
+  }
+  const std::string dir = makeScratchDir("ssh");
+  PrivateSshd sshd(dir);
+  REQUIRE(sshd.up);
+  const std::string hostfile = "127.0.0.2 slots=2\n127.0.0.3 slots=2\n";
+  auto job = trainWith(dir, hostfile, {"--launcher", "ssh"}, 20);
+  REQUIRE(waitExit(job, 60s) == 0);
+  requireAllRanksFinished(dir, 4, 20);
+
+  auto doomed = trainWith(makeScratchDir("ssh-kill"), hostfile, {"--launcher", "ssh"}, 1000000);
+  killOneWorkerAndExpectTeardown(doomed, "127.0.0.3");
+}
+
+TEST_CASE("backend ssh: SIGKILL of ds-launch leaves no remote worker behind") {
+  if (!installed("/usr/sbin/sshd")) {
+    WARN("skipped: openssh-server is not installed");
+    return;
+  }
+  const std::string dir = makeScratchDir("ssh-orphans");
+  PrivateSshd sshd(dir);
+  REQUIRE(sshd.up);
+  auto job =
+      trainWith(dir, "127.0.0.2 slots=2\n127.0.0.3 slots=2\n", {"--launcher", "ssh"}, 1000000);
+  const std::string coordinator = coordinatorAddressOf(job, 30s);
+  REQUIRE(waitUntil(60s, [&] {
+    return readFile(job.dir + "/stdout").find("[rank 0] step 3/") != std::string::npos;
+  }));
+  REQUIRE(processesMentioning(coordinator).size() >= 4);
+  kill(job.pid, SIGKILL);
+  waitExit(job, 5s);
+  // The workers' command stream breaks with the coordinator: they leave on their own.
+  REQUIRE(waitUntil(5s, [&] { return processesMentioning(coordinator).empty(); }));
+}
+
+TEST_CASE("backend pdsh: one pdsh over both hosts, %n as node rank") {
+  if (!installed("pdsh") || !installed("/usr/sbin/sshd")) {
+    WARN("skipped: pdsh or openssh-server is not installed");
+    return;
+  }
+  const std::string dir = makeScratchDir("pdsh");
+  PrivateSshd sshd(dir);
+  REQUIRE(sshd.up);
+  const std::string hostfile = "127.0.0.2 slots=2\n127.0.0.3 slots=1\n";
+  auto job = trainWith(dir, hostfile, {"--launcher", "pdsh"}, 20);
+  REQUIRE(waitExit(job, 60s) == 0);
+  requireAllRanksFinished(dir, 3, 20);
+
+  auto doomed = trainWith(makeScratchDir("pdsh-kill"), hostfile, {"--launcher", "pdsh"}, 1000000);
+  killOneWorkerAndExpectTeardown(doomed, "127.0.0.2");
+}
+
+TEST_CASE("backend openmpi: mpirun starts the ranks, workers take them from OMPI_COMM_WORLD_RANK") {
+  if (!installed("mpirun") || !installed("ompi_info")) {
+    WARN("skipped: openmpi-bin is not installed");
+    return;
+  }
+  const std::string dir = makeScratchDir("openmpi");
+  const std::string hostfile = "localhost slots=4\n";
+  const std::vector<std::string> flags = {"--launcher", "openmpi", "--launcher_args",
+                                          "--mca btl_tcp_if_include lo"};
+  auto job = trainWith(dir, hostfile, flags, 20);
+  REQUIRE(waitExit(job, 60s) == 0);
+  requireAllRanksFinished(dir, 4, 20);
+
+  auto doomed = trainWith(makeScratchDir("openmpi-kill"), hostfile, flags, 1000000);
+  killOneWorkerAndExpectTeardown(doomed, "localhost");
+}
