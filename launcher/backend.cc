@@ -80,6 +80,16 @@ WorldInfo worldInfoOf(const Resources& nodes) {
 
 }  // namespace
 
+std::string slurmHostfilePath(const BackendRequest& request) {
+  return request.scratchDir + "/slurm_hostfile";
+}
+
+std::string slurmHostfileText(const LaunchPlan& plan) {
+  std::string text;
+  for (const auto& rank : plan.ranks) text += rank.host + "\n";
+  return text;
+}
+
 Backend parseBackend(const std::string& name) {
   std::string lower = name;
   std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
@@ -276,26 +286,18 @@ std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
 
     case Backend::Slurm: {
       // Unlike DeepSpeed (which passes --include/--exclude, options srun does not have), the
-      // selection is already applied: srun gets exactly the planned nodes and task counts.
-      std::vector<std::string> argv = {"srun",
-                                       "-n",
-                                       std::to_string(plan.worldSize()),
-                                       "-N",
-                                       std::to_string(plan.nodes.size()),
-                                       "-w",
-                                       joinHosts(plan.nodes)};
-      bool uniform = true;
-      for (const auto& node : plan.nodes)
-        uniform = uniform && node.slots.size() == plan.nodes.front().slots.size();
-      if (uniform)
-        argv.push_back("--ntasks-per-node=" + std::to_string(plan.nodes.front().slots.size()));
+      // selection is already applied: srun places exactly the planned ranks, task i on the host
+      // named on line i of SLURM_HOSTFILE (arbitrary distribution).
+      std::vector<std::string> argv = {"srun", "-n", std::to_string(plan.worldSize()), "-m",
+                                       "arbitrary"};
       argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
       std::string exportList = "--export=ALL";
       for (const auto& [key, value] : request.exports) exportList += "," + key + "=" + value;
       argv.push_back(exportList);
       const auto worker = workerCommand(request, {"--rank_from_env"});
       argv.insert(argv.end(), worker.begin(), worker.end());
-      commands.push_back({"", ranksOf(plan, ""), argv, {}});
+      commands.push_back(
+          {"", ranksOf(plan, ""), argv, {{"SLURM_HOSTFILE", slurmHostfilePath(request)}}});
       break;
     }
   }

@@ -57,6 +57,11 @@ void validateBackend(Backend backend, const std::string& include, const std::str
 
 std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request);
 
+// The slurm backend's SLURM_HOSTFILE: where it goes and what ds-launch writes there (one line per
+// rank with its host, in rank order).
+std::string slurmHostfilePath(const BackendRequest& request);
+std::string slurmHostfileText(const LaunchPlan& plan);
+
 // shlex.split: whitespace-separated words with '...' and "..." quoting and backslash escapes.
 std::vector<std::string> splitShellWords(const std::string& text);
 

@@ -375,10 +375,13 @@ int main(int argc, char** argv) {
               << (flags.tlsCert.empty() ? "" : " (mutual TLS)") << ", logs in "
               << (flags.eachRankLog != "None" ? flags.eachRankLog : flags.logDir) << std::endl;
 
-    if (backend == Backend::Mvapich) {
+    if (backend == Backend::Mvapich || backend == Backend::Slurm) {
       std::filesystem::create_directories(request.scratchDir);
-      std::ofstream hosts(request.scratchDir + "/mvapich_hostfile");
-      for (const auto& node : pool) hosts << node.host << '\n';
+      std::ofstream hosts(backend == Backend::Slurm ? slurmHostfilePath(request)
+                                                    : request.scratchDir + "/mvapich_hostfile");
+      if (backend == Backend::Slurm) hosts << slurmHostfileText(plan);
+      for (const auto& node : pool)
+        if (backend == Backend::Mvapich) hosts << node.host << '\n';
     }
     installTerminationHandlers();
     std::vector<LaunchedProcess> processes;

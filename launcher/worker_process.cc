@@ -51,6 +51,8 @@ SpawnedProcess spawnInOwnGroup(const SpawnRequest& request) {
     if (getppid() != parent) _exit(127);  // the launcher died before prctl took effect
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
+    // Never the terminal: ssh and pdsh would read it (and stall on it) otherwise.
+    if (const int null = open("/dev/null", O_RDONLY); null >= 0) dup2(null, STDIN_FILENO);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     execvpe(argv[0], argv.data(), envp.data());  // PATH lookup for ssh, pdsh, mpirun, srun

@@ -126,11 +126,14 @@ TEST_CASE("backend: MPICH, Intel MPI and MVAPICH need equal slots per node") {
   REQUIRE(contains(argv, {"-env", "MV2_SMP_USE_CMA=0"}));
 }
 
-TEST_CASE("backend: slurm gets exactly the planned nodes and tasks") {
-  const auto argv = buildLaunchCommands(requestFor(Backend::Slurm, kTwoNodes))[0].argv;
-  REQUIRE(contains(
-      argv, {"srun", "-n", "4", "-N", "2", "-w", "worker-0,worker-1", "--ntasks-per-node=2",
-             "--export=ALL,PYTHONPATH=/home/me/run,NCCL_DEBUG=INFO", "/opt/ds/bin/ds-worker"}));
+TEST_CASE("backend: slurm places exactly the planned ranks through SLURM_HOSTFILE") {
+  const auto request = requestFor(Backend::Slurm, {{"worker-0", {0, 1, 2}}, {"worker-1", {0}}});
+  const auto command = buildLaunchCommands(request)[0];
+  REQUIRE(contains(command.argv, {"srun", "-n", "4", "-m", "arbitrary",
+                                  "--export=ALL,PYTHONPATH=/home/me/run,NCCL_DEBUG=INFO",
+                                  "/opt/ds/bin/ds-worker"}));
+  REQUIRE(command.env == EnvList{{"SLURM_HOSTFILE", "/tmp/logs/slurm_hostfile"}});
+  REQUIRE(slurmHostfileText(request.plan) == "worker-0\nworker-0\nworker-0\nworker-1\n");
 }
 
 TEST_CASE("launcher_args are split like shlex.split") {

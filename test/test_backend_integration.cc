@@ -164,3 +164,77 @@ TEST_CASE("backend openmpi: mpirun starts the ranks, workers take them from OMPI
   auto doomed = trainWith(makeScratchDir("openmpi-kill"), hostfile, flags, 1000000);
   killOneWorkerAndExpectTeardown(doomed, "localhost");
 }
+
+namespace {
+
+// A one-node Slurm cluster (munged, slurmctld, slurmd) under a private directory, for the test.
+struct PrivateSlurm {
+  std::string dir;
+  std::string oldConf;
+  bool up = false;
+  PrivateSlurm() {
+    char pattern[] = "/tmp/slurm-XXXXXX";  // short: Slurm's unix socket paths are limited
+    dir = mkdtemp(pattern);
+    if (const char* conf = std::getenv("SLURM_CONF")) oldConf = conf;
+    up = std::system(
+             (kFixtures + "/start-slurm.sh " + dir + " >" + dir + "/start.out 2>&1").c_str()) == 0;
+    if (up) setenv("SLURM_CONF", (dir + "/slurm.conf").c_str(), 1);
+  }
+  ~PrivateSlurm() {
+    std::system((kFixtures + "/stop-slurm.sh " + dir + " >/dev/null 2>&1").c_str());
+    if (oldConf.empty())
+      unsetenv("SLURM_CONF");
+    else
+      setenv("SLURM_CONF", oldConf.c_str(), 1);
+    std::filesystem::remove_all(dir);
+  }
+};
+
+std::string shortHostname() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  std::string host = name;
+  return host.substr(0, host.find('.'));
+}
+
+}  // namespace
+
+TEST_CASE("backend slurm: srun starts the ranks, and an sbatch job script runs ds-launch") {
+  if (!installed("slurmctld") || !installed("slurmd") || !installed("munged")) {
+    WARN("skipped: slurm-wlm/munge are not installed");
+    return;
+  }
+  PrivateSlurm slurm;
+  if (!slurm.up)
+    FAIL("the test's Slurm cluster did not start:\n" + readFile(slurm.dir + "/start.out"));
+  const std::string node = shortHostname();
+  const std::string dir = makeScratchDir("slurm");
+  // 4 tasks on a 2-CPU node: -O (overcommit) lets srun place them.
+  auto job =
+      trainWith(dir, node + " slots=4\n",
+                {"--launcher", "slurm", "--launcher_args", "-O", "--master_addr", "127.0.0.1"}, 20);
+  REQUIRE(waitExit(job, 90s) == 0);
+  requireAllRanksFinished(dir, 4, 20);
+  REQUIRE_THAT(readFile(dir + "/stdout"), Catch::Contains("(slurm)"));
+
+  auto doomed = trainWith(
+      makeScratchDir("slurm-kill"), node + " slots=4\n",
+      {"--launcher", "slurm", "--launcher_args", "-O", "--master_addr", "127.0.0.1"}, 1000000);
+  killOneWorkerAndExpectTeardown(doomed, node);
+
+  // The job script from scripts/, through sbatch, from a submit directory with a config.
+  const std::string submit = makeScratchDir("sbatch");
+  writeFile(submit + "/config.json", kConfig);
+  const std::string command =
+      "cd " + submit + " && DS_BIN=" + DS_BIN_DIR +
+      " DS_LAUNCH_FLAGS='--launcher_args=-O --master_port 0' timeout 120 sbatch --wait -O -N 1 "
+      "-n 3 -o job.out " +
+      std::string(DS_SOURCE_DIR) +
+      "/scripts/slurm-job.sh train --config config.json --steps 10 > sbatch.out 2>&1";
+  const int status = std::system(command.c_str());
+  INFO(readFile(submit + "/sbatch.out") + readFile(submit + "/job.out"));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  const std::string out = readFile(submit + "/job.out");
+  REQUIRE_THAT(
+      out, Catch::Contains("3 ranks on 1 nodes (slurm)") && Catch::Contains("[rank 0] step 10/10"));
+}
