@@ -107,8 +107,16 @@ void LiveView::update(const std::vector<RankSlot>& ranks, const std::vector<Rank
     out_.flush();
     return;
   }
-  table_ = formatRankTable(ranks, status);
-  if (options_.totalSteps > 0) table_ += formatProgress(step, options_.totalSteps, elapsed) + "\n";
+  std::string table = formatRankTable(ranks, status);
+  if (options_.totalSteps > 0) table += formatProgress(step, options_.totalSteps, elapsed) + "\n";
+  // A wrapped line would break the line count the redraw relies on.
+  table_.clear();
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    if (options_.columns > 1 && static_cast<int>(line.size()) >= options_.columns)
+      line.resize(options_.columns - 1);
+    table_ += line + "\n";
+  }
   erase();
   out_ << table_;
   tableLines_ = static_cast<int>(std::count(table_.begin(), table_.end(), '\n'));

@@ -18,6 +18,7 @@ struct LiveViewOptions {
   bool terminal = false;
   int64_t totalSteps = 0;  // 0: unknown (no bar, no ETA)
   std::chrono::milliseconds plainInterval{10000};
+  int columns = 0;  // terminal width: table lines are cut to it so none wraps (0: no limit)
 };
 
 class LiveView {

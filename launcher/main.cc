@@ -2,6 +2,7 @@
 // runner), start the coordinator, start the workers through the chosen backend, supervise until
 // the job ends, print the summary. Exit 0 only when every rank succeeded.
 #include <dirent.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -402,6 +403,8 @@ int main(int argc, char** argv) {
     supervisorOptions.logDir = flags.logDir;
     if (flags.eachRankLog != "None") supervisorOptions.eachRankLogDir = flags.eachRankLog;
     supervisorOptions.view.terminal = isatty(STDOUT_FILENO) == 1;
+    if (winsize size{}; ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0)
+      supervisorOptions.view.columns = size.ws_col;
     supervisorOptions.view.totalSteps = totalStepsOf(jobArgs);
     const JobOutcome outcome = superviseJob(coordinator, plan.ranks, processes, supervisorOptions);
     coordinator.shutdown();

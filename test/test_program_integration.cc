@@ -72,6 +72,34 @@ TEST_CASE("program: every rank gets DeepSpeed's environment and --local_rank") {
   REQUIRE(readFile(dir + "/stdout").find("[rank 0] WORLD 4") != std::string::npos);
 }
 
+TEST_CASE("program: torch.distributed all_reduce over gloo, 4 ranks on 2 loopback nodes") {
+  if (std::system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") != 0) {
+    WARN("skipped: python3-torch is not installed");
+    return;
+  }
+  const std::string dir = makeScratchDir("torch");
+  writeFile(dir + "/hostfile", kHostfile);
+  writeFile(
+      dir + "/allreduce.py",
+      "import argparse, torch, torch.distributed as dist\n"
+      "parser = argparse.ArgumentParser()\n"
+      "parser.add_argument('--local_rank', type=int)\n"
+      "args = parser.parse_args()\n"
+      "dist.init_process_group('gloo')\n"
+      "t = torch.tensor([float(dist.get_rank() + 1)])\n"
+      "dist.all_reduce(t)\n"
+      "print('ALLREDUCE', dist.get_rank(), dist.get_world_size(), args.local_rank, t.item())\n"
+      "dist.destroy_process_group()\n");
+  auto job = startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "--print_all_ranks",
+                               "--python", "/usr/bin/python3", "allreduce.py"});
+  REQUIRE(waitExit(job, 120s) == 0);
+  const std::string out = readFile(dir + "/stdout");
+  INFO(out);
+  for (const char* expected : {"[rank 0] ALLREDUCE 0 4 0 10.0", "[rank 1] ALLREDUCE 1 4 1 10.0",
+                               "[rank 2] ALLREDUCE 2 4 0 10.0", "[rank 3] ALLREDUCE 3 4 1 10.0"})
+    REQUIRE(out.find(expected) != std::string::npos);
+}
+
 TEST_CASE("program: --no_local_rank, --module and a shell script run unchanged") {
   const std::string dir = makeScratchDir("module");
   writeFile(dir + "/hostfile", "127.0.0.1 slots=1\n");

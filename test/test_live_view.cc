@@ -1,0 +1,77 @@
+// What ds-launch shows while a job runs: the progress bar, the rank table, the in-place redraw on
+// a terminal and the plain progress lines otherwise.
+#include <catch2/catch.hpp>
+#include <sstream>
+
+#include "launcher/live_view.h"
+
+using namespace ds::launcher;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<RankSlot> twoRanks() { return {{0, "127.0.0.1", 0, 0, 1}, {1, "127.0.0.2", 0, 0, 1}}; }
+
+std::vector<RankStatus> statusAt(int64_t step0, int64_t step1) {
+  std::vector<RankStatus> status(2);
+  for (auto& s : status) {
+    s.joined = true;
+    s.state = RankState::Training;
+    s.lastHeartbeat = std::chrono::steady_clock::now();
+    s.residentBytes = 300 << 20;
+    s.samplesPerSecond = 1000;
+    s.loss = 0.5;
+  }
+  status[0].step = step0;
+  status[1].step = step1;
+  status[1].phase = "step 8: forward";
+  return status;
+}
+
+}  // namespace
+
+TEST_CASE("progress bar: fraction, counts and an ETA from the elapsed time") {
+  REQUIRE(formatProgress(100, 400, 10.0) ==
+          "[#######-----------------------] 100/400  25% ETA 30s");
+  REQUIRE(formatProgress(400, 400, 10.0) == "[##############################] 400/400 100%");
+  REQUIRE(formatProgress(0, 400, 0.0) == "[------------------------------] 0/400   0%");
+}
+
+TEST_CASE("rank table: one row per rank with state, step, loss, memory and phase") {
+  auto status = statusAt(9, 7);
+  status[0].lost = true;
+  const std::string table = formatRankTable(twoRanks(), status);
+  REQUIRE_THAT(table, Catch::StartsWith("rank  host"));
+  REQUIRE_THAT(table, Catch::Contains("0     127.0.0.1        lost"));
+  REQUIRE_THAT(table, Catch::Contains("1     127.0.0.2        training"));
+  REQUIRE_THAT(table, Catch::Contains("300M") && Catch::Contains("step 8: forward"));
+}
+
+TEST_CASE("live view on a terminal: output scrolls above a table redrawn in place") {
+  std::ostringstream out;
+  LiveView view(out, {true, 20, 10s, 60});
+  view.update(twoRanks(), statusAt(10, 8));
+  view.printLine("[rank 0] hello");
+  view.finish();
+  const std::string text = out.str();
+  // The table (header + 2 rows + progress bar = 4 lines) is erased before the line is printed.
+  REQUIRE(text.find("\x1b[4F\x1b[J[rank 0] hello\n") != std::string::npos);
+  REQUIRE(text.find("8/20") != std::string::npos);             // the slowest rank sets the progress
+  REQUIRE(text.find("step 8: forward") == std::string::npos);  // cut at 59 columns
+  REQUIRE(text.substr(text.size() - 7) == "\x1b[4F\x1b[J");    // finish() leaves no table
+}
+
+TEST_CASE("live view without a terminal: plain lines, progress at most every interval") {
+  std::ostringstream out;
+  LiveView view(out, {false, 20, 0ms});
+  view.printLine("[rank 0] hello");
+  view.update(twoRanks(), statusAt(10, 8));
+  const std::string text = out.str();
+  REQUIRE(text.find('\x1b') == std::string::npos);
+  REQUIRE_THAT(text, Catch::Contains("[rank 0] hello\n") &&
+                         Catch::Contains("2/2 ranks training, step 8") && Catch::Contains("8/20"));
+  std::ostringstream quiet;
+  LiveView rare(quiet, {false, 20, 1h});
+  rare.update(twoRanks(), statusAt(10, 8));
+  REQUIRE(quiet.str().empty());
+}
