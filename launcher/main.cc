@@ -26,6 +26,7 @@
 #include "launcher/resources.h"
 #include "launcher/worker_process.h"
 #include "runtime/common/error.h"
+#include "runtime/common/files.h"
 #include "runtime/common/world_info.h"
 #include "runtime/config/ds_config.h"
 
@@ -105,28 +106,12 @@ int localSlotCount() {
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-bool onPath(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');)
-    if (access((dir + "/" + program).c_str(), X_OK) == 0) return true;
-  return false;
-}
-
-std::string readPem(const std::string& path, const char* flag) {
-  std::ifstream in(path);
-  if (!in) throw ds::Error(std::string(flag) + " " + path + ": cannot read it");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 Backend chooseBackend(const Flags& flags, const LaunchPlan& plan) {
   if (!flags.launcher.empty()) return parseBackend(flags.launcher);
   if (flags.noSsh || allLoopback(plan)) return Backend::Local;
   // DeepSpeed: a single host runs on this machine unless --force_multi.
   if (plan.nodes.size() == 1 && !flags.forceMulti) return Backend::Local;
-  return onPath("pdsh") ? Backend::Pdsh : Backend::Ssh;
+  return ds::isExecutableOnPath("pdsh") ? Backend::Pdsh : Backend::Ssh;
 }
 
 void addFlags(CLI::App& app, Flags& flags) {
@@ -310,7 +295,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     for (const auto& notice : notices) std::cerr << "ds-launch: " << notice << '\n';
-    if (const std::string program = backendProgram(backend); !program.empty() && !onPath(program))
+    if (const std::string program = backendProgram(backend);
+        !program.empty() && !ds::isExecutableOnPath(program))
       throw ds::Error("launcher '" + std::string(backendName(backend)) + "' not installed (" +
                       program + " is not on PATH)");
 
@@ -364,9 +350,9 @@ int main(int argc, char** argv) {
     coordinatorOptions.programNoLocalRank = flags.noLocalRank;
     coordinatorOptions.python = flags.python;
     if (!flags.tlsCert.empty()) {
-      coordinatorOptions.tlsCertPem = readPem(flags.tlsCert, "--tls-cert");
-      coordinatorOptions.tlsKeyPem = readPem(flags.tlsKey, "--tls-key");
-      coordinatorOptions.tlsCaPem = readPem(flags.tlsCa, "--tls-ca");
+      coordinatorOptions.tlsCertPem = ds::readWholeFile(flags.tlsCert, "--tls-cert");
+      coordinatorOptions.tlsKeyPem = ds::readWholeFile(flags.tlsKey, "--tls-key");
+      coordinatorOptions.tlsCaPem = ds::readWholeFile(flags.tlsCa, "--tls-ca");
     }
     Coordinator coordinator(coordinatorOptions);
     request.coordinatorAddress = coordinator.address();

@@ -140,9 +140,20 @@ TEST_CASE("backend pdsh: one pdsh over both hosts, %n as node rank") {
   PrivateSshd sshd(dir);
   REQUIRE(sshd.up);
   const std::string hostfile = "127.0.0.2 slots=2\n127.0.0.3 slots=1\n";
-  auto job = trainWith(dir, hostfile, {"--launcher", "pdsh"}, 20);
+  auto job =
+      trainWith(dir, hostfile, {"--launcher", "pdsh", "--enable_each_rank_log", "ranklogs"}, 20);
   REQUIRE(waitExit(job, 60s) == 0);
-  requireAllRanksFinished(dir, 3, 20);
+  // Per-rank logs with DeepSpeed's names, from lines that all came through one pdsh stream.
+  int logs = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir + "/ranklogs")) {
+    const std::string name = entry.path().filename().string();
+    const std::string rank = name.substr(name.find("_rank") + 5, 1);
+    INFO(name);
+    REQUIRE(readFile(entry.path().string()).find("step 20/20") != std::string::npos);
+    REQUIRE((rank == "0" || rank == "1" || rank == "2"));
+    ++logs;
+  }
+  REQUIRE(logs == 3);
 
   auto doomed = trainWith(makeScratchDir("pdsh-kill"), hostfile, {"--launcher", "pdsh"}, 1000000);
   killOneWorkerAndExpectTeardown(doomed, "127.0.0.2");

@@ -159,7 +159,8 @@ TEST_CASE("launch: a join with a wrong token is refused and the job finishes una
   std::smatch match;
   REQUIRE(std::regex_search(out, match, std::regex(R"(coordinator (127\.0\.0\.1:\d+))")));
   const std::string token = jobToken(workers.front().pid);
-  REQUIRE(token.size() == 64);  // 256 bits, hex
+  REQUIRE(token.size() == 64);                  // 256 bits, hex
+  REQUIRE(processesMentioning(token).empty());  // on no command line, so never in ps
 
   std::string wrong = token;
   wrong[10] = wrong[10] == 'a' ? 'b' : 'a';

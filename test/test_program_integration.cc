@@ -163,7 +163,7 @@ TEST_CASE("dry-run --json: one object, nothing started; bad input: exit 2, stdou
   }
 }
 
-TEST_CASE("--enable_each_rank_log DIR writes DeepSpeed-named per-rank logs") {
+TEST_CASE("each-rank logs: --enable_each_rank_log DIR writes DeepSpeed-named per-rank logs") {
   const auto job = launchIn("eachlog", {"--enable_each_rank_log", "ranklogs", "--no_local_rank",
                                         "--", "/bin/sh", "-c", "echo hello from $RANK"});
   REQUIRE(waitExit(job, 60s) == 0);
@@ -209,7 +209,7 @@ TEST_CASE("SIGUSR1 to ds-launch prints every rank's state; the job carries on") 
   REQUIRE(waitExit(job, 10s) == 128 + SIGTERM);
 }
 
-TEST_CASE("--no_ssh: one ds-launch per node, sharing DS_JOB_TOKEN") {
+TEST_CASE("no-ssh mode: --no_ssh, one ds-launch per node, sharing DS_JOB_TOKEN") {
   const std::string dir0 = makeScratchDir("nossh0"), dir1 = makeScratchDir("nossh1");
   for (const auto& dir : {dir0, dir1}) {
     writeFile(dir + "/hostfile", kHostfile);
@@ -237,7 +237,7 @@ TEST_CASE("--no_ssh: one ds-launch per node, sharing DS_JOB_TOKEN") {
   REQUIRE_THAT(readFile(dir0 + "/stdout"), Catch::Contains("3     127.0.0.2        0"));
 }
 
-TEST_CASE("--tls-cert/--tls-key/--tls-ca: the whole job runs over mutual TLS") {
+TEST_CASE("mutual TLS: --tls-cert/--tls-key/--tls-ca: the whole job runs over mutual TLS") {
   const std::string dir = makeScratchDir("tls");
   ds::test::makeCertificates(dir, "job");
   writeFile(dir + "/hostfile", "127.0.0.1 slots=2\n");

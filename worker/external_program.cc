@@ -16,38 +16,15 @@
 #include <cstring>
 
 #include "runtime/common/error.h"
+#include "runtime/common/files.h"
 
 namespace ds::worker {
-namespace {
-
-bool isExecutableFile(const std::string& path) {
-  struct stat info {};
-  return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && access(path.c_str(), X_OK) == 0;
-}
-
-bool onPath(const std::string& program) {
-  if (program.find('/') != std::string::npos) return isExecutableFile(program);
-  const char* path = std::getenv("PATH");
-  if (path == nullptr) return false;
-  std::string dirs = path;
-  size_t start = 0;
-  for (;;) {
-    const size_t colon = dirs.find(':', start);
-    const std::string dir = dirs.substr(start, colon - start);
-    if (isExecutableFile((dir.empty() ? "." : dir) + "/" + program)) return true;
-    if (colon == std::string::npos) return false;
-    start = colon + 1;
-  }
-}
-
-}  // namespace
-
 std::vector<std::string> programArgv(const JoinResult& join) {
   const std::vector<std::string>& job = join.jobArgs;
   if (job.empty()) throw Error("no program to run");
   const std::string& program = job[0];
-  const bool python =
-      !join.programNoPython && (join.programModule || program.ends_with(".py") || !onPath(program));
+  const bool python = !join.programNoPython && (join.programModule || program.ends_with(".py") ||
+                                                !ds::isExecutableOnPath(program));
   std::vector<std::string> argv;
   if (python) {
     argv = {join.python, "-u"};

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "runtime/common/error.h"
+#include "runtime/common/files.h"
 #include "worker/coordinator_client.h"
 #include "worker/coordinator_store.h"
 #include "worker/external_program.h"
@@ -63,14 +64,6 @@ int64_t residentBytes() {
   _exit(status);
 }
 
-std::string readFile(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ds::Error(what + " " + path + ": cannot read it");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The job token: DS_JOB_TOKEN (local, MPI, Slurm), LC_DS_JOB_TOKEN (through ssh's SendEnv), or
 // DS_JOB_TOKEN_FILE, a file only its owner can read. Removed from the environment once read so no
 // program started later inherits it.
@@ -86,7 +79,7 @@ std::string takeJobToken() {
     if ((info.st_mode & 077) != 0)
       throw ds::Error(std::string("DS_JOB_TOKEN_FILE ") + file +
                       ": readable by others; chmod 600 it");
-    token = readFile(file, "DS_JOB_TOKEN_FILE");
+    token = ds::readWholeFile(file, "DS_JOB_TOKEN_FILE");
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
   }
   for (const char* name : {"DS_JOB_TOKEN", "LC_DS_JOB_TOKEN", "DS_JOB_TOKEN_FILE"}) unsetenv(name);
@@ -160,9 +153,9 @@ int main(int argc, char** argv) {
   JoinIdentity identity{host, slot, -1};
   try {
     jobToken = takeJobToken();
-    if (!tlsCert.empty()) tls.certPem = readFile(tlsCert, "--tls_cert");
-    if (!tlsKey.empty()) tls.keyPem = readFile(tlsKey, "--tls_key");
-    if (!tlsCa.empty()) tls.caPem = readFile(tlsCa, "--tls_ca");
+    if (!tlsCert.empty()) tls.certPem = ds::readWholeFile(tlsCert, "--tls_cert");
+    if (!tlsKey.empty()) tls.keyPem = ds::readWholeFile(tlsKey, "--tls_key");
+    if (!tlsCa.empty()) tls.caPem = ds::readWholeFile(tlsCa, "--tls_ca");
     if (rankFromEnv) identity.rank = rankFromEnvironment();
   } catch (const ds::Error& e) {
     leaveNow(kUsage, e.what());
