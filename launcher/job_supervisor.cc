@@ -229,7 +229,17 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
 
   const auto started = std::chrono::steady_clock::now();
   auto lastView = started - kViewInterval;
-  while (running > 0 && outcome.failure.empty()) {
+  // Ranks no process of ours carries (--no_ssh: the other nodes start theirs) end with a report.
+  std::vector<bool> carried(n, false);
+  for (const auto& launched : processes)
+    for (int r : launched.ranks) carried[r] = true;
+  auto unreportedElsewhere = [&] {
+    const auto health = coordinator.snapshot();
+    for (size_t r = 0; r < n; ++r)
+      if (!carried[r] && !health[r].report) return true;
+    return false;
+  };
+  while ((running > 0 || unreportedElsewhere()) && outcome.failure.empty()) {
     pollOutput(kTick);
     reap(false);
     const auto now = std::chrono::steady_clock::now();
