@@ -169,6 +169,13 @@ int main(int argc, char** argv) {
     leaveNow(kJoinRefused, std::string("join refused: ") + e.what());
   }
   startTaggingOutput(join.rank);
+  if (const int placed = rankFromEnv ? localRankFromEnvironment() : -1;
+      placed >= 0 && placed != join.localRank)
+    std::fprintf(stderr,
+                 "ds-worker: warning: rank %d was started as local rank %d, but the plan puts it "
+                 "at local rank %d on %s: the launcher's placement differs from the hostfile "
+                 "(LOCAL_RANK follows the plan)\n",
+                 join.rank, placed, join.localRank, join.host.c_str());
 
   std::atomic<bool> stopRequested{false};
   std::atomic<bool> reported{false};

@@ -131,4 +131,12 @@ int rankFromEnvironment() {
   return rank;
 }
 
+int localRankFromEnvironment() {
+  for (const char* name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PALS_LOCAL_RANKID", "SLURM_LOCALID"})
+    if (const char* text = std::getenv(name); text != nullptr && *text != '\0')
+      return std::atoi(text);
+  return -1;
+}
+
 }  // namespace ds::worker

@@ -18,4 +18,8 @@ int runNodeAgent(const std::string& workerPath, const std::vector<std::string>& 
 // SLURM_PROCID); throws ds::Error naming the variables when none is set or two disagree.
 int rankFromEnvironment();
 
+// The local rank mpirun/srun gave this process (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID,
+// PALS_LOCAL_RANKID, SLURM_LOCALID), or -1 when none is set.
+int localRankFromEnvironment();
+
 }  // namespace ds::worker
