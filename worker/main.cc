@@ -92,9 +92,9 @@ std::string takeJobToken() {
 
 // Where the program's torch.distributed rendezvous lives: a free port on rank 0's host, chosen by
 // rank 0 and shared through the coordinator (the coordinator itself holds --master_port).
-std::pair<std::string, int> programMaster(const JoinResult& join, CoordinatorClient& client) {
+std::pair<std::string, int> programMaster(const JoinResult& join, const std::string& address,
+                                          CoordinatorClient& client) {
   if (join.rank == 0) {
-    const std::string address = join.host == "localhost" ? "127.0.0.1" : join.host;
     const int port = freePortOn(address);
     client.kvSet("program/master", address + ":" + std::to_string(port));
     return {address, port};
@@ -210,6 +210,7 @@ int main(int argc, char** argv) {
   FinalReport report;
   int status = 0;
   try {
+    const std::string bindAddress = localBindAddress(join.host, coordinatorAddress);
     if (!join.jobArgs.empty() && join.jobArgs[0] == "barrier") {
       // The no-op job: every rank checks in through the coordinator's store, the last one
       // releases them all. What bench_launch times (start, join, one barrier, clean exit).
@@ -220,13 +221,14 @@ int main(int argc, char** argv) {
     } else if (!join.jobArgs.empty() && join.jobArgs[0] == "train") {
       const TrainOptions options = parseTrainOptions(join.jobArgs);
       CoordinatorStore store(client);
-      const TrainResult result = runTrainJob(options, join, store, join.host, board, stopRequested);
+      const TrainResult result =
+          runTrainJob(options, join, store, bindAddress, board, stopRequested);
       report.steps = result.steps;
       report.lastLoss = result.lastLoss;
       report.wallSeconds = result.wallSeconds;
       report.metrics["samples_per_second"] = result.samplesPerSecond;
     } else {
-      const auto [masterAddr, masterPort] = programMaster(join, client);
+      const auto [masterAddr, masterPort] = programMaster(join, bindAddress, client);
       const auto programArgs = programArgv(join);
       board.setState(WorkerState::Training);
       board.setPhase("running " + programArgs.front());
