@@ -89,7 +89,7 @@ TEST_CASE("coordinator: heartbeats and reports show up in the snapshot") {
   Coordinator coordinator(twoRankOptions());
   CoordinatorClient client(coordinator.address(), "secret-token-0123456789abcdef");
   client.join({"127.0.0.1", 0}, 5s);
-  REQUIRE(client.heartbeat({WorkerState::Training, 7, 0.5, 123.0, 4096}));
+  REQUIRE(client.heartbeat({WorkerState::Training, 7, 0.5, 123.0, 4096, "step 7 done"}));
   auto status = coordinator.snapshot()[0];
   REQUIRE(status.state == RankState::Training);
   REQUIRE(status.step == 7);
