@@ -1,0 +1,99 @@
+// ShmSegment over shm_open + mmap.
+#include "runtime/comm/shm_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <utility>
+
+#include "runtime/common/error.h"
+
+namespace ds::runtime {
+namespace {
+
+void* mapWhole(int fd, size_t bytes, const std::string& name) {
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (data == MAP_FAILED)
+    throw Error("shared memory " + name + ": mmap of " + std::to_string(bytes) +
+                " bytes failed: " + std::strerror(errno));
+  return data;
+}
+
+}  // namespace
+
+ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
+  const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) throw Error("shared memory " + name + ": cannot create it: " + std::strerror(errno));
+  // posix_fallocate reserves the pages now: a full /dev/shm fails here, not with SIGBUS later.
+  if (const int error = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); error != 0) {
+    close(fd);
+    shm_unlink(name.c_str());
+    throw Error("shared memory " + name + ": cannot reserve " + std::to_string(bytes >> 20) +
+                " MiB in /dev/shm: " + std::strerror(error));
+  }
+  ShmSegment segment;
+  segment.name_ = name;
+  segment.size_ = bytes;
+  segment.owner_ = true;
+  try {
+    segment.data_ = mapWhole(fd, bytes, name);
+  } catch (...) {
+    close(fd);
+    shm_unlink(name.c_str());
+    throw;
+  }
+  close(fd);
+  return segment;
+}
+
+ShmSegment ShmSegment::open(const std::string& name) {
+  const int fd = shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) throw Error("shared memory " + name + ": cannot open it: " + std::strerror(errno));
+  struct stat info {};
+  fstat(fd, &info);
+  ShmSegment segment;
+  segment.name_ = name;
+  segment.size_ = static_cast<size_t>(info.st_size);
+  try {
+    segment.data_ = mapWhole(fd, segment.size_, name);
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  close(fd);
+  return segment;
+}
+
+ShmSegment::ShmSegment(ShmSegment&& other) noexcept { *this = std::move(other); }
+
+ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
+  std::swap(name_, other.name_);
+  std::swap(data_, other.data_);
+  std::swap(size_, other.size_);
+  std::swap(owner_, other.owner_);
+  return *this;
+}
+
+ShmSegment::~ShmSegment() {
+  if (data_ != nullptr) munmap(data_, size_);
+  unlinkName();
+}
+
+void ShmSegment::unlinkName() {
+  if (owner_) shm_unlink(name_.c_str());
+  owner_ = false;
+}
+
+std::string uniqueShmName(const std::string& purpose) {
+  std::random_device device;
+  char suffix[17];
+  std::snprintf(suffix, sizeof(suffix), "%08x%08x", device(), device());
+  return "/ds-" + purpose + "-" + std::to_string(getpid()) + "-" + suffix;
+}
+
+}  // namespace ds::runtime
