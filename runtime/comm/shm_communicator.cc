@@ -123,6 +123,9 @@ void ShmCommunicator::sync(const char* op) {
   Header* h = header();
   const uint64_t target = ++syncs_;
   h->arrivals[rank_].count.store(target, std::memory_order_release);
+  // More ranks than cores: spinning only delays the peer we wait for, so yield at once.
+  static const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const int spinLimit = size_ <= cores ? 2000 : 0;
   const auto started = std::chrono::steady_clock::now();
   auto nextCheck = started + std::chrono::milliseconds(20);
   for (int spins = 0;; ++spins) {
@@ -130,8 +133,8 @@ void ShmCommunicator::sync(const char* op) {
     for (int r = 0; r < size_ && missing < 0; ++r)
       if (h->arrivals[r].count.load(std::memory_order_acquire) < target) missing = r;
     if (missing < 0) return;
-    if (spins < 2000) continue;  // peers usually arrive within microseconds
-    sched_yield();               // more ranks than cores: let the peer run
+    if (spins < spinLimit) continue;  // peers on their own cores arrive within microseconds
+    sched_yield();                    // more ranks than cores: let the peer run
     if (spins % 64 != 0) continue;
     const auto now = std::chrono::steady_clock::now();
     if (now < nextCheck) continue;
@@ -170,8 +173,9 @@ void ShmCommunicator::allReduceSum(float* data, size_t count) {
         rank_ == size_ - 1 ? n : std::min(n, (share * (rank_ + 1) + kLine - 1) / kLine * kLine);
     float* out = result(set);
     const float* first = slot(set, 0);
-    for (size_t i = begin; i < end; ++i) out[i] = first[i];
-    for (int r = 1; r < size_; ++r) {
+    const float* second = slot(set, 1);
+    for (size_t i = begin; i < end; ++i) out[i] = first[i] + second[i];
+    for (int r = 2; r < size_; ++r) {
       const float* in = slot(set, r);
       for (size_t i = begin; i < end; ++i) out[i] += in[i];
     }

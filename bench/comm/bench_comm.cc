@@ -1,0 +1,153 @@
+// bench_comm: all_reduce of 64 MiB float32 between N processes on this node through the
+// shared-memory communicator, beside PyTorch's gloo all_reduce (python3-torch) on the same sizes
+// and rank counts in the same run, and this machine's memcpy bandwidth as the roofline.
+// Bus bandwidth follows nccl-tests: busbw = bytes / time x 2(n-1)/n.
+// Roofline: every rank must at least read its buffer and write the result back, i.e. move as much
+// memory as one memcpy of it, and the ranks share the memory bus: floor = ranks x bytes / memcpy
+// rate. "of floor" is floor / measured time (100% = at the memory roofline). Streaming stores
+// for the copy back were tried and did not help here.
+// Usage: bench_comm [--ranks 2,4] [--bytes 67108864] [--iters 10] [--chunk BYTES]
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/shm_communicator.h"
+
+using namespace ds::runtime;
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Bytes copied per second by memcpy over a buffer far larger than the caches.
+double memcpyBandwidth(size_t bytes) {
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  std::memcpy(b.data(), a.data(), bytes);
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) {
+    const double start = now();
+    std::memcpy(b.data(), a.data(), bytes);
+    best = std::min(best, now() - start);
+  }
+  return bytes / best;
+}
+
+// Seconds per all_reduce on rank 0, ranks as forked processes.
+double shmAllReduce(int ranks, size_t bytes, int iters, size_t chunkBytes) {
+  ShmOptions options;
+  options.chunkBytes = chunkBytes;
+  ShmSegment segment =
+      ShmSegment::create(uniqueShmName("bench"), ShmCommunicator::segmentBytes(ranks, options));
+  const std::string name = segment.name();
+  ShmCommunicator rank0(std::move(segment), 0, ranks, options);
+  std::vector<pid_t> children;
+  for (int r = 1; r < ranks; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      ShmCommunicator comm(ShmSegment::open(name), r, ranks, options);
+      std::vector<float> data(bytes / sizeof(float), 1.0f);
+      for (int i = 0; i < iters + 3; ++i) comm.allReduceSum(data.data(), data.size());
+      comm.barrier();
+      _exit(0);
+    }
+    children.push_back(pid);
+  }
+  std::vector<float> data(bytes / sizeof(float), 1.0f);
+  for (int i = 0; i < 3; ++i) rank0.allReduceSum(data.data(), data.size());  // warm-up, page-in
+  const double start = now();
+  for (int i = 0; i < iters; ++i) rank0.allReduceSum(data.data(), data.size());
+  const double perOp = (now() - start) / iters;
+  rank0.barrier();
+  for (pid_t pid : children) waitpid(pid, nullptr, 0);
+  return perOp;
+}
+
+int freePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+double torchAllReduce(int ranks, size_t bytes, int iters) {
+  const std::string script = std::string(DS_SOURCE_DIR) + "/bench/comm/torch_gloo_allreduce.py";
+  const std::string command = "/usr/bin/python3 " + script + " " + std::to_string(ranks) + " " +
+                              std::to_string(bytes) + " " + std::to_string(iters) + " " +
+                              std::to_string(freePort()) + " 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  double seconds = -1;
+  if (std::fscanf(pipe, "%lf", &seconds) != 1) seconds = -1;
+  pclose(pipe);
+  return seconds;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> rankCounts = {2, 4};
+  size_t bytes = size_t{64} << 20;
+  int iters = 10;
+  size_t chunkBytes = ShmOptions{}.chunkBytes;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--ranks") {
+      rankCounts.clear();
+      std::stringstream list(argv[i + 1]);
+      for (std::string item; std::getline(list, item, ',');) rankCounts.push_back(std::stoi(item));
+    } else if (flag == "--bytes") {
+      bytes = std::stoull(argv[i + 1]);
+    } else if (flag == "--chunk") {
+      chunkBytes = std::stoull(argv[i + 1]);
+    } else if (flag == "--iters") {
+      iters = std::atoi(argv[i + 1]);
+    }
+  }
+  const double copy = memcpyBandwidth(size_t{256} << 20);
+  std::printf("bench_comm: all_reduce float32, %zu bytes, %d iterations; memcpy %.1f GB/s\n", bytes,
+              iters, copy / 1e9);
+  std::printf("%6s %14s %14s %14s %14s %9s %12s\n", "ranks", "shm time ms", "shm busbw GB/s",
+              "torch time ms", "torch busbw", "speedup", "of floor");
+  for (int ranks : rankCounts) {
+    const double factor = 2.0 * (ranks - 1) / ranks;
+    // Best of a few runs for both sides: this machine is a shared VM and noisy.
+    double ours = 1e30, theirs = 1e30;
+    for (int run = 0; run < 3; ++run)
+      ours = std::min(ours, shmAllReduce(ranks, bytes, iters, chunkBytes));
+    for (int run = 0; run < 2; ++run) {
+      const double t = torchAllReduce(ranks, bytes, std::max(3, iters / 2));
+      if (t > 0) theirs = std::min(theirs, t);
+    }
+    if (theirs == 1e30) theirs = -1;
+    const double ourBus = bytes / ours * factor / 1e9;
+    if (theirs > 0) {
+      const double theirBus = bytes / theirs * factor / 1e9;
+      std::printf("%6d %14.2f %14.2f %14.2f %14.2f %8.1fx %11.0f%%\n", ranks, ours * 1e3, ourBus,
+                  theirs * 1e3, theirBus, theirs / ours, 100.0 * ranks * bytes / copy / ours);
+    } else {
+      std::printf("%6d %14.2f %14.2f %14s %14s %9s %11.0f%%\n", ranks, ours * 1e3, ourBus,
+                  "no torch", "-", "-", 100.0 * ranks * bytes / copy / ours);
+    }
+  }
+  std::printf("target: busbw >= 5x PyTorch gloo at 2 and 4 ranks\n");
+  return 0;
+}
