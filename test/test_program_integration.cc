@@ -253,3 +253,21 @@ TEST_CASE("mutual TLS: --tls-cert/--tls-key/--tls-ca: the whole job runs over mu
   REQUIRE(waitExit(partial, 30s) == 2);
   REQUIRE_THAT(readFile(dir + "/stderr"), Catch::Contains("go together"));
 }
+
+TEST_CASE("one-node jobs train over shared memory with identical replicas") {
+  const std::string dir = makeScratchDir("shm-train");
+  writeFile(dir + "/hostfile", "localhost slots=3\n");
+  writeFile(dir + "/config.json", kConfig);
+  auto job = startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "--log_dir", "logs", "train",
+                               "--config", "config.json", "--steps", "30", "--print_param_hash"});
+  REQUIRE(waitExit(job, 60s) == 0);
+  REQUIRE_THAT(readFile(dir + "/stdout"), Catch::Contains("collectives: shared memory"));
+  std::string hash0;
+  for (int r = 0; r < 3; ++r) {
+    std::smatch match;
+    const std::string log = readFile(dir + "/logs/rank-" + std::to_string(r) + ".log");
+    REQUIRE(std::regex_search(log, match, std::regex(R"(step 30 param_hash ([0-9a-f]+))")));
+    if (r == 0) hash0 = match[1];
+    REQUIRE(match[1] == hash0);
+  }
+}
