@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "test/launch_harness.h"
@@ -269,5 +270,34 @@ TEST_CASE("one-node jobs train over shared memory with identical replicas") {
     REQUIRE(std::regex_search(log, match, std::regex(R"(step 30 param_hash ([0-9a-f]+))")));
     if (r == 0) hash0 = match[1];
     REQUIRE(match[1] == hash0);
+  }
+}
+
+TEST_CASE("ds-comm-bench --json --check: one JSON object per size from rank 0, results verified") {
+  for (const char* hostfile : {"localhost slots=3\n", kHostfile}) {  // shared memory, then Gloo
+    const std::string dir = makeScratchDir("comm-bench");
+    writeFile(dir + "/hostfile", hostfile);
+    for (const char* op : {"all_reduce", "all_gather", "broadcast"}) {
+      auto job = startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "--log_dir", "logs",
+                                   "ds-comm-bench", "--op", op, "--min", "1K", "--max", "8K",
+                                   "--iters", "3", "--warmup", "1", "--check", "--json"});
+      REQUIRE(waitExit(job, 60s) == 0);
+      // Rank 0's own output is only the JSON lines.
+      std::vector<nlohmann::json> lines;
+      std::istringstream log(readFile(dir + "/logs/rank-0.log"));
+      for (std::string line; std::getline(log, line);) lines.push_back(nlohmann::json::parse(line));
+      INFO(hostfile << op);
+      REQUIRE(lines.size() == 4);  // 1K, 2K, 4K, 8K
+      for (size_t i = 0; i < lines.size(); ++i) {
+        REQUIRE(lines[i]["op"] == op);
+        REQUIRE(lines[i]["dtype"] == "fp32");
+        REQUIRE(lines[i]["bytes"] == 1024 << i);
+        REQUIRE(lines[i]["ranks"] ==
+                (std::string(hostfile).find("slots=3") != std::string::npos ? 3 : 4));
+        REQUIRE(lines[i]["time_us"].get<double>() > 0);
+        REQUIRE(lines[i]["busbw_GBps"].is_number());
+        REQUIRE(lines[i]["check"] == true);
+      }
+    }
   }
 }

@@ -20,6 +20,7 @@
 
 #include "runtime/common/error.h"
 #include "runtime/common/files.h"
+#include "worker/comm_bench_job.h"
 #include "worker/coordinator_client.h"
 #include "worker/coordinator_store.h"
 #include "worker/external_program.h"
@@ -27,6 +28,7 @@
 #include "worker/output_tagger.h"
 #include "worker/progress_board.h"
 #include "worker/train_job.h"
+#include "worker/world_communicator.h"
 
 namespace {
 
@@ -218,6 +220,17 @@ int main(int argc, char** argv) {
       if (client.kvAdd("barrier/arrived", 1) == join.worldSize) client.kvSet("barrier/open", "1");
       client.kvWait({"barrier/open"}, std::chrono::minutes(5));
       if (join.rank == 0) std::printf("barrier passed by %d ranks\n", join.worldSize);
+    } else if (!join.jobArgs.empty() && join.jobArgs[0] == "ds-comm-bench") {
+      const CommBenchOptions options = parseCommBenchOptions(join.jobArgs);
+      CoordinatorStore store(client);
+      board.setState(WorkerState::Rendezvous);
+      const WorldCommunicator world = makeWorldCommunicator(join, store, bindAddress);
+      board.setState(WorkerState::Training);
+      board.setPhase("ds-comm-bench " + options.op);
+      if (!runCommBench(options, *world.comm, world.backend)) {
+        status = report.exitStatus = kJobFailed;
+        report.error = "ds-comm-bench --check: wrong results";
+      }
     } else if (!join.jobArgs.empty() && join.jobArgs[0] == "train") {
       const TrainOptions options = parseTrainOptions(join.jobArgs);
       CoordinatorStore store(client);

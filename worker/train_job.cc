@@ -10,12 +10,11 @@
 #include <memory>
 #include <thread>
 
-#include "runtime/comm/gloo_communicator.h"
-#include "runtime/comm/shm_communicator.h"
 #include "runtime/common/error.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
+#include "worker/world_communicator.h"
 
 namespace ds::worker {
 namespace {
@@ -69,31 +68,18 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   const auto config = runtime::parseDeepSpeedConfig(join.configJson, join.worldSize, "config");
 
   board.setState(WorkerState::Rendezvous);
-  // Every rank on one node: shared memory, no sockets. Otherwise Gloo over TCP (the hierarchical
-  // shared-memory + Gloo path is the collectives issue's next step).
-  std::unique_ptr<runtime::Communicator> comm;
-  const char* backend = "gloo (tcp)";
-  if (join.nodeCount == 1) {
-    comm = std::make_unique<runtime::ShmCommunicator>(runtime::ShmCommunicator::join(
-        store, "epoch" + std::to_string(join.epoch) + "/shm/world", join.rank, join.worldSize));
-    backend = "shared memory";
-  } else {
-    runtime::GlooOptions glooOptions;
-    glooOptions.bindAddress = bindAddress;
-    glooOptions.storePrefix = "epoch" + std::to_string(join.epoch) + "/gloo/world";
-    comm =
-        std::make_unique<runtime::GlooCommunicator>(store, join.rank, join.worldSize, glooOptions);
-  }
+  const WorldCommunicator world = makeWorldCommunicator(join, store, bindAddress);
+  runtime::Communicator& comm = *world.comm;
 
   runtime::Mlp model({16, 64, 64, 4});
   runtime::TeacherTask task(model.inputDim(), model.outputDim(), kTaskSeed);
-  runtime::Engine engine(model, config, *comm, options.seed);
+  runtime::Engine engine(model, config, comm, options.seed);
   if (join.rank == 0)
     std::printf("model: MLP 16-64-64-4, %zu parameters; ZeRO stage %d; batch %" PRId64
                 " = micro %" PRId64 " x accumulation %" PRId64 " x %d ranks; collectives: %s\n",
                 engine.parameterCount(), config.zeroStage, config.batch.trainBatchSize,
                 config.batch.microBatchPerGpu, config.batch.gradientAccumulationSteps,
-                join.worldSize, backend);
+                join.worldSize, world.backend.c_str());
 
   board.setState(WorkerState::Training);
   const auto& batch = config.batch;
@@ -109,7 +95,7 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
     }
     board.setPhase("step " + std::to_string(step + 1) + ": stop-vote all_reduce");
     stopVote[0] = stopRequested.load() ? 1.0f : 0.0f;
-    comm->allReduceSum(stopVote, 1);
+    comm.allReduceSum(stopVote, 1);
     if (stopVote[0] > 0.0f) break;
 
     board.setPhase("step " + std::to_string(step + 1) +

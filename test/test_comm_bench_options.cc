@@ -1,0 +1,34 @@
+// ds-comm-bench's argument parsing: sizes with K/M/G, ops and dtypes, and clear errors.
+#include <catch2/catch.hpp>
+
+#include "runtime/common/error.h"
+#include "worker/comm_bench_job.h"
+
+using namespace ds::worker;
+
+TEST_CASE("ds-comm-bench: sizes, ops and their errors") {
+  REQUIRE(parseByteSize("--min", "1K") == 1024);
+  REQUIRE(parseByteSize("--max", "256M") == (uint64_t{256} << 20));
+  REQUIRE(parseByteSize("--max", "1G") == (uint64_t{1} << 30));
+  REQUIRE(parseByteSize("--max", "4096") == 4096);
+  REQUIRE_THROWS_WITH(parseByteSize("--max", "12Q"), Catch::Contains("\"12Q\" is not a size"));
+  REQUIRE_THROWS_WITH(parseByteSize("--max", "M"), Catch::Contains("not a size"));
+
+  const auto options = parseCommBenchOptions(
+      {"ds-comm-bench", "--op", "all_gather", "--min", "2K", "--max", "1M", "--check", "--json"});
+  REQUIRE(options.op == "all_gather");
+  REQUIRE(options.minBytes == 2048);
+  REQUIRE(options.maxBytes == (1 << 20));
+  REQUIRE(options.check);
+  REQUIRE(options.json);
+  REQUIRE_THROWS_WITH(parseCommBenchOptions({"ds-comm-bench", "--op", "alltoall"}),
+                      Catch::Contains("use all_reduce, all_gather, reduce_scatter or broadcast"));
+  REQUIRE_THROWS_WITH(parseCommBenchOptions({"ds-comm-bench", "--op", "reduce_scatter"}),
+                      Catch::Contains("not implemented yet"));
+  REQUIRE_THROWS_WITH(parseCommBenchOptions({"ds-comm-bench", "--dtype", "bf16"}),
+                      Catch::Contains("not implemented yet"));
+  REQUIRE_THROWS_WITH(parseCommBenchOptions({"ds-comm-bench", "--min", "8K", "--max", "1K"}),
+                      Catch::Contains("need 4 <= min <= max"));
+  REQUIRE_THROWS_WITH(parseCommBenchOptions({"ds-comm-bench", "--fast"}),
+                      Catch::Contains("unknown argument \"--fast\""));
+}
