@@ -285,6 +285,9 @@ struct Coordinator::State final : proto::Coordinator::Service {
     report.lastLoss = request->last_loss();
     report.wallSeconds = request->wall_seconds();
     report.metrics.insert(request->metrics().begin(), request->metrics().end());
+    for (const auto& row : request->comm_stats())
+      report.commStats.push_back({row.op(), row.bytes(), row.count(), row.total_seconds(),
+                                  row.min_seconds(), row.max_seconds()});
     auto& status = ranks[request->rank()];
     status.state = report.exitStatus == 0 ? RankState::Finished : RankState::Failed;
     status.step = report.steps;

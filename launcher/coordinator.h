@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/comm/comm_stat.h"
+
 namespace ds::launcher {
 
 struct RankSlot {
@@ -50,6 +52,7 @@ struct RankReport {
   double lastLoss = 0.0;
   double wallSeconds = 0.0;
   std::map<std::string, double> metrics;
+  std::vector<runtime::CommStat> commStats;
 };
 
 struct RankStatus {

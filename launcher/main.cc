@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "launcher/backend.h"
+#include "launcher/comms_summary.h"
 #include "launcher/coordinator.h"
 #include "launcher/dry_run.h"
 #include "launcher/hostfile.h"
@@ -396,6 +397,12 @@ int main(int argc, char** argv) {
     coordinator.shutdown();
 
     std::cout << '\n' << formatSummary(outcome);
+    std::vector<std::vector<ds::runtime::CommStat>> commStats;
+    for (const auto& status : coordinator.snapshot())
+      commStats.push_back(status.report ? status.report->commStats
+                                        : std::vector<ds::runtime::CommStat>{});
+    if (const std::string table = formatCommsSummary(commStats); !table.empty())
+      std::cout << '\n' << table;
     if (!outcome.failure.empty()) {
       std::cerr << "ds-launch: job failed: " << outcome.failure << '\n';
       if (outcome.failedRank) {

@@ -301,3 +301,19 @@ TEST_CASE("ds-comm-bench --json --check: one JSON object per size from rank 0, r
     }
   }
 }
+
+TEST_CASE("comms_logger in the config: ds-launch prints the merged table at the end") {
+  const std::string dir = makeScratchDir("comms-log");
+  writeFile(dir + "/hostfile", "localhost slots=2\n");
+  writeFile(dir + "/config.json",
+            R"({"train_micro_batch_size_per_gpu": 8, "steps_per_print": 100,
+                "comms_logger": {"enabled": true}})");
+  auto job = startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "--log_dir", "logs", "train",
+                               "--config", "config.json", "--steps", "25"});
+  REQUIRE(waitExit(job, 60s) == 0);
+  const std::string out = readFile(dir + "/stdout");
+  INFO(out);
+  REQUIRE_THAT(out, Catch::Contains("communication (comms_logger)"));
+  // The per-step stop vote: one 4-byte all_reduce per step on every rank.
+  REQUIRE(std::regex_search(out, std::regex(R"(all_reduce +4 B +25 )")));
+}

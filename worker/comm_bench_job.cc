@@ -7,16 +7,11 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "runtime/comm/comms_logger.h"
 #include "runtime/common/error.h"
 
 namespace ds::worker {
 namespace {
-
-double busFactor(const std::string& op, int ranks) {
-  if (op == "all_reduce") return 2.0 * (ranks - 1) / ranks;
-  if (op == "all_gather") return static_cast<double>(ranks - 1) / ranks;
-  return 1.0;  // broadcast
-}
 
 float initialValue(int rank, size_t i) { return static_cast<float>(rank + 1 + i % 7); }
 
@@ -155,7 +150,7 @@ bool runCommBench(const CommBenchOptions& options, runtime::Communicator& comm,
       allCorrect = allCorrect && errors[0] == 0.0f;
     }
     const double algbw = bytes / seconds / 1e9;
-    const double busbw = algbw * busFactor(options.op, n);
+    const double busbw = algbw * runtime::busBandwidthFactor(options.op, n);
     if (printing && options.json) {
       std::printf(
           "{\"op\": \"%s\", \"dtype\": \"%s\", \"bytes\": %llu, \"ranks\": %d, "

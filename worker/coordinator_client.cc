@@ -192,6 +192,15 @@ void CoordinatorClient::report(const FinalReport& report) {
   request.set_last_loss(report.lastLoss);
   request.set_wall_seconds(report.wallSeconds);
   for (const auto& [name, value] : report.metrics) (*request.mutable_metrics())[name] = value;
+  for (const auto& stat : report.commStats) {
+    auto* row = request.add_comm_stats();
+    row->set_op(stat.op);
+    row->set_bytes(stat.bytes);
+    row->set_count(stat.count);
+    row->set_total_seconds(stat.totalSeconds);
+    row->set_min_seconds(stat.minSeconds);
+    row->set_max_seconds(stat.maxSeconds);
+  }
   proto::ReportReply reply;
   impl_->call(request, epoch_, kRpcTimeout, "report",
               [&](auto* context) { return impl_->stub->Report(context, request, &reply); });

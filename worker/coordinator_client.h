@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/comm/comm_stat.h"
+
 namespace ds::worker {
 
 struct JoinResult {
@@ -66,6 +68,7 @@ struct FinalReport {
   double lastLoss = 0.0;
   double wallSeconds = 0.0;
   std::map<std::string, double> metrics;
+  std::vector<runtime::CommStat> commStats;
 };
 
 enum class CommandKind { Stop, Abort, CoordinatorGone };

@@ -240,6 +240,7 @@ int main(int argc, char** argv) {
       report.lastLoss = result.lastLoss;
       report.wallSeconds = result.wallSeconds;
       report.metrics["samples_per_second"] = result.samplesPerSecond;
+      report.commStats = result.commStats;
     } else {
       const auto [masterAddr, masterPort] = programMaster(join, bindAddress, client);
       const auto programArgs = programArgv(join);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <thread>
 
+#include "runtime/comm/comms_logger.h"
 #include "runtime/common/error.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/engine/engine.h"
@@ -69,7 +70,10 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
 
   board.setState(WorkerState::Rendezvous);
   const WorldCommunicator world = makeWorldCommunicator(join, store, bindAddress);
-  runtime::Communicator& comm = *world.comm;
+  runtime::CommsLogger logger(config.commsLogger, join.worldSize);
+  runtime::LoggingCommunicator logged(*world.comm, logger);
+  runtime::Communicator& comm =
+      config.commsLogger.enabled ? static_cast<runtime::Communicator&>(logged) : *world.comm;
 
   runtime::Mlp model({16, 64, 64, 4});
   runtime::TeacherTask task(model.inputDim(), model.outputDim(), kTaskSeed);
@@ -134,6 +138,7 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   }
   result.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.commStats = logger.summary();
   return result;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/comm/comm_stat.h"
 #include "runtime/comm/store.h"
 #include "worker/coordinator_client.h"
 #include "worker/progress_board.h"
@@ -31,6 +32,7 @@ struct TrainResult {
   double lastLoss = 0.0;
   double wallSeconds = 0.0;
   double samplesPerSecond = 0.0;
+  std::vector<runtime::CommStat> commStats;  // comms_logger summary (empty when disabled)
 };
 
 TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, runtime::Store& store,

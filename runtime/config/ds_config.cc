@@ -318,6 +318,23 @@ int parseZeroStage(Reader& r, const Json& block) {
   return static_cast<int>(stage);
 }
 
+CommsLoggerConfig parseCommsLogger(Reader& r, const Json& block) {
+  r.object(block, "comms_logger");
+  r.warnUnknownKeys(block, "comms_logger", {"enabled", "verbose", "prof_all", "debug", "prof_ops"});
+  CommsLoggerConfig c;
+  r.readBool(block, "comms_logger", "enabled", c.enabled);
+  r.readBool(block, "comms_logger", "verbose", c.verbose);
+  r.readBool(block, "comms_logger", "prof_all", c.profAll);
+  r.readBool(block, "comms_logger", "debug", c.debug);
+  if (const Json* ops = Reader::member(block, "prof_ops")) {
+    if (!ops->is_array())
+      r.fail("comms_logger.prof_ops", "expected a list of op names, got " + describe(*ops));
+    for (size_t i = 0; i < ops->size(); ++i)
+      c.profOps.push_back(r.string((*ops)[i], "comms_logger.prof_ops[" + std::to_string(i) + "]"));
+  }
+  return c;
+}
+
 }  // namespace
 
 DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSize,
@@ -360,6 +377,8 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
   r.readInt(root, "", "steps_per_print", cfg.stepsPerPrint, 1);
   if (const Json* v = Reader::member(root, "zero_optimization"))
     cfg.zeroStage = parseZeroStage(r, *v);
+  if (const Json* v = Reader::member(root, "comms_logger"))
+    cfg.commsLogger = parseCommsLogger(r, *v);
   return cfg;
 }
 

@@ -45,13 +45,23 @@ struct SchedulerConfig {
   WarmupLrParams warmupLr;  // WarmupLR is the only scheduler implemented so far
 };
 
+// DeepSpeed's comms_logger block.
+struct CommsLoggerConfig {
+  bool enabled = false;
+  bool verbose = false;  // print every op as it happens
+  bool profAll = true;   // false: only the ops in profOps
+  bool debug = false;    // accepted; there is no Python caller to append
+  std::vector<std::string> profOps;
+};
+
 struct DeepSpeedConfig {
   BatchConfig batch;
   std::optional<OptimizerConfig> optimizer;  // absent block -> nullopt
   std::optional<SchedulerConfig> scheduler;  // absent block -> nullopt
   double gradientClipping = 0.0;             // 0 = off
   int64_t stepsPerPrint = 10;
-  int zeroStage = 0;                  // 0 or 1; stages 2 and 3 are rejected for now
+  int zeroStage = 0;  // 0 or 1; stages 2 and 3 are rejected for now
+  CommsLoggerConfig commsLogger;
   std::vector<std::string> warnings;  // unknown keys etc., one message each, ready to print
 };
 

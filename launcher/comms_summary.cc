@@ -1,0 +1,67 @@
+// formatCommsSummary: rows keyed by (op, bytes) across ranks.
+#include "launcher/comms_summary.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "runtime/comm/comms_logger.h"
+
+namespace ds::launcher {
+namespace {
+
+std::string humanSize(uint64_t bytes) {
+  char text[32];
+  if (bytes >= (uint64_t{1} << 20))
+    std::snprintf(text, sizeof(text), "%.1f MiB", bytes / double(1 << 20));
+  else if (bytes >= 1024)
+    std::snprintf(text, sizeof(text), "%.1f KiB", bytes / 1024.0);
+  else
+    std::snprintf(text, sizeof(text), "%llu B", static_cast<unsigned long long>(bytes));
+  return text;
+}
+
+}  // namespace
+
+std::string formatCommsSummary(const std::vector<std::vector<runtime::CommStat>>& perRank) {
+  struct Row {
+    std::vector<std::pair<double, int>> averages;  // (avg seconds, rank)
+    uint64_t minCount = UINT64_MAX, maxCount = 0;
+  };
+  std::map<std::pair<std::string, uint64_t>, Row> rows;
+  for (size_t r = 0; r < perRank.size(); ++r)
+    for (const auto& stat : perRank[r]) {
+      if (stat.count == 0) continue;
+      Row& row = rows[{stat.op, stat.bytes}];
+      row.averages.emplace_back(stat.totalSeconds / stat.count, static_cast<int>(r));
+      row.minCount = std::min(row.minCount, stat.count);
+      row.maxCount = std::max(row.maxCount, stat.count);
+    }
+  if (rows.empty()) return "";
+  const int ranks = static_cast<int>(perRank.size());
+  std::string out =
+      "communication (comms_logger), per op and size; latency = each rank's mean, "
+      "across ranks:\n";
+  char line[256];
+  std::snprintf(line, sizeof(line), "%-12s %10s %8s %10s %10s %10s %8s %12s\n", "op", "size",
+                "count", "min ms", "median ms", "max ms", "slowest", "busbw GB/s");
+  out += line;
+  for (auto& [key, row] : rows) {
+    std::sort(row.averages.begin(), row.averages.end());
+    const double median = row.averages[row.averages.size() / 2].first;
+    const double busbw =
+        median > 0 ? key.second / median / 1e9 * runtime::busBandwidthFactor(key.first, ranks)
+                   : 0.0;
+    const std::string count = row.minCount == row.maxCount ? std::to_string(row.minCount)
+                                                           : std::to_string(row.minCount) + "-" +
+                                                                 std::to_string(row.maxCount);
+    std::snprintf(line, sizeof(line), "%-12s %10s %8s %10.3f %10.3f %10.3f %8s %12.3f\n",
+                  key.first.c_str(), humanSize(key.second).c_str(), count.c_str(),
+                  row.averages.front().first * 1e3, median * 1e3, row.averages.back().first * 1e3,
+                  ("rank " + std::to_string(row.averages.back().second)).c_str(), busbw);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace ds::launcher

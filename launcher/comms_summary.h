@@ -1,0 +1,17 @@
+// The merged communication table ds-launch prints at the end of a job whose config enables
+// comms_logger: per op and message size, the count and the per-rank average latency as min /
+// median / max across ranks with the slowest rank named (stragglers stand out), and the bus
+// bandwidth at the median.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/comm/comm_stat.h"
+
+namespace ds::launcher {
+
+// perRank[r] is rank r's summary (empty when it reported none). "" when nobody logged anything.
+std::string formatCommsSummary(const std::vector<std::vector<runtime::CommStat>>& perRank);
+
+}  // namespace ds::launcher

@@ -1,0 +1,79 @@
+// CommsLogger and LoggingCommunicator.
+#include "runtime/comm/comms_logger.h"
+
+#include <algorithm>
+
+namespace ds::runtime {
+
+double busBandwidthFactor(const std::string& op, int ranks) {
+  if (ranks <= 1) return 0.0;
+  if (op == "all_reduce") return 2.0 * (ranks - 1) / ranks;
+  if (op == "all_gather" || op == "reduce_scatter") return static_cast<double>(ranks - 1) / ranks;
+  if (op == "broadcast") return 1.0;
+  return 0.0;
+}
+
+CommsLogger::CommsLogger(CommsLoggerConfig config, int ranks, std::FILE* verboseOut)
+    : config_(std::move(config)), ranks_(ranks), verboseOut_(verboseOut) {}
+
+bool CommsLogger::profiles(const std::string& op) const {
+  if (!config_.enabled) return false;
+  return config_.profAll ||
+         std::find(config_.profOps.begin(), config_.profOps.end(), op) != config_.profOps.end();
+}
+
+void CommsLogger::record(const std::string& op, uint64_t bytes, double seconds) {
+  if (!profiles(op)) return;
+  CommStat& stat = stats_[{op, bytes}];
+  if (stat.count == 0) {
+    stat.op = op;
+    stat.bytes = bytes;
+    stat.minSeconds = stat.maxSeconds = seconds;
+  }
+  ++stat.count;
+  stat.totalSeconds += seconds;
+  stat.minSeconds = std::min(stat.minSeconds, seconds);
+  stat.maxSeconds = std::max(stat.maxSeconds, seconds);
+  if (config_.verbose && verboseOut_ != nullptr) {
+    const double algbw = seconds > 0 ? bytes / seconds / 1e9 : 0.0;
+    std::fprintf(verboseOut_,
+                 "comm op: %s | time (ms): %.3f | msg size: %llu B | algbw (GB/s): %.3f | busbw "
+                 "(GB/s): %.3f\n",
+                 op.c_str(), seconds * 1e3, static_cast<unsigned long long>(bytes), algbw,
+                 algbw * busBandwidthFactor(op, ranks_));
+  }
+}
+
+std::vector<CommStat> CommsLogger::summary() const {
+  std::vector<CommStat> out;
+  for (const auto& [key, stat] : stats_) out.push_back(stat);
+  return out;
+}
+
+template <typename Op>
+void LoggingCommunicator::timed(const char* name, uint64_t bytes, Op op) {
+  if (!logger_.profiles(name)) return op();
+  const auto start = std::chrono::steady_clock::now();
+  op();
+  logger_.record(name, bytes,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+void LoggingCommunicator::allReduceSum(float* data, size_t count) {
+  timed("all_reduce", count * sizeof(float), [&] { inner_.allReduceSum(data, count); });
+}
+
+void LoggingCommunicator::allGather(const float* in, float* out, size_t countPerRank) {
+  timed("all_gather", countPerRank * size() * sizeof(float),
+        [&] { inner_.allGather(in, out, countPerRank); });
+}
+
+void LoggingCommunicator::broadcast(float* data, size_t count, int root) {
+  timed("broadcast", count * sizeof(float), [&] { inner_.broadcast(data, count, root); });
+}
+
+void LoggingCommunicator::barrier() {
+  timed("barrier", 0, [&] { inner_.barrier(); });
+}
+
+}  // namespace ds::runtime

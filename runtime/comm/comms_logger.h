@@ -1,0 +1,56 @@
+// Communication logging, DeepSpeed's comms_logger: per op and message size, the count, total,
+// minimum and maximum latency; with `verbose` one line per op as it happens. LoggingCommunicator
+// wraps any communicator and times its (blocking) ops with the wall clock: no extra
+// synchronisation is added, unlike DeepSpeed's, which synchronises the device around every op.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/comm_stat.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/config/ds_config.h"
+
+namespace ds::runtime {
+
+// nccl-tests' bus bandwidth factor: all_reduce 2(n-1)/n, all_gather and reduce_scatter (n-1)/n,
+// broadcast 1, barrier 0.
+double busBandwidthFactor(const std::string& op, int ranks);
+
+class CommsLogger {
+ public:
+  CommsLogger(CommsLoggerConfig config, int ranks, std::FILE* verboseOut = stdout);
+  bool profiles(const std::string& op) const;
+  void record(const std::string& op, uint64_t bytes, double seconds);
+  // Sorted by op, then size.
+  std::vector<CommStat> summary() const;
+
+ private:
+  CommsLoggerConfig config_;
+  int ranks_;
+  std::FILE* verboseOut_;
+  std::map<std::pair<std::string, uint64_t>, CommStat> stats_;
+};
+
+class LoggingCommunicator : public Communicator {
+ public:
+  LoggingCommunicator(Communicator& inner, CommsLogger& logger) : inner_(inner), logger_(logger) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  void allReduceSum(float* data, size_t count) override;
+  void allGather(const float* in, float* out, size_t countPerRank) override;
+  void broadcast(float* data, size_t count, int root) override;
+  void barrier() override;
+
+ private:
+  template <typename Op>
+  void timed(const char* name, uint64_t bytes, Op op);
+  Communicator& inner_;
+  CommsLogger& logger_;
+};
+
+}  // namespace ds::runtime
