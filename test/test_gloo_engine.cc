@@ -29,10 +29,11 @@ void runRanks(int world, const std::string& prefix, Body body) {
 
 }  // namespace
 
-TEST_CASE("gloo: all-reduce, all-gather and broadcast give the right values") {
+TEST_CASE("gloo: all-reduce, all-gather, reduce-scatter and broadcast give the right values") {
   for (int world : {1, 2, 3, 4}) {
     for (size_t count : {size_t{1}, size_t{7}, size_t{1000}}) {
-      std::vector<std::vector<float>> reduced(world), gathered(world), broadcasted(world);
+      std::vector<std::vector<float>> reduced(world), gathered(world), broadcasted(world),
+          scattered(world);
       runRanks(world, "t" + std::to_string(world) + "-" + std::to_string(count),
                [&](Communicator& comm) {
                  const int r = comm.rank();
@@ -43,6 +44,12 @@ TEST_CASE("gloo: all-reduce, all-gather and broadcast give the right values") {
                  std::vector<float> shard(count, static_cast<float>(r)), all(count * world);
                  comm.allGather(shard.data(), all.data(), count);
                  gathered[r] = all;
+                 std::vector<float> blocks(count * world), mine(count);
+                 for (int blk = 0; blk < world; ++blk)
+                   for (size_t i = 0; i < count; ++i)
+                     blocks[blk * count + i] = blk * 100.0f + r + i;
+                 comm.reduceScatterSum(blocks.data(), mine.data(), count);
+                 scattered[r] = mine;
                  std::vector<float> b(count, r == world - 1 ? 42.0f : -1.0f);
                  comm.broadcast(b.data(), count, world - 1);
                  broadcasted[r] = b;
@@ -53,6 +60,8 @@ TEST_CASE("gloo: all-reduce, all-gather and broadcast give the right values") {
         for (size_t i = 0; i < count; ++i) REQUIRE(reduced[r][i] == rankSum * (i + 1));
         for (int s = 0; s < world; ++s) REQUIRE(gathered[r][s * count] == static_cast<float>(s));
         REQUIRE(broadcasted[r] == std::vector<float>(count, 42.0f));
+        for (size_t i = 0; i < count; ++i)
+          REQUIRE(scattered[r][i] == world * (r * 100.0f + i) + world * (world - 1) / 2.0f);
       }
     }
   }

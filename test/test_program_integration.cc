@@ -277,7 +277,7 @@ TEST_CASE("ds-comm-bench --json --check: one JSON object per size from rank 0, r
   for (const char* hostfile : {"localhost slots=3\n", kHostfile}) {  // shared memory, then Gloo
     const std::string dir = makeScratchDir("comm-bench");
     writeFile(dir + "/hostfile", hostfile);
-    for (const char* op : {"all_reduce", "all_gather", "broadcast"}) {
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}) {
       auto job = startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "--log_dir", "logs",
                                    "ds-comm-bench", "--op", op, "--min", "1K", "--max", "8K",
                                    "--iters", "3", "--warmup", "1", "--check", "--json"});

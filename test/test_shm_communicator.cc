@@ -47,11 +47,12 @@ ShmOptions smallChunks() {
 
 }  // namespace
 
-TEST_CASE("shm: all_reduce, all_gather and broadcast are exact for every size and count") {
+TEST_CASE("shm: every collective is exact for every world size and element count") {
   for (int size : {1, 2, 3, 4, 7}) {
     for (size_t count : {size_t{0}, size_t{1}, size_t{17}, size_t{1009}, size_t{4099}}) {
       INFO("size " << size << " count " << count);
-      std::vector<std::vector<float>> reduced(size), gathered(size), broadcasted(size);
+      std::vector<std::vector<float>> reduced(size), gathered(size), broadcasted(size),
+          scattered(size);
       onThreads(size, smallChunks(), [&](ShmCommunicator& comm) {
         const int r = comm.rank();
         std::vector<float> data(count);
@@ -62,6 +63,12 @@ TEST_CASE("shm: all_reduce, all_gather and broadcast are exact for every size an
         for (size_t i = 0; i < count; ++i) mine[i] += static_cast<float>(i);
         comm.allGather(mine.data(), all.data(), count);
         gathered[r] = all;
+        // reduce_scatter: block b of rank r's input holds b * 100 + r + (i % 5).
+        std::vector<float> blocks(count * comm.size()), myBlock(count, -1.0f);
+        for (int b = 0; b < comm.size(); ++b)
+          for (size_t i = 0; i < count; ++i) blocks[b * count + i] = b * 100.0f + r + (i % 5);
+        comm.reduceScatterSum(blocks.data(), myBlock.data(), count);
+        scattered[r] = myBlock;
         std::vector<float> shared(count, r == size - 1 ? 5.0f : -1.0f);
         comm.broadcast(shared.data(), count, size - 1);
         broadcasted[r] = shared;
@@ -72,6 +79,7 @@ TEST_CASE("shm: all_reduce, all_gather and broadcast are exact for every size an
         for (size_t i = 0; i < count; ++i) {
           REQUIRE(reduced[r][i] == static_cast<float>(i % 13) * factor);
           REQUIRE(broadcasted[r][i] == 5.0f);
+          REQUIRE(scattered[r][i] == size * (r * 100.0f + (i % 5)) + size * (size - 1) / 2.0f);
           for (int from = 0; from < size; ++from)
             REQUIRE(gathered[r][from * count + i] == static_cast<float>(from) + i);
         }

@@ -24,9 +24,11 @@ struct Buffers {
 Buffers buffersFor(const std::string& op, uint64_t bytes, int ranks) {
   Buffers buffers;
   const size_t total = bytes / sizeof(float);
-  buffers.count = op == "all_gather" ? total / ranks : total;
-  buffers.data.resize(buffers.count);
+  const bool perRank = op == "all_gather" || op == "reduce_scatter";
+  buffers.count = perRank ? total / ranks : total;
+  buffers.data.resize(op == "reduce_scatter" ? buffers.count * ranks : buffers.count);
   if (op == "all_gather") buffers.out.resize(buffers.count * ranks);
+  if (op == "reduce_scatter") buffers.out.resize(buffers.count);
   return buffers;
 }
 
@@ -35,6 +37,8 @@ void runOp(const std::string& op, runtime::Communicator& comm, Buffers& b) {
     comm.allReduceSum(b.data.data(), b.count);
   else if (op == "all_gather")
     comm.allGather(b.data.data(), b.out.data(), b.count);
+  else if (op == "reduce_scatter")
+    comm.reduceScatterSum(b.data.data(), b.out.data(), b.count);
   else
     comm.broadcast(b.data.data(), b.count, 0);
 }
@@ -42,7 +46,7 @@ void runOp(const std::string& op, runtime::Communicator& comm, Buffers& b) {
 // Wrong elements on this rank after one op from initial values.
 size_t countErrors(const std::string& op, runtime::Communicator& comm, Buffers& b) {
   const int n = comm.size();
-  for (size_t i = 0; i < b.count; ++i) b.data[i] = initialValue(comm.rank(), i);
+  for (size_t i = 0; i < b.data.size(); ++i) b.data[i] = initialValue(comm.rank(), i);
   runOp(op, comm, b);
   size_t errors = 0;
   for (size_t i = 0; i < b.count; ++i) {
@@ -50,6 +54,10 @@ size_t countErrors(const std::string& op, runtime::Communicator& comm, Buffers& 
       errors += b.data[i] != static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 7));
     else if (op == "broadcast")
       errors += b.data[i] != initialValue(0, i);
+    else if (op == "reduce_scatter")
+      errors +=
+          b.out[i] != static_cast<float>(n * (n + 1) / 2 +
+                                         n * static_cast<int>((comm.rank() * b.count + i) % 7));
     else
       for (int r = 0; r < n; ++r) errors += b.out[r * b.count + i] != initialValue(r, i);
   }
@@ -103,11 +111,8 @@ CommBenchOptions parseCommBenchOptions(const std::vector<std::string>& jobArgs) 
     else
       throw Error("ds-comm-bench: unknown argument \"" + arg + "\"");
   }
-  if (options.op == "reduce_scatter")
-    throw Error(
-        "ds-comm-bench --op reduce_scatter: not implemented yet (all_reduce, all_gather, "
-        "broadcast)");
-  if (options.op != "all_reduce" && options.op != "all_gather" && options.op != "broadcast")
+  if (options.op != "all_reduce" && options.op != "all_gather" && options.op != "broadcast" &&
+      options.op != "reduce_scatter")
     throw Error("ds-comm-bench --op " + options.op +
                 ": use all_reduce, all_gather, reduce_scatter or broadcast");
   if (options.dtype == "bf16")
@@ -134,7 +139,7 @@ bool runCommBench(const CommBenchOptions& options, runtime::Communicator& comm,
   bool allCorrect = true;
   for (uint64_t bytes = options.minBytes; bytes <= options.maxBytes; bytes *= 2) {
     Buffers buffers = buffersFor(options.op, bytes, n);
-    for (size_t i = 0; i < buffers.count; ++i) buffers.data[i] = initialValue(comm.rank(), i);
+    for (size_t i = 0; i < buffers.data.size(); ++i) buffers.data[i] = initialValue(comm.rank(), i);
     for (int i = 0; i < options.warmup; ++i) runOp(options.op, comm, buffers);
     comm.barrier();
     const auto start = std::chrono::steady_clock::now();

@@ -1,9 +1,8 @@
 // The built-in `ds-comm-bench` job, like nccl-tests: one collective over a range of message sizes,
 // timed on every rank; rank 0 prints size, time, algorithm and bus bandwidth (nccl-tests'
-// convention: all_reduce x 2(n-1)/n, all_gather x (n-1)/n, broadcast x 1), or one JSON object per
-// size with --json, and with --check verifies every rank's result.
+// convention: all_reduce x 2(n-1)/n, all_gather and reduce_scatter x (n-1)/n, broadcast x 1), or
+// one JSON object per size with --json, and with --check verifies every rank's result.
 //   ds-launch [flags] ds-comm-bench --op all_reduce --min 1K --max 256M [--iters N] [--check]
-//   [--json]
 #pragma once
 
 #include <cstdint>

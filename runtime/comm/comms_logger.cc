@@ -68,6 +68,11 @@ void LoggingCommunicator::allGather(const float* in, float* out, size_t countPer
         [&] { inner_.allGather(in, out, countPerRank); });
 }
 
+void LoggingCommunicator::reduceScatterSum(const float* in, float* out, size_t countPerRank) {
+  timed("reduce_scatter", countPerRank * size() * sizeof(float),
+        [&] { inner_.reduceScatterSum(in, out, countPerRank); });
+}
+
 void LoggingCommunicator::broadcast(float* data, size_t count, int root) {
   timed("broadcast", count * sizeof(float), [&] { inner_.broadcast(data, count, root); });
 }

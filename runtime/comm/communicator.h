@@ -18,6 +18,9 @@ class Communicator {
   virtual void allReduceSum(float* data, size_t count) = 0;
   // out holds size() * countPerRank elements; rank r's `in` lands at out + r * countPerRank.
   virtual void allGather(const float* in, float* out, size_t countPerRank) = 0;
+  // in holds size() * countPerRank elements; out (countPerRank) gets the sum over ranks of block
+  // rank() of everyone's `in`.
+  virtual void reduceScatterSum(const float* in, float* out, size_t countPerRank) = 0;
   virtual void broadcast(float* data, size_t count, int root) = 0;
   virtual void barrier() = 0;
 };

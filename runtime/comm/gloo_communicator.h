@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/store.h"
@@ -34,6 +35,7 @@ class GlooCommunicator : public Communicator {
   int size() const override { return size_; }
   void allReduceSum(float* data, size_t count) override;
   void allGather(const float* in, float* out, size_t countPerRank) override;
+  void reduceScatterSum(const float* in, float* out, size_t countPerRank) override;
   void broadcast(float* data, size_t count, int root) override;
   void barrier() override;
 
@@ -43,6 +45,8 @@ class GlooCommunicator : public Communicator {
   std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;
   std::map<std::pair<float*, size_t>, std::unique_ptr<gloo::Algorithm>> allReduces_;
+  // Per size, so the all-reduce built for it is reused.
+  std::map<size_t, std::vector<float>> reduceScatterScratch_;
   uint32_t nextTag_ = 0;
 };
 

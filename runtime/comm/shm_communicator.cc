@@ -199,6 +199,32 @@ void ShmCommunicator::allGather(const float* in, float* out, size_t countPerRank
   }
 }
 
+void ShmCommunicator::reduceScatterSum(const float* in, float* out, size_t countPerRank) {
+  if (size_ == 1) {
+    std::memmove(out, in, countPerRank * sizeof(float));
+    return;
+  }
+  // A slot holds one piece of every block; rank r then sums piece r of every slot straight
+  // into `out` (no result buffer), in rank order.
+  const size_t piece = std::max<size_t>(1, chunkFloats_ / size_);
+  for (size_t offset = 0; offset < countPerRank; offset += piece) {
+    const size_t n = std::min(piece, countPerRank - offset);
+    const int set = static_cast<int>(chunks_++ % 2);
+    float* mine = slot(set, rank_);
+    for (int b = 0; b < size_; ++b)
+      std::memcpy(mine + b * piece, in + b * countPerRank + offset, n * sizeof(float));
+    sync("reduce_scatter");
+    float* target = out + offset;
+    const float* first = slot(set, 0) + rank_ * piece;
+    const float* second = slot(set, 1) + rank_ * piece;
+    for (size_t i = 0; i < n; ++i) target[i] = first[i] + second[i];
+    for (int r = 2; r < size_; ++r) {
+      const float* from = slot(set, r) + rank_ * piece;
+      for (size_t i = 0; i < n; ++i) target[i] += from[i];
+    }
+  }
+}
+
 void ShmCommunicator::broadcast(float* data, size_t count, int root) {
   if (root < 0 || root >= size_)
     throw Error("broadcast: root " + std::to_string(root) + " is not a rank of this group of " +

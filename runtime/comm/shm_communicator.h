@@ -44,6 +44,7 @@ class ShmCommunicator : public Communicator {
   int size() const override { return size_; }
   void allReduceSum(float* data, size_t count) override;
   void allGather(const float* in, float* out, size_t countPerRank) override;
+  void reduceScatterSum(const float* in, float* out, size_t countPerRank) override;
   void broadcast(float* data, size_t count, int root) override;
   void barrier() override;
 
