@@ -181,8 +181,12 @@ struct Coordinator::State final : proto::Coordinator::Service {
     reply->set_slot(slot->slot);
     reply->set_node_rank(slot->nodeRank);
     reply->set_node_count(slot->nodeCount);
-    for (const auto& other : options.ranks)
+    std::vector<int> nodeSizes(slot->nodeCount, 0);
+    for (const auto& other : options.ranks) {
       if (other.host == slot->host) reply->add_node_slots(other.slot);
+      if (other.nodeRank >= 0 && other.nodeRank < slot->nodeCount) ++nodeSizes[other.nodeRank];
+    }
+    for (int size : nodeSizes) reply->add_node_sizes(size);
     auto* program = reply->mutable_program();
     program->set_module(options.programModule);
     program->set_no_python(options.programNoPython);

@@ -119,6 +119,7 @@ JoinResult CoordinatorClient::join(const JoinIdentity& identity,
   result.nodeRank = reply.node_rank();
   result.nodeCount = reply.node_count();
   result.nodeSlots.assign(reply.node_slots().begin(), reply.node_slots().end());
+  result.nodeSizes.assign(reply.node_sizes().begin(), reply.node_sizes().end());
   result.programModule = reply.program().module();
   result.programNoPython = reply.program().no_python();
   result.programNoLocalRank = reply.program().no_local_rank();

@@ -28,6 +28,7 @@ struct JoinResult {
   int nodeRank = 0;
   int nodeCount = 1;
   std::vector<int> nodeSlots;
+  std::vector<int> nodeSizes;  // ranks per node, by node rank
   bool programModule = false;
   bool programNoPython = false;
   bool programNoLocalRank = false;

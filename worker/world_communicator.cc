@@ -2,7 +2,10 @@
 // membership epoch so a re-formed world never meets the old one's keys.
 #include "worker/world_communicator.h"
 
+#include <algorithm>
+
 #include "runtime/comm/gloo_communicator.h"
+#include "runtime/comm/hierarchical_communicator.h"
 #include "runtime/comm/shm_communicator.h"
 
 namespace ds::worker {
@@ -10,8 +13,6 @@ namespace ds::worker {
 WorldCommunicator makeWorldCommunicator(const JoinResult& join, runtime::Store& store,
                                         const std::string& bindAddress) {
   const std::string prefix = "epoch" + std::to_string(join.epoch);
-  // The hierarchical shared-memory + Gloo path for multi-host jobs is the collectives issue's
-  // next step.
   if (join.nodeCount == 1)
     return {std::make_unique<runtime::ShmCommunicator>(runtime::ShmCommunicator::join(
                 store, prefix + "/shm/world", join.rank, join.worldSize)),
@@ -19,6 +20,18 @@ WorldCommunicator makeWorldCommunicator(const JoinResult& join, runtime::Store& 
   runtime::GlooOptions options;
   options.bindAddress = bindAddress;
   options.storePrefix = prefix + "/gloo/world";
+  // Every rank sees the same node sizes, so every rank makes the same choice.
+  const bool uniform = !join.nodeSizes.empty() &&
+                       std::all_of(join.nodeSizes.begin(), join.nodeSizes.end(),
+                                   [&](int size) { return size == join.nodeSizes.front(); });
+  if (uniform && join.localSize > 1) {
+    runtime::NodeLayout layout{
+        join.rank, join.worldSize, join.localRank, join.localSize, join.nodeRank, join.nodeCount,
+        true};
+    return {std::make_unique<runtime::HierarchicalCommunicator>(store, prefix + "/world", layout,
+                                                                options),
+            "hierarchical (shared memory + gloo)"};
+  }
   return {std::make_unique<runtime::GlooCommunicator>(store, join.rank, join.worldSize, options),
           "gloo (tcp)"};
 }

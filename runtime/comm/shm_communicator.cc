@@ -128,15 +128,22 @@ void ShmCommunicator::sync(const char* op) {
   const int spinLimit = size_ <= cores ? 2000 : 0;
   const auto started = std::chrono::steady_clock::now();
   auto nextCheck = started + std::chrono::milliseconds(20);
+  bool sleeping = false;
   for (int spins = 0;; ++spins) {
     int missing = -1;
     for (int r = 0; r < size_ && missing < 0; ++r)
       if (h->arrivals[r].count.load(std::memory_order_acquire) < target) missing = r;
     if (missing < 0) return;
     if (spins < spinLimit) continue;  // peers on their own cores arrive within microseconds
-    sched_yield();                    // more ranks than cores: let the peer run
-    if (spins % 64 != 0) continue;
+    // A peer that is late is busy elsewhere (another node's collective, its own compute): after a
+    // short while stop competing for the CPU with it and sleep between checks.
+    if (sleeping)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    else
+      sched_yield();
+    if (!sleeping && spins % 64 != 0) continue;
     const auto now = std::chrono::steady_clock::now();
+    if (!sleeping && now - started > std::chrono::microseconds(200)) sleeping = true;
     if (now < nextCheck) continue;
     nextCheck = now + std::chrono::milliseconds(20);
     std::string dead, late;
