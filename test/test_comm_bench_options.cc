@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "runtime/common/error.h"
+#include "runtime/config/ds_config.h"
 #include "worker/comm_bench_job.h"
 
 using namespace ds::worker;
@@ -31,4 +32,18 @@ TEST_CASE("ds-comm-bench: sizes, ops and their errors") {
                       Catch::Contains("need 4 <= min <= max"));
   REQUIRE_THROWS_WITH(parseCommBenchOptions({"ds-comm-bench", "--fast"}),
                       Catch::Contains("unknown argument \"--fast\""));
+}
+
+TEST_CASE(
+    "comm_backend: config key and ds-comm-bench --backend accept auto/shm/hierarchical/gloo") {
+  using ds::runtime::parseDeepSpeedConfig;
+  REQUIRE(parseDeepSpeedConfig(R"({"train_batch_size": 2})", 1, "c").commBackend == "auto");
+  REQUIRE(parseDeepSpeedConfig(R"({"train_batch_size": 2, "comm_backend": "gloo"})", 1, "c")
+              .commBackend == "gloo");
+  REQUIRE_THROWS_WITH(
+      parseDeepSpeedConfig(R"({"train_batch_size": 2, "comm_backend": "nccl"})", 1, "c"),
+      Catch::Contains("comm_backend: expected \"auto\", \"shm\", \"hierarchical\" or \"gloo\""));
+  REQUIRE(parseCommBenchOptions({"ds-comm-bench", "--backend", "shm"}).backend == "shm");
+  REQUIRE_THROWS_WITH(parseCommBenchOptions({"ds-comm-bench", "--backend", "tcp"}),
+                      Catch::Contains("use auto, shm, hierarchical or gloo"));
 }

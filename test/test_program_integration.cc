@@ -317,3 +317,17 @@ TEST_CASE("comms_logger in the config: ds-launch prints the merged table at the 
   // The per-step stop vote: one 4-byte all_reduce per step on every rank.
   REQUIRE(std::regex_search(out, std::regex(R"(all_reduce +4 B +25 )")));
 }
+
+TEST_CASE("comm backend forced per job: gloo on one host works, shm across hosts is refused") {
+  const std::string dir = makeScratchDir("backend-choice");
+  writeFile(dir + "/local", "localhost slots=2\n");
+  writeFile(dir + "/two", kHostfile);
+  auto gloo = startLaunch(dir, {"-H", "local", "--master_port", "0", "ds-comm-bench", "--backend",
+                                "gloo", "--min", "1K", "--max", "2K", "--check"});
+  REQUIRE(waitExit(gloo, 60s) == 0);
+  REQUIRE_THAT(readFile(dir + "/stdout"), Catch::Contains("2 ranks, gloo (tcp)"));
+  auto shm = startLaunch(dir, {"-H", "two", "--master_port", "0", "ds-comm-bench", "--backend",
+                               "shm", "--min", "1K", "--max", "2K"});
+  REQUIRE(waitExit(shm, 60s) == 1);
+  REQUIRE_THAT(readFile(dir + "/stderr"), Catch::Contains("needs every rank on one host"));
+}

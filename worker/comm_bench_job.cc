@@ -104,6 +104,8 @@ CommBenchOptions parseCommBenchOptions(const std::vector<std::string>& jobArgs) 
       options.iters = std::atoi(value().c_str());
     else if (arg == "--warmup")
       options.warmup = std::atoi(value().c_str());
+    else if (arg == "--backend")
+      options.backend = value();
     else if (arg == "--check")
       options.check = true;
     else if (arg == "--json")
@@ -122,6 +124,10 @@ CommBenchOptions parseCommBenchOptions(const std::vector<std::string>& jobArgs) 
   if (options.minBytes < sizeof(float) || options.maxBytes < options.minBytes)
     throw Error("ds-comm-bench: --min " + std::to_string(options.minBytes) + " / --max " +
                 std::to_string(options.maxBytes) + ": need 4 <= min <= max bytes");
+  if (options.backend != "auto" && options.backend != "shm" && options.backend != "hierarchical" &&
+      options.backend != "gloo")
+    throw Error("ds-comm-bench --backend " + options.backend +
+                ": use auto, shm, hierarchical or gloo");
   if (options.iters < 1) throw Error("ds-comm-bench --iters: at least 1");
   return options;
 }

@@ -16,6 +16,7 @@ namespace ds::worker {
 struct CommBenchOptions {
   std::string op = "all_reduce";
   std::string dtype = "fp32";
+  std::string backend = "auto";  // as the config's comm_backend
   uint64_t minBytes = 1024;
   uint64_t maxBytes = uint64_t{64} << 20;
   int iters = 20;

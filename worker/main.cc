@@ -224,7 +224,8 @@ int main(int argc, char** argv) {
       const CommBenchOptions options = parseCommBenchOptions(join.jobArgs);
       CoordinatorStore store(client);
       board.setState(WorkerState::Rendezvous);
-      const WorldCommunicator world = makeWorldCommunicator(join, store, bindAddress);
+      const WorldCommunicator world =
+          makeWorldCommunicator(join, store, bindAddress, options.backend);
       board.setState(WorkerState::Training);
       board.setPhase("ds-comm-bench " + options.op);
       if (!runCommBench(options, *world.comm, world.backend)) {

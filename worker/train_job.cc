@@ -69,7 +69,8 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   const auto config = runtime::parseDeepSpeedConfig(join.configJson, join.worldSize, "config");
 
   board.setState(WorkerState::Rendezvous);
-  const WorldCommunicator world = makeWorldCommunicator(join, store, bindAddress);
+  const WorldCommunicator world =
+      makeWorldCommunicator(join, store, bindAddress, config.commBackend);
   runtime::CommsLogger logger(config.commsLogger, join.worldSize);
   runtime::LoggingCommunicator logged(*world.comm, logger);
   runtime::Communicator& comm =

@@ -16,7 +16,10 @@ struct WorldCommunicator {
   std::string backend;  // "shared memory" or "gloo (tcp)", for messages
 };
 
+// `backend` is the config's comm_backend: auto, shm, hierarchical or gloo. A choice the job's
+// layout cannot support (shm across hosts, hierarchical with unequal hosts) is a ds::Error.
 WorldCommunicator makeWorldCommunicator(const JoinResult& join, runtime::Store& store,
-                                        const std::string& bindAddress);
+                                        const std::string& bindAddress,
+                                        const std::string& backend = "auto");
 
 }  // namespace ds::worker

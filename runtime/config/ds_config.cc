@@ -35,7 +35,7 @@ const std::vector<std::string_view> kTopLevelKeys = {
     "zero_force_ds_cpu_optimizer", "aio", "steps_per_print", "wall_clock_breakdown",
     "memory_breakdown", "dump_state", "autotuning", "flops_profiler", "activation_checkpointing",
     "sparse_attention", "data_efficiency", "curriculum_learning", "tensorboard", "wandb",
-    "csv_monitor", "elasticity", "comms_logger", "compression_training", "checkpoint", "data_types",
+    "csv_monitor", "elasticity", "comms_logger", "comm_backend", "compression_training", "checkpoint", "data_types",
     "disable_allgather", "vocabulary_size", "eigenvalue", "progressive_layer_drop",
     "dataloader_drop_last", "use_data_before_expert_parallelism", "graph_harvesting",
     "sequence_parallel_size", "pipeline", "hybrid_engine", "quantize_training", "nebula", "compile",
@@ -377,6 +377,13 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
   r.readInt(root, "", "steps_per_print", cfg.stepsPerPrint, 1);
   if (const Json* v = Reader::member(root, "zero_optimization"))
     cfg.zeroStage = parseZeroStage(r, *v);
+  if (const Json* v = Reader::member(root, "comm_backend")) {
+    cfg.commBackend = r.string(*v, "comm_backend");
+    if (cfg.commBackend != "auto" && cfg.commBackend != "shm" &&
+        cfg.commBackend != "hierarchical" && cfg.commBackend != "gloo")
+      r.fail("comm_backend",
+             "expected \"auto\", \"shm\", \"hierarchical\" or \"gloo\", got " + describe(*v));
+  }
   if (const Json* v = Reader::member(root, "comms_logger"))
     cfg.commsLogger = parseCommsLogger(r, *v);
   return cfg;

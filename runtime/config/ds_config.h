@@ -62,6 +62,9 @@ struct DeepSpeedConfig {
   int64_t stepsPerPrint = 10;
   int zeroStage = 0;  // 0 or 1; stages 2 and 3 are rejected for now
   CommsLoggerConfig commsLogger;
+  // This project's key: which collectives backend the world group uses. "auto" (default): shared
+  // memory on one host, hierarchical across hosts with equal ranks per host, else Gloo.
+  std::string commBackend = "auto";   // auto | shm | hierarchical | gloo
   std::vector<std::string> warnings;  // unknown keys etc., one message each, ready to print
 };
 
