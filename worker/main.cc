@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "runtime/comm/store_barrier.h"
 #include "runtime/common/error.h"
 #include "runtime/common/files.h"
 #include "worker/comm_bench_job.h"
@@ -217,8 +218,8 @@ int main(int argc, char** argv) {
       // The no-op job: every rank checks in through the coordinator's store, the last one
       // releases them all. What bench_launch times (start, join, one barrier, clean exit).
       board.setState(WorkerState::Rendezvous);
-      if (client.kvAdd("barrier/arrived", 1) == join.worldSize) client.kvSet("barrier/open", "1");
-      client.kvWait({"barrier/open"}, std::chrono::minutes(5));
+      CoordinatorStore store(client);
+      ds::runtime::storeBarrier(store, "barrier", join.worldSize, std::chrono::minutes(5));
       if (join.rank == 0) std::printf("barrier passed by %d ranks\n", join.worldSize);
     } else if (!join.jobArgs.empty() && join.jobArgs[0] == "ds-comm-bench") {
       const CommBenchOptions options = parseCommBenchOptions(join.jobArgs);
@@ -228,7 +229,10 @@ int main(int argc, char** argv) {
           makeWorldCommunicator(join, store, bindAddress, options.backend);
       board.setState(WorkerState::Training);
       board.setPhase("ds-comm-bench " + options.op);
-      if (!runCommBench(options, *world.comm, world.backend)) {
+      const bool correct = runCommBench(options, *world.comm, world.backend);
+      ds::runtime::storeBarrier(store, "comm-bench/finished", join.worldSize,
+                                std::chrono::minutes(5));
+      if (!correct) {
         status = report.exitStatus = kJobFailed;
         report.error = "ds-comm-bench --check: wrong results";
       }

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "runtime/comm/comms_logger.h"
+#include "runtime/comm/store_barrier.h"
 #include "runtime/common/error.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/engine/engine.h"
@@ -140,6 +141,9 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   result.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.commStats = logger.summary();
+  // Nobody leaves (closing sockets a peer may still be reading) until everyone is done.
+  runtime::storeBarrier(store, "epoch" + std::to_string(join.epoch) + "/train/finished",
+                        join.worldSize, std::chrono::minutes(5));
   return result;
 }
 
