@@ -33,7 +33,7 @@ TEST_CASE("gloo: all-reduce, all-gather, reduce-scatter and broadcast give the r
   for (int world : {1, 2, 3, 4}) {
     for (size_t count : {size_t{1}, size_t{7}, size_t{1000}}) {
       std::vector<std::vector<float>> reduced(world), gathered(world), broadcasted(world),
-          scattered(world);
+          scattered(world), maxima(world), means(world);
       runRanks(world, "t" + std::to_string(world) + "-" + std::to_string(count),
                [&](Communicator& comm) {
                  const int r = comm.rank();
@@ -41,6 +41,11 @@ TEST_CASE("gloo: all-reduce, all-gather, reduce-scatter and broadcast give the r
                  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(r + 1) * (i + 1);
                  comm.allReduceSum(data.data(), count);
                  reduced[r] = data;
+                 std::vector<float> peak(count, static_cast<float>(r)), mean(count, 2.0f * r);
+                 comm.allReduce(peak.data(), count, ReduceOp::Max);
+                 comm.allReduce(mean.data(), count, ReduceOp::Avg);
+                 maxima[r] = peak;
+                 means[r] = mean;
                  std::vector<float> shard(count, static_cast<float>(r)), all(count * world);
                  comm.allGather(shard.data(), all.data(), count);
                  gathered[r] = all;
@@ -60,6 +65,8 @@ TEST_CASE("gloo: all-reduce, all-gather, reduce-scatter and broadcast give the r
         for (size_t i = 0; i < count; ++i) REQUIRE(reduced[r][i] == rankSum * (i + 1));
         for (int s = 0; s < world; ++s) REQUIRE(gathered[r][s * count] == static_cast<float>(s));
         REQUIRE(broadcasted[r] == std::vector<float>(count, 42.0f));
+        REQUIRE(maxima[r] == std::vector<float>(count, static_cast<float>(world - 1)));
+        REQUIRE(means[r] == std::vector<float>(count, static_cast<float>(world - 1)));
         for (size_t i = 0; i < count; ++i)
           REQUIRE(scattered[r][i] == world * (r * 100.0f + i) + world * (world - 1) / 2.0f);
       }

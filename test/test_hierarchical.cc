@@ -15,7 +15,7 @@ TEST_CASE("hierarchical: every collective across nodes of shared-memory groups")
       INFO(nodes << " nodes x " << perNode << ", count " << count);
       MemoryStore store;
       std::vector<std::vector<float>> reduced(world), gathered(world), scattered(world),
-          broadcasted(world);
+          broadcasted(world), maxima(world), means(world);
       std::vector<std::thread> threads;
       std::vector<std::exception_ptr> errors(world);
       for (int r = 0; r < world; ++r)
@@ -30,6 +30,12 @@ TEST_CASE("hierarchical: every collective across nodes of shared-memory groups")
             for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>((r + 1) * (i % 11));
             comm.allReduceSum(data.data(), count);
             reduced[r] = data;
+            std::vector<float> peak(count, static_cast<float>(r)),
+                mean(count, static_cast<float>(r));
+            comm.allReduce(peak.data(), count, ReduceOp::Max);
+            comm.allReduce(mean.data(), count, ReduceOp::Avg);
+            maxima[r] = peak;
+            means[r] = mean;
             std::vector<float> mine(count, static_cast<float>(r)), all(count * world);
             comm.allGather(mine.data(), all.data(), count);
             gathered[r] = all;
@@ -55,6 +61,8 @@ TEST_CASE("hierarchical: every collective across nodes of shared-memory groups")
           REQUIRE(reduced[r][i] == rankSum * (i % 11));
           REQUIRE(scattered[r][i] == world * r * 10.0f + world * (world - 1) / 2.0f);
           REQUIRE(broadcasted[r][i] == 7.0f);
+          REQUIRE(maxima[r][i] == static_cast<float>(world - 1));
+          REQUIRE(means[r][i] == Approx((world - 1) / 2.0));
           for (int from = 0; from < world; ++from)
             REQUIRE(gathered[r][from * count + i] == static_cast<float>(from));
         }

@@ -52,13 +52,19 @@ TEST_CASE("shm: every collective is exact for every world size and element count
     for (size_t count : {size_t{0}, size_t{1}, size_t{17}, size_t{1009}, size_t{4099}}) {
       INFO("size " << size << " count " << count);
       std::vector<std::vector<float>> reduced(size), gathered(size), broadcasted(size),
-          scattered(size);
+          scattered(size), maxima(size), means(size);
       onThreads(size, smallChunks(), [&](ShmCommunicator& comm) {
         const int r = comm.rank();
         std::vector<float> data(count);
         for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>((i % 13) * (r + 1));
         comm.allReduceSum(data.data(), count);
         reduced[r] = data;
+        std::vector<float> peak(count), mean(count);
+        for (size_t i = 0; i < count; ++i) peak[i] = mean[i] = static_cast<float>((r * 7 + i) % 5);
+        comm.allReduce(peak.data(), count, ReduceOp::Max);
+        comm.allReduce(mean.data(), count, ReduceOp::Avg);
+        maxima[r] = peak;
+        means[r] = mean;
         std::vector<float> mine(count, static_cast<float>(r)), all(count * comm.size());
         for (size_t i = 0; i < count; ++i) mine[i] += static_cast<float>(i);
         comm.allGather(mine.data(), all.data(), count);
@@ -79,6 +85,14 @@ TEST_CASE("shm: every collective is exact for every world size and element count
         for (size_t i = 0; i < count; ++i) {
           REQUIRE(reduced[r][i] == static_cast<float>(i % 13) * factor);
           REQUIRE(broadcasted[r][i] == 5.0f);
+          float expectedMax = 0.0f, expectedSum = 0.0f;
+          for (int q = 0; q < size; ++q) {
+            expectedMax = std::max(expectedMax, static_cast<float>((q * 7 + i) % 5));
+            expectedSum += static_cast<float>((q * 7 + i) % 5);
+          }
+          REQUIRE(maxima[r][i] == expectedMax);
+          REQUIRE(means[r][i] == Approx(expectedSum / size));
+          REQUIRE(means[r][i] == means[0][i]);  // bitwise the same on every rank
           REQUIRE(scattered[r][i] == size * (r * 100.0f + (i % 5)) + size * (size - 1) / 2.0f);
           for (int from = 0; from < size; ++from)
             REQUIRE(gathered[r][from * count + i] == static_cast<float>(from) + i);

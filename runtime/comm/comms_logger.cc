@@ -59,8 +59,20 @@ void LoggingCommunicator::timed(const char* name, uint64_t bytes, Op op) {
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
-void LoggingCommunicator::allReduceSum(float* data, size_t count) {
-  timed("all_reduce", count * sizeof(float), [&] { inner_.allReduceSum(data, count); });
+void LoggingCommunicator::allReduce(float* data, size_t count, ReduceOp op) {
+  timed("all_reduce", count * sizeof(float), [&] { inner_.allReduce(data, count, op); });
+}
+
+const char* reduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Avg:
+      return "avg";
+    case ReduceOp::Max:
+      return "max";
+  }
+  return "?";
 }
 
 void LoggingCommunicator::allGather(const float* in, float* out, size_t countPerRank) {

@@ -41,7 +41,7 @@ class LoggingCommunicator : public Communicator {
   LoggingCommunicator(Communicator& inner, CommsLogger& logger) : inner_(inner), logger_(logger) {}
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
-  void allReduceSum(float* data, size_t count) override;
+  void allReduce(float* data, size_t count, ReduceOp op) override;
   void allGather(const float* in, float* out, size_t countPerRank) override;
   void reduceScatterSum(const float* in, float* out, size_t countPerRank) override;
   void broadcast(float* data, size_t count, int root) override;

@@ -7,6 +7,9 @@
 
 namespace ds::runtime {
 
+enum class ReduceOp { Sum, Avg, Max };
+const char* reduceOpName(ReduceOp op);
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -14,8 +17,10 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  // In place: data[i] = sum over ranks of data[i]. Every rank gets bitwise-identical results.
-  virtual void allReduceSum(float* data, size_t count) = 0;
+  // In place: data[i] = sum (average, maximum) over ranks of data[i]. Every rank gets
+  // bitwise-identical results.
+  virtual void allReduce(float* data, size_t count, ReduceOp op) = 0;
+  void allReduceSum(float* data, size_t count) { allReduce(data, count, ReduceOp::Sum); }
   // out holds size() * countPerRank elements; rank r's `in` lands at out + r * countPerRank.
   virtual void allGather(const float* in, float* out, size_t countPerRank) = 0;
   // in holds size() * countPerRank elements; out (countPerRank) gets the sum over ranks of block

@@ -46,14 +46,21 @@ GlooCommunicator::GlooCommunicator(Store& store, int rank, int size, const GlooO
 
 GlooCommunicator::~GlooCommunicator() = default;
 
-void GlooCommunicator::allReduceSum(float* data, size_t count) {
+void GlooCommunicator::allReduce(float* data, size_t count, ReduceOp op) {
   if (size_ == 1 || count == 0) return;
-  auto& algorithm = allReduces_[{data, count}];
+  // Built once per buffer and reduction, run many times (what makes Gloo's ring fast).
+  auto& algorithm = allReduces_[{data, count, op == ReduceOp::Max}];
   if (!algorithm) {
     algorithm = std::make_unique<::gloo::AllreduceRingChunked<float>>(
-        context_, std::vector<float*>{data}, static_cast<int>(count));
+        context_, std::vector<float*>{data}, static_cast<int>(count),
+        op == ReduceOp::Max ? ::gloo::ReductionFunction<float>::max
+                            : ::gloo::ReductionFunction<float>::sum);
   }
   translateGlooErrors(rank_, "all_reduce", [&] { algorithm->run(); });
+  if (op == ReduceOp::Avg) {
+    const float scale = 1.0f / static_cast<float>(size_);
+    for (size_t i = 0; i < count; ++i) data[i] *= scale;
+  }
 }
 
 void GlooCommunicator::allGather(const float* in, float* out, size_t countPerRank) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -33,7 +34,7 @@ class GlooCommunicator : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void allReduceSum(float* data, size_t count) override;
+  void allReduce(float* data, size_t count, ReduceOp op) override;
   void allGather(const float* in, float* out, size_t countPerRank) override;
   void reduceScatterSum(const float* in, float* out, size_t countPerRank) override;
   void broadcast(float* data, size_t count, int root) override;
@@ -44,7 +45,7 @@ class GlooCommunicator : public Communicator {
   int size_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;
-  std::map<std::pair<float*, size_t>, std::unique_ptr<gloo::Algorithm>> allReduces_;
+  std::map<std::tuple<float*, size_t, bool>, std::unique_ptr<gloo::Algorithm>> allReduces_;
   // Per size, so the all-reduce built for it is reused.
   std::map<size_t, std::vector<float>> reduceScatterScratch_;
   uint32_t nextTag_ = 0;

@@ -23,10 +23,16 @@ HierarchicalCommunicator::HierarchicalCommunicator(Store& store, const std::stri
   }
 }
 
-void HierarchicalCommunicator::allReduceSum(float* data, size_t count) {
-  local_->allReduceSum(data, count);
-  if (leaders_) leaders_->allReduceSum(data, count);
+void HierarchicalCommunicator::allReduce(float* data, size_t count, ReduceOp op) {
+  // An average is a sum scaled once at the end (the same scale on every rank: identical results).
+  const ReduceOp stageOp = op == ReduceOp::Avg ? ReduceOp::Sum : op;
+  local_->allReduce(data, count, stageOp);
+  if (leaders_) leaders_->allReduce(data, count, stageOp);
   local_->broadcast(data, count, 0);
+  if (op == ReduceOp::Avg) {
+    const float scale = 1.0f / static_cast<float>(layout_.size);
+    for (size_t i = 0; i < count; ++i) data[i] *= scale;
+  }
 }
 
 void HierarchicalCommunicator::allGather(const float* in, float* out, size_t countPerRank) {

@@ -30,7 +30,7 @@ class HierarchicalCommunicator : public Communicator {
 
   int rank() const override { return layout_.rank; }
   int size() const override { return layout_.size; }
-  void allReduceSum(float* data, size_t count) override;
+  void allReduce(float* data, size_t count, ReduceOp op) override;
   void allGather(const float* in, float* out, size_t countPerRank) override;
   void reduceScatterSum(const float* in, float* out, size_t countPerRank) override;
   void broadcast(float* data, size_t count, int root) override;

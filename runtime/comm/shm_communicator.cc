@@ -165,7 +165,7 @@ void ShmCommunicator::sync(const char* op) {
   }
 }
 
-void ShmCommunicator::allReduceSum(float* data, size_t count) {
+void ShmCommunicator::allReduce(float* data, size_t count, ReduceOp op) {
   if (size_ == 1) return;
   for (size_t offset = 0; offset < count; offset += chunkFloats_) {
     const size_t n = std::min(chunkFloats_, count - offset);
@@ -181,10 +181,22 @@ void ShmCommunicator::allReduceSum(float* data, size_t count) {
     float* out = result(set);
     const float* first = slot(set, 0);
     const float* second = slot(set, 1);
-    for (size_t i = begin; i < end; ++i) out[i] = first[i] + second[i];
-    for (int r = 2; r < size_; ++r) {
-      const float* in = slot(set, r);
-      for (size_t i = begin; i < end; ++i) out[i] += in[i];
+    if (op == ReduceOp::Max) {
+      for (size_t i = begin; i < end; ++i) out[i] = std::max(first[i], second[i]);
+      for (int r = 2; r < size_; ++r) {
+        const float* in = slot(set, r);
+        for (size_t i = begin; i < end; ++i) out[i] = std::max(out[i], in[i]);
+      }
+    } else {
+      for (size_t i = begin; i < end; ++i) out[i] = first[i] + second[i];
+      for (int r = 2; r < size_; ++r) {
+        const float* in = slot(set, r);
+        for (size_t i = begin; i < end; ++i) out[i] += in[i];
+      }
+      if (op == ReduceOp::Avg) {
+        const float scale = 1.0f / static_cast<float>(size_);
+        for (size_t i = begin; i < end; ++i) out[i] *= scale;
+      }
     }
     sync("all_reduce");
     std::memcpy(data + offset, out, n * sizeof(float));

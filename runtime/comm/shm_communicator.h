@@ -42,7 +42,7 @@ class ShmCommunicator : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void allReduceSum(float* data, size_t count) override;
+  void allReduce(float* data, size_t count, ReduceOp op) override;
   void allGather(const float* in, float* out, size_t countPerRank) override;
   void reduceScatterSum(const float* in, float* out, size_t countPerRank) override;
   void broadcast(float* data, size_t count, int root) override;
