@@ -278,10 +278,11 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
       } else if (options.stallTimeout.count() > 0 && status.step > 0 &&
                  now - status.lastProgress > options.stallTimeout) {
         // Ranks in a collective with a stuck peer stall too: list every stalled rank's phase so
-        // the one that is not waiting on the others stands out.
+        // the one that is not waiting on the others stands out. Peers stop a heartbeat or so
+        // after the stuck rank, so those past half the timeout count too.
         std::string phases;
         for (size_t other = 0; other < n; ++other)
-          if (health[other].joined && now - health[other].lastProgress > options.stallTimeout)
+          if (health[other].joined && now - health[other].lastProgress > options.stallTimeout / 2)
             phases += "\n  rank " + std::to_string(other) + " (" + ranks[other].host + ") step " +
                       std::to_string(health[other].step) + ": " + health[other].phase;
         fail(r,
