@@ -7,9 +7,6 @@
 // rate. "of floor" is floor / measured time (100% = at the memory roofline). Streaming stores
 // for the copy back were tried and did not help here.
 // Usage: bench_comm [--ranks 2,4] [--bytes 67108864] [--iters 10] [--chunk BYTES]
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/free_port.h"
 #include "runtime/comm/shm_communicator.h"
 
 using namespace ds::runtime;
@@ -76,23 +74,11 @@ double shmAllReduce(int ranks, size_t bytes, int iters, size_t chunkBytes) {
   return perOp;
 }
 
-int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
 double torchAllReduce(int ranks, size_t bytes, int iters) {
   const std::string script = std::string(DS_SOURCE_DIR) + "/bench/comm/torch_gloo_allreduce.py";
   const std::string command = "/usr/bin/python3 " + script + " " + std::to_string(ranks) + " " +
                               std::to_string(bytes) + " " + std::to_string(iters) + " " +
-                              std::to_string(freePort()) + " 2>/dev/null";
+                              std::to_string(ds::bench::freeLoopbackPort()) + " 2>/dev/null";
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return -1;
   double seconds = -1;

@@ -2,9 +2,6 @@
 // exit, for a no-op job on this machine, beside torchrun doing the same work (torch's gloo
 // init_process_group + barrier) measured in the same run.
 // Usage: bench_launch [--ranks 2,16,64] [--repeats 3] [--torchrun_max_ranks 64]
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +14,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "bench/free_port.h"
 
 namespace {
 
@@ -31,19 +30,6 @@ double timeCommand(const std::string& command) {
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values.empty() ? -1.0 : values[values.size() / 2];
-}
-
-// torchrun's static rendezvous needs a real port (0 leaves its workers retrying forever).
-int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
 }
 
 std::vector<int> parseList(const std::string& text) {
@@ -97,7 +83,7 @@ int main(int argc, char** argv) {
         runs.push_back(
             timeCommand("cd " + dir + " && OMP_NUM_THREADS=1 timeout 600 /usr/bin/python3 -m " +
                         "torch.distributed.run --nproc_per_node " + std::to_string(ranks) +
-                        " --master_port " + std::to_string(freePort()) +
+                        " --master_port " + std::to_string(ds::bench::freeLoopbackPort()) +
                         " --redirects 1 --tee 1 noop.py >/dev/null 2>" + dir + "/tr.err"));
       theirs = median(runs);
     }
