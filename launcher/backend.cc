@@ -80,6 +80,12 @@ WorldInfo worldInfoOf(const Resources& nodes) {
 
 }  // namespace
 
+std::vector<std::string> nodeAgentCommand(const BackendRequest& request,
+                                          const std::string& nodeRankText) {
+  return workerCommand(request, {"--world_info", encodeWorldInfo(worldInfoOf(request.plan.nodes)),
+                                 "--node_rank", nodeRankText});
+}
+
 std::string slurmHostfilePath(const BackendRequest& request) {
   return request.scratchDir + "/slurm_hostfile";
 }
@@ -174,10 +180,6 @@ std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
   const std::string remotePrefix =
       exportPrefix(request.exports) + "cd " + shellQuote(request.workDir) + "; ";
   std::vector<LaunchCommand> commands;
-  auto nodeAgent = [&](size_t nodeRank, const std::string& nodeRankText) {
-    return workerCommand(request, {"--world_info", encodeWorldInfo(worldInfoOf(plan.nodes)),
-                                   "--node_rank", nodeRankText});
-  };
 
   switch (request.backend) {
     case Backend::Local:
@@ -198,7 +200,8 @@ std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
         argv.insert(argv.end(), {"-o", std::string("SendEnv=") + kSshTokenVariable});
         argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
         argv.push_back(plan.nodes[n].host);
-        argv.push_back(remotePrefix + "exec " + shellLine(nodeAgent(n, std::to_string(n))));
+        argv.push_back(remotePrefix + "exec " +
+                       shellLine(nodeAgentCommand(request, std::to_string(n))));
         commands.push_back({plan.nodes[n].host, ranksOf(plan, plan.nodes[n].host), argv, {}});
       }
       break;
@@ -211,7 +214,7 @@ std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
           "pdsh", "-S", "-N", "-f", "1024", "-w", joinHosts(plan.nodes)};
       argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
       // pdsh joins its arguments with spaces into one remote shell line; %n is its node index.
-      argv.push_back(remotePrefix + "exec " + shellLine(nodeAgent(0, "%n")));
+      argv.push_back(remotePrefix + "exec " + shellLine(nodeAgentCommand(request, "%n")));
       commands.push_back({"",
                           ranksOf(plan, ""),
                           argv,

@@ -57,6 +57,11 @@ void validateBackend(Backend backend, const std::string& include, const std::str
 
 std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request);
 
+// The node agent each node runs for ssh, pdsh and --no_ssh: `ds-worker --coordinator A
+// --world_info B64 --node_rank N [worker args]` (N may be pdsh's "%n").
+std::vector<std::string> nodeAgentCommand(const BackendRequest& request,
+                                          const std::string& nodeRankText);
+
 // The slurm backend's SLURM_HOSTFILE: where it goes and what ds-launch writes there (one line per
 // rank with its host, in rank order).
 std::string slurmHostfilePath(const BackendRequest& request);

@@ -86,6 +86,7 @@ struct Coordinator::State final : proto::Coordinator::Service {
   mutable std::mutex mutex;
   std::condition_variable commandsChanged;
   std::vector<RankStatus> ranks;
+  std::vector<int> nodeSizes;  // ranks per node, by node rank: the same in every JoinReply
   std::vector<std::pair<Command, std::string>> commands;  // every worker receives all, in order
   bool shuttingDown = false;
   std::unique_ptr<grpc::Server> server;
@@ -181,11 +182,8 @@ struct Coordinator::State final : proto::Coordinator::Service {
     reply->set_slot(slot->slot);
     reply->set_node_rank(slot->nodeRank);
     reply->set_node_count(slot->nodeCount);
-    std::vector<int> nodeSizes(slot->nodeCount, 0);
-    for (const auto& other : options.ranks) {
+    for (const auto& other : options.ranks)
       if (other.host == slot->host) reply->add_node_slots(other.slot);
-      if (other.nodeRank >= 0 && other.nodeRank < slot->nodeCount) ++nodeSizes[other.nodeRank];
-    }
     for (int size : nodeSizes) reply->add_node_sizes(size);
     auto* program = reply->mutable_program();
     program->set_module(options.programModule);
@@ -304,6 +302,11 @@ struct Coordinator::State final : proto::Coordinator::Service {
 Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<State>()) {
   state_->options = std::move(options);
   state_->ranks.resize(state_->options.ranks.size());
+  for (const auto& rank : state_->options.ranks) {
+    if (rank.nodeRank >= static_cast<int>(state_->nodeSizes.size()))
+      state_->nodeSizes.resize(rank.nodeRank + 1, 0);
+    ++state_->nodeSizes[rank.nodeRank];
+  }
   quietGrpcLogs();
   const std::string listen =
       state_->options.bindAddress + ":" + std::to_string(state_->options.port);

@@ -233,8 +233,9 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
   std::vector<bool> carried(n, false);
   for (const auto& launched : processes)
     for (int r : launched.ranks) carried[r] = true;
+  // One snapshot per tick; the loop condition reads the previous tick's.
+  std::vector<RankStatus> health = coordinator.snapshot();
   auto unreportedElsewhere = [&] {
-    const auto health = coordinator.snapshot();
     for (size_t r = 0; r < n; ++r)
       if (!carried[r] && !health[r].report) return true;
     return false;
@@ -243,7 +244,7 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
     pollOutput(kTick);
     reap(false);
     const auto now = std::chrono::steady_clock::now();
-    const auto health = coordinator.snapshot();
+    health = coordinator.snapshot();
     for (size_t r = 0; r < n && outcome.failure.empty(); ++r) {
       const auto& rank = outcome.ranks[r];
       const auto& status = health[r];
@@ -346,7 +347,7 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
   for (size_t p = 0; p < processes.size(); ++p)
     if (io[p].open) close(processes[p].process.outputFd);
 
-  const auto health = coordinator.snapshot();
+  health = coordinator.snapshot();
   for (size_t r = 0; r < n; ++r) {
     auto& rank = outcome.ranks[r];
     rank.steps = health[r].step;

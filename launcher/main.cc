@@ -28,7 +28,6 @@
 #include "launcher/worker_process.h"
 #include "runtime/common/error.h"
 #include "runtime/common/files.h"
-#include "runtime/common/world_info.h"
 #include "runtime/config/ds_config.h"
 
 extern char** environ;
@@ -316,25 +315,13 @@ int main(int argc, char** argv) {
 
     if (flags.noSsh && flags.nodeRank > 0) {
       // Not the master node: this process becomes the node agent for its ranks.
-      const std::string worker = request.workerPath;
-      std::vector<std::string> args = {worker,
-                                       "--coordinator",
-                                       flags.masterAddr + ":" + std::to_string(flags.masterPort),
-                                       "--world_info",
-                                       ds::encodeWorldInfo([&] {
-                                         ds::WorldInfo world;
-                                         for (const auto& node : plan.nodes)
-                                           world.emplace_back(node.host, node.slots);
-                                         return world;
-                                       }()),
-                                       "--node_rank",
-                                       std::to_string(flags.nodeRank)};
-      args.insert(args.end(), request.workerArgs.begin(), request.workerArgs.end());
+      request.coordinatorAddress = flags.masterAddr + ":" + std::to_string(flags.masterPort);
+      std::vector<std::string> args = nodeAgentCommand(request, std::to_string(flags.nodeRank));
       std::vector<char*> raw;
       for (auto& arg : args) raw.push_back(arg.data());
       raw.push_back(nullptr);
       execv(raw[0], raw.data());
-      throw ds::Error("cannot run " + worker + ": " + std::strerror(errno));
+      throw ds::Error("cannot run " + args.front() + ": " + std::strerror(errno));
     }
 
     CoordinatorOptions coordinatorOptions;

@@ -25,9 +25,11 @@
 #include "worker/coordinator_client.h"
 #include "worker/coordinator_store.h"
 #include "worker/external_program.h"
+#include "worker/local_address.h"
 #include "worker/node_agent.h"
 #include "worker/output_tagger.h"
 #include "worker/progress_board.h"
+#include "worker/rank_environment.h"
 #include "worker/train_job.h"
 #include "worker/world_communicator.h"
 

@@ -3,7 +3,9 @@
 // every one is bounded by the communicator's timeout (a dead peer fails the op, never hangs it).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <vector>
 
 namespace ds::runtime {
 
@@ -29,5 +31,15 @@ class Communicator {
   virtual void broadcast(float* data, size_t count, int root) = 0;
   virtual void barrier() = 0;
 };
+
+// Reduce-scatter as an all_reduce of a copy of `in`, keeping this rank's block: correct, at twice
+// the traffic of a real reduce-scatter. `scratch` is the caller's, so a backend that caches
+// per-buffer state (Gloo's algorithms) keeps one buffer per size.
+inline void reduceScatterByAllReduce(Communicator& comm, const float* in, float* out,
+                                     size_t countPerRank, std::vector<float>& scratch) {
+  scratch.assign(in, in + countPerRank * comm.size());
+  comm.allReduceSum(scratch.data(), scratch.size());
+  std::copy_n(scratch.begin() + static_cast<size_t>(comm.rank()) * countPerRank, countPerRank, out);
+}
 
 }  // namespace ds::runtime

@@ -82,13 +82,9 @@ void GlooCommunicator::reduceScatterSum(const float* in, float* out, size_t coun
     return;
   }
   if (countPerRank == 0) return;
-  // Correct but twice the traffic of a real reduce-scatter: all-reduce a copy, keep this rank's
-  // block. Gloo's ReduceScatterHalvingDoubling did not leave rank r's sum at block r (tested at
-  // world 3 and 4); a ring reduce-scatter over Gloo pairs is the collectives issue's to write.
-  std::vector<float>& scratch = reduceScatterScratch_[countPerRank];
-  scratch.assign(in, in + countPerRank * size_);
-  allReduceSum(scratch.data(), scratch.size());
-  std::copy_n(scratch.begin() + rank_ * countPerRank, countPerRank, out);
+  // Gloo's ReduceScatterHalvingDoubling did not leave rank r's sum at block r (tested at world 3
+  // and 4); a ring reduce-scatter over Gloo pairs is the collectives issue's to write.
+  reduceScatterByAllReduce(*this, in, out, countPerRank, reduceScatterScratch_[countPerRank]);
 }
 
 void GlooCommunicator::broadcast(float* data, size_t count, int root) {

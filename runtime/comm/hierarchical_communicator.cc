@@ -51,11 +51,8 @@ void HierarchicalCommunicator::allGather(const float* in, float* out, size_t cou
 }
 
 void HierarchicalCommunicator::reduceScatterSum(const float* in, float* out, size_t countPerRank) {
-  // Sum everything where it is cheap (node-local), then keep this rank's block.
-  scratch_.assign(in, in + countPerRank * layout_.size);
-  allReduceSum(scratch_.data(), scratch_.size());
-  std::copy_n(scratch_.begin() + static_cast<size_t>(layout_.rank) * countPerRank, countPerRank,
-              out);
+  // The all_reduce sums inside each node first, where it is cheap.
+  reduceScatterByAllReduce(*this, in, out, countPerRank, scratch_);
 }
 
 void HierarchicalCommunicator::broadcast(float* data, size_t count, int root) {
