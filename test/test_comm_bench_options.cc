@@ -26,10 +26,14 @@ TEST_CASE("ds-comm-bench: sizes, ops and their errors") {
                       Catch::Contains("use all_reduce, all_gather, reduce_scatter or broadcast"));
   REQUIRE(parseCommBenchOptions({"ds-comm-bench", "--op", "reduce_scatter"}).op ==
           "reduce_scatter");
-  REQUIRE_THROWS_WITH(parseCommBenchOptions({"ds-comm-bench", "--dtype", "bf16"}),
-                      Catch::Contains("not implemented yet"));
+  REQUIRE(parseCommBenchOptions({"ds-comm-bench", "--dtype", "bf16"}).dtype == "bf16");
+  REQUIRE_THROWS_WITH(
+      parseCommBenchOptions({"ds-comm-bench", "--dtype", "int8"}),
+      Catch::Contains("--dtype: unknown data type \"int8\" (use fp32, bf16 or fp16)"));
   REQUIRE_THROWS_WITH(parseCommBenchOptions({"ds-comm-bench", "--min", "8K", "--max", "1K"}),
-                      Catch::Contains("need 4 <= min <= max"));
+                      Catch::Contains("need one element <= min <= max"));
+  REQUIRE_THROWS_WITH(parseCommBenchOptions({"ds-comm-bench", "--dtype", "bf16", "--min", "1"}),
+                      Catch::Contains("need one element <= min <= max"));
   REQUIRE_THROWS_WITH(parseCommBenchOptions({"ds-comm-bench", "--fast"}),
                       Catch::Contains("unknown argument \"--fast\""));
 }

@@ -24,8 +24,8 @@ TEST_CASE("comms logger: a known sequence of ops gives the right counts and byte
       CommsLogger logger(config, 2);
       LoggingCommunicator comm(shm, logger);
       std::vector<float> a(1000), b(10), out(2000);
-      for (int i = 0; i < 3; ++i) comm.allReduceSum(a.data(), a.size());
-      comm.allReduceSum(b.data(), b.size());
+      for (int i = 0; i < 3; ++i) comm.allReduce(a.data(), a.size());
+      comm.allReduce(b.data(), b.size());
       comm.allGather(a.data(), out.data(), 1000);
       comm.broadcast(b.data(), b.size(), 0);
       comm.barrier();

@@ -277,28 +277,48 @@ TEST_CASE("ds-comm-bench --json --check: one JSON object per size from rank 0, r
   for (const char* hostfile : {"localhost slots=3\n", kHostfile}) {  // shared memory, then Gloo
     const std::string dir = makeScratchDir("comm-bench");
     writeFile(dir + "/hostfile", hostfile);
-    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast"}) {
-      auto job = startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "--log_dir", "logs",
-                                   "ds-comm-bench", "--op", op, "--min", "1K", "--max", "8K",
-                                   "--iters", "3", "--warmup", "1", "--check", "--json"});
-      REQUIRE(waitExit(job, 60s) == 0);
-      // Rank 0's own output is only the JSON lines.
-      std::vector<nlohmann::json> lines;
-      std::istringstream log(readFile(dir + "/logs/rank-0.log"));
-      for (std::string line; std::getline(log, line);) lines.push_back(nlohmann::json::parse(line));
-      INFO(hostfile << op);
-      REQUIRE(lines.size() == 4);  // 1K, 2K, 4K, 8K
-      for (size_t i = 0; i < lines.size(); ++i) {
-        REQUIRE(lines[i]["op"] == op);
-        REQUIRE(lines[i]["dtype"] == "fp32");
-        REQUIRE(lines[i]["bytes"] == 1024 << i);
-        REQUIRE(lines[i]["ranks"] ==
-                (std::string(hostfile).find("slots=3") != std::string::npos ? 3 : 4));
-        REQUIRE(lines[i]["time_us"].get<double>() > 0);
-        REQUIRE(lines[i]["busbw_GBps"].is_number());
-        REQUIRE(lines[i]["check"] == true);
+    for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast"})
+      for (const char* dtype : {"fp32", "bf16", "fp16"}) {
+        auto job = startLaunch(dir, {"-H",
+                                     "hostfile",
+                                     "--master_port",
+                                     "0",
+                                     "--log_dir",
+                                     "logs",
+                                     "ds-comm-bench",
+                                     "--op",
+                                     op,
+                                     "--dtype",
+                                     dtype,
+                                     "--min",
+                                     "1K",
+                                     "--max",
+                                     "8K",
+                                     "--iters",
+                                     "3",
+                                     "--warmup",
+                                     "1",
+                                     "--check",
+                                     "--json"});
+        REQUIRE(waitExit(job, 60s) == 0);
+        // Rank 0's own output is only the JSON lines.
+        std::vector<nlohmann::json> lines;
+        std::istringstream log(readFile(dir + "/logs/rank-0.log"));
+        for (std::string line; std::getline(log, line);)
+          lines.push_back(nlohmann::json::parse(line));
+        INFO(hostfile << op << dtype);
+        REQUIRE(lines.size() == 4);  // 1K, 2K, 4K, 8K
+        for (size_t i = 0; i < lines.size(); ++i) {
+          REQUIRE(lines[i]["op"] == op);
+          REQUIRE(lines[i]["dtype"] == dtype);
+          REQUIRE(lines[i]["bytes"] == 1024 << i);
+          REQUIRE(lines[i]["ranks"] ==
+                  (std::string(hostfile).find("slots=3") != std::string::npos ? 3 : 4));
+          REQUIRE(lines[i]["time_us"].get<double>() > 0);
+          REQUIRE(lines[i]["busbw_GBps"].is_number());
+          REQUIRE(lines[i]["check"] == true);
+        }
       }
-    }
   }
 }
 
@@ -329,5 +349,6 @@ TEST_CASE("comm backend forced per job: gloo on one host works, shm across hosts
   auto shm = startLaunch(dir, {"-H", "two", "--master_port", "0", "ds-comm-bench", "--backend",
                                "shm", "--min", "1K", "--max", "2K"});
   REQUIRE(waitExit(shm, 60s) == 1);
-  REQUIRE_THAT(readFile(dir + "/stderr"), Catch::Contains("needs every rank on one host"));
+  REQUIRE_THAT(readFile(dir + "/stderr"),
+               Catch::Contains("needs every rank of a group on one host"));
 }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "runtime/comm/comms_logger.h"
+#include "runtime/comm/elementwise_reduce.h"
 #include "runtime/common/error.h"
 
 namespace ds::worker {
@@ -17,49 +18,70 @@ float initialValue(int rank, size_t i) { return static_cast<float>(rank + 1 + i 
 
 // One op on buffers sized for `bytes` (all_gather: `bytes` is the gathered output, as nccl-tests).
 struct Buffers {
-  std::vector<float> data, out;
+  DType dtype = DType::F32;
+  std::vector<char> data, out;
   size_t count = 0;  // elements per rank's contribution
+  size_t dataCount() const { return data.size() / dtypeBytes(dtype); }
 };
 
-Buffers buffersFor(const std::string& op, uint64_t bytes, int ranks) {
+Buffers buffersFor(const std::string& op, uint64_t bytes, int ranks, DType dtype) {
   Buffers buffers;
-  const size_t total = bytes / sizeof(float);
+  buffers.dtype = dtype;
+  const size_t element = dtypeBytes(dtype);
+  const size_t total = bytes / element;
   const bool perRank = op == "all_gather" || op == "reduce_scatter";
   buffers.count = perRank ? total / ranks : total;
-  buffers.data.resize(op == "reduce_scatter" ? buffers.count * ranks : buffers.count);
-  if (op == "all_gather") buffers.out.resize(buffers.count * ranks);
-  if (op == "reduce_scatter") buffers.out.resize(buffers.count);
+  buffers.data.resize((op == "reduce_scatter" ? buffers.count * ranks : buffers.count) * element);
+  if (op == "all_gather") buffers.out.resize(buffers.count * ranks * element);
+  if (op == "reduce_scatter") buffers.out.resize(buffers.count * element);
   return buffers;
+}
+
+void fill(Buffers& b, int rank) {
+  std::vector<float> values(b.dataCount());
+  for (size_t i = 0; i < values.size(); ++i) values[i] = initialValue(rank, i);
+  runtime::fromFloat(values.data(), b.data.data(), values.size(), b.dtype);
 }
 
 void runOp(const std::string& op, runtime::Communicator& comm, Buffers& b) {
   if (op == "all_reduce")
-    comm.allReduceSum(b.data.data(), b.count);
+    comm.allReduce(b.data.data(), b.count, b.dtype);
   else if (op == "all_gather")
-    comm.allGather(b.data.data(), b.out.data(), b.count);
+    comm.allGather(b.data.data(), b.out.data(), b.count, b.dtype);
   else if (op == "reduce_scatter")
-    comm.reduceScatterSum(b.data.data(), b.out.data(), b.count);
+    comm.reduceScatter(b.data.data(), b.out.data(), b.count, b.dtype);
   else
-    comm.broadcast(b.data.data(), b.count, 0);
+    comm.broadcast(b.data.data(), b.count, b.dtype, 0);
 }
 
-// Wrong elements on this rank after one op from initial values.
+// Wrong elements on this rank after one op from initial values. Expected values are rounded to
+// the dtype once, as the backends round their fp32 sums.
 size_t countErrors(const std::string& op, runtime::Communicator& comm, Buffers& b) {
   const int n = comm.size();
-  for (size_t i = 0; i < b.data.size(); ++i) b.data[i] = initialValue(comm.rank(), i);
+  fill(b, comm.rank());
   runOp(op, comm, b);
+  const std::vector<char>& result = op == "all_reduce" || op == "broadcast" ? b.data : b.out;
+  std::vector<float> got(result.size() / dtypeBytes(b.dtype));
+  runtime::toFloat(result.data(), got.data(), got.size(), b.dtype);
+  auto rounded = [&](float value) {
+    std::vector<char> bits(dtypeBytes(b.dtype));
+    runtime::fromFloat(&value, bits.data(), 1, b.dtype);
+    runtime::toFloat(bits.data(), &value, 1, b.dtype);
+    return value;
+  };
+  const auto sumAt = [&](size_t i) {
+    return rounded(static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 7)));
+  };
   size_t errors = 0;
   for (size_t i = 0; i < b.count; ++i) {
     if (op == "all_reduce")
-      errors += b.data[i] != static_cast<float>(n * (n + 1) / 2 + n * static_cast<int>(i % 7));
+      errors += got[i] != sumAt(i);
     else if (op == "broadcast")
-      errors += b.data[i] != initialValue(0, i);
+      errors += got[i] != initialValue(0, i);
     else if (op == "reduce_scatter")
-      errors +=
-          b.out[i] != static_cast<float>(n * (n + 1) / 2 +
-                                         n * static_cast<int>((comm.rank() * b.count + i) % 7));
+      errors += got[i] != sumAt(comm.rank() * b.count + i);
     else
-      for (int r = 0; r < n; ++r) errors += b.out[r * b.count + i] != initialValue(r, i);
+      for (int r = 0; r < n; ++r) errors += got[r * b.count + i] != initialValue(r, i);
   }
   return errors;
 }
@@ -117,13 +139,11 @@ CommBenchOptions parseCommBenchOptions(const std::vector<std::string>& jobArgs) 
       options.op != "reduce_scatter")
     throw Error("ds-comm-bench --op " + options.op +
                 ": use all_reduce, all_gather, reduce_scatter or broadcast");
-  if (options.dtype == "bf16")
-    throw Error("ds-comm-bench --dtype bf16: not implemented yet (fp32)");
-  if (options.dtype != "fp32")
-    throw Error("ds-comm-bench --dtype " + options.dtype + ": use fp32 or bf16");
-  if (options.minBytes < sizeof(float) || options.maxBytes < options.minBytes)
+  parseDType(options.dtype, "ds-comm-bench --dtype");
+  if (options.minBytes < dtypeBytes(parseDType(options.dtype, "ds-comm-bench --dtype")) ||
+      options.maxBytes < options.minBytes)
     throw Error("ds-comm-bench: --min " + std::to_string(options.minBytes) + " / --max " +
-                std::to_string(options.maxBytes) + ": need 4 <= min <= max bytes");
+                std::to_string(options.maxBytes) + ": need one element <= min <= max bytes");
   if (options.backend != "auto" && options.backend != "shm" && options.backend != "hierarchical" &&
       options.backend != "gloo")
     throw Error("ds-comm-bench --backend " + options.backend +
@@ -132,20 +152,20 @@ CommBenchOptions parseCommBenchOptions(const std::vector<std::string>& jobArgs) 
   return options;
 }
 
-bool runCommBench(const CommBenchOptions& options, runtime::Communicator& comm,
-                  const std::string& backend) {
+bool runCommBench(const CommBenchOptions& options, runtime::Communicator& comm) {
   const int n = comm.size();
+  const DType dtype = parseDType(options.dtype, "ds-comm-bench --dtype");
   const bool printing = comm.rank() == 0;
   if (printing && !options.json) {
     std::printf("ds-comm-bench: %s %s, %d ranks, %s, %d iterations\n", options.op.c_str(),
-                options.dtype.c_str(), n, backend.c_str(), options.iters);
+                options.dtype.c_str(), n, comm.backendName().c_str(), options.iters);
     std::printf("%14s %12s %12s %12s %12s %8s\n", "bytes", "count", "time us", "algbw GB/s",
                 "busbw GB/s", options.check ? "check" : "");
   }
   bool allCorrect = true;
   for (uint64_t bytes = options.minBytes; bytes <= options.maxBytes; bytes *= 2) {
-    Buffers buffers = buffersFor(options.op, bytes, n);
-    for (size_t i = 0; i < buffers.data.size(); ++i) buffers.data[i] = initialValue(comm.rank(), i);
+    Buffers buffers = buffersFor(options.op, bytes, n, dtype);
+    fill(buffers, comm.rank());
     for (int i = 0; i < options.warmup; ++i) runOp(options.op, comm, buffers);
     comm.barrier();
     const auto start = std::chrono::steady_clock::now();
@@ -156,7 +176,7 @@ bool runCommBench(const CommBenchOptions& options, runtime::Communicator& comm,
     std::string check;
     if (options.check) {
       float errors[1] = {static_cast<float>(countErrors(options.op, comm, buffers))};
-      comm.allReduceSum(errors, 1);
+      comm.allReduce(errors, 1);
       check = errors[0] == 0.0f ? "ok" : "FAILED";
       allCorrect = allCorrect && errors[0] == 0.0f;
     }

@@ -2,7 +2,8 @@
 // timed on every rank; rank 0 prints size, time, algorithm and bus bandwidth (nccl-tests'
 // convention: all_reduce x 2(n-1)/n, all_gather and reduce_scatter x (n-1)/n, broadcast x 1), or
 // one JSON object per size with --json, and with --check verifies every rank's result.
-//   ds-launch [flags] ds-comm-bench --op all_reduce --min 1K --max 256M [--iters N] [--check]
+//   ds-launch [flags] ds-comm-bench --op all_reduce --min 1K --max 256M [--dtype fp32|bf16|fp16]
+//             [--iters N] [--check]
 #pragma once
 
 #include <cstdint>
@@ -32,7 +33,6 @@ CommBenchOptions parseCommBenchOptions(const std::vector<std::string>& jobArgs);
 uint64_t parseByteSize(const std::string& flag, const std::string& text);
 
 // Runs the sweep; returns false when --check found a wrong result on any rank.
-bool runCommBench(const CommBenchOptions& options, runtime::Communicator& comm,
-                  const std::string& backend);
+bool runCommBench(const CommBenchOptions& options, runtime::Communicator& comm);
 
 }  // namespace ds::worker

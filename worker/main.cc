@@ -227,11 +227,11 @@ int main(int argc, char** argv) {
       const CommBenchOptions options = parseCommBenchOptions(join.jobArgs);
       CoordinatorStore store(client);
       board.setState(WorkerState::Rendezvous);
-      const WorldCommunicator world =
-          makeWorldCommunicator(join, store, bindAddress, options.backend);
+      const std::unique_ptr<ds::runtime::Communicator> world =
+          makeGroupFactory(join, store, bindAddress, options.backend).world();
       board.setState(WorkerState::Training);
       board.setPhase("ds-comm-bench " + options.op);
-      const bool correct = runCommBench(options, *world.comm, world.backend);
+      const bool correct = runCommBench(options, *world);
       ds::runtime::storeBarrier(store, "comm-bench/finished", join.worldSize,
                                 std::chrono::minutes(5));
       if (!correct) {

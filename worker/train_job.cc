@@ -70,12 +70,12 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   const auto config = runtime::parseDeepSpeedConfig(join.configJson, join.worldSize, "config");
 
   board.setState(WorkerState::Rendezvous);
-  const WorldCommunicator world =
-      makeWorldCommunicator(join, store, bindAddress, config.commBackend);
+  runtime::GroupFactory groups = makeGroupFactory(join, store, bindAddress, config.commBackend);
+  const std::unique_ptr<runtime::Communicator> world = groups.world();
   runtime::CommsLogger logger(config.commsLogger, join.worldSize);
-  runtime::LoggingCommunicator logged(*world.comm, logger);
+  runtime::LoggingCommunicator logged(*world, logger);
   runtime::Communicator& comm =
-      config.commsLogger.enabled ? static_cast<runtime::Communicator&>(logged) : *world.comm;
+      config.commsLogger.enabled ? static_cast<runtime::Communicator&>(logged) : *world;
 
   runtime::Mlp model({16, 64, 64, 4});
   runtime::TeacherTask task(model.inputDim(), model.outputDim(), kTaskSeed);
@@ -85,7 +85,7 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
                 " = micro %" PRId64 " x accumulation %" PRId64 " x %d ranks; collectives: %s\n",
                 engine.parameterCount(), config.zeroStage, config.batch.trainBatchSize,
                 config.batch.microBatchPerGpu, config.batch.gradientAccumulationSteps,
-                join.worldSize, world.backend.c_str());
+                join.worldSize, comm.backendName().c_str());
 
   board.setState(WorkerState::Training);
   const auto& batch = config.batch;
@@ -101,7 +101,7 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
     }
     board.setPhase("step " + std::to_string(step + 1) + ": stop-vote all_reduce");
     stopVote[0] = stopRequested.load() ? 1.0f : 0.0f;
-    comm.allReduceSum(stopVote, 1);
+    comm.allReduce(stopVote, 1);
     if (stopVote[0] > 0.0f) break;
 
     board.setPhase("step " + std::to_string(step + 1) +

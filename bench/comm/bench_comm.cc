@@ -48,26 +48,26 @@ double memcpyBandwidth(size_t bytes) {
 double shmAllReduce(int ranks, size_t bytes, int iters, size_t chunkBytes) {
   ShmOptions options;
   options.chunkBytes = chunkBytes;
-  ShmSegment segment =
-      ShmSegment::create(uniqueShmName("bench"), ShmCommunicator::segmentBytes(ranks, options));
-  const std::string name = segment.name();
-  ShmCommunicator rank0(std::move(segment), 0, ranks, options);
+  auto segment = std::make_shared<ShmSegment>(
+      ShmSegment::create(uniqueShmName("bench"), ShmCommunicator::segmentBytes(ranks, options)));
+  const std::string name = segment->name();
+  ShmCommunicator rank0(segment, 0, ranks, options);
   std::vector<pid_t> children;
   for (int r = 1; r < ranks; ++r) {
     const pid_t pid = fork();
     if (pid == 0) {
-      ShmCommunicator comm(ShmSegment::open(name), r, ranks, options);
+      ShmCommunicator comm(std::make_shared<ShmSegment>(ShmSegment::open(name)), r, ranks, options);
       std::vector<float> data(bytes / sizeof(float), 1.0f);
-      for (int i = 0; i < iters + 3; ++i) comm.allReduceSum(data.data(), data.size());
+      for (int i = 0; i < iters + 3; ++i) comm.allReduce(data.data(), data.size());
       comm.barrier();
       _exit(0);
     }
     children.push_back(pid);
   }
   std::vector<float> data(bytes / sizeof(float), 1.0f);
-  for (int i = 0; i < 3; ++i) rank0.allReduceSum(data.data(), data.size());  // warm-up, page-in
+  for (int i = 0; i < 3; ++i) rank0.allReduce(data.data(), data.size());  // warm-up, page-in
   const double start = now();
-  for (int i = 0; i < iters; ++i) rank0.allReduceSum(data.data(), data.size());
+  for (int i = 0; i < iters; ++i) rank0.allReduce(data.data(), data.size());
   const double perOp = (now() - start) / iters;
   rank0.barrier();
   for (pid_t pid : children) waitpid(pid, nullptr, 0);

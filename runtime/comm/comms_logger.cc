@@ -9,7 +9,7 @@ double busBandwidthFactor(const std::string& op, int ranks) {
   if (ranks <= 1) return 0.0;
   if (op == "all_reduce") return 2.0 * (ranks - 1) / ranks;
   if (op == "all_gather" || op == "reduce_scatter") return static_cast<double>(ranks - 1) / ranks;
-  if (op == "broadcast") return 1.0;
+  if (op == "broadcast" || op == "send" || op == "recv") return 1.0;
   return 0.0;
 }
 
@@ -59,37 +59,35 @@ void LoggingCommunicator::timed(const char* name, uint64_t bytes, Op op) {
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
-void LoggingCommunicator::allReduce(float* data, size_t count, ReduceOp op) {
-  timed("all_reduce", count * sizeof(float), [&] { inner_.allReduce(data, count, op); });
+void LoggingCommunicator::doAllReduce(void* data, size_t count, DType dtype, ReduceOp op) {
+  timed("all_reduce", count * dtypeBytes(dtype), [&] { inner_.allReduce(data, count, dtype, op); });
 }
 
-const char* reduceOpName(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum:
-      return "sum";
-    case ReduceOp::Avg:
-      return "avg";
-    case ReduceOp::Max:
-      return "max";
-  }
-  return "?";
+void LoggingCommunicator::doAllGather(const void* in, void* out, size_t countPerRank, DType dtype) {
+  timed("all_gather", countPerRank * size() * dtypeBytes(dtype),
+        [&] { inner_.allGather(in, out, countPerRank, dtype); });
 }
 
-void LoggingCommunicator::allGather(const float* in, float* out, size_t countPerRank) {
-  timed("all_gather", countPerRank * size() * sizeof(float),
-        [&] { inner_.allGather(in, out, countPerRank); });
+void LoggingCommunicator::doReduceScatter(const void* in, void* out, size_t countPerRank,
+                                          DType dtype, ReduceOp op) {
+  timed("reduce_scatter", countPerRank * size() * dtypeBytes(dtype),
+        [&] { inner_.reduceScatter(in, out, countPerRank, dtype, op); });
 }
 
-void LoggingCommunicator::reduceScatterSum(const float* in, float* out, size_t countPerRank) {
-  timed("reduce_scatter", countPerRank * size() * sizeof(float),
-        [&] { inner_.reduceScatterSum(in, out, countPerRank); });
+void LoggingCommunicator::doBroadcast(void* data, size_t count, DType dtype, int root) {
+  timed("broadcast", count * dtypeBytes(dtype),
+        [&] { inner_.broadcast(data, count, dtype, root); });
 }
 
-void LoggingCommunicator::broadcast(float* data, size_t count, int root) {
-  timed("broadcast", count * sizeof(float), [&] { inner_.broadcast(data, count, root); });
+void LoggingCommunicator::doSend(const void* data, size_t count, DType dtype, int peer) {
+  timed("send", count * dtypeBytes(dtype), [&] { inner_.send(data, count, dtype, peer); });
 }
 
-void LoggingCommunicator::barrier() {
+void LoggingCommunicator::doRecv(void* data, size_t count, DType dtype, int peer) {
+  timed("recv", count * dtypeBytes(dtype), [&] { inner_.recv(data, count, dtype, peer); });
+}
+
+void LoggingCommunicator::doBarrier() {
   timed("barrier", 0, [&] { inner_.barrier(); });
 }
 

@@ -18,7 +18,7 @@
 namespace ds::runtime {
 
 // nccl-tests' bus bandwidth factor: all_reduce 2(n-1)/n, all_gather and reduce_scatter (n-1)/n,
-// broadcast 1, barrier 0.
+// broadcast, send and recv 1, barrier 0.
 double busBandwidthFactor(const std::string& op, int ranks);
 
 class CommsLogger {
@@ -41,11 +41,17 @@ class LoggingCommunicator : public Communicator {
   LoggingCommunicator(Communicator& inner, CommsLogger& logger) : inner_(inner), logger_(logger) {}
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
-  void allReduce(float* data, size_t count, ReduceOp op) override;
-  void allGather(const float* in, float* out, size_t countPerRank) override;
-  void reduceScatterSum(const float* in, float* out, size_t countPerRank) override;
-  void broadcast(float* data, size_t count, int root) override;
-  void barrier() override;
+  std::string backendName() const override { return inner_.backendName(); }
+
+ protected:
+  void doAllReduce(void* data, size_t count, DType dtype, ReduceOp op) override;
+  void doAllGather(const void* in, void* out, size_t countPerRank, DType dtype) override;
+  void doReduceScatter(const void* in, void* out, size_t countPerRank, DType dtype,
+                       ReduceOp op) override;
+  void doBroadcast(void* data, size_t count, DType dtype, int root) override;
+  void doSend(const void* data, size_t count, DType dtype, int peer) override;
+  void doRecv(void* data, size_t count, DType dtype, int peer) override;
+  void doBarrier() override;
 
  private:
   template <typename Op>

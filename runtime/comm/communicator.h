@@ -1,11 +1,18 @@
-// Communicator: the collectives the runtime needs, over a fixed group of ranks. The first backend
-// is Gloo over TCP; shared memory and NCCL come with the collectives issue. Ops are blocking and
-// every one is bounded by the communicator's timeout (a dead peer fails the op, never hangs it).
+// Communicator: the collectives the runtime needs, over a fixed group of ranks, on fp32, bf16 or
+// fp16 buffers (halves as 16-bit patterns). Backends: shared memory (one node), hierarchical
+// (shared memory inside nodes, Gloo between them), Gloo over TCP, NCCL for GPU buffers. Ops are
+// blocking and every one is bounded by the communicator's timeout: a dead or silent peer fails the
+// op with a ds::Error (TimeoutError when it is silent) naming it, never hangs it.
+//
+// The public calls check their arguments and handle the one-rank group; backends implement the
+// protected do* hooks for groups of two or more with valid arguments.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
+#include <string>
 #include <vector>
+
+#include "runtime/common/dtype.h"
 
 namespace ds::runtime {
 
@@ -18,28 +25,55 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // For messages: "shared memory", "gloo (tcp)", ...
+  virtual std::string backendName() const = 0;
 
   // In place: data[i] = sum (average, maximum) over ranks of data[i]. Every rank gets
   // bitwise-identical results.
-  virtual void allReduce(float* data, size_t count, ReduceOp op) = 0;
-  void allReduceSum(float* data, size_t count) { allReduce(data, count, ReduceOp::Sum); }
+  void allReduce(void* data, size_t count, DType dtype, ReduceOp op = ReduceOp::Sum);
   // out holds size() * countPerRank elements; rank r's `in` lands at out + r * countPerRank.
-  virtual void allGather(const float* in, float* out, size_t countPerRank) = 0;
-  // in holds size() * countPerRank elements; out (countPerRank) gets the sum over ranks of block
-  // rank() of everyone's `in`.
-  virtual void reduceScatterSum(const float* in, float* out, size_t countPerRank) = 0;
-  virtual void broadcast(float* data, size_t count, int root) = 0;
-  virtual void barrier() = 0;
+  void allGather(const void* in, void* out, size_t countPerRank, DType dtype);
+  // in holds size() * countPerRank elements; out (countPerRank) gets block rank() of everyone's
+  // `in`, reduced.
+  void reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype,
+                     ReduceOp op = ReduceOp::Sum);
+  void broadcast(void* data, size_t count, DType dtype, int root);
+  // Point to point, matched in order per (sender, receiver): the k-th send from A to B meets B's
+  // k-th recv from A, and both must name the same count and dtype (a mismatch is an error).
+  void send(const void* data, size_t count, DType dtype, int peer);
+  void recv(void* data, size_t count, DType dtype, int peer);
+  void barrier();
+
+  // fp32 shorthands.
+  void allReduce(float* data, size_t count, ReduceOp op = ReduceOp::Sum) {
+    allReduce(data, count, DType::F32, op);
+  }
+  void allGather(const float* in, float* out, size_t countPerRank) {
+    allGather(in, out, countPerRank, DType::F32);
+  }
+  void reduceScatter(const float* in, float* out, size_t countPerRank,
+                     ReduceOp op = ReduceOp::Sum) {
+    reduceScatter(in, out, countPerRank, DType::F32, op);
+  }
+  void broadcast(float* data, size_t count, int root) { broadcast(data, count, DType::F32, root); }
+  void send(const float* data, size_t count, int peer) { send(data, count, DType::F32, peer); }
+  void recv(float* data, size_t count, int peer) { recv(data, count, DType::F32, peer); }
+
+ protected:
+  virtual void doAllReduce(void* data, size_t count, DType dtype, ReduceOp op) = 0;
+  virtual void doAllGather(const void* in, void* out, size_t countPerRank, DType dtype) = 0;
+  virtual void doReduceScatter(const void* in, void* out, size_t countPerRank, DType dtype,
+                               ReduceOp op) = 0;
+  virtual void doBroadcast(void* data, size_t count, DType dtype, int root) = 0;
+  virtual void doSend(const void* data, size_t count, DType dtype, int peer) = 0;
+  virtual void doRecv(void* data, size_t count, DType dtype, int peer) = 0;
+  virtual void doBarrier() = 0;
 };
 
 // Reduce-scatter as an all_reduce of a copy of `in`, keeping this rank's block: correct, at twice
 // the traffic of a real reduce-scatter. `scratch` is the caller's, so a backend that caches
-// per-buffer state (Gloo's algorithms) keeps one buffer per size.
-inline void reduceScatterByAllReduce(Communicator& comm, const float* in, float* out,
-                                     size_t countPerRank, std::vector<float>& scratch) {
-  scratch.assign(in, in + countPerRank * comm.size());
-  comm.allReduceSum(scratch.data(), scratch.size());
-  std::copy_n(scratch.begin() + static_cast<size_t>(comm.rank()) * countPerRank, countPerRank, out);
-}
+// per-buffer state keeps one buffer per size.
+void reduceScatterByAllReduce(Communicator& comm, const void* in, void* out, size_t countPerRank,
+                              DType dtype, ReduceOp op, std::vector<char>& scratch);
 
 }  // namespace ds::runtime

@@ -1,9 +1,6 @@
-// GlooCommunicator: connects a full mesh through the store, then runs Gloo collectives.
-// Gloo reports failures (peer gone, timeout) as gloo::Exception; they are rethrown as ds::Error
-// with the rank so the caller can tear down.
+// GlooCommunicator: connects a full mesh through the store, then runs Gloo collectives and rings.
 #include "runtime/comm/gloo_communicator.h"
 
-#include <gloo/allgather.h>
 #include <gloo/allreduce_ring_chunked.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -11,43 +8,101 @@
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
 
+#include <cstring>
+
+#include "runtime/comm/elementwise_reduce.h"
 #include "runtime/comm/gloo_store_adapter.h"
 #include "runtime/common/error.h"
 
 namespace ds::runtime {
 namespace {
 
-template <typename Fn>
-void translateGlooErrors(int rank, const char* op, Fn&& fn) {
-  try {
-    fn();
-  } catch (const ::gloo::IoException& e) {
-    throw Error(std::string("rank ") + std::to_string(rank) + ": " + op +
-                " failed (a peer closed its connection or timed out): " + e.what());
-  } catch (const ::gloo::Exception& e) {
-    throw Error(std::string("rank ") + std::to_string(rank) + ": " + op + " failed: " + e.what());
-  }
+// Slot prefixes of our own messages, apart from Gloo's (0x01-0x08) and its algorithm slots.
+constexpr uint8_t kPointToPointSlot = 0x40;
+constexpr uint8_t kRingSlot = 0x41;
+// How long the ranks that saw a collective fail wait for each other before naming the missing.
+constexpr std::chrono::milliseconds kCheckInGrace{3000};
+
+void awaitSend(gloo::transport::UnboundBuffer& buffer, std::chrono::milliseconds timeout) {
+  if (!buffer.waitSend(timeout)) throw Error("send aborted");
+}
+
+void awaitRecv(gloo::transport::UnboundBuffer& buffer, std::chrono::milliseconds timeout) {
+  if (!buffer.waitRecv(timeout)) throw Error("recv aborted");
 }
 
 }  // namespace
 
 GlooCommunicator::GlooCommunicator(Store& store, int rank, int size, const GlooOptions& options)
-    : rank_(rank), size_(size), timeout_(options.timeout) {
+    : store_(store),
+      prefix_(options.storePrefix),
+      rank_(rank),
+      size_(size),
+      timeout_(options.timeout),
+      sent_(size, 0),
+      received_(size, 0) {
   ::gloo::transport::tcp::attr attr;
   attr.hostname = options.bindAddress;
   std::shared_ptr<::gloo::transport::Device> device = ::gloo::transport::tcp::CreateDevice(attr);
   auto context = std::make_shared<::gloo::rendezvous::Context>(rank, size);
   context->setTimeout(options.timeout);
   GlooStoreAdapter adapter(store, options.storePrefix, options.timeout);
-  translateGlooErrors(rank, "rendezvous", [&] { context->connectFullMesh(adapter, device); });
+  try {
+    context->connectFullMesh(adapter, device);
+  } catch (const ::gloo::Exception& e) {
+    throw Error("rank " + std::to_string(rank) + ": Gloo rendezvous of " + std::to_string(size) +
+                " ranks failed: " + e.what());
+  }
   context_ = std::move(context);
 }
 
 GlooCommunicator::~GlooCommunicator() = default;
 
-void GlooCommunicator::allReduce(float* data, size_t count, ReduceOp op) {
-  if (size_ == 1 || count == 0) return;
+std::string GlooCommunicator::unansweredRanks(uint64_t op) {
+  const std::string base = prefix_ + "/failed/" + std::to_string(op) + "/";
+  std::string missing;
+  try {
+    store_.set(base + std::to_string(rank_), "alive");
+    const auto deadline = std::chrono::steady_clock::now() + std::min(kCheckInGrace, timeout_);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      try {
+        store_.get(base + std::to_string(r), std::max(left, std::chrono::milliseconds(1)));
+      } catch (const TimeoutError&) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+    }
+  } catch (const std::exception&) {
+    return "";  // the store is gone too (the job is ending): nothing more to say
+  }
+  return missing;
+}
+
+template <typename Fn>
+void GlooCommunicator::collective(const char* op, Fn&& fn) {
+  const uint64_t number = collectives_++;
+  std::string cause;
+  try {
+    fn();
+    return;
+  } catch (const ::gloo::IoException& e) {
+    cause = std::string("a peer closed its connection or timed out: ") + e.what();
+  } catch (const ::gloo::Exception& e) {
+    cause = e.what();
+  }
+  const std::string missing = unansweredRanks(number);
+  throw TimeoutError(
+      "gloo " + std::string(op) + " on rank " + std::to_string(rank_) +
+      (missing.empty() ? std::string(" failed") : ": rank " + missing + " did not answer") + " (" +
+      cause + ")");
+}
+
+void GlooCommunicator::allReduceFloat(float* data, size_t count, ReduceOp op) {
   // Built once per buffer and reduction, run many times (what makes Gloo's ring fast).
   auto& algorithm = allReduces_[{data, count, op == ReduceOp::Max}];
   if (!algorithm) {
@@ -56,53 +111,147 @@ void GlooCommunicator::allReduce(float* data, size_t count, ReduceOp op) {
         op == ReduceOp::Max ? ::gloo::ReductionFunction<float>::max
                             : ::gloo::ReductionFunction<float>::sum);
   }
-  translateGlooErrors(rank_, "all_reduce", [&] { algorithm->run(); });
-  if (op == ReduceOp::Avg) {
-    const float scale = 1.0f / static_cast<float>(size_);
-    for (size_t i = 0; i < count; ++i) data[i] *= scale;
+  algorithm->run();
+  if (op == ReduceOp::Avg) scaleElements(data, count, DType::F32, 1.0f / static_cast<float>(size_));
+}
+
+void GlooCommunicator::doAllReduce(void* data, size_t count, DType dtype, ReduceOp op) {
+  collective("all_reduce", [&] {
+    if (dtype == DType::F32) return allReduceFloat(static_cast<float*>(data), count, op);
+    std::vector<float>& wide = floatScratch_[count];
+    wide.resize(count);
+    toFloat(data, wide.data(), count, dtype);
+    allReduceFloat(wide.data(), count, op);
+    fromFloat(wide.data(), data, count, dtype);
+  });
+}
+
+// Ring reduce-scatter in place over `blocks` (size_ blocks of countPerRank): at step s rank r
+// sends its partial block r-s-1 to the right and adds the left's partial block r-s-2 into its
+// own, so after size-1 steps block r holds the reduction of every rank's block r.
+void GlooCommunicator::reduceScatterFloat(float* blocks, size_t countPerRank, ReduceOp op) {
+  const size_t blockBytes = countPerRank * sizeof(float);
+  const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+  ringIncoming_.resize(countPerRank);
+  auto outgoing = context_->createUnboundBuffer(blocks, blockBytes * size_);
+  auto incoming = context_->createUnboundBuffer(ringIncoming_.data(), blockBytes);
+  const uint64_t slot = ::gloo::Slot::build(kRingSlot, nextTag_++);
+  const ReduceOp stepOp = op == ReduceOp::Max ? ReduceOp::Max : ReduceOp::Sum;
+  for (int step = 0; step < size_ - 1; ++step) {
+    const int sendBlock = (rank_ - step - 1 + 2 * size_) % size_;
+    const int recvBlock = (rank_ - step - 2 + 2 * size_) % size_;
+    incoming->recv(left, slot, 0, blockBytes);
+    outgoing->send(right, slot, sendBlock * blockBytes, blockBytes);
+    awaitRecv(*incoming, timeout_);
+    awaitSend(*outgoing, timeout_);
+    float* target = blocks + recvBlock * countPerRank;
+    const void* inputs[] = {target, ringIncoming_.data()};
+    reduceElements(target, inputs, 2, countPerRank, DType::F32, stepOp, size_);
+  }
+  if (op == ReduceOp::Avg)
+    scaleElements(blocks + rank_ * countPerRank, countPerRank, DType::F32,
+                  1.0f / static_cast<float>(size_));
+}
+
+void GlooCommunicator::doReduceScatter(const void* in, void* out, size_t countPerRank, DType dtype,
+                                       ReduceOp op) {
+  collective("reduce_scatter", [&] {
+    const size_t total = countPerRank * size_;
+    ringScratch_.resize(total);
+    toFloat(in, ringScratch_.data(), total, dtype);
+    reduceScatterFloat(ringScratch_.data(), countPerRank, op);
+    fromFloat(ringScratch_.data() + rank_ * countPerRank, out, countPerRank, dtype);
+  });
+}
+
+// Ring all_gather straight into `out`: at step s rank r forwards block r-s to the right and
+// receives block r-s-1 from the left.
+void GlooCommunicator::doAllGather(const void* in, void* out, size_t countPerRank, DType dtype) {
+  collective("all_gather", [&] {
+    const size_t blockBytes = countPerRank * dtypeBytes(dtype);
+    char* base = static_cast<char*>(out);
+    std::memmove(base + rank_ * blockBytes, in, blockBytes);
+    const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+    auto outgoing = context_->createUnboundBuffer(base, blockBytes * size_);
+    auto incoming = context_->createUnboundBuffer(base, blockBytes * size_);
+    const uint64_t slot = ::gloo::Slot::build(kRingSlot, nextTag_++);
+    for (int step = 0; step < size_ - 1; ++step) {
+      const int sendBlock = (rank_ - step + size_) % size_;
+      const int recvBlock = (rank_ - step - 1 + size_) % size_;
+      incoming->recv(left, slot, recvBlock * blockBytes, blockBytes);
+      outgoing->send(right, slot, sendBlock * blockBytes, blockBytes);
+      awaitRecv(*incoming, timeout_);
+      awaitSend(*outgoing, timeout_);
+    }
+  });
+}
+
+void GlooCommunicator::doBroadcast(void* data, size_t count, DType dtype, int root) {
+  collective("broadcast", [&] {
+    ::gloo::BroadcastOptions opts(context_);
+    opts.setOutput(static_cast<uint8_t*>(data), count * dtypeBytes(dtype));
+    opts.setRoot(root);
+    opts.setTag(nextTag_++);
+    opts.setTimeout(timeout_);
+    ::gloo::broadcast(opts);
+  });
+}
+
+// Messages between a pair are numbered per direction; the slot carries the number and the
+// direction, so A->B and B->A never meet. The byte count goes first, so a mismatch is named.
+void GlooCommunicator::doSend(const void* data, size_t count, DType dtype, int peer) {
+  uint64_t bytes = count * dtypeBytes(dtype);
+  const uint32_t number = sent_[peer]++;
+  const uint64_t slot = ::gloo::Slot::build(kPointToPointSlot, 2 * number + (rank_ < peer));
+  try {
+    auto header = context_->createUnboundBuffer(&bytes, sizeof(bytes));
+    header->send(peer, slot);
+    awaitSend(*header, timeout_);
+    if (bytes == 0) return;
+    auto body = context_->createUnboundBuffer(const_cast<void*>(data), bytes);
+    body->send(peer, slot);
+    awaitSend(*body, timeout_);
+  } catch (const ::gloo::Exception& e) {
+    throw TimeoutError("gloo send on rank " + std::to_string(rank_) + ": rank " +
+                       std::to_string(peer) + " did not receive (" + e.what() + ")");
   }
 }
 
-void GlooCommunicator::allGather(const float* in, float* out, size_t countPerRank) {
-  if (size_ == 1) {
-    std::copy(in, in + countPerRank, out);
-    return;
+void GlooCommunicator::doRecv(void* data, size_t count, DType dtype, int peer) {
+  const uint64_t expected = count * dtypeBytes(dtype);
+  uint64_t bytes = 0;
+  const uint32_t number = received_[peer]++;
+  const uint64_t slot = ::gloo::Slot::build(kPointToPointSlot, 2 * number + (peer < rank_));
+  try {
+    auto header = context_->createUnboundBuffer(&bytes, sizeof(bytes));
+    header->recv(peer, slot);
+    awaitRecv(*header, timeout_);
+    if (bytes == 0 && expected == 0) return;
+    // A message of the wrong size is still taken off the wire (the sender is not left waiting and
+    // the pair stays in step), then reported.
+    std::vector<char> discard(bytes != expected ? bytes : 0);
+    auto body = context_->createUnboundBuffer(bytes != expected ? discard.data() : data, bytes);
+    if (bytes > 0) {
+      body->recv(peer, slot);
+      awaitRecv(*body, timeout_);
+    }
+    if (bytes != expected)
+      throw Error("gloo recv on rank " + std::to_string(rank_) + ": rank " + std::to_string(peer) +
+                  " sent " + std::to_string(bytes) + " bytes, this rank expected " +
+                  std::to_string(expected) + " (send and recv must name the same count and dtype)");
+  } catch (const ::gloo::Exception& e) {
+    throw TimeoutError("gloo recv on rank " + std::to_string(rank_) + ": rank " +
+                       std::to_string(peer) + " did not send (" + e.what() + ")");
   }
-  ::gloo::AllgatherOptions opts(context_);
-  opts.setInput(const_cast<float*>(in), countPerRank);
-  opts.setOutput(out, countPerRank * size_);
-  opts.setTag(nextTag_++);
-  opts.setTimeout(timeout_);
-  translateGlooErrors(rank_, "all_gather", [&] { ::gloo::allgather(opts); });
 }
 
-void GlooCommunicator::reduceScatterSum(const float* in, float* out, size_t countPerRank) {
-  if (size_ == 1) {
-    std::copy(in, in + countPerRank, out);
-    return;
-  }
-  if (countPerRank == 0) return;
-  // Gloo's ReduceScatterHalvingDoubling did not leave rank r's sum at block r (tested at world 3
-  // and 4); a ring reduce-scatter over Gloo pairs is the collectives issue's to write.
-  reduceScatterByAllReduce(*this, in, out, countPerRank, reduceScatterScratch_[countPerRank]);
-}
-
-void GlooCommunicator::broadcast(float* data, size_t count, int root) {
-  if (size_ == 1) return;
-  ::gloo::BroadcastOptions opts(context_);
-  opts.setOutput(data, count);
-  opts.setRoot(root);
-  opts.setTag(nextTag_++);
-  opts.setTimeout(timeout_);
-  translateGlooErrors(rank_, "broadcast", [&] { ::gloo::broadcast(opts); });
-}
-
-void GlooCommunicator::barrier() {
-  if (size_ == 1) return;
-  ::gloo::BarrierOptions opts(context_);
-  opts.setTag(nextTag_++);
-  opts.setTimeout(timeout_);
-  translateGlooErrors(rank_, "barrier", [&] { ::gloo::barrier(opts); });
+void GlooCommunicator::doBarrier() {
+  collective("barrier", [&] {
+    ::gloo::BarrierOptions opts(context_);
+    opts.setTag(nextTag_++);
+    opts.setTimeout(timeout_);
+    ::gloo::barrier(opts);
+  });
 }
 
 }  // namespace ds::runtime

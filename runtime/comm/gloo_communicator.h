@@ -1,6 +1,12 @@
 // GlooCommunicator: Communicator over Gloo's TCP transport, rendezvous through a ds Store.
-// All-reduce uses Gloo's ring-chunked algorithm object, built once per (buffer, count) and reused:
-// the options-style gloo::allreduce stalls ~40 ms per call on loopback (BUILD-NOTES.md).
+// all_reduce uses Gloo's ring-chunked algorithm object, built once per (buffer, count) and reused
+// (the options-style gloo::allreduce stalls ~40 ms per call on loopback, BUILD-NOTES.md);
+// reduce_scatter and all_gather are rings over Gloo's unbound buffers (Gloo's halving-doubling
+// reduce-scatter misplaces blocks, its options all_gather stalls at 512K-1M); send/recv are
+// unbound-buffer messages. bf16/fp16 travel as fp32 (exact sums, twice the bytes).
+//
+// When a collective fails, every rank that is still alive checks in under the op's number in the
+// store; ranks that do not check in within a few seconds are named as the ones that did not answer.
 #pragma once
 
 #include <chrono>
@@ -29,26 +35,45 @@ struct GlooOptions {
 
 class GlooCommunicator : public Communicator {
  public:
+  // `store` must outlive the communicator (failures are diagnosed through it).
   GlooCommunicator(Store& store, int rank, int size, const GlooOptions& options);
   ~GlooCommunicator() override;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  void allReduce(float* data, size_t count, ReduceOp op) override;
-  void allGather(const float* in, float* out, size_t countPerRank) override;
-  void reduceScatterSum(const float* in, float* out, size_t countPerRank) override;
-  void broadcast(float* data, size_t count, int root) override;
-  void barrier() override;
+  std::string backendName() const override { return "gloo (tcp)"; }
+
+ protected:
+  void doAllReduce(void* data, size_t count, DType dtype, ReduceOp op) override;
+  void doAllGather(const void* in, void* out, size_t countPerRank, DType dtype) override;
+  void doReduceScatter(const void* in, void* out, size_t countPerRank, DType dtype,
+                       ReduceOp op) override;
+  void doBroadcast(void* data, size_t count, DType dtype, int root) override;
+  void doSend(const void* data, size_t count, DType dtype, int peer) override;
+  void doRecv(void* data, size_t count, DType dtype, int peer) override;
+  void doBarrier() override;
 
  private:
+  void allReduceFloat(float* data, size_t count, ReduceOp op);
+  void reduceScatterFloat(float* blocks, size_t countPerRank, ReduceOp op);
+  // Runs one collective; a Gloo failure becomes a ds::Error naming the ranks that did not answer.
+  template <typename Fn>
+  void collective(const char* op, Fn&& fn);
+  std::string unansweredRanks(uint64_t op);
+
+  Store& store_;
+  std::string prefix_;
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;
   std::map<std::tuple<float*, size_t, bool>, std::unique_ptr<gloo::Algorithm>> allReduces_;
-  // Per size, so the all-reduce built for it is reused.
-  std::map<size_t, std::vector<float>> reduceScatterScratch_;
+  // fp32 copies of half buffers, per count, so the all_reduce built for each is reused.
+  std::map<size_t, std::vector<float>> floatScratch_;
+  std::vector<float> ringScratch_, ringIncoming_;
   uint32_t nextTag_ = 0;
+  uint64_t collectives_ = 0;               // collectives started, the same number on every rank
+  std::vector<uint32_t> sent_, received_;  // send/recv messages per peer
 };
 
 }  // namespace ds::runtime

@@ -51,6 +51,17 @@ ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
   return segment;
 }
 
+ShmSegment ShmSegment::anonymous(size_t bytes) {
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (data == MAP_FAILED)
+    throw Error("in-process group: mmap of " + std::to_string(bytes) +
+                " bytes failed: " + std::strerror(errno));
+  ShmSegment segment;
+  segment.data_ = data;
+  segment.size_ = bytes;
+  return segment;
+}
+
 ShmSegment ShmSegment::open(const std::string& name) {
   const int fd = shm_open(name.c_str(), O_RDWR, 0600);
   if (fd < 0) throw Error("shared memory " + name + ": cannot open it: " + std::strerror(errno));

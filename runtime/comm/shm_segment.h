@@ -13,6 +13,8 @@ class ShmSegment {
   // Throws ds::Error naming the segment (exists already, /dev/shm full, ...).
   static ShmSegment create(const std::string& name, size_t bytes);
   static ShmSegment open(const std::string& name);
+  // Memory with no name, shared by the threads of this process (and children forked later).
+  static ShmSegment anonymous(size_t bytes);
 
   ShmSegment() = default;
   ShmSegment(ShmSegment&& other) noexcept;

@@ -55,7 +55,7 @@ bool Engine::step() {
 
   // Sum over ranks, then divide: the mean gradient of the global batch. The ring all-reduce gives
   // every rank the same bits, so the updates below stay identical across replicas.
-  comm_.allReduceSum(grads_.data(), grads_.size());
+  comm_.allReduce(grads_.data(), grads_.size());
   const float invWorld = 1.0f / static_cast<float>(comm_.size());
   for (auto& g : grads_) g *= invWorld;
   clipGradients();

@@ -1,0 +1,85 @@
+// Argument checks and the one-rank group, once for every backend.
+#include "runtime/comm/communicator.h"
+
+#include <cstring>
+
+#include "runtime/common/error.h"
+
+namespace ds::runtime {
+namespace {
+
+void checkRoot(int root, int size, const char* op) {
+  if (root < 0 || root >= size)
+    throw Error(std::string(op) + ": root " + std::to_string(root) +
+                " is not a rank of this group of " + std::to_string(size));
+}
+
+void checkPeer(int peer, int rank, int size, const char* op) {
+  if (peer < 0 || peer >= size || peer == rank)
+    throw Error(std::string(op) + " on rank " + std::to_string(rank) + ": peer " +
+                std::to_string(peer) + " is not another rank of this group of " +
+                std::to_string(size));
+}
+
+}  // namespace
+
+const char* reduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Avg:
+      return "avg";
+    case ReduceOp::Max:
+      return "max";
+  }
+  return "?";
+}
+
+void Communicator::allReduce(void* data, size_t count, DType dtype, ReduceOp op) {
+  if (size() > 1 && count > 0) doAllReduce(data, count, dtype, op);
+}
+
+void Communicator::allGather(const void* in, void* out, size_t countPerRank, DType dtype) {
+  if (size() == 1)
+    std::memmove(out, in, countPerRank * dtypeBytes(dtype));
+  else if (countPerRank > 0)
+    doAllGather(in, out, countPerRank, dtype);
+}
+
+void Communicator::reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype,
+                                 ReduceOp op) {
+  if (size() == 1)
+    std::memmove(out, in, countPerRank * dtypeBytes(dtype));
+  else if (countPerRank > 0)
+    doReduceScatter(in, out, countPerRank, dtype, op);
+}
+
+void Communicator::broadcast(void* data, size_t count, DType dtype, int root) {
+  checkRoot(root, size(), "broadcast");
+  if (size() > 1 && count > 0) doBroadcast(data, count, dtype, root);
+}
+
+void Communicator::send(const void* data, size_t count, DType dtype, int peer) {
+  checkPeer(peer, rank(), size(), "send");
+  doSend(data, count, dtype, peer);
+}
+
+void Communicator::recv(void* data, size_t count, DType dtype, int peer) {
+  checkPeer(peer, rank(), size(), "recv");
+  doRecv(data, count, dtype, peer);
+}
+
+void Communicator::barrier() {
+  if (size() > 1) doBarrier();
+}
+
+void reduceScatterByAllReduce(Communicator& comm, const void* in, void* out, size_t countPerRank,
+                              DType dtype, ReduceOp op, std::vector<char>& scratch) {
+  const size_t blockBytes = countPerRank * dtypeBytes(dtype);
+  scratch.assign(static_cast<const char*>(in),
+                 static_cast<const char*>(in) + blockBytes * comm.size());
+  comm.allReduce(scratch.data(), countPerRank * comm.size(), dtype, op);
+  std::memcpy(out, scratch.data() + blockBytes * comm.rank(), blockBytes);
+}
+
+}  // namespace ds::runtime

@@ -1,0 +1,124 @@
+// Backend choice per group and the store key scheme (prefix / group id / how many times made).
+#include "runtime/comm/group_factory.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "runtime/comm/gloo_communicator.h"
+#include "runtime/comm/hierarchical_communicator.h"
+#include "runtime/comm/shm_communicator.h"
+#include "runtime/common/error.h"
+
+namespace ds::runtime {
+namespace {
+
+// A short stable id for a member set (FNV-1a over the ranks), so long rank lists keep short keys.
+std::string groupId(const std::vector<int>& members) {
+  uint64_t hash = 1469598103934665603ull;
+  for (int rank : members)
+    for (int shift = 0; shift < 32; shift += 8) {
+      hash ^= static_cast<uint64_t>((static_cast<uint32_t>(rank) >> shift) & 0xff);
+      hash *= 1099511628211ull;
+    }
+  char text[24];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
+  return std::to_string(members.size()) + "r-" + text;
+}
+
+}  // namespace
+
+GroupFactory::GroupFactory(Store& store, JobLayout layout, GroupOptions options)
+    : store_(store), layout_(std::move(layout)), options_(std::move(options)) {
+  if (layout_.nodeSizes.empty()) throw Error("communicator groups: the job layout has no nodes");
+  for (size_t node = 0; node < layout_.nodeSizes.size(); ++node)
+    nodeOf_.insert(nodeOf_.end(), layout_.nodeSizes[node], static_cast<int>(node));
+  if (layout_.rank < 0 || layout_.rank >= static_cast<int>(nodeOf_.size()))
+    throw Error("communicator groups: rank " + std::to_string(layout_.rank) +
+                " is outside the job's " + std::to_string(nodeOf_.size()) + " ranks");
+  if (options_.backend != "auto" && options_.backend != "shm" &&
+      options_.backend != "hierarchical" && options_.backend != "gloo")
+    throw Error("comm_backend \"" + options_.backend +
+                "\": unknown (use auto, shm, hierarchical or gloo)");
+}
+
+std::unique_ptr<Communicator> GroupFactory::world() {
+  std::vector<int> all(nodeOf_.size());
+  std::iota(all.begin(), all.end(), 0);
+  return build(all, options_.storePrefix + "/world");
+}
+
+std::unique_ptr<Communicator> GroupFactory::group(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  if (ranks.empty()) throw Error("communicator group: no ranks given");
+  if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end())
+    throw Error("communicator group: rank " +
+                std::to_string(*std::adjacent_find(ranks.begin(), ranks.end())) +
+                " is listed twice");
+  if (ranks.front() < 0 || ranks.back() >= static_cast<int>(nodeOf_.size()))
+    throw Error("communicator group: rank " +
+                std::to_string(ranks.front() < 0 ? ranks.front() : ranks.back()) +
+                " is not a rank of this job of " + std::to_string(nodeOf_.size()));
+  if (!std::binary_search(ranks.begin(), ranks.end(), layout_.rank)) return nullptr;
+  const std::string id = groupId(ranks);
+  const int made = madeBefore_[id]++;
+  return build(ranks, options_.storePrefix + "/group/" + id + "." + std::to_string(made));
+}
+
+std::unique_ptr<Communicator> GroupFactory::build(const std::vector<int>& members,
+                                                  const std::string& prefix) {
+  // Members per node, in node order (members are sorted and ranks are numbered node by node).
+  std::vector<int> nodes, perNode;
+  NodeLayout layout;
+  layout.size = static_cast<int>(members.size());
+  for (int i = 0; i < layout.size; ++i) {
+    const int node = nodeOf_[members[i]];
+    if (nodes.empty() || nodes.back() != node) {
+      nodes.push_back(node);
+      perNode.push_back(0);
+    }
+    if (members[i] == layout_.rank) {
+      layout.rank = i;
+      layout.localRank = perNode.back();
+      layout.nodeRank = static_cast<int>(nodes.size()) - 1;
+    }
+    ++perNode.back();
+  }
+  layout.nodeCount = static_cast<int>(nodes.size());
+  layout.localSize = perNode[layout.nodeRank];
+  layout.uniform = std::all_of(perNode.begin(), perNode.end(),
+                               [&](int count) { return count == perNode.front(); });
+
+  std::string choice = options_.backend;
+  if (choice == "auto")
+    choice = layout.nodeCount == 1                    ? "shm"
+             : layout.uniform && layout.localSize > 1 ? "hierarchical"
+                                                      : "gloo";
+  ShmOptions shmOptions;
+  shmOptions.timeout = options_.timeout;
+  shmOptions.chunkBytes = options_.shmChunkBytes;
+  if (choice == "shm") {
+    if (layout.nodeCount != 1)
+      throw Error(
+          "comm_backend \"shm\" needs every rank of a group on one host; this group "
+          "spans " +
+          std::to_string(layout.nodeCount) + " hosts (use \"auto\" or \"hierarchical\")");
+    return std::make_unique<ShmCommunicator>(
+        ShmCommunicator::join(store_, prefix + "/shm", layout.rank, layout.size, shmOptions));
+  }
+  GlooOptions glooOptions;
+  glooOptions.bindAddress = options_.bindAddress;
+  glooOptions.storePrefix = prefix + "/gloo";
+  glooOptions.timeout = options_.timeout;
+  if (choice == "hierarchical") {
+    if (!layout.uniform)
+      throw Error(
+          "comm_backend \"hierarchical\" needs the same number of a group's ranks on "
+          "every host");
+    return std::make_unique<HierarchicalCommunicator>(store_, prefix, layout, glooOptions,
+                                                      shmOptions);
+  }
+  return std::make_unique<GlooCommunicator>(store_, layout.rank, layout.size, glooOptions);
+}
+
+}  // namespace ds::runtime
