@@ -23,6 +23,8 @@ namespace {
 // Slot prefixes of our own messages, apart from Gloo's (0x01-0x08) and its algorithm slots.
 constexpr uint8_t kPointToPointSlot = 0x40;
 constexpr uint8_t kRingSlot = 0x41;
+// Ring blocks travel in segments of this size, so reducing one overlaps receiving the next.
+constexpr size_t kRingSegmentBytes = size_t{1} << 20;
 // How long the ranks that saw a collective fail wait for each other before naming the missing.
 constexpr std::chrono::milliseconds kCheckInGrace{3000};
 
@@ -103,15 +105,14 @@ void GlooCommunicator::collective(const char* op, Fn&& fn) {
 }
 
 void GlooCommunicator::allReduceFloat(float* data, size_t count, ReduceOp op) {
-  // Built once per buffer and reduction, run many times (what makes Gloo's ring fast).
-  auto& algorithm = allReduces_[{data, count, op == ReduceOp::Max}];
-  if (!algorithm) {
-    algorithm = std::make_unique<::gloo::AllreduceRingChunked<float>>(
-        context_, std::vector<float*>{data}, static_cast<int>(count),
-        op == ReduceOp::Max ? ::gloo::ReductionFunction<float>::max
-                            : ::gloo::ReductionFunction<float>::sum);
-  }
-  algorithm->run();
+  // Reduce-scatter then all_gather, both rings: each rank sends and receives 2(n-1)/n of the
+  // buffer, the bandwidth-optimal all_reduce.
+  std::vector<size_t> bounds(size_ + 1);
+  for (int b = 0; b <= size_; ++b) bounds[b] = count * b / size_;
+  const ReduceOp stageOp = op == ReduceOp::Avg ? ReduceOp::Sum : op;
+  ringReduceScatter(data, bounds, stageOp);
+  for (size_t& bound : bounds) bound *= sizeof(float);
+  ringAllGather(reinterpret_cast<char*>(data), bounds);
   if (op == ReduceOp::Avg) scaleElements(data, count, DType::F32, 1.0f / static_cast<float>(size_));
 }
 
@@ -126,31 +127,63 @@ void GlooCommunicator::doAllReduce(void* data, size_t count, DType dtype, Reduce
   });
 }
 
-// Ring reduce-scatter in place over `blocks` (size_ blocks of countPerRank): at step s rank r
-// sends its partial block r-s-1 to the right and adds the left's partial block r-s-2 into its
-// own, so after size-1 steps block r holds the reduction of every rank's block r.
-void GlooCommunicator::reduceScatterFloat(float* blocks, size_t countPerRank, ReduceOp op) {
-  const size_t blockBytes = countPerRank * sizeof(float);
+// Ring reduce-scatter in place: `data` is split into size_ blocks at `bounds` (element offsets,
+// size_ + 1 of them). At step s rank r sends its partial block r-s-1 to the right and adds the
+// left's partial block r-s-2 into its own, so after size-1 steps block r holds the reduction of
+// every rank's block r. Blocks travel in segments, each reduced as soon as it arrives.
+void GlooCommunicator::ringReduceScatter(float* data, const std::vector<size_t>& bounds,
+                                         ReduceOp op) {
   const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
-  ringIncoming_.resize(countPerRank);
-  auto outgoing = context_->createUnboundBuffer(blocks, blockBytes * size_);
-  auto incoming = context_->createUnboundBuffer(ringIncoming_.data(), blockBytes);
+  size_t largest = 0;
+  for (int b = 0; b < size_; ++b) largest = std::max(largest, bounds[b + 1] - bounds[b]);
+  ringIncoming_.resize(largest);
+  auto outgoing = context_->createUnboundBuffer(data, bounds[size_] * sizeof(float));
+  auto incoming = context_->createUnboundBuffer(ringIncoming_.data(), largest * sizeof(float));
   const uint64_t slot = ::gloo::Slot::build(kRingSlot, nextTag_++);
   const ReduceOp stepOp = op == ReduceOp::Max ? ReduceOp::Max : ReduceOp::Sum;
+  constexpr size_t kSegment = kRingSegmentBytes / sizeof(float);
   for (int step = 0; step < size_ - 1; ++step) {
     const int sendBlock = (rank_ - step - 1 + 2 * size_) % size_;
     const int recvBlock = (rank_ - step - 2 + 2 * size_) % size_;
-    incoming->recv(left, slot, 0, blockBytes);
-    outgoing->send(right, slot, sendBlock * blockBytes, blockBytes);
-    awaitRecv(*incoming, timeout_);
-    awaitSend(*outgoing, timeout_);
-    float* target = blocks + recvBlock * countPerRank;
-    const void* inputs[] = {target, ringIncoming_.data()};
-    reduceElements(target, inputs, 2, countPerRank, DType::F32, stepOp, size_);
+    const size_t recvCount = bounds[recvBlock + 1] - bounds[recvBlock];
+    const size_t sendCount = bounds[sendBlock + 1] - bounds[sendBlock];
+    for (size_t at = 0; at < recvCount; at += kSegment)
+      incoming->recv(left, slot, at * sizeof(float),
+                     std::min(kSegment, recvCount - at) * sizeof(float));
+    for (size_t at = 0; at < sendCount; at += kSegment)
+      outgoing->send(right, slot, (bounds[sendBlock] + at) * sizeof(float),
+                     std::min(kSegment, sendCount - at) * sizeof(float));
+    for (size_t at = 0; at < recvCount; at += kSegment) {
+      awaitRecv(*incoming, timeout_);
+      float* target = data + bounds[recvBlock] + at;
+      const void* inputs[] = {target, ringIncoming_.data() + at};
+      reduceElements(target, inputs, 2, std::min(kSegment, recvCount - at), DType::F32, stepOp,
+                     size_);
+    }
+    for (size_t at = 0; at < sendCount; at += kSegment) awaitSend(*outgoing, timeout_);
   }
   if (op == ReduceOp::Avg)
-    scaleElements(blocks + rank_ * countPerRank, countPerRank, DType::F32,
+    scaleElements(data + bounds[rank_], bounds[rank_ + 1] - bounds[rank_], DType::F32,
                   1.0f / static_cast<float>(size_));
+}
+
+// Ring all_gather in place: block r (byte offsets `bounds`) is this rank's; at step s rank r
+// forwards block r-s to the right and receives block r-s-1 from the left.
+void GlooCommunicator::ringAllGather(char* data, const std::vector<size_t>& bounds) {
+  const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+  auto outgoing = context_->createUnboundBuffer(data, bounds[size_]);
+  auto incoming = context_->createUnboundBuffer(data, bounds[size_]);
+  const uint64_t slot = ::gloo::Slot::build(kRingSlot, nextTag_++);
+  for (int step = 0; step < size_ - 1; ++step) {
+    const int sendBlock = (rank_ - step + size_) % size_;
+    const int recvBlock = (rank_ - step - 1 + size_) % size_;
+    const size_t recvBytes = bounds[recvBlock + 1] - bounds[recvBlock];
+    const size_t sendBytes = bounds[sendBlock + 1] - bounds[sendBlock];
+    if (recvBytes > 0) incoming->recv(left, slot, bounds[recvBlock], recvBytes);
+    if (sendBytes > 0) outgoing->send(right, slot, bounds[sendBlock], sendBytes);
+    if (recvBytes > 0) awaitRecv(*incoming, timeout_);
+    if (sendBytes > 0) awaitSend(*outgoing, timeout_);
+  }
 }
 
 void GlooCommunicator::doReduceScatter(const void* in, void* out, size_t countPerRank, DType dtype,
@@ -159,30 +192,20 @@ void GlooCommunicator::doReduceScatter(const void* in, void* out, size_t countPe
     const size_t total = countPerRank * size_;
     ringScratch_.resize(total);
     toFloat(in, ringScratch_.data(), total, dtype);
-    reduceScatterFloat(ringScratch_.data(), countPerRank, op);
+    std::vector<size_t> bounds(size_ + 1);
+    for (int b = 0; b <= size_; ++b) bounds[b] = countPerRank * b;
+    ringReduceScatter(ringScratch_.data(), bounds, op);
     fromFloat(ringScratch_.data() + rank_ * countPerRank, out, countPerRank, dtype);
   });
 }
 
-// Ring all_gather straight into `out`: at step s rank r forwards block r-s to the right and
-// receives block r-s-1 from the left.
 void GlooCommunicator::doAllGather(const void* in, void* out, size_t countPerRank, DType dtype) {
   collective("all_gather", [&] {
     const size_t blockBytes = countPerRank * dtypeBytes(dtype);
-    char* base = static_cast<char*>(out);
-    std::memmove(base + rank_ * blockBytes, in, blockBytes);
-    const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
-    auto outgoing = context_->createUnboundBuffer(base, blockBytes * size_);
-    auto incoming = context_->createUnboundBuffer(base, blockBytes * size_);
-    const uint64_t slot = ::gloo::Slot::build(kRingSlot, nextTag_++);
-    for (int step = 0; step < size_ - 1; ++step) {
-      const int sendBlock = (rank_ - step + size_) % size_;
-      const int recvBlock = (rank_ - step - 1 + size_) % size_;
-      incoming->recv(left, slot, recvBlock * blockBytes, blockBytes);
-      outgoing->send(right, slot, sendBlock * blockBytes, blockBytes);
-      awaitRecv(*incoming, timeout_);
-      awaitSend(*outgoing, timeout_);
-    }
+    std::memmove(static_cast<char*>(out) + rank_ * blockBytes, in, blockBytes);
+    std::vector<size_t> bounds(size_ + 1);
+    for (int b = 0; b <= size_; ++b) bounds[b] = blockBytes * b;
+    ringAllGather(static_cast<char*>(out), bounds);
   });
 }
 

@@ -55,7 +55,8 @@ class GlooCommunicator : public Communicator {
 
  private:
   void allReduceFloat(float* data, size_t count, ReduceOp op);
-  void reduceScatterFloat(float* blocks, size_t countPerRank, ReduceOp op);
+  void ringReduceScatter(float* data, const std::vector<size_t>& bounds, ReduceOp op);
+  void ringAllGather(char* data, const std::vector<size_t>& bounds);
   // Runs one collective; a Gloo failure becomes a ds::Error naming the ranks that did not answer.
   template <typename Fn>
   void collective(const char* op, Fn&& fn);

@@ -15,7 +15,9 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
                 std::to_string(config_.zeroStage));
   const size_t world = static_cast<size_t>(comm_.size());
   partitionSize_ = config_.zeroStage == 1 ? (count_ + world - 1) / world : count_;
-  const size_t padded = config_.zeroStage == 1 ? partitionSize_ * world : count_;
+  // Padded to a multiple of the world size in every stage: the all_reduce then splits the buffer
+  // the same way whatever the stage, so stage 0 and 1 sum every element in the same order.
+  const size_t padded = (count_ + world - 1) / world * world;
   params_.assign(padded, 0.0f);
   grads_.assign(padded, 0.0f);
   model_.initParameters(params_.data(), seed);
