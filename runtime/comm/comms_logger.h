@@ -42,6 +42,9 @@ class LoggingCommunicator : public Communicator {
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   std::string backendName() const override { return inner_.backendName(); }
+  void copyLocal(void* to, const void* from, size_t bytes) override {
+    inner_.copyLocal(to, from, bytes);
+  }
 
  protected:
   void doAllReduce(void* data, size_t count, DType dtype, ReduceOp op) override;

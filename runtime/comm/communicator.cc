@@ -41,7 +41,7 @@ void Communicator::allReduce(void* data, size_t count, DType dtype, ReduceOp op)
 
 void Communicator::allGather(const void* in, void* out, size_t countPerRank, DType dtype) {
   if (size() == 1)
-    std::memmove(out, in, countPerRank * dtypeBytes(dtype));
+    copyLocal(out, in, countPerRank * dtypeBytes(dtype));
   else if (countPerRank > 0)
     doAllGather(in, out, countPerRank, dtype);
 }
@@ -49,7 +49,7 @@ void Communicator::allGather(const void* in, void* out, size_t countPerRank, DTy
 void Communicator::reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype,
                                  ReduceOp op) {
   if (size() == 1)
-    std::memmove(out, in, countPerRank * dtypeBytes(dtype));
+    copyLocal(out, in, countPerRank * dtypeBytes(dtype));
   else if (countPerRank > 0)
     doReduceScatter(in, out, countPerRank, dtype, op);
 }
@@ -67,6 +67,10 @@ void Communicator::send(const void* data, size_t count, DType dtype, int peer) {
 void Communicator::recv(void* data, size_t count, DType dtype, int peer) {
   checkPeer(peer, rank(), size(), "recv");
   doRecv(data, count, dtype, peer);
+}
+
+void Communicator::copyLocal(void* to, const void* from, size_t bytes) {
+  std::memmove(to, from, bytes);
 }
 
 void Communicator::barrier() {

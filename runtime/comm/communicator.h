@@ -43,6 +43,9 @@ class Communicator {
   void send(const void* data, size_t count, DType dtype, int peer);
   void recv(void* data, size_t count, DType dtype, int peer);
   void barrier();
+  // A copy within this rank's buffers (host memory, or device memory for a GPU backend): what a
+  // one-rank group's all_gather and reduce_scatter do.
+  virtual void copyLocal(void* to, const void* from, size_t bytes);
 
   // fp32 shorthands.
   void allReduce(float* data, size_t count, ReduceOp op = ReduceOp::Sum) {

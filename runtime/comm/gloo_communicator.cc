@@ -13,6 +13,7 @@
 
 #include <cstring>
 
+#include "runtime/comm/check_in.h"
 #include "runtime/comm/elementwise_reduce.h"
 #include "runtime/comm/gloo_store_adapter.h"
 #include "runtime/common/error.h"
@@ -63,28 +64,6 @@ GlooCommunicator::GlooCommunicator(Store& store, int rank, int size, const GlooO
 
 GlooCommunicator::~GlooCommunicator() = default;
 
-std::string GlooCommunicator::unansweredRanks(uint64_t op) {
-  const std::string base = prefix_ + "/failed/" + std::to_string(op) + "/";
-  std::string missing;
-  try {
-    store_.set(base + std::to_string(rank_), "alive");
-    const auto deadline = std::chrono::steady_clock::now() + std::min(kCheckInGrace, timeout_);
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      try {
-        store_.get(base + std::to_string(r), std::max(left, std::chrono::milliseconds(1)));
-      } catch (const TimeoutError&) {
-        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      }
-    }
-  } catch (const std::exception&) {
-    return "";  // the store is gone too (the job is ending): nothing more to say
-  }
-  return missing;
-}
-
 template <typename Fn>
 void GlooCommunicator::collective(const char* op, Fn&& fn) {
   const uint64_t number = collectives_++;
@@ -97,7 +76,8 @@ void GlooCommunicator::collective(const char* op, Fn&& fn) {
   } catch (const ::gloo::Exception& e) {
     cause = e.what();
   }
-  const std::string missing = unansweredRanks(number);
+  const std::string missing =
+      ranksNotCheckingIn(store_, prefix_, number, rank_, size_, std::min(kCheckInGrace, timeout_));
   throw TimeoutError(
       "gloo " + std::string(op) + " on rank " + std::to_string(rank_) +
       (missing.empty() ? std::string(" failed") : ": rank " + missing + " did not answer") + " (" +

@@ -60,7 +60,6 @@ class GlooCommunicator : public Communicator {
   // Runs one collective; a Gloo failure becomes a ds::Error naming the ranks that did not answer.
   template <typename Fn>
   void collective(const char* op, Fn&& fn);
-  std::string unansweredRanks(uint64_t op);
 
   Store& store_;
   std::string prefix_;

@@ -1,0 +1,32 @@
+#include "runtime/comm/check_in.h"
+
+#include <algorithm>
+
+#include "runtime/common/error.h"
+
+namespace ds::runtime {
+
+std::string ranksNotCheckingIn(Store& store, const std::string& prefix, uint64_t op, int rank,
+                               int size, std::chrono::milliseconds grace) {
+  const std::string base = prefix + "/failed/" + std::to_string(op) + "/";
+  std::string missing;
+  try {
+    store.set(base + std::to_string(rank), "alive");
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    for (int r = 0; r < size; ++r) {
+      if (r == rank) continue;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      try {
+        store.get(base + std::to_string(r), std::max(left, std::chrono::milliseconds(1)));
+      } catch (const TimeoutError&) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+    }
+  } catch (const std::exception&) {
+    return "";  // the store is gone too (the job is ending): nothing more to say
+  }
+  return missing;
+}
+
+}  // namespace ds::runtime
