@@ -29,18 +29,28 @@ TEST_CASE("comms logger: a known sequence of ops gives the right counts and byte
       comm.allGather(a.data(), out.data(), 1000);
       comm.broadcast(b.data(), b.size(), 0);
       comm.barrier();
+      std::vector<uint16_t> halves(1000), halfBlock(500);  // bf16: 2 bytes an element
+      comm.allReduce(halves.data(), halves.size(), ds::DType::BF16);
+      comm.reduceScatter(halves.data(), halfBlock.data(), 500, ds::DType::BF16);
+      if (r == 0) comm.send(a.data(), 250, 1);
+      if (r == 1) comm.recv(a.data(), 250, 0);
       summaries[r] = logger.summary();
     });
   for (auto& thread : ranks) thread.join();
   const auto& s = summaries[0];
-  REQUIRE(s.size() == 5);  // sorted by op, then size
+  REQUIRE(s.size() == 8);  // sorted by op, then size
   REQUIRE((s[0].op == "all_gather" && s[0].bytes == 8000 && s[0].count == 1));
   REQUIRE((s[1].op == "all_reduce" && s[1].bytes == 40 && s[1].count == 1));
-  REQUIRE((s[2].op == "all_reduce" && s[2].bytes == 4000 && s[2].count == 3));
-  REQUIRE((s[3].op == "barrier" && s[3].bytes == 0 && s[3].count == 1));
-  REQUIRE((s[4].op == "broadcast" && s[4].bytes == 40 && s[4].count == 1));
-  REQUIRE(s[2].minSeconds <= s[2].totalSeconds / 3);
-  REQUIRE(s[2].maxSeconds >= s[2].totalSeconds / 3);
+  REQUIRE((s[2].op == "all_reduce" && s[2].bytes == 2000 && s[2].count == 1));
+  REQUIRE((s[3].op == "all_reduce" && s[3].bytes == 4000 && s[3].count == 3));
+  REQUIRE((s[4].op == "barrier" && s[4].bytes == 0 && s[4].count == 1));
+  REQUIRE((s[5].op == "broadcast" && s[5].bytes == 40 && s[5].count == 1));
+  REQUIRE((s[6].op == "reduce_scatter" && s[6].bytes == 2000 && s[6].count == 1));
+  REQUIRE((s[7].op == "send" && s[7].bytes == 1000 && s[7].count == 1));
+  REQUIRE(s[3].minSeconds <= s[3].totalSeconds / 3);
+  REQUIRE(s[3].maxSeconds >= s[3].totalSeconds / 3);
+  REQUIRE((summaries[1][6].op == "recv" &&
+           summaries[1][6].bytes == 1000));  // "recv" < "reduce_scatter"
 }
 
 TEST_CASE("comms logger: prof_ops filters, disabled logs nothing, verbose prints each op") {
