@@ -11,6 +11,7 @@
 #include "runtime/comm/memory_store.h"
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/common/error.h"
+#include "test/comm_harness.h"
 
 using namespace ds::runtime;
 using namespace std::chrono_literals;
@@ -21,20 +22,10 @@ namespace {
 template <typename Body>
 void onThreads(int size, const ShmOptions& options, Body body) {
   MemoryStore store;
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(size);
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        ShmCommunicator comm = ShmCommunicator::join(store, "shm/test", r, size, options);
-        body(comm);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& thread : threads) thread.join();
-  for (auto& error : errors)
-    if (error) std::rethrow_exception(error);
+  ds::test::onThreads(size, [&](int r) {
+    ShmCommunicator comm = ShmCommunicator::join(store, "shm/test", r, size, options);
+    body(comm);
+  });
 }
 
 ShmOptions smallChunks() {

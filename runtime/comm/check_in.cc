@@ -5,7 +5,9 @@
 #include "runtime/common/error.h"
 
 namespace ds::runtime {
+namespace {
 
+// "2" or "1, 3"; empty when every rank checked in or the store itself is gone.
 std::string ranksNotCheckingIn(Store& store, const std::string& prefix, uint64_t op, int rank,
                                int size, std::chrono::milliseconds grace) {
   const std::string base = prefix + "/failed/" + std::to_string(op) + "/";
@@ -27,6 +29,18 @@ std::string ranksNotCheckingIn(Store& store, const std::string& prefix, uint64_t
     return "";  // the store is gone too (the job is ending): nothing more to say
   }
   return missing;
+}
+
+}  // namespace
+
+TimeoutError collectiveFailure(Store& store, const std::string& prefix, uint64_t op, int rank,
+                               int size, std::chrono::milliseconds grace, const std::string& what,
+                               const std::string& cause) {
+  const std::string missing = ranksNotCheckingIn(store, prefix, op, rank, size, grace);
+  return TimeoutError(
+      what + " on rank " + std::to_string(rank) +
+      (missing.empty() ? std::string(" failed") : ": rank " + missing + " did not answer") + " (" +
+      cause + ")");
 }
 
 }  // namespace ds::runtime

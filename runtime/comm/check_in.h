@@ -8,11 +8,14 @@
 #include <string>
 
 #include "runtime/comm/store.h"
+#include "runtime/common/error.h"
 
 namespace ds::runtime {
 
-// "2" or "1, 3"; empty when every rank checked in or the store itself is gone.
-std::string ranksNotCheckingIn(Store& store, const std::string& prefix, uint64_t op, int rank,
-                               int size, std::chrono::milliseconds grace);
+// Checks in for op number `op` and returns the TimeoutError to throw: "<backend> <op> on rank R:
+// rank 2 did not answer (<cause>)", or "... failed (<cause>)" when everyone checked in.
+TimeoutError collectiveFailure(Store& store, const std::string& prefix, uint64_t op, int rank,
+                               int size, std::chrono::milliseconds grace, const std::string& what,
+                               const std::string& cause);
 
 }  // namespace ds::runtime

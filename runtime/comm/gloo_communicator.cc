@@ -76,12 +76,8 @@ void GlooCommunicator::collective(const char* op, Fn&& fn) {
   } catch (const ::gloo::Exception& e) {
     cause = e.what();
   }
-  const std::string missing =
-      ranksNotCheckingIn(store_, prefix_, number, rank_, size_, std::min(kCheckInGrace, timeout_));
-  throw TimeoutError(
-      "gloo " + std::string(op) + " on rank " + std::to_string(rank_) +
-      (missing.empty() ? std::string(" failed") : ": rank " + missing + " did not answer") + " (" +
-      cause + ")");
+  throw collectiveFailure(store_, prefix_, number, rank_, size_, std::min(kCheckInGrace, timeout_),
+                          "gloo " + std::string(op), cause);
 }
 
 void GlooCommunicator::allReduceFloat(float* data, size_t count, ReduceOp op) {

@@ -125,12 +125,8 @@ void NcclCommunicator::finish(const char* op, int issued) {
   }
   ncclCommAbort(state_->comm);  // NCCL cannot resume after this: the communicator is done
   state_->comm = nullptr;
-  const std::string missing =
-      ranksNotCheckingIn(store_, prefix_, number, rank_, size_, std::min(kCheckInGrace, timeout_));
-  throw TimeoutError(
-      "nccl " + std::string(op) + " on rank " + std::to_string(rank_) +
-      (missing.empty() ? std::string(" failed") : ": rank " + missing + " did not answer") + " (" +
-      cause + ")");
+  throw collectiveFailure(store_, prefix_, number, rank_, size_, std::min(kCheckInGrace, timeout_),
+                          "nccl " + std::string(op), cause);
 }
 
 void NcclCommunicator::copyLocal(void* to, const void* from, size_t bytes) {
