@@ -169,6 +169,7 @@ TEST_CASE("send/recv: long messages in order, empty ones, and a count mismatch n
           }
         }
       }
+      comm.barrier();  // nobody leaves (closing its connections) while others still talk
     });
     REQUIRE_THAT(mismatch, Catch::Contains("rank 0 sent 40 bytes, this rank expected 48"));
   }
@@ -181,7 +182,9 @@ TEST_CASE("collectives: a rank that never joins an op is named by the others") {
     ds::test::runGroup(
         backend, {1, 1, 1},
         [&](Communicator& comm) {
-          if (comm.rank() == 2) return;  // never calls the collective
+          // Rank 2 never calls the collective; it stays alive (connections open) meanwhile, so
+          // the others see a silent peer, not a closed one.
+          if (comm.rank() == 2) return std::this_thread::sleep_for(1500ms);
           std::vector<float> data(10, 1.0f);
           try {
             comm.allReduce(data.data(), data.size());
@@ -202,7 +205,7 @@ TEST_CASE("send/recv: a peer that never sends is named") {
     ds::test::runGroup(
         backend, {1, 1},
         [&](Communicator& comm) {
-          if (comm.rank() == 1) return;
+          if (comm.rank() == 1) return std::this_thread::sleep_for(1000ms);  // silent, alive
           float data[4];
           try {
             comm.recv(data, 4, 1);
