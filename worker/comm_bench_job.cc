@@ -139,9 +139,8 @@ CommBenchOptions parseCommBenchOptions(const std::vector<std::string>& jobArgs) 
       options.op != "reduce_scatter")
     throw Error("ds-comm-bench --op " + options.op +
                 ": use all_reduce, all_gather, reduce_scatter or broadcast");
-  parseDType(options.dtype, "ds-comm-bench --dtype");
-  if (options.minBytes < dtypeBytes(parseDType(options.dtype, "ds-comm-bench --dtype")) ||
-      options.maxBytes < options.minBytes)
+  const DType dtype = parseDType(options.dtype, "ds-comm-bench --dtype");
+  if (options.minBytes < dtypeBytes(dtype) || options.maxBytes < options.minBytes)
     throw Error("ds-comm-bench: --min " + std::to_string(options.minBytes) + " / --max " +
                 std::to_string(options.maxBytes) + ": need one element <= min <= max bytes");
   if (options.backend != "auto" && options.backend != "shm" && options.backend != "hierarchical" &&

@@ -74,8 +74,7 @@ class Communicator {
 };
 
 // Reduce-scatter as an all_reduce of a copy of `in`, keeping this rank's block: correct, at twice
-// the traffic of a real reduce-scatter. `scratch` is the caller's, so a backend that caches
-// per-buffer state keeps one buffer per size.
+// the traffic of a real reduce-scatter. `scratch` is the caller's, reused across calls.
 void reduceScatterByAllReduce(Communicator& comm, const void* in, void* out, size_t countPerRank,
                               DType dtype, ReduceOp op, std::vector<char>& scratch);
 

@@ -1,7 +1,6 @@
 // GlooCommunicator: connects a full mesh through the store, then runs Gloo collectives and rings.
 #include "runtime/comm/gloo_communicator.h"
 
-#include <gloo/allreduce_ring_chunked.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
@@ -95,7 +94,7 @@ void GlooCommunicator::allReduceFloat(float* data, size_t count, ReduceOp op) {
 void GlooCommunicator::doAllReduce(void* data, size_t count, DType dtype, ReduceOp op) {
   collective("all_reduce", [&] {
     if (dtype == DType::F32) return allReduceFloat(static_cast<float*>(data), count, op);
-    std::vector<float>& wide = floatScratch_[count];
+    std::vector<float>& wide = floatScratch_;
     wide.resize(count);
     toFloat(data, wide.data(), count, dtype);
     allReduceFloat(wide.data(), count, op);
@@ -166,12 +165,12 @@ void GlooCommunicator::doReduceScatter(const void* in, void* out, size_t countPe
                                        ReduceOp op) {
   collective("reduce_scatter", [&] {
     const size_t total = countPerRank * size_;
-    ringScratch_.resize(total);
-    toFloat(in, ringScratch_.data(), total, dtype);
+    floatScratch_.resize(total);
+    toFloat(in, floatScratch_.data(), total, dtype);
     std::vector<size_t> bounds(size_ + 1);
     for (int b = 0; b <= size_; ++b) bounds[b] = countPerRank * b;
-    ringReduceScatter(ringScratch_.data(), bounds, op);
-    fromFloat(ringScratch_.data() + rank_ * countPerRank, out, countPerRank, dtype);
+    ringReduceScatter(floatScratch_.data(), bounds, op);
+    fromFloat(floatScratch_.data() + rank_ * countPerRank, out, countPerRank, dtype);
   });
 }
 

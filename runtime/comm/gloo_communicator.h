@@ -1,20 +1,17 @@
 // GlooCommunicator: Communicator over Gloo's TCP transport, rendezvous through a ds Store.
-// all_reduce uses Gloo's ring-chunked algorithm object, built once per (buffer, count) and reused
-// (the options-style gloo::allreduce stalls ~40 ms per call on loopback, BUILD-NOTES.md);
-// reduce_scatter and all_gather are rings over Gloo's unbound buffers (Gloo's halving-doubling
-// reduce-scatter misplaces blocks, its options all_gather stalls at 512K-1M); send/recv are
-// unbound-buffer messages. bf16/fp16 travel as fp32 (exact sums, twice the bytes).
+// all_reduce is a reduce-scatter ring then an all-gather ring over Gloo's unbound buffers, and
+// those rings are reduce_scatter and all_gather too (the options-style gloo::allreduce stalls ~40
+// ms per call on loopback, BUILD-NOTES.md; Gloo's halving-doubling reduce-scatter misplaces blocks;
+// its options all_gather stalls at 512K-1M); send/recv are unbound-buffer messages. bf16/fp16
+// travel as fp32 (exact sums, twice the bytes).
 //
 // When a collective fails, every rank that is still alive checks in under the op's number in the
 // store; ranks that do not check in within a few seconds are named as the ones that did not answer.
 #pragma once
 
 #include <chrono>
-#include <map>
 #include <memory>
 #include <string>
-#include <tuple>
-#include <utility>
 #include <vector>
 
 #include "runtime/comm/communicator.h"
@@ -22,7 +19,6 @@
 
 namespace gloo {
 class Context;
-class Algorithm;
 }  // namespace gloo
 
 namespace ds::runtime {
@@ -67,10 +63,8 @@ class GlooCommunicator : public Communicator {
   int size_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;
-  std::map<std::tuple<float*, size_t, bool>, std::unique_ptr<gloo::Algorithm>> allReduces_;
-  // fp32 copies of half buffers, per count, so the all_reduce built for each is reused.
-  std::map<size_t, std::vector<float>> floatScratch_;
-  std::vector<float> ringScratch_, ringIncoming_;
+  std::vector<float> floatScratch_;  // fp32 working copies (halves, reduce_scatter input)
+  std::vector<float> ringIncoming_;  // a ring step's incoming block
   uint32_t nextTag_ = 0;
   uint64_t collectives_ = 0;               // collectives started, the same number on every rank
   std::vector<uint32_t> sent_, received_;  // send/recv messages per peer
