@@ -10,40 +10,10 @@
 #include <vector>
 
 #include "runtime/config/batch_size.h"
+#include "runtime/config/optimizer_config.h"
+#include "runtime/config/scheduler_config.h"
 
 namespace ds::runtime {
-
-enum class OptimizerType { Adam, AdamW };
-
-// Defaults are DeepSpeed's FusedAdam ones; adam_w_mode defaults to true there too.
-struct AdamParams {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weightDecay = 0.0;
-  bool adamWMode = true;  // decoupled weight decay; false = L2 added to the gradient
-};
-
-struct OptimizerConfig {
-  OptimizerType type = OptimizerType::Adam;
-  AdamParams params;
-};
-
-enum class WarmupType { Log, Linear };
-
-// DeepSpeed's WarmupLR defaults. warmupNumSteps is stored as written: DeepSpeed's scheduler
-// uses max(2, warmup_num_steps), and applying that is the scheduler's job.
-struct WarmupLrParams {
-  double warmupMinLr = 0.0;
-  double warmupMaxLr = 0.001;
-  int64_t warmupNumSteps = 1000;
-  WarmupType warmupType = WarmupType::Log;
-};
-
-struct SchedulerConfig {
-  WarmupLrParams warmupLr;  // WarmupLR is the only scheduler implemented so far
-};
 
 // DeepSpeed's comms_logger block.
 struct CommsLoggerConfig {
