@@ -131,7 +131,7 @@ TEST_CASE("ds_config: defaults", "[config]") {
   CHECK_FALSE(c.scheduler.has_value());
   CHECK(c.gradientClipping == 0.0);
   CHECK(c.stepsPerPrint == 10);
-  CHECK(c.zeroStage == 0);
+  CHECK(c.zero.stage == 0);
   CHECK(c.warnings.empty());
 }
 
@@ -145,8 +145,8 @@ TEST_CASE("ds_config: null is the same as absent", "[config]") {
   CHECK(c.stepsPerPrint == 10);
   const DeepSpeedConfig p = parse(R"({"train_batch_size": 8,
       "optimizer": {"type": "Adam", "params": {"lr": null, "betas": null}}})");
-  CHECK(p.optimizer->params.lr == 1e-3);
-  CHECK(p.optimizer->params.beta1 == 0.9);
+  CHECK(p.optimizer->lr() == 1e-3);
+  CHECK(std::get<AdamParams>(p.optimizer->params).beta1 == 0.9);
 }
 
 TEST_CASE("ds_config: optimizer", "[config]") {
@@ -155,7 +155,7 @@ TEST_CASE("ds_config: optimizer", "[config]") {
         "params": {"lr": 0.01, "betas": [0.8, 0.99], "eps": 1e-6, "weight_decay": 3e-7,
                    "adam_w_mode": false, "torch_adam": true}}})");
     REQUIRE(c.optimizer.has_value());
-    const AdamParams& p = c.optimizer->params;
+    const AdamParams& p = std::get<AdamParams>(c.optimizer->params);
     CHECK(c.optimizer->type == OptimizerType::Adam);
     CHECK(p.lr == 0.01);
     CHECK(p.beta1 == 0.8);
@@ -167,10 +167,10 @@ TEST_CASE("ds_config: optimizer", "[config]") {
   }
   SECTION("missing params block gives defaults; integer lr is a number") {
     const DeepSpeedConfig c = parse(R"({"train_batch_size": 4, "optimizer": {"type": "adam"}})");
-    CHECK(c.optimizer->params.lr == 1e-3);
-    CHECK(c.optimizer->params.adamWMode);
+    CHECK(c.optimizer->lr() == 1e-3);
+    CHECK(std::get<AdamParams>(c.optimizer->params).adamWMode);
     CHECK(parse(R"({"train_batch_size": 4, "optimizer": {"type": "Adam", "params": {"lr": 1}}})")
-              .optimizer->params.lr == 1.0);
+              .optimizer->lr() == 1.0);
   }
   SECTION("AdamW forces adam_w_mode, names are case-insensitive") {
     for (const char* name : {"AdamW", "adamw", "ADAMW"}) {
@@ -178,7 +178,7 @@ TEST_CASE("ds_config: optimizer", "[config]") {
           parse(std::string(R"({"train_batch_size": 4, "optimizer": {"type": ")") + name +
                 R"(", "params": {"adam_w_mode": false}}})");
       CHECK(c.optimizer->type == OptimizerType::AdamW);
-      CHECK(c.optimizer->params.adamWMode);
+      CHECK(std::get<AdamParams>(c.optimizer->params).adamWMode);
     }
   }
   SECTION("errors") {
@@ -187,8 +187,8 @@ TEST_CASE("ds_config: optimizer", "[config]") {
       const char* message;
     };
     const std::vector<Row> rows = {
-        {R"({"optimizer": {"type": "Lamb"}})",
-         R"(configs/x.json: optimizer.type: "Lamb" is not supported (supported: "Adam", "AdamW"))"},
+        {R"({"optimizer": {"type": "Adagrad"}})",
+         R"(configs/x.json: optimizer.type: "Adagrad" is not supported (supported: "Adam", "AdamW", "Lamb", "SGD"))"},
         {R"({"optimizer": {"params": {}}})", "optimizer.type: missing"},
         {R"({"optimizer": {"type": 1}})", "optimizer.type: expected a string, got 1"},
         {R"({"optimizer": {"type": "Adam", "params": {"lr": "abc"}}})",
@@ -209,8 +209,8 @@ TEST_CASE("ds_config: optimizer", "[config]") {
          R"(optimizer.params.max_grad_norm: not supported as an optimizer parameter; use the top-level "gradient_clipping")"},
         {R"({"optimizer": {"type": "Adam", "params": {"amsgrad": true}}})",
          "optimizer.params.amsgrad: true is not implemented yet"},
-        {R"({"optimizer": {"type": "Adam", "params": {"bias_correction": false}}})",
-         "optimizer.params.bias_correction: false is not implemented yet"},
+        {R"({"optimizer": {"type": "Adam", "params": {"lr": 0.1, "betas1": 0.9}}})",
+         R"(configs/x.json: unknown key "optimizer.params.betas1" (did you mean "optimizer.params.betas"?))"},
         {R"({"optimizer": {"type": "Adam", "params": []}})",
          "optimizer.params: expected an object, got []"},
         {R"({"optimizer": "Adam"})", R"(optimizer: expected an object, got "Adam")"},
@@ -223,20 +223,29 @@ TEST_CASE("ds_config: optimizer", "[config]") {
   }
 }
 
-TEST_CASE("ds_config: WarmupLR scheduler", "[config]") {
+TEST_CASE("ds_config: scheduler block", "[config]") {
   const DeepSpeedConfig c = parse(R"({"train_batch_size": 4, "scheduler": {"type": "WarmupLR",
       "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.002, "warmup_num_steps": 50,
                  "warmup_type": "linear", "last_batch_iteration": -1}}})");
   REQUIRE(c.scheduler.has_value());
+  CHECK(c.scheduler->type == SchedulerType::WarmupLr);
   CHECK(c.scheduler->warmupLr.warmupMinLr == 0.0);
   CHECK(c.scheduler->warmupLr.warmupMaxLr == 0.002);
   CHECK(c.scheduler->warmupLr.warmupNumSteps == 50);
   CHECK(c.scheduler->warmupLr.warmupType == WarmupType::Linear);
+  CHECK(c.scheduler->lastBatchIteration == -1);
 
+  // No params block: all defaults; WarmupLR's warmup_max_lr then follows the optimizer's lr.
   const DeepSpeedConfig d = parse(R"({"train_batch_size": 4, "scheduler": {"type": "WarmupLR"}})");
-  CHECK(d.scheduler->warmupLr.warmupMaxLr == 0.001);
+  CHECK_FALSE(d.scheduler->warmupLr.warmupMaxLr.has_value());
   CHECK(d.scheduler->warmupLr.warmupNumSteps == 1000);
   CHECK(d.scheduler->warmupLr.warmupType == WarmupType::Log);
+
+  const DeepSpeedConfig o = parse(R"({"train_batch_size": 4, "scheduler": {"type": "OneCycle",
+      "params": {"cycle_min_lr": 0.001, "cycle_max_lr": 0.01}}})");
+  CHECK(o.scheduler->type == SchedulerType::OneCycle);
+  CHECK(o.scheduler->oneCycle.cycleMaxLr == 0.01);
+  CHECK(o.scheduler->oneCycle.cycleMomentum);
 
   struct Row {
     const char* json;
@@ -245,13 +254,16 @@ TEST_CASE("ds_config: WarmupLR scheduler", "[config]") {
   const std::vector<Row> rows = {
       {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_type": "cosine"}}})",
        R"(scheduler.params.warmup_type: expected "log" or "linear", got "cosine")"},
-      {R"({"scheduler": {"type": "OneCycle"}})",
-       R"(scheduler.type: "OneCycle" is not supported yet (supported: "WarmupLR"))"},
-      {R"({"scheduler": {"type": "warmuplr"}})", R"(scheduler.type: "warmuplr" is not supported)"},
+      {R"({"scheduler": {"type": "StepLR"}})",
+       R"(scheduler.type: "StepLR" is not supported (supported: "WarmupLR", "WarmupDecayLR", )"
+       R"("WarmupCosineLR", "OneCycle", "LRRangeTest"))"},
+      {R"({"scheduler": {"type": "warmuplr"}})", R"(did you mean "WarmupLR"?)"},
       {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10.5}}})",
        "scheduler.params.warmup_num_steps: expected an integer, got 10.5"},
-      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": -1}}})",
-       "scheduler.params.warmup_num_steps: expected an integer >= 0, got -1"},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 0}}})",
+       "scheduler.params.warmup_num_steps: expected an integer >= 1, got 0"},
+      {R"({"scheduler": {"type": "WarmupLR", "params": {"warmup_max": 0.1}}})",
+       R"(unknown key "scheduler.params.warmup_max" (did you mean "scheduler.params.warmup_max_lr"?))"},
   };
   for (const auto& r : rows) {
     const std::string json = std::string(R"({"train_batch_size": 4, )") + (r.json + 1);
@@ -265,25 +277,23 @@ TEST_CASE("ds_config: unknown keys warn with a suggestion; known ignored keys do
       "fp16": {"enabled": false}, "bf16": {"enabled": false}, "activation_checkpointing": {},
       "flops_profiler": {}, "comms_logger": {}, "tensorboard": {}, "wandb": {}, "csv_monitor": {},
       "elasticity": {}, "aio": {}, "wall_clock_breakdown": false, "gradient_clipping": 1.0,
-      "optimizer": {"type": "Adam", "params": {"lr": 0.1, "betas1": 0.9}},
-      "scheduler": {"type": "WarmupLR", "params": {"warmup_max": 0.1}},
+      "optimizer": {"type": "Adam", "params": {"lr": 0.1}, "parms": {}},
+      "scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": 0.1}, "parms": {}},
       "zero_optimization": {"stage": 1, "stagee": 1, "overlap_comm": true,
                             "reduce_bucket_size": 5e8, "offload_optimizer": {}},
       "totally_unrelated_thing": 1})");
   CHECK(c.warnings.size() == 5);
   CHECK(hasWarning(
       c, R"(configs/x.json: unknown key "train_batch_sizes" (did you mean "train_batch_size"?))"));
-  CHECK(hasWarning(
-      c, R"(unknown key "optimizer.params.betas1" (did you mean "optimizer.params.betas"?))"));
-  CHECK(hasWarning(
-      c,
-      R"(unknown key "scheduler.params.warmup_max" (did you mean "scheduler.params.warmup_max_lr"?))"));
+  // Only the blocks' own keys warn; a typo inside optimizer.params is an error (see above).
+  CHECK(hasWarning(c, R"(unknown key "optimizer.parms" (did you mean "optimizer.params"?))"));
+  CHECK(hasWarning(c, R"(unknown key "scheduler.parms" (did you mean "scheduler.params"?))"));
   CHECK(hasWarning(
       c, R"(unknown key "zero_optimization.stagee" (did you mean "zero_optimization.stage"?))"));
   CHECK(hasWarning(c, R"(unknown key "totally_unrelated_thing")"));
   CHECK_FALSE(hasWarning(c, "totally_unrelated_thing\" (did you mean"));
   CHECK(c.gradientClipping == 1.0);
-  CHECK(c.zeroStage == 1);
+  CHECK(c.zero.stage == 1);
 }
 
 TEST_CASE("ds_config: integers, ZeRO stage, batch and JSON errors", "[config]") {
@@ -310,11 +320,22 @@ TEST_CASE("ds_config: integers, ZeRO stage, batch and JSON errors", "[config]") 
        "provided"},
       {R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 0})", 1,
        "train_micro_batch_size_per_gpu is 0"},
-      {R"({"train_batch_size": 4, "zero_optimization": {"stage": 2}})", 1,
-       "configs/x.json: zero_optimization.stage: stages 2 and 3 are not implemented yet; use 0 or "
-       "1"},
-      {R"({"train_batch_size": 4, "zero_optimization": {"stage": 3}})", 1,
-       "stages 2 and 3 are not implemented"},
+      {R"({"train_batch_size": 4, "fp16": {"enabled": true}, "bf16": {"enabled": true}})", 1,
+       "configs/x.json: fp16.enabled: fp16 and bf16 cannot both be enabled; choose one"},
+      {R"({"train_batch_size": 4, "amp": {"enabled": true}, "zero_optimization": {"stage": 2}})", 1,
+       "amp.enabled: amp cannot be combined with ZeRO (stage 2)"},
+      {R"({"train_batch_size": 4, "fp16": {"enabled": true, "hysteresis": 0}})", 1,
+       "fp16.hysteresis: expected an integer >= 1, got 0"},
+      {R"({"train_batch_size": 4, "data_types": {"grad_accum_dtype": "fp8"}})", 1,
+       "data_types.grad_accum_dtype: expected \"fp32\", \"bf16\" or \"fp16\", got \"fp8\""},
+      {R"({"train_batch_size": 4, "zero_optimization": {"stage": 3, "stage3_max_live_parameters": 5, "max_live_parameters": 6}})",
+       1, "zero_optimization.stage3_max_live_parameters: given twice"},
+      {R"({"train_batch_size": 4, "zero_optimization": {"stage": 2, "reduce_bucket_size": 0}})", 1,
+       "zero_optimization.reduce_bucket_size: expected an integer >= 1, got 0"},
+      {R"({"train_batch_size": 4, "zero_optimization": {"stage": 2, "reduce_bucket_size": 5.5}})",
+       1, "zero_optimization.reduce_bucket_size: expected a whole number, got 5.5"},
+      {R"({"train_batch_size": 4, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu"}}})",
+       1, "zero_optimization.offload_optimizer: offload is not implemented yet"},
       {R"({"train_batch_size": 4, "zero_optimization": {"stage": 4}})", 1,
        "zero_optimization.stage: expected 0..3, got 4"},
       {R"({"train_batch_size": 4, "zero_optimization": {"stage": -1}})", 1,
@@ -343,11 +364,34 @@ TEST_CASE("ds_config: integers, ZeRO stage, batch and JSON errors", "[config]") 
 }
 
 TEST_CASE("ds_config: ZeRO forms that are accepted", "[config]") {
-  CHECK(parse(R"({"train_batch_size": 4, "zero_optimization": {"stage": 0}})").zeroStage == 0);
-  CHECK(parse(R"({"train_batch_size": 4, "zero_optimization": {}})").zeroStage == 0);
+  CHECK(parse(R"({"train_batch_size": 4, "zero_optimization": {"stage": 0}})").zero.stage == 0);
+  CHECK(parse(R"({"train_batch_size": 4, "zero_optimization": {}})").zero.stage == 0);
+  const auto z = parse(
+      R"({"train_batch_size": 4, "zero_optimization": {"stage": 3, "reduce_bucket_size": 1000,
+          "overlap_comm": true, "stage3_max_live_parameters": 77, "prefetch_bucket_size": 9,
+          "stage3_param_persistence_threshold": 0}, "fp16": {"enabled": true, "loss_scale_window": 50},
+          "communication_data_type": "fp32", "data_types": {"grad_accum_dtype": "fp32"}})");
+  CHECK(z.zero.stage == 3);
+  CHECK(z.zero.reduceBucketSize == 1000);
+  CHECK(z.zero.overlapComm);
+  CHECK(z.zero.maxLiveParameters == 77);
+  CHECK(z.zero.prefetchBucketSize == 9);
+  CHECK(z.zero.paramPersistenceThreshold == 0);
+  CHECK(z.zero.allgatherBucketSize == 500000000);
+  CHECK(parse(R"({"train_batch_size": 4, "zero_optimization": {"reduce_bucket_size": 2e8}})")
+            .zero.reduceBucketSize == 200000000);
+  CHECK(z.precision.modelDtype == ds::DType::F16);
+  CHECK(z.precision.lossScale.window == 50);
+  CHECK(z.precision.lossScale.initialScalePower == 16);
+  CHECK(z.precision.lossScale.hysteresis == 2);
+  CHECK(z.precision.communicationDtype == ds::DType::F32);
+  CHECK(z.precision.gradAccumDtype == ds::DType::F32);
+  CHECK(parse(R"({"train_batch_size": 4, "bf16": {"enabled": true}})").precision.modelDtype ==
+        ds::DType::BF16);
+  CHECK(parse(R"({"train_batch_size": 4})").precision.modelDtype == ds::DType::F32);
   // Deprecated boolean form: true means stage 1, with a warning.
   const DeepSpeedConfig c = parse(R"({"train_batch_size": 4, "zero_optimization": true})");
-  CHECK(c.zeroStage == 1);
+  CHECK(c.zero.stage == 1);
   CHECK(hasWarning(c, "deprecated"));
   const DeepSpeedConfig e = parse(R"({"train_batch_size": 4, "elasticity": {"enabled": true}})");
   CHECK(hasWarning(e, "elasticity.enabled is true"));

@@ -1,5 +1,5 @@
 // The Engine over Gloo with ranks as threads over an in-memory store (real TCP on loopback
-// between the threads): ZeRO stage 1 trains to the same parameters as stage 0 with every replica
+// between the threads): ZeRO stages 1-3 train to the same parameters as stage 0 with every replica
 // bitwise identical.
 #include <catch2/catch.hpp>
 #include <thread>
@@ -29,7 +29,7 @@ void runRanks(int world, const std::string& prefix, Body body) {
 
 }  // namespace
 
-TEST_CASE("engine: stage 1 matches stage 0 and replicas stay bitwise identical") {
+TEST_CASE("engine over gloo: stages 1-3 match stage 0 and replicas stay bitwise identical") {
   const int world = 3;
   auto train = [&](int stage) {
     const std::string json =
@@ -53,15 +53,20 @@ TEST_CASE("engine: stage 1 matches stage 0 and replicas stay bitwise identical")
         losses[comm.rank()].push_back(loss / 2);
       }
       REQUIRE(engine.globalSteps() == 12);
-      params[comm.rank()].assign(engine.parameters(),
-                                 engine.parameters() + engine.parameterCount());
+      params[comm.rank()] = engine.fullParameters();
     });
     for (int r = 1; r < world; ++r) REQUIRE(params[r] == params[0]);
     return params[0];
   };
   const auto stage0 = train(0);
-  const auto stage1 = train(1);
-  REQUIRE(stage0.size() == stage1.size());
+  REQUIRE(stage0.size() == Mlp({16, 8, 4}).parameterCount());
   // Same math, same order of operations per element: the same bits.
-  REQUIRE(stage0 == stage1);
+  REQUIRE(train(1) == stage0);
+  // Stages 2 and 3 reduce every micro-batch as it is back-propagated (as DeepSpeed does) instead
+  // of once per accumulation boundary, so with 2 micro-batches they round differently.
+  for (int stage : {2, 3}) {
+    const auto sharded = train(stage);
+    for (size_t i = 0; i < stage0.size(); ++i)
+      REQUIRE(sharded[i] == Approx(stage0[i]).epsilon(1e-4).margin(1e-6));
+  }
 }

@@ -31,8 +31,10 @@ std::string configJson(int stage, int stepsPerPrint) {
 
 // Every job prints parameter hashes: they double as a per-step progress marker for the tests.
 LaunchedJob startTraining(const std::string& name, int stage, int steps,
-                          const std::vector<std::string>& launcherFlags = {}) {
-  const std::string dir = makeScratchDir(name);
+                          const std::vector<std::string>& launcherFlags = {},
+                          const std::vector<std::string>& jobFlags = {},
+                          const std::string& existingDir = "") {
+  const std::string dir = existingDir.empty() ? makeScratchDir(name) : existingDir;
   writeFile(dir + "/hostfile", kHostfile);
   writeFile(dir + "/config.json", configJson(stage, 1));
   std::vector<std::string> args = {"--hostfile", "hostfile",  "--master_port",
@@ -40,6 +42,7 @@ LaunchedJob startTraining(const std::string& name, int stage, int steps,
   args.insert(args.end(), launcherFlags.begin(), launcherFlags.end());
   args.insert(args.end(), {"train", "--config", "config.json", "--steps", std::to_string(steps),
                            "--print_param_hash"});
+  args.insert(args.end(), jobFlags.begin(), jobFlags.end());
   return startLaunch(dir, args);
 }
 
@@ -91,8 +94,8 @@ std::string jobToken(pid_t worker) {
 
 }  // namespace
 
-TEST_CASE("launch: 2 nodes x 2 ranks train with identical replicas at ZeRO stage 0 and 1") {
-  for (int stage : {0, 1}) {
+TEST_CASE("launch: 2 nodes x 2 ranks train with identical replicas at ZeRO stages 0-3") {
+  for (int stage : {0, 1, 2, 3}) {
     INFO("stage " << stage);
     const auto job = startTraining("train-stage" + std::to_string(stage), stage, 20);
     const auto status = waitExit(job, 120s);
@@ -118,6 +121,27 @@ TEST_CASE("launch: 2 nodes x 2 ranks train with identical replicas at ZeRO stage
     REQUIRE(out.find("[rank 1]") == std::string::npos);  // only rank 0 on the console by default
     REQUIRE(std::regex_search(out, std::regex(R"(\n3 +127\.0\.0\.2 +0 +20 )")));
   }
+}
+
+TEST_CASE(
+    "launch: a job saved at step 10 and resumed runs on to step 20 exactly as a straight run") {
+  const auto straight = startTraining("resume-straight", 3, 20);
+  REQUIRE(waitExit(straight, 120s) == 0);
+  const auto first = startTraining("resume", 3, 10, {}, {"--save_dir", "ckpt"});
+  INFO(readFile(first.dir + "/stdout") << readFile(first.dir + "/stderr"));
+  REQUIRE(waitExit(first, 120s) == 0);
+  REQUIRE(readFile(first.dir + "/ckpt/latest") == "global_step10\n");
+  // The same directory: the second job resumes from ckpt/latest (its logs replace the first's).
+  const auto second =
+      startTraining("resume", 3, 20, {}, {"--load_dir", "ckpt", "--save_dir", "ckpt"}, first.dir);
+  REQUIRE(waitExit(second, 120s) == 0);
+  const std::string out = readFile(second.dir + "/stdout");
+  REQUIRE(out.find("resumed from ckpt/global_step10 at step 10") != std::string::npos);
+  const auto resumed = paramHashes(readFile(second.dir + "/logs/rank-3.log"));
+  const auto reference = paramHashes(readFile(straight.dir + "/logs/rank-3.log"));
+  REQUIRE(resumed.count(20) == 1);
+  REQUIRE(resumed.at(20) == reference.at(20));
+  REQUIRE(resumed.count(5) == 0);  // it did not start over
 }
 
 TEST_CASE("launch: SIGKILL of one worker ends the job within 5 s naming that rank") {

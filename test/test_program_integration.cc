@@ -334,8 +334,10 @@ TEST_CASE("comms_logger in the config: ds-launch prints the merged table at the 
   const std::string out = readFile(dir + "/stdout");
   INFO(out);
   REQUIRE_THAT(out, Catch::Contains("communication (comms_logger)"));
-  // The per-step stop vote: one 4-byte all_reduce per step on every rank.
-  REQUIRE(std::regex_search(out, std::regex(R"(all_reduce +4 B +25 )")));
+  // Two 4-byte all_reduces per step on every rank: the stop vote and the gradient norm's partial
+  // sums; the gradients themselves: one 21.5 KiB all_reduce (stage 0, one bucket) per step.
+  REQUIRE(std::regex_search(out, std::regex(R"(all_reduce +4 B +50 )")));
+  REQUIRE(std::regex_search(out, std::regex(R"(all_reduce +21\.5 KiB +25 )")));
 }
 
 TEST_CASE("comm backend forced per job: gloo on one host works, shm across hosts is refused") {

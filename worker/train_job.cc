@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -50,6 +51,12 @@ TrainOptions parseTrainOptions(const std::vector<std::string>& jobArgs) {
       options.hangAtStep = parseNumber<int64_t>(arg, value());
     else if (arg == "--hang_rank")
       options.hangRank = parseNumber<int>(arg, value());
+    else if (arg == "--load_dir")
+      options.loadDir = value();
+    else if (arg == "--save_dir")
+      options.saveDir = value();
+    else if (arg == "--save_interval")
+      options.saveInterval = parseNumber<int64_t>(arg, value());
     else if (arg == "--print_param_hash")
       options.printParamHash = true;
     else if (arg == "--config" || arg == "--deepspeed_config")
@@ -57,8 +64,10 @@ TrainOptions parseTrainOptions(const std::vector<std::string>& jobArgs) {
     else if (arg.starts_with("--config=") || arg.starts_with("--deepspeed_config="))
       continue;
     else
-      throw Error("train: unknown argument \"" + arg +
-                  "\" (known: --config FILE, --steps N, --seed N, --print_param_hash)");
+      throw Error(
+          "train: unknown argument \"" + arg +
+          "\" (known: --config FILE, --steps N, --seed N, --print_param_hash, --load_dir DIR, "
+          "--save_dir DIR, --save_interval N)");
   }
   if (options.steps <= 0) throw Error("train --steps: expected a positive number of steps");
   return options;
@@ -80,21 +89,29 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   runtime::Mlp model({16, 64, 64, 4});
   runtime::TeacherTask task(model.inputDim(), model.outputDim(), kTaskSeed);
   runtime::Engine engine(model, config, comm, options.seed);
+  if (!options.loadDir.empty() &&
+      std::filesystem::exists(std::filesystem::path(options.loadDir) / "latest")) {
+    const std::string tag = engine.loadCheckpoint(options.loadDir);
+    if (join.rank == 0)
+      std::printf("resumed from %s/%s at step %" PRId64 "\n", options.loadDir.c_str(), tag.c_str(),
+                  engine.globalSteps());
+  }
   if (join.rank == 0)
     std::printf("model: MLP 16-64-64-4, %zu parameters; ZeRO stage %d; batch %" PRId64
                 " = micro %" PRId64 " x accumulation %" PRId64 " x %d ranks; collectives: %s\n",
-                engine.parameterCount(), config.zeroStage, config.batch.trainBatchSize,
+                engine.parameterCount(), config.zero.stage, config.batch.trainBatchSize,
                 config.batch.microBatchPerGpu, config.batch.gradientAccumulationSteps,
                 join.worldSize, comm.backendName().c_str());
 
   board.setState(WorkerState::Training);
   const auto& batch = config.batch;
   const auto start = std::chrono::steady_clock::now();
+  const int64_t firstStep = engine.globalSteps();
   TrainResult result;
   float stopVote[1] = {0.0f};
   double windowLoss = 0.0;  // mean over the steps since the last print: less noisy than one step
   int64_t windowSteps = 0;
-  for (int64_t step = 0; step < options.steps; ++step) {
+  for (int64_t step = engine.globalSteps(); step < options.steps; ++step) {
     if (step == options.hangAtStep && join.rank == options.hangRank) {
       board.setPhase("step " + std::to_string(step + 1) + ": hanging (--hang_at_step)");
       for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
@@ -120,7 +137,8 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
     result.lastLoss = loss;
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    result.samplesPerSecond = elapsed > 0 ? engine.globalSamples() / elapsed : 0.0;
+    result.samplesPerSecond =
+        elapsed > 0 ? (engine.globalSteps() - firstStep) * batch.trainBatchSize / elapsed : 0.0;
     board.update({WorkerState::Training, result.steps, loss, result.samplesPerSecond, 0,
                   "step " + std::to_string(result.steps) + " done"});
     if (options.printParamHash)
@@ -135,6 +153,15 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
                   engine.lastGradNorm(), result.samplesPerSecond);
       windowLoss = 0.0;
       windowSteps = 0;
+    }
+    const bool last = result.steps == options.steps;
+    if (!options.saveDir.empty() &&
+        (last || (options.saveInterval > 0 && result.steps % options.saveInterval == 0))) {
+      board.setPhase("step " + std::to_string(result.steps) + ": saving checkpoint");
+      engine.saveCheckpoint(options.saveDir, "global_step" + std::to_string(result.steps));
+      if (join.rank == 0)
+        std::printf("saved checkpoint %s/global_step%" PRId64 "\n", options.saveDir.c_str(),
+                    result.steps);
     }
     std::fflush(stdout);
   }

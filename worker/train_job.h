@@ -22,6 +22,11 @@ struct TrainOptions {
   // heartbeating) when it reaches this step.
   int64_t hangAtStep = -1;
   int hangRank = 0;
+  // Checkpoints: resume from loadDir/latest when it exists; save to saveDir every saveInterval
+  // steps (0: only at the end) under the tag "global_stepN", as DeepSpeed names them.
+  std::string loadDir;
+  std::string saveDir;
+  int64_t saveInterval = 0;
 };
 
 // Parses the job's arguments ("train --config F --steps N ..."); throws ds::Error on bad input.

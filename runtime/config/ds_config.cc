@@ -85,27 +85,6 @@ Json parseJson(std::string_view text, const std::string& source) {
   }
 }
 
-int parseZeroStage(JsonReader& r, const Json& block) {
-  // The deprecated form "zero_optimization": true means stage 1 (DeepSpeed's
-  // read_zero_config_deprecated).
-  if (block.is_boolean()) {
-    r.warn("\"zero_optimization\": true/false is deprecated; write {\"stage\": N}");
-    return block.get<bool>() ? 1 : 0;
-  }
-  r.object(block, "zero_optimization");
-  r.warnUnknownKeys(block, "zero_optimization", kZeroKeys);
-  const Json* v = JsonReader::member(block, "stage");
-  if (!v) return 0;
-  const int64_t stage = r.integer(*v, "zero_optimization.stage");
-  if (stage == 2 || stage == 3) {
-    r.fail("zero_optimization.stage", "stages 2 and 3 are not implemented yet; use 0 or 1");
-  }
-  if (stage != 0 && stage != 1) {
-    r.fail("zero_optimization.stage", "expected 0..3, got " + std::to_string(stage));
-  }
-  return static_cast<int>(stage);
-}
-
 CommsLoggerConfig parseCommsLogger(JsonReader& r, const Json& block) {
   r.object(block, "comms_logger");
   r.warnUnknownKeys(block, "comms_logger", {"enabled", "verbose", "prof_all", "debug", "prof_ops"});
@@ -134,6 +113,13 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
   }
   DeepSpeedConfig cfg;
   JsonReader r(source, cfg.warnings);
+  {
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    for (unsigned char c : root.dump()) hash = (hash ^ c) * 0x100000001b3ULL;
+    char text[17];
+    std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
+    cfg.configHash = text;
+  }
   r.warnUnknownKeys(root, "", kTopLevelKeys);
 
   auto optionalInt = [&](std::string_view key) -> std::optional<int64_t> {
@@ -166,7 +152,10 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
   // DeepSpeed takes global_steps % steps_per_print, so 0 would divide by zero.
   r.readInt(root, "", "steps_per_print", cfg.stepsPerPrint, 1);
   if (const Json* v = JsonReader::member(root, "zero_optimization"))
-    cfg.zeroStage = parseZeroStage(r, *v);
+    cfg.zero = parseZeroConfig(r, *v, kZeroKeys);
+  cfg.precision = parsePrecisionConfig(r, root, cfg.zero.stage);
+  r.readBool(root, "", "wall_clock_breakdown", cfg.wallClockBreakdown);
+  r.readBool(root, "", "dump_state", cfg.dumpState);
   if (const Json* v = JsonReader::member(root, "comm_backend")) {
     cfg.commBackend = r.string(*v, "comm_backend");
     if (cfg.commBackend != "auto" && cfg.commBackend != "shm" &&

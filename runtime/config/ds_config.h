@@ -11,7 +11,9 @@
 
 #include "runtime/config/batch_size.h"
 #include "runtime/config/optimizer_config.h"
+#include "runtime/config/precision_config.h"
 #include "runtime/config/scheduler_config.h"
+#include "runtime/config/zero_config.h"
 
 namespace ds::runtime {
 
@@ -30,11 +32,15 @@ struct DeepSpeedConfig {
   std::optional<SchedulerConfig> scheduler;  // absent block -> nullopt
   double gradientClipping = 0.0;             // 0 = off
   int64_t stepsPerPrint = 10;
-  int zeroStage = 0;  // 0 or 1; stages 2 and 3 are rejected for now
+  ZeroConfig zero;
+  PrecisionConfig precision;
+  bool wallClockBreakdown = false;  // per-step forward / backward / reduce / step times
+  bool dumpState = false;           // print the resolved engine state after initialization
   CommsLoggerConfig commsLogger;
   // This project's key: which collectives backend the world group uses. "auto" (default): shared
   // memory on one host, hierarchical across hosts with equal ranks per host, else Gloo.
   std::string commBackend = "auto";   // auto | shm | hierarchical | gloo
+  std::string configHash;             // FNV-1a of the parsed JSON, recorded in checkpoints
   std::vector<std::string> warnings;  // unknown keys etc., one message each, ready to print
 };
 

@@ -112,6 +112,23 @@ void JsonReader::readInt(const Json& obj, const std::string& prefix, std::string
   }
 }
 
+void JsonReader::readIntegral(const Json& obj, const std::string& prefix, std::string_view key,
+                              int64_t& out, int64_t min) const {
+  const Json* v = member(obj, key);
+  if (!v) return;
+  const std::string path = joinPath(prefix, key);
+  if (v->is_number_float()) {
+    const double x = v->get<double>();
+    if (!(std::fabs(x) < 9.0e18) || x != std::trunc(x))
+      fail(path, "expected a whole number, got " + describeJson(*v));
+    out = static_cast<int64_t>(x);
+  } else {
+    out = integer(*v, path);
+  }
+  if (out < min)
+    fail(path, "expected an integer >= " + std::to_string(min) + ", got " + describeJson(*v));
+}
+
 void JsonReader::readBool(const Json& obj, const std::string& prefix, std::string_view key,
                           bool& out) const {
   if (const Json* v = member(obj, key)) out = boolean(*v, joinPath(prefix, key));

@@ -46,6 +46,10 @@ class JsonReader {
   void readInt(const Json& obj, const std::string& prefix, std::string_view key, int64_t& out,
                int64_t min) const;
   void readBool(const Json& obj, const std::string& prefix, std::string_view key, bool& out) const;
+  // An integer that may be written as an integral float (5e8), as pydantic's int fields accept in
+  // DeepSpeed's zero_optimization block.
+  void readIntegral(const Json& obj, const std::string& prefix, std::string_view key, int64_t& out,
+                    int64_t min) const;
 
   // One warning per key not in `known`, with the closest known key as a suggestion.
   void warnUnknownKeys(const Json& object, const std::string& prefix,

@@ -1,77 +1,200 @@
-// Parses and validates the "optimizer" block; errors name the JSON path.
+// Parses and validates the "optimizer" block; errors name the JSON path. Unknown params keys are
+// errors (a misspelled "weight_decay" would silently train without decay); keys that only pick an
+// implementation in DeepSpeed or PyTorch (torch_adam, foreach, fused, ...) are accepted and
+// ignored.
 #include "runtime/config/optimizer_config.h"
 
 #include <cctype>
+#include <string>
 
 #include "runtime/config/config_blocks.h"
 
 namespace ds::runtime {
 namespace {
 
-const std::vector<std::string_view> kAdamKeys = {
-    "lr",         "betas",           "eps",     "weight_decay", "adam_w_mode",
-    "torch_adam", "bias_correction", "amsgrad", "max_grad_norm"};
-
 const std::vector<std::string_view> kOptimizerKeys = {"type", "params", "legacy_fusion"};
 
+// FusedAdam's arguments, DeepSpeed's torch_adam / adam_w_mode, and torch.optim.Adam's.
+const std::vector<std::string_view> kAdamKeys = {
+    "lr",         "betas",         "eps",      "weight_decay", "adam_w_mode", "bias_correction",
+    "amsgrad",    "set_grad_none", "maximize", "torch_adam",   "foreach",     "fused",
+    "capturable", "differentiable"};
+// FusedLamb's arguments (max_grad_norm is refused before this list is consulted).
+const std::vector<std::string_view> kLambKeys = {
+    "lr",        "betas",     "eps",    "weight_decay", "bias_correction", "eps_inside_sqrt",
+    "max_coeff", "min_coeff", "amsgrad"};
+// torch.optim.SGD's arguments.
+const std::vector<std::string_view> kSgdKeys = {"lr",           "momentum",       "dampening",
+                                                "weight_decay", "nesterov",       "maximize",
+                                                "foreach",      "differentiable", "fused"};
+
+const char* kSupported = R"((supported: "Adam", "AdamW", "Lamb", "SGD"))";
+const char* kPrefix = "optimizer.params";
+
+std::string lowercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+void readBetas(const JsonReader& r, const Json& params, double& beta1, double& beta2) {
+  const Json* v = JsonReader::member(params, "betas");
+  if (!v) return;
+  if (!v->is_array() || v->size() != 2) {
+    r.fail("optimizer.params.betas", "expected an array of 2 numbers, got " + describeJson(*v));
+  }
+  double* out[2] = {&beta1, &beta2};
+  for (int i = 0; i < 2; ++i) {
+    const std::string path = "optimizer.params.betas[" + std::to_string(i) + "]";
+    *out[i] = r.number((*v)[i], path);
+    if (!(*out[i] >= 0.0 && *out[i] < 1.0)) {
+      r.fail(path, "expected a number in [0, 1), got " + describeJson((*v)[i]));
+    }
+  }
+}
+
+// A boolean switch whose `true` we do not implement: false (or absent) is fine.
+void refuseTrue(const JsonReader& r, const Json& params, std::string_view key,
+                const std::string& why) {
+  bool value = false;
+  r.readBool(params, kPrefix, key, value);
+  if (value) r.fail(joinPath(kPrefix, key), why);
+}
+
+// Implementation switches: checked for type, then ignored (the maths does not change).
+void acceptBooleans(const JsonReader& r, const Json& params,
+                    const std::vector<std::string_view>& keys) {
+  for (std::string_view key : keys) {
+    bool ignored = false;
+    r.readBool(params, kPrefix, key, ignored);
+  }
+}
+
+AdamParams parseAdam(const JsonReader& r, const Json& params) {
+  r.rejectUnknownKeys(params, kPrefix, kAdamKeys);
+  AdamParams p;
+  r.readNonNegative(params, kPrefix, "lr", p.lr);
+  readBetas(r, params, p.beta1, p.beta2);
+  r.readNonNegative(params, kPrefix, "eps", p.eps);
+  r.readNonNegative(params, kPrefix, "weight_decay", p.weightDecay);
+  r.readBool(params, kPrefix, "adam_w_mode", p.adamWMode);
+  r.readBool(params, kPrefix, "bias_correction", p.biasCorrection);
+  refuseTrue(r, params, "amsgrad", "true is not implemented yet; remove the key");
+  refuseTrue(r, params, "maximize", "true is not implemented yet; negate the loss instead");
+  acceptBooleans(
+      r, params,
+      {"torch_adam", "set_grad_none", "foreach", "fused", "capturable", "differentiable"});
+  return p;
+}
+
+LambParams parseLamb(const JsonReader& r, const Json& params) {
+  r.rejectUnknownKeys(params, kPrefix, kLambKeys);
+  LambParams p;
+  r.readNonNegative(params, kPrefix, "lr", p.lr);
+  readBetas(r, params, p.beta1, p.beta2);
+  r.readNonNegative(params, kPrefix, "eps", p.eps);
+  r.readNonNegative(params, kPrefix, "weight_decay", p.weightDecay);
+  r.readBool(params, kPrefix, "bias_correction", p.biasCorrection);
+  r.readBool(params, kPrefix, "eps_inside_sqrt", p.epsInsideSqrt);
+  r.readNonNegative(params, kPrefix, "max_coeff", p.maxCoeff);
+  r.readNonNegative(params, kPrefix, "min_coeff", p.minCoeff);
+  if (p.minCoeff > p.maxCoeff) {
+    r.fail("optimizer.params.min_coeff", std::to_string(p.minCoeff) + " is above max_coeff " +
+                                             std::to_string(p.maxCoeff) + "; the clamp is empty");
+  }
+  refuseTrue(r, params, "amsgrad",
+             "Lamb has no AMSGrad variant (DeepSpeed's FusedLamb refuses it too); remove the key");
+  return p;
+}
+
+SgdParams parseSgd(const JsonReader& r, const Json& params) {
+  r.rejectUnknownKeys(params, kPrefix, kSgdKeys);
+  SgdParams p;
+  r.readNonNegative(params, kPrefix, "lr", p.lr);
+  r.readNonNegative(params, kPrefix, "momentum", p.momentum);
+  r.readNumber(params, kPrefix, "dampening", p.dampening);
+  r.readNonNegative(params, kPrefix, "weight_decay", p.weightDecay);
+  r.readBool(params, kPrefix, "nesterov", p.nesterov);
+  if (p.nesterov && (p.momentum <= 0.0 || p.dampening != 0.0)) {
+    r.fail("optimizer.params.nesterov",
+           "Nesterov momentum needs momentum > 0 and dampening 0 (torch.optim.SGD refuses it "
+           "too); set momentum or remove nesterov");
+  }
+  refuseTrue(r, params, "maximize", "true is not implemented yet; negate the loss instead");
+  acceptBooleans(r, params, {"foreach", "differentiable", "fused"});
+  return p;
+}
+
 }  // namespace
+
+double OptimizerConfig::lr() const {
+  return std::visit([](const auto& p) { return p.lr; }, params);
+}
+
+double OptimizerConfig::momentum() const {
+  if (const auto* sgd = std::get_if<SgdParams>(&params)) return sgd->momentum;
+  if (const auto* lamb = std::get_if<LambParams>(&params)) return lamb->beta1;
+  return std::get<AdamParams>(params).beta1;
+}
+
+const char* optimizerTypeName(OptimizerType type) {
+  switch (type) {
+    case OptimizerType::Adam:
+      return "Adam";
+    case OptimizerType::AdamW:
+      return "AdamW";
+    case OptimizerType::Lamb:
+      return "Lamb";
+    case OptimizerType::SGD:
+      return "SGD";
+  }
+  return "?";
+}
 
 OptimizerConfig parseOptimizerConfig(JsonReader& r, const Json& block) {
   r.object(block, "optimizer");
   r.warnUnknownKeys(block, "optimizer", kOptimizerKeys);
+  const Json* typeJson = JsonReader::member(block, "type");
+  if (!typeJson) r.fail("optimizer.type", std::string("missing ") + kSupported);
+  const std::string name = r.string(*typeJson, "optimizer.type");
   OptimizerConfig out;
-  const Json* type = JsonReader::member(block, "type");
-  if (!type) r.fail("optimizer.type", "missing (supported: \"Adam\", \"AdamW\")");
-  std::string name = r.string(*type, "optimizer.type");
-  std::string lowered = name;
-  for (char& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  // DeepSpeed matches optimizer names case-insensitively.
-  if (lowered == "adam") {
-    out.type = OptimizerType::Adam;
-  } else if (lowered == "adamw") {
-    out.type = OptimizerType::AdamW;
-  } else {
-    r.fail("optimizer.type", "\"" + name + "\" is not supported (supported: \"Adam\", \"AdamW\")");
+  bool known = false;
+  for (OptimizerType t :
+       {OptimizerType::Adam, OptimizerType::AdamW, OptimizerType::Lamb, OptimizerType::SGD}) {
+    if (lowercase(name) == lowercase(optimizerTypeName(t))) {
+      out.type = t;
+      known = true;
+    }
   }
+  if (!known) r.fail("optimizer.type", "\"" + name + "\" is not supported " + kSupported);
 
-  AdamParams& p = out.params;
-  if (const Json* params = JsonReader::member(block, "params")) {
-    r.object(*params, "optimizer.params");
-    r.warnUnknownKeys(*params, "optimizer.params", kAdamKeys);
+  const Json empty = Json::object();
+  const Json* params = JsonReader::member(block, "params");
+  if (params) {
+    r.object(*params, kPrefix);
+    // DeepSpeed checks this before building any optimizer.
     if (JsonReader::member(*params, "max_grad_norm")) {
       r.fail("optimizer.params.max_grad_norm",
              "not supported as an optimizer parameter; use the top-level \"gradient_clipping\"");
     }
-    r.readNonNegative(*params, "optimizer.params", "lr", p.lr);
-    if (const Json* v = JsonReader::member(*params, "betas")) {
-      if (!v->is_array() || v->size() != 2) {
-        r.fail("optimizer.params.betas", "expected an array of 2 numbers, got " + describeJson(*v));
-      }
-      p.beta1 = r.number((*v)[0], "optimizer.params.betas[0]");
-      p.beta2 = r.number((*v)[1], "optimizer.params.betas[1]");
-      for (int i = 0; i < 2; ++i) {
-        const double b = i == 0 ? p.beta1 : p.beta2;
-        if (!(b >= 0.0 && b < 1.0)) {
-          r.fail("optimizer.params.betas[" + std::to_string(i) + "]",
-                 "expected a number in [0, 1), got " + describeJson((*v)[i]));
-        }
-      }
-    }
-    r.readNonNegative(*params, "optimizer.params", "eps", p.eps);
-    r.readNonNegative(*params, "optimizer.params", "weight_decay", p.weightDecay);
-    r.readBool(*params, "optimizer.params", "adam_w_mode", p.adamWMode);
-    // torch_adam only picks DeepSpeed's implementation; the maths is the same, so it is ignored.
-    bool torchAdam = false, biasCorrection = true, amsgrad = false;
-    r.readBool(*params, "optimizer.params", "torch_adam", torchAdam);
-    r.readBool(*params, "optimizer.params", "bias_correction", biasCorrection);
-    r.readBool(*params, "optimizer.params", "amsgrad", amsgrad);
-    if (!biasCorrection) {
-      r.fail("optimizer.params.bias_correction", "false is not implemented yet; remove the key");
-    }
-    if (amsgrad) r.fail("optimizer.params.amsgrad", "true is not implemented yet; remove the key");
+  } else {
+    params = &empty;
   }
-  // DeepSpeed: adam_w_mode = (name == "adamw") or params.adam_w_mode.
-  if (out.type == OptimizerType::AdamW) p.adamWMode = true;
+  switch (out.type) {
+    case OptimizerType::Adam:
+    case OptimizerType::AdamW: {
+      AdamParams p = parseAdam(r, *params);
+      // DeepSpeed: adam_w_mode = (name == "adamw") or params.adam_w_mode.
+      if (out.type == OptimizerType::AdamW) p.adamWMode = true;
+      out.params = p;
+      break;
+    }
+    case OptimizerType::Lamb:
+      out.params = parseLamb(r, *params);
+      break;
+    case OptimizerType::SGD:
+      out.params = parseSgd(r, *params);
+      break;
+  }
   return out;
 }
 

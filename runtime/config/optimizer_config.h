@@ -1,24 +1,61 @@
-// The "optimizer" block of ds_config.json: type and params, typed and validated.
+// The "optimizer" block of ds_config.json: type and the params of that type, typed and validated.
 // Parsed by parseOptimizerConfig (called from parseDeepSpeedConfig); JSON stays out of this header.
+// Names and defaults are those of the class DeepSpeed builds for the type (see each struct).
 #pragma once
+
+#include <variant>
 
 namespace ds::runtime {
 
-enum class OptimizerType { Adam, AdamW };
+// DeepSpeed lower-cases "Adam", "AdamW" and "Lamb"; "SGD" reaches torch.optim.SGD by exact name
+// there, but we accept every spelling of all four.
+enum class OptimizerType { Adam, AdamW, Lamb, SGD };
 
-// Defaults are DeepSpeed's FusedAdam ones; adam_w_mode defaults to true there too.
+// DeepSpeed's FusedAdam (torch.optim.Adam / AdamW with torch_adam: same maths).
 struct AdamParams {
   double lr = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
   double weightDecay = 0.0;
-  bool adamWMode = true;  // decoupled weight decay; false = L2 added to the gradient
+  bool adamWMode = true;       // decoupled weight decay; false = L2 added to the gradient
+  bool biasCorrection = true;  // FusedAdam's bias_correction
+};
+
+// DeepSpeed's FusedLamb (deepspeed/ops/lamb/fused_lamb.py).
+struct LambParams {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weightDecay = 0.0;
+  bool biasCorrection = true;
+  bool epsInsideSqrt = false;  // true: sqrt(v + eps); false: sqrt(v) + eps
+  double maxCoeff = 10.0;      // trust ratio clamp
+  double minCoeff = 0.01;
+};
+
+// torch.optim.SGD. lr defaults to 1e-3 as in torch >= 2.0 (torch 1.x made it required).
+struct SgdParams {
+  double lr = 1e-3;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weightDecay = 0.0;  // L2, added to the gradient
+  bool nesterov = false;
 };
 
 struct OptimizerConfig {
   OptimizerType type = OptimizerType::Adam;
-  AdamParams params;
+  // AdamParams for Adam and AdamW; the alternative always matches `type`.
+  std::variant<AdamParams, LambParams, SgdParams> params;
+
+  // The configured lr, where LR schedules start from.
+  double lr() const;
+  // beta1 (Adam, Lamb) or SGD momentum: what OneCycle's cycle_momentum replaces.
+  double momentum() const;
 };
+
+// "Adam", "AdamW", "Lamb", "SGD".
+const char* optimizerTypeName(OptimizerType type);
 
 }  // namespace ds::runtime

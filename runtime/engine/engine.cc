@@ -1,77 +1,169 @@
-// Engine: gradient averaging, clipping, the optimizer update and (stage 1) the partition gather.
+// Engine: construction, the accumulation-boundary step (reduce, unscale, overflow check, clip,
+// update, publish), and accessors. Layer-by-layer gathering and reduction: engine_layers.cc;
+// checkpoints: engine_checkpoint.cc.
 #include "runtime/engine/engine.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "runtime/common/error.h"
+#include "runtime/optim/make_optimizer.h"
 
 namespace ds::runtime {
+namespace {
+
+bool masterIsWorking(int stage, DType modelType) {
+  // fp32 working parameters in shard layout can be updated in place: stage 0 (the shard is
+  // everything) and stage 3 (the working copy is the shard).
+  return modelType == DType::F32 && (stage == 0 || stage == 3);
+}
+
+}  // namespace
 
 Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, uint64_t seed)
-    : model_(model), config_(config), comm_(comm), count_(model.parameterCount()) {
-  if (config_.zeroStage != 0 && config_.zeroStage != 1)
-    throw Error("zero_optimization.stage: this engine runs stages 0 and 1, got " +
-                std::to_string(config_.zeroStage));
-  const size_t world = static_cast<size_t>(comm_.size());
-  partitionSize_ = config_.zeroStage == 1 ? (count_ + world - 1) / world : count_;
-  // Padded to a multiple of the world size in every stage: the all_reduce then splits the buffer
-  // the same way whatever the stage, so stage 0 and 1 sum every element in the same order.
-  const size_t padded = (count_ + world - 1) / world * world;
-  params_.assign(padded, 0.0f);
-  grads_.assign(padded, 0.0f);
-  model_.initParameters(params_.data(), seed);
-  // Rank 0's initial values are the truth, as DeepSpeed broadcasts the model at initialize().
-  comm_.broadcast(params_.data(), count_, 0);
+    : model_(model),
+      config_(config),
+      comm_(comm),
+      stage_(config.zero.stage),
+      modelType_(config.precision.modelDtype),
+      gradType_(config.precision.gradAccumDtype.value_or(modelType_)),
+      commType_(config.precision.communicationDtype.value_or(gradType_)),
+      count_(model.parameterCount()),
+      specs_(model.parameters()),
+      scaler_(config.precision.lossScale, modelType_ == DType::F16) {
+  if (stage_ < 0 || stage_ > 3)
+    throw Error("zero_optimization.stage: expected 0..3, got " + std::to_string(stage_));
+  const int layers = model.layerCount();
+  layerTensors_.assign(layers, {0, 0});
+  for (size_t t = 0, begin = 0; t <= specs_.size(); ++t) {
+    if (t < specs_.size() && specs_[t].layer == specs_[begin].layer) continue;
+    if (begin < specs_.size()) {
+      const int l = specs_[begin].layer;
+      if (l < 0 || l >= layers || layerTensors_[l].second != 0)
+        throw Error("model: parameter \"" + specs_[begin].name + "\" has layer " +
+                    std::to_string(l) + "; layers must own consecutive runs of the table");
+      layerTensors_[l] = {begin, t};
+    }
+    begin = t;
+  }
+  // Layers with no parameters get an empty range at the right place.
+  for (int l = 0, t = 0; l < layers; ++l) {
+    if (layerTensors_[l].second == 0) layerTensors_[l] = {size_t(t), size_t(t)};
+    t = static_cast<int>(layerTensors_[l].second);
+  }
+
+  layout_ = std::make_unique<PartitionLayout>(specs_, comm.size(), comm.rank());
+  shardLayout_ = stage_ == 0 ? std::make_unique<PartitionLayout>(specs_, 1, 0)
+                             : std::make_unique<PartitionLayout>(specs_, comm.size(), comm.rank());
+  const size_t shard = shardLayout_->shardSize();
+  const size_t T = specs_.size();
+
+  // Every rank initialises identically, then rank 0's values win, as DeepSpeed broadcasts the
+  // model at initialize(). Master weights start from the rounded working values, as DeepSpeed's
+  // fp32 partitions are copies of the 16-bit parameters.
+  std::vector<float> init(count_);
+  model.initParameters(init.data(), seed);
+  comm.broadcast(init.data(), count_, 0);
+  if (stage_ == 3) {
+    working_.resize(shard * dtypeBytes(modelType_));
+    layout_->extractShard(init.data(), DType::F32, 0, 0, T, working_.data(), modelType_);
+  } else {
+    working_.resize(count_ * dtypeBytes(modelType_));
+    convertElements(init.data(), DType::F32, working_.data(), modelType_, count_);
+  }
+  if (!masterIsWorking(stage_, modelType_)) {
+    master_.resize(shard);
+    if (stage_ == 3)
+      convertElements(working_.data(), modelType_, master_.data(), DType::F32, shard);
+    else
+      shardLayout_->extractShard(working_.data(), modelType_, 0, 0, T, master_.data(), DType::F32);
+  }
+  grads_.assign((stage_ >= 2 ? shard : count_) * dtypeBytes(gradType_), 0);
+  stepGrads_.assign(shard, 0.0f);
 
   const OptimizerConfig optimizer = config_.optimizer.value_or(OptimizerConfig{});
-  const size_t begin = config_.zeroStage == 1 ? partitionSize_ * comm_.rank() : 0;
-  optimizer_ =
-      std::make_unique<Adam>(optimizer.params, model_.parameters(), begin, begin + partitionSize_);
-  lr_ = optimizer.params.lr;
+  optimizer_ = makeOptimizer(optimizer, shardLayout_->shardSpecs(specs_), 0, shard);
+  lr_ = optimizer.lr();
   if (config_.scheduler) {
-    scheduler_.emplace(config_.scheduler->warmupLr);
+    scheduler_ = makeLrSchedule(*config_.scheduler, lr_, optimizer.momentum());
     lr_ = scheduler_->lr();
+  }
+
+  queue_ = std::make_unique<CommQueue>(config_.zero.overlapComm);
+  planBuckets();
+  layerParams_.resize(layers);
+  layerReady_.resize(layers);
+  persistent_.assign(layers, false);
+  if (stage_ == 3) {
+    for (int l = 0; l < layers; ++l) {
+      persistent_[l] =
+          static_cast<int64_t>(layerNumel(l)) <= config_.zero.paramPersistenceThreshold;
+      if (persistent_[l]) gatherLayer(l);
+    }
   }
 }
 
-float Engine::forwardBackward(const Batch& batch) {
-  const float scale = 1.0f / static_cast<float>(config_.batch.gradientAccumulationSteps);
-  return model_.forwardBackward(params_.data(), grads_.data(), batch, scale);
+Engine::~Engine() {
+  // Ops already queued reference this engine's buffers: let them finish first.
+  queue_.reset();
 }
 
-void Engine::clipGradients() {
-  double sumSquares = 0.0;
-  for (size_t i = 0; i < count_; ++i) sumSquares += static_cast<double>(grads_[i]) * grads_[i];
-  lastGradNorm_ = std::sqrt(sumSquares);
-  const double maxNorm = config_.gradientClipping;
-  if (maxNorm <= 0.0) return;
-  const double coefficient = maxNorm / (lastGradNorm_ + 1e-6);
-  if (coefficient >= 1.0) return;
-  const float c = static_cast<float>(coefficient);
-  for (size_t i = 0; i < count_; ++i) grads_[i] *= c;
+size_t Engine::layerNumel(int layer) const {
+  const auto [t0, t1] = layerTensors_[layer];
+  if (t0 == t1) return 0;
+  return layout_->tensor(t1 - 1).flatOffset + layout_->tensor(t1 - 1).numel -
+         layout_->tensor(t0).flatOffset;
+}
+
+float Engine::forwardBackward(const Batch& batch) {
+  inBackward_ = false;
+  const float gradScale =
+      static_cast<float>(scaler_.scale() / config_.batch.gradientAccumulationSteps);
+  return model_.forwardBackward(batch, *this, gradScale);
+}
+
+float* Engine::masterData() {
+  return master_.empty() ? reinterpret_cast<float*>(working_.data()) : master_.data();
 }
 
 bool Engine::step() {
   if (++microSteps_ % config_.batch.gradientAccumulationSteps != 0) return false;
+  reduceGradientsForStep();
 
-  // Sum over ranks, then divide: the mean gradient of the global batch. The ring all-reduce gives
-  // every rank the same bits, so the updates below stay identical across replicas.
-  comm_.allReduce(grads_.data(), grads_.size());
-  const float invWorld = 1.0f / static_cast<float>(comm_.size());
-  for (auto& g : grads_) g *= invWorld;
-  clipGradients();
+  // Gradients were summed over ranks (after the optional pre-division) and carry the loss
+  // scale: one multiply restores the mean gradient of the global batch.
+  const PrecisionConfig& p = config_.precision;
+  const double world = comm_.size();
+  const double post = p.prescaleGradients ? p.gradientPredivideFactor / world : 1.0 / world;
+  const float unscale = static_cast<float>(post / scaler_.scale());
+  for (float& g : stepGrads_) g *= unscale;
 
-  if (config_.zeroStage == 1) {
-    const size_t begin = partitionSize_ * comm_.rank();
-    optimizer_->step(params_.data() + begin, grads_.data() + begin, lr_);
-    shardScratch_.assign(params_.begin() + begin, params_.begin() + begin + partitionSize_);
-    comm_.allGather(shardScratch_.data(), params_.data(), partitionSize_);
-  } else {
-    optimizer_->step(params_.data(), grads_.data(), lr_);
-  }
-  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  lastStepSkipped_ = modelType_ == DType::F16 && detectOverflow();
   ++globalSteps_;
+  if (lastStepSkipped_) {
+    ++skippedSteps_;
+    zeroGradients();
+    scaler_.update(true);  // throws at the minimum scale
+    return true;
+  }
+  lastGradNorm_ = clipGradients();
+
+  OptimizerStep update;
+  update.lr = lr_;
+  // DeepSpeed cycles betas[0] only; torch SGD has none, so OneCycle's momentum is not applied.
+  if (scheduler_ && config_.optimizer && config_.optimizer->type != OptimizerType::SGD)
+    update.momentum = scheduler_->momentum();
+  if (stage_ > 0)
+    update.sumAcrossShards = [this](double* values, size_t count) {
+      std::vector<float> sums(values, values + count);
+      queue_->run([&] { comm_.allReduce(sums.data(), count); });
+      for (size_t i = 0; i < count; ++i) values[i] = sums[i];
+    };
+  optimizer_->step(masterData(), stepGrads_.data(), update);
+  publishParameters();
+  zeroGradients();
+  scaler_.update(false);
   if (scheduler_) {
     scheduler_->step();
     lr_ = scheduler_->lr();
@@ -79,18 +171,163 @@ bool Engine::step() {
   return true;
 }
 
-uint64_t Engine::parameterHash() const {
+void Engine::reduceGradientsForStep() {
+  const PrecisionConfig& p = config_.precision;
+  const float pre = p.prescaleGradients ? static_cast<float>(1.0 / p.gradientPredivideFactor) : 1;
+  if (stage_ >= 2) {
+    // Every bucket was reduced during the backward passes; wait for the last ones.
+    for (auto& busy : slotBusy_)
+      if (busy.valid()) busy.get();
+    convertElements(grads_.data(), gradType_, stepGrads_.data(), DType::F32, stepGrads_.size());
+    return;
+  }
+  // Both stages use the rank-major staging of stage 1, so every element is summed in the same
+  // collective position whatever the stage: stage 0 (all-reduce) and 1 (reduce-scatter) agree
+  // bit for bit on every backend, ring ones included.
+  for (const Bucket& b : buckets_) {
+    const size_t chunk = layout_->chunk(b.t0, b.t1);
+    std::vector<char>& in = staging_[0];
+    in.resize(comm_.size() * chunk * dtypeBytes(commType_));
+    layout_->pack(grads_.data(), gradType_, 0, b.t0, b.t1, in.data(), commType_, pre);
+    if (stage_ == 0) {
+      queue_->run([&] { comm_.allReduce(in.data(), comm_.size() * chunk, commType_); });
+      layout_->unpack(in.data(), commType_, b.t0, b.t1, stepGrads_.data(), DType::F32, 0);
+    } else {
+      float* out = stepGrads_.data() + layout_->shardBegin(b.t0);
+      std::vector<char>& reduced = received_[0];
+      reduced.resize(chunk * dtypeBytes(commType_));
+      queue_->run([&] { comm_.reduceScatter(in.data(), reduced.data(), chunk, commType_); });
+      convertElements(reduced.data(), commType_, out, DType::F32, chunk);
+    }
+  }
+}
+
+bool Engine::detectOverflow() {
+  float overflow = 0.0f;
+  for (float g : stepGrads_)
+    if (!std::isfinite(g)) {
+      overflow = 1.0f;
+      break;
+    }
+  queue_->run([&] { comm_.allReduce(&overflow, 1, DType::F32, ReduceOp::Max); });
+  return overflow > 0.0f;
+}
+
+double Engine::clipGradients() {
+  // Each rank sums the squares of its own slices (stage 0 holds them all but takes the same
+  // ones), in shard order, and the partial sums are all-reduced: the same norm at every stage.
+  double local = 0.0;
+  if (stage_ == 0) {
+    for (size_t t = 0; t < specs_.size(); ++t) {
+      const TensorPlacement& p = layout_->tensor(t);
+      const size_t begin = std::min(p.numel, comm_.rank() * p.slice);
+      const size_t end = std::min(p.numel, begin + p.slice);
+      for (size_t i = begin; i < end; ++i) {
+        const double g = stepGrads_[p.flatOffset + i];
+        local += g * g;
+      }
+    }
+  } else {
+    for (float g : stepGrads_) local += static_cast<double>(g) * g;
+  }
+  float total = static_cast<float>(local);
+  queue_->run([&] { comm_.allReduce(&total, 1); });
+  const double norm = std::sqrt(static_cast<double>(total));
+  const double maxNorm = config_.gradientClipping;
+  if (maxNorm > 0.0) {
+    const double coefficient = maxNorm / (norm + 1e-6);
+    if (coefficient < 1.0) {
+      const float c = static_cast<float>(coefficient);
+      for (float& g : stepGrads_) g *= c;
+    }
+  }
+  return norm;
+}
+
+void Engine::publishParameters() {
+  const size_t T = specs_.size();
+  if (stage_ == 0) {
+    if (!master_.empty())
+      convertElements(master_.data(), DType::F32, working_.data(), modelType_, count_);
+    return;
+  }
+  if (stage_ == 3) {
+    if (!master_.empty())
+      convertElements(master_.data(), DType::F32, working_.data(), modelType_, master_.size());
+    // Gathered copies are stale now; persistent layers are re-gathered at once.
+    for (int l = 0; l < model_.layerCount(); ++l) {
+      const bool keep = persistent_[l];
+      persistent_[l] = false;
+      dropLayer(l);
+      persistent_[l] = keep;
+      if (keep) gatherLayer(l);
+    }
+    return;
+  }
+  // Stages 1 and 2: all-gather the updated shards into the whole working copy, bucket by bucket.
+  const size_t world = comm_.size(), bytes = dtypeBytes(modelType_);
+  const size_t limit = static_cast<size_t>(std::max<int64_t>(1, config_.zero.allgatherBucketSize));
+  for (size_t t0 = 0; t0 < T;) {
+    size_t t1 = t0 + 1;
+    while (t1 < T && layout_->chunk(t0, t1 + 1) * world <= limit) ++t1;
+    const size_t chunk = layout_->chunk(t0, t1);
+    std::vector<char>& own = received_[0];
+    std::vector<char>& all = staging_[0];
+    own.resize(chunk * bytes);
+    all.resize(world * chunk * bytes);
+    convertElements(master_.data() + layout_->shardBegin(t0), DType::F32, own.data(), modelType_,
+                    chunk);
+    queue_->run([&] {
+      if (config_.zero.allgatherPartitions) {
+        comm_.allGather(own.data(), all.data(), chunk, modelType_);
+      } else {  // DeepSpeed's alternative: one broadcast per rank
+        std::memcpy(all.data() + comm_.rank() * chunk * bytes, own.data(), chunk * bytes);
+        for (size_t q = 0; q < world; ++q)
+          comm_.broadcast(all.data() + q * chunk * bytes, chunk, modelType_, static_cast<int>(q));
+      }
+    });
+    layout_->unpack(all.data(), modelType_, t0, t1, working_.data(), modelType_, 0);
+    t0 = t1;
+  }
+}
+
+void Engine::zeroGradients() { std::fill(grads_.begin(), grads_.end(), 0); }
+
+std::vector<float> Engine::fullParameters() {
+  std::vector<float> out(count_);
+  if (stage_ < 3) {
+    convertElements(working_.data(), modelType_, out.data(), DType::F32, count_);
+    return out;
+  }
+  const size_t shard = layout_->shardSize(), bytes = dtypeBytes(modelType_);
+  std::vector<char> all(comm_.size() * shard * bytes);
+  queue_->run([&] { comm_.allGather(working_.data(), all.data(), shard, modelType_); });
+  layout_->unpack(all.data(), modelType_, 0, specs_.size(), out.data(), DType::F32, 0);
+  return out;
+}
+
+uint64_t Engine::parameterHash() {
+  const std::vector<float> params = fullParameters();
   uint64_t hash = 0xcbf29ce484222325ULL;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(params_.data());
-  for (size_t i = 0; i < count_ * sizeof(float); ++i) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(params.data());
+  for (size_t i = 0; i < params.size() * sizeof(float); ++i) {
     hash ^= bytes[i];
     hash *= 0x100000001b3ULL;
   }
   return hash;
 }
 
-size_t Engine::modelStateBytes() const {
-  return (params_.size() + grads_.size()) * sizeof(float) + optimizer_->stateBytes();
+MemoryUsage Engine::memory() const {
+  MemoryUsage m;
+  m.parameters = working_.size();
+  m.gradients = grads_.size();
+  m.masterWeights = master_.size() * sizeof(float);
+  m.optimizerStates = optimizer_->stateBytes();
+  m.buffers = stepGrads_.capacity() * sizeof(float) + layerScratch_.capacity() * sizeof(float);
+  for (const auto& v : staging_) m.buffers += v.capacity();
+  for (const auto& v : received_) m.buffers += v.capacity();
+  for (const auto& v : layerParams_) m.buffers += v.capacity() * sizeof(float);
+  return m;
 }
 
 }  // namespace ds::runtime

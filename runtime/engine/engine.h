@@ -1,62 +1,149 @@
-// Engine: data-parallel training of a Model with ZeRO stage 0 or 1 on flat fp32 buffers.
-// The caller runs forwardBackward() once per micro-batch and step() after each; step() applies an
-// update only at a gradient-accumulation boundary (every gradient_accumulation_steps calls), as
+// Engine: data-parallel training of a Model with ZeRO stages 0-3 on flat buffers, in fp32, bf16
+// or fp16 (dynamic or static loss scaling). The caller runs forwardBackward() once per
+// micro-batch and step() after each; step() acts only at a gradient-accumulation boundary, as
 // DeepSpeed's engine.step() does.
-//   stage 0: gradients all-reduced; every rank keeps optimizer state for all parameters.
-//   stage 1: optimizer state kept only for this rank's partition; updated partitions all-gathered.
+//   stage 0: gradients all-reduced in buckets; every rank keeps everything.
+//   stage 1: fp32 master weights and optimizer states partitioned; updated shards all-gathered.
+//   stage 2: gradients reduce-scattered bucket by bucket during the backward pass; each rank keeps
+//            only its gradient shard.
+//   stage 3: parameters partitioned too: each layer is gathered right before use (prefetched with
+//            overlap_comm) and released after, within stage3_max_live_parameters.
+// Partitioning is by equal slices of every tensor (runtime/zero/partition_layout.h).
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <memory>
-#include <optional>
+#include <string>
 #include <vector>
 
 #include "runtime/comm/communicator.h"
 #include "runtime/config/ds_config.h"
-#include "runtime/lr/warmup_lr.h"
+#include "runtime/lr/lr_schedule.h"
 #include "runtime/model/model.h"
-#include "runtime/optim/adam.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/precision/loss_scaler.h"
+#include "runtime/zero/comm_queue.h"
+#include "runtime/zero/partition_layout.h"
 
 namespace ds::runtime {
 
-class Engine {
+// Bytes this rank holds, by kind. modelState() is what the ZeRO formulas count; buffers are the
+// staging and scratch space bounded by the bucket sizes.
+struct MemoryUsage {
+  size_t parameters = 0;       // working parameters (model dtype), whole or shard
+  size_t gradients = 0;        // accumulated gradients (grad dtype), whole or shard
+  size_t masterWeights = 0;    // fp32 master shard when it is not the working copy itself
+  size_t optimizerStates = 0;  // moments etc. over the shard
+  size_t buffers = 0;
+  size_t modelState() const { return parameters + gradients + masterWeights + optimizerStates; }
+};
+
+class Engine : private LayerAccess {
  public:
   Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, uint64_t seed);
+  ~Engine() override;
 
-  // One micro-batch: returns its mean loss and accumulates gradients scaled by 1/grad_accum.
+  // One micro-batch: returns its mean loss; gradients of loss / gradient_accumulation_steps (times
+  // the loss scale) are accumulated.
   float forwardBackward(const Batch& batch);
-  // Returns true when an optimizer update was applied (an accumulation boundary).
+  // Returns true at an accumulation boundary (the update was applied or, on overflow, skipped).
   bool step();
 
-  const float* parameters() const { return params_.data(); }
-  size_t parameterCount() const { return count_; }
-  // FNV-1a over the parameter bytes: equal on every rank when replicas are bitwise identical.
-  uint64_t parameterHash() const;
+  // Collective: every rank calls them. The checkpoint goes to dir/tag (see checkpoint_files.h);
+  // load with an empty tag reads dir/latest, and works at any data-parallel size and stage.
+  void saveCheckpoint(const std::string& dir, const std::string& tag);
+  std::string loadCheckpoint(const std::string& dir, const std::string& tag = "");
 
+  // Collective at stage 3. The working parameters (model dtype) as fp32, flat layout.
+  std::vector<float> fullParameters();
+  // FNV-1a over fullParameters(): equal on every rank when replicas are identical.
+  uint64_t parameterHash();
+
+  size_t parameterCount() const { return count_; }
   int64_t globalSteps() const { return globalSteps_; }
+  int64_t skippedSteps() const { return skippedSteps_; }
   int64_t globalSamples() const { return globalSteps_ * config_.batch.trainBatchSize; }
   double lr() const { return lr_; }
+  double lossScale() const { return scaler_.scale(); }
   double lastGradNorm() const { return lastGradNorm_; }
-  // Bytes of model state this rank holds (parameters, gradients, optimizer state).
-  size_t modelStateBytes() const;
+  bool lastStepSkipped() const { return lastStepSkipped_; }
+  MemoryUsage memory() const;
+  const DeepSpeedConfig& config() const { return config_; }
 
  private:
-  void clipGradients();
+  struct Bucket {
+    int firstLayer, lastLayer;  // inclusive
+    size_t t0, t1;              // tensor range
+  };
+
+  // LayerAccess (engine_layers.cc).
+  const float* acquireParameters(int layer) override;
+  void releaseParameters(int layer) override;
+  float* layerGradients(int layer) override;
+  void gradientsDone(int layer) override;
+
+  // engine_layers.cc
+  void planBuckets();
+  void reduceBucketDuringBackward(size_t bucket);
+  void gatherLayer(int layer);
+  void waitLayer(int layer);
+  void dropLayer(int layer);
+  void prefetchFrom(int layer, int direction);
+  // engine.cc
+  void reduceGradientsForStep();
+  bool detectOverflow();
+  double clipGradients();
+  void publishParameters();
+  void zeroGradients();
+  void applySchedule();
+  size_t layerBase(int layer) const {
+    const size_t t0 = layerTensors_[layer].first;
+    return t0 < specs_.size() ? layout_->tensor(t0).flatOffset : count_;
+  }
+  size_t layerNumel(int layer) const;
+  float* masterData();
 
   Model& model_;
   DeepSpeedConfig config_;
   Communicator& comm_;
-  size_t count_;               // real parameter count
-  size_t partitionSize_;       // stage 1: ceil(count / world); stage 0: count
-  std::vector<float> params_;  // padded to partitionSize_ * world at stage 1
-  std::vector<float> grads_;
-  std::vector<float> shardScratch_;
-  std::unique_ptr<Adam> optimizer_;
-  std::optional<WarmupLr> scheduler_;
+  const int stage_;
+  const DType modelType_, gradType_, commType_;
+  size_t count_;
+  std::vector<ParamSpec> specs_;
+  std::vector<std::pair<size_t, size_t>> layerTensors_;  // per layer: tensor range [t0, t1)
+  std::unique_ptr<PartitionLayout> layout_;       // world-size slices: staging for every collective
+  std::unique_ptr<PartitionLayout> shardLayout_;  // the optimizer's shard: parts 1 at stage 0
+
+  // Buffers (element counts in comments; F = flat size, S = shard size).
+  std::vector<char> working_;        // model dtype: F (stages 0-2) or S (stage 3)
+  std::vector<char> grads_;          // grad dtype: F (stages 0, 1) or S (stages 2, 3)
+  std::vector<float> master_;        // S; empty when the working copy is the master itself
+  std::vector<float> stepGrads_;     // S, fp32: reduced, unscaled gradients for the optimizer
+  std::vector<float> layerScratch_;  // fp32 gradients of the layer being back-propagated
+  std::vector<float> converted_;     // fp32 view of one layer of a 16-bit working copy
+  std::vector<std::vector<float>> layerParams_;  // fp32 per layer: gathered (3) or converted
+  std::vector<std::shared_future<void>> layerReady_;
+  std::vector<bool> persistent_;  // stage 3: layers that stay gathered
+  size_t liveElements_ = 0;
+  std::vector<Bucket> buckets_;  // backward order
+  std::vector<int> bucketOfLayer_;
+  std::vector<std::vector<char>> staging_, received_;  // two slots each: double buffering
+  std::vector<std::shared_future<void>> slotBusy_;
+  std::vector<size_t> bucketSlot_;
+  size_t nextSlot_ = 0;
+  std::unique_ptr<CommQueue> queue_;
+
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> scheduler_;
+  LossScaler scaler_;
   double lr_;
   int64_t microSteps_ = 0;
   int64_t globalSteps_ = 0;
+  int64_t skippedSteps_ = 0;
   double lastGradNorm_ = 0.0;
+  bool lastStepSkipped_ = false;
+  bool inBackward_ = false;
 };
 
 }  // namespace ds::runtime

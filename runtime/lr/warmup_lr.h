@@ -1,31 +1,31 @@
-// DeepSpeed's WarmupLR, stepped as DeepSpeed's engine steps it: the optimizer update first, then
-// the scheduler. Update 0 uses warmup_min_lr (set by the constructor); update i >= 1 uses the lr
-// of scheduler iteration i - 1: min + (max - min) * gamma, where gamma is
-// log(iter + 1) / log(warmup_num_steps) ("log") or iter / warmup_num_steps ("linear"), and 1 from
-// iter >= warmup_num_steps on. warmup_num_steps is at least 2, as in DeepSpeed.
+// DeepSpeed's WarmupLR: from warmup_min_lr up to warmup_max_lr over warmup_num_steps (at least 2),
+// then flat. Update 0 and update 1 both use warmup_min_lr (constructor, then iteration 0 whose
+// gamma is log(1) = 0 or 0 / n): DeepSpeed's oddity, kept.
 #pragma once
 
-#include <cstdint>
-
-#include "runtime/config/ds_config.h"
+#include "runtime/lr/iteration_schedule.h"
 
 namespace ds::runtime {
 
-class WarmupLr {
- public:
-  explicit WarmupLr(const WarmupLrParams& params);
+// The warmup fraction shared by WarmupLR, WarmupDecayLR and WarmupCosineLR for
+// 0 <= iteration < numSteps: log(iteration + 1) / log(numSteps) (computed as DeepSpeed does, via
+// the precomputed inverse, so values match to the bit) or iteration / numSteps.
+double warmupGamma(WarmupType type, int64_t iteration, int64_t numSteps);
 
-  double lr() const { return lr_; }
-  void step();  // after each applied (non-skipped) optimizer update
-  int64_t lastIteration() const { return lastIteration_; }
+class WarmupLr : public IterationSchedule {
+ public:
+  // maxLr: params.warmupMaxLr, or the optimizer's lr when the config leaves it out.
+  WarmupLr(const WarmupLrParams& params, int64_t lastBatchIteration, double optimizerLr,
+           double optimizerMomentum);
+
+ protected:
+  double lrAt(int64_t iteration) const override;
 
  private:
-  double lrAt(int64_t iteration) const;
-
-  WarmupLrParams params_;
+  double minLr_;
+  double deltaLr_;
   int64_t numSteps_;
-  int64_t lastIteration_ = -1;
-  double lr_;
+  WarmupType type_;
 };
 
 }  // namespace ds::runtime

@@ -32,10 +32,15 @@ Mlp::Mlp(std::vector<int> layerSizes) : sizes_(std::move(layerSizes)) {
                       {out, in},
                       true,
                       offset,
-                      static_cast<size_t>(out * in)});
+                      static_cast<size_t>(out * in),
+                      static_cast<int>(l)});
     offset += out * in;
-    specs_.push_back(
-        {"layers." + std::to_string(l) + ".bias", {out}, false, offset, static_cast<size_t>(out)});
+    specs_.push_back({"layers." + std::to_string(l) + ".bias",
+                      {out},
+                      false,
+                      offset,
+                      static_cast<size_t>(out),
+                      static_cast<int>(l)});
     offset += out;
   }
 }
@@ -50,31 +55,39 @@ void Mlp::initParameters(float* params, uint64_t seed) const {
   }
 }
 
+void Mlp::layerForward(size_t l, const float* w, const float* b, size_t n) {
+  const int in = sizes_[l], out = sizes_[l + 1];
+  const bool last = l + 2 == sizes_.size();
+  const auto& x = activations_[l];
+  auto& y = activations_[l + 1];
+  y.resize(n * out);
+  for (size_t s = 0; s < n; ++s)
+    for (int o = 0; o < out; ++o) {
+      float acc = b[o];
+      for (int i = 0; i < in; ++i) acc += w[o * in + i] * x[s * in + i];
+      y[s * out + o] = last ? acc : std::tanh(acc);
+    }
+}
+
 const std::vector<float>& Mlp::forward(const float* params, const std::vector<float>& inputs,
                                        size_t n) {
   const size_t layers = sizes_.size() - 1;
   activations_.resize(layers + 1);
   activations_[0].assign(inputs.begin(), inputs.end());
-  for (size_t l = 0; l < layers; ++l) {
-    const int in = sizes_[l], out = sizes_[l + 1];
-    const float* w = params + specs_[2 * l].offset;
-    const float* b = params + specs_[2 * l + 1].offset;
-    const auto& x = activations_[l];
-    auto& y = activations_[l + 1];
-    y.resize(n * out);
-    for (size_t s = 0; s < n; ++s)
-      for (int o = 0; o < out; ++o) {
-        float acc = b[o];
-        for (int i = 0; i < in; ++i) acc += w[o * in + i] * x[s * in + i];
-        y[s * out + o] = (l + 1 < layers) ? std::tanh(acc) : acc;
-      }
-  }
+  for (size_t l = 0; l < layers; ++l)
+    layerForward(l, params + specs_[2 * l].offset, params + specs_[2 * l + 1].offset, n);
   return activations_[layers];
 }
 
-float Mlp::forwardBackward(const float* params, float* grads, const Batch& batch, float gradScale) {
+float Mlp::forwardBackward(const Batch& batch, LayerAccess& access, float gradScale) {
   const size_t layers = sizes_.size() - 1, n = batch.size;
-  forward(params, batch.inputs, n);
+  activations_.resize(layers + 1);
+  activations_[0].assign(batch.inputs.begin(), batch.inputs.end());
+  for (size_t l = 0; l < layers; ++l) {
+    const float* p = access.acquireParameters(static_cast<int>(l));
+    layerForward(l, p, p + specs_[2 * l + 1].offset - specs_[2 * l].offset, n);
+    access.releaseParameters(static_cast<int>(l));
+  }
   deltas_.resize(layers + 1);
 
   // Loss = mean over samples and outputs of (y - t)^2.
@@ -92,9 +105,10 @@ float Mlp::forwardBackward(const float* params, float* grads, const Batch& batch
 
   for (size_t l = layers; l-- > 0;) {
     const int in = sizes_[l], out = sizes_[l + 1];
-    const float* w = params + specs_[2 * l].offset;
-    float* gw = grads + specs_[2 * l].offset;
-    float* gb = grads + specs_[2 * l + 1].offset;
+    const size_t biasOffset = specs_[2 * l + 1].offset - specs_[2 * l].offset;
+    const float* w = access.acquireParameters(static_cast<int>(l));
+    float* gw = access.layerGradients(static_cast<int>(l));
+    float* gb = gw + biasOffset;
     const auto& x = activations_[l];
     const auto& d = deltas_[l + 1];
     auto& dx = deltas_[l];
@@ -110,6 +124,7 @@ float Mlp::forwardBackward(const float* params, float* grads, const Batch& batch
       }
     if (l > 0)  // through the tanh that produced x: d tanh = 1 - tanh^2
       for (size_t k = 0; k < n * in; ++k) dx[k] *= 1.0f - x[k] * x[k];
+    access.gradientsDone(static_cast<int>(l));
   }
   return static_cast<float>(loss * norm);
 }

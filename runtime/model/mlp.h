@@ -16,11 +16,12 @@ class Mlp : public Model {
   explicit Mlp(std::vector<int> layerSizes);
 
   const std::vector<ParamSpec>& parameters() const override { return specs_; }
+  int layerCount() const override { return static_cast<int>(sizes_.size()) - 1; }
   void initParameters(float* params, uint64_t seed) const override;
-  float forwardBackward(const float* params, float* grads, const Batch& batch,
-                        float gradScale) override;
+  float forwardBackward(const Batch& batch, LayerAccess& access, float gradScale) override;
 
-  // Forward pass only; returns the outputs (batch x outputDim), valid until the next call.
+  // Forward pass only over the flat parameters; returns the outputs (batch x outputDim), valid
+  // until the next call.
   const std::vector<float>& forward(const float* params, const std::vector<float>& inputs,
                                     size_t count);
 
@@ -29,6 +30,9 @@ class Mlp : public Model {
 
  private:
   std::vector<int> sizes_;
+  // Layer l: y = x W^T + b (tanh unless last); w and b point at the layer's weight and bias.
+  void layerForward(size_t l, const float* w, const float* b, size_t n);
+
   std::vector<ParamSpec> specs_;                 // W0, b0, W1, b1, ...
   std::vector<std::vector<float>> activations_;  // per layer, reused across calls
   std::vector<std::vector<float>> deltas_;

@@ -1,6 +1,8 @@
 // Model: what the engine needs from a model. Parameters are described by a table (name, shape,
-// weight decay) and live in one flat fp32 buffer the engine owns; the model only reads them and
-// accumulates gradients into the matching flat gradient buffer.
+// weight decay, layer) laid out back to back in a flat buffer; the model runs layer by layer and
+// asks the engine, through LayerAccess, for each layer's parameters right before using them and
+// for a place to put each layer's gradients right after its backward. That is where ZeRO gathers
+// (stage 3) and reduces (stages 2 and 3) without the model knowing.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +18,7 @@ struct ParamSpec {
   bool weightDecay = true;  // biases and norms are conventionally excluded
   size_t offset = 0;        // element offset in the flat buffer
   size_t numel = 0;
+  int layer = 0;  // the layer that uses it; layers own consecutive runs of the table
 };
 
 // A micro-batch: `size` samples of inputDim floats and targetDim floats, row-major.
@@ -25,20 +28,35 @@ struct Batch {
   std::vector<float> targets;
 };
 
+// The engine's side of one forward/backward. Pointers address the layer's first parameter
+// element; a parameter's elements sit at (spec.offset - first spec of the layer's offset).
+class LayerAccess {
+ public:
+  virtual ~LayerAccess() = default;
+  // fp32 parameters of `layer`, valid until the matching release (forward) or gradientsDone.
+  virtual const float* acquireParameters(int layer) = 0;
+  virtual void releaseParameters(int layer) = 0;
+  // fp32 gradient scratch for `layer`, zeroed; the model adds d(loss * gradScale)/d(param).
+  virtual float* layerGradients(int layer) = 0;
+  // The layer's backward is finished: its gradients may be reduced and its parameters released.
+  virtual void gradientsDone(int layer) = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
 
   virtual const std::vector<ParamSpec>& parameters() const = 0;
+  virtual int layerCount() const = 0;
   size_t parameterCount() const {
     const auto& specs = parameters();
     return specs.empty() ? 0 : specs.back().offset + specs.back().numel;
   }
-  // Writes the initial values, identical on every rank for the same seed.
+  // Writes the initial values of all parameters (flat layout), identical for the same seed.
   virtual void initParameters(float* params, uint64_t seed) const = 0;
-  // Mean loss over the batch; adds d(loss * gradScale)/d(params) into grads.
-  virtual float forwardBackward(const float* params, float* grads, const Batch& batch,
-                                float gradScale) = 0;
+  // Forward layers 0..L-1, then backward L-1..0, through `access`. Returns the batch's mean loss;
+  // gradients are of loss * gradScale.
+  virtual float forwardBackward(const Batch& batch, LayerAccess& access, float gradScale) = 0;
 };
 
 }  // namespace ds::runtime

@@ -1,41 +1,50 @@
-// Adam: bias corrections and per-group weight decay here; the element loop is kernels::adamUpdate.
+// Adam: bias corrections and per-group weight decay here; the element loop is CPU-Adam
+// (kernels::cpuAdamStep: SIMD picked at run time, threads, bitwise equal to kernels::adamUpdate).
 // adamWMode (DeepSpeed's default) means decoupled weight decay; otherwise classic L2.
 #include "runtime/optim/adam.h"
 
-#include <algorithm>
 #include <cmath>
 
-#include "kernels/cpu/adam_kernel.h"
+#include "kernels/cpu/cpu_adam.h"
 
 namespace ds::runtime {
 
 Adam::Adam(const AdamParams& params, const std::vector<ParamSpec>& specs, size_t begin, size_t end)
-    : params_(params), m_(end - begin, 0.0f), v_(end - begin, 0.0f) {
-  for (const auto& spec : specs) {
-    const size_t lo = std::max(begin, spec.offset), hi = std::min(end, spec.offset + spec.numel);
-    if (lo < hi) segments_.push_back({lo - begin, hi - begin, spec.weightDecay});
+    : params_(params),
+      runs_(mergeByDecay(shardSegments(specs, begin, end))),
+      m_(end - begin, 0.0f),
+      v_(end - begin, 0.0f) {}
+
+void Adam::step(float* params, const float* grads, const OptimizerStep& step) {
+  ++steps_;
+  const double lr = step.lr;
+  const double beta1 = step.momentum.value_or(params_.beta1), beta2 = params_.beta2;
+  // Constants in double, rounded once, as torch computes them in Python floats.
+  double stepSize = lr, invSqrtBc2 = 1.0;
+  if (params_.biasCorrection) {
+    stepSize = lr / (1.0 - std::pow(beta1, static_cast<double>(steps_)));
+    invSqrtBc2 = 1.0 / std::sqrt(1.0 - std::pow(beta2, static_cast<double>(steps_)));
+  }
+  kernels::AdamStepConstants c{};
+  c.beta1 = static_cast<float>(beta1);
+  c.beta2 = static_cast<float>(beta2);
+  c.oneMinusBeta1 = static_cast<float>(1.0 - beta1);
+  c.oneMinusBeta2 = static_cast<float>(1.0 - beta2);
+  c.eps = static_cast<float>(params_.eps);
+  c.stepSize = static_cast<float>(stepSize);
+  c.invSqrtBc2 = static_cast<float>(invSqrtBc2);
+  c.decoupledDecay = params_.adamWMode;
+  for (const ShardSegment& run : runs_) {
+    const double wd = run.decay ? params_.weightDecay : 0.0;
+    c.weightDecay = static_cast<float>(wd);
+    c.decayFactor = static_cast<float>(1.0 - lr * wd);
+    kernels::cpuAdamStep(params + run.begin, grads + run.begin, m_.data() + run.begin,
+                        v_.data() + run.begin, run.end - run.begin, c);
   }
 }
 
-void Adam::step(float* params, const float* grads, double lr) {
-  ++steps_;
-  const double biasCorrection1 = 1.0 - std::pow(params_.beta1, static_cast<double>(steps_));
-  const double biasCorrection2 = 1.0 - std::pow(params_.beta2, static_cast<double>(steps_));
-  kernels::AdamStepConstants c{};
-  c.beta1 = static_cast<float>(params_.beta1);
-  c.beta2 = static_cast<float>(params_.beta2);
-  c.oneMinusBeta1 = static_cast<float>(1.0 - params_.beta1);
-  c.oneMinusBeta2 = static_cast<float>(1.0 - params_.beta2);
-  c.eps = static_cast<float>(params_.eps);
-  c.stepSize = static_cast<float>(lr / biasCorrection1);
-  c.invSqrtBc2 = static_cast<float>(1.0 / std::sqrt(biasCorrection2));
-  c.decoupledDecay = params_.adamWMode;
-  for (const auto& seg : segments_) {
-    c.weightDecay = seg.decay ? static_cast<float>(params_.weightDecay) : 0.0f;
-    c.decayFactor = static_cast<float>(1.0 - lr * c.weightDecay);
-    kernels::adamUpdate(params + seg.begin, grads + seg.begin, m_.data() + seg.begin,
-                        v_.data() + seg.begin, seg.end - seg.begin, c);
-  }
+std::vector<OptimizerStateArray> Adam::stateArrays() {
+  return {{"exp_avg", m_.data(), m_.size()}, {"exp_avg_sq", v_.data(), v_.size()}};
 }
 
 }  // namespace ds::runtime

@@ -1,34 +1,35 @@
-// Adam / AdamW over one contiguous range [begin, end) of the flat parameter buffer: the whole
-// buffer at ZeRO stage 0, this rank's partition at stage 1. Moments exist only for that range,
-// which is where stage 1's memory saving comes from.
+// Adam / AdamW (torch.optim.Adam / AdamW numerics, DeepSpeed's FusedAdam options) over one shard
+// [begin, end) of the flat parameter buffer. Moments exist only for that range, which is where
+// ZeRO's optimizer-state saving comes from. Weight decay applies to specs marked weightDecay.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-#include "runtime/config/ds_config.h"
+#include "runtime/config/optimizer_config.h"
 #include "runtime/model/model.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/optim/shard_segments.h"
 
 namespace ds::runtime {
 
-class Adam {
+class Adam : public Optimizer {
  public:
   Adam(const AdamParams& params, const std::vector<ParamSpec>& specs, size_t begin, size_t end);
 
-  // params and grads point at element `begin` of the flat buffers.
-  void step(float* params, const float* grads, double lr);
-
-  int64_t steps() const { return steps_; }
-  size_t stateBytes() const { return (m_.size() + v_.size()) * sizeof(float); }
+  // step.momentum, when set, replaces beta1 for this step (bias correction included), as
+  // OneCycle does to torch's group["betas"].
+  void step(float* params, const float* grads, const OptimizerStep& step) override;
+  size_t stateBytes() const override { return (m_.size() + v_.size()) * sizeof(float); }
+  std::vector<OptimizerStateArray> stateArrays() override;
+  int64_t steps() const override { return steps_; }
+  void setSteps(int64_t steps) override { steps_ = steps; }
+  const char* name() const override { return "Adam"; }
 
  private:
-  struct Segment {
-    size_t begin, end;  // relative to the range start
-    bool decay;
-  };
   AdamParams params_;
-  std::vector<Segment> segments_;
+  std::vector<ShardSegment> runs_;  // merged by decay flag
   std::vector<float> m_, v_;
   int64_t steps_ = 0;
 };

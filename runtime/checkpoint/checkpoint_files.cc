@@ -1,0 +1,135 @@
+// checkpoint_files: synced writes, verified reads, atomic publish (see the header).
+#include "runtime/checkpoint/checkpoint_files.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/common/error.h"
+
+namespace ds::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string errnoText() { return std::strerror(errno); }
+
+void syncPath(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot open to sync: " + errnoText());
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw Error(path + ": fsync failed: " + errnoText());
+}
+
+std::string hex(uint64_t v) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+}  // namespace
+
+uint64_t fnv1a64(const void* bytes, size_t count, uint64_t hash) {
+  const auto* p = static_cast<const unsigned char*>(bytes);
+  for (size_t i = 0; i < count; ++i) {
+    hash ^= p[i];
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+WrittenFile writeFileSynced(const std::string& path,
+                            const std::vector<std::pair<const void*, size_t>>& pieces) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(path + ": cannot create checkpoint file: " + errnoText());
+  WrittenFile out;
+  out.checksum = 0xcbf29ce484222325ULL;
+  for (const auto& [data, size] : pieces) {
+    out.checksum = fnv1a64(data, size, out.checksum);
+    const char* p = static_cast<const char*>(data);
+    for (size_t done = 0; done < size;) {
+      const ssize_t n = ::write(fd, p + done, size - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const std::string why = errnoText();
+        ::close(fd);
+        throw Error(path + ": write failed after " + std::to_string(out.bytes + done) +
+                    " bytes: " + why);
+      }
+      done += static_cast<size_t>(n);
+    }
+    out.bytes += size;
+  }
+  if (::fsync(fd) != 0) {
+    const std::string why = errnoText();
+    ::close(fd);
+    throw Error(path + ": fsync failed: " + why);
+  }
+  if (::close(fd) != 0) throw Error(path + ": close failed: " + errnoText());
+  return out;
+}
+
+std::vector<char> readVerifiedFile(const std::string& path, uint64_t bytes, uint64_t checksum) {
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  if (ec) throw Error(path + ": cannot read checkpoint file: " + ec.message());
+  if (size != bytes)
+    throw Error(path + ": checkpoint file is " + std::to_string(size) +
+                " bytes, the manifest says " + std::to_string(bytes) +
+                (size < bytes ? " (truncated)" : " (extra bytes)"));
+  std::vector<char> data(size);
+  std::ifstream in(path, std::ios::binary);
+  if (!in.read(data.data(), static_cast<std::streamsize>(size)))
+    throw Error(path + ": cannot read checkpoint file: " + errnoText());
+  const uint64_t actual = fnv1a64(data.data(), data.size());
+  if (actual != checksum)
+    throw Error(path + ": checkpoint file is corrupted (checksum " + hex(actual) +
+                ", the manifest says " + hex(checksum) + ")");
+  return data;
+}
+
+void writeTextAtomically(const std::string& path, const std::string& text) {
+  const std::string temporary = path + ".tmp";
+  writeFileSynced(temporary, {{text.data(), text.size()}});
+  if (::rename(temporary.c_str(), path.c_str()) != 0)
+    throw Error(path + ": cannot rename " + temporary + " into place: " + errnoText());
+}
+
+void publishCheckpointDirectory(const std::string& staging, const std::string& dir,
+                                const std::string& tag) {
+  const std::string target = (fs::path(dir) / tag).string();
+  syncPath(staging);
+  std::error_code ec;
+  if (fs::exists(target, ec)) {
+    // Swap, never delete-then-rename: there is no moment without a complete dir/tag.
+    if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0)
+      throw Error(target + ": cannot swap the new checkpoint into place: " + errnoText());
+    fs::remove_all(staging, ec);
+  } else if (::rename(staging.c_str(), target.c_str()) != 0) {
+    throw Error(target + ": cannot move the new checkpoint into place: " + errnoText());
+  }
+  syncPath(dir);
+  writeTextAtomically((fs::path(dir) / "latest").string(), tag + "\n");
+  syncPath(dir);
+}
+
+std::string readLatestTag(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "latest").string();
+  std::ifstream in(path);
+  if (!in)
+    throw Error(path + ": cannot read (no checkpoint saved in " + dir +
+                "? pass a tag to load a specific one)");
+  std::string tag;
+  std::getline(in, tag);
+  while (!tag.empty() && (tag.back() == '\r' || tag.back() == ' ')) tag.pop_back();
+  if (tag.empty()) throw Error(path + ": empty; expected the tag of the latest checkpoint");
+  return tag;
+}
+
+}  // namespace ds::runtime

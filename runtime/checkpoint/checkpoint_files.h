@@ -1,0 +1,41 @@
+// The on-disk side of checkpoints: shard files written with a running checksum and fsync, a
+// checksum-verified reader that names the bad file, and the atomic publish of a finished
+// directory (swap into place, then `latest`). A crash at any moment leaves the previous
+// checkpoint of that tag, and `latest`, loadable. Knows nothing of engines or ranks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ds::runtime {
+
+// FNV-1a 64 over `bytes`, continuing from `hash`.
+uint64_t fnv1a64(const void* bytes, size_t count, uint64_t hash = 0xcbf29ce484222325ULL);
+
+struct WrittenFile {
+  uint64_t bytes = 0;
+  uint64_t checksum = 0;  // fnv1a64 of the content
+};
+
+// Writes the pieces back to back to `path` (created or truncated), fsyncs, and returns the size
+// and checksum. Errors name the path.
+WrittenFile writeFileSynced(const std::string& path,
+                            const std::vector<std::pair<const void*, size_t>>& pieces);
+
+// Reads `path` whole after checking its size and checksum against the manifest's; a mismatch is
+// an error naming the file and what differs (truncated, corrupted).
+std::vector<char> readVerifiedFile(const std::string& path, uint64_t bytes, uint64_t checksum);
+
+// Makes `staging` the directory dir/tag atomically (an existing dir/tag is swapped out and then
+// removed) and points dir/latest at tag (written to a temporary name, fsynced, renamed).
+void publishCheckpointDirectory(const std::string& staging, const std::string& dir,
+                                const std::string& tag);
+
+// The tag dir/latest names; an error naming the file when it is missing or empty.
+std::string readLatestTag(const std::string& dir);
+
+// Writes text to path through a temporary file + fsync + rename.
+void writeTextAtomically(const std::string& path, const std::string& text);
+
+}  // namespace ds::runtime

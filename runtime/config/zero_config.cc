@@ -1,0 +1,73 @@
+// Parses "zero_optimization": the stage and every knob the engine honours; errors name the path.
+#include "runtime/config/zero_config.h"
+
+#include "runtime/config/config_blocks.h"
+
+namespace ds::runtime {
+namespace {
+
+// Keys whose pydantic alias is the stage3_ spelling; DeepSpeed accepts both.
+struct AliasedInt {
+  std::string_view key, alias;
+  int64_t ZeroConfig::*field;
+};
+
+}  // namespace
+
+ZeroConfig parseZeroConfig(JsonReader& r, const Json& block,
+                           const std::vector<std::string_view>& knownKeys) {
+  ZeroConfig z;
+  // The deprecated form "zero_optimization": true means stage 1 (DeepSpeed's
+  // read_zero_config_deprecated).
+  if (block.is_boolean()) {
+    r.warn("\"zero_optimization\": true/false is deprecated; write {\"stage\": N}");
+    z.stage = block.get<bool>() ? 1 : 0;
+    return z;
+  }
+  r.object(block, "zero_optimization");
+  r.warnUnknownKeys(block, "zero_optimization", knownKeys);
+  const std::string p = "zero_optimization";
+  if (const Json* v = JsonReader::member(block, "stage")) {
+    const int64_t stage = r.integer(*v, "zero_optimization.stage");
+    if (stage < 0 || stage > 3)
+      r.fail("zero_optimization.stage", "expected 0..3, got " + std::to_string(stage));
+    z.stage = static_cast<int>(stage);
+  }
+  r.readIntegral(block, p, "reduce_bucket_size", z.reduceBucketSize, 1);
+  r.readIntegral(block, p, "allgather_bucket_size", z.allgatherBucketSize, 1);
+  r.readIntegral(block, p, "sub_group_size", z.subGroupSize, 1);
+  const AliasedInt aliased[] = {
+      {"stage3_max_live_parameters", "max_live_parameters", &ZeroConfig::maxLiveParameters},
+      {"stage3_max_reuse_distance", "max_reuse_distance", &ZeroConfig::maxReuseDistance},
+      {"stage3_prefetch_bucket_size", "prefetch_bucket_size", &ZeroConfig::prefetchBucketSize},
+      {"stage3_param_persistence_threshold", "param_persistence_threshold",
+       &ZeroConfig::paramPersistenceThreshold}};
+  for (const auto& a : aliased) {
+    if (JsonReader::member(block, a.key) && JsonReader::member(block, a.alias))
+      r.fail(joinPath(p, a.key),
+             "given twice (also as \"" + std::string(a.alias) + "\"); keep one");
+    r.readIntegral(block, p, a.key, z.*a.field, 0);
+    r.readIntegral(block, p, a.alias, z.*a.field, 0);
+  }
+  r.readBool(block, p, "allgather_partitions", z.allgatherPartitions);
+  r.readBool(block, p, "reduce_scatter", z.reduceScatter);
+  r.readBool(block, p, "overlap_comm", z.overlapComm);
+  r.readBool(block, p, "contiguous_gradients", z.contiguousGradients);
+  r.readBool(block, p, "round_robin_gradients", z.roundRobinGradients);
+  r.readBool(block, p, "elastic_checkpoint", z.elasticCheckpoint);
+  r.readBool(block, p, "ignore_unused_parameters", z.ignoreUnusedParameters);
+  for (std::string_view offload : {"offload_optimizer", "offload_param", "cpu_offload"}) {
+    const Json* v = JsonReader::member(block, offload);
+    // {"device": "none"} or {} is DeepSpeed's "no offload"; only a real device is refused.
+    const Json* device = v && v->is_object() ? JsonReader::member(*v, "device") : nullptr;
+    const bool on = v && (v->is_boolean() ? v->get<bool>()
+                                          : device && device->is_string() && *device != "none");
+    if (on)
+      r.fail(joinPath(p, offload),
+             "offload is not implemented yet (this engine already keeps everything in CPU "
+             "memory); remove the key");
+  }
+  return z;
+}
+
+}  // namespace ds::runtime

@@ -1,0 +1,27 @@
+// The "zero_optimization" block: stage and the bucket / stage-3 knobs the engine honours, with
+// DeepSpeed's defaults (DeepSpeedZeroConfig). JSON stays out of this header.
+#pragma once
+
+#include <cstdint>
+
+namespace ds::runtime {
+
+struct ZeroConfig {
+  int stage = 0;
+  int64_t reduceBucketSize = 500'000'000;       // elements per gradient reduction
+  int64_t allgatherBucketSize = 500'000'000;    // elements per parameter all-gather (stages 1, 2)
+  bool allgatherPartitions = true;              // false: one broadcast per rank instead
+  bool reduceScatter = true;                    // false: all_reduce buckets, keep own slice
+  bool overlapComm = false;                     // collectives on their own thread during backward
+  bool contiguousGradients = true;              // accepted: gradients are always contiguous here
+  bool roundRobinGradients = false;             // accepted: only matters with CPU offload
+  int64_t maxLiveParameters = 1'000'000'000;    // stage 3: gathered elements kept at most
+  int64_t maxReuseDistance = 1'000'000'000;     // stage 3: keep if reused within this many elements
+  int64_t prefetchBucketSize = 50'000'000;      // stage 3: elements gathered ahead
+  int64_t paramPersistenceThreshold = 100'000;  // stage 3: smaller tensors stay whole everywhere
+  int64_t subGroupSize = 1'000'000'000;         // elements per optimizer sub-step
+  bool elasticCheckpoint = false;               // accepted: checkpoints always reshard here
+  bool ignoreUnusedParameters = true;           // unused parameters get zero gradients
+};
+
+}  // namespace ds::runtime

@@ -1,0 +1,205 @@
+// Engine checkpoints. Layout of dir/tag/:
+//   manifest.json      format version, world size, stage, partitions, steps, config hash, model
+//                      table, optimizer / scheduler / loss-scaler state, and per shard file its
+//                      size and FNV-1a checksum
+//   shard_NNNNN.bin    one per partition (one in all at stage 0): the fp32 master shard followed
+//                      by each optimizer state array over the same shard, back to back
+// Written under dir/.tmp-tag and swapped into place by rank 0 once every rank has written and
+// synced its file. Loading rebuilds each array whole from the old shards and takes this rank's
+// slices, so any world size and any stage can load it.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "runtime/checkpoint/checkpoint_files.h"
+#include "runtime/common/error.h"
+#include "runtime/engine/engine.h"
+
+namespace ds::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+constexpr int kFormatVersion = 1;
+
+std::string shardFileName(int partition) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "shard_%05d.bin", partition);
+  return name;
+}
+
+void checkTag(const std::string& tag) {
+  if (tag.empty() || tag == "latest" || tag.front() == '.' ||
+      tag.find_first_of("/\\") != std::string::npos)
+    throw Error("checkpoint tag \"" + tag +
+                "\": expected a plain name (no '/', not empty, not \"latest\", not starting with "
+                "'.'), e.g. \"global_step100\"");
+}
+
+std::string hex(uint64_t v) {
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+// 64-bit values through an fp32 all-gather: the bits are copied, never computed on.
+struct FileRecord {
+  uint64_t bytes, checksum;
+};
+
+}  // namespace
+
+void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
+  checkTag(tag);
+  queue_->run([] {});  // nothing of a previous step may still be writing the shards
+  const std::string staging = (fs::path(dir) / (".tmp-" + tag)).string();
+  const int rank = comm_.rank(), world = comm_.size();
+  const int partitions = shardLayout_->parts();
+  std::error_code ec;
+  float token = 0.0f;
+  if (rank == 0) {
+    fs::create_directories(dir, ec);
+    fs::remove_all(staging, ec);  // a crashed earlier save of this tag
+    if (!fs::create_directories(staging, ec))
+      throw Error(staging + ": cannot create checkpoint directory: " + ec.message());
+  }
+  queue_->run([&] { comm_.allReduce(&token, 1); });  // the directory exists everywhere now
+
+  FileRecord mine{0, 0};
+  const auto arrays = optimizer_->stateArrays();
+  if (rank < partitions) {
+    const size_t shard = shardLayout_->shardSize();
+    std::vector<std::pair<const void*, size_t>> pieces = {{masterData(), shard * sizeof(float)}};
+    for (const auto& a : arrays) pieces.push_back({a.data, a.count * sizeof(float)});
+    const WrittenFile written =
+        writeFileSynced((fs::path(staging) / shardFileName(rank)).string(), pieces);
+    mine = {written.bytes, written.checksum};
+  }
+  std::vector<FileRecord> records(world);
+  queue_->run([&] {
+    comm_.allGather(&mine, records.data(), sizeof(FileRecord) / sizeof(float), DType::F32);
+  });
+
+  if (rank == 0) {
+    Json m;
+    m["format"] = "deepspeed-native checkpoint";
+    m["version"] = kFormatVersion;
+    m["world_size"] = world;
+    m["zero_stage"] = stage_;
+    m["partitions"] = partitions;
+    m["model_dtype"] = dtypeName(modelType_);
+    m["config_hash"] = config_.configHash;
+    m["global_steps"] = globalSteps_;
+    m["skipped_steps"] = skippedSteps_;
+    m["micro_steps"] = microSteps_;
+    m["last_grad_norm"] = lastGradNorm_;
+    Json tensors = Json::array();
+    for (const auto& s : specs_) tensors.push_back({{"name", s.name}, {"numel", s.numel}});
+    m["model"] = {{"parameters", count_}, {"tensors", tensors}};
+    Json names = Json::array();
+    for (const auto& a : arrays) names.push_back(a.name);
+    m["optimizer"] = {
+        {"name", optimizer_->name()}, {"steps", optimizer_->steps()}, {"arrays", names}};
+    const LossScaler::State s = scaler_.state();
+    m["loss_scaler"] = {{"scale", s.scale},
+                        {"iteration", s.iteration},
+                        {"last_overflow_iteration", s.lastOverflowIteration},
+                        {"hysteresis", s.hysteresis}};
+    if (scheduler_) m["lr_schedule"] = {{"last_batch_iteration", scheduler_->lastBatchIteration()}};
+    Json files = Json::array();
+    for (int q = 0; q < partitions; ++q)
+      files.push_back({{"name", shardFileName(q)},
+                       {"bytes", records[q].bytes},
+                       {"fnv1a64", hex(records[q].checksum)}});
+    m["files"] = files;
+    const std::string text = m.dump(2) + "\n";
+    writeFileSynced((fs::path(staging) / "manifest.json").string(), {{text.data(), text.size()}});
+    publishCheckpointDirectory(staging, dir, tag);
+  }
+  // Nobody returns (and perhaps loads or exits) before the checkpoint is in place.
+  queue_->run([&] { comm_.allReduce(&token, 1); });
+}
+
+std::string Engine::loadCheckpoint(const std::string& dir, const std::string& requestedTag) {
+  const std::string tag = requestedTag.empty() ? readLatestTag(dir) : requestedTag;
+  checkTag(tag);
+  queue_->run([] {});
+  const fs::path root = fs::path(dir) / tag;
+  const std::string manifestPath = (root / "manifest.json").string();
+  Json m;
+  try {
+    std::ifstream in(manifestPath);
+    if (!in) throw Error(manifestPath + ": cannot read checkpoint manifest");
+    m = Json::parse(in);
+  } catch (const Json::exception& e) {
+    throw Error(manifestPath + ": invalid manifest: " + e.what());
+  }
+  auto field = [&](const char* key) -> const Json& {
+    if (!m.contains(key)) throw Error(manifestPath + ": missing \"" + key + "\"");
+    return m[key];
+  };
+  if (field("version").get<int>() != kFormatVersion)
+    throw Error(manifestPath + ": format version " + field("version").dump() +
+                ", this build reads version " + std::to_string(kFormatVersion));
+  const Json& tensors = field("model")["tensors"];
+  if (tensors.size() != specs_.size())
+    throw Error(manifestPath + ": the checkpoint has " + std::to_string(tensors.size()) +
+                " parameter tensors, this model " + std::to_string(specs_.size()));
+  for (size_t t = 0; t < specs_.size(); ++t)
+    if (tensors[t]["name"] != specs_[t].name || tensors[t]["numel"] != specs_[t].numel)
+      throw Error(manifestPath + ": tensor " + std::to_string(t) + " is " + tensors[t].dump() +
+                  ", this model has \"" + specs_[t].name + "\" with " +
+                  std::to_string(specs_[t].numel) + " elements");
+  auto arrays = optimizer_->stateArrays();
+  const Json& optimizer = field("optimizer");
+  if (optimizer["name"] != optimizer_->name() || optimizer["arrays"].size() != arrays.size())
+    throw Error(manifestPath + ": saved with optimizer " + optimizer["name"].dump() +
+                ", this run uses \"" + optimizer_->name() + "\"");
+
+  // Rebuild every array whole from the old shards, then keep this rank's slices.
+  const int oldParts = field("partitions").get<int>();
+  const Json& files = field("files");
+  if (static_cast<int>(files.size()) != oldParts)
+    throw Error(manifestPath + ": lists " + std::to_string(files.size()) + " shard files for " +
+                std::to_string(oldParts) + " partitions");
+  const size_t nArrays = 1 + arrays.size();
+  std::vector<std::vector<float>> whole(nArrays, std::vector<float>(count_, 0.0f));
+  for (int q = 0; q < oldParts; ++q) {
+    const PartitionLayout old(specs_, oldParts, q);
+    const std::string path = (root / files[q]["name"].get<std::string>()).string();
+    const uint64_t checksum = std::stoull(files[q]["fnv1a64"].get<std::string>(), nullptr, 16);
+    const std::vector<char> data =
+        readVerifiedFile(path, files[q]["bytes"].get<uint64_t>(), checksum);
+    if (data.size() != nArrays * old.shardSize() * sizeof(float))
+      throw Error(path + ": holds " + std::to_string(data.size()) + " bytes, expected " +
+                  std::to_string(nArrays) + " arrays of " + std::to_string(old.shardSize()) +
+                  " fp32 values");
+    for (size_t a = 0; a < nArrays; ++a)
+      old.insertShard(data.data() + a * old.shardSize() * sizeof(float), DType::F32, 0,
+                      specs_.size(), whole[a].data(), DType::F32, 0);
+  }
+  const size_t T = specs_.size();
+  shardLayout_->extractShard(whole[0].data(), DType::F32, 0, 0, T, masterData(), DType::F32);
+  for (size_t a = 0; a < arrays.size(); ++a)
+    shardLayout_->extractShard(whole[a + 1].data(), DType::F32, 0, 0, T, arrays[a].data,
+                               DType::F32);
+  optimizer_->setSteps(optimizer["steps"].get<int64_t>());
+
+  globalSteps_ = field("global_steps").get<int64_t>();
+  skippedSteps_ = field("skipped_steps").get<int64_t>();
+  microSteps_ = field("micro_steps").get<int64_t>();
+  lastGradNorm_ = field("last_grad_norm").get<double>();
+  const Json& s = field("loss_scaler");
+  scaler_.restore({s["scale"].get<double>(), s["iteration"].get<int64_t>(),
+                   s["last_overflow_iteration"].get<int64_t>(), s["hysteresis"].get<int64_t>()});
+  if (scheduler_ && m.contains("lr_schedule")) {
+    scheduler_->setLastBatchIteration(m["lr_schedule"]["last_batch_iteration"].get<int64_t>());
+    lr_ = scheduler_->lr();
+  }
+  // The working copy follows the master: converted, gathered or re-sliced as the stage needs.
+  publishParameters();
+  zeroGradients();
+  return tag;
+}
+
+}  // namespace ds::runtime

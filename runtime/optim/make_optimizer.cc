@@ -1,0 +1,44 @@
+// makeOptimizer: see the header. AdamW is Adam with adam_w_mode forced on by the config parser.
+#include "runtime/optim/make_optimizer.h"
+
+#include <string>
+
+#include "runtime/common/error.h"
+#include "runtime/optim/adam.h"
+#include "runtime/optim/lamb.h"
+#include "runtime/optim/sgd.h"
+
+namespace ds::runtime {
+namespace {
+
+// A hand-built config may pair a type with another type's params; say so instead of throwing
+// std::bad_variant_access.
+template <typename Params>
+const Params& paramsOf(const OptimizerConfig& config, const char* want) {
+  const Params* p = std::get_if<Params>(&config.params);
+  if (!p) {
+    throw Error(std::string("makeOptimizer: optimizer type ") + optimizerTypeName(config.type) +
+                " needs " + want +
+                " in OptimizerConfig::params; set them or use parseOptimizerConfig");
+  }
+  return *p;
+}
+
+}  // namespace
+
+std::unique_ptr<Optimizer> makeOptimizer(const OptimizerConfig& config,
+                                         const std::vector<ParamSpec>& specs, size_t begin,
+                                         size_t end) {
+  switch (config.type) {
+    case OptimizerType::Adam:
+    case OptimizerType::AdamW:
+      return std::make_unique<Adam>(paramsOf<AdamParams>(config, "AdamParams"), specs, begin, end);
+    case OptimizerType::Lamb:
+      return std::make_unique<Lamb>(paramsOf<LambParams>(config, "LambParams"), specs, begin, end);
+    case OptimizerType::SGD:
+      return std::make_unique<Sgd>(paramsOf<SgdParams>(config, "SgdParams"), specs, begin, end);
+  }
+  return nullptr;
+}
+
+}  // namespace ds::runtime

@@ -1,0 +1,48 @@
+// Optimizer: one rank's update over its shard [begin, end) of the flat fp32 master weights (the
+// whole buffer at ZeRO 0, this rank's partition at 1-3). State is element-wise over the same
+// shard, so checkpoints can save and re-slice it. Implementations: adam.h, lamb.h, sgd.h; built
+// from the config by makeOptimizer (make_optimizer.h). Gradient clipping and loss scaling are the
+// engine's: step() receives final, unscaled fp32 gradients.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ds::runtime {
+
+struct OptimizerStep {
+  double lr = 0;
+  std::optional<double> momentum;  // OneCycle's cycled momentum: beta1 (Adam/Lamb) or SGD momentum
+  // Lamb only: sums `count` doubles element-wise across the data-parallel group (the engine passes
+  // an all_reduce); empty = the optimizer sees whole tensors (unsharded). Every rank calls it once
+  // per step with the same count, so it may be a collective.
+  std::function<void(double* values, size_t count)> sumAcrossShards;
+};
+
+// One element-wise state array, aligned with the shard: data[i] belongs to element begin + i.
+struct OptimizerStateArray {
+  std::string name;  // PyTorch's state key: "exp_avg", "exp_avg_sq", "momentum_buffer"
+  float* data;
+  size_t count;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  // params and grads point at element `begin` of the flat buffers; params are updated in place.
+  virtual void step(float* params, const float* grads, const OptimizerStep& step) = 0;
+  virtual size_t stateBytes() const = 0;
+  // Checkpoints: write into the arrays of a fresh optimizer, then setSteps(saved steps()), and
+  // the next step equals the one the saved optimizer would have taken (bitwise).
+  virtual std::vector<OptimizerStateArray> stateArrays() = 0;
+  virtual int64_t steps() const = 0;
+  virtual void setSteps(int64_t steps) = 0;
+  // "Adam" (also AdamW: same state), "Lamb", "SGD": checkpoints refuse to load across names.
+  virtual const char* name() const = 0;
+};
+
+}  // namespace ds::runtime

@@ -1,0 +1,198 @@
+// The built ds-config binary, run as a user would: check's outputs and exit codes, schedule's JSON
+// against the library's own values, and the text chart's shape.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "runtime/config/ds_config.h"
+#include "runtime/lr/lr_schedule.h"
+
+using namespace ds::runtime;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct ToolRun {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// One scratch directory per test process, removed at exit; configs and captured output live there.
+struct ScratchDir {
+  fs::path path = fs::temp_directory_path() / ("ds_config_tool_" + std::to_string(getpid()));
+  ScratchDir() { fs::create_directories(path); }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
+const fs::path& scratch() {
+  static const ScratchDir dir;
+  return dir.path;
+}
+
+fs::path writeConfig(const std::string& name, const std::string& text) {
+  const fs::path p = scratch() / name;
+  std::ofstream(p) << text;
+  return p;
+}
+
+// Runs `ds-config ARGS` with stdout and stderr captured separately.
+ToolRun runTool(const std::string& args) {
+  const fs::path out = scratch() / "stdout", err = scratch() / "stderr";
+  const std::string command =
+      std::string(DS_BIN_DIR) + "/ds-config " + args + " >" + out.string() + " 2>" + err.string();
+  const int raw = std::system(command.c_str());
+  ToolRun r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("ds-config check: the resolved batch trio, as a sentence and as one JSON line",
+          "[ds-config]") {
+  const fs::path config = writeConfig(
+      "batch.json", R"({"train_batch_size": 64, "gradient_accumulation_steps": 2, "stepz": 1})");
+  const ToolRun json = runTool("check " + config.string() + " --world-size 4 --json");
+  INFO(json.err);
+  REQUIRE(json.status == 0);
+  CHECK(json.out ==
+        "{\"world_size\": 4, \"train_batch_size\": 64, \"train_micro_batch_size_per_gpu\": 8, "
+        "\"gradient_accumulation_steps\": 2}\n");
+  // Warnings go to stderr only, so the JSON stays parseable.
+  CHECK(json.err.find("warning: ") != std::string::npos);
+  CHECK(json.err.find("unknown key \"stepz\"") != std::string::npos);
+
+  const ToolRun text = runTool("check " + config.string() + " --world-size 4");
+  REQUIRE(text.status == 0);
+  CHECK(text.out == config.string() +
+                        ": OK (world size 4): train_batch_size 64 = micro 8 x accumulation 2 x 4 "
+                        "ranks\n");
+
+  const ToolRun single = runTool("check " + config.string() + " --json");
+  REQUIRE(single.status == 0);
+  CHECK(single.out.find("\"world_size\": 1, \"train_batch_size\": 64, "
+                        "\"train_micro_batch_size_per_gpu\": 32") != std::string::npos);
+}
+
+TEST_CASE("ds-config: invalid input exits 2 with the reason on stderr", "[ds-config]") {
+  const fs::path bad = writeConfig(
+      "bad.json",
+      R"({"train_batch_size": 8, "scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 0}}})");
+  struct Row {
+    std::string args;
+    std::string message;
+  };
+  const std::vector<Row> rows = {
+      {"check " + bad.string(),
+       "scheduler.params.total_num_steps: expected an integer >= 1, got 0"},
+      {"schedule " + bad.string() + " --steps 3", "total_num_steps: expected an integer >= 1"},
+      {"check " + (scratch() / "missing.json").string(), "missing.json"},
+      {"check " + bad.string() + " --world-size 0", "--world-size"},
+      {"check " + bad.string() + " --bogus", "--bogus"},
+      {"schedule " + bad.string(), "--steps"},
+      {"", "subcommand"},
+      {"check " +
+           writeConfig("batch3.json", R"({"train_batch_size": 8,
+          "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1})")
+               .string() +
+           " --world-size 3",
+       "train_batch_size"},
+  };
+  for (const Row& r : rows) {
+    INFO("ds-config " << r.args);
+    const ToolRun run = runTool(r.args);
+    INFO(run.err);
+    CHECK(run.status == 2);
+    CHECK(run.out.empty());
+    CHECK(run.err.find(r.message) != std::string::npos);
+  }
+}
+
+TEST_CASE("ds-config schedule --json: the library's values, exactly", "[ds-config]") {
+  struct Case {
+    std::string config;
+    bool momentum;
+  };
+  const std::vector<Case> cases = {
+      {R"({"train_batch_size": 8, "optimizer": {"type": "Adam", "params": {"lr": 0.02}},
+           "scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 0.001,
+           "cycle_max_lr": 0.01, "cycle_first_step_size": 3, "decay_step_size": 2,
+           "decay_lr_rate": 0.3}}})",
+       true},
+      {R"({"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.02}},
+           "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 12,
+           "warmup_num_steps": 4}}})",
+       false},
+      {R"({"train_batch_size": 8, "optimizer": {"type": "Adam", "params": {"lr": 0.005}}})", false},
+  };
+  for (const Case& c : cases) {
+    INFO(c.config);
+    const fs::path path = writeConfig("schedule.json", c.config);
+    const ToolRun run = runTool("schedule " + path.string() + " --steps 17 --json");
+    INFO(run.err);
+    REQUIRE(run.status == 0);
+    REQUIRE(std::count(run.out.begin(), run.out.end(), '\n') == 1);
+    const nlohmann::json rows = nlohmann::json::parse(run.out);
+    REQUIRE(rows.size() == 17);
+
+    const DeepSpeedConfig config = parseDeepSpeedConfig(c.config, 1, "schedule.json");
+    std::unique_ptr<LrSchedule> schedule;
+    if (config.scheduler)
+      schedule =
+          makeLrSchedule(*config.scheduler, config.optimizer->lr(), config.optimizer->momentum());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      INFO("update " << i << ": " << rows[i].dump());
+      CHECK(rows[i]["step"] == i);
+      const double lr = schedule ? schedule->lr() : config.optimizer->lr();
+      CHECK(rows[i]["lr"].get<double>() == lr);  // shortest round-trip text: bit-exact
+      CHECK(rows[i].contains("momentum") == c.momentum);
+      if (c.momentum) CHECK(rows[i]["momentum"].get<double>() == *schedule->momentum());
+      if (schedule) schedule->step();
+    }
+  }
+}
+
+TEST_CASE("ds-config schedule: an 80-column chart, sampled for long runs", "[ds-config]") {
+  const fs::path path = writeConfig(
+      "chart.json", R"({"train_batch_size": 8, "scheduler": {"type": "OneCycle", "params": {
+      "cycle_min_lr": 0.0001, "cycle_max_lr": 0.001, "cycle_first_step_size": 400}}})");
+  const ToolRun longRun = runTool("schedule " + path.string() + " --steps 1000");
+  REQUIRE(longRun.status == 0);
+  std::istringstream lines(longRun.out);
+  std::string line;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    INFO(line);
+    CHECK(line.size() <= 80);
+    rows += line.find('|') != std::string::npos;
+  }
+  CHECK(rows == 40);
+  CHECK(longRun.out.find("OneCycle, 1000 optimizer updates") != std::string::npos);
+  CHECK(longRun.out.find("momentum") != std::string::npos);
+  // The peak (update 400, lr 0.001) is a sampled row only by luck; the last row is always there.
+  CHECK(longRun.out.find("     999  ") != std::string::npos);
+
+  const ToolRun shortRun = runTool("schedule " + path.string() + " --steps 5");
+  REQUIRE(shortRun.status == 0);
+  CHECK(std::count(shortRun.out.begin(), shortRun.out.end(), '|') == 5);
+}

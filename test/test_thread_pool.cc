@@ -1,0 +1,74 @@
+// ThreadPool (kernels/cpu/thread_pool.h): every index runs exactly once, workers are reused rather
+// than created per call, concurrent callers are served correctly, and task exceptions reach the
+// caller.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/thread_pool.h"
+
+using ds::kernels::ThreadPool;
+
+TEST_CASE("thread_pool: each index runs exactly once, index 0 on the caller", "[thread_pool]") {
+  ThreadPool pool;
+  for (int count : {0, 1, 2, 3, 8}) {
+    std::vector<std::atomic<int>> hits(count);
+    std::atomic<int> onCaller{0};
+    const auto caller = std::this_thread::get_id();
+    pool.run(count, [&](int i) {
+      hits[i]++;
+      if (std::this_thread::get_id() == caller) onCaller++;
+    });
+    for (int i = 0; i < count; ++i) CHECK(hits[i] == 1);
+    CHECK(onCaller == (count > 0 ? 1 : 0));
+  }
+  CHECK(pool.workers() == 7);
+}
+
+TEST_CASE("thread_pool: many small calls reuse the same workers", "[thread_pool]") {
+  ThreadPool pool;
+  std::atomic<long> sum{0};
+  for (int call = 0; call < 5000; ++call) pool.run(3, [&](int i) { sum += i + 1; });
+  CHECK(sum == 5000L * 6);
+  CHECK(pool.workers() == 2);
+  pool.run(2, [&](int i) { sum += 1; });  // fewer participants than workers
+  CHECK(sum == 5000L * 6 + 2);
+  CHECK(pool.workers() == 2);
+}
+
+TEST_CASE("thread_pool: concurrent callers are each served completely", "[thread_pool]") {
+  ThreadPool pool;
+  std::vector<long> sums(4, 0);
+  std::vector<std::thread> callers;
+  for (int k = 0; k < 4; ++k) {
+    callers.emplace_back([&, k] {
+      for (int call = 0; call < 500; ++call) {
+        std::vector<long> parts(k + 2, 0);
+        pool.run(k + 2, [&](int i) { parts[i] = i + 1; });
+        for (long part : parts) sums[k] += part;
+      }
+    });
+  }
+  for (auto& caller : callers) caller.join();
+  for (int k = 0; k < 4; ++k) CHECK(sums[k] == 500L * (k + 2) * (k + 3) / 2);
+}
+
+TEST_CASE("thread_pool: an exception in a task reaches the caller and the pool stays usable",
+          "[thread_pool]") {
+  ThreadPool pool;
+  CHECK_THROWS_WITH(pool.run(3,
+                             [](int i) {
+                               if (i == 2) throw std::runtime_error("task 2 failed");
+                             }),
+                    "task 2 failed");
+  CHECK_THROWS_WITH(pool.run(3,
+                             [](int i) {
+                               if (i == 0) throw std::runtime_error("task 0 failed");
+                             }),
+                    "task 0 failed");
+  std::atomic<int> ran{0};
+  pool.run(3, [&](int) { ran++; });
+  CHECK(ran == 3);
+}

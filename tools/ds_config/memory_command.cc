@@ -1,0 +1,123 @@
+// ds-config memory: the per-rank model-state memory of every ZeRO stage for a parameter count and
+// world size, with the config's precision, accumulation dtype and optimizer (what DeepSpeed's
+// estimate_zero*_model_states_mem_needs print). The formulas are the engine's own allocations
+// (runtime/zero/memory_estimate.h), checked against it in test_engine.cc.
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "runtime/common/error.h"
+#include "runtime/config/ds_config.h"
+#include "runtime/zero/memory_estimate.h"
+#include "tools/ds_config/commands.h"
+
+namespace ds::tools {
+namespace {
+
+struct MemoryOptions {
+  std::string config;
+  std::string params;
+  int64_t worldSize = 1;
+  bool json = false;
+};
+
+// "1300000000", "1.3e9", "1.3B", "350M", "7b".
+double parseParameterCount(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  double scale = 1;
+  const std::string suffix = text.substr(used);
+  if (suffix == "K" || suffix == "k")
+    scale = 1e3;
+  else if (suffix == "M" || suffix == "m")
+    scale = 1e6;
+  else if (suffix == "B" || suffix == "b" || suffix == "G")
+    scale = 1e9;
+  else if (!suffix.empty())
+    used = 0;
+  if (used == 0 || !(value > 0) || !std::isfinite(value))
+    throw Error(
+        "--params: expected a positive parameter count such as 1300000000, 1.3e9, 1.3B "
+        "or 350M, got \"" +
+        text + "\"");
+  return std::round(value * scale);
+}
+
+double optimizerBytesPerParameter(const runtime::DeepSpeedConfig& c) {
+  if (!c.optimizer) return 8;  // the engine's default optimizer is Adam
+  switch (c.optimizer->type) {
+    case runtime::OptimizerType::SGD:
+      return std::get<runtime::SgdParams>(c.optimizer->params).momentum > 0 ? 4 : 0;
+    default:
+      return 8;  // Adam, AdamW, Lamb: two fp32 moments
+  }
+}
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return text;
+}
+
+void runMemory(const MemoryOptions& o) {
+  const double params = parseParameterCount(o.params);
+  const runtime::DeepSpeedConfig c = runtime::loadDeepSpeedConfig(o.config, o.worldSize);
+  for (const std::string& warning : c.warnings) std::cerr << "warning: " << warning << '\n';
+  const DType model = c.precision.modelDtype;
+  const DType grads = c.precision.gradAccumDtype.value_or(model);
+  const double stateBytes = optimizerBytesPerParameter(c);
+  const int world = static_cast<int>(o.worldSize);
+  if (o.json) {
+    std::cout << "[";
+    for (int stage = 0; stage <= 3; ++stage) {
+      const auto e = runtime::estimateModelState(stage, model, grads, params, world, stateBytes);
+      std::printf(
+          "%s{\"stage\": %d, \"parameters\": %.0f, \"gradients\": %.0f, "
+          "\"master_weights\": %.0f, \"optimizer_states\": %.0f, \"total\": %.0f}",
+          stage ? ", " : "", stage, e.parameters, e.gradients, e.masterWeights, e.optimizerStates,
+          e.total());
+      std::fflush(stdout);
+    }
+    std::cout << "]\n";
+    return;
+  }
+  const std::string optimizer =
+      c.optimizer ? runtime::optimizerTypeName(c.optimizer->type) : "Adam (default)";
+  std::printf(
+      "Model states per rank: %.4gB parameters on %d rank%s, %s model, %s gradients, %s "
+      "(%.0f bytes/parameter of state). Activations and buffers not included.\n",
+      params / 1e9, world, world == 1 ? "" : "s", dtypeName(model), dtypeName(grads),
+      optimizer.c_str(), stateBytes);
+  std::printf("  %-7s %12s %12s %12s %12s %12s\n", "stage", "params", "gradients", "master",
+              "optimizer", "total");
+  for (int stage = 0; stage <= 3; ++stage) {
+    const auto e = runtime::estimateModelState(stage, model, grads, params, world, stateBytes);
+    std::printf("%s %-5d %12s %12s %12s %12s %12s\n", stage == c.zero.stage ? " *" : "  ", stage,
+                gib(e.parameters).c_str(), gib(e.gradients).c_str(), gib(e.masterWeights).c_str(),
+                gib(e.optimizerStates).c_str(), gib(e.total()).c_str());
+  }
+  std::printf("  (* = zero_optimization.stage of %s)\n", o.config.c_str());
+}
+
+}  // namespace
+
+void addMemoryCommand(CLI::App& app) {
+  auto o = std::make_shared<MemoryOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "memory", "Per-rank model-state memory of ZeRO stages 0-3 for PARAMS parameters");
+  cmd->add_option("config", o->config, "DeepSpeed JSON config")->required();
+  cmd->add_option("--params", o->params, "parameter count: 1300000000, 1.3e9, 1.3B, 350M")
+      ->required();
+  cmd->add_option("--world-size", o->worldSize, "data-parallel ranks")->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", o->json, "print a JSON array, one object per stage (bytes)");
+  cmd->callback([o] { runMemory(*o); });
+}
+
+}  // namespace ds::tools
