@@ -103,6 +103,9 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
                 config.batch.microBatchPerGpu, config.batch.gradientAccumulationSteps,
                 join.worldSize, comm.backendName().c_str());
 
+  if (config.dumpState && join.rank == 0)
+    std::printf("engine state (dump_state):\n%s", engine.describeState().c_str());
+
   board.setState(WorkerState::Training);
   const auto& batch = config.batch;
   const auto start = std::chrono::steady_clock::now();
@@ -153,6 +156,12 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
                   engine.lastGradNorm(), result.samplesPerSecond);
       windowLoss = 0.0;
       windowSteps = 0;
+      if (config.wallClockBreakdown) {  // DeepSpeed's timer line, for the last step
+        const runtime::StepTimes t = engine.lastStepTimes();
+        std::printf("time (ms) | forward: %.2f | backward: %.2f | backward_allreduce: %.2f | "
+                    "step: %.2f\n",
+                    t.forwardMs, t.backwardMs, t.allreduceMs, t.stepMs);
+      }
     }
     const bool last = result.steps == options.steps;
     if (!options.saveDir.empty() &&

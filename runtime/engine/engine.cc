@@ -13,6 +13,12 @@
 namespace ds::runtime {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+double elapsedMs(Clock::time_point since) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
+}
+
 bool masterIsWorking(int stage, DType modelType) {
   // fp32 working parameters in shard layout can be updated in place: stage 0 (the shard is
   // everything) and stage 3 (the working copy is the shard).
@@ -120,7 +126,11 @@ float Engine::forwardBackward(const Batch& batch) {
   inBackward_ = false;
   const float gradScale =
       static_cast<float>(scaler_.scale() / config_.batch.gradientAccumulationSteps);
-  return model_.forwardBackward(batch, *this, gradScale);
+  forwardStart_ = Clock::now();
+  const float loss = model_.forwardBackward(batch, *this, gradScale);
+  // layerGradients() closed the forward phase at the first backward layer.
+  times_.backwardMs += elapsedMs(backwardStart_);
+  return loss;
 }
 
 float* Engine::masterData() {
@@ -129,7 +139,19 @@ float* Engine::masterData() {
 
 bool Engine::step() {
   if (++microSteps_ % config_.batch.gradientAccumulationSteps != 0) return false;
+  const auto reduceStart = Clock::now();
   reduceGradientsForStep();
+  times_.allreduceMs += elapsedMs(reduceStart);
+  const auto stepStart = Clock::now();
+  struct Finish {  // however step() returns, the window's times are published
+    Engine& e;
+    Clock::time_point start;
+    ~Finish() {
+      e.times_.stepMs += elapsedMs(start);
+      e.lastTimes_ = e.times_;
+      e.times_ = {};
+    }
+  } finish{*this, stepStart};
 
   // Gradients were summed over ranks (after the optional pre-division) and carry the loss
   // scale: one multiply restores the mean gradient of the global batch.
@@ -315,6 +337,33 @@ uint64_t Engine::parameterHash() {
     hash *= 0x100000001b3ULL;
   }
   return hash;
+}
+
+std::string Engine::describeState() const {
+  const MemoryUsage m = memory();
+  std::string out;
+  auto line = [&](const std::string& key, const std::string& value) {
+    out += key + ": " + value + "\n";
+  };
+  line("zero_stage", std::to_string(stage_));
+  line("world_size", std::to_string(comm_.size()) + " (" + comm_.backendName() + ")");
+  line("parameters", std::to_string(count_) + " in " + std::to_string(specs_.size()) +
+                         " tensors, " + std::to_string(model_.layerCount()) + " layers");
+  line("shard_elements", std::to_string(shardLayout_->shardSize()));
+  line("dtypes", std::string("model ") + dtypeName(modelType_) + ", gradients " +
+                     dtypeName(gradType_) + ", communication " + dtypeName(commType_));
+  line("loss_scale", std::to_string(scaler_.scale()) + (scaler_.dynamic() ? " (dynamic)" : ""));
+  line("optimizer", std::string(optimizer_->name()) + ", lr " + std::to_string(lr_));
+  line("reduce_buckets", std::to_string(buckets_.size()) + " (reduce_bucket_size " +
+                             std::to_string(config_.zero.reduceBucketSize) + ")");
+  line("overlap_comm", config_.zero.overlapComm ? "true" : "false");
+  line("model_state_bytes",
+       std::to_string(m.modelState()) + " (parameters " + std::to_string(m.parameters) +
+           ", gradients " + std::to_string(m.gradients) + ", master " +
+           std::to_string(m.masterWeights) + ", optimizer " + std::to_string(m.optimizerStates) +
+           ")");
+  line("buffer_bytes", std::to_string(m.buffers));
+  return out;
 }
 
 MemoryUsage Engine::memory() const {

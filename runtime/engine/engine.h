@@ -11,6 +11,7 @@
 // Partitioning is by equal slices of every tensor (runtime/zero/partition_layout.h).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -37,6 +38,14 @@ struct MemoryUsage {
   size_t optimizerStates = 0;  // moments etc. over the shard
   size_t buffers = 0;
   size_t modelState() const { return parameters + gradients + masterWeights + optimizerStates; }
+};
+
+// wall_clock_breakdown: milliseconds of the last accumulation window (summed over its micro-steps),
+// split as DeepSpeed's timers are: forward, backward (including reductions issued during it),
+// backward_allreduce (waiting for gradient reductions at the boundary) and step (optimizer and
+// parameter publication).
+struct StepTimes {
+  double forwardMs = 0, backwardMs = 0, allreduceMs = 0, stepMs = 0;
 };
 
 class Engine : private LayerAccess {
@@ -69,6 +78,9 @@ class Engine : private LayerAccess {
   double lastGradNorm() const { return lastGradNorm_; }
   bool lastStepSkipped() const { return lastStepSkipped_; }
   MemoryUsage memory() const;
+  StepTimes lastStepTimes() const { return lastTimes_; }
+  // dump_state: the resolved engine state, one "key: value" per line.
+  std::string describeState() const;
   const DeepSpeedConfig& config() const { return config_; }
 
  private:
@@ -144,6 +156,8 @@ class Engine : private LayerAccess {
   double lastGradNorm_ = 0.0;
   bool lastStepSkipped_ = false;
   bool inBackward_ = false;
+  StepTimes times_, lastTimes_;
+  std::chrono::steady_clock::time_point forwardStart_, backwardStart_;
 };
 
 }  // namespace ds::runtime

@@ -62,6 +62,11 @@ void Engine::releaseParameters(int layer) {
 }
 
 float* Engine::layerGradients(int layer) {
+  if (!inBackward_) {
+    const auto now = std::chrono::steady_clock::now();
+    times_.forwardMs += std::chrono::duration<double, std::milli>(now - forwardStart_).count();
+    backwardStart_ = now;
+  }
   inBackward_ = true;
   layerScratch_.assign(layerNumel(layer), 0.0f);
   return layerScratch_.data();
