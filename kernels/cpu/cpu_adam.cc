@@ -2,6 +2,7 @@
 // cache lines, and runs the chunks on ThreadPool::global(). The maths lives in the paths.
 #include "kernels/cpu/cpu_adam.h"
 
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -104,6 +105,11 @@ void cpuAdamStep(float* params, const float* grads, float* m, float* v, size_t c
   const AdamPath path = pathFor(simd);
   uint16_t* half = copy.out;
 
+  // As DeepSpeed's OpenMP CPU-Adam: OMP_NUM_THREADS caps the threads (several ranks per host).
+  if (threads <= 0) {
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    if (omp != nullptr) threads = std::atoi(omp);
+  }
   if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   if (threads <= 0) threads = 1;
   size_t parts = count / kMinElementsPerThread;

@@ -24,8 +24,8 @@ struct HalfCopy {
 };
 
 // Same maths as adamUpdate over [0, count); when copy.out is set also writes the updated params
-// rounded to bf16/fp16 (as floatToBf16/floatToFp16 would) in the same pass. threads <= 0: all
-// hardware threads. Throws ds::Error for a path this CPU lacks or a copy without a format.
+// rounded to bf16/fp16 (as floatToBf16/floatToFp16 would) in the same pass. threads <= 0:
+// OMP_NUM_THREADS when set, else all hardware threads. Throws ds::Error for a path this CPU lacks or a copy without a format.
 void cpuAdamStep(float* params, const float* grads, float* m, float* v, size_t count,
                  const AdamStepConstants& c, const HalfCopy& copy = {}, int threads = 0,
                  AdamSimd simd = bestAdamSimd());

@@ -182,8 +182,19 @@ bool Engine::step() {
       queue_->run([&] { comm_.allReduce(sums.data(), count); });
       for (size_t i = 0; i < count; ++i) values[i] = sums[i];
     };
+  // CPU-Adam writes the 16-bit working values in the same pass as the update: straight into the
+  // working copy at stages 0 and 3 (it is laid out as the shard), into a 16-bit shard to be
+  // all-gathered at stages 1 and 2.
+  const bool fused = modelType_ != DType::F32 && optimizer_->fusesHalfCopy();
+  if (fused) {
+    if (stage_ == 1 || stage_ == 2) halfShard_.resize(stepGrads_.size() * dtypeBytes(modelType_));
+    char* out = stage_ == 1 || stage_ == 2 ? halfShard_.data() : working_.data();
+    update.halfCopy = {reinterpret_cast<uint16_t*>(out), modelType_ == DType::BF16
+                                                             ? kernels::HalfFormat::Bf16
+                                                             : kernels::HalfFormat::Fp16};
+  }
   optimizer_->step(masterData(), stepGrads_.data(), update);
-  publishParameters();
+  publishParameters(fused);
   zeroGradients();
   scaler_.update(false);
   if (scheduler_) {
@@ -266,15 +277,15 @@ double Engine::clipGradients() {
   return norm;
 }
 
-void Engine::publishParameters() {
+void Engine::publishParameters(bool halfShardWritten) {
   const size_t T = specs_.size();
   if (stage_ == 0) {
-    if (!master_.empty())
+    if (!master_.empty() && !halfShardWritten)
       convertElements(master_.data(), DType::F32, working_.data(), modelType_, count_);
     return;
   }
   if (stage_ == 3) {
-    if (!master_.empty())
+    if (!master_.empty() && !halfShardWritten)
       convertElements(master_.data(), DType::F32, working_.data(), modelType_, master_.size());
     // Gathered copies are stale now; persistent layers are re-gathered at once.
     for (int l = 0; l < model_.layerCount(); ++l) {
@@ -293,17 +304,21 @@ void Engine::publishParameters() {
     size_t t1 = t0 + 1;
     while (t1 < T && layout_->chunk(t0, t1 + 1) * world <= limit) ++t1;
     const size_t chunk = layout_->chunk(t0, t1);
-    std::vector<char>& own = received_[0];
     std::vector<char>& all = staging_[0];
-    own.resize(chunk * bytes);
     all.resize(world * chunk * bytes);
-    convertElements(master_.data() + layout_->shardBegin(t0), DType::F32, own.data(), modelType_,
-                    chunk);
+    const char* own = halfShardWritten
+                          ? halfShard_.data() + layout_->shardBegin(t0) * bytes
+                          : reinterpret_cast<const char*>(master_.data() + layout_->shardBegin(t0));
+    if (!halfShardWritten && modelType_ != DType::F32) {
+      received_[0].resize(chunk * bytes);
+      convertElements(own, DType::F32, received_[0].data(), modelType_, chunk);
+      own = received_[0].data();
+    }
     queue_->run([&] {
       if (config_.zero.allgatherPartitions) {
-        comm_.allGather(own.data(), all.data(), chunk, modelType_);
+        comm_.allGather(own, all.data(), chunk, modelType_);
       } else {  // DeepSpeed's alternative: one broadcast per rank
-        std::memcpy(all.data() + comm_.rank() * chunk * bytes, own.data(), chunk * bytes);
+        std::memcpy(all.data() + comm_.rank() * chunk * bytes, own, chunk * bytes);
         for (size_t q = 0; q < world; ++q)
           comm_.broadcast(all.data() + q * chunk * bytes, chunk, modelType_, static_cast<int>(q));
       }
@@ -357,11 +372,11 @@ std::string Engine::describeState() const {
   line("reduce_buckets", std::to_string(buckets_.size()) + " (reduce_bucket_size " +
                              std::to_string(config_.zero.reduceBucketSize) + ")");
   line("overlap_comm", config_.zero.overlapComm ? "true" : "false");
-  line("model_state_bytes",
-       std::to_string(m.modelState()) + " (parameters " + std::to_string(m.parameters) +
-           ", gradients " + std::to_string(m.gradients) + ", master " +
-           std::to_string(m.masterWeights) + ", optimizer " + std::to_string(m.optimizerStates) +
-           ")");
+  line("model_state_bytes", std::to_string(m.modelState()) + " (parameters " +
+                                std::to_string(m.parameters) + ", gradients " +
+                                std::to_string(m.gradients) + ", master " +
+                                std::to_string(m.masterWeights) + ", optimizer " +
+                                std::to_string(m.optimizerStates) + ")");
   line("buffer_bytes", std::to_string(m.buffers));
   return out;
 }
@@ -373,6 +388,7 @@ MemoryUsage Engine::memory() const {
   m.masterWeights = master_.size() * sizeof(float);
   m.optimizerStates = optimizer_->stateBytes();
   m.buffers = stepGrads_.capacity() * sizeof(float) + layerScratch_.capacity() * sizeof(float);
+  m.buffers += halfShard_.capacity();
   for (const auto& v : staging_) m.buffers += v.capacity();
   for (const auto& v : received_) m.buffers += v.capacity();
   for (const auto& v : layerParams_) m.buffers += v.capacity() * sizeof(float);

@@ -106,7 +106,8 @@ class Engine : private LayerAccess {
   void reduceGradientsForStep();
   bool detectOverflow();
   double clipGradients();
-  void publishParameters();
+  // halfShardWritten: the optimizer already wrote the 16-bit values (working copy or halfShard_).
+  void publishParameters(bool halfShardWritten = false);
   void zeroGradients();
   void applySchedule();
   size_t layerBase(int layer) const {
@@ -132,6 +133,7 @@ class Engine : private LayerAccess {
   std::vector<char> grads_;          // grad dtype: F (stages 0, 1) or S (stages 2, 3)
   std::vector<float> master_;        // S; empty when the working copy is the master itself
   std::vector<float> stepGrads_;     // S, fp32: reduced, unscaled gradients for the optimizer
+  std::vector<char> halfShard_;      // S, model dtype: CPU-Adam's fused copy at stages 1-2
   std::vector<float> layerScratch_;  // fp32 gradients of the layer being back-propagated
   std::vector<float> converted_;     // fp32 view of one layer of a 16-bit working copy
   std::vector<std::vector<float>> layerParams_;  // fp32 per layer: gathered (3) or converted

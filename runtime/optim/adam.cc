@@ -38,8 +38,10 @@ void Adam::step(float* params, const float* grads, const OptimizerStep& step) {
     const double wd = run.decay ? params_.weightDecay : 0.0;
     c.weightDecay = static_cast<float>(wd);
     c.decayFactor = static_cast<float>(1.0 - lr * wd);
+    kernels::HalfCopy copy = step.halfCopy;
+    if (copy.out != nullptr) copy.out += run.begin;
     kernels::cpuAdamStep(params + run.begin, grads + run.begin, m_.data() + run.begin,
-                        v_.data() + run.begin, run.end - run.begin, c);
+                         v_.data() + run.begin, run.end - run.begin, c, copy);
   }
 }
 

@@ -21,6 +21,7 @@ class Adam : public Optimizer {
   // step.momentum, when set, replaces beta1 for this step (bias correction included), as
   // OneCycle does to torch's group["betas"].
   void step(float* params, const float* grads, const OptimizerStep& step) override;
+  bool fusesHalfCopy() const override { return true; }
   size_t stateBytes() const override { return (m_.size() + v_.size()) * sizeof(float); }
   std::vector<OptimizerStateArray> stateArrays() override;
   int64_t steps() const override { return steps_; }

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/cpu_adam.h"
+
 namespace ds::runtime {
 
 struct OptimizerStep {
@@ -21,6 +23,9 @@ struct OptimizerStep {
   // an all_reduce); empty = the optimizer sees whole tensors (unsharded). Every rank calls it once
   // per step with the same count, so it may be a collective.
   std::function<void(double* values, size_t count)> sumAcrossShards;
+  // Honoured when fusesHalfCopy(): the updated parameters are also written here, rounded to
+  // bf16/fp16, in the same pass (element i of the shard at halfCopy.out[i]).
+  kernels::HalfCopy halfCopy;
 };
 
 // One element-wise state array, aligned with the shard: data[i] belongs to element begin + i.
@@ -43,6 +48,8 @@ class Optimizer {
   virtual void setSteps(int64_t steps) = 0;
   // "Adam" (also AdamW: same state), "Lamb", "SGD": checkpoints refuse to load across names.
   virtual const char* name() const = 0;
+  // Whether step() writes OptimizerStep::halfCopy (otherwise the caller converts afterwards).
+  virtual bool fusesHalfCopy() const { return false; }
 };
 
 }  // namespace ds::runtime
