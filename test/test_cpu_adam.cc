@@ -19,19 +19,7 @@ namespace {
 
 // Step constants the way runtime/optim/adam.cc derives them for step t.
 AdamStepConstants stepConstants(int t, bool decoupled, double weightDecay) {
-  const double lr = 1e-2, beta1 = 0.9, beta2 = 0.999;
-  AdamStepConstants c{};
-  c.beta1 = static_cast<float>(beta1);
-  c.beta2 = static_cast<float>(beta2);
-  c.oneMinusBeta1 = static_cast<float>(1.0 - beta1);
-  c.oneMinusBeta2 = static_cast<float>(1.0 - beta2);
-  c.eps = 1e-8f;
-  c.stepSize = static_cast<float>(lr / (1.0 - std::pow(beta1, t)));
-  c.invSqrtBc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(beta2, t)));
-  c.weightDecay = static_cast<float>(weightDecay);
-  c.decayFactor = static_cast<float>(1.0 - lr * weightDecay);
-  c.decoupledDecay = decoupled;
-  return c;
+  return adamStepConstants(1e-2, 0.9, 0.999, 1e-8, weightDecay, decoupled, t);
 }
 
 uint32_t bitsOf(float x) {

@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "runtime/optim/lamb.h"
+#include "test/param_table.h"
 
 using namespace ds::runtime;
+using ds::test::makeSpecs;
 
 namespace {
 
@@ -22,17 +24,6 @@ OptimizerStep stepAt(double lr, std::optional<double> momentum = std::nullopt) {
   s.lr = lr;
   s.momentum = momentum;
   return s;
-}
-
-std::vector<ParamSpec> makeSpecs(const std::vector<std::pair<size_t, bool>>& tensors) {
-  std::vector<ParamSpec> specs;
-  size_t offset = 0;
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    const auto [numel, decay] = tensors[t];
-    specs.push_back({"t" + std::to_string(t), {static_cast<int64_t>(numel)}, decay, offset, numel});
-    offset += numel;
-  }
-  return specs;
 }
 
 // Tensor 1 starts at zero (a bias): its first trust ratio has ||p|| = 0, so the ratio is 1.

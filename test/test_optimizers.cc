@@ -20,8 +20,10 @@
 #include "runtime/common/error.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/make_optimizer.h"
+#include "test/param_table.h"
 
 using namespace ds::runtime;
+using ds::test::makeSpecs;
 using Json = nlohmann::json;
 
 namespace {
@@ -38,18 +40,6 @@ OptimizerStep stepAt(double lr, std::optional<double> momentum = std::nullopt) {
 std::string python() {
   const char* env = std::getenv("DS_TORCH_PYTHON");
   return env && *env ? env : "/usr/bin/python3";
-}
-
-// Tensors alternate decayed / not decayed, so every optimizer sees several groups per range.
-std::vector<ParamSpec> makeSpecs(const std::vector<std::pair<size_t, bool>>& tensors) {
-  std::vector<ParamSpec> specs;
-  size_t offset = 0;
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    const auto [numel, decay] = tensors[t];
-    specs.push_back({"t" + std::to_string(t), {static_cast<int64_t>(numel)}, decay, offset, numel});
-    offset += numel;
-  }
-  return specs;
 }
 
 size_t totalElements(const std::vector<ParamSpec>& specs) {

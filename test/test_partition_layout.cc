@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/half_convert.h"
 #include "runtime/zero/partition_layout.h"
+#include "test/param_table.h"
 
 using namespace ds::runtime;
 using ds::DType;
@@ -14,14 +15,9 @@ using ds::DType;
 namespace {
 
 std::vector<ParamSpec> table(const std::vector<size_t>& sizes) {
-  std::vector<ParamSpec> specs;
-  size_t offset = 0;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    specs.push_back(
-        {"t" + std::to_string(i), {int64_t(sizes[i])}, i % 2 == 0, offset, sizes[i], int(i / 2)});
-    offset += sizes[i];
-  }
-  return specs;
+  std::vector<std::pair<size_t, bool>> tensors;
+  for (size_t i = 0; i < sizes.size(); ++i) tensors.push_back({sizes[i], i % 2 == 0});
+  return ds::test::makeSpecs(tensors);
 }
 
 std::vector<float> ramp(size_t n) {

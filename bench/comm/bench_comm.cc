@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/command_seconds.h"
 #include "bench/free_port.h"
 #include "runtime/comm/shm_communicator.h"
 
@@ -80,13 +81,8 @@ double torchAllReduce(int ranks, size_t bytes, int iters) {
   const std::string script = std::string(DS_SOURCE_DIR) + "/bench/comm/torch_gloo_allreduce.py";
   const std::string command = "/usr/bin/python3 " + script + " " + std::to_string(ranks) + " " +
                               std::to_string(bytes) + " " + std::to_string(iters) + " " +
-                              std::to_string(ds::bench::freeLoopbackPort()) + " 2>/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return -1;
-  double seconds = -1;
-  if (std::fscanf(pipe, "%lf", &seconds) != 1) seconds = -1;
-  pclose(pipe);
-  return seconds;
+                              std::to_string(ds::bench::freeLoopbackPort());
+  return ds::bench::commandSeconds(command);
 }
 
 // Seconds per all_reduce through the whole product over the Gloo path: ds-launch starts one

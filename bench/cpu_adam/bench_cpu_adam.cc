@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/command_seconds.h"
 #include "kernels/cpu/cpu_adam.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -65,19 +66,7 @@ double memcpyTraffic(void* dst, const void* src, size_t bytes) {
 }
 
 AdamStepConstants stepConstants(int t) {
-  const double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, weightDecay = 0.01;
-  AdamStepConstants c{};
-  c.beta1 = static_cast<float>(beta1);
-  c.beta2 = static_cast<float>(beta2);
-  c.oneMinusBeta1 = static_cast<float>(1.0 - beta1);
-  c.oneMinusBeta2 = static_cast<float>(1.0 - beta2);
-  c.eps = 1e-8f;
-  c.stepSize = static_cast<float>(lr / (1.0 - std::pow(beta1, t)));
-  c.invSqrtBc2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(beta2, t)));
-  c.weightDecay = static_cast<float>(weightDecay);
-  c.decayFactor = static_cast<float>(1.0 - lr * weightDecay);
-  c.decoupledDecay = true;
-  return c;
+  return adamStepConstants(1e-3, 0.9, 0.999, 1e-8, 0.01, true, t);
 }
 
 // Seconds per torch.optim.Adam step (best of `steps` after one warm-up), or -1 without torch.
@@ -96,13 +85,8 @@ double torchAdamStep(size_t params, int threads, int steps) {
       "print(best)\n";
   const std::string command = "/usr/bin/python3 -c '" + std::string(script) + "' " +
                               std::to_string(params) + " " + std::to_string(threads) + " " +
-                              std::to_string(steps) + " 2>/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return -1;
-  double seconds = -1;
-  if (std::fscanf(pipe, "%lf", &seconds) != 1) seconds = -1;
-  pclose(pipe);
-  return seconds;
+                              std::to_string(steps);
+  return ds::bench::commandSeconds(command);
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 // The fused Adam/AdamW element update on flat fp32 arrays: one pass over params, grads and the two
-// moments. Scalar and portable for now (the compiler vectorises it); the AVX-512/AVX2 paths chosen
-// at run time come with CPU-Adam.
+// moments. This scalar loop is the reference CPU-Adam's SIMD paths (cpu_adam.h) equal bit for bit.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace ds::kernels {
 
@@ -17,6 +17,12 @@ struct AdamStepConstants {
   float decayFactor;    // 1 - lr * weightDecay, for decoupled (AdamW) decay
   bool decoupledDecay;  // true: AdamW; false: L2 added to the gradient
 };
+
+// The constants of update number `step` (1-based): computed in double and rounded once, as torch
+// computes them in Python floats. biasCorrection false: stepSize = lr, invSqrtBc2 = 1.
+AdamStepConstants adamStepConstants(double lr, double beta1, double beta2, double eps,
+                                    double weightDecay, bool decoupledDecay, int64_t step,
+                                    bool biasCorrection = true);
 
 void adamUpdate(float* params, const float* grads, float* m, float* v, size_t count,
                 const AdamStepConstants& c);

@@ -19,21 +19,8 @@ void Adam::step(float* params, const float* grads, const OptimizerStep& step) {
   ++steps_;
   const double lr = step.lr;
   const double beta1 = step.momentum.value_or(params_.beta1), beta2 = params_.beta2;
-  // Constants in double, rounded once, as torch computes them in Python floats.
-  double stepSize = lr, invSqrtBc2 = 1.0;
-  if (params_.biasCorrection) {
-    stepSize = lr / (1.0 - std::pow(beta1, static_cast<double>(steps_)));
-    invSqrtBc2 = 1.0 / std::sqrt(1.0 - std::pow(beta2, static_cast<double>(steps_)));
-  }
-  kernels::AdamStepConstants c{};
-  c.beta1 = static_cast<float>(beta1);
-  c.beta2 = static_cast<float>(beta2);
-  c.oneMinusBeta1 = static_cast<float>(1.0 - beta1);
-  c.oneMinusBeta2 = static_cast<float>(1.0 - beta2);
-  c.eps = static_cast<float>(params_.eps);
-  c.stepSize = static_cast<float>(stepSize);
-  c.invSqrtBc2 = static_cast<float>(invSqrtBc2);
-  c.decoupledDecay = params_.adamWMode;
+  kernels::AdamStepConstants c = kernels::adamStepConstants(
+      lr, beta1, beta2, params_.eps, 0.0, params_.adamWMode, steps_, params_.biasCorrection);
   for (const ShardSegment& run : runs_) {
     const double wd = run.decay ? params_.weightDecay : 0.0;
     c.weightDecay = static_cast<float>(wd);

@@ -1,0 +1,30 @@
+// A parameter table for optimizer and partitioning tests: tensors of the given sizes laid out
+// back to back, each with its weight-decay flag, two tensors per layer.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/model/model.h"
+
+namespace ds::test {
+
+inline std::vector<runtime::ParamSpec> makeSpecs(
+    const std::vector<std::pair<size_t, bool>>& tensors) {
+  std::vector<runtime::ParamSpec> specs;
+  size_t offset = 0;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const auto [numel, decay] = tensors[t];
+    specs.push_back({"t" + std::to_string(t),
+                     {static_cast<int64_t>(numel)},
+                     decay,
+                     offset,
+                     numel,
+                     static_cast<int>(t / 2)});
+    offset += numel;
+  }
+  return specs;
+}
+
+}  // namespace ds::test
