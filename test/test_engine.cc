@@ -129,3 +129,28 @@ TEST_CASE("engine: fp16 overflow skips the step, halves the scale, and holds the
     CHECK(runs[0].lr == Approx(std::min(0.01, 0.01 * (applied - 1) / 10.0)));
   }
 }
+
+TEST_CASE("engine: communication / accumulation dtypes and gradient pre-division are honoured") {
+  // Pre-dividing by a power of two and post-scaling by factor / N is exact: the same bits.
+  const auto plain = trainRanks(4, engineConfig(2, "fp32"), 4);
+  const auto predivided = trainRanks(
+      4, engineConfig(2, "fp32", R"("prescale_gradients": true, "gradient_predivide_factor": 2.0)"),
+      4);
+  CHECK(predivided[0].params == plain[0].params);
+
+  // bf16 model, fp32 gradient accumulation and communication: 4-byte gradients, and closer to
+  // the fp32 run than bf16 communication is.
+  const auto fp32Grads = trainRanks(
+      2,
+      engineConfig(
+          0, "bf16",
+          R"("data_types": {"grad_accum_dtype": "fp32"}, "communication_data_type": "fp32")"),
+      4);
+  CHECK(fp32Grads[0].memory.gradients == kPsi * 4);
+  const auto bf16Grads = trainRanks(2, engineConfig(0, "bf16"), 4);
+  CHECK(bf16Grads[0].memory.gradients == kPsi * 2);
+  CHECK(fp32Grads[0].params != bf16Grads[0].params);
+  const auto fp32 = trainRanks(2, engineConfig(0, "fp32"), 4);
+  CHECK(maxRelativeDifference(fp32Grads[0].params, fp32[0].params) <=
+        maxRelativeDifference(bf16Grads[0].params, fp32[0].params));
+}
