@@ -91,7 +91,9 @@ TEST_CASE("engine: overlap_comm and stage-3 live/prefetch limits change nothing 
          "stage3_param_persistence_threshold": 0})",
       R"("zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 100000})",
       R"("zero_optimization": {"stage": 2, "overlap_comm": true, "reduce_bucket_size": 1})",
-      R"("zero_optimization": {"stage": 1, "allgather_partitions": false, "allgather_bucket_size": 7})"};
+      R"("zero_optimization": {"stage": 1, "allgather_partitions": false, "allgather_bucket_size": 7})",
+      R"("zero_optimization": {"stage": 2, "reduce_scatter": false, "overlap_comm": true})",
+      R"("zero_optimization": {"stage": 3, "reduce_scatter": false, "stage3_param_persistence_threshold": 0})"};
   for (const std::string& zero : knobs) {
     INFO(zero);
     std::string json = engineConfig(3, "fp32");

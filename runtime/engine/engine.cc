@@ -229,10 +229,22 @@ void Engine::reduceGradientsForStep() {
       float* out = stepGrads_.data() + layout_->shardBegin(b.t0);
       std::vector<char>& reduced = received_[0];
       reduced.resize(chunk * dtypeBytes(commType_));
-      queue_->run([&] { comm_.reduceScatter(in.data(), reduced.data(), chunk, commType_); });
+      queue_->run([&] { reduceBucket(in.data(), reduced.data(), chunk); });
       convertElements(reduced.data(), commType_, out, DType::F32, chunk);
     }
   }
+}
+
+void Engine::reduceBucket(void* staging, void* own, size_t chunk) {
+  if (config_.zero.reduceScatter) {
+    comm_.reduceScatter(staging, own, chunk, commType_);
+    return;
+  }
+  // reduce_scatter: false, DeepSpeed's all-reduce alternative: everyone gets every sum and keeps
+  // its own block (twice the traffic; the same bits, since both split the buffer alike).
+  const size_t bytes = chunk * dtypeBytes(commType_);
+  comm_.allReduce(staging, comm_.size() * chunk, commType_);
+  std::memcpy(own, static_cast<const char*>(staging) + comm_.rank() * bytes, bytes);
 }
 
 bool Engine::detectOverflow() {

@@ -103,6 +103,8 @@ class Engine : private LayerAccess {
   void dropLayer(int layer);
   void prefetchFrom(int layer, int direction);
   // engine.cc
+  // One bucket's rank-major staging -> this rank's summed block (on the communication queue).
+  void reduceBucket(void* staging, void* own, size_t chunk);
   void reduceGradientsForStep();
   bool detectOverflow();
   double clipGradients();

@@ -108,7 +108,7 @@ void Engine::reduceBucketDuringBackward(size_t b) {
   const size_t chunk = layout_->chunk(bucket.t0, bucket.t1);
   char* destination = grads_.data() + layout_->shardBegin(bucket.t0) * dtypeBytes(gradType_);
   slotBusy_[slot] = queue_->submit([this, slot, chunk, destination] {
-    comm_.reduceScatter(staging_[slot].data(), received_[slot].data(), chunk, commType_);
+    reduceBucket(staging_[slot].data(), received_[slot].data(), chunk);
     accumulateElements(destination, gradType_, received_[slot].data(), commType_, chunk);
   });
 }
