@@ -47,7 +47,12 @@ TEST_CASE("checkpoint: N steps, save, load, N more equals 2N straight, bit for b
       const auto straight = trainRanks(2, json, 6);
       trainRanks(2, json, 3, {}, saver(dir.path, "step3"));
       CHECK(fs::exists(dir.path / "step3" / "manifest.json"));
-      const auto resumed = trainRanks(2, json, 3, loader(dir.path));
+      // Loaded with the optimizer in other sub-groups: the state is re-cut the same way.
+      std::string regrouped = json;
+      const std::string zero = R"("zero_optimization": {)";
+      regrouped.replace(regrouped.find(zero), zero.size(),
+                        R"("zero_optimization": {"sub_group_size": 700, )");
+      const auto resumed = trainRanks(2, regrouped, 3, loader(dir.path));
       for (int r = 0; r < 2; ++r) {
         CHECK(resumed[r].params == straight[r].params);
         CHECK(resumed[r].lr == straight[r].lr);

@@ -93,6 +93,8 @@ TEST_CASE("engine: overlap_comm and stage-3 live/prefetch limits change nothing 
       R"("zero_optimization": {"stage": 2, "overlap_comm": true, "reduce_bucket_size": 1})",
       R"("zero_optimization": {"stage": 1, "allgather_partitions": false, "allgather_bucket_size": 7})",
       R"("zero_optimization": {"stage": 2, "reduce_scatter": false, "overlap_comm": true})",
+      R"("zero_optimization": {"stage": 2, "sub_group_size": 100})",
+      R"("zero_optimization": {"stage": 3, "sub_group_size": 1, "stage3_param_persistence_threshold": 0})",
       R"("zero_optimization": {"stage": 3, "reduce_scatter": false, "stage3_param_persistence_threshold": 0})"};
   for (const std::string& zero : knobs) {
     INFO(zero);
@@ -155,4 +157,27 @@ TEST_CASE("engine: communication / accumulation dtypes and gradient pre-division
   const auto fp32 = trainRanks(2, engineConfig(0, "fp32"), 4);
   CHECK(maxRelativeDifference(fp32Grads[0].params, fp32[0].params) <=
         maxRelativeDifference(bf16Grads[0].params, fp32[0].params));
+}
+
+TEST_CASE("engine: sub_group_size bounds the fp32 gradient buffer and changes no result") {
+  for (const char* optimizer : {"AdamW", "Lamb", "SGD"}) {
+    INFO(optimizer);
+    std::string json = engineConfig(2, "bf16");
+    const std::string adamw = R"("type": "AdamW")";
+    json.replace(json.find(adamw), adamw.size(), std::string(R"("type": ")") + optimizer + "\"");
+    if (std::string(optimizer) == "SGD") {
+      const std::string params = R"("weight_decay": 0.01)";
+      json.replace(json.find(params), params.size(), R"("weight_decay": 0.01, "momentum": 0.9)");
+    }
+    const auto whole = trainRanks(2, json, 4);
+    std::string grouped = json;
+    const std::string stage = R"("stage": 2,)";
+    grouped.replace(grouped.find(stage), stage.size(), R"("stage": 2, "sub_group_size": 600,)");
+    const auto runs = trainRanks(2, grouped, 4);
+    CHECK(runs[0].params == whole[0].params);
+    CHECK(runs[0].memory.optimizerStates == whole[0].memory.optimizerStates);
+    // The largest slice here is 4096 / 2 = 2048 elements: the buffer holds at most that, not the
+    // whole 2754-element shard.
+    CHECK(runs[0].memory.buffers + (2754 - 2048) * sizeof(float) <= whole[0].memory.buffers);
+  }
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -75,7 +76,7 @@ WrittenFile writeFileSynced(const std::string& path,
   return out;
 }
 
-std::vector<char> readVerifiedFile(const std::string& path, uint64_t bytes, uint64_t checksum) {
+void verifyCheckpointFile(const std::string& path, uint64_t bytes, uint64_t checksum) {
   std::error_code ec;
   const auto size = fs::file_size(path, ec);
   if (ec) throw Error(path + ": cannot read checkpoint file: " + ec.message());
@@ -83,15 +84,38 @@ std::vector<char> readVerifiedFile(const std::string& path, uint64_t bytes, uint
     throw Error(path + ": checkpoint file is " + std::to_string(size) +
                 " bytes, the manifest says " + std::to_string(bytes) +
                 (size < bytes ? " (truncated)" : " (extra bytes)"));
-  std::vector<char> data(size);
-  std::ifstream in(path, std::ios::binary);
-  if (!in.read(data.data(), static_cast<std::streamsize>(size)))
-    throw Error(path + ": cannot read checkpoint file: " + errnoText());
-  const uint64_t actual = fnv1a64(data.data(), data.size());
+  CheckpointReader reader(path);
+  std::vector<char> block(1 << 20);
+  uint64_t actual = 0xcbf29ce484222325ULL;
+  for (uint64_t done = 0; done < bytes;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(block.size(), bytes - done));
+    reader.read(done, n, block.data());
+    actual = fnv1a64(block.data(), n, actual);
+    done += n;
+  }
   if (actual != checksum)
     throw Error(path + ": checkpoint file is corrupted (checksum " + hex(actual) +
                 ", the manifest says " + hex(checksum) + ")");
-  return data;
+}
+
+CheckpointReader::CheckpointReader(const std::string& path)
+    : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+  if (fd_ < 0) throw Error(path + ": cannot open checkpoint file: " + errnoText());
+}
+
+CheckpointReader::~CheckpointReader() { ::close(fd_); }
+
+void CheckpointReader::read(uint64_t offset, size_t bytes, void* out) {
+  char* p = static_cast<char*>(out);
+  for (size_t done = 0; done < bytes;) {
+    const ssize_t n = ::pread(fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw Error(path_ + ": cannot read " + std::to_string(bytes) + " bytes at offset " +
+                  std::to_string(offset) + ": " +
+                  (n == 0 ? "unexpected end of file" : errnoText()));
+    done += static_cast<size_t>(n);
+  }
 }
 
 void writeTextAtomically(const std::string& path, const std::string& text) {

@@ -23,9 +23,23 @@ struct WrittenFile {
 WrittenFile writeFileSynced(const std::string& path,
                             const std::vector<std::pair<const void*, size_t>>& pieces);
 
-// Reads `path` whole after checking its size and checksum against the manifest's; a mismatch is
-// an error naming the file and what differs (truncated, corrupted).
-std::vector<char> readVerifiedFile(const std::string& path, uint64_t bytes, uint64_t checksum);
+// Checks `path`'s size and checksum against the manifest's, streaming (constant memory); a
+// mismatch is an error naming the file and what differs (truncated, corrupted).
+void verifyCheckpointFile(const std::string& path, uint64_t bytes, uint64_t checksum);
+
+// Reads byte ranges of one checkpoint file; errors name the file.
+class CheckpointReader {
+ public:
+  explicit CheckpointReader(const std::string& path);
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+  void read(uint64_t offset, size_t bytes, void* out);
+
+ private:
+  std::string path_;
+  int fd_;
+};
 
 // Makes `staging` the directory dir/tag atomically (an existing dir/tag is swapped out and then
 // removed) and points dir/latest at tag (written to a temporary name, fsynced, renamed).

@@ -40,6 +40,7 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
       scaler_(config.precision.lossScale, modelType_ == DType::F16) {
   if (stage_ < 0 || stage_ > 3)
     throw Error("zero_optimization.stage: expected 0..3, got " + std::to_string(stage_));
+  if (specs_.empty()) throw Error("model: it has no parameters to train");
   const int layers = model.layerCount();
   layerTensors_.assign(layers, {0, 0});
   for (size_t t = 0, begin = 0; t <= specs_.size(); ++t) {
@@ -86,10 +87,22 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
       shardLayout_->extractShard(working_.data(), modelType_, 0, 0, T, master_.data(), DType::F32);
   }
   grads_.assign((stage_ >= 2 ? shard : count_) * dtypeBytes(gradType_), 0);
-  stepGrads_.assign(shard, 0.0f);
 
+  // The optimizer runs in sub-groups of whole tensor slices of at most sub_group_size elements
+  // (a bigger tensor is a group of its own), each with its own state, as DeepSpeed's stage 3
+  // does: the fp32 gradients the update needs exist for one group at a time.
   const OptimizerConfig optimizer = config_.optimizer.value_or(OptimizerConfig{});
-  optimizer_ = makeOptimizer(optimizer, shardLayout_->shardSpecs(specs_), 0, shard);
+  const std::vector<ParamSpec> shardSpecs = shardLayout_->shardSpecs(specs_);
+  const size_t groupLimit = static_cast<size_t>(std::max<int64_t>(1, config_.zero.subGroupSize));
+  for (size_t t0 = 0; t0 < T;) {
+    size_t t1 = t0 + 1;
+    while (t1 < T && shardLayout_->chunk(t0, t1 + 1) <= groupLimit) ++t1;
+    const std::vector<ParamSpec> groupSpecs(shardSpecs.begin() + t0, shardSpecs.begin() + t1);
+    groups_.push_back({t0, t1,
+                       makeOptimizer(optimizer, groupSpecs, shardLayout_->shardBegin(t0),
+                                     shardLayout_->shardBegin(t1))});
+    t0 = t1;
+  }
   lr_ = optimizer.lr();
   if (config_.scheduler) {
     scheduler_ = makeLrSchedule(*config_.scheduler, lr_, optimizer.momentum());
@@ -154,14 +167,14 @@ bool Engine::step() {
   } finish{*this, stepStart};
 
   // Gradients were summed over ranks (after the optional pre-division) and carry the loss
-  // scale: one multiply restores the mean gradient of the global batch.
+  // scale: one multiply (`unscale`) restores the mean gradient of the global batch.
   const PrecisionConfig& p = config_.precision;
   const double world = comm_.size();
   const double post = p.prescaleGradients ? p.gradientPredivideFactor / world : 1.0 / world;
-  const float unscale = static_cast<float>(post / scaler_.scale());
-  for (float& g : stepGrads_) g *= unscale;
+  unscale_ = static_cast<float>(post / scaler_.scale());
 
-  lastStepSkipped_ = modelType_ == DType::F16 && detectOverflow();
+  const GradientStatistics statistics = gradientStatistics();
+  lastStepSkipped_ = modelType_ == DType::F16 && anyRankOverflowed(statistics.overflow);
   ++globalSteps_;
   if (lastStepSkipped_) {
     ++skippedSteps_;
@@ -169,7 +182,15 @@ bool Engine::step() {
     scaler_.update(true);  // throws at the minimum scale
     return true;
   }
-  lastGradNorm_ = clipGradients();
+  // The norm over all shards: every rank summed the squares of its own slices, in shard order.
+  float total = static_cast<float>(statistics.sumSquares);
+  queue_->run([&] { comm_.allReduce(&total, 1); });
+  lastGradNorm_ = std::sqrt(static_cast<double>(total));
+  float clip = 1.0f;
+  if (config_.gradientClipping > 0.0) {
+    const double coefficient = config_.gradientClipping / (lastGradNorm_ + 1e-6);
+    if (coefficient < 1.0) clip = static_cast<float>(coefficient);
+  }
 
   OptimizerStep update;
   update.lr = lr_;
@@ -185,15 +206,24 @@ bool Engine::step() {
   // CPU-Adam writes the 16-bit working values in the same pass as the update: straight into the
   // working copy at stages 0 and 3 (it is laid out as the shard), into a 16-bit shard to be
   // all-gathered at stages 1 and 2.
-  const bool fused = modelType_ != DType::F32 && optimizer_->fusesHalfCopy();
+  const bool fused = modelType_ != DType::F32 && groups_.front().optimizer->fusesHalfCopy();
+  char* halfOut = nullptr;
   if (fused) {
-    if (stage_ == 1 || stage_ == 2) halfShard_.resize(stepGrads_.size() * dtypeBytes(modelType_));
-    char* out = stage_ == 1 || stage_ == 2 ? halfShard_.data() : working_.data();
-    update.halfCopy = {reinterpret_cast<uint16_t*>(out), modelType_ == DType::BF16
-                                                             ? kernels::HalfFormat::Bf16
-                                                             : kernels::HalfFormat::Fp16};
+    const size_t bytes = dtypeBytes(modelType_);
+    if (stage_ == 1 || stage_ == 2) halfShard_.resize(shardLayout_->shardSize() * bytes);
+    halfOut = stage_ == 1 || stage_ == 2 ? halfShard_.data() : working_.data();
   }
-  optimizer_->step(masterData(), stepGrads_.data(), update);
+  for (const SubGroup& group : groups_) {
+    loadGroupGradients(group);
+    if (clip < 1.0f)
+      for (float& g : groupGrads_) g *= clip;
+    const size_t begin = shardLayout_->shardBegin(group.t0);
+    if (fused)
+      update.halfCopy = {
+          reinterpret_cast<uint16_t*>(halfOut + begin * dtypeBytes(modelType_)),
+          modelType_ == DType::BF16 ? kernels::HalfFormat::Bf16 : kernels::HalfFormat::Fp16};
+    group.optimizer->step(masterData() + begin, groupGrads_.data(), update);
+  }
   publishParameters(fused);
   zeroGradients();
   scaler_.update(false);
@@ -211,7 +241,6 @@ void Engine::reduceGradientsForStep() {
     // Every bucket was reduced during the backward passes; wait for the last ones.
     for (auto& busy : slotBusy_)
       if (busy.valid()) busy.get();
-    convertElements(grads_.data(), gradType_, stepGrads_.data(), DType::F32, stepGrads_.size());
     return;
   }
   // Both stages use the rank-major staging of stage 1, so every element is summed in the same
@@ -222,15 +251,15 @@ void Engine::reduceGradientsForStep() {
     std::vector<char>& in = staging_[0];
     in.resize(comm_.size() * chunk * dtypeBytes(commType_));
     layout_->pack(grads_.data(), gradType_, 0, b.t0, b.t1, in.data(), commType_, pre);
+    // The sums go back into the gradient buffer: whole at stage 0, the own slices at stage 1.
     if (stage_ == 0) {
       queue_->run([&] { comm_.allReduce(in.data(), comm_.size() * chunk, commType_); });
-      layout_->unpack(in.data(), commType_, b.t0, b.t1, stepGrads_.data(), DType::F32, 0);
+      layout_->unpack(in.data(), commType_, b.t0, b.t1, grads_.data(), gradType_, 0);
     } else {
-      float* out = stepGrads_.data() + layout_->shardBegin(b.t0);
       std::vector<char>& reduced = received_[0];
       reduced.resize(chunk * dtypeBytes(commType_));
       queue_->run([&] { reduceBucket(in.data(), reduced.data(), chunk); });
-      convertElements(reduced.data(), commType_, out, DType::F32, chunk);
+      layout_->insertShard(reduced.data(), commType_, b.t0, b.t1, grads_.data(), gradType_, 0);
     }
   }
 }
@@ -247,46 +276,57 @@ void Engine::reduceBucket(void* staging, void* own, size_t chunk) {
   std::memcpy(own, static_cast<const char*>(staging) + comm_.rank() * bytes, bytes);
 }
 
-bool Engine::detectOverflow() {
-  float overflow = 0.0f;
-  for (float g : stepGrads_)
-    if (!std::isfinite(g)) {
-      overflow = 1.0f;
-      break;
-    }
-  queue_->run([&] { comm_.allReduce(&overflow, 1, DType::F32, ReduceOp::Max); });
-  return overflow > 0.0f;
+void Engine::loadGroupGradients(const SubGroup& group) {
+  const size_t chunk = shardLayout_->chunk(group.t0, group.t1);
+  groupGrads_.resize(chunk);
+  const size_t bytes = dtypeBytes(gradType_);
+  if (stage_ == 1) {  // the own slices sit in the whole (flat) gradient buffer
+    layout_->extractShard(grads_.data(), gradType_, 0, group.t0, group.t1, groupGrads_.data(),
+                          DType::F32);
+    for (float& g : groupGrads_) g *= unscale_;
+  } else {  // stage 0: the shard is the flat buffer; stages 2, 3: the buffer is the shard
+    convertElements(grads_.data() + shardLayout_->shardBegin(group.t0) * bytes, gradType_,
+                    groupGrads_.data(), DType::F32, chunk, unscale_);
+  }
 }
 
-double Engine::clipGradients() {
-  // Each rank sums the squares of its own slices (stage 0 holds them all but takes the same
-  // ones), in shard order, and the partial sums are all-reduced: the same norm at every stage.
-  double local = 0.0;
-  if (stage_ == 0) {
-    for (size_t t = 0; t < specs_.size(); ++t) {
-      const TensorPlacement& p = layout_->tensor(t);
-      const size_t begin = std::min(p.numel, comm_.rank() * p.slice);
-      const size_t end = std::min(p.numel, begin + p.slice);
-      for (size_t i = begin; i < end; ++i) {
-        const double g = stepGrads_[p.flatOffset + i];
-        local += g * g;
-      }
+Engine::GradientStatistics Engine::gradientStatistics() {
+  GradientStatistics out;
+  auto add = [&](const float* g, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      out.overflow = out.overflow || !std::isfinite(g[i]);
+      out.sumSquares += static_cast<double>(g[i]) * g[i];
     }
-  } else {
-    for (float g : stepGrads_) local += static_cast<double>(g) * g;
+  };
+  if (stage_ > 0) {
+    for (const SubGroup& group : groups_) {
+      loadGroupGradients(group);
+      add(groupGrads_.data(), groupGrads_.size());
+    }
+    return out;
   }
-  float total = static_cast<float>(local);
-  queue_->run([&] { comm_.allReduce(&total, 1); });
-  const double norm = std::sqrt(static_cast<double>(total));
-  const double maxNorm = config_.gradientClipping;
-  if (maxNorm > 0.0) {
-    const double coefficient = maxNorm / (norm + 1e-6);
-    if (coefficient < 1.0) {
-      const float c = static_cast<float>(coefficient);
-      for (float& g : stepGrads_) g *= c;
+  // Stage 0 holds every gradient but takes the slices stage 1 would own, in the same order, so
+  // the norm has the same bits at every stage.
+  const size_t bytes = dtypeBytes(gradType_);
+  float block[1024];
+  for (size_t t = 0; t < specs_.size(); ++t) {
+    const TensorPlacement& p = layout_->tensor(t);
+    const size_t begin = std::min(p.numel, comm_.rank() * p.slice);
+    const size_t end = std::min(p.numel, begin + p.slice);
+    for (size_t i = begin; i < end; i += 1024) {
+      const size_t n = std::min<size_t>(1024, end - i);
+      convertElements(grads_.data() + (p.flatOffset + i) * bytes, gradType_, block, DType::F32, n,
+                      unscale_);
+      add(block, n);
     }
   }
-  return norm;
+  return out;
+}
+
+bool Engine::anyRankOverflowed(bool local) {
+  float overflow = local ? 1.0f : 0.0f;
+  queue_->run([&] { comm_.allReduce(&overflow, 1, DType::F32, ReduceOp::Max); });
+  return overflow > 0.0f;
 }
 
 void Engine::publishParameters(bool halfShardWritten) {
@@ -380,7 +420,9 @@ std::string Engine::describeState() const {
   line("dtypes", std::string("model ") + dtypeName(modelType_) + ", gradients " +
                      dtypeName(gradType_) + ", communication " + dtypeName(commType_));
   line("loss_scale", std::to_string(scaler_.scale()) + (scaler_.dynamic() ? " (dynamic)" : ""));
-  line("optimizer", std::string(optimizer_->name()) + ", lr " + std::to_string(lr_));
+  line("optimizer", std::string(groups_.front().optimizer->name()) + ", lr " + std::to_string(lr_) +
+                        ", " + std::to_string(groups_.size()) + " sub-group(s) (sub_group_size " +
+                        std::to_string(config_.zero.subGroupSize) + ")");
   line("reduce_buckets", std::to_string(buckets_.size()) + " (reduce_bucket_size " +
                              std::to_string(config_.zero.reduceBucketSize) + ")");
   line("overlap_comm", config_.zero.overlapComm ? "true" : "false");
@@ -398,8 +440,8 @@ MemoryUsage Engine::memory() const {
   m.parameters = working_.size();
   m.gradients = grads_.size();
   m.masterWeights = master_.size() * sizeof(float);
-  m.optimizerStates = optimizer_->stateBytes();
-  m.buffers = stepGrads_.capacity() * sizeof(float) + layerScratch_.capacity() * sizeof(float);
+  for (const SubGroup& group : groups_) m.optimizerStates += group.optimizer->stateBytes();
+  m.buffers = groupGrads_.capacity() * sizeof(float) + layerScratch_.capacity() * sizeof(float);
   m.buffers += halfShard_.capacity();
   for (const auto& v : staging_) m.buffers += v.capacity();
   for (const auto& v : received_) m.buffers += v.capacity();

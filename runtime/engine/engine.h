@@ -106,8 +106,18 @@ class Engine : private LayerAccess {
   // One bucket's rank-major staging -> this rank's summed block (on the communication queue).
   void reduceBucket(void* staging, void* own, size_t chunk);
   void reduceGradientsForStep();
-  bool detectOverflow();
-  double clipGradients();
+  struct SubGroup {
+    size_t t0, t1;  // tensor range; its slices are a contiguous run of the shard
+    std::unique_ptr<Optimizer> optimizer;
+  };
+  struct GradientStatistics {
+    bool overflow = false;  // a non-finite gradient on this rank
+    double sumSquares = 0;  // of this rank's slices
+  };
+  // The reduced gradients of a sub-group, fp32, unscaled, into groupGrads_.
+  void loadGroupGradients(const SubGroup& group);
+  GradientStatistics gradientStatistics();
+  bool anyRankOverflowed(bool local);
   // halfShardWritten: the optimizer already wrote the 16-bit values (working copy or halfShard_).
   void publishParameters(bool halfShardWritten = false);
   void zeroGradients();
@@ -134,7 +144,7 @@ class Engine : private LayerAccess {
   std::vector<char> working_;        // model dtype: F (stages 0-2) or S (stage 3)
   std::vector<char> grads_;          // grad dtype: F (stages 0, 1) or S (stages 2, 3)
   std::vector<float> master_;        // S; empty when the working copy is the master itself
-  std::vector<float> stepGrads_;     // S, fp32: reduced, unscaled gradients for the optimizer
+  std::vector<float> groupGrads_;    // fp32 reduced, unscaled gradients of one optimizer sub-group
   std::vector<char> halfShard_;      // S, model dtype: CPU-Adam's fused copy at stages 1-2
   std::vector<float> layerScratch_;  // fp32 gradients of the layer being back-propagated
   std::vector<float> converted_;     // fp32 view of one layer of a 16-bit working copy
@@ -150,7 +160,8 @@ class Engine : private LayerAccess {
   size_t nextSlot_ = 0;
   std::unique_ptr<CommQueue> queue_;
 
-  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<SubGroup> groups_;  // the optimizer, by sub_group_size runs of the shard
+  float unscale_ = 1.0f;          // the current step's gradient multiplier
   std::unique_ptr<LrSchedule> scheduler_;
   LossScaler scaler_;
   double lr_;

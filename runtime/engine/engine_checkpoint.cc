@@ -5,8 +5,8 @@
 //   shard_NNNNN.bin    one per partition (one in all at stage 0): the fp32 master shard followed
 //                      by each optimizer state array over the same shard, back to back
 // Written under dir/.tmp-tag and swapped into place by rank 0 once every rank has written and
-// synced its file. Loading rebuilds each array whole from the old shards and takes this rank's
-// slices, so any world size and any stage can load it.
+// synced its file. Loading reads, from every old shard, the parts of its slices that overlap this
+// rank's new slices, so any world size and any stage can load it.
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -66,11 +66,16 @@ void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
   queue_->run([&] { comm_.allReduce(&token, 1); });  // the directory exists everywhere now
 
   FileRecord mine{0, 0};
-  const auto arrays = optimizer_->stateArrays();
+  const auto arrays = groups_.front().optimizer->stateArrays();
   if (rank < partitions) {
     const size_t shard = shardLayout_->shardSize();
     std::vector<std::pair<const void*, size_t>> pieces = {{masterData(), shard * sizeof(float)}};
-    for (const auto& a : arrays) pieces.push_back({a.data, a.count * sizeof(float)});
+    // Each state array over the whole shard: the sub-groups' pieces are consecutive runs of it.
+    for (size_t a = 0; a < arrays.size(); ++a)
+      for (const SubGroup& group : groups_) {
+        const auto piece = group.optimizer->stateArrays()[a];
+        pieces.push_back({piece.data, piece.count * sizeof(float)});
+      }
     const WrittenFile written =
         writeFileSynced((fs::path(staging) / shardFileName(rank)).string(), pieces);
     mine = {written.bytes, written.checksum};
@@ -98,8 +103,9 @@ void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
     m["model"] = {{"parameters", count_}, {"tensors", tensors}};
     Json names = Json::array();
     for (const auto& a : arrays) names.push_back(a.name);
-    m["optimizer"] = {
-        {"name", optimizer_->name()}, {"steps", optimizer_->steps()}, {"arrays", names}};
+    m["optimizer"] = {{"name", groups_.front().optimizer->name()},
+                      {"steps", groups_.front().optimizer->steps()},
+                      {"arrays", names}};
     const LossScaler::State s = scaler_.state();
     m["loss_scaler"] = {{"scale", s.scale},
                         {"iteration", s.iteration},
@@ -150,40 +156,65 @@ std::string Engine::loadCheckpoint(const std::string& dir, const std::string& re
       throw Error(manifestPath + ": tensor " + std::to_string(t) + " is " + tensors[t].dump() +
                   ", this model has \"" + specs_[t].name + "\" with " +
                   std::to_string(specs_[t].numel) + " elements");
-  auto arrays = optimizer_->stateArrays();
+  Optimizer& first = *groups_.front().optimizer;
+  const size_t nStates = first.stateArrays().size();
   const Json& optimizer = field("optimizer");
-  if (optimizer["name"] != optimizer_->name() || optimizer["arrays"].size() != arrays.size())
+  if (optimizer["name"] != first.name() || optimizer["arrays"].size() != nStates)
     throw Error(manifestPath + ": saved with optimizer " + optimizer["name"].dump() +
-                ", this run uses \"" + optimizer_->name() + "\"");
+                ", this run uses \"" + first.name() + "\"");
 
-  // Rebuild every array whole from the old shards, then keep this rank's slices.
+  // Where tensor t's slice of array a (0: master, then the optimizer's arrays) lives here.
+  std::vector<std::vector<OptimizerStateArray>> groupArrays;
+  for (const SubGroup& group : groups_) groupArrays.push_back(group.optimizer->stateArrays());
+  std::vector<size_t> groupOf(specs_.size());
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (size_t t = groups_[g].t0; t < groups_[g].t1; ++t) groupOf[t] = g;
+  auto destination = [&](size_t a, size_t t) -> float* {
+    const size_t offset = shardLayout_->tensor(t).shardOffset;
+    if (a == 0) return masterData() + offset;
+    const size_t g = groupOf[t];
+    return groupArrays[g][a - 1].data + (offset - shardLayout_->shardBegin(groups_[g].t0));
+  };
+
+  // Every old shard file is verified whole, then only the pieces of the old slices that overlap
+  // this rank's new slices are read: any world size and stage, memory bounded by the own shard.
   const int oldParts = field("partitions").get<int>();
   const Json& files = field("files");
   if (static_cast<int>(files.size()) != oldParts)
     throw Error(manifestPath + ": lists " + std::to_string(files.size()) + " shard files for " +
                 std::to_string(oldParts) + " partitions");
-  const size_t nArrays = 1 + arrays.size();
-  std::vector<std::vector<float>> whole(nArrays, std::vector<float>(count_, 0.0f));
+  const size_t nArrays = 1 + nStates;
+  const int newPart = shardLayout_->parts() == 1 ? 0 : shardLayout_->rank();
+  for (size_t a = 0; a < nArrays; ++a)  // padding of the new slices: zero
+    for (size_t t = 0; t < specs_.size(); ++t) {
+      const TensorPlacement& p = shardLayout_->tensor(t);
+      const size_t valid = std::min(p.slice, p.numel - std::min(p.numel, newPart * p.slice));
+      std::fill(destination(a, t) + valid, destination(a, t) + p.slice, 0.0f);
+    }
   for (int q = 0; q < oldParts; ++q) {
     const PartitionLayout old(specs_, oldParts, q);
     const std::string path = (root / files[q]["name"].get<std::string>()).string();
+    const uint64_t bytes = files[q]["bytes"].get<uint64_t>();
     const uint64_t checksum = std::stoull(files[q]["fnv1a64"].get<std::string>(), nullptr, 16);
-    const std::vector<char> data =
-        readVerifiedFile(path, files[q]["bytes"].get<uint64_t>(), checksum);
-    if (data.size() != nArrays * old.shardSize() * sizeof(float))
-      throw Error(path + ": holds " + std::to_string(data.size()) + " bytes, expected " +
-                  std::to_string(nArrays) + " arrays of " + std::to_string(old.shardSize()) +
-                  " fp32 values");
-    for (size_t a = 0; a < nArrays; ++a)
-      old.insertShard(data.data() + a * old.shardSize() * sizeof(float), DType::F32, 0,
-                      specs_.size(), whole[a].data(), DType::F32, 0);
+    if (bytes != nArrays * old.shardSize() * sizeof(float))
+      throw Error(manifestPath + ": " + files[q]["name"].get<std::string>() + " is listed with " +
+                  std::to_string(bytes) + " bytes, expected " + std::to_string(nArrays) +
+                  " arrays of " + std::to_string(old.shardSize()) + " fp32 values");
+    verifyCheckpointFile(path, bytes, checksum);
+    CheckpointReader reader(path);
+    for (size_t t = 0; t < specs_.size(); ++t) {
+      const TensorPlacement& was = old.tensor(t);
+      const TensorPlacement& now = shardLayout_->tensor(t);
+      const size_t lo = std::max(q * was.slice, newPart * now.slice);
+      const size_t hi = std::min({(q + 1) * was.slice, (newPart + 1) * now.slice, was.numel});
+      if (lo >= hi) continue;
+      for (size_t a = 0; a < nArrays; ++a)
+        reader.read((a * old.shardSize() + was.shardOffset + lo - q * was.slice) * sizeof(float),
+                    (hi - lo) * sizeof(float), destination(a, t) + (lo - newPart * now.slice));
+    }
   }
-  const size_t T = specs_.size();
-  shardLayout_->extractShard(whole[0].data(), DType::F32, 0, 0, T, masterData(), DType::F32);
-  for (size_t a = 0; a < arrays.size(); ++a)
-    shardLayout_->extractShard(whole[a + 1].data(), DType::F32, 0, 0, T, arrays[a].data,
-                               DType::F32);
-  optimizer_->setSteps(optimizer["steps"].get<int64_t>());
+  for (const SubGroup& group : groups_)
+    group.optimizer->setSteps(optimizer["steps"].get<int64_t>());
 
   globalSteps_ = field("global_steps").get<int64_t>();
   skippedSteps_ = field("skipped_steps").get<int64_t>();
