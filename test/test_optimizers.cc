@@ -442,3 +442,33 @@ TEST_CASE("optimizers: OptimizerStep::momentum replaces beta1 / SGD momentum for
                                       "buffer; set optimizer.params.momentum > 0"));
   REQUIRE_NOTHROW(sgd->step(p.data(), g.data(), stepAt(0.01, 0.0)));
 }
+
+TEST_CASE("optimizers: OptimizerStep::beta2 replaces beta2 for Adam and Lamb (OneCycle's 0.99)",
+          "[optim]") {
+  const std::vector<ParamSpec> specs = makeSpecs({{8, true}, {5, false}});
+  const size_t n = totalElements(specs);
+  for (const auto& [name, config] : allConfigs()) {
+    OptimizerConfig with099 = config;
+    if (auto* a = std::get_if<AdamParams>(&with099.params))
+      a->beta2 = 0.99;
+    else if (auto* l = std::get_if<LambParams>(&with099.params))
+      l->beta2 = 0.99;
+    else
+      continue;  // SGD has no beta2
+    INFO(name);
+    const auto overridden = makeOptimizer(config, specs, 0, n);
+    const auto configured = makeOptimizer(with099, specs, 0, n);
+    const auto plain = makeOptimizer(config, specs, 0, n);
+    std::vector<float> a = initialParams(n), b = a, c = a;
+    for (int s = 0; s < 5; ++s) {
+      const std::vector<float> g = gradients(n, s);
+      OptimizerStep step = stepAt(0.01);
+      step.beta2 = 0.99;
+      overridden->step(a.data(), g.data(), step);
+      configured->step(b.data(), g.data(), stepAt(0.01));
+      plain->step(c.data(), g.data(), stepAt(0.01));
+    }
+    REQUIRE(a == b);
+    REQUIRE(a != c);
+  }
+}

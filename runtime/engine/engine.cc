@@ -195,8 +195,10 @@ bool Engine::step() {
   OptimizerStep update;
   update.lr = lr_;
   // DeepSpeed cycles betas[0] only; torch SGD has none, so OneCycle's momentum is not applied.
-  if (scheduler_ && config_.optimizer && config_.optimizer->type != OptimizerType::SGD)
+  if (scheduler_ && config_.optimizer && config_.optimizer->type != OptimizerType::SGD) {
     update.momentum = scheduler_->momentum();
+    if (update.momentum) update.beta2 = LrSchedule::kCycledBeta2;
+  }
   if (stage_ > 0)
     update.sumAcrossShards = [this](double* values, size_t count) {
       std::vector<float> sums(values, values + count);

@@ -22,6 +22,8 @@ class LrSchedule {
   // into betas[0] of optimizers that have betas (Adam, AdamW, Lamb) and disables cycling, with a
   // warning, for those that have none (torch SGD): the caller must not apply it to SGD momentum.
   virtual std::optional<double> momentum() const = 0;
+  // While momentum() is set, DeepSpeed's OneCycle writes betas = (momentum, 0.99): beta2 too.
+  static constexpr double kCycledBeta2 = 0.99;
   virtual void step() = 0;
   // DeepSpeed's last_batch_iteration: -1 before the first step(). Restoring a checkpointed value
   // reproduces lr() and momentum() exactly (what DeepSpeed's restored optimizer groups hold).

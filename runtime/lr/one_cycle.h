@@ -4,8 +4,8 @@
 // cycle_momentum, momentum moves inversely between cycle_max_mom and cycle_min_mom, then stays at
 // cycle_max_mom or grows as cycle_max_mom * (1 + decay_mom_rate * t / decay_step_size).
 // DeepSpeed's oddities kept: update 0 uses cycle_min_mom (the constructor's value) where the cycle
-// formula gives cycle_max_mom. Not expressible through LrSchedule: while cycling, DeepSpeed writes
-// betas = (momentum, 0.99), so Adam's beta2 becomes 0.99 for the whole run.
+// formula gives cycle_max_mom. While cycling, DeepSpeed writes betas = (momentum, 0.99), so the
+// engine also sets Adam's / Lamb's beta2 to LrSchedule::kCycledBeta2 for the whole run.
 #pragma once
 
 #include "runtime/lr/iteration_schedule.h"

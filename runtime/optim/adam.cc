@@ -18,7 +18,8 @@ Adam::Adam(const AdamParams& params, const std::vector<ParamSpec>& specs, size_t
 void Adam::step(float* params, const float* grads, const OptimizerStep& step) {
   ++steps_;
   const double lr = step.lr;
-  const double beta1 = step.momentum.value_or(params_.beta1), beta2 = params_.beta2;
+  const double beta1 = step.momentum.value_or(params_.beta1);
+  const double beta2 = step.beta2.value_or(params_.beta2);
   kernels::AdamStepConstants c = kernels::adamStepConstants(
       lr, beta1, beta2, params_.eps, 0.0, params_.adamWMode, steps_, params_.biasCorrection);
   for (const ShardSegment& run : runs_) {

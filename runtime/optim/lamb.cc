@@ -33,7 +33,8 @@ Lamb::Lamb(const LambParams& params, const std::vector<ParamSpec>& specs, size_t
 
 void Lamb::step(float* params, const float* grads, const OptimizerStep& step) {
   ++steps_;
-  const double beta1 = step.momentum.value_or(params_.beta1), beta2 = params_.beta2;
+  const double beta1 = step.momentum.value_or(params_.beta1);
+  const double beta2 = step.beta2.value_or(params_.beta2);
   double stepSize = step.lr;
   if (params_.biasCorrection) {
     const double t = static_cast<double>(steps_);

@@ -19,6 +19,7 @@ namespace ds::runtime {
 struct OptimizerStep {
   double lr = 0;
   std::optional<double> momentum;  // OneCycle's cycled momentum: beta1 (Adam/Lamb) or SGD momentum
+  std::optional<double> beta2;     // OneCycle's betas[1] while it cycles momentum (Adam/Lamb)
   // Lamb only: sums `count` doubles element-wise across the data-parallel group (the engine passes
   // an all_reduce); empty = the optimizer sees whole tensors (unsharded). Every rank calls it once
   // per step with the same count, so it may be a collective.
