@@ -340,6 +340,29 @@ TEST_CASE("comms_logger in the config: ds-launch prints the merged table at the 
   REQUIRE(std::regex_search(out, std::regex(R"(all_reduce +21\.5 KiB +25 )")));
 }
 
+TEST_CASE("wall_clock_breakdown and dump_state print DeepSpeed's timer line and the engine state") {
+  const std::string dir = makeScratchDir("breakdown");
+  writeFile(dir + "/hostfile", "localhost slots=2\n");
+  writeFile(dir + "/config.json",
+            R"({"train_micro_batch_size_per_gpu": 8, "steps_per_print": 5,
+                "wall_clock_breakdown": true, "dump_state": true, "bf16": {"enabled": true},
+                "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}})");
+  auto job = startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "--log_dir", "logs", "train",
+                               "--config", "config.json", "--steps", "10"});
+  REQUIRE(waitExit(job, 60s) == 0);
+  const std::string out = readFile(dir + "/stdout");
+  INFO(out);
+  REQUIRE_THAT(out, Catch::Contains("[rank 0] engine state (dump_state):"));
+  REQUIRE_THAT(out, Catch::Contains("[rank 0] zero_stage: 3"));
+  REQUIRE_THAT(out,
+               Catch::Contains("[rank 0] dtypes: model bf16, gradients bf16, communication bf16"));
+  // Steps 1, 5 and 10 print a timer line each.
+  const std::regex timer(
+      R"(\[rank 0\] time \(ms\) \| forward: [0-9.]+ \| backward: [0-9.]+ \| backward_allreduce: [0-9.]+ \| step: [0-9.]+)");
+  REQUIRE(std::distance(std::sregex_iterator(out.begin(), out.end(), timer),
+                        std::sregex_iterator()) == 3);
+}
+
 TEST_CASE("comm backend forced per job: gloo on one host works, shm across hosts is refused") {
   const std::string dir = makeScratchDir("backend-choice");
   writeFile(dir + "/local", "localhost slots=2\n");
