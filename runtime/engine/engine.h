@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,8 @@ class Engine : private LayerAccess {
   void waitLayer(int layer);
   void dropLayer(int layer);
   void prefetchFrom(int layer, int direction);
+  // engine_checkpoint.cc: every rank calls it; throws on every rank if any file is bad.
+  void verifyShardFiles(const std::string& root, const nlohmann::json& files, size_t arrays);
   // engine.cc
   // One bucket's rank-major staging -> this rank's summed block (on the communication queue).
   void reduceBucket(void* staging, void* own, size_t chunk);

@@ -49,6 +49,35 @@ struct FileRecord {
 
 }  // namespace
 
+void Engine::verifyShardFiles(const std::string& root, const Json& files, size_t arrays) {
+  // Each file is checksummed by one rank (file q by rank q mod N), not by all of them; the first
+  // failure's message goes to every rank so each one fails naming the file.
+  constexpr size_t kMessageBytes = 512;
+  std::string problem;
+  for (size_t q = 0; q < files.size(); ++q) {
+    if (static_cast<int>(q % comm_.size()) != comm_.rank() || !problem.empty()) continue;
+    try {
+      const std::string path = (fs::path(root) / files[q]["name"].get<std::string>()).string();
+      const uint64_t bytes = files[q]["bytes"].get<uint64_t>();
+      const PartitionLayout old(specs_, static_cast<int>(files.size()), static_cast<int>(q));
+      if (bytes != arrays * old.shardSize() * sizeof(float))
+        throw Error(path + ": the manifest lists " + std::to_string(bytes) + " bytes, expected " +
+                    std::to_string(arrays) + " arrays of " + std::to_string(old.shardSize()) +
+                    " fp32 values");
+      verifyCheckpointFile(path, bytes,
+                           std::stoull(files[q]["fnv1a64"].get<std::string>(), nullptr, 16));
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  }
+  std::vector<char> mine(kMessageBytes, 0), all(kMessageBytes * comm_.size());
+  problem.copy(mine.data(), kMessageBytes - 1);
+  queue_->run(
+      [&] { comm_.allGather(mine.data(), all.data(), kMessageBytes / sizeof(float), DType::F32); });
+  for (int r = 0; r < comm_.size(); ++r)
+    if (all[r * kMessageBytes] != 0) throw Error(std::string(all.data() + r * kMessageBytes));
+}
+
 void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
   checkTag(tag);
   queue_->run([] {});  // nothing of a previous step may still be writing the shards
@@ -191,16 +220,10 @@ std::string Engine::loadCheckpoint(const std::string& dir, const std::string& re
       const size_t valid = std::min(p.slice, p.numel - std::min(p.numel, newPart * p.slice));
       std::fill(destination(a, t) + valid, destination(a, t) + p.slice, 0.0f);
     }
+  verifyShardFiles(root.string(), files, nArrays);
   for (int q = 0; q < oldParts; ++q) {
     const PartitionLayout old(specs_, oldParts, q);
     const std::string path = (root / files[q]["name"].get<std::string>()).string();
-    const uint64_t bytes = files[q]["bytes"].get<uint64_t>();
-    const uint64_t checksum = std::stoull(files[q]["fnv1a64"].get<std::string>(), nullptr, 16);
-    if (bytes != nArrays * old.shardSize() * sizeof(float))
-      throw Error(manifestPath + ": " + files[q]["name"].get<std::string>() + " is listed with " +
-                  std::to_string(bytes) + " bytes, expected " + std::to_string(nArrays) +
-                  " arrays of " + std::to_string(old.shardSize()) + " fp32 values");
-    verifyCheckpointFile(path, bytes, checksum);
     CheckpointReader reader(path);
     for (size_t t = 0; t < specs_.size(); ++t) {
       const TensorPlacement& was = old.tensor(t);
