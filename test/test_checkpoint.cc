@@ -2,6 +2,7 @@
 // stage, damaged files named by the loader, and a crashed save that leaves the last good
 // checkpoint loadable.
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -128,4 +129,19 @@ TEST_CASE("checkpoint: a truncated or corrupted shard is named; a crashed save l
                     Catch::Contains("latest: cannot read"));
   CHECK_THROWS_WITH(trainRanks(1, json, 0, saver(dir.path, "../x")),
                     Catch::Contains("expected a plain name"));
+  // A save that cannot even create its directory fails on every rank at once (rank 1 would
+  // otherwise wait in the next collective until its timeout).
+  std::ofstream(dir.path / "blocker") << "a file where a directory should be";
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> messages(2);
+  trainRanks(2, json, 0, [&](ds::runtime::Engine& e, int r) {
+    try {
+      e.saveCheckpoint((dir.path / "blocker" / "ckpt").string(), "t");
+    } catch (const ds::Error& error) {
+      messages[r] = error.what();
+    }
+  });
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  for (const auto& message : messages)
+    CHECK_THAT(message, Catch::Contains("cannot create checkpoint directory"));
 }

@@ -105,6 +105,8 @@ class Engine : private LayerAccess {
   void prefetchFrom(int layer, int direction);
   // engine_checkpoint.cc: every rank calls it; throws on every rank if any file is bad.
   void verifyShardFiles(const std::string& root, const nlohmann::json& files, size_t arrays);
+  // Collective: throws on every rank the first non-empty `problem` any rank passed.
+  void failTogether(const std::string& problem);
   // engine.cc
   // One bucket's rank-major staging -> this rank's summed block (on the communication queue).
   void reduceBucket(void* staging, void* own, size_t chunk);

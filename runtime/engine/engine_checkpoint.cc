@@ -52,7 +52,6 @@ struct FileRecord {
 void Engine::verifyShardFiles(const std::string& root, const Json& files, size_t arrays) {
   // Each file is checksummed by one rank (file q by rank q mod N), not by all of them; the first
   // failure's message goes to every rank so each one fails naming the file.
-  constexpr size_t kMessageBytes = 512;
   std::string problem;
   for (size_t q = 0; q < files.size(); ++q) {
     if (static_cast<int>(q % comm_.size()) != comm_.rank() || !problem.empty()) continue;
@@ -70,6 +69,13 @@ void Engine::verifyShardFiles(const std::string& root, const Json& files, size_t
       problem = e.what();
     }
   }
+  failTogether(problem);
+}
+
+void Engine::failTogether(const std::string& problem) {
+  // A rank that failed alone would leave the others waiting in the next collective until its
+  // timeout; instead every rank learns every message and all throw the first one.
+  constexpr size_t kMessageBytes = 512;
   std::vector<char> mine(kMessageBytes, 0), all(kMessageBytes * comm_.size());
   problem.copy(mine.data(), kMessageBytes - 1);
   queue_->run(
@@ -78,25 +84,38 @@ void Engine::verifyShardFiles(const std::string& root, const Json& files, size_t
     if (all[r * kMessageBytes] != 0) throw Error(std::string(all.data() + r * kMessageBytes));
 }
 
+// Runs `step`, turning its exception into the message failTogether() shares.
+template <typename Step>
+std::string problemOf(Step&& step) {
+  try {
+    step();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
 void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
   checkTag(tag);
   queue_->run([] {});  // nothing of a previous step may still be writing the shards
   const std::string staging = (fs::path(dir) / (".tmp-" + tag)).string();
   const int rank = comm_.rank(), world = comm_.size();
   const int partitions = shardLayout_->parts();
-  std::error_code ec;
-  float token = 0.0f;
-  if (rank == 0) {
-    fs::create_directories(dir, ec);
-    fs::remove_all(staging, ec);  // a crashed earlier save of this tag
-    if (!fs::create_directories(staging, ec))
-      throw Error(staging + ": cannot create checkpoint directory: " + ec.message());
-  }
-  queue_->run([&] { comm_.allReduce(&token, 1); });  // the directory exists everywhere now
+  std::string problem;
+  if (rank == 0)
+    problem = problemOf([&] {
+      std::error_code ec;
+      fs::create_directories(dir, ec);
+      fs::remove_all(staging, ec);  // a crashed earlier save of this tag
+      if (!fs::create_directories(staging, ec))
+        throw Error(staging + ": cannot create checkpoint directory: " + ec.message());
+    });
+  failTogether(problem);  // also: the directory exists for everyone now
 
   FileRecord mine{0, 0};
   const auto arrays = groups_.front().optimizer->stateArrays();
-  if (rank < partitions) {
+  problem = problemOf([&] {
+    if (rank >= partitions) return;
     const size_t shard = shardLayout_->shardSize();
     std::vector<std::pair<const void*, size_t>> pieces = {{masterData(), shard * sizeof(float)}};
     // Each state array over the whole shard: the sub-groups' pieces are consecutive runs of it.
@@ -108,13 +127,15 @@ void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
     const WrittenFile written =
         writeFileSynced((fs::path(staging) / shardFileName(rank)).string(), pieces);
     mine = {written.bytes, written.checksum};
-  }
+  });
+  failTogether(problem);
   std::vector<FileRecord> records(world);
   queue_->run([&] {
     comm_.allGather(&mine, records.data(), sizeof(FileRecord) / sizeof(float), DType::F32);
   });
 
-  if (rank == 0) {
+  problem = problemOf([&] {
+    if (rank != 0) return;
     Json m;
     m["format"] = "deepspeed-native checkpoint";
     m["version"] = kFormatVersion;
@@ -150,9 +171,10 @@ void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
     const std::string text = m.dump(2) + "\n";
     writeFileSynced((fs::path(staging) / "manifest.json").string(), {{text.data(), text.size()}});
     publishCheckpointDirectory(staging, dir, tag);
-  }
-  // Nobody returns (and perhaps loads or exits) before the checkpoint is in place.
-  queue_->run([&] { comm_.allReduce(&token, 1); });
+  });
+  // Nobody returns (and perhaps loads or exits) before the checkpoint is in place, and a failure
+  // to publish fails every rank.
+  failTogether(problem);
 }
 
 std::string Engine::loadCheckpoint(const std::string& dir, const std::string& requestedTag) {
