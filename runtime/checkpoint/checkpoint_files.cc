@@ -28,29 +28,14 @@ void syncPath(const std::string& path) {
   if (rc != 0) throw Error(path + ": fsync failed: " + errnoText());
 }
 
-std::string hex(uint64_t v) {
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(v));
-  return text;
-}
-
 }  // namespace
-
-uint64_t fnv1a64(const void* bytes, size_t count, uint64_t hash) {
-  const auto* p = static_cast<const unsigned char*>(bytes);
-  for (size_t i = 0; i < count; ++i) {
-    hash ^= p[i];
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
-}
 
 WrittenFile writeFileSynced(const std::string& path,
                             const std::vector<std::pair<const void*, size_t>>& pieces) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(path + ": cannot create checkpoint file: " + errnoText());
   WrittenFile out;
-  out.checksum = 0xcbf29ce484222325ULL;
+  out.checksum = kFnv1a64Offset;
   for (const auto& [data, size] : pieces) {
     out.checksum = fnv1a64(data, size, out.checksum);
     const char* p = static_cast<const char*>(data);
@@ -86,7 +71,7 @@ void verifyCheckpointFile(const std::string& path, uint64_t bytes, uint64_t chec
                 (size < bytes ? " (truncated)" : " (extra bytes)"));
   CheckpointReader reader(path);
   std::vector<char> block(1 << 20);
-  uint64_t actual = 0xcbf29ce484222325ULL;
+  uint64_t actual = kFnv1a64Offset;
   for (uint64_t done = 0; done < bytes;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(block.size(), bytes - done));
     reader.read(done, n, block.data());
@@ -94,8 +79,8 @@ void verifyCheckpointFile(const std::string& path, uint64_t bytes, uint64_t chec
     done += n;
   }
   if (actual != checksum)
-    throw Error(path + ": checkpoint file is corrupted (checksum " + hex(actual) +
-                ", the manifest says " + hex(checksum) + ")");
+    throw Error(path + ": checkpoint file is corrupted (checksum " + hex64(actual) +
+                ", the manifest says " + hex64(checksum) + ")");
 }
 
 CheckpointReader::CheckpointReader(const std::string& path)

@@ -8,10 +8,9 @@
 #include <string>
 #include <vector>
 
-namespace ds::runtime {
+#include "runtime/common/fnv1a.h"
 
-// FNV-1a 64 over `bytes`, continuing from `hash`.
-uint64_t fnv1a64(const void* bytes, size_t count, uint64_t hash = 0xcbf29ce484222325ULL);
+namespace ds::runtime {
 
 struct WrittenFile {
   uint64_t bytes = 0;

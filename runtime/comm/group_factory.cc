@@ -9,21 +9,22 @@
 #include "runtime/comm/hierarchical_communicator.h"
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/common/error.h"
+#include "runtime/common/fnv1a.h"
 
 namespace ds::runtime {
 namespace {
 
 // A short stable id for a member set (FNV-1a over the ranks), so long rank lists keep short keys.
 std::string groupId(const std::vector<int>& members) {
-  uint64_t hash = 1469598103934665603ull;
-  for (int rank : members)
-    for (int shift = 0; shift < 32; shift += 8) {
-      hash ^= static_cast<uint64_t>((static_cast<uint32_t>(rank) >> shift) & 0xff);
-      hash *= 1099511628211ull;
-    }
-  char text[24];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
-  return std::to_string(members.size()) + "r-" + text;
+  uint64_t hash = kFnv1a64Offset;
+  for (int rank : members) {  // little-endian bytes of each rank, whatever the host
+    const auto r = static_cast<uint32_t>(rank);
+    const unsigned char bytes[4] = {
+        static_cast<unsigned char>(r), static_cast<unsigned char>(r >> 8),
+        static_cast<unsigned char>(r >> 16), static_cast<unsigned char>(r >> 24)};
+    hash = fnv1a64(bytes, sizeof(bytes), hash);
+  }
+  return std::to_string(members.size()) + "r-" + hex64(hash);
 }
 
 }  // namespace

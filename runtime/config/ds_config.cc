@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "runtime/common/error.h"
+#include "runtime/common/fnv1a.h"
 #include "runtime/config/config_blocks.h"
 
 namespace ds::runtime {
@@ -113,13 +114,8 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
   }
   DeepSpeedConfig cfg;
   JsonReader r(source, cfg.warnings);
-  {
-    uint64_t hash = 0xcbf29ce484222325ULL;
-    for (unsigned char c : root.dump()) hash = (hash ^ c) * 0x100000001b3ULL;
-    char text[17];
-    std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
-    cfg.configHash = text;
-  }
+  const std::string canonical = root.dump();
+  cfg.configHash = hex64(fnv1a64(canonical.data(), canonical.size()));
   r.warnUnknownKeys(root, "", kTopLevelKeys);
 
   auto optionalInt = [&](std::string_view key) -> std::optional<int64_t> {

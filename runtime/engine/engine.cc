@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "runtime/common/error.h"
+#include "runtime/common/fnv1a.h"
 #include "runtime/optim/make_optimizer.h"
 
 namespace ds::runtime {
@@ -93,16 +94,17 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
   // does: the fp32 gradients the update needs exist for one group at a time.
   const OptimizerConfig optimizer = config_.optimizer.value_or(OptimizerConfig{});
   const std::vector<ParamSpec> shardSpecs = shardLayout_->shardSpecs(specs_);
-  const size_t groupLimit = static_cast<size_t>(std::max<int64_t>(1, config_.zero.subGroupSize));
-  for (size_t t0 = 0; t0 < T;) {
-    size_t t1 = t0 + 1;
-    while (t1 < T && shardLayout_->chunk(t0, t1 + 1) <= groupLimit) ++t1;
+  const auto groupLimit = static_cast<size_t>(std::max<int64_t>(1, config_.zero.subGroupSize));
+  for (const auto& [t0, t1] : shardLayout_->tensorRuns(groupLimit)) {
     const std::vector<ParamSpec> groupSpecs(shardSpecs.begin() + t0, shardSpecs.begin() + t1);
     groups_.push_back({t0, t1,
                        makeOptimizer(optimizer, groupSpecs, shardLayout_->shardBegin(t0),
                                      shardLayout_->shardBegin(t1))});
-    t0 = t1;
   }
+  // Stages 1, 2: updated shards are all-gathered in runs of allgather_bucket_size elements.
+  const auto gatherLimit =
+      static_cast<size_t>(std::max<int64_t>(1, config_.zero.allgatherBucketSize));
+  gatherRuns_ = layout_->tensorRuns(gatherLimit / comm.size());
   lr_ = optimizer.lr();
   if (config_.scheduler) {
     scheduler_ = makeLrSchedule(*config_.scheduler, lr_, optimizer.momentum());
@@ -216,7 +218,8 @@ bool Engine::step() {
     halfOut = stage_ == 1 || stage_ == 2 ? halfShard_.data() : working_.data();
   }
   for (const SubGroup& group : groups_) {
-    loadGroupGradients(group);
+    // With one sub-group (the usual case) its gradients are still loaded from the statistics.
+    if (groups_.size() > 1 || stage_ == 0) loadGroupGradients(group);
     if (clip < 1.0f)
       for (float& g : groupGrads_) g *= clip;
     const size_t begin = shardLayout_->shardBegin(group.t0);
@@ -237,8 +240,6 @@ bool Engine::step() {
 }
 
 void Engine::reduceGradientsForStep() {
-  const PrecisionConfig& p = config_.precision;
-  const float pre = p.prescaleGradients ? static_cast<float>(1.0 / p.gradientPredivideFactor) : 1;
   if (stage_ >= 2) {
     // Every bucket was reduced during the backward passes; wait for the last ones.
     for (auto& busy : slotBusy_)
@@ -252,7 +253,7 @@ void Engine::reduceGradientsForStep() {
     const size_t chunk = layout_->chunk(b.t0, b.t1);
     std::vector<char>& in = staging_[0];
     in.resize(comm_.size() * chunk * dtypeBytes(commType_));
-    layout_->pack(grads_.data(), gradType_, 0, b.t0, b.t1, in.data(), commType_, pre);
+    layout_->pack(grads_.data(), gradType_, 0, b.t0, b.t1, in.data(), commType_, preDivide());
     // The sums go back into the gradient buffer: whole at stage 0, the own slices at stage 1.
     if (stage_ == 0) {
       queue_->run([&] { comm_.allReduce(in.data(), comm_.size() * chunk, commType_); });
@@ -332,7 +333,6 @@ bool Engine::anyRankOverflowed(bool local) {
 }
 
 void Engine::publishParameters(bool halfShardWritten) {
-  const size_t T = specs_.size();
   if (stage_ == 0) {
     if (!master_.empty() && !halfShardWritten)
       convertElements(master_.data(), DType::F32, working_.data(), modelType_, count_);
@@ -343,20 +343,14 @@ void Engine::publishParameters(bool halfShardWritten) {
       convertElements(master_.data(), DType::F32, working_.data(), modelType_, master_.size());
     // Gathered copies are stale now; persistent layers are re-gathered at once.
     for (int l = 0; l < model_.layerCount(); ++l) {
-      const bool keep = persistent_[l];
-      persistent_[l] = false;
-      dropLayer(l);
-      persistent_[l] = keep;
-      if (keep) gatherLayer(l);
+      freeLayer(l);
+      if (persistent_[l]) gatherLayer(l);
     }
     return;
   }
   // Stages 1 and 2: all-gather the updated shards into the whole working copy, bucket by bucket.
   const size_t world = comm_.size(), bytes = dtypeBytes(modelType_);
-  const size_t limit = static_cast<size_t>(std::max<int64_t>(1, config_.zero.allgatherBucketSize));
-  for (size_t t0 = 0; t0 < T;) {
-    size_t t1 = t0 + 1;
-    while (t1 < T && layout_->chunk(t0, t1 + 1) * world <= limit) ++t1;
+  for (const auto& [t0, t1] : gatherRuns_) {
     const size_t chunk = layout_->chunk(t0, t1);
     std::vector<char>& all = staging_[0];
     all.resize(world * chunk * bytes);
@@ -378,7 +372,6 @@ void Engine::publishParameters(bool halfShardWritten) {
       }
     });
     layout_->unpack(all.data(), modelType_, t0, t1, working_.data(), modelType_, 0);
-    t0 = t1;
   }
 }
 
@@ -399,13 +392,7 @@ std::vector<float> Engine::fullParameters() {
 
 uint64_t Engine::parameterHash() {
   const std::vector<float> params = fullParameters();
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(params.data());
-  for (size_t i = 0; i < params.size() * sizeof(float); ++i) {
-    hash ^= bytes[i];
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
+  return fnv1a64(params.data(), params.size() * sizeof(float));
 }
 
 std::string Engine::describeState() const {

@@ -101,7 +101,8 @@ class Engine : private LayerAccess {
   void reduceBucketDuringBackward(size_t bucket);
   void gatherLayer(int layer);
   void waitLayer(int layer);
-  void dropLayer(int layer);
+  void dropLayer(int layer);  // unless persistent
+  void freeLayer(int layer);
   void prefetchFrom(int layer, int direction);
   // engine_checkpoint.cc: every rank calls it; throws on every rank if any file is bad.
   void verifyShardFiles(const std::string& root, const nlohmann::json& files, size_t arrays);
@@ -111,6 +112,11 @@ class Engine : private LayerAccess {
   // One bucket's rank-major staging -> this rank's summed block (on the communication queue).
   void reduceBucket(void* staging, void* own, size_t chunk);
   void reduceGradientsForStep();
+  // prescale_gradients: the factor applied before the reduction (1 otherwise).
+  float preDivide() const {
+    const PrecisionConfig& p = config_.precision;
+    return p.prescaleGradients ? static_cast<float>(1.0 / p.gradientPredivideFactor) : 1.0f;
+  }
   struct SubGroup {
     size_t t0, t1;  // tensor range; its slices are a contiguous run of the shard
     std::unique_ptr<Optimizer> optimizer;
@@ -165,6 +171,7 @@ class Engine : private LayerAccess {
   size_t nextSlot_ = 0;
   std::unique_ptr<CommQueue> queue_;
 
+  std::vector<std::pair<size_t, size_t>> gatherRuns_;  // stages 1-2: all-gather buckets
   std::vector<SubGroup> groups_;  // the optimizer, by sub_group_size runs of the shard
   float unscale_ = 1.0f;          // the current step's gradient multiplier
   std::unique_ptr<LrSchedule> scheduler_;

@@ -36,10 +36,15 @@ void checkTag(const std::string& tag) {
                 "'.'), e.g. \"global_step100\"");
 }
 
-std::string hex(uint64_t v) {
-  char text[17];
-  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(v));
-  return text;
+// Runs `step`, turning its exception into the message failTogether() shares.
+template <typename Step>
+std::string problemOf(Step&& step) {
+  try {
+    step();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
 }
 
 // 64-bit values through an fp32 all-gather: the bits are copied, never computed on.
@@ -82,17 +87,6 @@ void Engine::failTogether(const std::string& problem) {
       [&] { comm_.allGather(mine.data(), all.data(), kMessageBytes / sizeof(float), DType::F32); });
   for (int r = 0; r < comm_.size(); ++r)
     if (all[r * kMessageBytes] != 0) throw Error(std::string(all.data() + r * kMessageBytes));
-}
-
-// Runs `step`, turning its exception into the message failTogether() shares.
-template <typename Step>
-std::string problemOf(Step&& step) {
-  try {
-    step();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
 }
 
 void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
@@ -166,7 +160,7 @@ void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
     for (int q = 0; q < partitions; ++q)
       files.push_back({{"name", shardFileName(q)},
                        {"bytes", records[q].bytes},
-                       {"fnv1a64", hex(records[q].checksum)}});
+                       {"fnv1a64", hex64(records[q].checksum)}});
     m["files"] = files;
     const std::string text = m.dump(2) + "\n";
     writeFileSynced((fs::path(staging) / "manifest.json").string(), {{text.data(), text.size()}});

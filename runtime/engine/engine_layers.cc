@@ -90,13 +90,10 @@ void Engine::gradientsDone(int layer) {
       staging_[slot].resize(comm_.size() * chunk * dtypeBytes(commType_));
       received_[slot].resize(chunk * dtypeBytes(commType_));
     }
-    const PrecisionConfig& p = config_.precision;
-    const float pre =
-        p.prescaleGradients ? static_cast<float>(1.0 / p.gradientPredivideFactor) : 1.0f;
     const size_t slot = bucketSlot_[b];
     layout_->packPart(layerScratch_.data(), DType::F32, base, layerTensors_[layer].first,
                       layerTensors_[layer].second, bucket.t0, bucket.t1, staging_[slot].data(),
-                      commType_, pre);
+                      commType_, preDivide());
     if (layer == bucket.firstLayer) reduceBucketDuringBackward(b);
   }
   if (stage_ == 3) dropLayer(layer);
@@ -134,7 +131,11 @@ void Engine::waitLayer(int layer) {
 }
 
 void Engine::dropLayer(int layer) {
-  if (persistent_[layer] || layerParams_[layer].empty()) return;
+  if (!persistent_[layer]) freeLayer(layer);
+}
+
+void Engine::freeLayer(int layer) {
+  if (layerParams_[layer].empty()) return;
   waitLayer(layer);  // an in-flight gather still writes into it
   liveElements_ -= layerParams_[layer].size();
   std::vector<float>().swap(layerParams_[layer]);

@@ -61,6 +61,17 @@ PartitionLayout::PartitionLayout(const std::vector<ParamSpec>& specs, int parts,
   }
 }
 
+std::vector<std::pair<size_t, size_t>> PartitionLayout::tensorRuns(size_t maxChunk) const {
+  std::vector<std::pair<size_t, size_t>> runs;
+  for (size_t t0 = 0; t0 < tensors_.size();) {
+    size_t t1 = t0 + 1;
+    while (t1 < tensors_.size() && chunk(t0, t1 + 1) <= maxChunk) ++t1;
+    runs.push_back({t0, t1});
+    t0 = t1;
+  }
+  return runs;
+}
+
 std::vector<ParamSpec> PartitionLayout::shardSpecs(const std::vector<ParamSpec>& specs) const {
   std::vector<ParamSpec> out;
   for (size_t t = 0; t < tensors_.size(); ++t) {

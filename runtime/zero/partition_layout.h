@@ -33,6 +33,9 @@ class PartitionLayout {
   // Elements per rank of tensors [t0, t1): the shard chunk they occupy, starting at shardBegin.
   size_t shardBegin(size_t t0) const { return shardOffsets_[t0]; }
   size_t chunk(size_t t0, size_t t1) const { return shardOffsets_[t1] - shardOffsets_[t0]; }
+  // Consecutive runs [t0, t1) of tensors whose chunk is at most maxChunk elements (a tensor
+  // bigger than that is a run of its own): buckets, sub-groups.
+  std::vector<std::pair<size_t, size_t>> tensorRuns(size_t maxChunk) const;
   // The optimizer's view of this rank's shard: one segment per tensor slice (padding included,
   // where gradients are always zero), with the tensor's weight-decay flag.
   std::vector<ParamSpec> shardSpecs(const std::vector<ParamSpec>& specs) const;
