@@ -7,7 +7,7 @@
 #include <cctype>
 #include <numeric>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/common/world_info.h"
 
 namespace ds::launcher {

@@ -12,7 +12,7 @@
 
 #include "coordinator.grpc.pb.h"
 #include "runtime/comm/memory_store.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::launcher {
 namespace {

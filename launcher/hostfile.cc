@@ -11,7 +11,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::launcher {
 namespace {

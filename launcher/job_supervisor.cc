@@ -19,7 +19,7 @@
 #include <sstream>
 #include <thread>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/common/rank_tag.h"
 
 namespace ds::launcher {

@@ -5,7 +5,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::launcher {
 

@@ -26,7 +26,7 @@
 #include "launcher/launch_plan.h"
 #include "launcher/resources.h"
 #include "launcher/worker_process.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/common/files.h"
 #include "runtime/config/ds_config.h"
 

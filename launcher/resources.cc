@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::launcher {
 namespace {

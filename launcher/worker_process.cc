@@ -12,7 +12,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::launcher {
 

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "launcher/backend.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/common/world_info.h"
 
 using namespace ds::launcher;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/config/batch_size.h"
 #include "runtime/config/closest_key.h"
 #include "runtime/config/ds_config.h"

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "engine_harness.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 using namespace ds::test;
 namespace fs = std::filesystem;

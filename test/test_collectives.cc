@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "runtime/comm/elementwise_reduce.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "test/comm_harness.h"
 
 using namespace ds;

@@ -1,7 +1,7 @@
 // ds-comm-bench's argument parsing: sizes with K/M/G, ops and dtypes, and clear errors.
 #include <catch2/catch.hpp>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/config/ds_config.h"
 #include "worker/comm_bench_job.h"
 

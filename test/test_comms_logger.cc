@@ -8,7 +8,7 @@
 #include "runtime/comm/comms_logger.h"
 #include "runtime/comm/memory_store.h"
 #include "runtime/comm/shm_communicator.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 using namespace ds::runtime;
 

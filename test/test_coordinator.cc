@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "launcher/coordinator.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "worker/coordinator_client.h"
 
 using namespace ds::launcher;

@@ -9,7 +9,7 @@
 
 #include "coordinator.grpc.pb.h"
 #include "launcher/coordinator.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "test/tls_certificates.h"
 #include "worker/coordinator_client.h"
 

@@ -11,7 +11,7 @@
 
 #include "kernels/cpu/cpu_adam.h"
 #include "kernels/cpu/half_convert.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 using namespace ds::kernels;
 

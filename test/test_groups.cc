@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <mutex>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "test/comm_harness.h"
 
 using namespace ds::runtime;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "launcher/hostfile.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 using ds::launcher::HostEntry;
 using ds::launcher::parseHostfile;

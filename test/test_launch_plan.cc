@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "launcher/launch_plan.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 using namespace ds::launcher;
 

@@ -2,7 +2,7 @@
 // (deepspeed/runtime/fp16/loss_scaler.py), worked out by hand for each scenario below.
 #include <catch2/catch.hpp>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/precision/loss_scaler.h"
 
 using namespace ds::runtime;

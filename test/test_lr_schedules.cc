@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/lr/lr_schedule.h"
 #include "runtime/lr/warmup_lr.h"

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "runtime/comm/memory_store.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 using ds::runtime::MemoryStore;
 using namespace std::chrono_literals;

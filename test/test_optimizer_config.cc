@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/optim/make_optimizer.h"
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/make_optimizer.h"
 #include "test/param_table.h"

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "launcher/resources.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 using namespace ds::launcher;
 

@@ -10,7 +10,7 @@
 
 #include "runtime/comm/memory_store.h"
 #include "runtime/comm/shm_communicator.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "test/comm_harness.h"
 
 using namespace ds::runtime;

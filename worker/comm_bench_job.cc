@@ -9,7 +9,7 @@
 
 #include "runtime/comm/comms_logger.h"
 #include "runtime/comm/elementwise_reduce.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::worker {
 namespace {

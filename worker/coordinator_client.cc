@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "coordinator.grpc.pb.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::worker {
 namespace {

@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/common/files.h"
 
 namespace ds::worker {

@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::worker {
 

@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "runtime/comm/store_barrier.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/common/files.h"
 #include "worker/comm_bench_job.h"
 #include "worker/coordinator_client.h"

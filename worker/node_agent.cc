@@ -13,7 +13,7 @@
 #include <cstring>
 #include <thread>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/common/world_info.h"
 
 namespace ds::worker {

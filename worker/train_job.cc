@@ -13,7 +13,7 @@
 
 #include "runtime/comm/comms_logger.h"
 #include "runtime/comm/store_barrier.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"

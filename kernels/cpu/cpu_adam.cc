@@ -9,7 +9,7 @@
 #include "kernels/cpu/adam_paths.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/thread_pool.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::kernels {
 namespace {

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::runtime {
 namespace {

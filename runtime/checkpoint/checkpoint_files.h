@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/common/fnv1a.h"
+#include "common/fnv1a.h"
 
 namespace ds::runtime {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "runtime/comm/store.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::runtime {
 

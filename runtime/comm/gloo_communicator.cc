@@ -15,7 +15,7 @@
 #include "runtime/comm/check_in.h"
 #include "runtime/comm/elementwise_reduce.h"
 #include "runtime/comm/gloo_store_adapter.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::runtime {
 namespace {

@@ -8,8 +8,8 @@
 #include "runtime/comm/gloo_communicator.h"
 #include "runtime/comm/hierarchical_communicator.h"
 #include "runtime/comm/shm_communicator.h"
-#include "runtime/common/error.h"
-#include "runtime/common/fnv1a.h"
+#include "common/error.h"
+#include "common/fnv1a.h"
 
 namespace ds::runtime {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "runtime/comm/elementwise_reduce.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::runtime {
 

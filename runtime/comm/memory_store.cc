@@ -3,7 +3,7 @@
 
 #include <charconv>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::runtime {
 namespace {

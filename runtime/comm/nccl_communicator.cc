@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "runtime/comm/check_in.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::runtime {
 namespace {

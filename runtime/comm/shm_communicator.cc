@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "runtime/comm/elementwise_reduce.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::runtime {
 namespace {

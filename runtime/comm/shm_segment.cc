@@ -11,7 +11,7 @@
 #include <random>
 #include <utility>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::runtime {
 namespace {

@@ -1,6 +1,6 @@
 #include "runtime/common/dtype.h"
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds {
 

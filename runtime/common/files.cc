@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds {
 namespace {

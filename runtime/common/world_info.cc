@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds {
 namespace {

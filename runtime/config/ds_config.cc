@@ -14,8 +14,8 @@
 #include <set>
 #include <sstream>
 
-#include "runtime/common/error.h"
-#include "runtime/common/fnv1a.h"
+#include "common/error.h"
+#include "common/fnv1a.h"
 #include "runtime/config/config_blocks.h"
 
 namespace ds::runtime {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/config/closest_key.h"
 
 namespace ds::runtime {

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/config/config_blocks.h"
 
 namespace ds::runtime {

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "runtime/common/error.h"
-#include "runtime/common/fnv1a.h"
+#include "common/error.h"
+#include "common/fnv1a.h"
 #include "runtime/optim/make_optimizer.h"
 
 namespace ds::runtime {

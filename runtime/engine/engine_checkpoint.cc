@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint/checkpoint_files.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/engine/engine.h"
 
 namespace ds::runtime {

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::runtime {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/lamb.h"
 #include "runtime/optim/sgd.h"

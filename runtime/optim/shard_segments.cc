@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <string>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::runtime {
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <string>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::runtime {
 

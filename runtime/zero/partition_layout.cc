@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "runtime/comm/elementwise_reduce.h"
-#include "runtime/common/error.h"
+#include "common/error.h"
 
 namespace ds::runtime {
 namespace {

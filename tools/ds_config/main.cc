@@ -3,7 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "tools/ds_config/commands.h"
 
 namespace {

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "runtime/common/error.h"
+#include "common/error.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/zero/memory_estimate.h"
 #include "tools/ds_config/commands.h"
