@@ -26,6 +26,15 @@ std::string strip(const std::string& s) {
   return s.substr(first, s.find_last_not_of(" \t\r\n\f\v") - first + 1);
 }
 
+bool isVariableName(const std::string& key) {
+  const auto letter = [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+  };
+  if (key.empty() || !letter(key[0])) return false;
+  return std::all_of(key.begin(), key.end(),
+                     [&](char c) { return letter(c) || (c >= '0' && c <= '9'); });
+}
+
 }  // namespace
 
 void addExport(EnvList& exports, std::string key, std::string value) {
@@ -50,8 +59,12 @@ void readEnvFile(const std::string& path, EnvList& exports) {
     if (equals == std::string::npos)
       throw Error(path + ":" + std::to_string(number) + ": '" + stripped +
                   "' is not KEY=VALUE (blank lines and '#' comments are allowed)");
-    if (strip(line.substr(0, equals)).empty())
-      throw Error(path + ":" + std::to_string(number) + ": empty variable name");
+    const std::string key = strip(line.substr(0, equals));
+    if (key.empty()) throw Error(path + ":" + std::to_string(number) + ": empty variable name");
+    // The key reaches every node's shell unquoted (export KEY=...): only a plain name is safe.
+    if (!isVariableName(key))
+      throw Error(path + ":" + std::to_string(number) + ": '" + key.substr(0, 64) +
+                  "' is not a variable name (letters, digits and '_', not starting with a digit)");
     addExport(exports, line.substr(0, equals), line.substr(equals + 1));
   }
 }

@@ -63,12 +63,62 @@ bool matchEntry(std::string_view line, std::string_view& host, std::string_view&
   return true;
 }
 
+// Length of the UTF-8 sequence starting at s[i], or 0 when it is not well-formed (overlong forms,
+// surrogates and code points above U+10FFFF included).
+size_t utf8SequenceLength(std::string_view s, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char b = byte(i);
+  if (b < 0x80) return 1;
+  size_t n = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc2 ? 2 : 0;
+  if (n == 0 || b > 0xf4 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k)
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+  if ((b == 0xe0 && byte(i + 1) < 0xa0) || (b == 0xed && byte(i + 1) > 0x9f) ||
+      (b == 0xf0 && byte(i + 1) < 0x90) || (b == 0xf4 && byte(i + 1) > 0x8f))
+    return 0;
+  return n;
+}
+
+bool isBracketedIpv6(std::string_view name) {
+  if (name.size() < 3 || name.front() != '[' || name.back() != ']') return false;
+  for (char c : name.substr(1, name.size() - 2))
+    if (!(isDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.'))
+      return false;
+  return true;
+}
+
 }  // namespace
+
+std::string hostNameProblem(std::string_view name) {
+  if (name.empty()) return "empty host name";
+  if (name.size() > kMaxHostNameBytes)
+    return "host name of " + std::to_string(name.size()) + " bytes (at most " +
+           std::to_string(kMaxHostNameBytes) + ")";
+  if (name.front() == '-') return "a host name may not start with '-' (ssh would read it as an option)";
+  // pdsh expands "a,b" and "n[1-4]" in -w lists; a bracket is fine only around an IPv6 address.
+  const bool ipv6 = isBracketedIpv6(name);
+  for (size_t i = 0; i < name.size();) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    const size_t n = utf8SequenceLength(name, i);
+    if (n == 0) return "host name is not valid UTF-8 (byte " + std::to_string(i + 1) + ")";
+    if (c < 0x20 || c == 0x7f) return "host name contains control byte " + std::to_string(c);
+    if (c == ',') return "a host name may not contain ',' (pdsh would read a list of hosts)";
+    if ((c == '[' || c == ']') && !ipv6)
+      return "a host name may not contain '[' or ']' except around an IPv6 address (pdsh would "
+             "expand a range)";
+    if (std::string_view("'\"`$;|&<>\\*?(){}!^").find(static_cast<char>(c)) !=
+        std::string_view::npos)
+      return std::string("host name contains shell metacharacter '") + static_cast<char>(c) + "'";
+    i += n;
+  }
+  return "";
+}
 
 std::vector<HostEntry> parseHostfile(std::string_view text, std::string_view path) {
   const std::string where(path);
   std::vector<HostEntry> entries;
   std::unordered_map<std::string, size_t> firstLine;  // host -> line it was first seen on
+  int64_t totalSlots = 0;
   const std::vector<std::string_view> lines = splitLines(text);
   for (size_t n = 0; n < lines.size(); ++n) {
     const size_t lineNo = n + 1;
@@ -89,6 +139,12 @@ std::vector<HostEntry> parseHostfile(std::string_view text, std::string_view pat
         throw Error(at + "slots value in \"" + std::string(line) + "\" is too large");
       }
     }
+    if (const std::string problem = hostNameProblem(host); !problem.empty())
+      throw Error(at + problem + "; rename the host (an address or DNS name works)");
+    totalSlots += slots;
+    if (totalSlots > kMaxTotalSlots)
+      throw Error(at + "the hostfile's slots add up to more than " +
+                  std::to_string(kMaxTotalSlots) + " ranks, the most one job may have");
     auto [it, inserted] = firstLine.emplace(std::string(host), lineNo);
     if (!inserted) {
       throw Error(at + "multiple entries for host " + std::string(host) + " (first on line " +

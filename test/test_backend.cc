@@ -172,3 +172,18 @@ TEST_CASE("shell quoting keeps safe values and single-quotes the rest") {
   REQUIRE(shellQuote("a b") == "'a b'");
   REQUIRE(shellQuote("it's") == "'it'\\''s'");
 }
+
+TEST_CASE("exports: a .deepspeed_env key that is not a plain variable name is refused") {
+  const auto dir = std::filesystem::temp_directory_path() / ("ds-envkey-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  for (const std::string key : {"FOO;touch${IFS}/tmp/x;BAR", "1ABC", "A-B", "A B", "$(id)"}) {
+    std::ofstream(dir / ".deepspeed_env") << "OK_1=fine\n" << key << "=v\n";
+    INFO("key: " << key);
+    CHECK_THROWS_WITH(collectExports({}, dir.string(), "", ".deepspeed_env"),
+                      Catch::Contains(".deepspeed_env:2: '" + key + "' is not a variable name"));
+  }
+  std::ofstream(dir / ".deepspeed_env") << "_Under_9=x\n";
+  CHECK(collectExports({}, dir.string(), "", ".deepspeed_env").back() ==
+        std::pair<std::string, std::string>{"_Under_9", "x"});
+  std::filesystem::remove_all(dir);
+}

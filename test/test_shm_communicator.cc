@@ -83,3 +83,31 @@ TEST_CASE("shm: a rank killed in the middle of all_reduce makes the others fail 
   waitpid(children[1], &status, 0);
   REQUIRE(WEXITSTATUS(status) == 42);
 }
+
+TEST_CASE("shm: a process leaving through _exit before its peers attached leaves no segment") {
+  const std::string name = uniqueShmName("group");
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // As a rank 0 that created the group and is aborted before the rendezvous barrier.
+    ShmSegment segment = ShmSegment::create(name, 1 << 20);
+    ShmSegment::open(name);  // it exists now
+    unlinkOwnedShmSegments();
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK_THROWS_WITH(ShmSegment::open(name), Catch::Contains("No such file"));
+}
+
+TEST_CASE("shm: a segment unlinked normally is forgotten by unlinkOwnedShmSegments") {
+  ShmSegment first = ShmSegment::create(uniqueShmName("group"), 4096);
+  first.unlinkName();
+  // A later segment of the same process with another name is still cleaned up.
+  const std::string name = uniqueShmName("group");
+  ShmSegment second = ShmSegment::create(name, 4096);
+  unlinkOwnedShmSegments();
+  CHECK_THROWS_WITH(ShmSegment::open(name), Catch::Contains("No such file"));
+}

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "runtime/comm/shm_segment.h"
 #include "runtime/comm/store_barrier.h"
 #include "common/error.h"
 #include "runtime/common/files.h"
@@ -63,6 +64,8 @@ int64_t residentBytes() {
     for (int i = 0; i < 100 && gProgramPid.load() != 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  // A group segment created by this rank is still named if its peers never attached.
+  ds::runtime::unlinkOwnedShmSegments();
   std::fflush(stdout);
   std::fprintf(stderr, "ds-worker: %s\n", why.c_str());
   finishTaggedOutput();
@@ -284,6 +287,7 @@ int main(int argc, char** argv) {
   } catch (const ds::Error& e) {
     std::fprintf(stderr, "ds-worker: rank %d could not report: %s\n", join.rank, e.what());
   }
+  ds::runtime::unlinkOwnedShmSegments();
   finishTaggedOutput();
   _exit(status);  // the watcher thread is parked in a stream read; nothing else to unwind
 }

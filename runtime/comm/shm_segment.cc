@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -24,7 +25,42 @@ void* mapWhole(int fd, size_t bytes, const std::string& name) {
   return data;
 }
 
+// Names this process created and still owns, in a fixed table so that unlinkOwnedShmSegments
+// needs no lock and no allocation. A slot is free (0), being written (1) or holds a name (2).
+constexpr size_t kOwnedSlots = 64, kOwnedNameBytes = 96;
+std::atomic<int> ownedState[kOwnedSlots];
+char ownedName[kOwnedSlots][kOwnedNameBytes];
+
+void rememberOwned(const std::string& name) {
+  if (name.size() >= kOwnedNameBytes) return;
+  for (size_t i = 0; i < kOwnedSlots; ++i) {
+    int expected = 0;
+    if (!ownedState[i].compare_exchange_strong(expected, 1)) continue;
+    std::memcpy(ownedName[i], name.c_str(), name.size() + 1);
+    ownedState[i].store(2, std::memory_order_release);
+    return;
+  }
+}
+
+void forgetOwned(const std::string& name) {
+  for (size_t i = 0; i < kOwnedSlots; ++i) {
+    if (ownedState[i].load(std::memory_order_acquire) != 2 || name != ownedName[i]) continue;
+    ownedState[i].store(0, std::memory_order_release);
+    return;
+  }
+}
+
 }  // namespace
+
+void unlinkOwnedShmSegments() {
+  for (size_t i = 0; i < kOwnedSlots; ++i) {
+    int expected = 2;
+    if (ownedState[i].compare_exchange_strong(expected, 1)) {
+      shm_unlink(ownedName[i]);
+      ownedState[i].store(0, std::memory_order_release);
+    }
+  }
+}
 
 ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
   const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -40,11 +76,12 @@ ShmSegment ShmSegment::create(const std::string& name, size_t bytes) {
   segment.name_ = name;
   segment.size_ = bytes;
   segment.owner_ = true;
+  rememberOwned(name);
   try {
     segment.data_ = mapWhole(fd, bytes, name);
   } catch (...) {
     close(fd);
-    shm_unlink(name.c_str());
+    segment.unlinkName();
     throw;
   }
   close(fd);
@@ -96,7 +133,10 @@ ShmSegment::~ShmSegment() {
 }
 
 void ShmSegment::unlinkName() {
-  if (owner_) shm_unlink(name_.c_str());
+  if (owner_) {
+    forgetOwned(name_);
+    shm_unlink(name_.c_str());
+  }
   owner_ = false;
 }
 

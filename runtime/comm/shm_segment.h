@@ -1,6 +1,7 @@
 // ShmSegment: a named POSIX shared-memory segment mapped into this process. The creator sizes it;
 // others open it by name. Whoever created it unlinks the name (unlinkName) once every peer has
-// opened it, so nothing is left in /dev/shm even if the job dies later.
+// opened it, so nothing is left in /dev/shm even if the job dies later; a process that dies before
+// that calls unlinkOwnedShmSegments on its way out.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +35,11 @@ class ShmSegment {
   size_t size_ = 0;
   bool owner_ = false;
 };
+
+// Unlinks every segment name this process created and has not unlinked yet. For exit paths that
+// skip destructors (_exit after an abort during rendezvous): async-signal-safe, lock-free, callable
+// from any thread.
+void unlinkOwnedShmSegments();
 
 // A name no other job uses: "/ds-<pid>-<random>".
 std::string uniqueShmName(const std::string& purpose);
