@@ -25,6 +25,9 @@
 namespace ds::launcher {
 namespace {
 
+// Output lines longer than this are cut into pieces, so memory is bounded whatever a rank prints.
+constexpr size_t kMaxLineBytes = 1 << 20;
+
 constexpr size_t kKeptLines = 20;
 constexpr auto kTick = std::chrono::milliseconds(50);
 constexpr auto kViewInterval = std::chrono::seconds(1);
@@ -150,6 +153,9 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
           emitLine(p, io[p].pending.substr(start, newline - start));
           start = newline + 1;
         }
+        // Workers cut long lines themselves; this bounds what other programs (ssh, mpirun) send.
+        for (; io[p].pending.size() - start >= kMaxLineBytes; start += kMaxLineBytes)
+          emitLine(p, io[p].pending.substr(start, kMaxLineBytes));
         io[p].pending.erase(0, start);
         continue;
       }

@@ -19,7 +19,6 @@ namespace {
 int gConsole = -1;  // the original stdout
 int gReadEnd = -1;
 std::thread* gTagger = nullptr;
-std::atomic<bool> gTaggerDone{false};
 
 void writeAll(int fd, const std::string& text) {
   size_t written = 0;
@@ -30,25 +29,54 @@ void writeAll(int fd, const std::string& text) {
   }
 }
 
+// A line longer than this goes out in pieces of this size, each tagged: memory stays bounded
+// however long a program's line is.
+constexpr size_t kMaxLineBytes = 64 * 1024;
+std::atomic<bool> gStopRequested{false};
+
+// Tags the complete lines of `pending` (and pieces of an over-long line) into `out`.
+void cutLines(const std::string& tag, std::string& pending, std::string& out) {
+  size_t start = 0, newline;
+  while ((newline = pending.find('\n', start)) != std::string::npos) {
+    for (; newline - start >= kMaxLineBytes; start += kMaxLineBytes)
+      out += tag + pending.substr(start, kMaxLineBytes) + "\n";
+    out += tag + pending.substr(start, newline - start + 1);
+    start = newline + 1;
+  }
+  for (; pending.size() - start >= kMaxLineBytes; start += kMaxLineBytes)
+    out += tag + pending.substr(start, kMaxLineBytes) + "\n";
+  pending.erase(0, start);
+}
+
+// Runs until the pipe reaches end of file or, after finishTaggedOutput asked it to stop, until the
+// pipe has been quiet for a moment (a child may still hold the write end) or a second has passed.
+// Either way the unfinished last line is written, never dropped.
 void tagLoop(int rank) {
   const std::string tag = ds::rankTag(rank);
   std::string pending;
   char buffer[65536];
+  std::chrono::steady_clock::time_point stopDeadline{};
   for (;;) {
+    if (gStopRequested && stopDeadline == std::chrono::steady_clock::time_point{})
+      stopDeadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    if (stopDeadline != std::chrono::steady_clock::time_point{} &&
+        std::chrono::steady_clock::now() > stopDeadline)
+      break;
+    pollfd p{gReadEnd, POLLIN, 0};
+    const int ready = poll(&p, 1, 50);
+    if (ready == 0) {
+      if (gStopRequested) break;
+      continue;
+    }
+    if (ready < 0) continue;
     const ssize_t got = read(gReadEnd, buffer, sizeof(buffer));
     if (got <= 0) break;
     pending.append(buffer, static_cast<size_t>(got));
     std::string out;
-    size_t start = 0, newline;
-    while ((newline = pending.find('\n', start)) != std::string::npos) {
-      out += tag + pending.substr(start, newline - start + 1);
-      start = newline + 1;
-    }
-    pending.erase(0, start);
+    cutLines(tag, pending, out);
     writeAll(gConsole, out);
   }
   if (!pending.empty()) writeAll(gConsole, tag + pending + "\n");
-  gTaggerDone = true;
 }
 
 }  // namespace
@@ -73,14 +101,10 @@ void finishTaggedOutput() {
   std::fflush(stderr);
   close(STDOUT_FILENO);
   close(STDERR_FILENO);
-  // A child that still holds the write end keeps the pipe open: wait a little, then give up.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (!gTaggerDone && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (gTaggerDone)
-    gTagger->join();
-  else
-    gTagger->detach();
+  // A child that still holds the write end keeps the pipe open: the tagger then stops on its own
+  // once the pipe is quiet (at most about a second), after writing what it has.
+  gStopRequested = true;
+  gTagger->join();
   gTagger = nullptr;
 }
 
