@@ -15,11 +15,16 @@ std::optional<int> parseSlot(std::string token) {
   const auto first = token.find_first_not_of(" \t\r\n\f\v");
   if (first == std::string::npos) return std::nullopt;
   token = token.substr(first, token.find_last_not_of(" \t\r\n\f\v") - first + 1);
-  size_t i = (token[0] == '+' || token[0] == '-') ? 1 : 0;
-  if (i == token.size() || token.size() - i > 9) return std::nullopt;
+  const bool negative = token[0] == '-';
+  size_t i = (token[0] == '+' || negative) ? 1 : 0;
+  if (i == token.size()) return std::nullopt;
   for (size_t j = i; j < token.size(); ++j)
     if (token[j] < '0' || token[j] > '9') return std::nullopt;
-  return std::stoi(token);
+  // Leading zeros are fine ("0000000001" is 1); only the significant digits must fit an int.
+  while (i + 1 < token.size() && token[i] == '0') ++i;
+  if (token.size() - i > 9) return std::nullopt;
+  const int value = std::stoi(token.substr(i));
+  return negative ? -value : value;
 }
 
 std::vector<std::string> split(const std::string& text, char separator) {
@@ -78,7 +83,7 @@ Resources parseNodeSpecList(const std::string& spec, const std::string& flag) {
         const auto slot = parseSlot(token);
         if (!slot)
           throw Error(flag + " '" + spec + "': slot '" + token + "' in '" + piece +
-                      "' is not an integer (write HOST:0,1)");
+                      "' is not a slot number (an integer of at most 9 digits; write HOST:0,1)");
         slots.push_back(*slot);
       }
     if (NodeResources* existing = find(parsed, parts[0])) {

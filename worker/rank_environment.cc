@@ -1,12 +1,31 @@
 // Rank variables of OpenMPI, PMIx, PMI (MPICH, Intel MPI, MVAPICH) and Slurm.
 #include "worker/rank_environment.h"
 
+#include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "common/error.h"
 
 namespace ds::worker {
+namespace {
+
+// A rank number from the environment: decimal digits only, within int (strtol alone would take
+// "4294967296" as a long and a cast would wrap it to rank 0).
+int parseRankNumber(const char* variable, const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (text[0] < '0' || text[0] > '9' || *end != '\0' || errno == ERANGE || value < 0 ||
+      value > std::numeric_limits<int>::max())
+    throw Error(std::string(variable) + "=" + text +
+                " is not a rank number (expected 0.." +
+                std::to_string(std::numeric_limits<int>::max()) + ")");
+  return static_cast<int>(value);
+}
+
+}  // namespace
 
 int rankFromEnvironment() {
   struct Source {
@@ -22,17 +41,14 @@ int rankFromEnvironment() {
   for (const auto& source : sources) {
     const char* text = std::getenv(source.variable);
     if (text == nullptr || *text == '\0') continue;
-    char* end = nullptr;
-    const long value = std::strtol(text, &end, 10);
-    if (*end != '\0' || value < 0)
-      throw Error(std::string(source.variable) + "=" + text + " is not a rank number");
+    const int value = parseRankNumber(source.variable, text);
     // PMIX_RANK and PMI_RANK both set must agree (DeepSpeed's launcher_helper checks the same).
     if (rank >= 0 && value != rank && std::string(source.variable) == "PMI_RANK" &&
         from == "PMIX_RANK")
       throw Error("rank number doesn't match: PMIX_RANK=" + std::to_string(rank) +
                   " but PMI_RANK=" + text);
     if (rank < 0) {
-      rank = static_cast<int>(value);
+      rank = value;
       from = source.variable;
     }
   }
@@ -48,7 +64,7 @@ int localRankFromEnvironment() {
   for (const char* name :
        {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PALS_LOCAL_RANKID", "SLURM_LOCALID"})
     if (const char* text = std::getenv(name); text != nullptr && *text != '\0')
-      return std::atoi(text);
+      return parseRankNumber(name, text);
   return -1;
 }
 

@@ -32,7 +32,7 @@ void syncPath(const std::string& path) {
 
 WrittenFile writeFileSynced(const std::string& path,
                             const std::vector<std::pair<const void*, size_t>>& pieces) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) throw Error(path + ": cannot create checkpoint file: " + errnoText());
   WrittenFile out;
   out.checksum = kFnv1a64Offset;

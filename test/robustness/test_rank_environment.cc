@@ -1,0 +1,55 @@
+// Rank numbers taken from the MPI/Slurm environment: anything but a plain number in int range is
+// refused naming the variable (an overflowing value must not wrap around to rank 0).
+#include <stdlib.h>
+
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "common/error.h"
+#include "worker/rank_environment.h"
+
+using ds::worker::localRankFromEnvironment;
+using ds::worker::rankFromEnvironment;
+
+namespace {
+
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) {
+    setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
+void clearRankVariables() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID",
+                           "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PALS_LOCAL_RANKID",
+                           "SLURM_LOCALID"})
+    unsetenv(name);
+}
+
+}  // namespace
+
+TEST_CASE("rank environment: overflowing or malformed rank numbers are refused") {
+  clearRankVariables();
+  for (const std::string bad : {"4294967296", "2147483648", "99999999999999999999", "-1", "1x",
+                                " 1", "", "+"}) {
+    if (bad.empty()) continue;  // an empty variable counts as unset
+    ScopedEnv env("OMPI_COMM_WORLD_RANK", bad);
+    INFO("OMPI_COMM_WORLD_RANK=" << bad);
+    CHECK_THROWS_WITH(rankFromEnvironment(),
+                      Catch::Contains("OMPI_COMM_WORLD_RANK=" + bad + " is not a rank number"));
+  }
+  {
+    ScopedEnv env("SLURM_PROCID", "2147483647");
+    CHECK(rankFromEnvironment() == 2147483647);
+  }
+  {
+    ScopedEnv env("SLURM_LOCALID", "4294967297");
+    CHECK_THROWS_WITH(localRankFromEnvironment(), Catch::Contains("SLURM_LOCALID=4294967297"));
+  }
+  {
+    ScopedEnv env("MPI_LOCALRANKID", "3");
+    CHECK(localRankFromEnvironment() == 3);
+  }
+}
