@@ -25,6 +25,7 @@
 #include "bench/command_seconds.h"
 #include "bench/free_port.h"
 #include "runtime/comm/shm_communicator.h"
+#include "common/guarded_main.h"
 
 using namespace ds::runtime;
 
@@ -113,7 +114,7 @@ double glooAcrossNodes(size_t bytes, int iters) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   std::vector<int> rankCounts = {2, 4};
   size_t bytes = size_t{64} << 20;
   int iters = 10;
@@ -182,4 +183,8 @@ int main(int argc, char** argv) {
     std::printf("%14s\n", ours < 1e30 ? "no torch" : "ds-launch run failed");
   std::printf("target: gloo path busbw >= PyTorch gloo's\n");
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ds::guardedMain("bench_comm", [&] { return run(argc, argv); });
 }

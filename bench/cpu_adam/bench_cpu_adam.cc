@@ -19,6 +19,7 @@
 #include "bench/command_seconds.h"
 #include "kernels/cpu/cpu_adam.h"
 #include "kernels/cpu/thread_pool.h"
+#include "common/guarded_main.h"
 
 using namespace ds::kernels;
 
@@ -91,7 +92,7 @@ double torchAdamStep(size_t params, int threads, int steps) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   size_t n = 100'000'000;
   std::vector<int> threadCounts = {1, 2};
   int steps = 10;
@@ -183,4 +184,8 @@ int main(int argc, char** argv) {
   }
   if (!json) std::printf("target: >= 95%% of roofline and >= 5x torch at every thread count\n");
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ds::guardedMain("bench_cpu_adam", [&] { return run(argc, argv); });
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench/free_port.h"
+#include "common/guarded_main.h"
 
 namespace {
 
@@ -41,7 +42,7 @@ std::vector<int> parseList(const std::string& text) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   std::vector<int> rankCounts = {2, 16, 64};
   int repeats = 3;
   int torchrunMaxRanks = 64;
@@ -97,4 +98,8 @@ int main(int argc, char** argv) {
   std::printf("targets: 10x torchrun at 2 ranks; 64 ranks under 2 s\n");
   std::filesystem::remove_all(dir);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ds::guardedMain("bench_launch", [&] { return run(argc, argv); });
 }

@@ -32,7 +32,7 @@ void clearRankVariables() {
 
 TEST_CASE("rank environment: overflowing or malformed rank numbers are refused") {
   clearRankVariables();
-  for (const std::string bad : {"4294967296", "2147483648", "99999999999999999999", "-1", "1x",
+  for (const std::string& bad : {"4294967296", "2147483648", "99999999999999999999", "-1", "1x",
                                 " 1", "", "+"}) {
     if (bad.empty()) continue;  // an empty variable counts as unset
     ScopedEnv env("OMPI_COMM_WORLD_RANK", bad);

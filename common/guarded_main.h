@@ -1,0 +1,29 @@
+// The last line of defence of every executable: an exception that escapes main's body becomes a
+// message on stderr and a non-zero exit status, never std::terminate and a core dump.
+// Bad input and failed operations (ds::Error) exit 2; anything else is reported as an internal
+// error and exits 1. Errors with a better-suited exit status are handled inside the body.
+#pragma once
+
+#include <cstdio>
+#include <exception>
+
+#include "common/error.h"
+
+namespace ds {
+
+template <typename Body>
+int guardedMain(const char* program, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: internal error: %s\n", program, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "%s: internal error: unknown exception\n", program);
+  }
+  return 1;
+}
+
+}  // namespace ds
