@@ -301,14 +301,18 @@ int main(int argc, char** argv) {
                       program + " is not on PATH)");
 
     // The token reaches workers through the environment only (never argv, so never in ps).
+    // A DS_JOB_TOKEN from the environment is the job's token (required with --no_ssh, where
+    // every node's ds-launch must share it); otherwise a fresh random one.
     std::string token = randomToken();
-    if (flags.noSsh) {
-      const char* shared = std::getenv("DS_JOB_TOKEN");
-      if (shared == nullptr || std::string(shared).size() < 16)
-        throw ds::Error(
-            "--no_ssh: every node's ds-launch must share one secret: export the same "
-            "DS_JOB_TOKEN (16+ characters, e.g. $(openssl rand -hex 32)) on every node");
+    if (const char* shared = std::getenv("DS_JOB_TOKEN"); shared != nullptr && *shared != '\0') {
+      if (std::string(shared).size() < 16)
+        throw ds::Error("DS_JOB_TOKEN is shorter than 16 characters; use e.g. "
+                        "$(openssl rand -hex 32), or unset it for a random token");
       token = shared;
+    } else if (flags.noSsh) {
+      throw ds::Error(
+          "--no_ssh: every node's ds-launch must share one secret: export the same "
+          "DS_JOB_TOKEN (16+ characters, e.g. $(openssl rand -hex 32)) on every node");
     }
     setenv("DS_JOB_TOKEN", token.c_str(), 1);
     setenv(kSshTokenVariable, token.c_str(), 1);

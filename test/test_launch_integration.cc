@@ -85,11 +85,10 @@ pid_t workerPid(const std::vector<WorkerInfo>& workers, const std::string& host,
   return -1;
 }
 
-std::string jobToken(pid_t worker) {
-  std::ifstream environment("/proc/" + std::to_string(worker) + "/environ");
-  for (std::string entry; std::getline(environment, entry, '\0');)
-    if (entry.starts_with("DS_JOB_TOKEN=")) return entry.substr(13);
-  return "";
+// Everything /proc/PID/environ shows of a process's environment block.
+std::string environmentText(pid_t pid) {
+  std::ifstream environment("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(environment), {});
 }
 
 }  // namespace
@@ -176,14 +175,18 @@ TEST_CASE("launch: SIGTERM to ds-launch stops every worker within 5 s") {
 }
 
 TEST_CASE("launch: a join with a wrong token is refused and the job finishes unaffected") {
+  // The token given to ds-launch in its environment; workers must not keep it readable.
+  const std::string token = "badtoken-test-" + std::to_string(getpid()) + "-0123456789abcdef";
+  setenv("DS_JOB_TOKEN", token.c_str(), 1);
   const auto job = startTraining("badtoken", 1, 300);
+  unsetenv("DS_JOB_TOKEN");
   const auto workers = workersOnceTraining(job, 3);
   REQUIRE(workers.size() == 4);
   const std::string out = readFile(job.dir + "/stdout");
   std::smatch match;
   REQUIRE(std::regex_search(out, match, std::regex(R"(coordinator (127\.0\.0\.1:\d+))")));
-  const std::string token = jobToken(workers.front().pid);
-  REQUIRE(token.size() == 64);                  // 256 bits, hex
+  for (const auto& worker : workers)
+    REQUIRE(environmentText(worker.pid).find(token) == std::string::npos);  // /proc/PID/environ
   REQUIRE(processesMentioning(token).empty());  // on no command line, so never in ps
 
   std::string wrong = token;

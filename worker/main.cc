@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -90,6 +91,10 @@ std::string takeJobToken() {
     token = ds::readWholeFile(file, "DS_JOB_TOKEN_FILE");
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
   }
+  // unsetenv only drops the pointer: the text stays in the process's initial environment block,
+  // which /proc/PID/environ shows to the user's other processes. Overwrite it in place first.
+  for (const char* name : {"DS_JOB_TOKEN", "LC_DS_JOB_TOKEN"})
+    if (char* value = std::getenv(name)) std::memset(value, 'x', std::strlen(value));
   for (const char* name : {"DS_JOB_TOKEN", "LC_DS_JOB_TOKEN", "DS_JOB_TOKEN_FILE"}) unsetenv(name);
   if (token.empty())
     throw ds::Error(
