@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "runtime/common/forwarded_env.h"
 #include "runtime/common/world_info.h"
 
 namespace ds::launcher {
@@ -52,10 +53,11 @@ std::vector<int> ranksOf(const LaunchPlan& plan, const std::string& host) {
   return ranks;
 }
 
-std::string exportPrefix(const EnvList& exports) {
-  std::string text;
-  for (const auto& [key, value] : exports) text += "export " + key + "=" + shellQuote(value) + "; ";
-  return text;
+// The names of `exports`, comma-separated (Hydra's -genvlist).
+std::string joinNames(const EnvList& exports) {
+  std::string names;
+  for (const auto& [key, value] : exports) names += (names.empty() ? "" : ",") + key;
+  return names;
 }
 
 std::vector<std::string> workerCommand(const BackendRequest& request,
@@ -177,8 +179,11 @@ std::vector<std::string> splitShellWords(const std::string& text) {
 std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
   const LaunchPlan& plan = request.plan;
   const std::vector<std::string> launcherArgs = splitShellWords(request.launcherArgs);
-  const std::string remotePrefix =
-      exportPrefix(request.exports) + "cd " + shellQuote(request.workDir) + "; ";
+  // Exported values never appear on a command line (ps would show them on both ends): ssh and
+  // pdsh carry them in forwarded LC_DS_EXPORT_<n> variables, MPI and Slurm in the runner's own
+  // environment, named only (-x NAME, -genvlist, srun's --export=ALL).
+  const std::string remotePrefix = "cd " + shellQuote(request.workDir) + "; ";
+  const EnvList carriers = forwardedExportVariables(request.exports);
   std::vector<LaunchCommand> commands;
 
   switch (request.backend) {
@@ -197,28 +202,27 @@ std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
       for (size_t n = 0; n < plan.nodes.size(); ++n) {
         std::vector<std::string> argv = {"ssh"};
         if (request.sshPort) argv.insert(argv.end(), {"-p", std::to_string(*request.sshPort)});
-        argv.insert(argv.end(), {"-o", std::string("SendEnv=") + kSshTokenVariable});
+        argv.insert(argv.end(), {"-o", std::string("SendEnv=") + kForwardedSendEnv});
         argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
         argv.push_back(plan.nodes[n].host);
         argv.push_back(remotePrefix + "exec " +
                        shellLine(nodeAgentCommand(request, std::to_string(n))));
-        commands.push_back({plan.nodes[n].host, ranksOf(plan, plan.nodes[n].host), argv, {}});
+        commands.push_back({plan.nodes[n].host, ranksOf(plan, plan.nodes[n].host), argv, carriers});
       }
       break;
 
     case Backend::Pdsh: {
       std::string sshArgs = request.pdshSshArgsAppend;
-      sshArgs += (sshArgs.empty() ? "" : " ") + std::string("-o SendEnv=") + kSshTokenVariable;
+      sshArgs += (sshArgs.empty() ? "" : " ") + std::string("-o SendEnv=") + kForwardedSendEnv;
       if (request.sshPort) sshArgs += " -p " + std::to_string(*request.sshPort);
       std::vector<std::string> argv = {
           "pdsh", "-S", "-N", "-f", "1024", "-w", joinHosts(plan.nodes)};
       argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
       // pdsh joins its arguments with spaces into one remote shell line; %n is its node index.
       argv.push_back(remotePrefix + "exec " + shellLine(nodeAgentCommand(request, "%n")));
-      commands.push_back({"",
-                          ranksOf(plan, ""),
-                          argv,
-                          {{"PDSH_RCMD_TYPE", "ssh"}, {"PDSH_SSH_ARGS_APPEND", sshArgs}}});
+      EnvList env = {{"PDSH_RCMD_TYPE", "ssh"}, {"PDSH_SSH_ARGS_APPEND", sshArgs}};
+      env.insert(env.end(), carriers.begin(), carriers.end());
+      commands.push_back({"", ranksOf(plan, ""), argv, env});
       break;
     }
 
@@ -238,15 +242,17 @@ std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
           interfaceGiven = true;
       if (!interfaceGiven) argv.insert(argv.end(), {"--mca", "btl_tcp_if_include", "eth0"});
       argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
-      argv.insert(argv.end(), {"-x", "DS_JOB_TOKEN", "-x", "UCX_TLS=tcp"});
-      for (const auto& [key, value] : request.exports)
-        if (key != "UCX_TLS") argv.insert(argv.end(), {"-x", key + "=" + value});
+      // DeepSpeed's UCX_TLS=tcp comes first; an exported UCX_TLS replaces its value in place.
+      EnvList exports = {{"UCX_TLS", "tcp"}};
+      for (const auto& [key, value] : request.exports) addExport(exports, key, value);
+      argv.insert(argv.end(), {"-x", "DS_JOB_TOKEN"});
+      for (const auto& [key, value] : exports) argv.insert(argv.end(), {"-x", key});
       const auto worker = workerCommand(request, {"--rank_from_env"});
       argv.insert(argv.end(), worker.begin(), worker.end());
       // As root, OpenMPI wants --allow-run-as-root; its environment form keeps argv DeepSpeed's.
-      EnvList env;
+      EnvList env = exports;
       if (request.runningAsRoot)
-        env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+        env.insert(env.end(), {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}});
       commands.push_back({"", ranksOf(plan, ""), argv, env});
       break;
     }
@@ -276,14 +282,13 @@ std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
         for (const auto& [key, value] : request.exports) addExport(fixed, key, value);
         exports = fixed;
       }
-      for (const auto& [key, value] : exports)
-        argv.insert(argv.end(), {mvapich ? "-env" : "-genv", key + "=" + value});
-      // The token's name only: Hydra copies the value from mpirun's environment.
-      argv.insert(argv.end(), {"-genvlist", "DS_JOB_TOKEN"});
+      // Names only: Hydra copies the values from mpirun's environment.
+      argv.insert(argv.end(),
+                  {"-genvlist", joinNames(exports) + (exports.empty() ? "" : ",") + "DS_JOB_TOKEN"});
       if (!mvapich) argv.insert(argv.end(), {"-hosts", joinHosts(request.pool)});
       const auto worker = workerCommand(request, {"--rank_from_env"});
       argv.insert(argv.end(), worker.begin(), worker.end());
-      commands.push_back({"", ranksOf(plan, ""), argv, {}});
+      commands.push_back({"", ranksOf(plan, ""), argv, exports});
       break;
     }
 
@@ -294,13 +299,13 @@ std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
       std::vector<std::string> argv = {"srun", "-n", std::to_string(plan.worldSize()), "-m",
                                        "arbitrary"};
       argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
-      std::string exportList = "--export=ALL";
-      for (const auto& [key, value] : request.exports) exportList += "," + key + "=" + value;
-      argv.push_back(exportList);
+      // --export=ALL passes srun's whole environment, where the exported values are set.
+      argv.push_back("--export=ALL");
       const auto worker = workerCommand(request, {"--rank_from_env"});
       argv.insert(argv.end(), worker.begin(), worker.end());
-      commands.push_back(
-          {"", ranksOf(plan, ""), argv, {{"SLURM_HOSTFILE", slurmHostfilePath(request)}}});
+      EnvList env = {{"SLURM_HOSTFILE", slurmHostfilePath(request)}};
+      env.insert(env.end(), request.exports.begin(), request.exports.end());
+      commands.push_back({"", ranksOf(plan, ""), argv, env});
       break;
     }
   }

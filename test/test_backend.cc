@@ -59,19 +59,22 @@ TEST_CASE("backend: local starts one worker per rank with host and slot") {
                                                        "--slot", "3"});
 }
 
-TEST_CASE("backend: ssh runs one node agent per node, exports quoted, token by SendEnv") {
+TEST_CASE("backend: ssh runs one node agent per node, token and exports by SendEnv only") {
   auto request = requestFor(Backend::Ssh, kTwoNodes);
   request.sshPort = 2222;
   request.exports.push_back({"WEIRD", "it's $HOME"});
   const auto commands = buildLaunchCommands(request);
   REQUIRE(commands.size() == 2);
   const auto& argv = commands[1].argv;
-  REQUIRE(contains(argv, {"ssh", "-p", "2222", "-o", "SendEnv=LC_DS_JOB_TOKEN", "worker-1"}));
+  REQUIRE(contains(argv, {"ssh", "-p", "2222", "-o", "SendEnv=LC_DS_*", "worker-1"}));
   const std::string& remote = argv.back();
-  REQUIRE_THAT(remote, Catch::StartsWith("export PYTHONPATH=/home/me/run; export NCCL_DEBUG=INFO; "
-                                         "export WEIRD='it'\\''s $HOME'; cd /home/me/run; exec "
-                                         "/opt/ds/bin/ds-worker --coordinator 10.0.0.1:29500 "
-                                         "--world_info "));
+  REQUIRE_THAT(remote, Catch::StartsWith("cd /home/me/run; exec /opt/ds/bin/ds-worker "
+                                         "--coordinator 10.0.0.1:29500 --world_info "));
+  // No exported value on any command line: they ride in forwarded LC_DS_EXPORT_<n> variables.
+  for (const auto& arg : argv) REQUIRE(arg.find("it's") == std::string::npos);
+  REQUIRE(commands[1].env == EnvList{{"LC_DS_EXPORT_0", "PYTHONPATH=/home/me/run"},
+                                     {"LC_DS_EXPORT_1", "NCCL_DEBUG=INFO"},
+                                     {"LC_DS_EXPORT_2", "WEIRD=it's $HOME"}});
   REQUIRE_THAT(remote, Catch::EndsWith("--node_rank 1"));
   REQUIRE(commands[1].ranks == std::vector<int>{2, 3});
 }
@@ -86,17 +89,25 @@ TEST_CASE("backend: pdsh is one command over the selected hosts with %n as node 
       contains(argv, {"pdsh", "-S", "-N", "-f", "1024", "-w", "worker-0,worker-1", "-R", "ssh"}));
   REQUIRE_THAT(argv.back(), Catch::EndsWith("--node_rank %n"));
   REQUIRE(commands[0].env == EnvList{{"PDSH_RCMD_TYPE", "ssh"},
-                                     {"PDSH_SSH_ARGS_APPEND", "-o SendEnv=LC_DS_JOB_TOKEN"}});
+                                     {"PDSH_SSH_ARGS_APPEND", "-o SendEnv=LC_DS_*"},
+                                     {"LC_DS_EXPORT_0", "PYTHONPATH=/home/me/run"},
+                                     {"LC_DS_EXPORT_1", "NCCL_DEBUG=INFO"}});
+  REQUIRE_THAT(argv.back(), Catch::StartsWith("cd /home/me/run; exec "));
   REQUIRE(commands[0].ranks.size() == 4);
 }
 
-TEST_CASE("backend: openmpi matches DeepSpeed's mpirun shape, token exported by name only") {
+TEST_CASE("backend: openmpi matches DeepSpeed's mpirun shape, token and exports by name only") {
   auto request = requestFor(Backend::OpenMpi, kTwoNodes);
-  auto argv = buildLaunchCommands(request)[0].argv;
+  request.exports.push_back({"UCX_TLS", "rc"});  // replaces DeepSpeed's UCX_TLS=tcp in place
+  auto command = buildLaunchCommands(request)[0];
+  auto argv = command.argv;
   REQUIRE(contains(argv, {"mpirun", "-n", "4", "-hostfile", "/job/hostfile", "--mca", "btl",
                           "^openib", "--mca", "btl_tcp_if_include", "eth0"}));
-  REQUIRE(
-      contains(argv, {"-x", "DS_JOB_TOKEN", "-x", "UCX_TLS=tcp", "-x", "PYTHONPATH=/home/me/run"}));
+  REQUIRE(contains(argv, {"-x", "DS_JOB_TOKEN", "-x", "UCX_TLS", "-x", "PYTHONPATH", "-x",
+                          "NCCL_DEBUG", "/opt/ds/bin/ds-worker"}));
+  REQUIRE(command.env == EnvList{{"UCX_TLS", "rc"},
+                                 {"PYTHONPATH", "/home/me/run"},
+                                 {"NCCL_DEBUG", "INFO"}});
   REQUIRE(contains(
       argv, {"/opt/ds/bin/ds-worker", "--coordinator", "10.0.0.1:29500", "--rank_from_env"}));
   request.launcherArgs = "--mca btl_tcp_if_include lo --allow-run-as-root";
@@ -117,22 +128,27 @@ TEST_CASE("backend: MPICH, Intel MPI and MVAPICH need equal slots per node") {
   request = requestFor(Backend::Mpich, kTwoNodes);
   auto argv = buildLaunchCommands(request)[0].argv;
   REQUIRE(contains(argv, {"mpirun", "-n", "4", "-ppn", "2"}));
-  REQUIRE(contains(argv, {"-genv", "NCCL_DEBUG=INFO", "-genvlist", "DS_JOB_TOKEN", "-hosts",
+  REQUIRE(contains(argv, {"-genvlist", "PYTHONPATH,NCCL_DEBUG,DS_JOB_TOKEN", "-hosts",
                           "worker-0,worker-1"}));
   request.backend = Backend::Mvapich;
-  argv = buildLaunchCommands(request)[0].argv;
-  REQUIRE(contains(
-      argv, {"mpirun", "-np", "4", "-ppn", "2", "--hostfile", "/tmp/logs/mvapich_hostfile"}));
-  REQUIRE(contains(argv, {"-env", "MV2_SMP_USE_CMA=0"}));
+  const auto command = buildLaunchCommands(request)[0];
+  REQUIRE(contains(command.argv, {"mpirun", "-np", "4", "-ppn", "2", "--hostfile",
+                                  "/tmp/logs/mvapich_hostfile"}));
+  REQUIRE(contains(command.argv,
+                   {"-genvlist", "MV2_SMP_USE_CMA,MV2_DEBUG_SHOW_BACKTRACE,MV2_SUPPORT_DL,"
+                                 "MV2_ENABLE_AFFINITY,MV2_INTER_ALLGATHER_TUNING,MV2_CUDA_USE_"
+                                 "NAIVE,PYTHONPATH,NCCL_DEBUG,DS_JOB_TOKEN"}));
+  REQUIRE(command.env.front() == std::pair<std::string, std::string>{"MV2_SMP_USE_CMA", "0"});
 }
 
 TEST_CASE("backend: slurm places exactly the planned ranks through SLURM_HOSTFILE") {
   const auto request = requestFor(Backend::Slurm, {{"worker-0", {0, 1, 2}}, {"worker-1", {0}}});
   const auto command = buildLaunchCommands(request)[0];
-  REQUIRE(contains(command.argv, {"srun", "-n", "4", "-m", "arbitrary",
-                                  "--export=ALL,PYTHONPATH=/home/me/run,NCCL_DEBUG=INFO",
-                                  "/opt/ds/bin/ds-worker"}));
-  REQUIRE(command.env == EnvList{{"SLURM_HOSTFILE", "/tmp/logs/slurm_hostfile"}});
+  REQUIRE(contains(command.argv,
+                   {"srun", "-n", "4", "-m", "arbitrary", "--export=ALL", "/opt/ds/bin/ds-worker"}));
+  REQUIRE(command.env == EnvList{{"SLURM_HOSTFILE", "/tmp/logs/slurm_hostfile"},
+                                 {"PYTHONPATH", "/home/me/run"},
+                                 {"NCCL_DEBUG", "INFO"}});
   REQUIRE(slurmHostfileText(request.plan) == "worker-0\nworker-0\nworker-0\nworker-1\n");
 }
 

@@ -23,6 +23,7 @@
 #include "runtime/comm/store_barrier.h"
 #include "common/error.h"
 #include "runtime/common/files.h"
+#include "runtime/common/forwarded_env.h"
 #include "worker/comm_bench_job.h"
 #include "worker/coordinator_client.h"
 #include "worker/coordinator_store.h"
@@ -120,6 +121,8 @@ std::pair<std::string, int> programMaster(const JoinResult& join, const std::str
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before anything reads the environment: ssh and pdsh deliver the job's exports in carriers.
+  ds::adoptForwardedExports();
   CLI::App app{"ds-worker: one rank of a ds-launch job (started by ds-launch)"};
   std::string coordinatorAddress, host, worldInfo, tlsCert, tlsKey, tlsCa;
   int slot = -1, nodeRank = -1;
