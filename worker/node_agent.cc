@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -73,6 +74,8 @@ int runNodeAgent(const std::string& workerPath, const std::vector<std::string>& 
     const pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
       --running;
+      // A reaped PID may be reused by an unrelated process: never signal it again.
+      children.erase(std::remove(children.begin(), children.end(), pid), children.end());
       if (statusOf(status) != 0 && result == 0) result = statusOf(status);
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
