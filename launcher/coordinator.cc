@@ -178,6 +178,7 @@ struct Coordinator::State final : proto::Coordinator::Service {
     for (const auto& arg : options.jobArgs) reply->add_job_args(arg);
     reply->set_epoch(kEpoch);
     reply->set_heartbeat_interval_ms(static_cast<uint32_t>(options.heartbeatInterval.count()));
+    reply->set_heartbeat_timeout_ms(static_cast<uint32_t>(options.heartbeatTimeout.count()));
     reply->set_host(slot->host);
     reply->set_slot(slot->slot);
     reply->set_node_rank(slot->nodeRank);
@@ -314,6 +315,13 @@ Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<S
   // gRPC sets SO_REUSEPORT by default: a second job on the same port would then bind "successfully"
   // and its workers would reach the first job's coordinator. Refuse the port instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Keepalive both ways: the server pings idle workers so a vanished node's Watch stream breaks,
+  // and accepts the workers' own pings (worker/coordinator_client.cc) however often they come.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (!state_->options.tlsCertPem.empty()) {
     grpc::SslServerCredentialsOptions tls(

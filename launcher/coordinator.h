@@ -33,6 +33,7 @@ struct CoordinatorOptions {
   std::vector<std::string> jobArgs;
   std::vector<RankSlot> ranks;
   std::chrono::milliseconds heartbeatInterval{1000};
+  std::chrono::milliseconds heartbeatTimeout{10000};
   // How external programs are started (ignored by the built-in job).
   bool programModule = false;
   bool programNoPython = false;

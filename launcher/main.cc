@@ -337,6 +337,8 @@ int main(int argc, char** argv) {
     coordinatorOptions.ranks = plan.ranks;
     coordinatorOptions.heartbeatInterval =
         std::chrono::milliseconds(std::lround(flags.heartbeatInterval * 1000));
+    coordinatorOptions.heartbeatTimeout =
+        std::chrono::milliseconds(std::lround(flags.heartbeatTimeout * 1000));
     coordinatorOptions.programModule = flags.module;
     coordinatorOptions.programNoPython = flags.noPython;
     coordinatorOptions.programNoLocalRank = flags.noLocalRank;

@@ -23,6 +23,7 @@ struct JoinResult {
   std::vector<std::string> jobArgs;
   uint64_t epoch = 0;
   std::chrono::milliseconds heartbeatInterval{1000};
+  std::chrono::milliseconds heartbeatTimeout{10000};
   std::string host;  // this rank's host in the plan
   int slot = 0;      // its slot (device) id there
   int nodeRank = 0;
@@ -102,6 +103,9 @@ class CoordinatorClient {
   std::unique_ptr<Impl> impl_;
   int rank_ = -1;
   uint64_t epoch_ = 0;
+  // A heartbeat waits no longer than the job's heartbeat timeout (a frozen coordinator must not
+  // hold the heartbeat thread past the point where it should give up).
+  std::chrono::milliseconds heartbeatDeadline_{10000};
 };
 
 }  // namespace ds::worker

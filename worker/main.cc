@@ -68,9 +68,7 @@ int64_t residentBytes() {
   }
   // A group segment created by this rank is still named if its peers never attached.
   ds::runtime::unlinkOwnedShmSegments();
-  std::fflush(stdout);
-  std::fprintf(stderr, "ds-worker: %s\n", why.c_str());
-  finishTaggedOutput();
+  finishTaggedOutput("ds-worker: " + why);
   _exit(status);
 }
 
@@ -213,11 +211,20 @@ int main(int argc, char** argv) {
   bool heartbeatStop = false;
   std::thread heartbeat([&] {
     std::unique_lock lock(heartbeatMutex);
+    auto lastDelivered = std::chrono::steady_clock::now();
     while (!heartbeatStop) {
       lock.unlock();
       Progress progress = board.snapshot();
       progress.residentBytes = residentBytes();
-      client.heartbeat(progress);
+      const auto now = std::chrono::steady_clock::now();
+      if (client.heartbeat(progress))
+        lastDelivered = now;
+      else if (now - lastDelivered > join.heartbeatTimeout && !reported)
+        // The coordinator has already counted this rank as failed: nothing is gained by running on.
+        leaveNow(kCoordinatorGone,
+                 "rank " + std::to_string(join.rank) + ": no heartbeat reached the coordinator for " +
+                     std::to_string(join.heartbeatTimeout.count() / 1000.0).substr(0, 5) +
+                     " s (frozen or unreachable), exiting");
       lock.lock();
       heartbeatWake.wait_for(lock, join.heartbeatInterval, [&] { return heartbeatStop; });
     }

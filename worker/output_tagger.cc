@@ -6,7 +6,10 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <climits>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -20,10 +23,27 @@ int gConsole = -1;  // the original stdout
 int gReadEnd = -1;
 std::thread* gTagger = nullptr;
 
+std::atomic<bool> gStopRequested{false};
+bool gConsoleStuck = false;  // tagger thread only
+
+// Writes to the console in pieces of at most PIPE_BUF after poll() says there is room, so that a
+// reader that stopped reading (ds-launch frozen) blocks this thread only while the worker runs:
+// once the worker is leaving, output that cannot be delivered within half a second is dropped
+// rather than holding the exit forever.
 void writeAll(int fd, const std::string& text) {
-  size_t written = 0;
-  while (written < text.size()) {
-    const ssize_t n = write(fd, text.data() + written, text.size() - written);
+  constexpr size_t kPiece = PIPE_BUF;
+  auto stuckSince = std::chrono::steady_clock::time_point{};
+  for (size_t written = 0; written < text.size() && !gConsoleStuck;) {
+    pollfd p{fd, POLLOUT, 0};
+    if (poll(&p, 1, 100) == 0) {
+      if (!gStopRequested) continue;
+      const auto now = std::chrono::steady_clock::now();
+      if (stuckSince == std::chrono::steady_clock::time_point{}) stuckSince = now;
+      if (now - stuckSince > std::chrono::milliseconds(500)) gConsoleStuck = true;
+      continue;
+    }
+    const ssize_t n = write(fd, text.data() + written, std::min(kPiece, text.size() - written));
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
     written += static_cast<size_t>(n);
   }
@@ -32,7 +52,6 @@ void writeAll(int fd, const std::string& text) {
 // A line longer than this goes out in pieces of this size, each tagged: memory stays bounded
 // however long a program's line is.
 constexpr size_t kMaxLineBytes = 64 * 1024;
-std::atomic<bool> gStopRequested{false};
 
 // Tags the complete lines of `pending` (and pieces of an over-long line) into `out`.
 void cutLines(const std::string& tag, std::string& pending, std::string& out) {
@@ -95,15 +114,21 @@ void startTaggingOutput(int rank) {
   gTagger = new std::thread(tagLoop, rank);
 }
 
-void finishTaggedOutput() {
-  if (gTagger == nullptr) return;
+void finishTaggedOutput(const std::string& lastWords) {
+  if (gTagger == nullptr) {
+    if (!lastWords.empty()) std::fprintf(stderr, "%s\n", lastWords.c_str());
+    return;
+  }
+  // First, so that a tagger blocked on a console nobody reads gives up and drains the pipe;
+  // otherwise the flushes below could block forever.
+  gStopRequested = true;
+  if (!lastWords.empty()) std::fprintf(stderr, "%s\n", lastWords.c_str());
   std::fflush(stdout);
   std::fflush(stderr);
   close(STDOUT_FILENO);
   close(STDERR_FILENO);
   // A child that still holds the write end keeps the pipe open: the tagger then stops on its own
   // once the pipe is quiet (at most about a second), after writing what it has.
-  gStopRequested = true;
   gTagger->join();
   gTagger = nullptr;
 }

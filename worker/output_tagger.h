@@ -11,8 +11,9 @@ namespace ds::worker {
 // Starts tagging with `rank`. Not thread-safe with respect to itself; call once.
 void startTaggingOutput(int rank);
 
-// Flushes stdio, closes the tagged descriptors and waits (bounded) until every pending line has
-// been written. Safe to call when tagging never started, and more than once.
-void finishTaggedOutput();
+// Writes `lastWords` (if any) to stderr, flushes stdio, closes the tagged descriptors and waits
+// (bounded, also when nobody reads the console any more) until every pending line has been
+// written. Safe to call when tagging never started, and more than once.
+void finishTaggedOutput(const std::string& lastWords = "");
 
 }  // namespace ds::worker
