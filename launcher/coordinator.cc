@@ -5,6 +5,12 @@
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
 #include <iostream>
@@ -334,12 +340,36 @@ Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<S
   builder.RegisterService(state_.get());
   state_->server = builder.BuildAndStart();
   if (!state_->server || state_->port == 0)
-    throw Error(
-        "coordinator: cannot listen on " + listen +
-        " (address not local or port in use; choose another with --master_addr/--master_port)");
+    throw Error("coordinator: cannot listen on " + listen + ": " +
+                whyListenFailed(state_->options.bindAddress, state_->options.port,
+                                !state_->options.tlsCertPem.empty()));
 }
 
 Coordinator::~Coordinator() { shutdown(); }
+
+// gRPC reports only that the server did not start; a plain bind of the same address tells a port
+// in use or a foreign address apart from a certificate or key that gRPC refused.
+std::string whyListenFailed(const std::string& address, int port, bool tls) {
+  sockaddr_in where{};
+  where.sin_family = AF_INET;
+  where.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, address.c_str(), &where.sin_addr) == 1) {
+    const int probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    setsockopt(probe, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    const int bound = bind(probe, reinterpret_cast<sockaddr*>(&where), sizeof(where));
+    const int error = errno;
+    close(probe);
+    if (bound != 0 && error == EADDRINUSE)
+      return "port " + std::to_string(port) + " is in use; choose another with --master_port";
+    if (bound != 0 && error == EADDRNOTAVAIL)
+      return address + " is not an address of this machine; fix --master_addr";
+  }
+  if (tls)
+    return "gRPC refused the TLS certificate or key (check that --tls-cert and --tls-key are PEM "
+           "files of one key pair)";
+  return "address not local or port in use; choose another with --master_addr/--master_port";
+}
 
 int Coordinator::port() const { return state_->port; }
 

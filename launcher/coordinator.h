@@ -94,4 +94,7 @@ class Coordinator {
   std::unique_ptr<State> state_;
 };
 
+// Why the coordinator could not listen on address:port (for the error message).
+std::string whyListenFailed(const std::string& address, int port, bool tls);
+
 }  // namespace ds::launcher

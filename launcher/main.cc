@@ -129,7 +129,8 @@ void addFlags(CLI::App& app, Flags& flags) {
                  "address the coordinator listens on (default: the first host when all are "
                  "loopback, else this machine's address)");
   app.add_option("--master_port", flags.masterPort, "coordinator port (0: any free port)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
   app.add_option("--launcher", flags.launcher,
                  "local, ssh, pdsh, openmpi, mpich, impi, mvapich or slurm (default: local for "
                  "loopback hosts, else pdsh if installed, else ssh)");

@@ -1,9 +1,14 @@
 // Malformed command lines through the real binaries: each ends with a message and a non-zero
 // status, never a crash signal (std::terminate would show as 134).
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace {
@@ -38,4 +43,43 @@ TEST_CASE("robustness: benches refuse malformed numbers without crashing") {
     CHECK(outcome.status < 128);
     CHECK(outcome.output.find("error") != std::string::npos);
   }
+}
+
+TEST_CASE("robustness: ds-launch names why the coordinator cannot listen") {
+  const std::string bin = DS_BIN_DIR;
+  const auto dir = std::filesystem::temp_directory_path() / ("ds-listen-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "hostfile") << "127.0.0.1 slots=1\n";
+  std::ofstream(dir / "bad.pem") << "not a certificate\n";
+  const std::string launch = "cd " + dir.string() + " && " + bin + "/ds-launch -H hostfile ";
+
+  SECTION("a port in use") {
+    const int holder = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+    REQUIRE(listen(holder, 1) == 0);
+    socklen_t length = sizeof(address);
+    getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length);
+    const int port = ntohs(address.sin_port);
+    const Outcome outcome = runCommand(launch + "--master_port " + std::to_string(port) + " -- /bin/true");
+    close(holder);
+    CHECK(outcome.status == 2);
+    CHECK_THAT(outcome.output, Catch::Contains("port " + std::to_string(port) + " is in use"));
+  }
+  SECTION("a TLS file that is no certificate") {
+    const Outcome outcome = runCommand(
+        launch + "--master_port 0 --tls-cert bad.pem --tls-key bad.pem --tls-ca bad.pem -- /bin/true");
+    CHECK(outcome.status == 2);
+    CHECK_THAT(outcome.output, Catch::Contains("TLS certificate or key"));
+    CHECK_THAT(outcome.output, !Catch::Contains("port"));
+  }
+  SECTION("a port out of range") {
+    const Outcome outcome = runCommand(launch + "--master_port 70000 -- /bin/true");
+    CHECK(outcome.status != 0);
+    CHECK(outcome.status < 128);
+    CHECK_THAT(outcome.output, Catch::Contains("70000"));
+  }
+  std::filesystem::remove_all(dir);
 }
