@@ -81,7 +81,9 @@ std::string formatDryRunJson(const DryRun& dryRun) {
                      {"train_micro_batch_size_per_gpu", dryRun.batch->microBatchPerGpu},
                      {"gradient_accumulation_steps", dryRun.batch->gradientAccumulationSteps}};
   json["notices"] = dryRun.notices;
-  return json.dump() + "\n";
+  // Program arguments and exported values may hold any bytes: invalid UTF-8 becomes U+FFFD
+  // instead of an exception from dump().
+  return json.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace ds::launcher

@@ -83,3 +83,17 @@ TEST_CASE("robustness: ds-launch names why the coordinator cannot listen") {
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("robustness: --dry-run --json stays valid JSON with exported values that are not UTF-8") {
+  const std::string bin = DS_BIN_DIR;
+  const auto dir = std::filesystem::temp_directory_path() / ("ds-dryjson-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "hostfile") << "worker-0 slots=1\nworker-1 slots=1\n";
+  const Outcome outcome =
+      runCommand("cd " + dir.string() + " && NCCL_DS_BAD='\xff\xfe' " + bin +
+                 "/ds-launch -H hostfile --launcher ssh --dry-run --json -- prog");
+  std::filesystem::remove_all(dir);
+  REQUIRE(outcome.status == 0);
+  CHECK(outcome.output.find("\"world_size\":2") != std::string::npos);
+  CHECK(outcome.output.find("\xef\xbf\xbd") != std::string::npos);  // U+FFFD in place of the bytes
+}
