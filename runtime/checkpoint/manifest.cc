@@ -1,0 +1,224 @@
+// Manifest JSON: written by nlohmann::json (sorted keys, so dump() is canonical) and checked on
+// reading through one accessor that names the key path of anything missing, mistyped or out of
+// range. The checksum covers dump() of everything but itself.
+#include "runtime/checkpoint/manifest.h"
+
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/fnv1a.h"
+
+namespace ds::runtime {
+namespace {
+
+using Json = nlohmann::json;
+constexpr int kFormatVersion = 1;
+constexpr const char* kFormatName = "deepspeed-native checkpoint";
+constexpr const char* kChecksumKey = "manifest_fnv1a64";
+constexpr size_t kMaxManifestBytes = size_t{64} << 20;
+constexpr int kMaxDepth = 16;
+
+uint64_t checksumOf(const Json& withoutChecksum) {
+  const std::string text = withoutChecksum.dump();
+  return fnv1a64(text.data(), text.size());
+}
+
+// Checked access to one manifest: every getter names the path of the value it reads.
+class Reader {
+ public:
+  explicit Reader(const std::string& path) : path_(path) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw Error(path_ + ": " + key + ": " + what + " (the checkpoint is damaged or not one of ours)");
+  }
+  const Json& at(const Json& object, const std::string& parent, const char* key) const {
+    const std::string name = parent.empty() ? key : parent + "." + key;
+    if (!object.is_object()) fail(parent, "expected an object");
+    const auto it = object.find(key);
+    if (it == object.end()) fail(name, "missing");
+    return *it;
+  }
+  int64_t integer(const Json& object, const std::string& parent, const char* key, int64_t min,
+                  int64_t max = std::numeric_limits<int64_t>::max()) const {
+    const Json& v = at(object, parent, key);
+    const std::string name = parent.empty() ? key : parent + "." + key;
+    if (!v.is_number_integer()) fail(name, "expected an integer, got " + v.dump());
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(max))
+      fail(name, "out of range: " + v.dump());
+    const int64_t value = v.get<int64_t>();
+    if (value < min || value > max)
+      fail(name, "out of range: " + std::to_string(value) + " (expected " + std::to_string(min) +
+                     ".." + std::to_string(max) + ")");
+    return value;
+  }
+  double number(const Json& object, const std::string& parent, const char* key) const {
+    const Json& v = at(object, parent, key);
+    if (!v.is_number()) fail(parent.empty() ? key : parent + "." + key, "expected a number");
+    return v.get<double>();
+  }
+  std::string text(const Json& object, const std::string& parent, const char* key) const {
+    const Json& v = at(object, parent, key);
+    if (!v.is_string()) fail(parent.empty() ? key : parent + "." + key, "expected a string");
+    return v.get<std::string>();
+  }
+  const Json& array(const Json& object, const std::string& parent, const char* key) const {
+    const Json& v = at(object, parent, key);
+    if (!v.is_array()) fail(parent.empty() ? key : parent + "." + key, "expected a list");
+    return v;
+  }
+  uint64_t hex64(const std::string& key, const std::string& digits) const {
+    if (digits.size() != 16 || digits.find_first_not_of("0123456789abcdef") != std::string::npos)
+      fail(key, "expected 16 lower-case hex digits, got \"" + digits.substr(0, 40) + "\"");
+    return std::stoull(digits, nullptr, 16);
+  }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+std::string shardFileName(int partition) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "shard_%05d.bin", partition);
+  return name;
+}
+
+std::string manifestText(const CheckpointManifest& c) {
+  Json m;
+  m["format"] = kFormatName;
+  m["version"] = kFormatVersion;
+  m["world_size"] = c.worldSize;
+  m["zero_stage"] = c.zeroStage;
+  m["partitions"] = c.partitions;
+  m["model_dtype"] = c.modelDtype;
+  m["config_hash"] = c.configHash;
+  m["global_steps"] = c.globalSteps;
+  m["skipped_steps"] = c.skippedSteps;
+  m["micro_steps"] = c.microSteps;
+  m["last_grad_norm"] = c.lastGradNorm;
+  Json tensors = Json::array();
+  for (const auto& t : c.tensors) tensors.push_back({{"name", t.name}, {"numel", t.numel}});
+  m["model"] = {{"parameters", c.parameters}, {"tensors", tensors}};
+  m["optimizer"] = {
+      {"name", c.optimizerName}, {"steps", c.optimizerSteps}, {"arrays", c.optimizerArrays}};
+  m["loss_scaler"] = {{"scale", c.lossScale},
+                      {"iteration", c.lossScalerIteration},
+                      {"last_overflow_iteration", c.lastOverflowIteration},
+                      {"hysteresis", c.hysteresis}};
+  if (c.lrLastBatchIteration) m["lr_schedule"] = {{"last_batch_iteration", *c.lrLastBatchIteration}};
+  Json files = Json::array();
+  for (const auto& f : c.files)
+    files.push_back({{"name", f.name}, {"bytes", f.bytes}, {"fnv1a64", hex64(f.checksum)}});
+  m["files"] = files;
+  m[kChecksumKey] = hex64(checksumOf(m));
+  return m.dump(2) + "\n";
+}
+
+CheckpointManifest parseManifest(std::string_view text, const std::string& path) {
+  Json m;
+  try {
+    // Depth-limited: a hostile file of nested brackets must not exhaust the stack.
+    int depth = 0;
+    m = Json::parse(text.begin(), text.end(), [&](int d, Json::parse_event_t, Json&) {
+      depth = d;
+      if (depth > kMaxDepth) throw Error(path + ": nested deeper than any manifest");
+      return true;
+    });
+  } catch (const Json::exception& e) {
+    throw Error(path + ": invalid manifest: " + e.what());
+  }
+  const Reader r(path);
+  if (!m.is_object()) r.fail("(top level)", "expected an object");
+  const std::string stored = r.text(m, "", kChecksumKey);
+  Json rest = m;
+  rest.erase(kChecksumKey);
+  if (r.hex64(kChecksumKey, stored) != checksumOf(rest))
+    throw Error(path + ": the manifest's checksum does not match its content (edited or "
+                       "damaged); restore it or use another checkpoint");
+  if (r.text(m, "", "format") != kFormatName) r.fail("format", "not \"" + std::string(kFormatName) + "\"");
+  const int64_t version = r.integer(m, "", "version", 0);
+  if (version != kFormatVersion)
+    throw Error(path + ": format version " + std::to_string(version) + ", this build reads version " +
+                std::to_string(kFormatVersion));
+
+  CheckpointManifest c;
+  c.worldSize = r.integer(m, "", "world_size", 1, 1 << 20);
+  c.zeroStage = r.integer(m, "", "zero_stage", 0, 3);
+  c.partitions = r.integer(m, "", "partitions", 1, 1 << 20);
+  if (c.partitions != 1 && c.partitions != c.worldSize)
+    r.fail("partitions", std::to_string(c.partitions) + " for world size " +
+                             std::to_string(c.worldSize) + " (expected 1 or the world size)");
+  c.modelDtype = r.text(m, "", "model_dtype");
+  c.configHash = r.text(m, "", "config_hash");
+  c.globalSteps = r.integer(m, "", "global_steps", 0);
+  c.skippedSteps = r.integer(m, "", "skipped_steps", 0);
+  c.microSteps = r.integer(m, "", "micro_steps", 0);
+  c.lastGradNorm = r.number(m, "", "last_grad_norm");
+
+  const Json& model = r.at(m, "", "model");
+  c.parameters = static_cast<uint64_t>(r.integer(model, "model", "parameters", 0));
+  const Json& tensors = r.array(model, "model", "tensors");
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const std::string at = "model.tensors[" + std::to_string(t) + "]";
+    c.tensors.push_back({r.text(tensors[t], at, "name"),
+                         static_cast<uint64_t>(r.integer(tensors[t], at, "numel", 0))});
+  }
+
+  const Json& optimizer = r.at(m, "", "optimizer");
+  c.optimizerName = r.text(optimizer, "optimizer", "name");
+  c.optimizerSteps = r.integer(optimizer, "optimizer", "steps", 0);
+  const Json& arrays = r.array(optimizer, "optimizer", "arrays");
+  for (size_t a = 0; a < arrays.size(); ++a) {
+    if (!arrays[a].is_string())
+      r.fail("optimizer.arrays[" + std::to_string(a) + "]", "expected a string");
+    c.optimizerArrays.push_back(arrays[a].get<std::string>());
+  }
+
+  const Json& scaler = r.at(m, "", "loss_scaler");
+  c.lossScale = r.number(scaler, "loss_scaler", "scale");
+  c.lossScalerIteration = r.integer(scaler, "loss_scaler", "iteration", 0);
+  c.lastOverflowIteration =
+      r.integer(scaler, "loss_scaler", "last_overflow_iteration", -1);
+  c.hysteresis = r.integer(scaler, "loss_scaler", "hysteresis", 0);
+  if (m.contains("lr_schedule"))
+    c.lrLastBatchIteration =
+        r.integer(m["lr_schedule"], "lr_schedule", "last_batch_iteration", -1);
+
+  const Json& files = r.array(m, "", "files");
+  if (static_cast<int64_t>(files.size()) != c.partitions)
+    r.fail("files", "lists " + std::to_string(files.size()) + " shard files for " +
+                        std::to_string(c.partitions) + " partitions");
+  for (size_t q = 0; q < files.size(); ++q) {
+    const std::string at = "files[" + std::to_string(q) + "]";
+    ManifestFile f;
+    f.name = r.text(files[q], at, "name");
+    // Only the saver's own names: an absolute or "../" name would read outside the checkpoint.
+    if (f.name != shardFileName(static_cast<int>(q)))
+      r.fail(at + ".name", "\"" + f.name.substr(0, 80) + "\" (expected \"" +
+                               shardFileName(static_cast<int>(q)) + "\")");
+    f.bytes = static_cast<uint64_t>(r.integer(files[q], at, "bytes", 0));
+    f.checksum = r.hex64(at + ".fnv1a64", r.text(files[q], at, "fnv1a64"));
+    c.files.push_back(std::move(f));
+  }
+  return c;
+}
+
+CheckpointManifest readManifest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot read checkpoint manifest");
+  std::string text;
+  char buffer[65536];
+  while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
+    text.append(buffer, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxManifestBytes)
+      throw Error(path + ": larger than " + std::to_string(kMaxManifestBytes >> 20) +
+                  " MiB; not a checkpoint manifest");
+  }
+  return parseManifest(text, path);
+}
+
+}  // namespace ds::runtime

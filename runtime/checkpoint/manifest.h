@@ -1,0 +1,57 @@
+// The checkpoint manifest (dir/tag/manifest.json): what a checkpoint holds, typed, written with a
+// checksum of its own and read as untrusted input. Every field is checked for presence, type and
+// range, shard files may only have the names the saver writes, and any problem is an error that
+// names the manifest and the key. Knows nothing of engines; the engine fills and consumes it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ds::runtime {
+
+struct ManifestTensor {
+  std::string name;
+  uint64_t numel = 0;
+};
+
+struct ManifestFile {
+  std::string name;  // always shardFileName(its index)
+  uint64_t bytes = 0;
+  uint64_t checksum = 0;  // fnv1a64 of the file
+};
+
+struct CheckpointManifest {
+  int64_t worldSize = 1;
+  int64_t zeroStage = 0;
+  int64_t partitions = 1;  // 1 (stage 0) or worldSize; one shard file each
+  std::string modelDtype;
+  std::string configHash;
+  int64_t globalSteps = 0, skippedSteps = 0, microSteps = 0;
+  double lastGradNorm = 0;
+  uint64_t parameters = 0;
+  std::vector<ManifestTensor> tensors;
+  std::string optimizerName;
+  int64_t optimizerSteps = 0;
+  std::vector<std::string> optimizerArrays;
+  double lossScale = 1;
+  int64_t lossScalerIteration = 0, lastOverflowIteration = 0, hysteresis = 0;
+  std::optional<int64_t> lrLastBatchIteration;  // absent without a scheduler
+  std::vector<ManifestFile> files;
+};
+
+// "shard_00003.bin": the only shard file names a manifest may list.
+std::string shardFileName(int partition);
+
+// The manifest as JSON text, ending with its own checksum ("manifest_fnv1a64").
+std::string manifestText(const CheckpointManifest& manifest);
+
+// Parses and validates manifest text; `path` names it in every message.
+CheckpointManifest parseManifest(std::string_view text, const std::string& path);
+
+// Reads (at most 64 MiB) and parses `path`.
+CheckpointManifest readManifest(const std::string& path);
+
+}  // namespace ds::runtime

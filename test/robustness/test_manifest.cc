@@ -1,0 +1,107 @@
+// Checkpoint manifests read as untrusted input: a round trip, then damaged and hostile manifests,
+// each refused with a message naming the manifest and the key.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/error.h"
+#include "common/fnv1a.h"
+#include "runtime/checkpoint/manifest.h"
+
+using namespace ds::runtime;
+using Json = nlohmann::json;
+
+namespace {
+
+CheckpointManifest sample() {
+  CheckpointManifest c;
+  c.worldSize = 2;
+  c.zeroStage = 2;
+  c.partitions = 2;
+  c.modelDtype = "bf16";
+  c.configHash = "0123456789abcdef";
+  c.globalSteps = 10;
+  c.microSteps = 20;
+  c.lastGradNorm = 0.125;
+  c.parameters = 12;
+  c.tensors = {{"w", 8}, {"b", 4}};
+  c.optimizerName = "adamw";
+  c.optimizerSteps = 10;
+  c.optimizerArrays = {"exp_avg", "exp_avg_sq"};
+  c.lossScale = 65536;
+  c.lastOverflowIteration = -1;
+  c.lrLastBatchIteration = 9;
+  c.files = {{shardFileName(0), 72, 0x1234}, {shardFileName(1), 72, 0xabcdef0011223344ULL}};
+  return c;
+}
+
+// The sample's JSON after `edit`, re-sealed with a valid checksum, so that only the edit is wrong.
+std::string edited(const std::function<void(Json&)>& edit) {
+  Json m = Json::parse(manifestText(sample()));
+  m.erase("manifest_fnv1a64");
+  edit(m);
+  const std::string body = m.dump();
+  m["manifest_fnv1a64"] = ds::hex64(ds::fnv1a64(body.data(), body.size()));
+  return m.dump();
+}
+
+}  // namespace
+
+TEST_CASE("manifest: what is written is read back") {
+  const CheckpointManifest c = parseManifest(manifestText(sample()), "m.json");
+  CHECK(c.partitions == 2);
+  CHECK(c.tensors.at(1).name == "b");
+  CHECK(c.files.at(1).checksum == 0xabcdef0011223344ULL);
+  CHECK(c.lastOverflowIteration == -1);
+  CHECK(c.lrLastBatchIteration == 9);
+  CHECK(c.lastGradNorm == 0.125);
+}
+
+TEST_CASE("manifest: damaged or hostile manifests are refused, naming the key") {
+  struct Case {
+    const char* name;
+    std::string text;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"edited without resealing",
+       [] {
+         std::string t = manifestText(sample());
+         t.replace(t.find("\"global_steps\": 10"), 18, "\"global_steps\": 11");
+         return t;
+       }(),
+       "checksum does not match"},
+      {"missing key", edited([](Json& m) { m.erase("global_steps"); }), "m.json: global_steps: missing"},
+      {"nested missing key", edited([](Json& m) { m["loss_scaler"].erase("scale"); }),
+       "loss_scaler.scale: missing"},
+      {"wrong type", edited([](Json& m) { m["partitions"] = "2"; }), "partitions: expected an integer"},
+      {"no partitions", edited([](Json& m) { m["partitions"] = 0; m["files"] = Json::array(); }),
+       "partitions: out of range: 0"},
+      {"absolute shard name",
+       edited([](Json& m) { m["files"][1]["name"] = "/etc/passwd"; }),
+       "files[1].name: \"/etc/passwd\" (expected \"shard_00001.bin\")"},
+      {"relative escape", edited([](Json& m) { m["files"][0]["name"] = "../x/shard_00000.bin"; }),
+       "files[0].name"},
+      {"bad checksum digits", edited([](Json& m) { m["files"][0]["fnv1a64"] = "xyz"; }),
+       "files[0].fnv1a64: expected 16 lower-case hex digits"},
+      {"fewer files than partitions", edited([](Json& m) { m["files"].erase(1); }),
+       "files: lists 1 shard files for 2 partitions"},
+      {"stage out of range", edited([](Json& m) { m["zero_stage"] = 7; }), "zero_stage: out of range"},
+      {"huge unsigned", edited([](Json& m) { m["global_steps"] = 18446744073709551615ULL; }),
+       "global_steps: out of range"},
+      {"not an object", "[1, 2]", "expected an object"},
+      {"deep nesting", std::string(100000, '[') + std::string(100000, ']'), "nested deeper"},
+      {"trailing garbage", manifestText(sample()) + "x", "invalid manifest"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    CHECK_THROWS_AS(parseManifest(c.text, "m.json"), ds::Error);
+    CHECK_THROWS_WITH(parseManifest(c.text, "m.json"), Catch::Contains(c.message));
+  }
+}
+
+TEST_CASE("manifest: an unreadable or oversized file is an error naming it") {
+  CHECK_THROWS_WITH(readManifest("/nonexistent/manifest.json"),
+                    Catch::Contains("/nonexistent/manifest.json: cannot read"));
+  CHECK_THROWS_WITH(readManifest("/dev/zero"), Catch::Contains("/dev/zero: larger than 64 MiB"));
+}
