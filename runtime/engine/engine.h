@@ -15,10 +15,10 @@
 #include <cstdint>
 #include <future>
 #include <memory>
-#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
+#include "runtime/checkpoint/manifest.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/lr/lr_schedule.h"
@@ -105,7 +105,8 @@ class Engine : private LayerAccess {
   void freeLayer(int layer);
   void prefetchFrom(int layer, int direction);
   // engine_checkpoint.cc: every rank calls it; throws on every rank if any file is bad.
-  void verifyShardFiles(const std::string& root, const nlohmann::json& files, size_t arrays);
+  void verifyShardFiles(const std::string& root, const std::vector<ManifestFile>& files,
+                        size_t arrays);
   // Collective: throws on every rank the first non-empty `problem` any rank passed.
   void failTogether(const std::string& problem);
   // engine.cc

@@ -9,9 +9,9 @@
 // rank's new slices, so any world size and any stage can load it.
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint/checkpoint_files.h"
+#include "runtime/checkpoint/manifest.h"
 #include "common/error.h"
 #include "runtime/engine/engine.h"
 
@@ -19,14 +19,6 @@ namespace ds::runtime {
 namespace {
 
 namespace fs = std::filesystem;
-using Json = nlohmann::json;
-constexpr int kFormatVersion = 1;
-
-std::string shardFileName(int partition) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "shard_%05d.bin", partition);
-  return name;
-}
 
 void checkTag(const std::string& tag) {
   if (tag.empty() || tag == "latest" || tag.front() == '.' ||
@@ -54,22 +46,22 @@ struct FileRecord {
 
 }  // namespace
 
-void Engine::verifyShardFiles(const std::string& root, const Json& files, size_t arrays) {
+void Engine::verifyShardFiles(const std::string& root, const std::vector<ManifestFile>& files,
+                              size_t arrays) {
   // Each file is checksummed by one rank (file q by rank q mod N), not by all of them; the first
   // failure's message goes to every rank so each one fails naming the file.
   std::string problem;
   for (size_t q = 0; q < files.size(); ++q) {
     if (static_cast<int>(q % comm_.size()) != comm_.rank() || !problem.empty()) continue;
     try {
-      const std::string path = (fs::path(root) / files[q]["name"].get<std::string>()).string();
-      const uint64_t bytes = files[q]["bytes"].get<uint64_t>();
+      const std::string path = (fs::path(root) / files[q].name).string();
+      const uint64_t bytes = files[q].bytes;
       const PartitionLayout old(specs_, static_cast<int>(files.size()), static_cast<int>(q));
       if (bytes != arrays * old.shardSize() * sizeof(float))
         throw Error(path + ": the manifest lists " + std::to_string(bytes) + " bytes, expected " +
                     std::to_string(arrays) + " arrays of " + std::to_string(old.shardSize()) +
                     " fp32 values");
-      verifyCheckpointFile(path, bytes,
-                           std::stoull(files[q]["fnv1a64"].get<std::string>(), nullptr, 16));
+      verifyCheckpointFile(path, bytes, files[q].checksum);
     } catch (const std::exception& e) {
       problem = e.what();
     }
@@ -130,39 +122,30 @@ void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
 
   problem = problemOf([&] {
     if (rank != 0) return;
-    Json m;
-    m["format"] = "deepspeed-native checkpoint";
-    m["version"] = kFormatVersion;
-    m["world_size"] = world;
-    m["zero_stage"] = stage_;
-    m["partitions"] = partitions;
-    m["model_dtype"] = dtypeName(modelType_);
-    m["config_hash"] = config_.configHash;
-    m["global_steps"] = globalSteps_;
-    m["skipped_steps"] = skippedSteps_;
-    m["micro_steps"] = microSteps_;
-    m["last_grad_norm"] = lastGradNorm_;
-    Json tensors = Json::array();
-    for (const auto& s : specs_) tensors.push_back({{"name", s.name}, {"numel", s.numel}});
-    m["model"] = {{"parameters", count_}, {"tensors", tensors}};
-    Json names = Json::array();
-    for (const auto& a : arrays) names.push_back(a.name);
-    m["optimizer"] = {{"name", groups_.front().optimizer->name()},
-                      {"steps", groups_.front().optimizer->steps()},
-                      {"arrays", names}};
+    CheckpointManifest m;
+    m.worldSize = world;
+    m.zeroStage = stage_;
+    m.partitions = partitions;
+    m.modelDtype = dtypeName(modelType_);
+    m.configHash = config_.configHash;
+    m.globalSteps = globalSteps_;
+    m.skippedSteps = skippedSteps_;
+    m.microSteps = microSteps_;
+    m.lastGradNorm = lastGradNorm_;
+    m.parameters = count_;
+    for (const auto& s : specs_) m.tensors.push_back({s.name, s.numel});
+    m.optimizerName = groups_.front().optimizer->name();
+    m.optimizerSteps = groups_.front().optimizer->steps();
+    for (const auto& a : arrays) m.optimizerArrays.push_back(a.name);
     const LossScaler::State s = scaler_.state();
-    m["loss_scaler"] = {{"scale", s.scale},
-                        {"iteration", s.iteration},
-                        {"last_overflow_iteration", s.lastOverflowIteration},
-                        {"hysteresis", s.hysteresis}};
-    if (scheduler_) m["lr_schedule"] = {{"last_batch_iteration", scheduler_->lastBatchIteration()}};
-    Json files = Json::array();
+    m.lossScale = s.scale;
+    m.lossScalerIteration = s.iteration;
+    m.lastOverflowIteration = s.lastOverflowIteration;
+    m.hysteresis = s.hysteresis;
+    if (scheduler_) m.lrLastBatchIteration = scheduler_->lastBatchIteration();
     for (int q = 0; q < partitions; ++q)
-      files.push_back({{"name", shardFileName(q)},
-                       {"bytes", records[q].bytes},
-                       {"fnv1a64", hex64(records[q].checksum)}});
-    m["files"] = files;
-    const std::string text = m.dump(2) + "\n";
+      m.files.push_back({shardFileName(q), records[q].bytes, records[q].checksum});
+    const std::string text = manifestText(m);
     writeFileSynced((fs::path(staging) / "manifest.json").string(), {{text.data(), text.size()}});
     publishCheckpointDirectory(staging, dir, tag);
   });
@@ -177,36 +160,21 @@ std::string Engine::loadCheckpoint(const std::string& dir, const std::string& re
   queue_->run([] {});
   const fs::path root = fs::path(dir) / tag;
   const std::string manifestPath = (root / "manifest.json").string();
-  Json m;
-  try {
-    std::ifstream in(manifestPath);
-    if (!in) throw Error(manifestPath + ": cannot read checkpoint manifest");
-    m = Json::parse(in);
-  } catch (const Json::exception& e) {
-    throw Error(manifestPath + ": invalid manifest: " + e.what());
-  }
-  auto field = [&](const char* key) -> const Json& {
-    if (!m.contains(key)) throw Error(manifestPath + ": missing \"" + key + "\"");
-    return m[key];
-  };
-  if (field("version").get<int>() != kFormatVersion)
-    throw Error(manifestPath + ": format version " + field("version").dump() +
-                ", this build reads version " + std::to_string(kFormatVersion));
-  const Json& tensors = field("model")["tensors"];
+  const CheckpointManifest m = readManifest(manifestPath);
+  const auto& tensors = m.tensors;
   if (tensors.size() != specs_.size())
     throw Error(manifestPath + ": the checkpoint has " + std::to_string(tensors.size()) +
                 " parameter tensors, this model " + std::to_string(specs_.size()));
   for (size_t t = 0; t < specs_.size(); ++t)
-    if (tensors[t]["name"] != specs_[t].name || tensors[t]["numel"] != specs_[t].numel)
-      throw Error(manifestPath + ": tensor " + std::to_string(t) + " is " + tensors[t].dump() +
-                  ", this model has \"" + specs_[t].name + "\" with " +
-                  std::to_string(specs_[t].numel) + " elements");
+    if (tensors[t].name != specs_[t].name || tensors[t].numel != specs_[t].numel)
+      throw Error(manifestPath + ": tensor " + std::to_string(t) + " is \"" + tensors[t].name +
+                  "\" with " + std::to_string(tensors[t].numel) + " elements, this model has \"" +
+                  specs_[t].name + "\" with " + std::to_string(specs_[t].numel) + " elements");
   Optimizer& first = *groups_.front().optimizer;
   const size_t nStates = first.stateArrays().size();
-  const Json& optimizer = field("optimizer");
-  if (optimizer["name"] != first.name() || optimizer["arrays"].size() != nStates)
-    throw Error(manifestPath + ": saved with optimizer " + optimizer["name"].dump() +
-                ", this run uses \"" + first.name() + "\"");
+  if (m.optimizerName != first.name() || m.optimizerArrays.size() != nStates)
+    throw Error(manifestPath + ": saved with optimizer \"" + m.optimizerName +
+                "\", this run uses \"" + first.name() + "\"");
 
   // Where tensor t's slice of array a (0: master, then the optimizer's arrays) lives here.
   std::vector<std::vector<OptimizerStateArray>> groupArrays;
@@ -223,11 +191,8 @@ std::string Engine::loadCheckpoint(const std::string& dir, const std::string& re
 
   // Every old shard file is verified whole, then only the pieces of the old slices that overlap
   // this rank's new slices are read: any world size and stage, memory bounded by the own shard.
-  const int oldParts = field("partitions").get<int>();
-  const Json& files = field("files");
-  if (static_cast<int>(files.size()) != oldParts)
-    throw Error(manifestPath + ": lists " + std::to_string(files.size()) + " shard files for " +
-                std::to_string(oldParts) + " partitions");
+  const int oldParts = static_cast<int>(m.partitions);
+  const auto& files = m.files;
   const size_t nArrays = 1 + nStates;
   const int newPart = shardLayout_->parts() == 1 ? 0 : shardLayout_->rank();
   for (size_t a = 0; a < nArrays; ++a)  // padding of the new slices: zero
@@ -239,7 +204,7 @@ std::string Engine::loadCheckpoint(const std::string& dir, const std::string& re
   verifyShardFiles(root.string(), files, nArrays);
   for (int q = 0; q < oldParts; ++q) {
     const PartitionLayout old(specs_, oldParts, q);
-    const std::string path = (root / files[q]["name"].get<std::string>()).string();
+    const std::string path = (root / files[q].name).string();
     CheckpointReader reader(path);
     for (size_t t = 0; t < specs_.size(); ++t) {
       const TensorPlacement& was = old.tensor(t);
@@ -252,18 +217,15 @@ std::string Engine::loadCheckpoint(const std::string& dir, const std::string& re
                     (hi - lo) * sizeof(float), destination(a, t) + (lo - newPart * now.slice));
     }
   }
-  for (const SubGroup& group : groups_)
-    group.optimizer->setSteps(optimizer["steps"].get<int64_t>());
+  for (const SubGroup& group : groups_) group.optimizer->setSteps(m.optimizerSteps);
 
-  globalSteps_ = field("global_steps").get<int64_t>();
-  skippedSteps_ = field("skipped_steps").get<int64_t>();
-  microSteps_ = field("micro_steps").get<int64_t>();
-  lastGradNorm_ = field("last_grad_norm").get<double>();
-  const Json& s = field("loss_scaler");
-  scaler_.restore({s["scale"].get<double>(), s["iteration"].get<int64_t>(),
-                   s["last_overflow_iteration"].get<int64_t>(), s["hysteresis"].get<int64_t>()});
-  if (scheduler_ && m.contains("lr_schedule")) {
-    scheduler_->setLastBatchIteration(m["lr_schedule"]["last_batch_iteration"].get<int64_t>());
+  globalSteps_ = m.globalSteps;
+  skippedSteps_ = m.skippedSteps;
+  microSteps_ = m.microSteps;
+  lastGradNorm_ = m.lastGradNorm;
+  scaler_.restore({m.lossScale, m.lossScalerIteration, m.lastOverflowIteration, m.hysteresis});
+  if (scheduler_ && m.lrLastBatchIteration) {
+    scheduler_->setLastBatchIteration(*m.lrLastBatchIteration);
     lr_ = scheduler_->lr();
   }
   // The working copy follows the master: converted, gathered or re-sliced as the stage needs.
