@@ -376,9 +376,15 @@ std::string formatSummary(const JobOutcome& outcome) {
     std::string exit = rank.signal     ? "signal " + std::to_string(*rank.signal)
                        : rank.exitCode ? std::to_string(*rank.exitCode)
                                        : "-";
-    std::snprintf(line, sizeof(line), "%-5d %-16s %-22s %7lld %12.6f %9.2f\n", rank.rank,
-                  rank.host.c_str(), exit.c_str(), static_cast<long long>(rank.steps),
-                  rank.lastLoss, rank.wallSeconds);
+    // A program that reports no training progress (any external script) has no steps or loss
+    // to show: "-", not a made-up 0.
+    char steps[32] = "-", loss[32] = "-";
+    if (rank.steps > 0) {
+      std::snprintf(steps, sizeof(steps), "%lld", static_cast<long long>(rank.steps));
+      std::snprintf(loss, sizeof(loss), "%.6f", rank.lastLoss);
+    }
+    std::snprintf(line, sizeof(line), "%-5d %-16s %-22s %7s %12s %9.2f\n", rank.rank,
+                  rank.host.c_str(), exit.c_str(), steps, loss, rank.wallSeconds);
     out << line;
   }
   return out.str();

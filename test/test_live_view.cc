@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <sstream>
 
+#include "launcher/job_supervisor.h"
 #include "launcher/live_view.h"
 
 using namespace ds::launcher;
@@ -74,4 +75,28 @@ TEST_CASE("live view without a terminal: plain lines, progress at most every int
   LiveView rare(quiet, {false, 20, 1h});
   rare.update(twoRanks(), statusAt(10, 8));
   REQUIRE(quiet.str().empty());
+}
+
+TEST_CASE("summary: a rank that reported no steps shows '-', not a made-up step 0 and loss") {
+  JobOutcome outcome;
+  RankOutcome trained;
+  trained.rank = 0;
+  trained.host = "127.0.0.1";
+  trained.exitCode = 0;
+  trained.steps = 20;
+  trained.lastLoss = 0.25;
+  trained.wallSeconds = 1.5;
+  RankOutcome script = trained;
+  script.rank = 1;
+  script.steps = 0;
+  script.lastLoss = 0;
+  script.exitCode = 3;
+  outcome.ranks = {trained, script};
+  std::istringstream lines(formatSummary(outcome));
+  std::string header, first, second;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  std::getline(lines, second);
+  CHECK_THAT(first, Catch::Matches(R"(0 +127\.0\.0\.1 +0 +20 +0\.250000 +1\.50)"));
+  CHECK_THAT(second, Catch::Matches(R"(1 +127\.0\.0\.1 +3 +- +- +1\.50)"));
 }
