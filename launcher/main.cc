@@ -68,11 +68,22 @@ std::string randomToken() {
   return hex.str();
 }
 
+// Per user and outside the working directory, so a run inside a checkout dirties nothing, yet
+// kept after the job (unlike torchrun's temporary directory) for the post-mortem:
+// $XDG_STATE_HOME/ds-launch/<time>-<pid>, by default ~/.local/state/ds-launch/..., or
+// $TMPDIR/ds-launch-<uid>/... when there is no home directory.
 std::string defaultLogDir() {
   char stamp[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
-  return std::string("ds_logs/") + stamp + "-" + std::to_string(getpid());
+  const std::string run = std::string(stamp) + "-" + std::to_string(getpid());
+  const char* state = std::getenv("XDG_STATE_HOME");
+  const char* home = std::getenv("HOME");
+  if (state != nullptr && state[0] == '/') return std::string(state) + "/ds-launch/" + run;
+  if (home != nullptr && home[0] == '/') return std::string(home) + "/.local/state/ds-launch/" + run;
+  const char* tmp = std::getenv("TMPDIR");
+  return std::string(tmp != nullptr && tmp[0] == '/' ? tmp : "/tmp") + "/ds-launch-" +
+         std::to_string(getuid()) + "/" + run;
 }
 
 // The config file named by the job's --config / --deepspeed_config argument, if any.
@@ -148,7 +159,8 @@ void addFlags(CLI::App& app, Flags& flags) {
   app.add_option("--python", flags.python, "interpreter for Python programs")
       ->capture_default_str();
   app.add_option("--log_dir", flags.logDir,
-                 "directory for rank-N.log files (default: ds_logs/<time>-<pid>)");
+                 "directory for rank-N.log files (default: ~/.local/state/ds-launch/<time>-<pid>, "
+                 "under $XDG_STATE_HOME if set)");
   app.add_option("--enable_each_rank_log", flags.eachRankLog,
                  "write each rank's output to DIR/<time>_rank<N>.log (DeepSpeed's naming)");
   app.add_flag("--print_all_ranks", flags.printAllRanks,
@@ -399,6 +411,8 @@ int main(int argc, char** argv) {
       std::cout << '\n' << table;
     if (!outcome.failure.empty()) {
       std::cerr << "ds-launch: job failed: " << outcome.failure << '\n';
+      std::cerr << "ds-launch: every rank's output is in "
+                << (flags.eachRankLog != "None" ? flags.eachRankLog : flags.logDir) << '\n';
       if (outcome.failedRank) {
         std::cerr << "ds-launch: last lines of rank " << *outcome.failedRank << " ("
                   << outcome.logFiles[*outcome.failedRank] << "):\n";
