@@ -32,5 +32,6 @@ done
 
 job=("$@")
 ((${#job[@]})) || job=(train --config configs/ds_config.json --steps 200)
+# Not exec: the EXIT trap must still remove the hostfile; the script exits with ds-launch's status.
 # shellcheck disable=SC2086  # DS_LAUNCH_FLAGS is a list of flags
-exec "$bin/ds-launch" -H "$hostfile" --launcher slurm ${DS_LAUNCH_FLAGS:-} "${job[@]}"
+"$bin/ds-launch" -H "$hostfile" --launcher slurm ${DS_LAUNCH_FLAGS:-} "${job[@]}"

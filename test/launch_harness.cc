@@ -15,14 +15,6 @@
 
 namespace ds::test {
 
-std::string makeScratchDir(const std::string& name) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("ds-test-" + name + "-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
-
 void writeFile(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;

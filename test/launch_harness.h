@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "test/scratch_dir.h"
+
 namespace ds::test {
 
 // Owns the ds-launch process: if a test fails before the job ended, the destructor stops it
@@ -30,8 +32,6 @@ struct LaunchedJob {
   ~LaunchedJob();
 };
 
-// A fresh scratch directory under /tmp for one test.
-std::string makeScratchDir(const std::string& name);
 void writeFile(const std::string& path, const std::string& text);
 std::string readFile(const std::string& path);
 

@@ -9,6 +9,7 @@
 #include "launcher/backend.h"
 #include "common/error.h"
 #include "runtime/common/world_info.h"
+#include "test/scratch_dir.h"
 
 using namespace ds::launcher;
 
@@ -161,7 +162,7 @@ TEST_CASE("launcher_args are split like shlex.split") {
 }
 
 TEST_CASE("exports: prefixes, PYTHONPATH first, .deepspeed_env files override in place") {
-  const auto dir = std::filesystem::temp_directory_path() / ("ds-env-" + std::to_string(getpid()));
+  const std::filesystem::path dir = ds::test::makeScratchDir("env");
   std::filesystem::create_directories(dir / "home");
   std::filesystem::create_directories(dir / "work");
   std::ofstream(dir / "home" / ".deepspeed_env") << "NCCL_DEBUG=WARN\nFROM_HOME=1\n";
@@ -179,7 +180,6 @@ TEST_CASE("exports: prefixes, PYTHONPATH first, .deepspeed_env files override in
   std::ofstream(dir / "work" / ".deepspeed_env") << "JUSTAWORD\n";
   REQUIRE_THROWS_WITH(collectExports({}, (dir / "work").string(), "", ".deepspeed_env"),
                       Catch::Contains(".deepspeed_env:1: 'JUSTAWORD' is not KEY=VALUE"));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("shell quoting keeps safe values and single-quotes the rest") {
@@ -190,8 +190,7 @@ TEST_CASE("shell quoting keeps safe values and single-quotes the rest") {
 }
 
 TEST_CASE("exports: a .deepspeed_env key that is not a plain variable name is refused") {
-  const auto dir = std::filesystem::temp_directory_path() / ("ds-envkey-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
+  const std::filesystem::path dir = ds::test::makeScratchDir("envkey");
   for (const std::string key : {"FOO;touch${IFS}/tmp/x;BAR", "1ABC", "A-B", "A B", "$(id)"}) {
     std::ofstream(dir / ".deepspeed_env") << "OK_1=fine\n" << key << "=v\n";
     INFO("key: " << key);
@@ -201,5 +200,4 @@ TEST_CASE("exports: a .deepspeed_env key that is not a plain variable name is re
   std::ofstream(dir / ".deepspeed_env") << "_Under_9=x\n";
   CHECK(collectExports({}, dir.string(), "", ".deepspeed_env").back() ==
         std::pair<std::string, std::string>{"_Under_9", "x"});
-  std::filesystem::remove_all(dir);
 }

@@ -14,6 +14,7 @@
 #include "runtime/config/batch_size.h"
 #include "runtime/config/closest_key.h"
 #include "runtime/config/ds_config.h"
+#include "test/scratch_dir.h"
 
 using namespace ds::runtime;
 using Opt = std::optional<int64_t>;
@@ -399,8 +400,7 @@ TEST_CASE("ds_config: ZeRO forms that are accepted", "[config]") {
 
 TEST_CASE("loadDeepSpeedConfig reads files and names the path on failure", "[config]") {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("ds_config_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path dir = ds::test::makeScratchDir("config");
   const fs::path good = dir / "ds_config.json";
   std::ofstream(good)
       << R"({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 3})";

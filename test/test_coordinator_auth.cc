@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "test/tls_certificates.h"
 #include "worker/coordinator_client.h"
+#include "test/scratch_dir.h"
 
 using namespace ds::launcher;
 using namespace ds::worker;
@@ -29,9 +30,7 @@ TlsFiles filesFor(const std::string& dir, const std::string& prefix) {
 }  // namespace
 
 TEST_CASE("coordinator TLS: only peers with a certificate from the job's CA get in") {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("ds-tls-" + std::to_string(getpid()))).string();
-  std::filesystem::create_directories(dir);
+  const std::string dir = ds::test::makeScratchDir("tls");
   makeCertificates(dir, "job");
   makeCertificates(dir, "stranger");
   const TlsFiles job = filesFor(dir, "job");

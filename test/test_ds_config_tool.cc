@@ -14,6 +14,7 @@
 
 #include "runtime/config/ds_config.h"
 #include "runtime/lr/lr_schedule.h"
+#include "test/scratch_dir.h"
 
 using namespace ds::runtime;
 namespace fs = std::filesystem;
@@ -32,19 +33,10 @@ std::string slurp(const fs::path& p) {
   return s.str();
 }
 
-// One scratch directory per test process, removed at exit; configs and captured output live there.
-struct ScratchDir {
-  fs::path path = fs::temp_directory_path() / ("ds_config_tool_" + std::to_string(getpid()));
-  ScratchDir() { fs::create_directories(path); }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-};
-
+// One scratch directory per test process; configs and captured output live there.
 const fs::path& scratch() {
-  static const ScratchDir dir;
-  return dir.path;
+  static const fs::path dir = ds::test::makeScratchDir("config-tool");
+  return dir;
 }
 
 fs::path writeConfig(const std::string& name, const std::string& text) {

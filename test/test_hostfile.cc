@@ -12,6 +12,7 @@
 
 #include "launcher/hostfile.h"
 #include "common/error.h"
+#include "test/scratch_dir.h"
 
 using ds::launcher::HostEntry;
 using ds::launcher::parseHostfile;
@@ -126,9 +127,7 @@ TEST_CASE("hostfile: nothing but blanks and comments is an error", "[hostfile]")
 
 TEST_CASE("readHostfile: local mode and real files", "[hostfile]") {
   namespace fs = std::filesystem;
-  const fs::path dir =
-      fs::temp_directory_path() / ("ds_hostfile_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path dir = ds::test::makeScratchDir("hostfile");
 
   SECTION("missing path is local mode") {
     CHECK_FALSE(readHostfile((dir / "no-such-file").string()).has_value());
@@ -153,7 +152,6 @@ TEST_CASE("readHostfile: local mode and real files", "[hostfile]") {
     REQUIRE_THROWS_WITH(readHostfile(empty.string()),
                         Catch::Contains(empty.string() + ": hostfile is empty"));
   }
-  fs::remove_all(dir);
 }
 
 TEST_CASE("hostfile: host names that would reach ssh, pdsh or a shell wrongly are refused",

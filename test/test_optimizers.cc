@@ -21,6 +21,7 @@
 #include "runtime/optim/adam.h"
 #include "runtime/optim/make_optimizer.h"
 #include "test/param_table.h"
+#include "test/scratch_dir.h"
 
 using namespace ds::runtime;
 using ds::test::makeSpecs;
@@ -112,9 +113,8 @@ bool torchAvailable() {
 
 // Runs the reference script on `input`; returns its JSON output or fails the test with stderr.
 Json runTorchReference(const Json& input) {
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string tag = "ds_optim_torch_" + std::to_string(getpid());
-  const auto inPath = dir / (tag + ".json"), errPath = dir / (tag + ".err");
+  const std::filesystem::path dir = ds::test::makeScratchDir("torch-optim");
+  const auto inPath = dir / "input.json", errPath = dir / "stderr";
   std::ofstream(inPath) << input.dump();
   const std::string cmd = python() + " " + DS_SOURCE_DIR + "/test/reference/torch_optimizers.py " +
                           inPath.string() + " 2>" + errPath.string();
@@ -126,8 +126,6 @@ Json runTorchReference(const Json& input) {
   const int status = pclose(pipe);
   std::ifstream errFile(errPath);
   const std::string err((std::istreambuf_iterator<char>(errFile)), {});
-  std::filesystem::remove(inPath);
-  std::filesystem::remove(errPath);
   INFO(cmd << "\nstderr:\n" << err);
   REQUIRE(status == 0);
   return Json::parse(out);

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+
+#include "test/scratch_dir.h"
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -47,8 +49,7 @@ TEST_CASE("robustness: benches refuse malformed numbers without crashing") {
 
 TEST_CASE("robustness: ds-launch names why the coordinator cannot listen") {
   const std::string bin = DS_BIN_DIR;
-  const auto dir = std::filesystem::temp_directory_path() / ("ds-listen-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
+  const std::filesystem::path dir = ds::test::makeScratchDir("listen");
   std::ofstream(dir / "hostfile") << "127.0.0.1 slots=1\n";
   std::ofstream(dir / "bad.pem") << "not a certificate\n";
   const std::string launch = "cd " + dir.string() + " && " + bin + "/ds-launch -H hostfile ";
@@ -81,18 +82,15 @@ TEST_CASE("robustness: ds-launch names why the coordinator cannot listen") {
     CHECK(outcome.status < 128);
     CHECK_THAT(outcome.output, Catch::Contains("70000"));
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("robustness: --dry-run --json stays valid JSON with exported values that are not UTF-8") {
   const std::string bin = DS_BIN_DIR;
-  const auto dir = std::filesystem::temp_directory_path() / ("ds-dryjson-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
+  const std::filesystem::path dir = ds::test::makeScratchDir("dryjson");
   std::ofstream(dir / "hostfile") << "worker-0 slots=1\nworker-1 slots=1\n";
   const Outcome outcome =
       runCommand("cd " + dir.string() + " && NCCL_DS_BAD='\xff\xfe' " + bin +
                  "/ds-launch -H hostfile --launcher ssh --dry-run --json -- prog");
-  std::filesystem::remove_all(dir);
   REQUIRE(outcome.status == 0);
   CHECK(outcome.output.find("\"world_size\":2") != std::string::npos);
   CHECK(outcome.output.find("\xef\xbf\xbd") != std::string::npos);  // U+FFFD in place of the bytes
