@@ -261,7 +261,7 @@ TEST_CASE("scheduler config: defaults, required params and errors name the JSON 
       {R"({"type": "WarmupLR", "params": {"last_batch_iteration": -2}})",
        "scheduler.params.last_batch_iteration: expected an integer >= -1, got -2"},
       {R"({"type": "LRRangeTest", "params": {"lr_range_test_step_size": 2.5}})",
-       "scheduler.params.lr_range_test_step_size: expected an integer, got 2.5"},
+       "scheduler.params.lr_range_test_step_size: expected a whole number, got 2.5"},
       {R"({"type": "LRRangeTest", "params": {"lr_range_test_staircase": "yes"}})",
        R"(scheduler.params.lr_range_test_staircase: expected true or false, got "yes")"},
       {R"({"type": "LRRangeTest", "params": [1]})",
@@ -273,4 +273,72 @@ TEST_CASE("scheduler config: defaults, required params and errors name the JSON 
     INFO(r.scheduler);
     REQUIRE_THROWS_WITH(parse(r.scheduler), Catch::Contains(r.message));
   }
+}
+
+namespace {
+
+// The lrs (and momenta) of `steps` updates of the schedule configured by `scheduler`.
+Trace traceOf(const json& scheduler, int steps) {
+  auto schedule = makeLrSchedule(*configOf(scheduler).scheduler, 0.01, 0.9);
+  return run(*schedule, steps);
+}
+
+}  // namespace
+
+TEST_CASE("scheduler config: per-parameter-group lists of one value are that value", "[lr]") {
+  const json scalar = {{"type", "OneCycle"},
+                       {"params",
+                        {{"cycle_min_lr", 0.001},
+                         {"cycle_max_lr", 0.01},
+                         {"cycle_first_step_size", 4},
+                         {"cycle_min_mom", 0.85},
+                         {"cycle_max_mom", 0.95}}}};
+  json listed = scalar;
+  for (const char* key : {"cycle_min_lr", "cycle_max_lr", "cycle_min_mom", "cycle_max_mom"})
+    listed["params"][key] = json::array({scalar["params"][key]});
+  const Trace a = traceOf(scalar, 12), b = traceOf(listed, 12);
+  CHECK(a.lr == b.lr);
+  CHECK(a.momentum == b.momentum);
+
+  const json warmup = {{"type", "WarmupLR"},
+                       {"params", {{"warmup_min_lr", {0.0}}, {"warmup_max_lr", {0.02}},
+                                   {"warmup_num_steps", 4}, {"warmup_type", "linear"}}}};
+  CHECK(traceOf(warmup, 6).lr.back() == 0.02);
+  const json range = {{"type", "LRRangeTest"}, {"params", {{"lr_range_test_min_lr", {0.5}}}}};
+  CHECK(traceOf(range, 1).lr.front() == 0.5);
+
+  json twoGroups = warmup;
+  twoGroups["params"]["warmup_max_lr"] = {0.02, 0.03};
+  CHECK_THROWS_WITH(configOf(twoGroups),
+                    Catch::Contains("scheduler.params.warmup_max_lr: 2 values given, one per "
+                                    "parameter group, but this engine has one parameter group"));
+  twoGroups["params"]["warmup_max_lr"] = json::array({"x"});
+  CHECK_THROWS_WITH(configOf(twoGroups),
+                    Catch::Contains("scheduler.params.warmup_max_lr[0]: expected a number"));
+}
+
+TEST_CASE("scheduler config: stair counts of -1 (DeepSpeed's default) mean no stairs", "[lr]") {
+  json base = {{"type", "OneCycle"},
+               {"params",
+                {{"cycle_min_lr", 0.001}, {"cycle_max_lr", 0.01}, {"cycle_first_step_size", 5}}}};
+  json minusOne = base;
+  minusOne["params"]["cycle_first_stair_count"] = -1;
+  minusOne["params"]["cycle_second_stair_count"] = -1;
+  json stairs = base;
+  stairs["params"]["cycle_first_stair_count"] = 2;
+  CHECK(traceOf(minusOne, 14).lr == traceOf(base, 14).lr);
+  CHECK(traceOf(stairs, 14).lr != traceOf(base, 14).lr);  // stairs do change the schedule
+  minusOne["params"]["cycle_first_stair_count"] = -2;
+  CHECK_THROWS_WITH(configOf(minusOne),
+                    Catch::Contains("cycle_first_stair_count: expected an integer >= -1, got -2"));
+}
+
+TEST_CASE("scheduler config: integral floats for counts", "[lr]") {
+  const json scheduler = {{"type", "WarmupDecayLR"},
+                          {"params", {{"total_num_steps", 40.0}, {"warmup_num_steps", 4.0},
+                                      {"warmup_max_lr", 0.01}}}};
+  const json exact = {{"type", "WarmupDecayLR"},
+                      {"params", {{"total_num_steps", 40}, {"warmup_num_steps", 4},
+                                  {"warmup_max_lr", 0.01}}}};
+  CHECK(traceOf(scheduler, 45).lr == traceOf(exact, 45).lr);
 }

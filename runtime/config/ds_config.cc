@@ -65,11 +65,25 @@ const std::vector<std::string_view> kZeroKeys = {
 
 // FusedAdam's constructor arguments plus DeepSpeed's own torch_adam / adam_w_mode.
 
+// Deeper than any config; keeps a hostile file of nested brackets from exhausting the stack of
+// the recursive code that walks parsed values.
+constexpr int kMaxConfigDepth = 64;
+// Far larger than any real config; /dev/zero or a log file given by mistake stops here.
+constexpr size_t kMaxConfigBytes = size_t{16} << 20;
+
 Json parseJson(std::string_view text, const std::string& source) {
+  // A NUL byte ends the text for C-string readers; anything after it would be ignored by some
+  // tools and read by others, so a config may not contain one.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    throw Error(source + ": a NUL byte at offset " + std::to_string(nul) +
+                " (not a JSON text file)");
   // DeepSpeed loads configs with a hook that refuses duplicate keys; nlohmann would keep one
   // silently, so track the keys seen in each open object.
   std::vector<std::set<std::string>> open;
-  auto onEvent = [&](int, Json::parse_event_t event, Json& parsed) {
+  auto onEvent = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if (depth > kMaxConfigDepth)
+      throw Error(source + ": nested more than " + std::to_string(kMaxConfigDepth) +
+                  " levels deep");
     if (event == Json::parse_event_t::object_start) open.emplace_back();
     if (event == Json::parse_event_t::object_end) open.pop_back();
     if (event == Json::parse_event_t::key &&
@@ -83,6 +97,8 @@ Json parseJson(std::string_view text, const std::string& source) {
     return Json::parse(text.begin(), text.end(), onEvent);
   } catch (const Json::parse_error& e) {
     throw Error(source + ": invalid JSON at byte " + std::to_string(e.byte) + ": " + e.what());
+  } catch (const Json::exception& e) {  // e.g. out_of_range: a number beyond double (1e400)
+    throw Error(source + ": invalid JSON: " + e.what());
   }
 }
 
@@ -114,8 +130,8 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
   }
   DeepSpeedConfig cfg;
   JsonReader r(source, cfg.warnings);
-  const std::string canonical = root.dump();
-  cfg.configHash = hex64(fnv1a64(canonical.data(), canonical.size()));
+  // The hash of the text as given (dump() would recurse over the whole document).
+  cfg.configHash = hex64(fnv1a64(jsonText.data(), jsonText.size()));
   r.warnUnknownKeys(root, "", kTopLevelKeys);
 
   auto optionalInt = [&](std::string_view key) -> std::optional<int64_t> {
@@ -171,10 +187,16 @@ std::string readDeepSpeedConfigText(const std::string& path) {
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open DeepSpeed config: " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::string text;
+  char buffer[65536];
+  while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
+    text.append(buffer, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxConfigBytes)
+      throw Error(path + ": larger than " + std::to_string(kMaxConfigBytes >> 20) +
+                  " MiB; not a DeepSpeed config");
+  }
   if (in.bad()) throw Error(path + ": cannot read DeepSpeed config: " + std::strerror(errno));
-  return text.str();
+  return text;
 }
 
 DeepSpeedConfig loadDeepSpeedConfig(const std::string& path, int64_t worldSize) {

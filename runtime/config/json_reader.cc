@@ -63,15 +63,14 @@ double JsonReader::nonNegative(const Json& v, const std::string& path) const {
 }
 
 int64_t JsonReader::integer(const Json& v, const std::string& path) const {
+  // DeepSpeed does arithmetic with whatever JSON gives it, so 40.0 and 5e8 are the integers they
+  // denote wherever a count is expected; a fractional value is still an error.
   if (v.is_number_float()) {
     const double x = v.get<double>();
-    std::string hint;
     // Range check first: casting an out-of-range double to int64_t is undefined.
-    if (std::fabs(x) < 9.0e18 && x == std::trunc(x)) {
-      hint = " (write " + std::to_string(static_cast<int64_t>(x)) +
-             " without a decimal point or exponent)";
-    }
-    fail(path, "expected an integer, got " + describeJson(v) + hint);
+    if (!(std::fabs(x) < 9.0e18) || x != std::trunc(x))
+      fail(path, "expected a whole number, got " + describeJson(v));
+    return static_cast<int64_t>(x);
   }
   if (!v.is_number_integer()) fail(path, "expected an integer, got " + describeJson(v));
   if (v.is_number_unsigned() &&
@@ -112,21 +111,20 @@ void JsonReader::readInt(const Json& obj, const std::string& prefix, std::string
   }
 }
 
-void JsonReader::readIntegral(const Json& obj, const std::string& prefix, std::string_view key,
-                              int64_t& out, int64_t min) const {
+void JsonReader::readPerGroupNonNegative(const Json& obj, const std::string& prefix,
+                                         std::string_view key, double& out) const {
   const Json* v = member(obj, key);
   if (!v) return;
   const std::string path = joinPath(prefix, key);
-  if (v->is_number_float()) {
-    const double x = v->get<double>();
-    if (!(std::fabs(x) < 9.0e18) || x != std::trunc(x))
-      fail(path, "expected a whole number, got " + describeJson(*v));
-    out = static_cast<int64_t>(x);
-  } else {
-    out = integer(*v, path);
+  if (v->is_array()) {
+    // DeepSpeed takes one value per optimizer parameter group; the engine has exactly one group.
+    if (v->size() != 1)
+      fail(path, std::to_string(v->size()) + " values given, one per parameter group, but this "
+                                              "engine has one parameter group: give one value");
+    out = nonNegative((*v)[0], path + "[0]");
+    return;
   }
-  if (out < min)
-    fail(path, "expected an integer >= " + std::to_string(min) + ", got " + describeJson(*v));
+  out = nonNegative(*v, path);
 }
 
 void JsonReader::readBool(const Json& obj, const std::string& prefix, std::string_view key,

@@ -34,6 +34,7 @@ class JsonReader {
   // nlohmann keeps booleans apart from numbers, so `true` is rejected here (Python would not).
   double number(const Json& v, const std::string& path) const;
   double nonNegative(const Json& v, const std::string& path) const;
+  // An integer, also written as an integral float (40.0, 5e8); fractional values are errors.
   int64_t integer(const Json& v, const std::string& path) const;
   bool boolean(const Json& v, const std::string& path) const;
   std::string string(const Json& v, const std::string& path) const;
@@ -46,10 +47,10 @@ class JsonReader {
   void readInt(const Json& obj, const std::string& prefix, std::string_view key, int64_t& out,
                int64_t min) const;
   void readBool(const Json& obj, const std::string& prefix, std::string_view key, bool& out) const;
-  // An integer that may be written as an integral float (5e8), as pydantic's int fields accept in
-  // DeepSpeed's zero_optimization block.
-  void readIntegral(const Json& obj, const std::string& prefix, std::string_view key, int64_t& out,
-                    int64_t min) const;
+  // A number >= 0 that DeepSpeed also takes as a list with one value per parameter group
+  // (warmup_min_lr, cycle_max_lr, ...): a one-element list is that value, a longer one an error.
+  void readPerGroupNonNegative(const Json& obj, const std::string& prefix, std::string_view key,
+                               double& out) const;
 
   // One warning per key not in `known`, with the closest known key as a suggestion.
   void warnUnknownKeys(const Json& object, const std::string& prefix,

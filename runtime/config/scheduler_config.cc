@@ -70,7 +70,7 @@ SchedulerType parseType(const JsonReader& r, const Json& block) {
 // DeepSpeed refuses warmup_num_steps <= 0 and then uses max(2, warmup_num_steps).
 void readWarmup(const JsonReader& r, const Json& params, double* minLr, int64_t& numSteps,
                 WarmupType& type) {
-  if (minLr) r.readNonNegative(params, kPrefix, "warmup_min_lr", *minLr);
+  if (minLr) r.readPerGroupNonNegative(params, kPrefix, "warmup_min_lr", *minLr);
   r.readInt(params, kPrefix, "warmup_num_steps", numSteps, 1);
   if (const Json* v = JsonReader::member(params, "warmup_type")) {
     const std::string t = r.string(*v, "scheduler.params.warmup_type");
@@ -95,12 +95,12 @@ void readRequiredInt(const JsonReader& r, const Json& params, std::string_view k
   r.readInt(params, kPrefix, key, out, min);
 }
 
-void readRequiredNonNegative(const JsonReader& r, const Json& params, std::string_view key,
+void readRequiredPerGroup(const JsonReader& r, const Json& params, std::string_view key,
                              double& out) {
   if (!JsonReader::member(params, key)) {
     r.fail(joinPath(kPrefix, key), "missing; this schedule has no default for it (a number >= 0)");
   }
-  r.readNonNegative(params, kPrefix, key, out);
+  r.readPerGroupNonNegative(params, kPrefix, key, out);
 }
 
 // DeepSpeed logs the same warning: the decay phase then starts at (or past) its end.
@@ -114,8 +114,8 @@ void warnTotalBelowWarmup(JsonReader& r, int64_t total, int64_t warmup) {
 }
 
 void parseOneCycle(const JsonReader& r, const Json& params, OneCycleParams& p) {
-  readRequiredNonNegative(r, params, "cycle_min_lr", p.cycleMinLr);
-  readRequiredNonNegative(r, params, "cycle_max_lr", p.cycleMaxLr);
+  readRequiredPerGroup(r, params, "cycle_min_lr", p.cycleMinLr);
+  readRequiredPerGroup(r, params, "cycle_max_lr", p.cycleMaxLr);
   r.readNonNegative(params, kPrefix, "decay_lr_rate", p.decayLrRate);
   r.readInt(params, kPrefix, "cycle_first_step_size", p.cycleFirstStepSize, 1);
   int64_t value = 0;
@@ -123,15 +123,17 @@ void parseOneCycle(const JsonReader& r, const Json& params, OneCycleParams& p) {
     r.readInt(params, kPrefix, "cycle_second_step_size", value, 0);
     p.cycleSecondStepSize = value;
   }
-  r.readInt(params, kPrefix, "cycle_first_stair_count", p.cycleFirstStairCount, 0);
+  // -1 is DeepSpeed's own argparse default for both stair counts and means no stairs, like 0.
+  r.readInt(params, kPrefix, "cycle_first_stair_count", p.cycleFirstStairCount, -1);
+  p.cycleFirstStairCount = std::max<int64_t>(0, p.cycleFirstStairCount);
   if (JsonReader::member(params, "cycle_second_stair_count")) {
-    r.readInt(params, kPrefix, "cycle_second_stair_count", value, 0);
-    p.cycleSecondStairCount = value;
+    r.readInt(params, kPrefix, "cycle_second_stair_count", value, -1);
+    p.cycleSecondStairCount = std::max<int64_t>(0, value);
   }
   r.readInt(params, kPrefix, "decay_step_size", p.decayStepSize, 0);
   r.readBool(params, kPrefix, "cycle_momentum", p.cycleMomentum);
-  r.readNonNegative(params, kPrefix, "cycle_min_mom", p.cycleMinMom);
-  r.readNonNegative(params, kPrefix, "cycle_max_mom", p.cycleMaxMom);
+  r.readPerGroupNonNegative(params, kPrefix, "cycle_min_mom", p.cycleMinMom);
+  r.readPerGroupNonNegative(params, kPrefix, "cycle_max_mom", p.cycleMaxMom);
   // Any sign: after the cycle DeepSpeed multiplies momentum by (1 + rate * interval), so only a
   // negative rate makes it decay.
   r.readNumber(params, kPrefix, "decay_mom_rate", p.decayMomRate);
@@ -161,7 +163,7 @@ SchedulerConfig parseSchedulerConfig(JsonReader& r, const Json& block) {
       readWarmup(r, params, &p.warmupMinLr, p.warmupNumSteps, p.warmupType);
       double maxLr = 0.0;
       if (JsonReader::member(params, "warmup_max_lr")) {
-        r.readNonNegative(params, kPrefix, "warmup_max_lr", maxLr);
+        r.readPerGroupNonNegative(params, kPrefix, "warmup_max_lr", maxLr);
         p.warmupMaxLr = maxLr;
       }
       break;
@@ -171,7 +173,7 @@ SchedulerConfig parseSchedulerConfig(JsonReader& r, const Json& block) {
       r.rejectUnknownKeys(params, kPrefix, kWarmupDecayLrKeys);
       readRequiredInt(r, params, "total_num_steps", p.totalNumSteps, 1);
       readWarmup(r, params, &p.warmupMinLr, p.warmupNumSteps, p.warmupType);
-      r.readNonNegative(params, kPrefix, "warmup_max_lr", p.warmupMaxLr);
+      r.readPerGroupNonNegative(params, kPrefix, "warmup_max_lr", p.warmupMaxLr);
       warnTotalBelowWarmup(r, p.totalNumSteps, p.warmupNumSteps);
       break;
     }
@@ -192,7 +194,7 @@ SchedulerConfig parseSchedulerConfig(JsonReader& r, const Json& block) {
     case SchedulerType::LrRangeTest: {
       LrRangeTestParams& p = out.lrRangeTest;
       r.rejectUnknownKeys(params, kPrefix, kLrRangeTestKeys);
-      r.readNonNegative(params, kPrefix, "lr_range_test_min_lr", p.lrRangeTestMinLr);
+      r.readPerGroupNonNegative(params, kPrefix, "lr_range_test_min_lr", p.lrRangeTestMinLr);
       r.readInt(params, kPrefix, "lr_range_test_step_size", p.lrRangeTestStepSize, 1);
       r.readNumber(params, kPrefix, "lr_range_test_step_rate", p.lrRangeTestStepRate);
       r.readBool(params, kPrefix, "lr_range_test_staircase", p.lrRangeTestStaircase);

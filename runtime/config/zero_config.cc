@@ -33,9 +33,9 @@ ZeroConfig parseZeroConfig(JsonReader& r, const Json& block,
       r.fail("zero_optimization.stage", "expected 0..3, got " + std::to_string(stage));
     z.stage = static_cast<int>(stage);
   }
-  r.readIntegral(block, p, "reduce_bucket_size", z.reduceBucketSize, 1);
-  r.readIntegral(block, p, "allgather_bucket_size", z.allgatherBucketSize, 1);
-  r.readIntegral(block, p, "sub_group_size", z.subGroupSize, 1);
+  r.readInt(block, p, "reduce_bucket_size", z.reduceBucketSize, 1);
+  r.readInt(block, p, "allgather_bucket_size", z.allgatherBucketSize, 1);
+  r.readInt(block, p, "sub_group_size", z.subGroupSize, 1);
   const AliasedInt aliased[] = {
       {"stage3_max_live_parameters", "max_live_parameters", &ZeroConfig::maxLiveParameters},
       {"stage3_max_reuse_distance", "max_reuse_distance", &ZeroConfig::maxReuseDistance},
@@ -46,8 +46,8 @@ ZeroConfig parseZeroConfig(JsonReader& r, const Json& block,
     if (JsonReader::member(block, a.key) && JsonReader::member(block, a.alias))
       r.fail(joinPath(p, a.key),
              "given twice (also as \"" + std::string(a.alias) + "\"); keep one");
-    r.readIntegral(block, p, a.key, z.*a.field, 0);
-    r.readIntegral(block, p, a.alias, z.*a.field, 0);
+    r.readInt(block, p, a.key, z.*a.field, 0);
+    r.readInt(block, p, a.alias, z.*a.field, 0);
   }
   r.readBool(block, p, "allgather_partitions", z.allgatherPartitions);
   r.readBool(block, p, "reduce_scatter", z.reduceScatter);
