@@ -69,7 +69,8 @@ TEST_CASE("ds-config check: the resolved batch trio, as a sentence and as one JS
   REQUIRE(json.status == 0);
   CHECK(json.out ==
         "{\"world_size\": 4, \"train_batch_size\": 64, \"train_micro_batch_size_per_gpu\": 8, "
-        "\"gradient_accumulation_steps\": 2}\n");
+        "\"gradient_accumulation_steps\": 2, \"in_effect\": [\"train_batch_size\", "
+        "\"gradient_accumulation_steps\"], \"not_in_effect\": []}\n");
   // Warnings go to stderr only, so the JSON stays parseable.
   CHECK(json.err.find("warning: ") != std::string::npos);
   CHECK(json.err.find("unknown key \"stepz\"") != std::string::npos);
@@ -78,12 +79,37 @@ TEST_CASE("ds-config check: the resolved batch trio, as a sentence and as one JS
   REQUIRE(text.status == 0);
   CHECK(text.out == config.string() +
                         ": OK (world size 4): train_batch_size 64 = micro 8 x accumulation 2 x 4 "
-                        "ranks\n");
+                        "ranks\nin effect:\n"
+                        "  train_batch_size: batch inference (train = micro x accumulation x ranks)\n"
+                        "  gradient_accumulation_steps: batch inference; the engine steps at "
+                        "accumulation boundaries\n");
 
   const ToolRun single = runTool("check " + config.string() + " --json");
   REQUIRE(single.status == 0);
   CHECK(single.out.find("\"world_size\": 1, \"train_batch_size\": 64, "
                         "\"train_micro_batch_size_per_gpu\": 32") != std::string::npos);
+}
+
+TEST_CASE("ds-config check: what is and is not in effect, and why", "[ds-config]") {
+  const fs::path config = writeConfig("effects.json", R"({"train_batch_size": 8,
+      "tensorboard": {"enabled": false}, "aio": {"block_size": 1048576},
+      "zero_optimization": {"stage": 2, "contiguous_gradients": true}})");
+  const ToolRun text = runTool("check " + config.string());
+  INFO(text.err);
+  REQUIRE(text.status == 0);
+  CHECK(text.out.find("in effect:\n  train_batch_size: ") != std::string::npos);
+  CHECK(text.out.find("  zero_optimization: stages 0-3") != std::string::npos);
+  CHECK(text.out.find("not in effect:\n  aio: no effect here: only used by NVMe offload") !=
+        std::string::npos);
+  CHECK(text.out.find("  zero_optimization.contiguous_gradients: no effect here") !=
+        std::string::npos);
+  CHECK(text.out.find("  tensorboard: switched off (not implemented here)") != std::string::npos);
+
+  const fs::path on = writeConfig("on.json", R"({"train_batch_size": 8, "wandb": {"enabled": true}})");
+  const ToolRun refused = runTool("check " + on.string());
+  CHECK(refused.status == 2);
+  CHECK(refused.err.find("wandb: the Weights & Biases monitor is not implemented; set "
+                         "\"enabled\": false or remove the block") != std::string::npos);
 }
 
 TEST_CASE("ds-config: invalid input exits 2 with the reason on stderr", "[ds-config]") {

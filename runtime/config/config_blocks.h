@@ -2,6 +2,8 @@
 // Each validates its block completely and throws ds::Error naming the JSON path.
 #pragma once
 
+#include "runtime/config/config_policy.h"
+#include "runtime/config/elasticity_config.h"
 #include "runtime/config/json_reader.h"
 #include "runtime/config/optimizer_config.h"
 #include "runtime/config/precision_config.h"
@@ -11,6 +13,10 @@
 namespace ds::runtime {
 
 OptimizerConfig parseOptimizerConfig(JsonReader& r, const Json& block);
+ElasticityConfig parseElasticityConfig(JsonReader& r, const Json& block);
+// Type-checks every key of the policy table the config sets, refuses features that are switched on
+// but not implemented, warns for missing observers; returns the verdict for each key present.
+std::vector<KeyVerdict> applyConfigPolicy(JsonReader& r, const Json& root);
 SchedulerConfig parseSchedulerConfig(JsonReader& r, const Json& block);
 // knownKeys: every key DeepSpeedZeroConfig accepts (unknown ones only warn).
 ZeroConfig parseZeroConfig(JsonReader& r, const Json& block,

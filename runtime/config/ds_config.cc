@@ -1,6 +1,6 @@
 // Parses ds_config.json into DeepSpeedConfig. Every error names the file and the JSON path; keys
-// DeepSpeed knows but we do not implement are ignored silently, unknown keys only warn (with a
-// suggestion), as DeepSpeed itself ignores most unknown top-level keys.
+// DeepSpeed knows but this engine does not implement go through the policy table (an error when
+// switched on), unknown keys only warn (with a suggestion), as DeepSpeed ignores unknown keys.
 #include "runtime/config/ds_config.h"
 
 #include <cctype>
@@ -37,7 +37,7 @@ const std::vector<std::string_view> kTopLevelKeys = {
     "disable_allgather", "vocabulary_size", "eigenvalue", "progressive_layer_drop",
     "dataloader_drop_last", "use_data_before_expert_parallelism", "graph_harvesting",
     "sequence_parallel_size", "pipeline", "hybrid_engine", "quantize_training", "nebula", "compile",
-    "timers", "torch_autocast"};
+    "timers", "torch_autocast", "fp32_allreduce"};
 
 // DeepSpeedZeroConfig fields and their pydantic aliases (both spellings are accepted there).
 const std::vector<std::string_view> kZeroKeys = {
@@ -147,14 +147,14 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
     throw Error(src + ": " + e.what());
   }
 
-  const Json* elastic = JsonReader::member(root, "elasticity");
-  const Json* elasticOn =
-      elastic && elastic->is_object() ? JsonReader::member(*elastic, "enabled") : nullptr;
-  if (elasticOn && elasticOn->is_boolean() && elasticOn->get<bool>()) {
-    r.warn(
-        "elasticity.enabled is true, but elastic batch sizing is not applied here; the batch "
-        "sizes come from train_batch_size / train_micro_batch_size_per_gpu / "
-        "gradient_accumulation_steps");
+  cfg.keyEffects = applyConfigPolicy(r, root);
+  if (const Json* v = JsonReader::member(root, "elasticity")) {
+    cfg.elasticity = parseElasticityConfig(r, *v);
+    if (cfg.elasticity.enabled)
+      r.fail("elasticity.enabled",
+             "elastic training is not implemented yet; set \"enabled\": false (the batch then "
+             "comes from train_batch_size / train_micro_batch_size_per_gpu / "
+             "gradient_accumulation_steps)");
   }
   if (const Json* v = JsonReader::member(root, "optimizer"))
     cfg.optimizer = parseOptimizerConfig(r, *v);

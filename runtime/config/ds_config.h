@@ -1,6 +1,7 @@
 // The DeepSpeed JSON config (ds_config.json), parsed and validated once into typed structs.
-// Only what this project implements is typed; other keys of the DeepSpeed reference are accepted
-// and ignored, and keys nobody knows become warnings. JSON stays out of this header.
+// Only what this project implements is typed; every other key of the DeepSpeed reference is
+// classified by the policy table (config_policy.h): type-checked, and an error when it switches on
+// a feature that is not implemented. Keys nobody knows become warnings. JSON stays out of here.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include "runtime/config/batch_size.h"
+#include "runtime/config/config_policy.h"
+#include "runtime/config/elasticity_config.h"
 #include "runtime/config/optimizer_config.h"
 #include "runtime/config/precision_config.h"
 #include "runtime/config/scheduler_config.h"
@@ -40,7 +43,9 @@ struct DeepSpeedConfig {
   // This project's key: which collectives backend the world group uses. "auto" (default): shared
   // memory on one host, hierarchical across hosts with equal ranks per host, else Gloo.
   std::string commBackend = "auto";   // auto | shm | hierarchical | gloo
-  std::string configHash;             // FNV-1a of the parsed JSON, recorded in checkpoints
+  ElasticityConfig elasticity;        // validated; enabled: true is refused for now
+  std::vector<KeyVerdict> keyEffects;  // what each key the config sets does here (config_policy.h)
+  std::string configHash;             // FNV-1a of the config text, recorded in checkpoints
   std::vector<std::string> warnings;  // unknown keys etc., one message each, ready to print
 };
 

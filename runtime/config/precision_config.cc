@@ -91,6 +91,16 @@ PrecisionConfig parsePrecisionConfig(JsonReader& r, const Json& root, int zeroSt
   }
   if (const Json* v = JsonReader::member(root, "communication_data_type"))
     c.communicationDtype = readDType(r, *v, "communication_data_type");
+  // The older reference's fp32_allreduce: true is communication_data_type "fp32".
+  bool fp32AllReduce = false;
+  r.readBool(root, "", "fp32_allreduce", fp32AllReduce);
+  if (fp32AllReduce) {
+    if (c.communicationDtype && *c.communicationDtype != DType::F32)
+      r.fail("fp32_allreduce", "true contradicts communication_data_type \"" +
+                                   std::string(dtypeName(*c.communicationDtype)) +
+                                   "\"; keep one of them");
+    c.communicationDtype = DType::F32;
+  }
   r.readBool(root, "", "prescale_gradients", c.prescaleGradients);
   r.readNonNegative(root, "", "gradient_predivide_factor", c.gradientPredivideFactor);
   if (!(c.gradientPredivideFactor > 0.0))

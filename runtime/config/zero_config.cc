@@ -56,17 +56,6 @@ ZeroConfig parseZeroConfig(JsonReader& r, const Json& block,
   r.readBool(block, p, "round_robin_gradients", z.roundRobinGradients);
   r.readBool(block, p, "elastic_checkpoint", z.elasticCheckpoint);
   r.readBool(block, p, "ignore_unused_parameters", z.ignoreUnusedParameters);
-  for (std::string_view offload : {"offload_optimizer", "offload_param", "cpu_offload"}) {
-    const Json* v = JsonReader::member(block, offload);
-    // {"device": "none"} or {} is DeepSpeed's "no offload"; only a real device is refused.
-    const Json* device = v && v->is_object() ? JsonReader::member(*v, "device") : nullptr;
-    const bool on = v && (v->is_boolean() ? v->get<bool>()
-                                          : device && device->is_string() && *device != "none");
-    if (on)
-      r.fail(joinPath(p, offload),
-             "offload is not implemented yet (this engine already keeps everything in CPU "
-             "memory); remove the key");
-  }
   return z;
 }
 

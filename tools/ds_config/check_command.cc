@@ -1,5 +1,6 @@
 // ds-config check: parse the whole config as ds-launch would for a given world size and print the
-// resolved batch trio (train_batch_size = micro x accumulation x ranks).
+// resolved batch trio (train_batch_size = micro x accumulation x ranks), then what each key the
+// config sets does here: in effect, or not (no effect by nature, or switched off).
 #include <iostream>
 #include <memory>
 #include <string>
@@ -16,24 +17,67 @@ struct CheckOptions {
   bool json = false;
 };
 
+using runtime::KeyEffect;
+
+bool inEffect(const runtime::KeyVerdict& v) { return v.effect == KeyEffect::Honoured; }
+
+// Why a key the config sets changes nothing: its nature here, or that it is switched off.
+std::string whyNot(const runtime::KeyVerdict& v) {
+  if (v.effect == KeyEffect::NoEffect) return "no effect here: " + v.note;
+  if (v.effect == KeyEffect::Observer) return "not provided: " + v.note;
+  return "switched off (not implemented here)";
+}
+
+std::string jsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) out += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+  return out + "\"";
+}
+
 void runCheck(const CheckOptions& o) {
   const runtime::DeepSpeedConfig c = runtime::loadDeepSpeedConfig(o.config, o.worldSize);
   for (const std::string& warning : c.warnings) std::cerr << "warning: " << warning << '\n';
   const runtime::BatchConfig& b = c.batch;
   if (o.json) {
+    std::string inList, outList;
+    for (const auto& v : c.keyEffects) {
+      std::string& list = inEffect(v) ? inList : outList;
+      list += (list.empty() ? "" : ", ") + jsonString(v.path);
+    }
     std::cout << "{\"world_size\": " << o.worldSize
               << ", \"train_batch_size\": " << b.trainBatchSize
               << ", \"train_micro_batch_size_per_gpu\": " << b.microBatchPerGpu
-              << ", \"gradient_accumulation_steps\": " << b.gradientAccumulationSteps << "}\n";
+              << ", \"gradient_accumulation_steps\": " << b.gradientAccumulationSteps
+              << ", \"in_effect\": [" << inList << "], \"not_in_effect\": [" << outList << "]}\n";
     return;
   }
   std::cout << o.config << ": OK (world size " << o.worldSize << "): train_batch_size "
             << b.trainBatchSize << " = micro " << b.microBatchPerGpu << " x accumulation "
             << b.gradientAccumulationSteps << " x " << o.worldSize
             << (o.worldSize == 1 ? " rank" : " ranks") << '\n';
+  std::cout << "in effect:\n";
+  for (const auto& v : c.keyEffects)
+    if (inEffect(v)) std::cout << "  " << v.path << ": " << v.note << '\n';
+  bool header = false;
+  for (const auto& v : c.keyEffects) {
+    if (inEffect(v)) continue;
+    if (!header) std::cout << "not in effect:\n";
+    header = true;
+    std::cout << "  " << v.path << ": " << whyNot(v) << '\n';
+  }
 }
 
 }  // namespace
+
+void addPolicyCommand(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "policy", "Print what every DeepSpeed config key does here (the config policy table)");
+  cmd->callback([] {
+    for (const auto& rule : runtime::configPolicyTable())
+      std::cout << rule.path << " | " << runtime::keyEffectName(rule.effect) << " | " << rule.note
+                << '\n';
+  });
+}
 
 void addCheckCommand(CLI::App& app) {
   auto o = std::make_shared<CheckOptions>();

@@ -9,6 +9,8 @@ namespace ds::tools {
 
 // ds-config check CONFIG [--world-size N] [--json]
 void addCheckCommand(CLI::App& app);
+// ds-config policy: the config policy table, one key per line (path | effect | note)
+void addPolicyCommand(CLI::App& app);
 // ds-config schedule CONFIG --steps N [--json]
 void addScheduleCommand(CLI::App& app);
 // ds-config memory CONFIG --params P [--world-size N] [--json]

@@ -1,5 +1,5 @@
 // ds-config: inspect a DeepSpeed config without starting a job. Only dispatches: each subcommand
-// lives in its own file (check_command.cc, schedule_command.cc, memory_command.cc).
+// lives in its own file (check_command.cc with policy, schedule_command.cc, memory_command.cc).
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ds-config: check a DeepSpeed config and show what it resolves to"};
   app.require_subcommand(1);
   ds::tools::addCheckCommand(app);
+  ds::tools::addPolicyCommand(app);
   ds::tools::addScheduleCommand(app);
   ds::tools::addMemoryCommand(app);
   try {

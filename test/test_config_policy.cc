@@ -1,0 +1,180 @@
+// The config policy: every key a config sets is honoured, without effect here, an observer we do
+// not provide (warning) or a feature not implemented (an error when switched on, naming the key and
+// how to switch it off); values of unimplemented blocks are still type-checked. The elasticity
+// block is validated with DeepSpeed's rules.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "common/error.h"
+#include "runtime/config/ds_config.h"
+
+using namespace ds::runtime;
+
+namespace {
+
+DeepSpeedConfig parse(const std::string& extra) {
+  return parseDeepSpeedConfig(R"({"train_batch_size": 4, )" + extra + "}", 1, "c.json");
+}
+
+bool warned(const DeepSpeedConfig& c, const std::string& text) {
+  for (const auto& w : c.warnings)
+    if (w.find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("config policy: features switched on but not implemented are errors naming the key") {
+  struct Case {
+    const char* json;
+    const char* message;
+  };
+  const Case cases[] = {
+      {R"("tensorboard": {"enabled": true, "output_path": "tb"})",
+       "c.json: tensorboard: the TensorBoard monitor is not implemented yet"},
+      {R"("wandb": {"enabled": true})", "wandb: the Weights & Biases monitor is not implemented"},
+      {R"("csv_monitor": {"enabled": true})", "csv_monitor: the CSV monitor is not implemented"},
+      {R"("flops_profiler": {"enabled": true})", "flops_profiler: the flops profiler"},
+      {R"("activation_checkpointing": {"partition_activations": true})",
+       "activation_checkpointing: activation checkpointing is not implemented"},
+      {R"("sparse_attention": {"mode": "fixed"})", "sparse_attention: sparse attention"},
+      {R"("sparse_gradients": true)", "sparse_gradients: sparse gradients are not implemented"},
+      {R"("autotuning": {"enabled": true})", "autotuning: the autotuner"},
+      {R"("compression_training": {"weight_quantization": {"shared_parameters": {"enabled": true}}})",
+       "compression_training: compression training is not implemented"},
+      {R"("data_efficiency": {"enabled": true})", "data_efficiency: data efficiency"},
+      {R"("curriculum_learning": {"enabled": true})", "curriculum_learning: curriculum learning"},
+      {R"("checkpoint": {"load_universal": true})", "checkpoint: universal checkpoints"},
+      {R"("sequence_parallel_size": 2)", "sequence_parallel_size: sequence parallelism"},
+      {R"("fp16": {"enabled": true, "auto_cast": true})", "fp16.auto_cast: casting module inputs"},
+      {R"("zero_optimization": {"stage": 3, "zero_quantized_weights": true})",
+       "zero_optimization.zero_quantized_weights: quantized weights (ZeRO++ qwZ)"},
+      {R"("zero_optimization": {"stage": 3, "zero_quantized_gradients": true})",
+       "zero_optimization.zero_quantized_gradients"},
+      {R"("zero_optimization": {"stage": 3, "zero_hpz_partition_size": 8})",
+       "zero_optimization.zero_hpz_partition_size: hierarchical partitioning"},
+      {R"("zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": true})",
+       "zero_optimization.stage3_gather_16bit_weights_on_model_save: saving consolidated"},
+      {R"("zero_optimization": {"stage": 2, "offload_param": {"device": "nvme"}})",
+       "zero_optimization.offload_param: parameter offload is not implemented yet"},
+      {R"("zero_optimization": {"stage": 1, "load_from_fp32_weights": false})",
+       "zero_optimization.load_from_fp32_weights"},
+      {R"("elasticity": {"enabled": true, "max_train_batch_size": 64, "micro_batch_sizes": [2, 4]})",
+       "elasticity.enabled: elastic training is not implemented yet; set \"enabled\": false"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.json);
+    CHECK_THROWS_AS(parse(c.json), ds::Error);
+    CHECK_THROWS_WITH(parse(c.json), Catch::Contains(c.message));
+  }
+}
+
+TEST_CASE("config policy: the same blocks switched off are accepted and recorded") {
+  const DeepSpeedConfig c = parse(
+      R"("tensorboard": {"enabled": false, "output_path": "tb"}, "wandb": {"enabled": false},
+         "flops_profiler": {"enabled": false, "profile_step": 1}, "sparse_gradients": false,
+         "compression_training": {"weight_quantization": {"shared_parameters": {"enabled": false}}},
+         "checkpoint": {"tag_validation": "Warn"}, "sequence_parallel_size": 1,
+         "zero_optimization": {"stage": 2, "zero_hpz_partition_size": 1,
+                               "offload_optimizer": {"device": "none"}},
+         "aio": {"block_size": 1048576, "queue_depth": 8}, "zero_allow_untested_optimizer": true,
+         "elasticity": {"enabled": false, "max_train_batch_size": 64})");
+  auto verdict = [&](const std::string& path) -> const KeyVerdict* {
+    for (const auto& v : c.keyEffects)
+      if (v.path == path) return &v;
+    return nullptr;
+  };
+  REQUIRE(verdict("tensorboard"));
+  CHECK(verdict("tensorboard")->effect == KeyEffect::NotImplemented);
+  CHECK_FALSE(verdict("tensorboard")->active);
+  CHECK(verdict("aio")->effect == KeyEffect::NoEffect);
+  CHECK(verdict("zero_optimization")->effect == KeyEffect::Honoured);
+  CHECK(verdict("train_batch_size")->effect == KeyEffect::Honoured);
+  CHECK(verdict("memory_breakdown") == nullptr);  // not set, not listed
+}
+
+TEST_CASE("config policy: values of unimplemented blocks are still type-checked") {
+  CHECK_THROWS_WITH(parse(R"("tensorboard": {"enabled": "yes"})"),
+                    Catch::Contains("tensorboard.enabled: expected true or false, got \"yes\""));
+  CHECK_THROWS_WITH(parse(R"("wandb": true)"), Catch::Contains("wandb: expected an object, got true"));
+  CHECK_THROWS_WITH(parse(R"("aio": {"queue_depth": "8"})"),
+                    Catch::Contains("aio.queue_depth: expected an integer"));
+  CHECK_THROWS_WITH(parse(R"("zero_optimization": {"zero_quantized_weights": 1})"),
+                    Catch::Contains("zero_optimization.zero_quantized_weights: expected true or false"));
+  CHECK_THROWS_WITH(parse(R"("sequence_parallel_size": 1.5)"),
+                    Catch::Contains("sequence_parallel_size: expected an integer"));
+}
+
+TEST_CASE("config policy: observers we do not provide are warnings") {
+  const DeepSpeedConfig c = parse(R"("memory_breakdown": true)");
+  CHECK(warned(c, "memory_breakdown: memory breakdown printing is not provided"));
+}
+
+TEST_CASE("config policy: fp32_allreduce is communication_data_type fp32") {
+  CHECK(parse(R"("fp32_allreduce": true, "bf16": {"enabled": true})").precision.communicationDtype ==
+        ds::DType::F32);
+  CHECK_FALSE(parse(R"("fp32_allreduce": false)").precision.communicationDtype.has_value());
+  CHECK_THROWS_WITH(parse(R"("fp32_allreduce": true, "communication_data_type": "bf16")"),
+                    Catch::Contains("fp32_allreduce: true contradicts communication_data_type"));
+}
+
+TEST_CASE("config policy: every rule is documented in the table") {
+  const auto table = configPolicyTable();
+  CHECK(table.size() > 60);
+  for (const auto& rule : table) {
+    INFO(rule.path);
+    CHECK_FALSE(rule.note.empty());
+  }
+}
+
+TEST_CASE("elasticity: DeepSpeed's keys, defaults and rules") {
+  const DeepSpeedConfig d = parse(R"("elasticity": {})");
+  CHECK(d.elasticity.maxTrainBatchSize == 2000);
+  CHECK(d.elasticity.microBatchSizes == std::vector<int64_t>{2, 4, 6});
+  CHECK(d.elasticity.version == 0.2);
+  const DeepSpeedConfig e = parse(
+      R"("elasticity": {"enabled": false, "max_train_batch_size": 10000,
+          "micro_batch_sizes": [8, 12, 16, 17], "min_gpus": 32, "max_gpus": 1500,
+          "min_time": 20, "version": 0.1, "prefer_larger_batch": false,
+          "ignore_non_elastic_batch_info": true, "num_gpus_per_node": 8})");
+  CHECK(e.elasticity.microBatchSizes == std::vector<int64_t>{8, 12, 16, 17});
+  CHECK(e.elasticity.minGpus == 32);
+  CHECK(e.elasticity.version == 0.1);
+  CHECK_FALSE(e.elasticity.preferLargerBatch);
+
+  struct Case {
+    const char* json;
+    const char* message;
+  };
+  const Case cases[] = {
+      // The reference's own example: "seqlen" is a placeholder, not a number.
+      {R"("elasticity": {"enabled": true, "max_train_batch_size": "seqlen", "micro_batch_sizes": [8]})",
+       "elasticity.max_train_batch_size: expected an integer, got \"seqlen\""},
+      {R"("elasticity": {"enabled": true, "micro_batch_sizes": [2]})",
+       "elasticity.max_train_batch_size: missing (required when elasticity is enabled)"},
+      {R"("elasticity": {"enabled": true, "max_train_batch_size": 8})",
+       "elasticity.micro_batch_sizes: missing"},
+      {R"("elasticity": {"micro_batch_sizes": 5})", "elasticity.micro_batch_sizes: expected a list"},
+      {R"("elasticity": {"micro_batch_sizes": [2, 0.5]})",
+       "elasticity.micro_batch_sizes[1]: expected a whole number, got 0.5"},
+      {R"("elasticity": {"micro_batch_sizes": [2, 0]})",
+       "elasticity.micro_batch_sizes[1]: expected a positive integer, got 0"},
+      {R"("elasticity": {"micro_batch_sizes": []})", "expected at least one micro batch size"},
+      {R"("elasticity": {"min_gpus": 0})", "min_gpus and max_gpus must be > 0, given min_gpus 0"},
+      {R"("elasticity": {"min_gpus": 8, "max_gpus": 4})", "min_gpus 8 is greater than max_gpus 4"},
+      {R"("elasticity": {"model_parallel_size": 0})", "elasticity.model_parallel_size: expected an integer >= 1"},
+      {R"("elasticity": {"num_gpus_per_node": 0})", "elasticity.num_gpus_per_node: expected an integer >= 1"},
+      {R"("elasticity": {"min_time": -1})", "elasticity.min_time: expected an integer >= 0"},
+      {R"("elasticity": {"version": 0.3})", "elasticity.version: elasticity version 0.3 is newer"},
+      {R"("elasticity": {"version": 0.15})", "no elasticity algorithm for version 0.15"},
+      {R"("elasticity": {"version": "abc"})", "elasticity.version: expected 0.1 or 0.2"},
+      {R"("elasticity": {"version": 0.1, "model_parallel_size": 2})",
+       "version 0.1 does not support model parallelism"},
+      {R"("elasticity": {"prefer_larger_batch": "yes"})", "elasticity.prefer_larger_batch: expected true or false"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.json);
+    CHECK_THROWS_WITH(parse(c.json), Catch::Contains(c.message));
+  }
+  CHECK(parse(R"("elasticity": {"version": "0.1"})").elasticity.version == 0.1);
+}
