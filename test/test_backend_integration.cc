@@ -1,6 +1,7 @@
 // The multi-node backends, each starting the real thing on this machine: a private sshd on
 // 127.0.0.2/127.0.0.3 (ssh and pdsh), OpenMPI's mpirun, and a one-node Slurm cluster (srun and an
-// sbatch job script). A test skips, saying so, only when its tools are not installed.
+// sbatch job script). A test skips (exit 77, counted as skipped by CTest) only when its tools are
+// not installed.
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "test/launch_harness.h"
+#include "test/skip.h"
 
 using namespace ds::test;
 using namespace std::chrono_literals;
@@ -94,10 +96,9 @@ void killOneWorkerAndExpectTeardown(const LaunchedJob& job, const std::string& h
 }  // namespace
 
 TEST_CASE("backend ssh: a node agent per host over a private sshd; a killed rank ends the job") {
-  if (!installed("/usr/sbin/sshd") || !installed("ssh")) {
-    WARN("skipped: openssh-server/openssh-client are not installed");
+  if (skipUnless(installed("/usr/sbin/sshd") && installed("ssh"),
+                 "openssh-server/openssh-client are not installed"))
     return;
-  }
   const std::string dir = makeScratchDir("ssh");
   PrivateSshd sshd(dir);
   REQUIRE(sshd.up);
@@ -111,10 +112,7 @@ TEST_CASE("backend ssh: a node agent per host over a private sshd; a killed rank
 }
 
 TEST_CASE("backend ssh: SIGKILL of ds-launch leaves no remote worker behind") {
-  if (!installed("/usr/sbin/sshd")) {
-    WARN("skipped: openssh-server is not installed");
-    return;
-  }
+  if (skipUnless(installed("/usr/sbin/sshd"), "openssh-server is not installed")) return;
   const std::string dir = makeScratchDir("ssh-orphans");
   PrivateSshd sshd(dir);
   REQUIRE(sshd.up);
@@ -132,10 +130,9 @@ TEST_CASE("backend ssh: SIGKILL of ds-launch leaves no remote worker behind") {
 }
 
 TEST_CASE("backend pdsh: one pdsh over both hosts, %n as node rank") {
-  if (!installed("pdsh") || !installed("/usr/sbin/sshd")) {
-    WARN("skipped: pdsh or openssh-server is not installed");
+  if (skipUnless(installed("pdsh") && installed("/usr/sbin/sshd"),
+                 "pdsh or openssh-server is not installed"))
     return;
-  }
   const std::string dir = makeScratchDir("pdsh");
   PrivateSshd sshd(dir);
   REQUIRE(sshd.up);
@@ -160,10 +157,8 @@ TEST_CASE("backend pdsh: one pdsh over both hosts, %n as node rank") {
 }
 
 TEST_CASE("backend openmpi: mpirun starts the ranks, workers take them from OMPI_COMM_WORLD_RANK") {
-  if (!installed("mpirun") || !installed("ompi_info")) {
-    WARN("skipped: openmpi-bin is not installed");
+  if (skipUnless(installed("mpirun") && installed("ompi_info"), "openmpi-bin is not installed"))
     return;
-  }
   const std::string dir = makeScratchDir("openmpi");
   const std::string hostfile = "localhost slots=4\n";
   const std::vector<std::string> flags = {"--launcher", "openmpi", "--launcher_args",
@@ -211,10 +206,9 @@ std::string shortHostname() {
 }  // namespace
 
 TEST_CASE("backend slurm: srun starts the ranks, and an sbatch job script runs ds-launch") {
-  if (!installed("slurmctld") || !installed("slurmd") || !installed("munged")) {
-    WARN("skipped: slurm-wlm/munge are not installed");
+  if (skipUnless(installed("slurmctld") && installed("slurmd") && installed("munged"),
+                 "slurm-wlm/munge are not installed"))
     return;
-  }
   PrivateSlurm slurm;
   if (!slurm.up)
     FAIL("the test's Slurm cluster did not start:\n" + readFile(slurm.dir + "/start.out"));

@@ -22,6 +22,7 @@
 #include "runtime/optim/make_optimizer.h"
 #include "test/param_table.h"
 #include "test/scratch_dir.h"
+#include "test/skip.h"
 
 using namespace ds::runtime;
 using ds::test::makeSpecs;
@@ -141,11 +142,9 @@ std::vector<float> floats(const Json& array) {
 
 TEST_CASE("optimizers: Adam, AdamW and SGD equal torch.optim on the same inputs",
           "[optim][torch]") {
-  if (!torchAvailable()) {
-    WARN("SKIPPED: " << python() << " cannot import torch; the PyTorch reference comparison did "
-                     << "not run (install torch for that interpreter to run it)");
+  if (ds::test::skipUnless(torchAvailable(), python() + " cannot import torch; the PyTorch reference "
+                                               "comparison needs it (install python3-torch)"))
     return;
-  }
   const std::vector<std::pair<size_t, bool>> tensors = {{13, true}, {4, false}, {31, true},
                                                         {1, false}, {17, true}, {6, false}};
   const std::vector<ParamSpec> specs = makeSpecs(tensors);

@@ -13,6 +13,7 @@
 
 #include "test/launch_harness.h"
 #include "test/tls_certificates.h"
+#include "test/skip.h"
 
 using namespace ds::test;
 using namespace std::chrono_literals;
@@ -74,10 +75,9 @@ TEST_CASE("program: every rank gets DeepSpeed's environment and --local_rank") {
 }
 
 TEST_CASE("program: torch.distributed all_reduce over gloo, 4 ranks on 2 loopback nodes") {
-  if (std::system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") != 0) {
-    WARN("skipped: python3-torch is not installed");
+  if (skipUnless(std::system("/usr/bin/python3 -c 'import torch.distributed' >/dev/null 2>&1") == 0,
+                 "python3-torch is not installed"))
     return;
-  }
   const std::string dir = makeScratchDir("torch");
   writeFile(dir + "/hostfile", kHostfile);
   writeFile(
