@@ -1,6 +1,7 @@
 // Runs a body on every rank of a communicator group, ranks as threads of this process, for each
 // backend: in-process, shared memory, Gloo over loopback TCP, hierarchical (nodes of shared-memory
-// groups, leaders over Gloo). Exceptions from any rank are rethrown after all threads joined.
+// groups, leaders over Gloo). Exceptions from any rank are rethrown after all threads joined
+// (test/rank_threads.h); rank bodies check with rankCheck, never with Catch assertions.
 #pragma once
 
 #include <exception>
@@ -11,6 +12,7 @@
 #include "runtime/comm/group_factory.h"
 #include "runtime/comm/memory_store.h"
 #include "runtime/comm/shm_communicator.h"
+#include "test/rank_threads.h"
 
 namespace ds::test {
 
@@ -32,23 +34,6 @@ inline const char* backendLabel(Backend backend) {
 
 // Small chunks so that a few thousand elements cross several chunks.
 constexpr size_t kTestChunkBytes = 4096;
-
-template <typename Body>
-void onThreads(int world, Body body) {
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(world);
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& thread : threads) thread.join();
-  for (auto& error : errors)
-    if (error) std::rethrow_exception(error);
-}
 
 // `nodeSizes` lays the ranks out on nodes (hierarchical and gloo); shm and in-process use one node.
 template <typename Body>

@@ -157,7 +157,8 @@ TEST_CASE("send/recv: long messages in order, empty ones, and a count mismatch n
         for (int m = 0; m < 5; ++m) {
           std::vector<float> data(count, -1.0f);
           comm.recv(data.data(), count, 0);
-          REQUIRE(data == std::vector<float>(count, static_cast<float>(m)));
+          ds::test::rankCheck(data == std::vector<float>(count, static_cast<float>(m)),
+                              "message " + std::to_string(m) + " arrived intact");
         }
         if (comm.rank() == 2) comm.recv(static_cast<float*>(nullptr), 0, 0);
         if (comm.rank() == 1) {

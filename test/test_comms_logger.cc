@@ -9,6 +9,7 @@
 #include "runtime/comm/memory_store.h"
 #include "runtime/comm/shm_communicator.h"
 #include "common/error.h"
+#include "test/rank_threads.h"
 
 using namespace ds::runtime;
 
@@ -17,9 +18,7 @@ TEST_CASE("comms logger: a known sequence of ops gives the right counts and byte
   config.enabled = true;
   std::vector<std::vector<CommStat>> summaries(2);
   MemoryStore store;
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 2; ++r)
-    ranks.emplace_back([&, r] {
+  ds::test::onThreads(2, [&](int r) {
       ShmCommunicator shm = ShmCommunicator::join(store, "log", r, 2);
       CommsLogger logger(config, 2);
       LoggingCommunicator comm(shm, logger);
@@ -36,7 +35,6 @@ TEST_CASE("comms logger: a known sequence of ops gives the right counts and byte
       if (r == 1) comm.recv(a.data(), 250, 0);
       summaries[r] = logger.summary();
     });
-  for (auto& thread : ranks) thread.join();
   const auto& s = summaries[0];
   REQUIRE(s.size() == 8);  // sorted by op, then size
   REQUIRE((s[0].op == "all_gather" && s[0].bytes == 8000 && s[0].count == 1));

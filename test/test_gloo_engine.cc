@@ -9,6 +9,7 @@
 #include "runtime/config/ds_config.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
+#include "test/rank_threads.h"
 
 using namespace ds::runtime;
 
@@ -18,13 +19,10 @@ namespace {
 template <typename Body>
 void runRanks(int world, const std::string& prefix, Body body) {
   MemoryStore store;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      GlooCommunicator comm(store, r, world, {"127.0.0.1", prefix, std::chrono::seconds(20)});
-      body(comm);
-    });
-  for (auto& t : threads) t.join();
+  ds::test::onThreads(world, [&](int r) {
+    GlooCommunicator comm(store, r, world, {"127.0.0.1", prefix, std::chrono::seconds(20)});
+    body(comm);
+  });
 }
 
 }  // namespace
@@ -48,11 +46,11 @@ TEST_CASE("engine over gloo: stages 1-3 match stage 0 and replicas stay bitwise 
         double loss = 0.0;
         for (int micro = 0; micro < 2; ++micro) {
           loss += engine.forwardBackward(task.batch(step * 24 + micro * 12 + comm.rank() * 4, 4));
-          REQUIRE(engine.step() == (micro == 1));
+          ds::test::rankCheck(engine.step() == (micro == 1), "step() acts at the boundary only");
         }
         losses[comm.rank()].push_back(loss / 2);
       }
-      REQUIRE(engine.globalSteps() == 12);
+      ds::test::rankCheck(engine.globalSteps() == 12, "12 global steps");
       params[comm.rank()] = engine.fullParameters();
     });
     for (int r = 1; r < world; ++r) REQUIRE(params[r] == params[0]);

@@ -12,6 +12,7 @@
 
 #include "runtime/optim/lamb.h"
 #include "test/param_table.h"
+#include "test/rank_threads.h"
 
 using namespace ds::runtime;
 using ds::test::makeSpecs;
@@ -227,9 +228,7 @@ TEST_CASE("lamb: 1-4 shards summing partial norms across ranks equal the unshard
         ranks[r]->step(split.data() + cuts[r], g.data() + cuts[r], step);
       }
     };
-    std::vector<std::thread> threads;
-    for (int r = 0; r < shards; ++r) threads.emplace_back(rank, r);
-    for (auto& t : threads) t.join();
+    ds::test::onThreads(shards, rank);
 
     for (int r = 0; r < shards; ++r) {
       CHECK(calls[r] == steps);  // once per step, all tensors in one call
