@@ -71,7 +71,8 @@ TEST_CASE("coordinator: the KV store blocks, times out with TimeoutError and cou
   b.join({"127.0.0.2", 0}, 5s);
 
   auto pending = std::async(std::launch::async, [&] { return b.kvGet("addr/0", 5s); });
-  std::this_thread::sleep_for(50ms);
+  // The get is still waiting: it blocks until the key is set, it does not fail or return early.
+  REQUIRE(pending.wait_for(300ms) == std::future_status::timeout);
   a.kvSet("addr/0", std::string("\x01\x00\x02", 3));
   REQUIRE(pending.get() == std::string("\x01\x00\x02", 3));
 
