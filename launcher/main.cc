@@ -380,11 +380,11 @@ int main(int argc, char** argv) {
     installTerminationHandlers();
     std::vector<LaunchedProcess> processes;
     for (const auto& command : buildLaunchCommands(request)) {
-      SpawnRequest spawn{command.argv, command.env};
+
       std::string label = command.ranks.size() == 1 ? "rank " + std::to_string(command.ranks[0])
                                                     : command.argv.front();
       if (command.ranks.size() > 1 && !command.host.empty()) label += " " + command.host;
-      processes.push_back({spawnInOwnGroup(spawn), command.ranks, label});
+      processes.push_back({spawnInOwnGroup(command.argv, command.env), command.ranks, label});
     }
 
     SupervisorOptions supervisorOptions;

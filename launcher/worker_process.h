@@ -12,20 +12,17 @@
 
 namespace ds::launcher {
 
-struct SpawnRequest {
-  std::vector<std::string> argv;
-  std::vector<std::pair<std::string, std::string>> extraEnv;  // added to ds-launch's environment
-};
-
 struct SpawnedProcess {
   pid_t pid = -1;     // also the process group id
   int outputFd = -1;  // read end of the stdout+stderr pipe, non-blocking
   std::chrono::steady_clock::time_point started;
 };
 
-// Throws ds::Error when fork or the pipe fails. An exec failure shows up as exit status 127 with
-// the reason written to the output pipe.
-SpawnedProcess spawnInOwnGroup(const SpawnRequest& request);
+// Starts argv (env added to ds-launch's environment) through ds::spawnProcess: own process group,
+// SIGKILL when ds-launch dies, stdout+stderr on one pipe. Throws ds::Error when fork or the pipe
+// fails; an exec failure shows up as exit status 127 with the reason on the output pipe.
+SpawnedProcess spawnInOwnGroup(const std::vector<std::string>& argv,
+                               const std::vector<std::pair<std::string, std::string>>& env);
 
 // SIGKILL to the process group; ignores groups that are already gone.
 void killProcessGroup(pid_t pgid);

@@ -1,21 +1,16 @@
-// External program start-up: fork + execvp with the rank's environment, PDEATHSIG so the program
-// never outlives its worker.
+// External program start-up through the one spawn helper: the rank's environment, its own process
+// group, PDEATHSIG so the program never outlives its worker.
 #include "worker/external_program.h"
 
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 
 #include "common/error.h"
+#include "common/spawn.h"
 #include "runtime/common/files.h"
 
 namespace ds::worker {
+
 std::vector<std::string> programArgv(const JoinResult& join) {
   const std::vector<std::string>& job = join.jobArgs;
   if (job.empty()) throw Error("no program to run");
@@ -52,27 +47,16 @@ std::vector<std::pair<std::string, std::string>> programEnvironment(const JoinRe
 int runProgram(const std::vector<std::string>& argv,
                const std::vector<std::pair<std::string, std::string>>& environment,
                std::atomic<int>& childPid) {
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) throw Error(std::string("cannot start the program: fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(137);
-    for (const auto& [key, value] : environment) setenv(key.c_str(), value.c_str(), 1);
-    std::vector<char*> raw;
-    for (const auto& arg : argv) raw.push_back(const_cast<char*>(arg.c_str()));
-    raw.push_back(nullptr);
-    execvp(raw[0], raw.data());
-    std::fprintf(stderr, "ds-worker: cannot run %s: %s\n", raw[0], std::strerror(errno));
-    _exit(127);
-  }
+  SpawnOptions options;
+  options.argv = argv;
+  options.env = environment;
+  options.ownProcessGroup = true;  // an abort stops the program's own children too (kill(-pid))
+  options.label = "ds-worker";
+  const pid_t pid = spawnProcess(options).pid;
   childPid = pid;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  const int status = waitForExit(pid);
   childPid = 0;
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return WEXITSTATUS(status);
+  return status;
 }
 
 }  // namespace ds::worker

@@ -58,13 +58,14 @@ int64_t residentBytes() {
 }
 
 // Leaves at once, from any thread: the job may be blocked inside a collective that will never
-// complete, so there is nothing to unwind cleanly. A running program gets SIGTERM and a second
-// to go; PDEATHSIG ends it otherwise.
+// complete, so there is nothing to unwind cleanly. A running program's process group gets SIGTERM
+// and a second to go, then SIGKILL; PDEATHSIG ends the program itself otherwise.
 [[noreturn]] void leaveNow(int status, const std::string& why) {
   if (const int program = gProgramPid.load(); program > 0) {
-    kill(program, SIGTERM);
+    kill(-program, SIGTERM);  // its process group: the program's own children too
     for (int i = 0; i < 100 && gProgramPid.load() != 0; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    kill(-program, SIGKILL);  // whatever of the group is left (children that ignore SIGTERM)
   }
   // A group segment created by this rank is still named if its peers never attached.
   ds::runtime::unlinkOwnedShmSegments();

@@ -1,5 +1,5 @@
-// Node agent: fork/exec per slot; children get PDEATHSIG so killing the agent (ssh session gone,
-// pdsh killed) takes them along; SIGTERM/SIGINT/SIGHUP to the agent are passed on.
+// Node agent: one worker per slot through the spawn helper; children get PDEATHSIG so killing the
+// agent (ssh session gone, pdsh killed) takes them along; SIGTERM/SIGINT/SIGHUP are passed on.
 #include "worker/node_agent.h"
 
 #include <signal.h>
@@ -15,9 +15,11 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/spawn.h"
 #include "runtime/common/world_info.h"
 
 namespace ds::worker {
+
 namespace {
 
 constexpr auto kSiblingGrace = std::chrono::seconds(3);
@@ -44,25 +46,15 @@ int runNodeAgent(const std::string& workerPath, const std::vector<std::string>& 
   for (int signal : {SIGTERM, SIGINT, SIGHUP}) sigaction(signal, &action, nullptr);
 
   std::vector<pid_t> children;
-  const pid_t agent = getpid();
   for (int slot : slots) {
     std::vector<std::string> args = {workerPath};
     args.insert(args.end(), workerArgs.begin(), workerArgs.end());
     args.insert(args.end(), {"--host", host, "--slot", std::to_string(slot)});
-    const pid_t pid = fork();
-    if (pid < 0) throw Error(std::string("node agent: fork: ") + std::strerror(errno));
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != agent) _exit(137);
-      std::vector<char*> raw;
-      for (auto& arg : args) raw.push_back(arg.data());
-      raw.push_back(nullptr);
-      execv(raw[0], raw.data());
-      std::fprintf(stderr, "ds-worker node agent: cannot run %s: %s\n", raw[0],
-                   std::strerror(errno));
-      _exit(127);
-    }
-    children.push_back(pid);
+    SpawnOptions options;
+    options.argv = args;
+    options.ownProcessGroup = false;  // the agent's session: ssh/pdsh tear it down as one
+    options.label = "ds-worker node agent";
+    children.push_back(spawnProcess(options).pid);
   }
 
   int result = 0;
