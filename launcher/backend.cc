@@ -8,8 +8,8 @@
 #include <numeric>
 
 #include "common/error.h"
-#include "runtime/common/forwarded_env.h"
-#include "runtime/common/world_info.h"
+#include "contract/forwarded_env.h"
+#include "contract/world_info.h"
 
 namespace ds::launcher {
 namespace {
@@ -245,7 +245,7 @@ std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
       // DeepSpeed's UCX_TLS=tcp comes first; an exported UCX_TLS replaces its value in place.
       EnvList exports = {{"UCX_TLS", "tcp"}};
       for (const auto& [key, value] : request.exports) addExport(exports, key, value);
-      argv.insert(argv.end(), {"-x", "DS_JOB_TOKEN"});
+      argv.insert(argv.end(), {"-x", kJobTokenVariable});
       for (const auto& [key, value] : exports) argv.insert(argv.end(), {"-x", key});
       const auto worker = workerCommand(request, {"--rank_from_env"});
       argv.insert(argv.end(), worker.begin(), worker.end());
@@ -284,7 +284,7 @@ std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
       }
       // Names only: Hydra copies the values from mpirun's environment.
       argv.insert(argv.end(),
-                  {"-genvlist", joinNames(exports) + (exports.empty() ? "" : ",") + "DS_JOB_TOKEN"});
+                  {"-genvlist", joinNames(exports) + (exports.empty() ? "" : ",") + kJobTokenVariable});
       if (!mvapich) argv.insert(argv.end(), {"-hosts", joinHosts(request.pool)});
       const auto worker = workerCommand(request, {"--rank_from_env"});
       argv.insert(argv.end(), worker.begin(), worker.end());

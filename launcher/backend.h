@@ -21,10 +21,6 @@ const char* backendName(Backend backend);
 // The executable the backend needs on PATH ("" for local).
 std::string backendProgram(Backend backend);
 
-// The environment variable carrying the job token to workers started through ssh/pdsh: sshd's
-// default AcceptEnv (LC_*) lets it through without touching any server config.
-inline constexpr const char* kSshTokenVariable = "LC_DS_JOB_TOKEN";
-
 struct BackendRequest {
   Backend backend = Backend::Local;
   LaunchPlan plan;

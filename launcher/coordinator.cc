@@ -68,24 +68,6 @@ grpc::Status storeError(const Error& e) {
 
 }  // namespace
 
-const char* rankStateName(RankState state) {
-  switch (state) {
-    case RankState::Waiting:
-      return "waiting";
-    case RankState::Starting:
-      return "starting";
-    case RankState::Rendezvous:
-      return "rendezvous";
-    case RankState::Training:
-      return "training";
-    case RankState::Finished:
-      return "finished";
-    case RankState::Failed:
-      return "failed";
-  }
-  return "?";
-}
-
 struct Coordinator::State final : proto::Coordinator::Service {
   CoordinatorOptions options;
   runtime::MemoryStore store;
@@ -93,7 +75,7 @@ struct Coordinator::State final : proto::Coordinator::Service {
   std::condition_variable commandsChanged;
   std::vector<RankStatus> ranks;
   std::vector<int> nodeSizes;  // ranks per node, by node rank: the same in every JoinReply
-  std::vector<std::pair<Command, std::string>> commands;  // every worker receives all, in order
+  std::vector<std::pair<CommandKind, std::string>> commands;  // every worker receives all, in order
   bool shuttingDown = false;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
@@ -221,7 +203,7 @@ struct Coordinator::State final : proto::Coordinator::Service {
     while (!shuttingDown && !context->IsCancelled()) {
       while (sent < commands.size()) {
         proto::Command command;
-        command.set_kind(commands[sent].first == Command::Abort ? proto::Command::ABORT
+        command.set_kind(commands[sent].first == CommandKind::Abort ? proto::Command::ABORT
                                                                 : proto::Command::STOP);
         command.set_reason(commands[sent].second);
         ++sent;
@@ -329,11 +311,11 @@ Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<S
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
-  if (!state_->options.tlsCertPem.empty()) {
+  if (!state_->options.tls.certPem.empty()) {
     grpc::SslServerCredentialsOptions tls(
         GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    tls.pem_root_certs = state_->options.tlsCaPem;
-    tls.pem_key_cert_pairs.push_back({state_->options.tlsKeyPem, state_->options.tlsCertPem});
+    tls.pem_root_certs = state_->options.tls.caPem;
+    tls.pem_key_cert_pairs.push_back({state_->options.tls.keyPem, state_->options.tls.certPem});
     credentials = grpc::SslServerCredentials(tls);
   }
   builder.AddListeningPort(listen, credentials, &state_->port);
@@ -342,7 +324,7 @@ Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<S
   if (!state_->server || state_->port == 0)
     throw Error("coordinator: cannot listen on " + listen + ": " +
                 whyListenFailed(state_->options.bindAddress, state_->options.port,
-                                !state_->options.tlsCertPem.empty()));
+                                !state_->options.tls.certPem.empty()));
 }
 
 Coordinator::~Coordinator() { shutdown(); }
@@ -382,7 +364,7 @@ std::vector<RankStatus> Coordinator::snapshot() const {
   return state_->ranks;
 }
 
-void Coordinator::broadcast(Command command, const std::string& reason) {
+void Coordinator::broadcast(CommandKind command, const std::string& reason) {
   {
     std::lock_guard lock(state_->mutex);
     state_->commands.emplace_back(command, reason);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/rank_contract.h"
 #include "runtime/comm/comm_stat.h"
 
 namespace ds::launcher {
@@ -40,20 +41,7 @@ struct CoordinatorOptions {
   bool programNoLocalRank = false;
   std::string python = "python3";
   // Mutual TLS when all three are set: PEM file contents, not paths.
-  std::string tlsCertPem, tlsKeyPem, tlsCaPem;
-};
-
-enum class RankState { Waiting, Starting, Rendezvous, Training, Finished, Failed };
-const char* rankStateName(RankState state);
-
-struct RankReport {
-  int exitStatus = 0;
-  std::string error;
-  int64_t steps = 0;
-  double lastLoss = 0.0;
-  double wallSeconds = 0.0;
-  std::map<std::string, double> metrics;
-  std::vector<runtime::CommStat> commStats;
+  TlsFiles tls;
 };
 
 struct RankStatus {
@@ -73,8 +61,6 @@ struct RankStatus {
   std::optional<RankReport> report;
 };
 
-enum class Command { Stop, Abort };
-
 class Coordinator {
  public:
   // Starts listening on bindAddress:port; throws ds::Error naming the address when it cannot.
@@ -85,7 +71,7 @@ class Coordinator {
   std::string address() const;  // host:port workers connect to
   std::vector<RankStatus> snapshot() const;
   // Sent to every worker whose Watch stream is open now or opens later.
-  void broadcast(Command command, const std::string& reason);
+  void broadcast(CommandKind command, const std::string& reason);
   // Ends every stream, fails every blocked store call, stops the server.
   void shutdown();
 

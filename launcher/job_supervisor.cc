@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "common/error.h"
-#include "runtime/common/rank_tag.h"
+#include "contract/rank_tag.h"
 
 namespace ds::launcher {
 namespace {
@@ -336,7 +336,7 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
 
   if (!outcome.failure.empty()) {
     // Abort first so ranks blocked in a collective exit at once, then make sure with SIGKILL.
-    coordinator.broadcast(Command::Abort, outcome.failure);
+    coordinator.broadcast(CommandKind::Abort, outcome.failure);
     const auto deadline = std::chrono::steady_clock::now() + options.abortGrace;
     while (running > 0 && std::chrono::steady_clock::now() < deadline) {
       pollOutput(kTick);

@@ -317,7 +317,7 @@ int main(int argc, char** argv) {
     // A DS_JOB_TOKEN from the environment is the job's token (required with --no_ssh, where
     // every node's ds-launch must share it); otherwise a fresh random one.
     std::string token = randomToken();
-    if (const char* shared = std::getenv("DS_JOB_TOKEN"); shared != nullptr && *shared != '\0') {
+    if (const char* shared = std::getenv(ds::kJobTokenVariable); shared != nullptr && *shared != '\0') {
       if (std::string(shared).size() < 16)
         throw ds::Error("DS_JOB_TOKEN is shorter than 16 characters; use e.g. "
                         "$(openssl rand -hex 32), or unset it for a random token");
@@ -327,8 +327,8 @@ int main(int argc, char** argv) {
           "--no_ssh: every node's ds-launch must share one secret: export the same "
           "DS_JOB_TOKEN (16+ characters, e.g. $(openssl rand -hex 32)) on every node");
     }
-    setenv("DS_JOB_TOKEN", token.c_str(), 1);
-    setenv(kSshTokenVariable, token.c_str(), 1);
+    setenv(ds::kJobTokenVariable, token.c_str(), 1);
+    setenv(ds::kSshTokenVariable, token.c_str(), 1);
 
     if (flags.noSsh && flags.nodeRank > 0) {
       // Not the master node: this process becomes the node agent for its ranks.
@@ -357,9 +357,9 @@ int main(int argc, char** argv) {
     coordinatorOptions.programNoLocalRank = flags.noLocalRank;
     coordinatorOptions.python = flags.python;
     if (!flags.tlsCert.empty()) {
-      coordinatorOptions.tlsCertPem = ds::readWholeFile(flags.tlsCert, "--tls-cert");
-      coordinatorOptions.tlsKeyPem = ds::readWholeFile(flags.tlsKey, "--tls-key");
-      coordinatorOptions.tlsCaPem = ds::readWholeFile(flags.tlsCa, "--tls-ca");
+      coordinatorOptions.tls.certPem = ds::readWholeFile(flags.tlsCert, "--tls-cert");
+      coordinatorOptions.tls.keyPem = ds::readWholeFile(flags.tlsKey, "--tls-key");
+      coordinatorOptions.tls.caPem = ds::readWholeFile(flags.tlsCa, "--tls-ca");
     }
     Coordinator coordinator(coordinatorOptions);
     request.coordinatorAddress = coordinator.address();

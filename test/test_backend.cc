@@ -8,7 +8,7 @@
 
 #include "launcher/backend.h"
 #include "common/error.h"
-#include "runtime/common/world_info.h"
+#include "contract/world_info.h"
 #include "test/scratch_dir.h"
 
 using namespace ds::launcher;

@@ -12,6 +12,10 @@
 
 using namespace ds::launcher;
 using namespace ds::worker;
+using ds::CommandKind;
+using ds::RankReport;
+using ds::RankState;
+using ds::TlsFiles;
 using namespace std::chrono_literals;
 
 namespace {
@@ -90,13 +94,13 @@ TEST_CASE("coordinator: heartbeats and reports show up in the snapshot") {
   Coordinator coordinator(twoRankOptions());
   CoordinatorClient client(coordinator.address(), "secret-token-0123456789abcdef");
   client.join({"127.0.0.1", 0}, 5s);
-  REQUIRE(client.heartbeat({WorkerState::Training, 7, 0.5, 123.0, 4096, "step 7 done"}));
+  REQUIRE(client.heartbeat({RankState::Training, 7, 0.5, 123.0, 4096, "step 7 done"}));
   auto status = coordinator.snapshot()[0];
   REQUIRE(status.state == RankState::Training);
   REQUIRE(status.step == 7);
   REQUIRE(status.loss == 0.5);
   REQUIRE(status.residentBytes == 4096);
-  FinalReport report;
+  RankReport report;
   report.steps = 9;
   report.lastLoss = 0.25;
   client.report(report);
@@ -111,7 +115,7 @@ TEST_CASE("coordinator: stop and abort reach a watcher in order, and shutdown en
   CoordinatorClient client(coordinator.address(), "secret-token-0123456789abcdef");
   client.join({"127.0.0.1", 0}, 5s);
   // Sent before the stream opens: a late watcher still receives every command.
-  coordinator.broadcast(Command::Stop, "resize");
+  coordinator.broadcast(CommandKind::Stop, "resize");
   std::promise<std::string> aborted;
   std::promise<void> gone;
   std::atomic<bool> stoppedFirst{false};
@@ -122,7 +126,7 @@ TEST_CASE("coordinator: stop and abort reach a watcher in order, and shutdown en
       if (kind == CommandKind::CoordinatorGone) gone.set_value();
     });
   });
-  coordinator.broadcast(Command::Abort, "rank 1 died");
+  coordinator.broadcast(CommandKind::Abort, "rank 1 died");
   auto abortFuture = aborted.get_future();
   REQUIRE(abortFuture.wait_for(3s) == std::future_status::ready);
   REQUIRE(abortFuture.get() == "rank 1 died");

@@ -16,6 +16,10 @@
 
 using namespace ds::launcher;
 using namespace ds::worker;
+using ds::CommandKind;
+using ds::RankReport;
+using ds::RankState;
+using ds::TlsFiles;
 using ds::test::makeCertificates;
 using ds::test::slurp;
 using namespace std::chrono_literals;
@@ -39,9 +43,9 @@ TEST_CASE("coordinator TLS: only peers with a certificate from the job's CA get 
   options.bindAddress = "127.0.0.1";
   options.token = "tls-token-0123456789abcdef";
   options.ranks = {{0, "127.0.0.1", 0, 0, 1}};
-  options.tlsCertPem = job.certPem;
-  options.tlsKeyPem = job.keyPem;
-  options.tlsCaPem = job.caPem;
+  options.tls.certPem = job.certPem;
+  options.tls.keyPem = job.keyPem;
+  options.tls.caPem = job.caPem;
   Coordinator coordinator(options);
 
   CoordinatorClient plaintext(coordinator.address(), options.token);

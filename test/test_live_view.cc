@@ -7,6 +7,7 @@
 #include "launcher/live_view.h"
 
 using namespace ds::launcher;
+using ds::RankState;
 using namespace std::chrono_literals;
 
 namespace {

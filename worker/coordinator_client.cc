@@ -21,18 +21,20 @@ std::chrono::system_clock::time_point deadlineIn(std::chrono::milliseconds d) {
   return std::chrono::system_clock::now() + d;
 }
 
-proto::WorkerState toProto(WorkerState state) {
+proto::WorkerState toProto(RankState state) {
   switch (state) {
-    case WorkerState::Starting:
+    case RankState::Starting:
       return proto::WORKER_STATE_STARTING;
-    case WorkerState::Rendezvous:
+    case RankState::Rendezvous:
       return proto::WORKER_STATE_RENDEZVOUS;
-    case WorkerState::Training:
+    case RankState::Training:
       return proto::WORKER_STATE_TRAINING;
-    case WorkerState::Finished:
+    case RankState::Finished:
       return proto::WORKER_STATE_FINISHED;
-    case WorkerState::Failed:
+    case RankState::Failed:
       return proto::WORKER_STATE_FAILED;
+    case RankState::Waiting:  // never sent: a rank that runs has joined
+      break;
   }
   return proto::WORKER_STATE_UNSPECIFIED;
 }
@@ -195,7 +197,7 @@ bool CoordinatorClient::heartbeat(const Progress& progress) {
   return impl_->stub->Heartbeat(&context, request, &reply).ok();
 }
 
-void CoordinatorClient::report(const FinalReport& report) {
+void CoordinatorClient::report(const RankReport& report) {
   proto::ReportRequest request;
   request.set_rank(rank_);
   request.set_exit_status(report.exitStatus);

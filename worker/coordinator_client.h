@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/comm/comm_stat.h"
+#include "contract/rank_contract.h"
 
 namespace ds::worker {
 
@@ -47,34 +47,6 @@ struct JoinIdentity {
   }
 };
 
-// Mutual TLS material (PEM contents); empty cert means plaintext.
-struct TlsFiles {
-  std::string certPem, keyPem, caPem;
-};
-
-enum class WorkerState { Starting, Rendezvous, Training, Finished, Failed };
-
-struct Progress {
-  WorkerState state = WorkerState::Starting;
-  int64_t step = 0;
-  double loss = 0.0;
-  double samplesPerSecond = 0.0;
-  int64_t residentBytes = 0;
-  std::string phase;
-};
-
-struct FinalReport {
-  int exitStatus = 0;
-  std::string error;
-  int64_t steps = 0;
-  double lastLoss = 0.0;
-  double wallSeconds = 0.0;
-  std::map<std::string, double> metrics;
-  std::vector<runtime::CommStat> commStats;
-};
-
-enum class CommandKind { Stop, Abort, CoordinatorGone };
-
 class CoordinatorClient {
  public:
   CoordinatorClient(const std::string& address, std::string token, const TlsFiles& tls = {});
@@ -90,7 +62,7 @@ class CoordinatorClient {
 
   // Returns false when the coordinator could not be reached.
   bool heartbeat(const Progress& progress);
-  void report(const FinalReport& report);
+  void report(const RankReport& report);
 
   // Blocks reading the command stream; calls onCommand for each command and once with
   // CoordinatorGone when the stream ends or breaks. Run it on its own thread.

@@ -23,7 +23,7 @@
 #include "runtime/comm/store_barrier.h"
 #include "common/error.h"
 #include "runtime/common/files.h"
-#include "runtime/common/forwarded_env.h"
+#include "contract/forwarded_env.h"
 #include "worker/comm_bench_job.h"
 #include "worker/coordinator_client.h"
 #include "worker/coordinator_store.h"
@@ -39,6 +39,11 @@
 namespace {
 
 using namespace ds::worker;
+using ds::CommandKind;
+using ds::Progress;
+using ds::RankReport;
+using ds::RankState;
+using ds::TlsFiles;
 
 constexpr int kJobFailed = 1;
 constexpr int kUsage = 2;
@@ -78,10 +83,10 @@ int64_t residentBytes() {
 // program started later inherits it.
 std::string takeJobToken() {
   std::string token;
-  for (const char* name : {"DS_JOB_TOKEN", "LC_DS_JOB_TOKEN"})
+  for (const char* name : {ds::kJobTokenVariable, ds::kSshTokenVariable})
     if (const char* value = std::getenv(name); value != nullptr && *value != '\0' && token.empty())
       token = value;
-  if (const char* file = std::getenv("DS_JOB_TOKEN_FILE"); token.empty() && file != nullptr) {
+  if (const char* file = std::getenv(ds::kJobTokenFileVariable); token.empty() && file != nullptr) {
     struct stat info {};
     if (stat(file, &info) != 0)
       throw ds::Error(std::string("DS_JOB_TOKEN_FILE ") + file + ": missing");
@@ -93,9 +98,10 @@ std::string takeJobToken() {
   }
   // unsetenv only drops the pointer: the text stays in the process's initial environment block,
   // which /proc/PID/environ shows to the user's other processes. Overwrite it in place first.
-  for (const char* name : {"DS_JOB_TOKEN", "LC_DS_JOB_TOKEN"})
+  for (const char* name : {ds::kJobTokenVariable, ds::kSshTokenVariable})
     if (char* value = std::getenv(name)) std::memset(value, 'x', std::strlen(value));
-  for (const char* name : {"DS_JOB_TOKEN", "LC_DS_JOB_TOKEN", "DS_JOB_TOKEN_FILE"}) unsetenv(name);
+  for (const char* name : {ds::kJobTokenVariable, ds::kSshTokenVariable, ds::kJobTokenFileVariable})
+    unsetenv(name);
   if (token.empty())
     throw ds::Error(
         "no job token: DS_JOB_TOKEN is not set (ds-launch sets it; with --no_ssh "
@@ -231,24 +237,24 @@ int main(int argc, char** argv) {
     }
   });
 
-  FinalReport report;
+  RankReport report;
   int status = 0;
   try {
     const std::string bindAddress = localBindAddress(join.host, coordinatorAddress);
     if (!join.jobArgs.empty() && join.jobArgs[0] == "barrier") {
       // The no-op job: every rank checks in through the coordinator's store, the last one
       // releases them all. What bench_launch times (start, join, one barrier, clean exit).
-      board.setState(WorkerState::Rendezvous);
+      board.setState(RankState::Rendezvous);
       CoordinatorStore store(client);
       ds::runtime::storeBarrier(store, "barrier", join.worldSize, std::chrono::minutes(5));
       if (join.rank == 0) std::printf("barrier passed by %d ranks\n", join.worldSize);
     } else if (!join.jobArgs.empty() && join.jobArgs[0] == "ds-comm-bench") {
       const CommBenchOptions options = parseCommBenchOptions(join.jobArgs);
       CoordinatorStore store(client);
-      board.setState(WorkerState::Rendezvous);
+      board.setState(RankState::Rendezvous);
       const std::unique_ptr<ds::runtime::Communicator> world =
           makeGroupFactory(join, store, bindAddress, options.backend).world();
-      board.setState(WorkerState::Training);
+      board.setState(RankState::Training);
       board.setPhase("ds-comm-bench " + options.op);
       const bool correct = runCommBench(options, *world);
       ds::runtime::storeBarrier(store, "comm-bench/finished", join.worldSize,
@@ -270,7 +276,7 @@ int main(int argc, char** argv) {
     } else {
       const auto [masterAddr, masterPort] = programMaster(join, bindAddress, client);
       const auto programArgs = programArgv(join);
-      board.setState(WorkerState::Training);
+      board.setState(RankState::Training);
       board.setPhase("running " + programArgs.front());
       const auto started = std::chrono::steady_clock::now();
       status =
@@ -283,13 +289,13 @@ int main(int argc, char** argv) {
                            ? "the program was killed by signal " + std::to_string(status - 128)
                            : "the program exited with status " + std::to_string(status);
     }
-    board.setState(status == 0 ? WorkerState::Finished : WorkerState::Failed);
+    board.setState(status == 0 ? RankState::Finished : RankState::Failed);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "ds-worker: rank %d failed: %s\n", join.rank, e.what());
     report.exitStatus = status = kJobFailed;
     report.error = e.what();
-    board.setState(WorkerState::Failed);
+    board.setState(RankState::Failed);
   }
   {
     std::lock_guard lock(heartbeatMutex);

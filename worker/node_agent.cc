@@ -16,7 +16,7 @@
 
 #include "common/error.h"
 #include "common/spawn.h"
-#include "runtime/common/world_info.h"
+#include "contract/world_info.h"
 
 namespace ds::worker {
 

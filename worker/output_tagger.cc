@@ -14,7 +14,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "runtime/common/rank_tag.h"
+#include "contract/rank_tag.h"
 
 namespace ds::worker {
 namespace {

@@ -14,7 +14,7 @@ class ProgressBoard {
     std::lock_guard lock(mutex_);
     progress_ = progress;
   }
-  void setState(WorkerState state) {
+  void setState(RankState state) {
     std::lock_guard lock(mutex_);
     progress_.state = state;
   }

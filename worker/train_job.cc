@@ -78,7 +78,7 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
                         const std::atomic<bool>& stopRequested) {
   const auto config = runtime::parseDeepSpeedConfig(join.configJson, join.worldSize, "config");
 
-  board.setState(WorkerState::Rendezvous);
+  board.setState(RankState::Rendezvous);
   runtime::GroupFactory groups = makeGroupFactory(join, store, bindAddress, config.commBackend);
   const std::unique_ptr<runtime::Communicator> world = groups.world();
   runtime::CommsLogger logger(config.commsLogger, join.worldSize);
@@ -106,7 +106,7 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   if (config.dumpState && join.rank == 0)
     std::printf("engine state (dump_state):\n%s", engine.describeState().c_str());
 
-  board.setState(WorkerState::Training);
+  board.setState(RankState::Training);
   const auto& batch = config.batch;
   const auto start = std::chrono::steady_clock::now();
   const int64_t firstStep = engine.globalSteps();
@@ -142,7 +142,7 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.samplesPerSecond =
         elapsed > 0 ? (engine.globalSteps() - firstStep) * batch.trainBatchSize / elapsed : 0.0;
-    board.update({WorkerState::Training, result.steps, loss, result.samplesPerSecond, 0,
+    board.update({RankState::Training, result.steps, loss, result.samplesPerSecond, 0,
                   "step " + std::to_string(result.steps) + " done"});
     if (options.printParamHash)
       std::printf("step %" PRId64 " param_hash %016" PRIx64 "\n", result.steps,

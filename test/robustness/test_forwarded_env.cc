@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "runtime/common/forwarded_env.h"
+#include "contract/forwarded_env.h"
 
 TEST_CASE("forwarded exports: carriers round-trip any value and disappear") {
   const ds::VariableList exports = {{"DS_FWD_A", "it's $HOME; rm -rf /"},

@@ -1,6 +1,6 @@
 // world_info encoding: JSON like Python's json.dumps (", " and ": " separators, ASCII only with
 // \uXXXX escapes), then URL-safe base64 with '=' padding.
-#include "runtime/common/world_info.h"
+#include "contract/world_info.h"
 
 #include <nlohmann/json.hpp>
 

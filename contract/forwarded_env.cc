@@ -1,5 +1,5 @@
 // Forwarded exports: numbered carriers, decoded in number order.
-#include "runtime/common/forwarded_env.h"
+#include "contract/forwarded_env.h"
 
 #include <cstdlib>
 #include <cstring>

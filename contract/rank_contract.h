@@ -1,0 +1,56 @@
+// The launcher-worker contract, free of gRPC: what a rank reports while it runs (RankState,
+// Progress) and when it ends (RankReport), and what it can be told (CommandKind). ds-launch's
+// coordinator and ds-worker's client convert these to and from proto/coordinator.proto next to
+// their gRPC code; everything else uses these types.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/comm_stat.h"
+
+namespace ds {
+
+// Waiting exists only on the coordinator's side: a rank that has not joined yet.
+enum class RankState { Waiting, Starting, Rendezvous, Training, Finished, Failed };
+const char* rankStateName(RankState state);  // "waiting", "starting", ...
+
+// A heartbeat's content.
+struct Progress {
+  RankState state = RankState::Starting;
+  int64_t step = 0;
+  double loss = 0.0;
+  double samplesPerSecond = 0.0;
+  int64_t residentBytes = 0;
+  std::string phase;  // what the rank is doing now ("step 12: all_reduce"), for stall reports
+};
+
+// A rank's final report.
+struct RankReport {
+  int exitStatus = 0;
+  std::string error;
+  int64_t steps = 0;  // 0: the job reported no training progress (any external program)
+  double lastLoss = 0.0;
+  double wallSeconds = 0.0;
+  std::map<std::string, double> metrics;
+  std::vector<runtime::CommStat> commStats;
+};
+
+// What the coordinator tells ranks. CoordinatorGone is never sent: a worker's client reports it
+// when the command stream ends or breaks.
+enum class CommandKind { Stop, Abort, CoordinatorGone };
+
+// Mutual TLS material (PEM contents, not paths); an empty certificate means plaintext.
+struct TlsFiles {
+  std::string certPem, keyPem, caPem;
+};
+
+// Where the job token travels: the environment of ds-launch's children, ssh's forwarded LC_*
+// variable, or a file only its owner can read.
+inline constexpr const char* kJobTokenVariable = "DS_JOB_TOKEN";
+inline constexpr const char* kSshTokenVariable = "LC_DS_JOB_TOKEN";
+inline constexpr const char* kJobTokenFileVariable = "DS_JOB_TOKEN_FILE";
+
+}  // namespace ds
