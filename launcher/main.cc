@@ -27,6 +27,7 @@
 #include "launcher/resources.h"
 #include "launcher/worker_process.h"
 #include "common/error.h"
+#include "contract/job_args.h"
 #include "runtime/common/files.h"
 #include "runtime/config/ds_config.h"
 
@@ -84,25 +85,6 @@ std::string defaultLogDir() {
   const char* tmp = std::getenv("TMPDIR");
   return std::string(tmp != nullptr && tmp[0] == '/' ? tmp : "/tmp") + "/ds-launch-" +
          std::to_string(getuid()) + "/" + run;
-}
-
-// The config file named by the job's --config / --deepspeed_config argument, if any.
-std::string configPathOf(const std::vector<std::string>& jobArgs) {
-  for (size_t i = 1; i < jobArgs.size(); ++i) {
-    for (const std::string flag : {"--config", "--deepspeed_config"}) {
-      if (jobArgs[i] == flag && i + 1 < jobArgs.size()) return jobArgs[i + 1];
-      if (jobArgs[i].starts_with(flag + "=")) return jobArgs[i].substr(flag.size() + 1);
-    }
-  }
-  return "";
-}
-
-// The built-in job's --steps, for the progress bar (0 when unknown).
-int64_t totalStepsOf(const std::vector<std::string>& jobArgs) {
-  if (jobArgs.empty() || jobArgs[0] != "train") return 0;
-  for (size_t i = 1; i + 1 < jobArgs.size(); ++i)
-    if (jobArgs[i] == "--steps") return std::atoll(jobArgs[i + 1].c_str());
-  return 200;
 }
 
 // No hostfile: one slot per GPU the NVIDIA driver lists, else one per core.
@@ -220,7 +202,8 @@ int main(int argc, char** argv) {
       throw ds::Error(
           "no job given; try: ds-launch train --config configs/ds_config.json, or "
           "ds-launch [flags] -- PROGRAM ARGS");
-    const bool builtin = jobArgs[0] == "train";
+    // The job's own arguments are checked here, before anything starts.
+    const ds::JobSpec job = ds::parseJobArgs(jobArgs);
 
     // Resource selection, in DeepSpeed's order.
     const auto hostfile = readHostfile(flags.hostfile);
@@ -258,14 +241,12 @@ int main(int argc, char** argv) {
 
     std::string configJson;
     std::optional<BatchPlan> batch;
-    if (const std::string path = configPathOf(jobArgs); !path.empty()) {
+    if (const std::string& path = job.configPath; !path.empty()) {
       configJson = ds::runtime::readDeepSpeedConfigText(path);
       const auto config = ds::runtime::parseDeepSpeedConfig(configJson, plan.worldSize(), path);
       for (const auto& warning : config.warnings) notices.push_back("config: " + warning);
       batch = BatchPlan{config.batch.trainBatchSize, config.batch.microBatchPerGpu,
                         config.batch.gradientAccumulationSteps};
-    } else if (builtin) {
-      throw ds::Error("the train job needs --config FILE (a DeepSpeed JSON config)");
     }
 
     if (flags.masterAddr.empty()) flags.masterAddr = defaultMasterAddress(plan);
@@ -398,7 +379,7 @@ int main(int argc, char** argv) {
     supervisorOptions.view.terminal = isatty(STDOUT_FILENO) == 1;
     if (winsize size{}; ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0)
       supervisorOptions.view.columns = size.ws_col;
-    supervisorOptions.view.totalSteps = totalStepsOf(jobArgs);
+    supervisorOptions.view.totalSteps = job.kind == ds::JobKind::Train ? job.train.steps : 0;
     const JobOutcome outcome = superviseJob(coordinator, plan.ranks, processes, supervisorOptions);
     coordinator.shutdown();
 

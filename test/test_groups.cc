@@ -64,10 +64,10 @@ TEST_CASE("groups: bad member lists and impossible backends are clear errors") {
   REQUIRE_THROWS_WITH(factory.group({0, 4}),
                       Catch::Contains("rank 4 is not a rank of this job of 4"));
   REQUIRE_THROWS_WITH(factory.group({}), Catch::Contains("no ranks"));
-  options.backend = "shm";
+  options.backend = CommBackend::Shm;
   GroupFactory shmOnly(store, {0, {2, 2}}, options);
   REQUIRE_THROWS_WITH(shmOnly.group({0, 2}), Catch::Contains("spans 2 hosts"));
-  options.backend = "nccl2";
-  REQUIRE_THROWS_WITH(GroupFactory(store, {0, {2, 2}}, options),
-                      Catch::Contains("use auto, shm, hierarchical or gloo"));
+  REQUIRE_THROWS_WITH(parseCommBackend("nccl2", "comm_backend"),
+                      Catch::Contains("comm_backend: expected \"auto\", \"shm\", \"hierarchical\" "
+                                      "or \"gloo\", got \"nccl2\""));
 }

@@ -24,16 +24,17 @@ struct Buffers {
   size_t dataCount() const { return data.size() / dtypeBytes(dtype); }
 };
 
-Buffers buffersFor(const std::string& op, uint64_t bytes, int ranks, DType dtype) {
+Buffers buffersFor(CommOp op, uint64_t bytes, int ranks, DType dtype) {
   Buffers buffers;
   buffers.dtype = dtype;
   const size_t element = dtypeBytes(dtype);
   const size_t total = bytes / element;
-  const bool perRank = op == "all_gather" || op == "reduce_scatter";
+  const bool perRank = op == CommOp::AllGather || op == CommOp::ReduceScatter;
   buffers.count = perRank ? total / ranks : total;
-  buffers.data.resize((op == "reduce_scatter" ? buffers.count * ranks : buffers.count) * element);
-  if (op == "all_gather") buffers.out.resize(buffers.count * ranks * element);
-  if (op == "reduce_scatter") buffers.out.resize(buffers.count * element);
+  buffers.data.resize((op == CommOp::ReduceScatter ? buffers.count * ranks : buffers.count) *
+                      element);
+  if (op == CommOp::AllGather) buffers.out.resize(buffers.count * ranks * element);
+  if (op == CommOp::ReduceScatter) buffers.out.resize(buffers.count * element);
   return buffers;
 }
 
@@ -43,24 +44,25 @@ void fill(Buffers& b, int rank) {
   runtime::fromFloat(values.data(), b.data.data(), values.size(), b.dtype);
 }
 
-void runOp(const std::string& op, runtime::Communicator& comm, Buffers& b) {
-  if (op == "all_reduce")
-    comm.allReduce(b.data.data(), b.count, b.dtype);
-  else if (op == "all_gather")
-    comm.allGather(b.data.data(), b.out.data(), b.count, b.dtype);
-  else if (op == "reduce_scatter")
-    comm.reduceScatter(b.data.data(), b.out.data(), b.count, b.dtype);
-  else
-    comm.broadcast(b.data.data(), b.count, b.dtype, 0);
+void runOp(CommOp op, runtime::Communicator& comm, Buffers& b) {
+  switch (op) {
+    case CommOp::AllReduce: comm.allReduce(b.data.data(), b.count, b.dtype); break;
+    case CommOp::AllGather: comm.allGather(b.data.data(), b.out.data(), b.count, b.dtype); break;
+    case CommOp::ReduceScatter:
+      comm.reduceScatter(b.data.data(), b.out.data(), b.count, b.dtype);
+      break;
+    case CommOp::Broadcast: comm.broadcast(b.data.data(), b.count, b.dtype, 0); break;
+  }
 }
 
 // Wrong elements on this rank after one op from initial values. Expected values are rounded to
 // the dtype once, as the backends round their fp32 sums.
-size_t countErrors(const std::string& op, runtime::Communicator& comm, Buffers& b) {
+size_t countErrors(CommOp op, runtime::Communicator& comm, Buffers& b) {
   const int n = comm.size();
   fill(b, comm.rank());
   runOp(op, comm, b);
-  const std::vector<char>& result = op == "all_reduce" || op == "broadcast" ? b.data : b.out;
+  const std::vector<char>& result =
+      op == CommOp::AllReduce || op == CommOp::Broadcast ? b.data : b.out;
   std::vector<float> got(result.size() / dtypeBytes(b.dtype));
   runtime::toFloat(result.data(), got.data(), got.size(), b.dtype);
   auto rounded = [&](float value) {
@@ -74,11 +76,11 @@ size_t countErrors(const std::string& op, runtime::Communicator& comm, Buffers& 
   };
   size_t errors = 0;
   for (size_t i = 0; i < b.count; ++i) {
-    if (op == "all_reduce")
+    if (op == CommOp::AllReduce)
       errors += got[i] != sumAt(i);
-    else if (op == "broadcast")
+    else if (op == CommOp::Broadcast)
       errors += got[i] != initialValue(0, i);
-    else if (op == "reduce_scatter")
+    else if (op == CommOp::ReduceScatter)
       errors += got[i] != sumAt(comm.rank() * b.count + i);
     else
       for (int r = 0; r < n; ++r) errors += got[r * b.count + i] != initialValue(r, i);
@@ -88,76 +90,13 @@ size_t countErrors(const std::string& op, runtime::Communicator& comm, Buffers& 
 
 }  // namespace
 
-uint64_t parseByteSize(const std::string& flag, const std::string& text) {
-  char* end = nullptr;
-  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
-  uint64_t scale = 1;
-  const std::string suffix = end;
-  if (end == text.c_str() || text[0] == '-')
-    throw Error("ds-comm-bench " + flag + ": \"" + text + "\" is not a size (e.g. 1K, 64M, 1G)");
-  if (suffix == "K" || suffix == "k")
-    scale = uint64_t{1} << 10;
-  else if (suffix == "M" || suffix == "m")
-    scale = uint64_t{1} << 20;
-  else if (suffix == "G" || suffix == "g")
-    scale = uint64_t{1} << 30;
-  else if (!suffix.empty())
-    throw Error("ds-comm-bench " + flag + ": \"" + text + "\" is not a size (e.g. 1K, 64M, 1G)");
-  return value * scale;
-}
-
-CommBenchOptions parseCommBenchOptions(const std::vector<std::string>& jobArgs) {
-  CommBenchOptions options;
-  for (size_t i = 1; i < jobArgs.size(); ++i) {
-    const std::string& arg = jobArgs[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= jobArgs.size()) throw Error("ds-comm-bench " + arg + ": missing value");
-      return jobArgs[++i];
-    };
-    if (arg == "--op")
-      options.op = value();
-    else if (arg == "--dtype")
-      options.dtype = value();
-    else if (arg == "--min")
-      options.minBytes = parseByteSize(arg, value());
-    else if (arg == "--max")
-      options.maxBytes = parseByteSize(arg, value());
-    else if (arg == "--iters")
-      options.iters = std::atoi(value().c_str());
-    else if (arg == "--warmup")
-      options.warmup = std::atoi(value().c_str());
-    else if (arg == "--backend")
-      options.backend = value();
-    else if (arg == "--check")
-      options.check = true;
-    else if (arg == "--json")
-      options.json = true;
-    else
-      throw Error("ds-comm-bench: unknown argument \"" + arg + "\"");
-  }
-  if (options.op != "all_reduce" && options.op != "all_gather" && options.op != "broadcast" &&
-      options.op != "reduce_scatter")
-    throw Error("ds-comm-bench --op " + options.op +
-                ": use all_reduce, all_gather, reduce_scatter or broadcast");
-  const DType dtype = parseDType(options.dtype, "ds-comm-bench --dtype");
-  if (options.minBytes < dtypeBytes(dtype) || options.maxBytes < options.minBytes)
-    throw Error("ds-comm-bench: --min " + std::to_string(options.minBytes) + " / --max " +
-                std::to_string(options.maxBytes) + ": need one element <= min <= max bytes");
-  if (options.backend != "auto" && options.backend != "shm" && options.backend != "hierarchical" &&
-      options.backend != "gloo")
-    throw Error("ds-comm-bench --backend " + options.backend +
-                ": use auto, shm, hierarchical or gloo");
-  if (options.iters < 1) throw Error("ds-comm-bench --iters: at least 1");
-  return options;
-}
-
 bool runCommBench(const CommBenchOptions& options, runtime::Communicator& comm) {
   const int n = comm.size();
-  const DType dtype = parseDType(options.dtype, "ds-comm-bench --dtype");
+  const DType dtype = options.dtype;
+  const char* opName = commOpName(options.op);
   const bool printing = comm.rank() == 0;
   if (printing && !options.json) {
-    std::printf("ds-comm-bench: %s %s, %d ranks, %s, %d iterations\n", options.op.c_str(),
-                options.dtype.c_str(), n, comm.backendName().c_str(), options.iters);
+    std::printf("ds-comm-bench: %s %s, %d ranks, %s, %d iterations\n", opName, dtypeName(dtype), n, comm.backendName().c_str(), options.iters);
     std::printf("%14s %12s %12s %12s %12s %8s\n", "bytes", "count", "time us", "algbw GB/s",
                 "busbw GB/s", options.check ? "check" : "");
   }
@@ -180,12 +119,12 @@ bool runCommBench(const CommBenchOptions& options, runtime::Communicator& comm) 
       allCorrect = allCorrect && errors[0] == 0.0f;
     }
     const double algbw = bytes / seconds / 1e9;
-    const double busbw = algbw * runtime::busBandwidthFactor(options.op, n);
+    const double busbw = algbw * runtime::busBandwidthFactor(opName, n);
     if (printing && options.json) {
       std::printf(
           "{\"op\": \"%s\", \"dtype\": \"%s\", \"bytes\": %llu, \"ranks\": %d, "
           "\"time_us\": %.1f, \"algbw_GBps\": %.3f, \"busbw_GBps\": %.3f%s}\n",
-          options.op.c_str(), options.dtype.c_str(), static_cast<unsigned long long>(bytes), n,
+          opName, dtypeName(dtype), static_cast<unsigned long long>(bytes), n,
           seconds * 1e6, algbw, busbw,
           options.check ? (check == "ok" ? ", \"check\": true" : ", \"check\": false") : "");
     } else if (printing) {

@@ -241,21 +241,22 @@ int main(int argc, char** argv) {
   int status = 0;
   try {
     const std::string bindAddress = localBindAddress(join.host, coordinatorAddress);
-    if (!join.jobArgs.empty() && join.jobArgs[0] == "barrier") {
+    const ds::JobSpec job = ds::parseJobArgs(join.jobArgs);
+    if (job.kind == ds::JobKind::Barrier) {
       // The no-op job: every rank checks in through the coordinator's store, the last one
       // releases them all. What bench_launch times (start, join, one barrier, clean exit).
       board.setState(RankState::Rendezvous);
       CoordinatorStore store(client);
       ds::runtime::storeBarrier(store, "barrier", join.worldSize, std::chrono::minutes(5));
       if (join.rank == 0) std::printf("barrier passed by %d ranks\n", join.worldSize);
-    } else if (!join.jobArgs.empty() && join.jobArgs[0] == "ds-comm-bench") {
-      const CommBenchOptions options = parseCommBenchOptions(join.jobArgs);
+    } else if (job.kind == ds::JobKind::CommBench) {
+      const ds::CommBenchOptions& options = job.bench;
       CoordinatorStore store(client);
       board.setState(RankState::Rendezvous);
       const std::unique_ptr<ds::runtime::Communicator> world =
           makeGroupFactory(join, store, bindAddress, options.backend).world();
       board.setState(RankState::Training);
-      board.setPhase("ds-comm-bench " + options.op);
+      board.setPhase(std::string("ds-comm-bench ") + ds::commOpName(options.op));
       const bool correct = runCommBench(options, *world);
       ds::runtime::storeBarrier(store, "comm-bench/finished", join.worldSize,
                                 std::chrono::minutes(5));
@@ -263,11 +264,10 @@ int main(int argc, char** argv) {
         status = report.exitStatus = kJobFailed;
         report.error = "ds-comm-bench --check: wrong results";
       }
-    } else if (!join.jobArgs.empty() && join.jobArgs[0] == "train") {
-      const TrainOptions options = parseTrainOptions(join.jobArgs);
+    } else if (job.kind == ds::JobKind::Train) {
       CoordinatorStore store(client);
       const TrainResult result =
-          runTrainJob(options, join, store, bindAddress, board, stopRequested);
+          runTrainJob(job.train, join, store, bindAddress, board, stopRequested);
       report.steps = result.steps;
       report.lastLoss = result.lastLoss;
       report.wallSeconds = result.wallSeconds;

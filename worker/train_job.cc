@@ -24,54 +24,7 @@ namespace {
 
 constexpr uint64_t kTaskSeed = 2024;
 
-template <typename T>
-T parseNumber(const std::string& flag, const std::string& text) {
-  T value{};
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size())
-    throw Error("train " + flag + ": expected a non-negative integer, got \"" + text + "\"");
-  return value;
-}
-
 }  // namespace
-
-TrainOptions parseTrainOptions(const std::vector<std::string>& jobArgs) {
-  TrainOptions options;
-  for (size_t i = 1; i < jobArgs.size(); ++i) {
-    const std::string& arg = jobArgs[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= jobArgs.size()) throw Error("train " + arg + ": missing value");
-      return jobArgs[++i];
-    };
-    if (arg == "--steps")
-      options.steps = parseNumber<int64_t>(arg, value());
-    else if (arg == "--seed")
-      options.seed = parseNumber<uint64_t>(arg, value());
-    else if (arg == "--hang_at_step")
-      options.hangAtStep = parseNumber<int64_t>(arg, value());
-    else if (arg == "--hang_rank")
-      options.hangRank = parseNumber<int>(arg, value());
-    else if (arg == "--load_dir")
-      options.loadDir = value();
-    else if (arg == "--save_dir")
-      options.saveDir = value();
-    else if (arg == "--save_interval")
-      options.saveInterval = parseNumber<int64_t>(arg, value());
-    else if (arg == "--print_param_hash")
-      options.printParamHash = true;
-    else if (arg == "--config" || arg == "--deepspeed_config")
-      value();  // shipped by the coordinator
-    else if (arg.starts_with("--config=") || arg.starts_with("--deepspeed_config="))
-      continue;
-    else
-      throw Error(
-          "train: unknown argument \"" + arg +
-          "\" (known: --config FILE, --steps N, --seed N, --print_param_hash, --load_dir DIR, "
-          "--save_dir DIR, --save_interval N)");
-  }
-  if (options.steps <= 0) throw Error("train --steps: expected a positive number of steps");
-  return options;
-}
 
 TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, runtime::Store& store,
                         const std::string& bindAddress, ProgressBoard& board,

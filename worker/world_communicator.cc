@@ -3,7 +3,8 @@
 namespace ds::worker {
 
 runtime::GroupFactory makeGroupFactory(const JoinResult& join, runtime::Store& store,
-                                       const std::string& bindAddress, const std::string& backend) {
+                                       const std::string& bindAddress,
+                                       runtime::CommBackend backend) {
   runtime::GroupOptions options;
   options.backend = backend;
   options.bindAddress = bindAddress;

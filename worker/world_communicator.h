@@ -10,10 +10,10 @@
 
 namespace ds::worker {
 
-// `backend` is the config's comm_backend: auto, shm, hierarchical or gloo. Store keys are scoped
+// `backend` is the config's comm_backend (or ds-comm-bench --backend). Store keys are scoped
 // by the membership epoch so a re-formed world never meets the old one's keys.
 runtime::GroupFactory makeGroupFactory(const JoinResult& join, runtime::Store& store,
                                        const std::string& bindAddress,
-                                       const std::string& backend = "auto");
+                                       runtime::CommBackend backend = runtime::CommBackend::Auto);
 
 }  // namespace ds::worker

@@ -37,10 +37,6 @@ GroupFactory::GroupFactory(Store& store, JobLayout layout, GroupOptions options)
   if (layout_.rank < 0 || layout_.rank >= static_cast<int>(nodeOf_.size()))
     throw Error("communicator groups: rank " + std::to_string(layout_.rank) +
                 " is outside the job's " + std::to_string(nodeOf_.size()) + " ranks");
-  if (options_.backend != "auto" && options_.backend != "shm" &&
-      options_.backend != "hierarchical" && options_.backend != "gloo")
-    throw Error("comm_backend \"" + options_.backend +
-                "\": unknown (use auto, shm, hierarchical or gloo)");
 }
 
 std::unique_ptr<Communicator> GroupFactory::world() {
@@ -90,15 +86,15 @@ std::unique_ptr<Communicator> GroupFactory::build(const std::vector<int>& member
   layout.uniform = std::all_of(perNode.begin(), perNode.end(),
                                [&](int count) { return count == perNode.front(); });
 
-  std::string choice = options_.backend;
-  if (choice == "auto")
-    choice = layout.nodeCount == 1                    ? "shm"
-             : layout.uniform && layout.localSize > 1 ? "hierarchical"
-                                                      : "gloo";
+  CommBackend choice = options_.backend;
+  if (choice == CommBackend::Auto)
+    choice = layout.nodeCount == 1                    ? CommBackend::Shm
+             : layout.uniform && layout.localSize > 1 ? CommBackend::Hierarchical
+                                                      : CommBackend::Gloo;
   ShmOptions shmOptions;
   shmOptions.timeout = options_.timeout;
   shmOptions.chunkBytes = options_.shmChunkBytes;
-  if (choice == "shm") {
+  if (choice == CommBackend::Shm) {
     if (layout.nodeCount != 1)
       throw Error(
           "comm_backend \"shm\" needs every rank of a group on one host; this group "
@@ -111,7 +107,7 @@ std::unique_ptr<Communicator> GroupFactory::build(const std::vector<int>& member
   glooOptions.bindAddress = options_.bindAddress;
   glooOptions.storePrefix = prefix + "/gloo";
   glooOptions.timeout = options_.timeout;
-  if (choice == "hierarchical") {
+  if (choice == CommBackend::Hierarchical) {
     if (!layout.uniform)
       throw Error(
           "comm_backend \"hierarchical\" needs the same number of a group's ranks on "

@@ -14,6 +14,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/comm/store.h"
+#include "runtime/comm/comm_backend.h"
 
 namespace ds::runtime {
 
@@ -24,7 +25,7 @@ struct JobLayout {
 };
 
 struct GroupOptions {
-  std::string backend = "auto";  // auto, shm, hierarchical or gloo
+  CommBackend backend = CommBackend::Auto;
   std::string bindAddress;       // this rank's address for Gloo's transport
   std::string storePrefix;       // unique per membership epoch
   std::chrono::milliseconds timeout{std::chrono::seconds(30)};

@@ -169,11 +169,12 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
   r.readBool(root, "", "wall_clock_breakdown", cfg.wallClockBreakdown);
   r.readBool(root, "", "dump_state", cfg.dumpState);
   if (const Json* v = JsonReader::member(root, "comm_backend")) {
-    cfg.commBackend = r.string(*v, "comm_backend");
-    if (cfg.commBackend != "auto" && cfg.commBackend != "shm" &&
-        cfg.commBackend != "hierarchical" && cfg.commBackend != "gloo")
+    try {
+      cfg.commBackend = parseCommBackend(r.string(*v, "comm_backend"), "comm_backend");
+    } catch (const Error&) {
       r.fail("comm_backend",
              "expected \"auto\", \"shm\", \"hierarchical\" or \"gloo\", got " + describeJson(*v));
+    }
   }
   if (const Json* v = JsonReader::member(root, "comms_logger"))
     cfg.commsLogger = parseCommsLogger(r, *v);

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/comm/comm_backend.h"
 #include "runtime/config/batch_size.h"
 #include "runtime/config/config_policy.h"
 #include "runtime/config/elasticity_config.h"
@@ -42,7 +43,7 @@ struct DeepSpeedConfig {
   CommsLoggerConfig commsLogger;
   // This project's key: which collectives backend the world group uses. "auto" (default): shared
   // memory on one host, hierarchical across hosts with equal ranks per host, else Gloo.
-  std::string commBackend = "auto";   // auto | shm | hierarchical | gloo
+  CommBackend commBackend = CommBackend::Auto;
   ElasticityConfig elasticity;        // validated; enabled: true is refused for now
   std::vector<KeyVerdict> keyEffects;  // what each key the config sets does here (config_policy.h)
   std::string configHash;             // FNV-1a of the config text, recorded in checkpoints

@@ -1,0 +1,67 @@
+// The job a ds-launch command line names, parsed once (with CLI11) by both sides: ds-launch reads
+// the config path and step count for its plan and progress bar, ds-worker runs the job.
+//   train --config FILE [--steps N] [--seed N] [--print_param_hash] [--load_dir D] [--save_dir D]
+//         [--save_interval N]                                  the built-in trainer
+//   barrier                                                    join, one barrier, exit
+//   ds-comm-bench [--op OP] [--dtype T] [--min SIZE] [--max SIZE] [--iters N] [--warmup N]
+//                 [--backend B] [--check] [--json]             the collectives benchmark
+//   anything else                                              an external program
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/comm_backend.h"
+#include "runtime/common/dtype.h"
+
+namespace ds {
+
+enum class JobKind { Train, Barrier, CommBench, Program };
+enum class CommOp { AllReduce, AllGather, ReduceScatter, Broadcast };
+const char* commOpName(CommOp op);  // "all_reduce", ... (the comms logger's names)
+
+struct TrainOptions {
+  std::string config;  // --config / --deepspeed_config: shipped to workers by the coordinator
+  int64_t steps = 200;
+  uint64_t seed = 1234;
+  bool printParamHash = false;  // one "param_hash" line per step, for replica-consistency checks
+  // Fault injection for stall detection: this rank stops making progress (but keeps
+  // heartbeating) when it reaches this step.
+  int64_t hangAtStep = -1;
+  int hangRank = 0;
+  // Checkpoints: resume from loadDir/latest when it exists; save to saveDir every saveInterval
+  // steps (0: only at the end) under the tag "global_stepN", as DeepSpeed names them.
+  std::string loadDir;
+  std::string saveDir;
+  int64_t saveInterval = 0;
+};
+
+struct CommBenchOptions {
+  CommOp op = CommOp::AllReduce;
+  DType dtype = DType::F32;
+  runtime::CommBackend backend = runtime::CommBackend::Auto;
+  uint64_t minBytes = 1024;
+  uint64_t maxBytes = uint64_t{64} << 20;
+  int iters = 20;
+  int warmup = 5;
+  bool check = false;
+  bool json = false;
+};
+
+struct JobSpec {
+  JobKind kind = JobKind::Program;
+  TrainOptions train;       // kind == Train
+  CommBenchOptions bench;   // kind == CommBench
+  // The DeepSpeed config to validate and ship: train's --config, or a program's
+  // --deepspeed_config / --config argument (DeepSpeed scripts take it so); "" when none.
+  std::string configPath;
+};
+
+// jobArgs[0] names the job. Throws ds::Error naming the job and the argument on bad input.
+JobSpec parseJobArgs(const std::vector<std::string>& jobArgs);
+
+// "64M" -> 67108864 (K, M, G are powers of 1024); throws ds::Error naming `flag` otherwise.
+uint64_t parseByteSize(const std::string& flag, const std::string& text);
+
+}  // namespace ds
