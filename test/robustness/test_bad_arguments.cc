@@ -95,3 +95,16 @@ TEST_CASE("robustness: --dry-run --json stays valid JSON with exported values th
   CHECK(outcome.output.find("\"world_size\":2") != std::string::npos);
   CHECK(outcome.output.find("\xef\xbf\xbd") != std::string::npos);  // U+FFFD in place of the bytes
 }
+
+TEST_CASE("robustness: ds-launch refuses unknown options and bad flag values with exit 2") {
+  const std::string bin = DS_BIN_DIR;
+  for (const std::string& args : std::vector<std::string>{
+           "--bogus x", "--master_port 70000 -- /bin/true", "--num_gpus many -- /bin/true",
+           "--heartbeat_interval 5 --heartbeat_timeout 1 -- /bin/true", "train --steps 3",
+           "ds-comm-bench --op alltoall", "--json -- /bin/true"}) {
+    INFO(args);
+    const Outcome outcome = runCommand(bin + "/ds-launch -H /nonexistent " + args);
+    CHECK(outcome.status == 2);
+    CHECK(outcome.output.find("rank ") == std::string::npos);  // nothing was started
+  }
+}

@@ -1,0 +1,159 @@
+// planJob: DeepSpeed's resource steps (hostfile, visible devices, include/exclude, num_nodes,
+// num_gpus), then the backend, the config and the launch commands' inputs, in that order.
+#include "launcher/job_planning.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "common/error.h"
+#include "launcher/exported_env.h"
+#include "launcher/hostfile.h"
+#include "launcher/worker_process.h"
+#include "runtime/common/files.h"
+#include "runtime/config/ds_config.h"
+
+extern char** environ;
+
+namespace ds::launcher {
+namespace {
+
+// Per user and outside the working directory, so a run inside a checkout dirties nothing, yet
+// kept after the job (unlike torchrun's temporary directory) for the post-mortem:
+// $XDG_STATE_HOME/ds-launch/<time>-<pid>, by default ~/.local/state/ds-launch/..., or
+// $TMPDIR/ds-launch-<uid>/... when there is no home directory.
+std::string defaultLogDir() {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
+  const std::string run = std::string(stamp) + "-" + std::to_string(getpid());
+  const char* state = std::getenv("XDG_STATE_HOME");
+  const char* home = std::getenv("HOME");
+  if (state != nullptr && state[0] == '/') return std::string(state) + "/ds-launch/" + run;
+  if (home != nullptr && home[0] == '/')
+    return std::string(home) + "/.local/state/ds-launch/" + run;
+  const char* tmp = std::getenv("TMPDIR");
+  return std::string(tmp != nullptr && tmp[0] == '/' ? tmp : "/tmp") + "/ds-launch-" +
+         std::to_string(getuid()) + "/" + run;
+}
+
+// No hostfile: one slot per GPU the NVIDIA driver lists, else one per core.
+int localSlotCount() {
+  int gpus = 0;
+  if (DIR* dir = opendir("/proc/driver/nvidia/gpus")) {
+    while (dirent* entry = readdir(dir))
+      if (entry->d_name[0] != '.') ++gpus;
+    closedir(dir);
+  }
+  if (gpus > 0) return gpus;
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+Backend chooseBackend(const LaunchOptions& flags, const LaunchPlan& plan) {
+  if (!flags.launcher.empty()) return parseBackend(flags.launcher);
+  if (flags.noSsh || allLoopback(plan)) return Backend::Local;
+  // DeepSpeed: a single host runs on this machine unless --force_multi.
+  if (plan.nodes.size() == 1 && !flags.forceMulti) return Backend::Local;
+  return ds::isExecutableOnPath("pdsh") ? Backend::Pdsh : Backend::Ssh;
+}
+
+}  // namespace
+
+JobPlan planJob(CommandLine& line) {
+  LaunchOptions& flags = line.flags;
+  // The job's own arguments are checked here, before anything starts.
+  JobSpec job = parseJobArgs(line.jobArgs);
+
+  // Resource selection, in DeepSpeed's order.
+  const auto hostfile = readHostfile(flags.hostfile);
+  flags.selection.hostfileFound = hostfile.has_value();
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  flags.selection.visibleDevices = visible ? visible : "";
+  const Resources pool = hostfile ? poolFromHostfile(*hostfile)
+                                  : Resources{{"localhost", [] {
+                                                 std::vector<int> slots(localSlotCount());
+                                                 for (size_t i = 0; i < slots.size(); ++i)
+                                                   slots[i] = int(i);
+                                                 return slots;
+                                               }()}};
+  std::vector<std::string> notices;
+  if (!hostfile)
+    notices.push_back("no hostfile at " + flags.hostfile + ": running on localhost with " +
+                      std::to_string(pool.front().slots.size()) + " slots");
+  const Selection selection = selectResources(pool, flags.selection);
+  notices.insert(notices.end(), selection.notices.begin(), selection.notices.end());
+  if (selection.clearVisibleDevices) unsetenv("CUDA_VISIBLE_DEVICES");
+  const LaunchPlan plan = makeLaunchPlan(selection.resources);
+  if (flags.noSsh && (flags.nodeRank < 0 || flags.nodeRank >= static_cast<int>(plan.nodes.size())))
+    throw ds::Error(
+        "Launching training without ssh, but --node_rank is not set correctly: give "
+        "--node_rank 0.." +
+        std::to_string(plan.nodes.size() - 1));
+
+  const Backend backend = chooseBackend(flags, plan);
+  validateBackend(backend, flags.selection.include, flags.selection.exclude,
+                  flags.selection.numNodes, flags.selection.numGpus);
+  if (flags.noSsh && backend != Backend::Local)
+    throw ds::Error("--no_ssh starts this node's ranks itself: drop --launcher " + flags.launcher);
+
+  std::string configJson;
+  std::optional<BatchPlan> batch;
+  if (const std::string& path = job.configPath; !path.empty()) {
+    configJson = ds::runtime::readDeepSpeedConfigText(path);
+    const auto config = ds::runtime::parseDeepSpeedConfig(configJson, plan.worldSize(), path);
+    for (const auto& warning : config.warnings) notices.push_back("config: " + warning);
+    batch = BatchPlan{config.batch.trainBatchSize, config.batch.microBatchPerGpu,
+                      config.batch.gradientAccumulationSteps};
+  }
+
+  if (flags.masterAddr.empty()) flags.masterAddr = defaultMasterAddress(plan);
+  if (flags.logDir.empty()) flags.logDir = defaultLogDir();
+  const std::string workDir = std::filesystem::current_path().string();
+
+  BackendRequest request;
+  request.backend = backend;
+  request.plan = plan;
+  request.pool = pool;
+  request.hostfilePath = flags.hostfile;
+  request.workerPath = siblingExecutable("ds-worker");
+  request.workDir = workDir;
+  request.launcherArgs = flags.launcherArgs;
+  request.sshPort = flags.sshPort;
+  request.scratchDir = std::filesystem::absolute(flags.logDir).string();
+  request.onlyNodeRank = flags.noSsh ? flags.nodeRank : -1;
+  if (const char* append = std::getenv("PDSH_SSH_ARGS_APPEND")) request.pdshSshArgsAppend = append;
+  request.runningAsRoot = geteuid() == 0;
+  if (!flags.tlsCert.empty())
+    request.workerArgs = {"--tls_cert", std::filesystem::absolute(flags.tlsCert).string(),
+                          "--tls_key",  std::filesystem::absolute(flags.tlsKey).string(),
+                          "--tls_ca",   std::filesystem::absolute(flags.tlsCa).string()};
+  if (backend != Backend::Local) {
+    std::vector<std::string> environment;
+    for (char** entry = environ; *entry != nullptr; ++entry) environment.push_back(*entry);
+    const char* home = std::getenv("HOME");
+    const char* envFile = std::getenv("DS_ENV_FILE");
+    request.exports = collectExports(environment, workDir, home ? home : "",
+                                     envFile ? envFile : ".deepspeed_env");
+  }
+
+  return {std::move(job), pool, plan, backend, std::move(configJson), batch, notices, request};
+}
+
+int printDryRun(JobPlan& p, const LaunchOptions& flags) {
+  p.request.coordinatorAddress = flags.masterAddr + ":" + std::to_string(flags.masterPort);
+  const DryRun dryRun{p.plan,
+                      p.backend,
+                      p.request.coordinatorAddress,
+                      buildLaunchCommands(p.request),
+                      p.request.exports,
+                      p.batch,
+                      p.notices};
+  std::cout << (flags.json ? formatDryRunJson(dryRun) : formatDryRunText(dryRun));
+  return 0;
+}
+
+}  // namespace ds::launcher

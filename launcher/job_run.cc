@@ -1,0 +1,182 @@
+// runJob: token -> coordinator -> processes -> supervision -> summary. With --no_ssh on a node
+// other than 0, this process becomes that node's agent instead.
+#include "launcher/job_run.h"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "common/error.h"
+#include "contract/rank_contract.h"
+#include "launcher/comms_summary.h"
+#include "launcher/coordinator.h"
+#include "launcher/job_supervisor.h"
+#include "launcher/worker_process.h"
+#include "runtime/common/files.h"
+
+namespace ds::launcher {
+namespace {
+
+std::chrono::milliseconds millisecondsOf(double seconds) {
+  return std::chrono::milliseconds(std::lround(seconds * 1000));
+}
+
+std::string randomToken() {
+  std::random_device device;  // /dev/urandom on Linux
+  std::ostringstream hex;
+  for (int i = 0; i < 8; ++i) {  // 8 x 32 bits = 256 bits
+    char buffer[9];
+    std::snprintf(buffer, sizeof(buffer), "%08x", device());
+    hex << buffer;
+  }
+  return hex.str();
+}
+
+// The token reaches workers through the environment only (never argv, so never in ps). A
+// DS_JOB_TOKEN from the environment is the job's token (required with --no_ssh, where every
+// node's ds-launch must share it); otherwise a fresh random one.
+std::string jobToken(const LaunchOptions& flags) {
+  if (const char* shared = std::getenv(kJobTokenVariable); shared != nullptr && *shared != '\0') {
+    if (std::string(shared).size() < 16)
+      throw Error(
+          "DS_JOB_TOKEN is shorter than 16 characters; use e.g. "
+          "$(openssl rand -hex 32), or unset it for a random token");
+    return shared;
+  }
+  if (flags.noSsh)
+    throw Error(
+        "--no_ssh: every node's ds-launch must share one secret: export the same "
+        "DS_JOB_TOKEN (16+ characters, e.g. $(openssl rand -hex 32)) on every node");
+  return randomToken();
+}
+
+// --no_ssh on node N > 0: this process becomes the node agent for its ranks.
+[[noreturn]] void becomeNodeAgent(BackendRequest& request, const LaunchOptions& flags) {
+  request.coordinatorAddress = flags.masterAddr + ":" + std::to_string(flags.masterPort);
+  std::vector<std::string> args = nodeAgentCommand(request, std::to_string(flags.nodeRank));
+  std::vector<char*> raw;
+  for (auto& arg : args) raw.push_back(arg.data());
+  raw.push_back(nullptr);
+  execv(raw[0], raw.data());
+  throw Error("cannot run " + args.front() + ": " + std::strerror(errno));
+}
+
+CoordinatorOptions coordinatorOptionsFor(const JobPlan& p, const CommandLine& line,
+                                         const std::string& token) {
+  const LaunchOptions& flags = line.flags;
+  CoordinatorOptions o;
+  o.bindAddress = flags.masterAddr;
+  o.port = flags.masterPort;
+  o.token = token;
+  o.configJson = p.configJson;
+  o.jobArgs = line.jobArgs;
+  o.ranks = p.plan.ranks;
+  o.heartbeatInterval = millisecondsOf(flags.heartbeatInterval);
+  o.heartbeatTimeout = millisecondsOf(flags.heartbeatTimeout);
+  o.programModule = flags.module;
+  o.programNoPython = flags.noPython;
+  o.programNoLocalRank = flags.noLocalRank;
+  o.python = flags.python;
+  if (!flags.tlsCert.empty()) {
+    o.tls.certPem = readWholeFile(flags.tlsCert, "--tls-cert");
+    o.tls.keyPem = readWholeFile(flags.tlsKey, "--tls-key");
+    o.tls.caPem = readWholeFile(flags.tlsCa, "--tls-ca");
+  }
+  return o;
+}
+
+// MVAPICH and Slurm read the placement from a file ds-launch writes.
+void writeRunnerHostfile(const JobPlan& p) {
+  if (p.backend != Backend::Mvapich && p.backend != Backend::Slurm) return;
+  std::filesystem::create_directories(p.request.scratchDir);
+  std::ofstream hosts(p.backend == Backend::Slurm ? slurmHostfilePath(p.request)
+                                                  : p.request.scratchDir + "/mvapich_hostfile");
+  if (p.backend == Backend::Slurm) hosts << slurmHostfileText(p.plan);
+  for (const auto& node : p.pool)
+    if (p.backend == Backend::Mvapich) hosts << node.host << '\n';
+}
+
+std::vector<LaunchedProcess> startProcesses(const BackendRequest& request) {
+  std::vector<LaunchedProcess> processes;
+  for (const auto& command : buildLaunchCommands(request)) {
+    std::string label = command.ranks.size() == 1 ? "rank " + std::to_string(command.ranks[0])
+                                                  : command.argv.front();
+    if (command.ranks.size() > 1 && !command.host.empty()) label += " " + command.host;
+    processes.push_back({spawnInOwnGroup(command.argv, command.env), command.ranks, label});
+  }
+  return processes;
+}
+
+SupervisorOptions supervisorOptionsFor(const JobPlan& p, const LaunchOptions& flags) {
+  SupervisorOptions o;
+  o.printAllRanks = flags.printAllRanks;
+  o.heartbeatTimeout = millisecondsOf(flags.heartbeatTimeout);
+  o.stallTimeout = millisecondsOf(flags.stallTimeout);
+  o.logDir = flags.logDir;
+  if (flags.eachRankLog != "None") o.eachRankLogDir = flags.eachRankLog;
+  o.view.terminal = isatty(STDOUT_FILENO) == 1;
+  if (winsize size{}; ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0) o.view.columns = size.ws_col;
+  o.view.totalSteps = p.job.kind == JobKind::Train ? p.job.train.steps : 0;
+  return o;
+}
+
+// The summary table, the comms summary, and for a failed job what failed and where its output is.
+int report(const JobOutcome& outcome, Coordinator& coordinator, const std::string& logs) {
+  std::cout << '\n' << formatSummary(outcome);
+  std::vector<std::vector<runtime::CommStat>> commStats;
+  for (const auto& status : coordinator.snapshot())
+    commStats.push_back(status.report ? status.report->commStats
+                                      : std::vector<runtime::CommStat>{});
+  if (const std::string table = formatCommsSummary(commStats); !table.empty())
+    std::cout << '\n' << table;
+  if (outcome.failure.empty()) return 0;
+  std::cerr << "ds-launch: job failed: " << outcome.failure << '\n';
+  std::cerr << "ds-launch: every rank's output is in " << logs << '\n';
+  if (outcome.failedRank) {
+    std::cerr << "ds-launch: last lines of rank " << *outcome.failedRank << " ("
+              << outcome.logFiles[*outcome.failedRank] << "):\n";
+    for (const auto& line : outcome.ranks[*outcome.failedRank].lastLines)
+      std::cerr << "  " << line << '\n';
+  }
+  return outcome.exitStatus != 0 ? outcome.exitStatus : 1;
+}
+
+}  // namespace
+
+int runJob(JobPlan& p, const CommandLine& line) {
+  const LaunchOptions& flags = line.flags;
+  for (const auto& notice : p.notices) std::cerr << "ds-launch: " << notice << '\n';
+  if (const std::string program = backendProgram(p.backend);
+      !program.empty() && !isExecutableOnPath(program))
+    throw Error("launcher '" + std::string(backendName(p.backend)) + "' not installed (" + program +
+                " is not on PATH)");
+  const std::string token = jobToken(flags);
+  setenv(kJobTokenVariable, token.c_str(), 1);
+  setenv(kSshTokenVariable, token.c_str(), 1);
+  if (flags.noSsh && flags.nodeRank > 0) becomeNodeAgent(p.request, flags);
+
+  Coordinator coordinator(coordinatorOptionsFor(p, line, token));
+  p.request.coordinatorAddress = coordinator.address();
+  const std::string logs = flags.eachRankLog != "None" ? flags.eachRankLog : flags.logDir;
+  std::cout << "ds-launch: " << p.plan.worldSize() << " ranks on " << p.plan.nodes.size()
+            << " nodes (" << backendName(p.backend) << "), coordinator " << coordinator.address()
+            << (flags.tlsCert.empty() ? "" : " (mutual TLS)") << ", logs in " << logs << std::endl;
+
+  writeRunnerHostfile(p);
+  installTerminationHandlers();
+  std::vector<LaunchedProcess> processes = startProcesses(p.request);
+  const JobOutcome outcome =
+      superviseJob(coordinator, p.plan.ranks, processes, supervisorOptionsFor(p, flags));
+  coordinator.shutdown();
+  return report(outcome, coordinator, logs);
+}
+
+}  // namespace ds::launcher

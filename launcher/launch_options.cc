@@ -1,0 +1,128 @@
+// ds-launch's flags with CLI11 (the costliest header of the project: only this file and the other
+// mains include it), and the checks that relate flags to each other.
+#include "launcher/launch_options.h"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "common/error.h"
+
+namespace ds::launcher {
+namespace {
+
+constexpr int kUsageError = 2;
+
+void addFlags(CLI::App& app, LaunchOptions& flags) {
+  app.add_option("-H,--hostfile", flags.hostfile,
+                 "MPI-style hostfile ('host slots=N'); if missing, localhost with one rank per "
+                 "GPU (or per core without GPUs)")
+      ->capture_default_str();
+  app.add_option("-i,--include", flags.selection.include,
+                 "only these nodes/slots: NODE_SPEC[@NODE_SPEC ...], NODE_SPEC = HOST[:SLOT,SLOT]");
+  app.add_option("-e,--exclude", flags.selection.exclude, "all but these nodes/slots (NODE_SPEC)");
+  app.add_option("--num_nodes", flags.selection.numNodes, "use the first N hosts of the hostfile");
+  app.add_option("--num_gpus,--num_accelerators", flags.selection.numGpus,
+                 "use slots 0..N-1 of every host");
+  app.add_option("--master_addr", flags.masterAddr,
+                 "address the coordinator listens on (default: the first host when all are "
+                 "loopback, else this machine's address)");
+  app.add_option("--master_port", flags.masterPort, "coordinator port (0: any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--launcher", flags.launcher,
+                 "local, ssh, pdsh, openmpi, mpich, impi, mvapich or slurm (default: local for "
+                 "loopback hosts, else pdsh if installed, else ssh)");
+  app.add_option("--launcher_args", flags.launcherArgs, "extra arguments for the launcher program");
+  app.add_option("--ssh_port", flags.sshPort, "ssh port for the ssh and pdsh launchers");
+  app.add_flag("--force_multi", flags.forceMulti, "use the multi-node launcher even for one host");
+  app.add_flag("--no_ssh", flags.noSsh,
+               "start only this node's ranks (run ds-launch on every node with --node_rank and "
+               "the same DS_JOB_TOKEN)");
+  app.add_option("--node_rank", flags.nodeRank, "this node's index, with --no_ssh");
+  app.add_flag("--no_ssh_check", flags.noSshCheck, "accepted for DeepSpeed compatibility");
+  app.add_flag("--module", flags.module, "run PROGRAM as a Python module (python -m)");
+  app.add_flag("--no_python", flags.noPython, "run PROGRAM directly, not through python");
+  app.add_flag("--no_local_rank", flags.noLocalRank, "do not pass --local_rank=N to PROGRAM");
+  app.add_option("--python", flags.python, "interpreter for Python programs")
+      ->capture_default_str();
+  app.add_option("--log_dir", flags.logDir,
+                 "directory for rank-N.log files (default: ~/.local/state/ds-launch/<time>-<pid>, "
+                 "under $XDG_STATE_HOME if set)");
+  app.add_option("--enable_each_rank_log", flags.eachRankLog,
+                 "write each rank's output to DIR/<time>_rank<N>.log (DeepSpeed's naming)");
+  app.add_flag("--print_all_ranks", flags.printAllRanks,
+               "show every rank's output, not only rank 0's");
+  app.add_option("--heartbeat_interval", flags.heartbeatInterval,
+                 "seconds between worker heartbeats")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 3600.0));
+  app.add_option("--heartbeat_timeout", flags.heartbeatTimeout,
+                 "seconds without a heartbeat before a rank counts as failed")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 86400.0));
+  app.add_option("--stall_timeout", flags.stallTimeout,
+                 "seconds a heartbeating rank's step may stay the same before the job counts as "
+                 "stalled (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 864000.0));
+  app.add_flag("--dry-run,--dry_run", flags.dryRun,
+               "print the plan and the commands; start nothing");
+  app.add_flag("--json", flags.json, "with --dry-run: one JSON object on stdout");
+  app.add_option("--tls-cert,--tls_cert", flags.tlsCert,
+                 "PEM certificate (coordinator and workers)");
+  app.add_option("--tls-key,--tls_key", flags.tlsKey, "PEM private key of --tls-cert");
+  app.add_option("--tls-ca,--tls_ca", flags.tlsCa, "PEM CA that signed every peer's certificate");
+}
+
+// Flags that are fine alone but not together.
+void checkFlags(const CommandLine& line) {
+  const LaunchOptions& flags = line.flags;
+  if (flags.heartbeatTimeout < 2 * flags.heartbeatInterval)
+    throw Error("--heartbeat_timeout " + std::to_string(flags.heartbeatTimeout) +
+                " s: must be at least twice --heartbeat_interval (" +
+                std::to_string(flags.heartbeatInterval) +
+                " s), or one late heartbeat fails the job");
+  if (flags.json && !flags.dryRun) throw Error("--json only goes with --dry-run");
+  if (flags.module && flags.noPython)
+    throw Error("Don't use both the '--no_python' flag and the '--module' flag at the same time.");
+  if ((flags.tlsCert.empty() != flags.tlsKey.empty()) ||
+      (flags.tlsCert.empty() != flags.tlsCa.empty()))
+    throw Error("--tls-cert, --tls-key and --tls-ca go together: give all three");
+  if (line.jobArgs.empty())
+    throw Error(
+        "no job given; try: ds-launch train --config configs/ds_config.json, or "
+        "ds-launch [flags] -- PROGRAM ARGS");
+}
+
+}  // namespace
+
+std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& out) {
+  CLI::App app{"ds-launch: start a distributed training job (DeepSpeed-compatible flags)"};
+  addFlags(app, out.flags);
+  app.prefix_command();
+  app.footer(
+      "JOB: 'train --config FILE [--steps N] [--seed N]' (the built-in trainer), 'barrier' (every\n"
+      "     rank joins, one barrier, exit: a no-op job), 'ds-comm-bench [--op OP ...]', or\n"
+      "     [--] PROGRAM [ARGS] (any program, with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, "
+      "...)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // the message and a usage hint on stderr
+    return kUsageError;
+  }
+  out.jobArgs = app.remaining();
+  // CLI11 stops at the first argument it does not know: an option there is a mistyped flag of
+  // ours (DeepSpeed's argparse refuses it too), not a program called "--bogus".
+  if (!out.jobArgs.empty() && out.jobArgs[0] != "--" && out.jobArgs[0].starts_with("-"))
+    throw Error("unknown option " + out.jobArgs[0] +
+                " (see ds-launch --help; a program and its own options go last: "
+                "ds-launch [flags] [--] PROGRAM ARGS)");
+  if (!out.jobArgs.empty() && out.jobArgs[0] == "--") out.jobArgs.erase(out.jobArgs.begin());
+  checkFlags(out);
+  return std::nullopt;
+}
+
+}  // namespace ds::launcher

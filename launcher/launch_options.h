@@ -1,0 +1,41 @@
+// ds-launch's command line: the flags (DeepSpeed's runner flags plus this project's), parsed and
+// checked once, and the job's arguments after them. CLI11 stays in launch_options.cc.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/resources.h"
+
+namespace ds::launcher {
+
+struct LaunchOptions {
+  std::string hostfile = "/job/hostfile";
+  SelectionRequest selection;
+  std::string masterAddr;
+  int masterPort = 29500;
+  std::string launcher;
+  std::string launcherArgs;
+  std::optional<int> sshPort;
+  bool forceMulti = false, noSsh = false, noSshCheck = false;
+  int nodeRank = -1;
+  bool module = false, noPython = false, noLocalRank = false;
+  std::string logDir, eachRankLog = "None";
+  bool printAllRanks = false;
+  double heartbeatInterval = 1.0, heartbeatTimeout = 10.0, stallTimeout = 0.0;
+  bool dryRun = false, json = false;
+  std::string tlsCert, tlsKey, tlsCa;
+  std::string python = "python3";
+};
+
+struct CommandLine {
+  LaunchOptions flags;
+  std::vector<std::string> jobArgs;  // JOB [ARGS], without a leading "--"
+};
+
+// Parses and checks argv into `out`. Returns the status to exit with when parsing ends the run
+// (--help: 0; a bad or contradictory flag: 2, the message on stderr), nullopt to go on.
+std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& out);
+
+}  // namespace ds::launcher
