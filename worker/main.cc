@@ -22,6 +22,7 @@
 #include "runtime/comm/shm_segment.h"
 #include "runtime/comm/store_barrier.h"
 #include "common/error.h"
+#include "common/guarded_main.h"
 #include "runtime/common/files.h"
 #include "contract/forwarded_env.h"
 #include "worker/comm_bench_job.h"
@@ -123,9 +124,8 @@ std::pair<std::string, int> programMaster(const JoinResult& join, const std::str
   return {value.substr(0, colon), std::stoi(value.substr(colon + 1))};
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The worker's whole life; main() only adds the last-resort guard.
+int run(int argc, char** argv) {
   // Before anything reads the environment: ssh and pdsh deliver the job's exports in carriers.
   ds::adoptForwardedExports();
   CLI::App app{"ds-worker: one rank of a ds-launch job (started by ds-launch)"};
@@ -144,7 +144,14 @@ int main(int argc, char** argv) {
   app.add_option("--tls_cert", tlsCert, "PEM certificate for mutual TLS");
   app.add_option("--tls_key", tlsKey, "PEM private key for mutual TLS");
   app.add_option("--tls_ca", tlsCa, "PEM CA certificate that signed the coordinator's");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kUsage;
+  }
 
   const int modes =
       (!host.empty() || slot >= 0) + (!worldInfo.empty() || nodeRank >= 0) + rankFromEnv;
@@ -312,4 +319,10 @@ int main(int argc, char** argv) {
   ds::runtime::unlinkOwnedShmSegments();
   finishTaggedOutput();
   _exit(status);  // the watcher thread is parked in a stream read; nothing else to unwind
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return ds::guardedMain("ds-worker", [&] { return run(argc, argv); });
 }

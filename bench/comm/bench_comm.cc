@@ -26,6 +26,7 @@
 #include "bench/free_port.h"
 #include "runtime/comm/shm_communicator.h"
 #include "common/guarded_main.h"
+#include "bench/bench_flags.h"
 
 using namespace ds::runtime;
 
@@ -122,15 +123,15 @@ int run(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--ranks") {
-      rankCounts.clear();
-      std::stringstream list(argv[i + 1]);
-      for (std::string item; std::getline(list, item, ',');) rankCounts.push_back(std::stoi(item));
+      rankCounts = ds::bench::flagList(flag, argv[i + 1], 1, 64);
     } else if (flag == "--bytes") {
-      bytes = std::stoull(argv[i + 1]);
+      bytes = static_cast<size_t>(ds::bench::flagNumber(flag, argv[i + 1], 4, 1L << 34));
     } else if (flag == "--chunk") {
-      chunkBytes = std::stoull(argv[i + 1]);
+      chunkBytes = static_cast<size_t>(ds::bench::flagNumber(flag, argv[i + 1], 4096, 1L << 30));
     } else if (flag == "--iters") {
-      iters = std::atoi(argv[i + 1]);
+      iters = static_cast<int>(ds::bench::flagNumber(flag, argv[i + 1], 1, 100000));
+    } else {
+      throw ds::Error("unknown flag " + flag + " (--ranks 2,4 --bytes N --chunk N --iters N)");
     }
   }
   const double copy = memcpyBandwidth(size_t{256} << 20);

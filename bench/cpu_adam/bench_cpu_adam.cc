@@ -20,6 +20,7 @@
 #include "kernels/cpu/cpu_adam.h"
 #include "kernels/cpu/thread_pool.h"
 #include "common/guarded_main.h"
+#include "bench/bench_flags.h"
 
 using namespace ds::kernels;
 
@@ -105,14 +106,11 @@ int run(int argc, char** argv) {
     } else if (flag == "--no-torch") {
       withTorch = false;
     } else if (flag == "--params" && hasValue) {
-      n = std::stoull(argv[++i]);
+      n = static_cast<size_t>(ds::bench::flagNumber(flag, argv[++i], 1, 1L << 34));
     } else if (flag == "--steps" && hasValue) {
-      steps = std::max(1, std::atoi(argv[++i]));
+      steps = static_cast<int>(ds::bench::flagNumber(flag, argv[++i], 1, 100000));
     } else if (flag == "--threads" && hasValue) {
-      threadCounts.clear();
-      std::stringstream list(argv[++i]);
-      for (std::string item; std::getline(list, item, ',');)
-        threadCounts.push_back(std::stoi(item));
+      threadCounts = ds::bench::flagList(flag, argv[++i], 1, 1024);
     } else {
       std::fprintf(stderr,
                    "bench_cpu_adam: unknown or incomplete option '%s'; usage: bench_cpu_adam "

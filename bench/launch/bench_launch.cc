@@ -17,6 +17,7 @@
 
 #include "bench/free_port.h"
 #include "common/guarded_main.h"
+#include "bench/bench_flags.h"
 
 namespace {
 
@@ -33,13 +34,6 @@ double median(std::vector<double> values) {
   return values.empty() ? -1.0 : values[values.size() / 2];
 }
 
-std::vector<int> parseList(const std::string& text) {
-  std::vector<int> values;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) values.push_back(std::stoi(item));
-  return values;
-}
-
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -49,11 +43,13 @@ int run(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--ranks")
-      rankCounts = parseList(argv[i + 1]);
+      rankCounts = ds::bench::flagList(flag, argv[i + 1], 1, 4096);
     else if (flag == "--repeats")
-      repeats = std::atoi(argv[i + 1]);
+      repeats = static_cast<int>(ds::bench::flagNumber(flag, argv[i + 1], 1, 100));
     else if (flag == "--torchrun_max_ranks")
-      torchrunMaxRanks = std::atoi(argv[i + 1]);
+      torchrunMaxRanks = static_cast<int>(ds::bench::flagNumber(flag, argv[i + 1], 0, 4096));
+    else
+      throw ds::Error("unknown flag " + flag + " (--ranks 2,16,64 --repeats N --torchrun_max_ranks N)");
   }
   const std::string binDir = std::filesystem::canonical("/proc/self/exe").parent_path().string();
   const std::string launch = binDir + "/ds-launch";

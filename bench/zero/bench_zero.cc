@@ -19,6 +19,8 @@
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
 #include "runtime/zero/memory_estimate.h"
+#include "common/guarded_main.h"
+#include "bench/bench_flags.h"
 
 using namespace ds::runtime;
 using Clock = std::chrono::steady_clock;
@@ -70,19 +72,17 @@ Result run(int world, int stage, bool overlap, int steps, int hidden) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   int steps = 3, hidden = 4096;
   std::vector<int> worlds = {1, 2, 4};
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--steps") {
-      steps = std::atoi(argv[i + 1]);
+      steps = static_cast<int>(ds::bench::flagNumber(flag, argv[i + 1], 1, 1000));
     } else if (flag == "--hidden") {
-      hidden = std::atoi(argv[i + 1]);
+      hidden = static_cast<int>(ds::bench::flagNumber(flag, argv[i + 1], 1, 1 << 16));
     } else if (flag == "--ranks") {
-      worlds.clear();
-      std::stringstream list(argv[i + 1]);
-      for (std::string item; std::getline(list, item, ',');) worlds.push_back(std::stoi(item));
+      worlds = ds::bench::flagList(flag, argv[i + 1], 1, 64);
     } else {
       std::fprintf(stderr, "bench_zero: unknown flag %s (--steps N, --ranks 1,2,4, --hidden H)\n",
                    flag.c_str());
@@ -112,4 +112,8 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ds::guardedMain("bench_zero", [&] { return run(argc, argv); });
 }

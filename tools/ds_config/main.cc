@@ -4,13 +4,14 @@
 #include <iostream>
 
 #include "common/error.h"
+#include "common/guarded_main.h"
 #include "tools/ds_config/commands.h"
 
 namespace {
 constexpr int kInvalidInput = 2;  // bad config, missing file or bad flag
 }
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"ds-config: check a DeepSpeed config and show what it resolves to"};
   app.require_subcommand(1);
   ds::tools::addCheckCommand(app);
@@ -29,4 +30,8 @@ int main(int argc, char** argv) {
     return kInvalidInput;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return ds::guardedMain("ds-config", [&] { return run(argc, argv); });
 }
