@@ -8,7 +8,8 @@
 //            only its gradient shard.
 //   stage 3: parameters partitioned too: each layer is gathered right before use (prefetched with
 //            overlap_comm) and released after, within stage3_max_live_parameters.
-// Partitioning is by equal slices of every tensor (runtime/zero/partition_layout.h).
+// Partitioning is by equal slices of every tensor (runtime/zero/partition_layout.h); each stage is
+// a strategy of its own (runtime/zero/zero_stage.h), the engine has no per-stage branches.
 #pragma once
 
 #include <chrono>
@@ -27,19 +28,9 @@
 #include "runtime/precision/loss_scaler.h"
 #include "runtime/zero/comm_queue.h"
 #include "runtime/zero/partition_layout.h"
+#include "runtime/zero/zero_stage.h"
 
 namespace ds::runtime {
-
-// Bytes this rank holds, by kind. modelState() is what the ZeRO formulas count; buffers are the
-// staging and scratch space bounded by the bucket sizes.
-struct MemoryUsage {
-  size_t parameters = 0;       // working parameters (model dtype), whole or shard
-  size_t gradients = 0;        // accumulated gradients (grad dtype), whole or shard
-  size_t masterWeights = 0;    // fp32 master shard when it is not the working copy itself
-  size_t optimizerStates = 0;  // moments etc. over the shard
-  size_t buffers = 0;
-  size_t modelState() const { return parameters + gradients + masterWeights + optimizerStates; }
-};
 
 // wall_clock_breakdown: milliseconds of the last accumulation window (summed over its micro-steps),
 // split as DeepSpeed's timers are: forward, backward (including reductions issued during it),
@@ -85,96 +76,37 @@ class Engine : private LayerAccess {
   const DeepSpeedConfig& config() const { return config_; }
 
  private:
-  struct Bucket {
-    int firstLayer, lastLayer;  // inclusive
-    size_t t0, t1;              // tensor range
-  };
-
-  // LayerAccess (engine_layers.cc).
+  // LayerAccess: timing here, everything else is the stage's (runtime/zero/zero_stage.h).
   const float* acquireParameters(int layer) override;
   void releaseParameters(int layer) override;
   float* layerGradients(int layer) override;
   void gradientsDone(int layer) override;
 
-  // engine_layers.cc
-  void planBuckets();
-  void reduceBucketDuringBackward(size_t bucket);
-  void gatherLayer(int layer);
-  void waitLayer(int layer);
-  void dropLayer(int layer);  // unless persistent
-  void freeLayer(int layer);
-  void prefetchFrom(int layer, int direction);
   // engine_checkpoint.cc: every rank calls it; throws on every rank if any file is bad.
   void verifyShardFiles(const std::string& root, const std::vector<ManifestFile>& files,
                         size_t arrays);
   // Collective: throws on every rank the first non-empty `problem` any rank passed.
   void failTogether(const std::string& problem);
-  // engine.cc
-  // One bucket's rank-major staging -> this rank's summed block (on the communication queue).
-  void reduceBucket(void* staging, void* own, size_t chunk);
-  void reduceGradientsForStep();
-  // prescale_gradients: the factor applied before the reduction (1 otherwise).
-  float preDivide() const {
-    const PrecisionConfig& p = config_.precision;
-    return p.prescaleGradients ? static_cast<float>(1.0 / p.gradientPredivideFactor) : 1.0f;
-  }
   struct SubGroup {
     size_t t0, t1;  // tensor range; its slices are a contiguous run of the shard
     std::unique_ptr<Optimizer> optimizer;
   };
-  struct GradientStatistics {
-    bool overflow = false;  // a non-finite gradient on this rank
-    double sumSquares = 0;  // of this rank's slices
-  };
-  // The reduced gradients of a sub-group, fp32, unscaled, into groupGrads_.
-  void loadGroupGradients(const SubGroup& group);
-  GradientStatistics gradientStatistics();
   bool anyRankOverflowed(bool local);
-  // halfShardWritten: the optimizer already wrote the 16-bit values (working copy or halfShard_).
-  void publishParameters(bool halfShardWritten = false);
-  void zeroGradients();
-  void applySchedule();
-  size_t layerBase(int layer) const {
-    const size_t t0 = layerTensors_[layer].first;
-    return t0 < specs_.size() ? layout_->tensor(t0).flatOffset : count_;
-  }
-  size_t layerNumel(int layer) const;
-  float* masterData();
+  std::vector<std::pair<size_t, size_t>> groupRanges() const;
 
   Model& model_;
   DeepSpeedConfig config_;
   Communicator& comm_;
-  const int stage_;
   const DType modelType_, gradType_, commType_;
   size_t count_;
   std::vector<ParamSpec> specs_;
   std::vector<std::pair<size_t, size_t>> layerTensors_;  // per layer: tensor range [t0, t1)
-  std::unique_ptr<PartitionLayout> layout_;       // world-size slices: staging for every collective
-  std::unique_ptr<PartitionLayout> shardLayout_;  // the optimizer's shard: parts 1 at stage 0
+  std::unique_ptr<CommQueue> queue_;  // every collective of this engine, in one order
+  std::unique_ptr<ZeroStage> zero_;   // where the state lives and how it is reduced/published
 
-  // Buffers (element counts in comments; F = flat size, S = shard size).
-  std::vector<char> working_;        // model dtype: F (stages 0-2) or S (stage 3)
-  std::vector<char> grads_;          // grad dtype: F (stages 0, 1) or S (stages 2, 3)
-  std::vector<float> master_;        // S; empty when the working copy is the master itself
-  std::vector<float> groupGrads_;    // fp32 reduced, unscaled gradients of one optimizer sub-group
-  std::vector<char> halfShard_;      // S, model dtype: CPU-Adam's fused copy at stages 1-2
-  std::vector<float> layerScratch_;  // fp32 gradients of the layer being back-propagated
-  std::vector<float> converted_;     // fp32 view of one layer of a 16-bit working copy
-  std::vector<std::vector<float>> layerParams_;  // fp32 per layer: gathered (3) or converted
-  std::vector<std::shared_future<void>> layerReady_;
-  std::vector<bool> persistent_;  // stage 3: layers that stay gathered
-  size_t liveElements_ = 0;
-  std::vector<Bucket> buckets_;  // backward order
-  std::vector<int> bucketOfLayer_;
-  std::vector<std::vector<char>> staging_, received_;  // two slots each: double buffering
-  std::vector<std::shared_future<void>> slotBusy_;
-  std::vector<size_t> bucketSlot_;
-  size_t nextSlot_ = 0;
-  std::unique_ptr<CommQueue> queue_;
-
-  std::vector<std::pair<size_t, size_t>> gatherRuns_;  // stages 1-2: all-gather buckets
-  std::vector<SubGroup> groups_;  // the optimizer, by sub_group_size runs of the shard
-  float unscale_ = 1.0f;          // the current step's gradient multiplier
+  std::vector<SubGroup> groups_;   // the optimizer, by sub_group_size runs of the shard
+  std::vector<float> groupGrads_;  // fp32 reduced, unscaled gradients of one optimizer sub-group
+  float unscale_ = 1.0f;           // the current step's gradient multiplier
   std::unique_ptr<LrSchedule> scheduler_;
   LossScaler scaler_;
   double lr_;

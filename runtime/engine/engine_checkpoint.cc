@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/error.h"
 #include "runtime/checkpoint/checkpoint_files.h"
 #include "runtime/checkpoint/manifest.h"
-#include "common/error.h"
 #include "runtime/engine/engine.h"
 
 namespace ds::runtime {
@@ -86,7 +86,7 @@ void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
   queue_->run([] {});  // nothing of a previous step may still be writing the shards
   const std::string staging = (fs::path(dir) / (".tmp-" + tag)).string();
   const int rank = comm_.rank(), world = comm_.size();
-  const int partitions = shardLayout_->parts();
+  const int partitions = zero_->shardLayout().parts();
   std::string problem;
   if (rank == 0)
     problem = problemOf([&] {
@@ -102,8 +102,9 @@ void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
   const auto arrays = groups_.front().optimizer->stateArrays();
   problem = problemOf([&] {
     if (rank >= partitions) return;
-    const size_t shard = shardLayout_->shardSize();
-    std::vector<std::pair<const void*, size_t>> pieces = {{masterData(), shard * sizeof(float)}};
+    const size_t shard = zero_->shardLayout().shardSize();
+    std::vector<std::pair<const void*, size_t>> pieces = {
+        {zero_->masterData(), shard * sizeof(float)}};
     // Each state array over the whole shard: the sub-groups' pieces are consecutive runs of it.
     for (size_t a = 0; a < arrays.size(); ++a)
       for (const SubGroup& group : groups_) {
@@ -124,7 +125,7 @@ void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
     if (rank != 0) return;
     CheckpointManifest m;
     m.worldSize = world;
-    m.zeroStage = stage_;
+    m.zeroStage = zero_->stage();
     m.partitions = partitions;
     m.modelDtype = dtypeName(modelType_);
     m.configHash = config_.configHash;
@@ -183,10 +184,10 @@ std::string Engine::loadCheckpoint(const std::string& dir, const std::string& re
   for (size_t g = 0; g < groups_.size(); ++g)
     for (size_t t = groups_[g].t0; t < groups_[g].t1; ++t) groupOf[t] = g;
   auto destination = [&](size_t a, size_t t) -> float* {
-    const size_t offset = shardLayout_->tensor(t).shardOffset;
-    if (a == 0) return masterData() + offset;
+    const size_t offset = zero_->shardLayout().tensor(t).shardOffset;
+    if (a == 0) return zero_->masterData() + offset;
     const size_t g = groupOf[t];
-    return groupArrays[g][a - 1].data + (offset - shardLayout_->shardBegin(groups_[g].t0));
+    return groupArrays[g][a - 1].data + (offset - zero_->shardLayout().shardBegin(groups_[g].t0));
   };
 
   // Every old shard file is verified whole, then only the pieces of the old slices that overlap
@@ -194,10 +195,10 @@ std::string Engine::loadCheckpoint(const std::string& dir, const std::string& re
   const int oldParts = static_cast<int>(m.partitions);
   const auto& files = m.files;
   const size_t nArrays = 1 + nStates;
-  const int newPart = shardLayout_->parts() == 1 ? 0 : shardLayout_->rank();
+  const int newPart = zero_->shardLayout().parts() == 1 ? 0 : zero_->shardLayout().rank();
   for (size_t a = 0; a < nArrays; ++a)  // padding of the new slices: zero
     for (size_t t = 0; t < specs_.size(); ++t) {
-      const TensorPlacement& p = shardLayout_->tensor(t);
+      const TensorPlacement& p = zero_->shardLayout().tensor(t);
       const size_t valid = std::min(p.slice, p.numel - std::min(p.numel, newPart * p.slice));
       std::fill(destination(a, t) + valid, destination(a, t) + p.slice, 0.0f);
     }
@@ -208,7 +209,7 @@ std::string Engine::loadCheckpoint(const std::string& dir, const std::string& re
     CheckpointReader reader(path);
     for (size_t t = 0; t < specs_.size(); ++t) {
       const TensorPlacement& was = old.tensor(t);
-      const TensorPlacement& now = shardLayout_->tensor(t);
+      const TensorPlacement& now = zero_->shardLayout().tensor(t);
       const size_t lo = std::max(q * was.slice, newPart * now.slice);
       const size_t hi = std::min({(q + 1) * was.slice, (newPart + 1) * now.slice, was.numel});
       if (lo >= hi) continue;
@@ -229,8 +230,8 @@ std::string Engine::loadCheckpoint(const std::string& dir, const std::string& re
     lr_ = scheduler_->lr();
   }
   // The working copy follows the master: converted, gathered or re-sliced as the stage needs.
-  publishParameters();
-  zeroGradients();
+  zero_->publishParameters(false);
+  zero_->zeroGradients();
   return tag;
 }
 

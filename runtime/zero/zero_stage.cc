@@ -1,0 +1,262 @@
+// The pieces of the ZeRO strategies that several stages share: bucket planning, the layer's
+// gradient scratch, boundary reductions (stages 0, 1), reductions during backward (stages 2, 3),
+// shard all-gathers (stages 1, 2), and the factory.
+#include "runtime/zero/zero_stage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+#include "runtime/zero/zero_stages.h"
+
+namespace ds::runtime {
+
+std::unique_ptr<ZeroStage> ZeroStage::make(const ZeroContext& context) {
+  switch (context.config.zero.stage) {
+    case 0:
+      return std::make_unique<ZeroStage0>(context);
+    case 1:
+      return std::make_unique<ZeroStage1>(context);
+    case 2:
+      return std::make_unique<ZeroStage2>(context);
+    case 3:
+      return std::make_unique<ZeroStage3>(context);
+  }
+  throw Error("zero_optimization.stage: expected 0..3, got " +
+              std::to_string(context.config.zero.stage));
+}
+
+ZeroStage::ZeroStage(const ZeroContext& context, int shardParts) : ctx_(context) {
+  Communicator& comm = ctx_.comm;
+  layout_ = std::make_unique<PartitionLayout>(ctx_.specs, comm.size(), comm.rank());
+  shardLayout_ = shardParts == 1
+                     ? std::make_unique<PartitionLayout>(ctx_.specs, 1, 0)
+                     : std::make_unique<PartitionLayout>(ctx_.specs, comm.size(), comm.rank());
+  // Stages 1, 2: updated shards are all-gathered in runs of allgather_bucket_size elements.
+  const auto gatherLimit =
+      static_cast<size_t>(std::max<int64_t>(1, ctx_.config.zero.allgatherBucketSize));
+  gatherRuns_ = layout_->tensorRuns(gatherLimit / comm.size());
+  planBuckets();
+}
+
+ZeroStage::~ZeroStage() = default;
+
+void ZeroStage::planBuckets() {
+  // Whole layers, in backward order, until a bucket holds reduce_bucket_size elements.
+  const int layers = layerCount();
+  const size_t limit = static_cast<size_t>(std::max<int64_t>(1, ctx_.config.zero.reduceBucketSize));
+  bucketOfLayer_.assign(layers, -1);
+  for (int l = layers - 1; l >= 0;) {
+    Bucket b{l, l, ctx_.layerTensors[l].first, ctx_.layerTensors[l].second};
+    size_t elements = layerNumel(l);
+    int next = l - 1;
+    while (next >= 0 && elements + layerNumel(next) <= limit) {
+      elements += layerNumel(next);
+      b.firstLayer = next;
+      b.t0 = ctx_.layerTensors[next].first;
+      --next;
+    }
+    for (int k = b.firstLayer; k <= b.lastLayer; ++k)
+      bucketOfLayer_[k] = static_cast<int>(buckets_.size());
+    buckets_.push_back(b);
+    l = next;
+  }
+  staging_.resize(2);
+  received_.resize(2);
+  slotBusy_.resize(2);
+  bucketSlot_.assign(buckets_.size(), 0);
+}
+
+size_t ZeroStage::layerNumel(int layer) const {
+  const auto [t0, t1] = ctx_.layerTensors[layer];
+  if (t0 == t1) return 0;
+  return layout_->tensor(t1 - 1).flatOffset + layout_->tensor(t1 - 1).numel -
+         layout_->tensor(t0).flatOffset;
+}
+
+float ZeroStage::preDivide() const {
+  const PrecisionConfig& p = ctx_.config.precision;
+  return p.prescaleGradients ? static_cast<float>(1.0 / p.gradientPredivideFactor) : 1.0f;
+}
+
+float* ZeroStage::layerGradients(int layer) {
+  layerScratch_.assign(layerNumel(layer), 0.0f);
+  return layerScratch_.data();
+}
+
+float* ZeroStage::masterData() {
+  return master_.empty() ? reinterpret_cast<float*>(working_.data()) : master_.data();
+}
+
+void ZeroStage::zeroGradients() { std::fill(grads_.begin(), grads_.end(), 0); }
+
+void ZeroStage::reduceBucket(void* staging, void* own, size_t chunk) {
+  Communicator& comm = ctx_.comm;
+  if (ctx_.config.zero.reduceScatter) {
+    comm.reduceScatter(staging, own, chunk, ctx_.commType);
+    return;
+  }
+  // reduce_scatter: false, DeepSpeed's all-reduce alternative: everyone gets every sum and keeps
+  // its own block (twice the traffic; the same bits, since both split the buffer alike).
+  const size_t bytes = chunk * dtypeBytes(ctx_.commType);
+  comm.allReduce(staging, comm.size() * chunk, ctx_.commType);
+  std::memcpy(own, static_cast<const char*>(staging) + comm.rank() * bytes, bytes);
+}
+
+void ZeroStage::loadGroupGradients(size_t t0, size_t t1, std::vector<float>& out, float unscale) {
+  // The shard is the flat buffer (stage 0) or the gradient buffer is the shard (stages 2, 3).
+  const size_t chunk = shardLayout_->chunk(t0, t1);
+  out.resize(chunk);
+  const size_t bytes = dtypeBytes(ctx_.gradType);
+  convertElements(grads_.data() + shardLayout_->shardBegin(t0) * bytes, ctx_.gradType, out.data(),
+                  DType::F32, chunk, unscale);
+}
+
+GradientStatistics ZeroStage::gradientStatistics(
+    const std::vector<std::pair<size_t, size_t>>& groups, float unscale,
+    std::vector<float>& scratch) {
+  GradientStatistics out;
+  for (const auto& [t0, t1] : groups) {
+    loadGroupGradients(t0, t1, scratch, unscale);
+    for (float g : scratch) {
+      out.overflow = out.overflow || !std::isfinite(g);
+      out.sumSquares += static_cast<double>(g) * g;
+    }
+  }
+  return out;
+}
+
+std::vector<float> ZeroStage::fullParameters() {
+  std::vector<float> out(ctx_.count);
+  convertElements(working_.data(), ctx_.modelType, out.data(), DType::F32, ctx_.count);
+  return out;
+}
+
+MemoryUsage ZeroStage::memory() const {
+  MemoryUsage m;
+  m.parameters = working_.size();
+  m.gradients = grads_.size();
+  m.masterWeights = master_.size() * sizeof(float);
+  m.buffers = layerScratch_.capacity() * sizeof(float) + halfShard_.capacity();
+  for (const auto& v : staging_) m.buffers += v.capacity();
+  for (const auto& v : received_) m.buffers += v.capacity();
+  return m;
+}
+
+void ZeroStage::fillWholeWorkingCopy(const float* init) {
+  working_.resize(ctx_.count * dtypeBytes(ctx_.modelType));
+  convertElements(init, DType::F32, working_.data(), ctx_.modelType, ctx_.count);
+}
+
+void ZeroStage::accumulateWholeGradients(int layer) {
+  const size_t base = layerBase(layer), numel = layerNumel(layer);
+  if (numel == 0) return;
+  accumulateElements(grads_.data() + base * dtypeBytes(ctx_.gradType), ctx_.gradType,
+                     layerScratch_.data(), DType::F32, numel);
+}
+
+void ZeroStage::reduceBucketsAtBoundary(bool keepOwnSlicesOnly) {
+  // Both stages use the rank-major staging of stage 1, so every element is summed in the same
+  // collective position whatever the stage: stage 0 (all-reduce) and 1 (reduce-scatter) agree
+  // bit for bit on every backend, ring ones included.
+  Communicator& comm = ctx_.comm;
+  for (const Bucket& b : buckets_) {
+    const size_t chunk = layout_->chunk(b.t0, b.t1);
+    std::vector<char>& in = staging_[0];
+    in.resize(comm.size() * chunk * dtypeBytes(ctx_.commType));
+    layout_->pack(grads_.data(), ctx_.gradType, 0, b.t0, b.t1, in.data(), ctx_.commType,
+                  preDivide());
+    // The sums go back into the gradient buffer: whole at stage 0, the own slices at stage 1.
+    if (!keepOwnSlicesOnly) {
+      ctx_.queue.run([&] { comm.allReduce(in.data(), comm.size() * chunk, ctx_.commType); });
+      layout_->unpack(in.data(), ctx_.commType, b.t0, b.t1, grads_.data(), ctx_.gradType, 0);
+    } else {
+      std::vector<char>& reduced = received_[0];
+      reduced.resize(chunk * dtypeBytes(ctx_.commType));
+      ctx_.queue.run([&] { reduceBucket(in.data(), reduced.data(), chunk); });
+      layout_->insertShard(reduced.data(), ctx_.commType, b.t0, b.t1, grads_.data(), ctx_.gradType,
+                           0);
+    }
+  }
+}
+
+void ZeroStage::packForReductionDuringBackward(int layer) {
+  const size_t base = layerBase(layer);
+  const size_t b = static_cast<size_t>(bucketOfLayer_[layer]);
+  const Bucket& bucket = buckets_[b];
+  if (layer == bucket.lastLayer) {  // first layer of this bucket in backward order
+    const size_t slot = nextSlot_;
+    nextSlot_ = (nextSlot_ + 1) % staging_.size();
+    if (slotBusy_[slot].valid()) slotBusy_[slot].get();
+    bucketSlot_[b] = slot;
+    const size_t chunk = layout_->chunk(bucket.t0, bucket.t1);
+    staging_[slot].resize(ctx_.comm.size() * chunk * dtypeBytes(ctx_.commType));
+    received_[slot].resize(chunk * dtypeBytes(ctx_.commType));
+  }
+  const size_t slot = bucketSlot_[b];
+  layout_->packPart(layerScratch_.data(), DType::F32, base, ctx_.layerTensors[layer].first,
+                    ctx_.layerTensors[layer].second, bucket.t0, bucket.t1, staging_[slot].data(),
+                    ctx_.commType, preDivide());
+  if (layer != bucket.firstLayer) return;
+  // The bucket is complete: reduce-scatter it while the backward pass goes on.
+  const size_t chunk = layout_->chunk(bucket.t0, bucket.t1);
+  char* destination = grads_.data() + layout_->shardBegin(bucket.t0) * dtypeBytes(ctx_.gradType);
+  slotBusy_[slot] = ctx_.queue.submit([this, slot, chunk, destination] {
+    reduceBucket(staging_[slot].data(), received_[slot].data(), chunk);
+    accumulateElements(destination, ctx_.gradType, received_[slot].data(), ctx_.commType, chunk);
+  });
+}
+
+void ZeroStage::waitForBackwardReductions() {
+  // Every bucket was reduced during the backward passes; wait for the last ones.
+  for (auto& busy : slotBusy_)
+    if (busy.valid()) busy.get();
+}
+
+const float* ZeroStage::convertedParameters(int layer) {
+  const size_t base = layerBase(layer);
+  if (ctx_.modelType == DType::F32) return reinterpret_cast<const float*>(working_.data()) + base;
+  // 16-bit working copy: the model computes in fp32 on the rounded values.
+  converted_.resize(layerNumel(layer));
+  convertElements(working_.data() + base * dtypeBytes(ctx_.modelType), ctx_.modelType,
+                  converted_.data(), DType::F32, converted_.size());
+  return converted_.data();
+}
+
+void ZeroStage::allGatherShards(bool halfWritten) {
+  // All-gather the updated shards into the whole working copy, bucket by bucket.
+  Communicator& comm = ctx_.comm;
+  const DType modelType = ctx_.modelType;
+  const size_t world = comm.size(), bytes = dtypeBytes(modelType);
+  for (const auto& [t0, t1] : gatherRuns_) {
+    const size_t chunk = layout_->chunk(t0, t1);
+    std::vector<char>& all = staging_[0];
+    all.resize(world * chunk * bytes);
+    const char* own = halfWritten
+                          ? halfShard_.data() + layout_->shardBegin(t0) * bytes
+                          : reinterpret_cast<const char*>(master_.data() + layout_->shardBegin(t0));
+    if (!halfWritten && modelType != DType::F32) {
+      received_[0].resize(chunk * bytes);
+      convertElements(own, DType::F32, received_[0].data(), modelType, chunk);
+      own = received_[0].data();
+    }
+    ctx_.queue.run([&] {
+      if (ctx_.config.zero.allgatherPartitions) {
+        comm.allGather(own, all.data(), chunk, modelType);
+      } else {  // DeepSpeed's alternative: one broadcast per rank
+        std::memcpy(all.data() + comm.rank() * chunk * bytes, own, chunk * bytes);
+        for (size_t q = 0; q < world; ++q)
+          comm.broadcast(all.data() + q * chunk * bytes, chunk, modelType, static_cast<int>(q));
+      }
+    });
+    layout_->unpack(all.data(), modelType, t0, t1, working_.data(), modelType, 0);
+  }
+}
+
+void ZeroStage::convertMasterToWorking(size_t count, bool halfWritten) {
+  if (!master_.empty() && !halfWritten)
+    convertElements(master_.data(), DType::F32, working_.data(), ctx_.modelType, count);
+}
+
+}  // namespace ds::runtime

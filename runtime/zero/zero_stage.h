@@ -1,0 +1,150 @@
+// ZeroStage: one ZeRO stage's strategy: where each kind of training state lives on this rank
+// (working parameters, gradients, fp32 master weights) and how gradients are reduced and updated
+// parameters published. The Engine owns the optimizer, loss scaling, schedules and the step's
+// order; it asks its stage for everything that depends on partitioning. Offload (CPU, NVMe) is
+// meant as one more axis of these strategies, not more branches in the engine.
+//   stage 0 (zero_stage0.cc): everything replicated; gradients all-reduced at the boundary.
+//   stage 1 (zero_stage1.cc): master weights and optimizer states partitioned; gradients kept
+//            whole and reduce-scattered at the boundary; updated shards all-gathered.
+//   stage 2 (zero_stage2.cc): gradients partitioned too: reduce-scattered bucket by bucket during
+//            the backward pass.
+//   stage 3 (zero_stage3.cc): parameters partitioned too: gathered per layer before use.
+#pragma once
+
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <vector>
+
+#include "runtime/comm/communicator.h"
+#include "runtime/config/ds_config.h"
+#include "runtime/model/model.h"
+#include "runtime/zero/comm_queue.h"
+#include "runtime/zero/partition_layout.h"
+
+namespace ds::runtime {
+
+// Bytes this rank holds, by kind. modelState() is what the ZeRO formulas count; buffers are the
+// staging and scratch space bounded by the bucket sizes.
+struct MemoryUsage {
+  size_t parameters = 0;       // working parameters (model dtype), whole or shard
+  size_t gradients = 0;        // accumulated gradients (grad dtype), whole or shard
+  size_t masterWeights = 0;    // fp32 master shard when it is not the working copy itself
+  size_t optimizerStates = 0;  // moments etc. over the shard
+  size_t buffers = 0;
+  size_t modelState() const { return parameters + gradients + masterWeights + optimizerStates; }
+};
+
+struct GradientStatistics {
+  bool overflow = false;  // a non-finite gradient on this rank
+  double sumSquares = 0;  // of this rank's slices
+};
+
+// What every stage works with; references stay owned by the Engine.
+struct ZeroContext {
+  const DeepSpeedConfig& config;
+  Communicator& comm;
+  CommQueue& queue;
+  const std::vector<ParamSpec>& specs;
+  const std::vector<std::pair<size_t, size_t>>& layerTensors;  // per layer: tensor range
+  DType modelType, gradType, commType;
+  size_t count;  // parameters in all
+};
+
+class ZeroStage {
+ public:
+  static std::unique_ptr<ZeroStage> make(const ZeroContext& context);
+  virtual ~ZeroStage();
+
+  virtual int stage() const = 0;
+  const PartitionLayout& layout() const { return *layout_; }  // world-size slices
+  // The optimizer's shard: the whole model (one part) at stage 0.
+  const PartitionLayout& shardLayout() const { return *shardLayout_; }
+
+  // Fills the working copy, the master weights and the gradients from the initial parameters
+  // (identical on every rank).
+  virtual void initialise(const float* init) = 0;
+
+  // The model's layer access (runtime/model/model.h), stage by stage.
+  virtual const float* acquireParameters(int layer, bool inBackward) = 0;
+  virtual void releaseParameters(int layer) {}
+  float* layerGradients(int layer);  // zeroed fp32 scratch for the layer's backward
+  virtual void gradientsDone(int layer) = 0;
+
+  // At the accumulation boundary: every gradient reduced into this rank's gradient buffer.
+  virtual void reduceGradientsForStep() = 0;
+  // fp32, unscaled gradients of the shard's tensors [t0, t1) into `out`.
+  virtual void loadGroupGradients(size_t t0, size_t t1, std::vector<float>& out, float unscale);
+  // Overflow and sum of squares over this rank's slices, in shard order (groups: the optimizer's
+  // sub-groups as tensor ranges; `scratch` holds the last one's gradients afterwards).
+  virtual GradientStatistics gradientStatistics(
+      const std::vector<std::pair<size_t, size_t>>& groups, float unscale,
+      std::vector<float>& scratch);
+  // Whether gradientStatistics leaves a single sub-group's gradients loaded in `scratch`.
+  virtual bool statisticsLoadGroups() const { return true; }
+  // Whether the optimizer sees only a shard (norms of whole tensors then need a sum over ranks).
+  virtual bool optimizerIsSharded() const { return true; }
+  float* masterData();
+  // Where a fused 16-bit copy of the updated shard goes.
+  virtual char* halfCopyTarget() = 0;
+  // Makes the working copy follow the master (halfWritten: the 16-bit values are written).
+  virtual void publishParameters(bool halfWritten) = 0;
+  void zeroGradients();
+  // Collective at stage 3. The working parameters as fp32, flat layout.
+  virtual std::vector<float> fullParameters();
+
+  size_t reduceBucketCount() const { return buckets_.size(); }
+  // All but the optimizer states and the optimizer's gradient scratch, which the Engine adds.
+  virtual MemoryUsage memory() const;
+
+ protected:
+  explicit ZeroStage(const ZeroContext& context, int shardParts);
+
+  struct Bucket {
+    int firstLayer, lastLayer;  // inclusive
+    size_t t0, t1;              // tensor range
+  };
+
+  size_t layerNumel(int layer) const;
+  size_t layerBase(int layer) const {
+    const size_t t0 = ctx_.layerTensors[layer].first;
+    return t0 < ctx_.specs.size() ? layout_->tensor(t0).flatOffset : ctx_.count;
+  }
+  int layerCount() const { return static_cast<int>(ctx_.layerTensors.size()); }
+  // prescale_gradients: the factor applied before the reduction (1 otherwise).
+  float preDivide() const;
+  // One bucket's rank-major staging -> this rank's summed block (on the communication queue).
+  void reduceBucket(void* staging, void* own, size_t chunk);
+
+  // Shared pieces of the stages' strategies.
+  void fillWholeWorkingCopy(const float* init);                 // stages 0-2
+  void accumulateWholeGradients(int layer);                     // stages 0, 1: gradientsDone
+  void reduceBucketsAtBoundary(bool keepOwnSlicesOnly);         // stages 0, 1
+  void packForReductionDuringBackward(int layer);               // stages 2, 3: gradientsDone
+  void waitForBackwardReductions();                             // stages 2, 3
+  const float* convertedParameters(int layer);                  // stages 0-2: acquire
+  void allGatherShards(bool halfWritten);                       // stages 1, 2: publish
+  void convertMasterToWorking(size_t count, bool halfWritten);  // stages 0, 3: publish
+
+  ZeroContext ctx_;
+  std::unique_ptr<PartitionLayout> layout_, shardLayout_;
+  // Buffers (element counts in comments; F = flat size, S = shard size).
+  std::vector<char> working_;        // model dtype: F (stages 0-2) or S (stage 3)
+  std::vector<char> grads_;          // grad dtype: F (stages 0, 1) or S (stages 2, 3)
+  std::vector<float> master_;        // S; empty when the working copy is the master itself
+  std::vector<char> halfShard_;      // S, model dtype: CPU-Adam's fused copy at stages 1-2
+  std::vector<float> layerScratch_;  // fp32 gradients of the layer being back-propagated
+  std::vector<float> converted_;     // fp32 view of one layer of a 16-bit working copy
+  std::vector<Bucket> buckets_;      // backward order
+  std::vector<int> bucketOfLayer_;
+  std::vector<std::vector<char>> staging_, received_;  // two slots each: double buffering
+  std::vector<std::shared_future<void>> slotBusy_;
+  std::vector<size_t> bucketSlot_;
+  size_t nextSlot_ = 0;
+  std::vector<std::pair<size_t, size_t>> gatherRuns_;  // stages 1-2: all-gather buckets
+
+ private:
+  void planBuckets();
+};
+
+}  // namespace ds::runtime

@@ -1,0 +1,45 @@
+// ZeRO stage 0: plain data parallelism on the engine's buffers. The optimizer's shard is the
+// whole model; gradients accumulate whole and are all-reduced at the boundary.
+#include <cmath>
+
+#include "runtime/zero/zero_stages.h"
+
+namespace ds::runtime {
+
+void ZeroStage0::initialise(const float* init) {
+  fillWholeWorkingCopy(init);
+  // fp32 working parameters are the master weights themselves (the shard is everything).
+  if (ctx_.modelType != DType::F32) {
+    master_.resize(shardLayout_->shardSize());
+    shardLayout_->extractShard(working_.data(), ctx_.modelType, 0, 0, ctx_.specs.size(),
+                               master_.data(), DType::F32);
+  }
+  grads_.assign(ctx_.count * dtypeBytes(ctx_.gradType), 0);
+}
+
+GradientStatistics ZeroStage0::gradientStatistics(const std::vector<std::pair<size_t, size_t>>&,
+                                                  float unscale, std::vector<float>&) {
+  // Stage 0 holds every gradient but takes the slices stage 1 would own, in the same order, so
+  // the norm has the same bits at every stage.
+  GradientStatistics out;
+  const size_t bytes = dtypeBytes(ctx_.gradType);
+  const int rank = ctx_.comm.rank();
+  float block[1024];
+  for (size_t t = 0; t < ctx_.specs.size(); ++t) {
+    const TensorPlacement& p = layout_->tensor(t);
+    const size_t begin = std::min(p.numel, rank * p.slice);
+    const size_t end = std::min(p.numel, begin + p.slice);
+    for (size_t i = begin; i < end; i += 1024) {
+      const size_t n = std::min<size_t>(1024, end - i);
+      convertElements(grads_.data() + (p.flatOffset + i) * bytes, ctx_.gradType, block, DType::F32,
+                      n, unscale);
+      for (size_t k = 0; k < n; ++k) {
+        out.overflow = out.overflow || !std::isfinite(block[k]);
+        out.sumSquares += static_cast<double>(block[k]) * block[k];
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace ds::runtime

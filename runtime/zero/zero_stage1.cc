@@ -1,0 +1,27 @@
+// ZeRO stage 1: the fp32 master weights and optimizer states of the own slices only. Gradients
+// accumulate whole; at the boundary each bucket is reduce-scattered into the own slices.
+#include "runtime/zero/zero_stages.h"
+
+namespace ds::runtime {
+
+void ZeroStage1::initialise(const float* init) {
+  fillWholeWorkingCopy(init);
+  master_.resize(shardLayout_->shardSize());
+  shardLayout_->extractShard(working_.data(), ctx_.modelType, 0, 0, ctx_.specs.size(),
+                             master_.data(), DType::F32);
+  grads_.assign(ctx_.count * dtypeBytes(ctx_.gradType), 0);
+}
+
+void ZeroStage1::loadGroupGradients(size_t t0, size_t t1, std::vector<float>& out, float unscale) {
+  // The own slices sit in the whole (flat) gradient buffer.
+  out.resize(shardLayout_->chunk(t0, t1));
+  layout_->extractShard(grads_.data(), ctx_.gradType, 0, t0, t1, out.data(), DType::F32);
+  for (float& g : out) g *= unscale;
+}
+
+char* ZeroStage1::halfCopyTarget() {
+  halfShard_.resize(shardLayout_->shardSize() * dtypeBytes(ctx_.modelType));
+  return halfShard_.data();
+}
+
+}  // namespace ds::runtime

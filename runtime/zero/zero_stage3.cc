@@ -1,0 +1,124 @@
+// ZeRO stage 3: parameters partitioned as well. The working copy is the own shard; each layer is
+// all-gathered right before use (prefetched with overlap_comm within stage3_prefetch_bucket_size
+// and stage3_max_live_parameters), kept for its backward when reused soon enough
+// (stage3_max_reuse_distance), and released after; layers at or under
+// stage3_param_persistence_threshold elements stay gathered.
+#include "runtime/zero/zero_stages.h"
+
+namespace ds::runtime {
+
+ZeroStage3::ZeroStage3(const ZeroContext& context) : ZeroStage(context, 0) {
+  const int layers = layerCount();
+  layerParams_.resize(layers);
+  layerReady_.resize(layers);
+  persistent_.assign(layers, false);
+}
+
+void ZeroStage3::initialise(const float* init) {
+  const size_t shard = shardLayout_->shardSize();
+  working_.resize(shard * dtypeBytes(ctx_.modelType));
+  layout_->extractShard(init, DType::F32, 0, 0, ctx_.specs.size(), working_.data(), ctx_.modelType);
+  // fp32 working parameters laid out as the shard are the master weights themselves.
+  if (ctx_.modelType != DType::F32) {
+    master_.resize(shard);
+    convertElements(working_.data(), ctx_.modelType, master_.data(), DType::F32, shard);
+  }
+  grads_.assign(shard * dtypeBytes(ctx_.gradType), 0);
+  for (int l = 0; l < layerCount(); ++l) {
+    persistent_[l] =
+        static_cast<int64_t>(layerNumel(l)) <= ctx_.config.zero.paramPersistenceThreshold;
+    if (persistent_[l]) gatherLayer(l);
+  }
+}
+
+const float* ZeroStage3::acquireParameters(int layer, bool inBackward) {
+  if (layerParams_[layer].empty() && layerNumel(layer) > 0) gatherLayer(layer);
+  prefetchFrom(layer, inBackward ? -1 : 1);
+  waitLayer(layer);
+  return layerParams_[layer].data();
+}
+
+void ZeroStage3::releaseParameters(int layer) {
+  if (persistent_[layer]) return;
+  // Its next use is this layer's backward: keep it if that comes soon enough.
+  size_t distance = 0;
+  for (int k = layer + 1; k < layerCount(); ++k) distance += 2 * layerNumel(k);
+  const bool keep = static_cast<int64_t>(distance) <= ctx_.config.zero.maxReuseDistance &&
+                    static_cast<int64_t>(liveElements_) <= ctx_.config.zero.maxLiveParameters;
+  if (!keep) dropLayer(layer);
+}
+
+void ZeroStage3::gradientsDone(int layer) {
+  packForReductionDuringBackward(layer);
+  dropLayer(layer);
+}
+
+void ZeroStage3::publishParameters(bool halfWritten) {
+  convertMasterToWorking(master_.size(), halfWritten);
+  // Gathered copies are stale now; persistent layers are re-gathered at once.
+  for (int l = 0; l < layerCount(); ++l) {
+    freeLayer(l);
+    if (persistent_[l]) gatherLayer(l);
+  }
+}
+
+std::vector<float> ZeroStage3::fullParameters() {
+  std::vector<float> out(ctx_.count);
+  const size_t shard = layout_->shardSize(), bytes = dtypeBytes(ctx_.modelType);
+  std::vector<char> all(ctx_.comm.size() * shard * bytes);
+  ctx_.queue.run([&] { ctx_.comm.allGather(working_.data(), all.data(), shard, ctx_.modelType); });
+  layout_->unpack(all.data(), ctx_.modelType, 0, ctx_.specs.size(), out.data(), DType::F32, 0);
+  return out;
+}
+
+MemoryUsage ZeroStage3::memory() const {
+  MemoryUsage m = ZeroStage::memory();
+  for (const auto& v : layerParams_) m.buffers += v.capacity() * sizeof(float);
+  return m;
+}
+
+void ZeroStage3::gatherLayer(int layer) {
+  const size_t numel = layerNumel(layer);
+  if (numel == 0 || !layerParams_[layer].empty()) return;
+  layerParams_[layer].resize(numel);
+  liveElements_ += numel;
+  const auto [t0, t1] = ctx_.layerTensors[layer];
+  layerReady_[layer] = ctx_.queue.submit([this, layer, t0 = t0, t1 = t1] {
+    const size_t chunk = layout_->chunk(t0, t1), bytes = dtypeBytes(ctx_.modelType);
+    std::vector<char> all(ctx_.comm.size() * chunk * bytes);
+    ctx_.comm.allGather(working_.data() + layout_->shardBegin(t0) * bytes, all.data(), chunk,
+                        ctx_.modelType);
+    layout_->unpack(all.data(), ctx_.modelType, t0, t1, layerParams_[layer].data(), DType::F32,
+                    layerBase(layer));
+  });
+}
+
+void ZeroStage3::waitLayer(int layer) {
+  if (layerReady_[layer].valid()) layerReady_[layer].get();
+}
+
+void ZeroStage3::dropLayer(int layer) {
+  if (!persistent_[layer]) freeLayer(layer);
+}
+
+void ZeroStage3::freeLayer(int layer) {
+  if (layerParams_[layer].empty()) return;
+  waitLayer(layer);  // an in-flight gather still writes into it
+  liveElements_ -= layerParams_[layer].size();
+  std::vector<float>().swap(layerParams_[layer]);
+  layerReady_[layer] = {};
+}
+
+void ZeroStage3::prefetchFrom(int layer, int direction) {
+  if (!ctx_.config.zero.overlapComm) return;
+  int64_t budget = ctx_.config.zero.prefetchBucketSize;
+  for (int k = layer + direction; k >= 0 && k < layerCount() && budget > 0; k += direction) {
+    const size_t numel = layerNumel(k);
+    if (!layerParams_[k].empty()) continue;
+    if (static_cast<int64_t>(liveElements_ + numel) > ctx_.config.zero.maxLiveParameters) break;
+    gatherLayer(k);
+    budget -= static_cast<int64_t>(numel);
+  }
+}
+
+}  // namespace ds::runtime

@@ -1,0 +1,86 @@
+// The four ZeRO stages behind ZeroStage (zero_stage.h); each is defined in its own file. Only
+// zero_stage.cc's factory and the stage files include this header.
+#pragma once
+
+#include "runtime/zero/zero_stage.h"
+
+namespace ds::runtime {
+
+// Everything replicated; gradients all-reduced at the accumulation boundary.
+class ZeroStage0 : public ZeroStage {
+ public:
+  explicit ZeroStage0(const ZeroContext& context) : ZeroStage(context, 1) {}
+  int stage() const override { return 0; }
+  void initialise(const float* init) override;
+  const float* acquireParameters(int layer, bool) override { return convertedParameters(layer); }
+  void gradientsDone(int layer) override { accumulateWholeGradients(layer); }
+  void reduceGradientsForStep() override { reduceBucketsAtBoundary(false); }
+  GradientStatistics gradientStatistics(const std::vector<std::pair<size_t, size_t>>& groups,
+                                        float unscale, std::vector<float>& scratch) override;
+  bool statisticsLoadGroups() const override { return false; }
+  bool optimizerIsSharded() const override { return false; }
+  char* halfCopyTarget() override { return working_.data(); }
+  void publishParameters(bool halfWritten) override {
+    convertMasterToWorking(ctx_.count, halfWritten);
+  }
+};
+
+// fp32 master weights and optimizer states partitioned; gradients kept whole and reduce-scattered
+// at the boundary into the own slices; updated shards all-gathered.
+class ZeroStage1 : public ZeroStage {
+ public:
+  explicit ZeroStage1(const ZeroContext& context) : ZeroStage(context, 0) {}
+  int stage() const override { return 1; }
+  void initialise(const float* init) override;
+  const float* acquireParameters(int layer, bool) override { return convertedParameters(layer); }
+  void gradientsDone(int layer) override { accumulateWholeGradients(layer); }
+  void reduceGradientsForStep() override { reduceBucketsAtBoundary(true); }
+  void loadGroupGradients(size_t t0, size_t t1, std::vector<float>& out, float unscale) override;
+  char* halfCopyTarget() override;
+  void publishParameters(bool halfWritten) override { allGatherShards(halfWritten); }
+};
+
+// Gradients partitioned too: each bucket is reduce-scattered as soon as its layers' backward
+// ends, and only the own shard is kept.
+class ZeroStage2 : public ZeroStage {
+ public:
+  explicit ZeroStage2(const ZeroContext& context) : ZeroStage(context, 0) {}
+  int stage() const override { return 2; }
+  void initialise(const float* init) override;
+  const float* acquireParameters(int layer, bool) override { return convertedParameters(layer); }
+  void gradientsDone(int layer) override { packForReductionDuringBackward(layer); }
+  void reduceGradientsForStep() override { waitForBackwardReductions(); }
+  char* halfCopyTarget() override;
+  void publishParameters(bool halfWritten) override { allGatherShards(halfWritten); }
+};
+
+// Parameters partitioned too: each layer is gathered right before use (prefetched with
+// overlap_comm, within stage3_max_live_parameters) and released after, unless persistent.
+class ZeroStage3 : public ZeroStage {
+ public:
+  explicit ZeroStage3(const ZeroContext& context);
+  int stage() const override { return 3; }
+  void initialise(const float* init) override;
+  const float* acquireParameters(int layer, bool inBackward) override;
+  void releaseParameters(int layer) override;
+  void gradientsDone(int layer) override;
+  void reduceGradientsForStep() override { waitForBackwardReductions(); }
+  char* halfCopyTarget() override { return working_.data(); }
+  void publishParameters(bool halfWritten) override;
+  std::vector<float> fullParameters() override;
+  MemoryUsage memory() const override;
+
+ private:
+  void gatherLayer(int layer);
+  void waitLayer(int layer);
+  void dropLayer(int layer);  // unless persistent
+  void freeLayer(int layer);
+  void prefetchFrom(int layer, int direction);
+
+  std::vector<std::vector<float>> layerParams_;  // fp32 per layer: gathered
+  std::vector<std::shared_future<void>> layerReady_;
+  std::vector<bool> persistent_;  // layers that stay gathered
+  size_t liveElements_ = 0;
+};
+
+}  // namespace ds::runtime
