@@ -60,6 +60,14 @@ void quietGrpcLogs() {
   if (keep == nullptr || std::string(keep) != "1") gpr_set_log_function(dropGrpcLog);
 }
 
+// Text from a client, fit for one log line: at most 120 bytes, control bytes as '?'.
+std::string printable(const std::string& text) {
+  std::string out = text.substr(0, 120);
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  return text.size() > 120 ? out + "..." : out;
+}
+
 grpc::Status storeError(const Error& e) {
   if (dynamic_cast<const TimeoutError*>(&e))
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, e.what());
@@ -79,18 +87,43 @@ struct Coordinator::State final : proto::Coordinator::Service {
   bool shuttingDown = false;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
+  // Refusals are logged at most kRefusalsPerSecond a second: a flood of bad requests must not
+  // flood the launcher's stderr (the rest are counted and reported with the next line).
+  static constexpr int kRefusalsPerSecond = 10;
+  std::mutex refusalMutex;
+  std::chrono::steady_clock::time_point refusalWindow{};
+  int refusalsInWindow = 0, refusalsSuppressed = 0;
+
+  void logRefusal(grpc::ServerContext* context, const std::string& rpc, const std::string& why) {
+    std::lock_guard lock(refusalMutex);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - refusalWindow >= std::chrono::seconds(1)) {
+      refusalWindow = now;
+      refusalsInWindow = 0;
+    }
+    if (++refusalsInWindow > kRefusalsPerSecond) {
+      ++refusalsSuppressed;
+      return;
+    }
+    std::cerr << "ds-launch: coordinator refused " << rpc << " from " << printable(context->peer())
+              << ": " << printable(why);
+    if (refusalsSuppressed > 0)
+      std::cerr << " (" << refusalsSuppressed << " more refusals not shown)";
+    std::cerr << '\n';
+    refusalsSuppressed = 0;
+  }
 
   // Checks token and epoch; logs and returns the refusal otherwise.
   grpc::Status admit(grpc::ServerContext* context, const proto::JobAuth& auth, const char* rpc,
                      bool anyEpoch = false) {
     if (!constantTimeEquals(auth.token(), options.token)) {
-      std::cerr << "ds-launch: coordinator refused " << rpc << " from " << context->peer()
-                << ": wrong job token\n";
+      logRefusal(context, rpc, "wrong job token");
       return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "wrong job token");
     }
     if (!(anyEpoch && auth.epoch() == 0) && auth.epoch() != kEpoch) {
-      std::cerr << "ds-launch: coordinator refused " << rpc << " from " << context->peer()
-                << ": stale epoch " << auth.epoch() << " (current " << kEpoch << ")\n";
+      logRefusal(context, rpc,
+                 "stale epoch " + std::to_string(auth.epoch()) + " (current " +
+                     std::to_string(kEpoch) + ")");
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "stale membership epoch " + std::to_string(auth.epoch()) +
                               ", current is " + std::to_string(kEpoch));
@@ -127,9 +160,9 @@ struct Coordinator::State final : proto::Coordinator::Service {
               : candidate.host == request->host() && candidate.slot == request->local_slot())
         slot = &candidate;
     if (slot == nullptr && request->by_rank()) {
-      std::cerr << "ds-launch: coordinator refused Join from " << context->peer() << ": rank "
-                << request->rank() << " is not in the plan (world size " << options.ranks.size()
-                << ")\n";
+      logRefusal(context, "Join",
+                 "rank " + std::to_string(request->rank()) + " is not in the plan (world size " +
+                     std::to_string(options.ranks.size()) + ")");
       return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                           "rank " + std::to_string(request->rank()) +
                               " is not part of this job (world size " +
@@ -137,18 +170,20 @@ struct Coordinator::State final : proto::Coordinator::Service {
                               "): does mpirun/srun start more ranks than the hostfile has slots?");
     }
     if (slot == nullptr) {
-      std::cerr << "ds-launch: coordinator refused Join from " << context->peer() << ": host "
-                << request->host() << " slot " << request->local_slot() << " is not in the plan\n";
+      logRefusal(context, "Join",
+                 "host " + request->host() + " slot " + std::to_string(request->local_slot()) +
+                     " is not in the plan");
       return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                          "host " + request->host() + " slot " +
+                          "host " + printable(request->host()) + " slot " +
                               std::to_string(request->local_slot()) + " is not part of this job");
     }
     {
       std::lock_guard lock(mutex);
       auto& status = ranks[slot->rank];
       if (status.joined) {
-        std::cerr << "ds-launch: coordinator refused Join from " << context->peer() << ": rank "
-                  << slot->rank << " already joined (pid " << status.pid << ")\n";
+        logRefusal(context, "Join",
+                   "rank " + std::to_string(slot->rank) + " already joined (pid " +
+                       std::to_string(status.pid) + ")");
         return grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
                             "rank " + std::to_string(slot->rank) + " has already joined");
       }
