@@ -343,6 +343,16 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
       reap(false);
     }
   }
+  // What is still running gets SIGTERM first, so that each worker stops its program's own process
+  // group (the program's children are not in the worker's group), then SIGKILL for the rest.
+  if (running > 0) {
+    for (const auto& launched : processes) ::kill(-launched.process.pid, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    while (running > 0 && std::chrono::steady_clock::now() < deadline) {
+      pollOutput(kTick);
+      reap(false);
+    }
+  }
   for (const auto& launched : processes) killProcessGroup(launched.process.pid);
   reap(true);
   // Output still in the pipes; bounded, in case something outside the groups holds a write end.

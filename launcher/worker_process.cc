@@ -18,6 +18,8 @@ SpawnedProcess spawnInOwnGroup(const std::vector<std::string>& argv,
   options.env = env;
   options.captureOutput = true;
   options.label = "ds-launch";
+  // SIGTERM, not SIGKILL: a worker stops its program's whole process group before it goes.
+  options.parentDeathSignal = SIGTERM;
   const Spawned spawned = spawnProcess(options);
   return {spawned.pid, spawned.outputFd, std::chrono::steady_clock::now()};
 }

@@ -2,8 +2,11 @@
 // group, PDEATHSIG so the program never outlives its worker.
 #include "worker/external_program.h"
 
+#include <signal.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "common/error.h"
 #include "common/spawn.h"
@@ -55,6 +58,12 @@ int runProgram(const std::vector<std::string>& argv,
   const pid_t pid = spawnProcess(options).pid;
   childPid = pid;
   const int status = waitForExit(pid);
+  // Children the program left running would outlive the job: its process group goes with it
+  // (SIGTERM, a moment to finish, then SIGKILL). kill() fails at once when the group is empty.
+  if (kill(-pid, SIGTERM) == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    kill(-pid, SIGKILL);
+  }
   childPid = 0;
   return status;
 }

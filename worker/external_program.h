@@ -22,7 +22,8 @@ std::vector<std::pair<std::string, std::string>> programEnvironment(const JoinRe
                                                                     const std::string& masterAddr,
                                                                     int masterPort);
 
-// Starts the program (its own process group, SIGKILL if the worker dies), waits for it and returns
+// Starts the program (its own process group, SIGKILL if the worker dies), waits for it, stops
+// whatever it left running in its process group, and returns
 // its exit status: the code, or 128 + signal. The pid is published in `childPid` so an abort can
 // stop it. Throws ds::Error when it cannot be started.
 int runProgram(const std::vector<std::string>& argv,

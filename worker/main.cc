@@ -79,6 +79,25 @@ int64_t residentBytes() {
   _exit(status);
 }
 
+// SIGTERM, SIGINT or SIGHUP to a rank's worker (ds-launch's teardown, or its parent-death signal
+// when ds-launch itself was killed): the program's whole process group goes first, so its own
+// children never outlive the job; then the worker dies of the signal as it would have.
+// Async-signal-safe only.
+void onTerminationSignal(int signal) {
+  if (const int program = gProgramPid.load(); program > 0) kill(-program, SIGKILL);
+  ds::runtime::unlinkOwnedShmSegments();
+  struct sigaction defaults {};
+  defaults.sa_handler = SIG_DFL;
+  sigaction(signal, &defaults, nullptr);
+  raise(signal);
+}
+
+void installTerminationHandler() {
+  struct sigaction action {};
+  action.sa_handler = onTerminationSignal;
+  for (int signal : {SIGTERM, SIGINT, SIGHUP}) sigaction(signal, &action, nullptr);
+}
+
 // The job token: DS_JOB_TOKEN (local, MPI, Slurm), LC_DS_JOB_TOKEN (through ssh's SendEnv), or
 // DS_JOB_TOKEN_FILE, a file only its owner can read. Removed from the environment once read so no
 // program started later inherits it.
@@ -176,6 +195,7 @@ int run(int argc, char** argv) {
     }
   }
 
+  installTerminationHandler();  // a rank's worker (the node agent forwards signals instead)
   std::string jobToken;
   TlsFiles tls;
   JoinIdentity identity{host, slot, -1};
