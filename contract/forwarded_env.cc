@@ -32,6 +32,9 @@ int adoptForwardedExports() {
   }
   int adopted = 0;
   for (const auto& [number, carrier] : byNumber) {
+    // The value may be secret (a TLS key): erase it from the initial environment block too,
+    // which /proc/PID/environ would go on showing after unsetenv.
+    if (char* text = std::getenv(carrier.first.c_str())) std::memset(text, 'x', std::strlen(text));
     unsetenv(carrier.first.c_str());
     const size_t equals = carrier.second.find('=');
     if (equals == 0 || equals == std::string::npos) continue;

@@ -52,5 +52,10 @@ struct TlsFiles {
 inline constexpr const char* kJobTokenVariable = "DS_JOB_TOKEN";
 inline constexpr const char* kSshTokenVariable = "LC_DS_JOB_TOKEN";
 inline constexpr const char* kJobTokenFileVariable = "DS_JOB_TOKEN_FILE";
+// --tls-auto: the job's certificate, key and CA (PEM text) reach workers in these variables,
+// which a worker reads and then erases from its environment.
+inline constexpr const char* kTlsCertPemVariable = "DS_TLS_CERT_PEM";
+inline constexpr const char* kTlsKeyPemVariable = "DS_TLS_KEY_PEM";
+inline constexpr const char* kTlsCaPemVariable = "DS_TLS_CA_PEM";
 
 }  // namespace ds

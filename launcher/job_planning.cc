@@ -111,6 +111,10 @@ JobPlan planJob(CommandLine& line) {
   }
 
   if (flags.masterAddr.empty()) flags.masterAddr = defaultMasterAddress(plan);
+  if (backend != Backend::Local && !allLoopback(plan) && flags.tlsCert.empty() && !flags.tlsAuto)
+    notices.push_back(
+        "the job token and all control traffic cross the network unencrypted; add --tls-auto "
+        "(a certificate made for this job) or --tls-cert/--tls-key/--tls-ca");
   if (flags.logDir.empty()) flags.logDir = defaultLogDir();
   const std::string workDir = std::filesystem::current_path().string();
 

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -18,6 +19,7 @@
 #include "contract/rank_contract.h"
 #include "launcher/comms_summary.h"
 #include "launcher/coordinator.h"
+#include "launcher/job_certificate.h"
 #include "launcher/job_supervisor.h"
 #include "launcher/worker_process.h"
 #include "runtime/common/files.h"
@@ -163,12 +165,26 @@ int runJob(JobPlan& p, const CommandLine& line) {
   setenv(kSshTokenVariable, token.c_str(), 1);
   if (flags.noSsh && flags.nodeRank > 0) becomeNodeAgent(p.request, flags);
 
-  Coordinator coordinator(coordinatorOptionsFor(p, line, token));
+  CoordinatorOptions coordinatorOptions = coordinatorOptionsFor(p, line, token);
+  std::optional<JobCertificate> certificate;
+  if (flags.tlsAuto) {
+    certificate.emplace(flags.masterAddr);
+    coordinatorOptions.tls = certificate->pem();
+    // Local workers inherit the variables; other nodes get them as exports (never in argv).
+    for (const auto& [name, text] : {std::pair{kTlsCertPemVariable, certificate->pem().certPem},
+                                     {kTlsKeyPemVariable, certificate->pem().keyPem},
+                                     {kTlsCaPemVariable, certificate->pem().caPem}}) {
+      setenv(name, text.c_str(), 1);
+      if (p.backend != Backend::Local) p.request.exports.emplace_back(name, text);
+    }
+  }
+  Coordinator coordinator(coordinatorOptions);
   p.request.coordinatorAddress = coordinator.address();
   const std::string logs = flags.eachRankLog != "None" ? flags.eachRankLog : flags.logDir;
   std::cout << "ds-launch: " << p.plan.worldSize() << " ranks on " << p.plan.nodes.size()
             << " nodes (" << backendName(p.backend) << "), coordinator " << coordinator.address()
-            << (flags.tlsCert.empty() ? "" : " (mutual TLS)") << ", logs in " << logs << std::endl;
+            << (flags.tlsCert.empty() && !flags.tlsAuto ? "" : " (mutual TLS)") << ", logs in "
+            << logs << std::endl;
 
   writeRunnerHostfile(p);
   installTerminationHandlers();

@@ -72,6 +72,8 @@ void addFlags(CLI::App& app, LaunchOptions& flags) {
                  "PEM certificate (coordinator and workers)");
   app.add_option("--tls-key,--tls_key", flags.tlsKey, "PEM private key of --tls-cert");
   app.add_option("--tls-ca,--tls_ca", flags.tlsCa, "PEM CA that signed every peer's certificate");
+  app.add_flag("--tls-auto,--tls_auto", flags.tlsAuto,
+               "mutual TLS with a certificate made for this job and sent to every worker");
 }
 
 // Flags that are fine alone but not together.
@@ -88,6 +90,8 @@ void checkFlags(const CommandLine& line) {
   if ((flags.tlsCert.empty() != flags.tlsKey.empty()) ||
       (flags.tlsCert.empty() != flags.tlsCa.empty()))
     throw Error("--tls-cert, --tls-key and --tls-ca go together: give all three");
+  if (flags.tlsAuto && !flags.tlsCert.empty())
+    throw Error("--tls-auto makes the job's certificate itself: drop --tls-cert/--tls-key/--tls-ca");
   if (line.jobArgs.empty())
     throw Error(
         "no job given; try: ds-launch train --config configs/ds_config.json, or "

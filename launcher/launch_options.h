@@ -26,6 +26,7 @@ struct LaunchOptions {
   double heartbeatInterval = 1.0, heartbeatTimeout = 10.0, stallTimeout = 0.0;
   bool dryRun = false, json = false;
   std::string tlsCert, tlsKey, tlsCa;
+  bool tlsAuto = false;  // a certificate made for this job (launcher/job_certificate.h)
   std::string python = "python3";
 };
 

@@ -98,6 +98,30 @@ void installTerminationHandler() {
   for (int signal : {SIGTERM, SIGINT, SIGHUP}) sigaction(signal, &action, nullptr);
 }
 
+// Reads a variable and erases it from the environment, the initial block included (it may hold a
+// secret that /proc/PID/environ would show).
+std::string takeVariable(const char* name) {
+  std::string value;
+  if (char* text = std::getenv(name)) {
+    value = text;
+    std::memset(text, 'x', std::strlen(text));
+  }
+  unsetenv(name);
+  return value;
+}
+
+// --tls-auto's certificate, key and CA, when ds-launch sent them (explicit files win).
+void takeTlsFromEnvironment(TlsFiles& tls) {
+  const std::string cert = takeVariable(ds::kTlsCertPemVariable);
+  const std::string key = takeVariable(ds::kTlsKeyPemVariable);
+  const std::string ca = takeVariable(ds::kTlsCaPemVariable);
+  if (!tls.certPem.empty() || cert.empty()) return;
+  if (key.empty() || ca.empty())
+    throw ds::Error(std::string(ds::kTlsCertPemVariable) + " is set without " +
+                    ds::kTlsKeyPemVariable + " and " + ds::kTlsCaPemVariable);
+  tls = {cert, key, ca};
+}
+
 // The job token: DS_JOB_TOKEN (local, MPI, Slurm), LC_DS_JOB_TOKEN (through ssh's SendEnv), or
 // DS_JOB_TOKEN_FILE, a file only its owner can read. Removed from the environment once read so no
 // program started later inherits it.
@@ -204,6 +228,7 @@ int run(int argc, char** argv) {
     if (!tlsCert.empty()) tls.certPem = ds::readWholeFile(tlsCert, "--tls_cert");
     if (!tlsKey.empty()) tls.keyPem = ds::readWholeFile(tlsKey, "--tls_key");
     if (!tlsCa.empty()) tls.caPem = ds::readWholeFile(tlsCa, "--tls_ca");
+    takeTlsFromEnvironment(tls);
     if (rankFromEnv) identity.rank = rankFromEnvironment();
   } catch (const ds::Error& e) {
     leaveNow(kUsage, e.what());

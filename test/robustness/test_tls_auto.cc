@@ -1,0 +1,34 @@
+// --tls-auto: a job runs over mutual TLS with a certificate made for it; the key never shows in a
+// worker's environment or on a command line, and the private directory is gone afterwards.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "test/launch_harness.h"
+#include "test/skip.h"
+
+using namespace ds::test;
+using namespace std::chrono_literals;
+
+TEST_CASE("robustness: --tls-auto runs a job over mutual TLS and leaves no key behind") {
+  if (skipUnless(std::system("command -v openssl >/dev/null 2>&1") == 0, "openssl is not installed"))
+    return;
+  const std::string dir = makeScratchDir("tlsauto");
+  writeFile(dir + "/hostfile", "127.0.0.1 slots=2\n");
+  setenv("TMPDIR", dir.c_str(), 1);  // where the job's private certificate directory goes
+  auto job = startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "--log_dir", "logs",
+                               "--tls-auto", "--no_python", "--no_local_rank", "--", "/bin/sh",
+                               "-c", "tr '\\0' '\\n' < /proc/$PPID/environ | grep -c PRIVATE; "
+                                     "env | grep -c DS_TLS_; true"});
+  unsetenv("TMPDIR");
+  const auto status = waitExit(job, 60s);
+  INFO(readFile(dir + "/stdout") << readFile(dir + "/stderr"));
+  REQUIRE(status == 0);
+  CHECK(readFile(dir + "/stdout").find("(mutual TLS)") != std::string::npos);
+  // The worker (the program's parent) holds no key in its environment, nor does the program.
+  const std::string log = readFile(dir + "/logs/rank-0.log");
+  CHECK(log == "0\n0\n");
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    CHECK(entry.path().filename().string().find("ds-launch-tls-") == std::string::npos);
+}
