@@ -2,6 +2,7 @@
 // \uXXXX escapes), then URL-safe base64 with '=' padding.
 #include "contract/world_info.h"
 
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -45,7 +46,9 @@ std::string base64UrlDecode(const std::string& text) {
 
 // json.dumps(ensure_ascii=True) string literal.
 std::string pythonJsonString(const std::string& utf8) {
-  const std::string dumped = nlohmann::json(utf8).dump(-1, ' ', true);  // ensure_ascii
+  // Host names are validated UTF-8 (launcher/hostfile.h); anything else would not throw here.
+  const std::string dumped =
+      nlohmann::json(utf8).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
   return dumped;
 }
 
@@ -65,14 +68,20 @@ std::string encodeWorldInfo(const WorldInfo& world) {
 WorldInfo decodeWorldInfo(const std::string& base64) {
   const auto json = nlohmann::ordered_json::parse(base64UrlDecode(base64), nullptr, false);
   if (!json.is_object()) throw Error("--world_info: not a base64 JSON object of host -> slots");
+  // A node agent starts one process per slot: bound what a command line can ask for.
+  constexpr size_t kMaxSlots = 65536;
   WorldInfo world;
+  size_t total = 0;
   for (const auto& [host, slots] : json.items()) {
     if (!slots.is_array()) throw Error("--world_info: slots of " + host + " are not a list");
     std::vector<int> ids;
     for (const auto& slot : slots) {
-      if (!slot.is_number_integer())
-        throw Error("--world_info: a slot of " + host + " is not an integer");
-      ids.push_back(slot.get<int>());
+      if (!slot.is_number_integer() || slot.get<int64_t>() < 0 ||
+          slot.get<int64_t>() > std::numeric_limits<int>::max())
+        throw Error("--world_info: a slot of " + host + " is not a slot number");
+      if (++total > kMaxSlots)
+        throw Error("--world_info: more than " + std::to_string(kMaxSlots) + " slots");
+      ids.push_back(static_cast<int>(slot.get<int64_t>()));
     }
     world.emplace_back(host, std::move(ids));
   }

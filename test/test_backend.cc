@@ -43,6 +43,11 @@ TEST_CASE("world_info: byte-for-byte DeepSpeed's encoding, and back") {
   REQUIRE(ds::decodeWorldInfo(ds::encodeWorldInfo(world)) == world);  // order kept
   REQUIRE_THROWS_WITH(ds::decodeWorldInfo("e30*"), Catch::Contains("not URL-safe base64"));
   REQUIRE_THROWS_WITH(ds::decodeWorldInfo("WzFd"), Catch::Contains("not a base64 JSON object"));
+  // {"h": [-1]}, {"h": [4294967296]}: not slot numbers.
+  REQUIRE_THROWS_WITH(ds::decodeWorldInfo("eyJoIjogWy0xXX0="),
+                      Catch::Contains("not a slot number"));
+  REQUIRE_THROWS_WITH(ds::decodeWorldInfo("eyJoIjogWzQyOTQ5NjcyOTZdfQ=="),
+                      Catch::Contains("not a slot number"));
 }
 
 TEST_CASE("backend: names, and unknown ones listed") {
