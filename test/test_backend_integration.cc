@@ -95,7 +95,7 @@ void killOneWorkerAndExpectTeardown(const LaunchedJob& job, const std::string& h
 
 }  // namespace
 
-TEST_CASE("backend ssh: a node agent per host over a private sshd; a killed rank ends the job") {
+TEST_CASE("backend ssh: a node agent per host over a private sshd, a killed rank ends the job") {
   if (skipUnless(installed("/usr/sbin/sshd") && installed("ssh"),
                  "openssh-server/openssh-client are not installed"))
     return;

@@ -273,7 +273,7 @@ TEST_CASE("ds_config: scheduler block", "[config]") {
   }
 }
 
-TEST_CASE("ds_config: unknown keys warn with a suggestion; known ignored keys do not", "[config]") {
+TEST_CASE("ds_config: unknown keys warn with a suggestion, known ignored keys do not", "[config]") {
   const DeepSpeedConfig c = parse(R"({"train_batch_size": 4, "train_batch_sizes": 4,
       "fp16": {"enabled": false}, "bf16": {"enabled": false}, "activation_checkpointing": {},
       "flops_profiler": {}, "comms_logger": {}, "tensorboard": {}, "wandb": {}, "csv_monitor": {},

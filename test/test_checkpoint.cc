@@ -88,7 +88,7 @@ TEST_CASE("checkpoint: saved at 4 ranks, loads at 2 and 3 (and another stage) un
   }
 }
 
-TEST_CASE("checkpoint: a truncated or corrupted shard is named; a crashed save loses nothing") {
+TEST_CASE("checkpoint: a truncated or corrupted shard is named, a crashed save loses nothing") {
   TempDir dir;
   const std::string json = engineConfig(2, "fp32");
   trainRanks(2, json, 2, {}, saver(dir.path, "good"));

@@ -6,7 +6,7 @@
 
 using namespace ds::launcher;
 
-TEST_CASE("plan: ranks follow host order, then slot order; local rank is the index on the node") {
+TEST_CASE("plan: ranks follow host order, then slot order, local rank is the index on the node") {
   const LaunchPlan plan = makeLaunchPlan({{"a", {0, 1, 2}}, {"b", {1, 3}}, {"c", {5}}});
   REQUIRE(plan.worldSize() == 6);
   REQUIRE(plan.ranks[3].host == "b");

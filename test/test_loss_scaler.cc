@@ -66,7 +66,7 @@ TEST_CASE("loss scaler: the minimum scale is a floor, and an overflow at it stop
   CHECK(floor.scale() == 3);
 }
 
-TEST_CASE("loss scaler: static scale and non-fp16 runs never change; state round-trips") {
+TEST_CASE("loss scaler: static scale and non-fp16 runs never change, state round-trips") {
   LossScaleConfig c;
   c.staticScale = 128;
   LossScaler fixed(c, true);

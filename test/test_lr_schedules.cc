@@ -128,7 +128,7 @@ TEST_CASE("lr schedules: resuming from lastBatchIteration reproduces the straigh
   }
 }
 
-TEST_CASE("WarmupLR: updates 0 and 1 both use warmup_min_lr; then min + delta * gamma", "[lr]") {
+TEST_CASE("WarmupLR: updates 0 and 1 both use warmup_min_lr, then min + delta * gamma", "[lr]") {
   WarmupLrParams params;
   params.warmupMinLr = 0.001;
   params.warmupMaxLr = 0.011;
@@ -153,7 +153,7 @@ TEST_CASE("WarmupLR: updates 0 and 1 both use warmup_min_lr; then min + delta * 
   }
 }
 
-TEST_CASE("WarmupLR: warmup_num_steps 1 behaves as 2; no warmup_max_lr means the optimizer's lr",
+TEST_CASE("WarmupLR: warmup_num_steps 1 behaves as 2, no warmup_max_lr means the optimizer's lr",
           "[lr]") {
   WarmupLrParams params;
   params.warmupMaxLr = 1.0;

@@ -28,7 +28,7 @@ std::vector<float> ramp(size_t n) {
 
 }  // namespace
 
-TEST_CASE("partition layout: shards cover every element once; staging is rank-major") {
+TEST_CASE("partition layout: shards cover every element once, staging is rank-major") {
   const std::vector<size_t> sizes = {0, 1, 17, 1009, 4, 0, 13};
   const auto specs = table(sizes);
   const size_t total = std::accumulate(sizes.begin(), sizes.end(), size_t{0});

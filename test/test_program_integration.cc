@@ -127,7 +127,7 @@ TEST_CASE("program: a failing rank's exit status is ds-launch's, and the others 
   REQUIRE(waitUntil(5s, [&] { return processesMentioning("sleep 60").empty(); }));
 }
 
-TEST_CASE("dry-run --json: one object, nothing started; bad input: exit 2, stdout empty") {
+TEST_CASE("dry-run --json: one object, nothing started, bad input: exit 2, stdout empty") {
   const std::string dir = makeScratchDir("dryrun");
   writeFile(dir + "/hostfile", "worker-0 slots=4\nworker-1 slots=4\nworker-2 slots=2\n");
   writeFile(dir + "/config.json", kConfig);
@@ -193,7 +193,7 @@ TEST_CASE("a rank whose step stops advancing is reported as stalled, with its ph
   REQUIRE(std::chrono::steady_clock::now() - started < 30s);
 }
 
-TEST_CASE("SIGUSR1 to ds-launch prints every rank's state; the job carries on") {
+TEST_CASE("SIGUSR1 to ds-launch prints every rank's state, the job carries on") {
   const auto job = launchIn("usr1", {"--heartbeat_interval", "0.2", "train", "--config",
                                      "config.json", "--steps", "100000"});
   REQUIRE(waitUntil(

@@ -63,7 +63,7 @@ TEST_CASE("spawn: an exec failure is exit 127 with the program and the reason") 
   CHECK_THROWS_AS(ds::spawnProcess(ds::SpawnOptions{}), ds::Error);
 }
 
-TEST_CASE("spawn: the child leads its own process group; a signal death is 128 + signal") {
+TEST_CASE("spawn: the child leads its own process group, a signal death is 128 + signal") {
   ds::SpawnOptions options;
   options.argv = {"sleep", "30"};
   const ds::Spawned child = ds::spawnProcess(options);
