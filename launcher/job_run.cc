@@ -88,9 +88,9 @@ CoordinatorOptions coordinatorOptionsFor(const JobPlan& p, const CommandLine& li
   o.programNoLocalRank = flags.noLocalRank;
   o.python = flags.python;
   if (!flags.tlsCert.empty()) {
-    o.tls.certPem = readWholeFile(flags.tlsCert, "--tls-cert");
-    o.tls.keyPem = readWholeFile(flags.tlsKey, "--tls-key");
-    o.tls.caPem = readWholeFile(flags.tlsCa, "--tls-ca");
+    o.tls.certPem = readWholeFile(flags.tlsCert, "PEM certificate (--tls-cert)", 1 << 20);
+    o.tls.keyPem = readWholeFile(flags.tlsKey, "PEM key (--tls-key)", 1 << 20);
+    o.tls.caPem = readWholeFile(flags.tlsCa, "PEM CA (--tls-ca)", 1 << 20);
   }
   return o;
 }

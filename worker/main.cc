@@ -19,12 +19,12 @@
 #include <sstream>
 #include <thread>
 
-#include "runtime/comm/shm_segment.h"
-#include "runtime/comm/store_barrier.h"
 #include "common/error.h"
 #include "common/guarded_main.h"
-#include "runtime/common/files.h"
 #include "contract/forwarded_env.h"
+#include "runtime/comm/shm_segment.h"
+#include "runtime/comm/store_barrier.h"
+#include "runtime/common/files.h"
 #include "worker/comm_bench_job.h"
 #include "worker/coordinator_client.h"
 #include "worker/coordinator_store.h"
@@ -137,7 +137,7 @@ std::string takeJobToken() {
     if ((info.st_mode & 077) != 0)
       throw ds::Error(std::string("DS_JOB_TOKEN_FILE ") + file +
                       ": readable by others; chmod 600 it");
-    token = ds::readWholeFile(file, "DS_JOB_TOKEN_FILE");
+    token = ds::readWholeFile(file, "job token file (DS_JOB_TOKEN_FILE)", 1 << 20);
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
   }
   // unsetenv only drops the pointer: the text stays in the process's initial environment block,
@@ -225,9 +225,10 @@ int run(int argc, char** argv) {
   JoinIdentity identity{host, slot, -1};
   try {
     jobToken = takeJobToken();
-    if (!tlsCert.empty()) tls.certPem = ds::readWholeFile(tlsCert, "--tls_cert");
-    if (!tlsKey.empty()) tls.keyPem = ds::readWholeFile(tlsKey, "--tls_key");
-    if (!tlsCa.empty()) tls.caPem = ds::readWholeFile(tlsCa, "--tls_ca");
+    if (!tlsCert.empty())
+      tls.certPem = ds::readWholeFile(tlsCert, "PEM certificate (--tls_cert)", 1 << 20);
+    if (!tlsKey.empty()) tls.keyPem = ds::readWholeFile(tlsKey, "PEM key (--tls_key)", 1 << 20);
+    if (!tlsCa.empty()) tls.caPem = ds::readWholeFile(tlsCa, "PEM CA (--tls_ca)", 1 << 20);
     takeTlsFromEnvironment(tls);
     if (rankFromEnv) identity.rank = rankFromEnvironment();
   } catch (const ds::Error& e) {
@@ -281,7 +282,8 @@ int run(int argc, char** argv) {
       else if (now - lastDelivered > join.heartbeatTimeout && !reported)
         // The coordinator has already counted this rank as failed: nothing is gained by running on.
         leaveNow(kCoordinatorGone,
-                 "rank " + std::to_string(join.rank) + ": no heartbeat reached the coordinator for " +
+                 "rank " + std::to_string(join.rank) +
+                     ": no heartbeat reached the coordinator for " +
                      std::to_string(join.heartbeatTimeout.count() / 1000.0).substr(0, 5) +
                      " s (frozen or unreachable), exiting");
       lock.lock();

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/fnv1a.h"
+#include "runtime/common/files.h"
 
 namespace ds::runtime {
 namespace {
@@ -208,17 +209,7 @@ CheckpointManifest parseManifest(std::string_view text, const std::string& path)
 }
 
 CheckpointManifest readManifest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot read checkpoint manifest");
-  std::string text;
-  char buffer[65536];
-  while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
-    text.append(buffer, static_cast<size_t>(in.gcount()));
-    if (text.size() > kMaxManifestBytes)
-      throw Error(path + ": larger than " + std::to_string(kMaxManifestBytes >> 20) +
-                  " MiB; not a checkpoint manifest");
-  }
-  return parseManifest(text, path);
+  return parseManifest(readWholeFile(path, "checkpoint manifest", kMaxManifestBytes), path);
 }
 
 }  // namespace ds::runtime

@@ -4,7 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -20,12 +23,21 @@ bool isExecutableFile(const std::string& path) {
 
 }  // namespace
 
-std::string readWholeFile(const std::string& path, const std::string& what) {
+std::string readWholeFile(const std::string& path, const std::string& what, size_t maxBytes) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(path + ": cannot read " + what + ": is a directory");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(what + " " + path + ": cannot read it");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  if (!in) throw Error(path + ": cannot open " + what + ": " + std::strerror(errno));
+  std::string text;
+  char buffer[65536];
+  while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
+    text.append(buffer, static_cast<size_t>(in.gcount()));
+    if (text.size() > maxBytes)
+      throw Error(path + ": larger than " + std::to_string(maxBytes >> 20) + " MiB; not a " + what);
+  }
+  if (in.bad()) throw Error(path + ": cannot read " + what + ": " + std::strerror(errno));
+  return text;
 }
 
 bool isExecutableOnPath(const std::string& program) {

@@ -16,6 +16,7 @@
 
 #include "common/error.h"
 #include "common/fnv1a.h"
+#include "runtime/common/files.h"
 #include "runtime/config/config_blocks.h"
 
 namespace ds::runtime {
@@ -182,22 +183,7 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
 }
 
 std::string readDeepSpeedConfigText(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw Error(path + ": cannot read DeepSpeed config: is a directory");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open DeepSpeed config: " + std::strerror(errno));
-  std::string text;
-  char buffer[65536];
-  while (in.read(buffer, sizeof(buffer)) || in.gcount() > 0) {
-    text.append(buffer, static_cast<size_t>(in.gcount()));
-    if (text.size() > kMaxConfigBytes)
-      throw Error(path + ": larger than " + std::to_string(kMaxConfigBytes >> 20) +
-                  " MiB; not a DeepSpeed config");
-  }
-  if (in.bad()) throw Error(path + ": cannot read DeepSpeed config: " + std::strerror(errno));
-  return text;
+  return readWholeFile(path, "DeepSpeed config", kMaxConfigBytes);
 }
 
 DeepSpeedConfig loadDeepSpeedConfig(const std::string& path, int64_t worldSize) {
