@@ -96,7 +96,8 @@ Spawned spawnProcess(const SpawnOptions& options) {
     }
     // The parent's handlers must not run in the child before exec (exec resets them anyway);
     // ignored signals stay ignored, as exec keeps them (nohup keeps working).
-    struct sigaction defaults {}, current {};
+    struct sigaction defaults {
+    }, current{};
     defaults.sa_handler = SIG_DFL;
     for (int signal = 1; signal < NSIG; ++signal)
       if (sigaction(signal, nullptr, &current) == 0 && current.sa_handler != SIG_IGN)

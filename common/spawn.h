@@ -15,12 +15,12 @@
 namespace ds {
 
 struct SpawnOptions {
-  std::vector<std::string> argv;                            // argv[0] is looked up on PATH
-  std::vector<std::pair<std::string, std::string>> env;     // set on top of this environment
-  bool ownProcessGroup = true;   // the child leads a new group: kill(-pid) reaches its children
+  std::vector<std::string> argv;                         // argv[0] is looked up on PATH
+  std::vector<std::pair<std::string, std::string>> env;  // set on top of this environment
+  bool ownProcessGroup = true;      // the child leads a new group: kill(-pid) reaches its children
   int parentDeathSignal = SIGKILL;  // sent to the child when this thread's process dies; 0: none
-  bool captureOutput = false;    // stdout+stderr to a pipe (Spawned::outputFd), stdin /dev/null
-  std::string label = "ds";      // prefix of the message the child writes if exec fails
+  bool captureOutput = false;       // stdout+stderr to a pipe (Spawned::outputFd), stdin /dev/null
+  std::string label = "ds";         // prefix of the message the child writes if exec fails
 };
 
 struct Spawned {

@@ -77,7 +77,8 @@ const char* commOpName(CommOp op) {
 }
 
 uint64_t parseByteSize(const std::string& flag, const std::string& text) {
-  const std::string bad = "ds-comm-bench " + flag + ": \"" + text + "\" is not a size (e.g. 1K, 64M, 1G)";
+  const std::string bad =
+      "ds-comm-bench " + flag + ": \"" + text + "\" is not a size (e.g. 1K, 64M, 1G)";
   if (text.empty() || text[0] < '0' || text[0] > '9') throw Error(bad);
   char* end = nullptr;
   errno = 0;

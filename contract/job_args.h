@@ -51,8 +51,8 @@ struct CommBenchOptions {
 
 struct JobSpec {
   JobKind kind = JobKind::Program;
-  TrainOptions train;       // kind == Train
-  CommBenchOptions bench;   // kind == CommBench
+  TrainOptions train;      // kind == Train
+  CommBenchOptions bench;  // kind == CommBench
   // The DeepSpeed config to validate and ship: train's --config, or a program's
   // --deepspeed_config / --config argument (DeepSpeed scripts take it so); "" when none.
   std::string configPath;

@@ -5,12 +5,18 @@ namespace ds {
 
 const char* rankStateName(RankState state) {
   switch (state) {
-    case RankState::Waiting: return "waiting";
-    case RankState::Starting: return "starting";
-    case RankState::Rendezvous: return "rendezvous";
-    case RankState::Training: return "training";
-    case RankState::Finished: return "finished";
-    case RankState::Failed: return "failed";
+    case RankState::Waiting:
+      return "waiting";
+    case RankState::Starting:
+      return "starting";
+    case RankState::Rendezvous:
+      return "rendezvous";
+    case RankState::Training:
+      return "training";
+    case RankState::Finished:
+      return "finished";
+    case RankState::Failed:
+      return "failed";
   }
   return "?";
 }

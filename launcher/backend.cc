@@ -252,7 +252,8 @@ std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
       // As root, OpenMPI wants --allow-run-as-root; its environment form keeps argv DeepSpeed's.
       EnvList env = exports;
       if (request.runningAsRoot)
-        env.insert(env.end(), {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}});
+        env.insert(env.end(),
+                   {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}});
       commands.push_back({"", ranksOf(plan, ""), argv, env});
       break;
     }
@@ -283,8 +284,8 @@ std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
         exports = fixed;
       }
       // Names only: Hydra copies the values from mpirun's environment.
-      argv.insert(argv.end(),
-                  {"-genvlist", joinNames(exports) + (exports.empty() ? "" : ",") + kJobTokenVariable});
+      argv.insert(argv.end(), {"-genvlist", joinNames(exports) + (exports.empty() ? "" : ",") +
+                                                kJobTokenVariable});
       if (!mvapich) argv.insert(argv.end(), {"-hosts", joinHosts(request.pool)});
       const auto worker = workerCommand(request, {"--rank_from_env"});
       argv.insert(argv.end(), worker.begin(), worker.end());

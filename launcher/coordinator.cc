@@ -2,10 +2,9 @@
 // which suits jobs of up to a few hundred ranks; Watch streams and blocked KvGets each hold one).
 #include "launcher/coordinator.h"
 
+#include <arpa/inet.h>
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
-
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,9 +15,9 @@
 #include <iostream>
 #include <mutex>
 
+#include "common/error.h"
 #include "coordinator.grpc.pb.h"
 #include "runtime/comm/memory_store.h"
-#include "common/error.h"
 
 namespace ds::launcher {
 namespace {
@@ -239,7 +238,7 @@ struct Coordinator::State final : proto::Coordinator::Service {
       while (sent < commands.size()) {
         proto::Command command;
         command.set_kind(commands[sent].first == CommandKind::Abort ? proto::Command::ABORT
-                                                                : proto::Command::STOP);
+                                                                    : proto::Command::STOP);
         command.set_reason(commands[sent].second);
         ++sent;
         lock.unlock();

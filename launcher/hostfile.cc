@@ -94,7 +94,8 @@ std::string hostNameProblem(std::string_view name) {
   if (name.size() > kMaxHostNameBytes)
     return "host name of " + std::to_string(name.size()) + " bytes (at most " +
            std::to_string(kMaxHostNameBytes) + ")";
-  if (name.front() == '-') return "a host name may not start with '-' (ssh would read it as an option)";
+  if (name.front() == '-')
+    return "a host name may not start with '-' (ssh would read it as an option)";
   // pdsh expands "a,b" and "n[1-4]" in -w lists; a bracket is fine only around an IPv6 address.
   const bool ipv6 = isBracketedIpv6(name);
   for (size_t i = 0; i < name.size();) {

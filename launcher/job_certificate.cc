@@ -30,9 +30,12 @@ void openssl(const std::vector<std::string>& args, const std::string& step) {
   char buffer[4096];
   for (;;) {
     const ssize_t n = read(child.outputFd, buffer, sizeof(buffer));
-    if (n > 0) output.append(buffer, static_cast<size_t>(n));
-    else if (n == 0 || errno != EAGAIN) break;
-    else usleep(2000);
+    if (n > 0)
+      output.append(buffer, static_cast<size_t>(n));
+    else if (n == 0 || errno != EAGAIN)
+      break;
+    else
+      usleep(2000);
   }
   close(child.outputFd);
   if (const int status = waitForExit(child.pid); status != 0)
@@ -44,8 +47,8 @@ void openssl(const std::vector<std::string>& args, const std::string& step) {
 
 JobCertificate::JobCertificate(const std::string& masterAddress) {
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp != nullptr && tmp[0] == '/' ? tmp : "/tmp") +
-                        "/ds-launch-tls-XXXXXX";
+  std::string pattern =
+      std::string(tmp != nullptr && tmp[0] == '/' ? tmp : "/tmp") + "/ds-launch-tls-XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr)
     throw Error("--tls-auto: cannot create a private directory under " + pattern);
   dir_ = pattern;
@@ -58,13 +61,13 @@ JobCertificate::JobCertificate(const std::string& masterAddress) {
                                             "ec_paramgen_curve:prime256v1", "-nodes"};
     std::vector<std::string> args = {"req", "-x509"};
     args.insert(args.end(), ecKey.begin(), ecKey.end());
-    args.insert(args.end(), {"-days", "7", "-subj", "/CN=ds-launch job CA", "-keyout", caKey,
-                             "-out", ca});
+    args.insert(args.end(),
+                {"-days", "7", "-subj", "/CN=ds-launch job CA", "-keyout", caKey, "-out", ca});
     openssl(args, "make the job's CA");
     args = {"req"};
     args.insert(args.end(), ecKey.begin(), ecKey.end());
-    args.insert(args.end(), {"-subj", "/CN=" + masterAddress, "-keyout", keyPath_, "-out",
-                             dir_ + "/job.csr"});
+    args.insert(args.end(),
+                {"-subj", "/CN=" + masterAddress, "-keyout", keyPath_, "-out", dir_ + "/job.csr"});
     openssl(args, "make the job's key");
     unsigned char probe[16];
     const bool ip = inet_pton(AF_INET, masterAddress.c_str(), probe) == 1 ||

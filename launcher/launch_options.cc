@@ -91,7 +91,8 @@ void checkFlags(const CommandLine& line) {
       (flags.tlsCert.empty() != flags.tlsCa.empty()))
     throw Error("--tls-cert, --tls-key and --tls-ca go together: give all three");
   if (flags.tlsAuto && !flags.tlsCert.empty())
-    throw Error("--tls-auto makes the job's certificate itself: drop --tls-cert/--tls-key/--tls-ca");
+    throw Error(
+        "--tls-auto makes the job's certificate itself: drop --tls-cert/--tls-key/--tls-ca");
   if (line.jobArgs.empty())
     throw Error(
         "no job given; try: ds-launch train --config configs/ds_config.json, or "

@@ -10,7 +10,6 @@
 
 namespace ds::launcher {
 
-
 SpawnedProcess spawnInOwnGroup(const std::vector<std::string>& argv,
                                const std::vector<std::pair<std::string, std::string>>& env) {
   SpawnOptions options;

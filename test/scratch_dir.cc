@@ -31,9 +31,9 @@ ScratchOwner& owner() {
 std::string makeScratchDir(const std::string& name) {
   ScratchOwner& o = owner();
   std::lock_guard lock(o.mutex);
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("ds-test-" + name + "-" + std::to_string(getpid()) + "-" +
-                    std::to_string(o.next++));
+  const auto dir =
+      std::filesystem::temp_directory_path() /
+      ("ds-test-" + name + "-" + std::to_string(getpid()) + "-" + std::to_string(o.next++));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   o.dirs.push_back(dir);

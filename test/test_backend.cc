@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "launcher/backend.h"
 #include "common/error.h"
 #include "contract/world_info.h"
+#include "launcher/backend.h"
 #include "test/scratch_dir.h"
 
 using namespace ds::launcher;
@@ -111,9 +111,8 @@ TEST_CASE("backend: openmpi matches DeepSpeed's mpirun shape, token and exports 
                           "^openib", "--mca", "btl_tcp_if_include", "eth0"}));
   REQUIRE(contains(argv, {"-x", "DS_JOB_TOKEN", "-x", "UCX_TLS", "-x", "PYTHONPATH", "-x",
                           "NCCL_DEBUG", "/opt/ds/bin/ds-worker"}));
-  REQUIRE(command.env == EnvList{{"UCX_TLS", "rc"},
-                                 {"PYTHONPATH", "/home/me/run"},
-                                 {"NCCL_DEBUG", "INFO"}});
+  REQUIRE(command.env ==
+          EnvList{{"UCX_TLS", "rc"}, {"PYTHONPATH", "/home/me/run"}, {"NCCL_DEBUG", "INFO"}});
   REQUIRE(contains(
       argv, {"/opt/ds/bin/ds-worker", "--coordinator", "10.0.0.1:29500", "--rank_from_env"}));
   request.launcherArgs = "--mca btl_tcp_if_include lo --allow-run-as-root";
@@ -134,24 +133,24 @@ TEST_CASE("backend: MPICH, Intel MPI and MVAPICH need equal slots per node") {
   request = requestFor(Backend::Mpich, kTwoNodes);
   auto argv = buildLaunchCommands(request)[0].argv;
   REQUIRE(contains(argv, {"mpirun", "-n", "4", "-ppn", "2"}));
-  REQUIRE(contains(argv, {"-genvlist", "PYTHONPATH,NCCL_DEBUG,DS_JOB_TOKEN", "-hosts",
-                          "worker-0,worker-1"}));
+  REQUIRE(contains(
+      argv, {"-genvlist", "PYTHONPATH,NCCL_DEBUG,DS_JOB_TOKEN", "-hosts", "worker-0,worker-1"}));
   request.backend = Backend::Mvapich;
   const auto command = buildLaunchCommands(request)[0];
   REQUIRE(contains(command.argv, {"mpirun", "-np", "4", "-ppn", "2", "--hostfile",
                                   "/tmp/logs/mvapich_hostfile"}));
-  REQUIRE(contains(command.argv,
-                   {"-genvlist", "MV2_SMP_USE_CMA,MV2_DEBUG_SHOW_BACKTRACE,MV2_SUPPORT_DL,"
-                                 "MV2_ENABLE_AFFINITY,MV2_INTER_ALLGATHER_TUNING,MV2_CUDA_USE_"
-                                 "NAIVE,PYTHONPATH,NCCL_DEBUG,DS_JOB_TOKEN"}));
+  REQUIRE(contains(command.argv, {"-genvlist",
+                                  "MV2_SMP_USE_CMA,MV2_DEBUG_SHOW_BACKTRACE,MV2_SUPPORT_DL,"
+                                  "MV2_ENABLE_AFFINITY,MV2_INTER_ALLGATHER_TUNING,MV2_CUDA_USE_"
+                                  "NAIVE,PYTHONPATH,NCCL_DEBUG,DS_JOB_TOKEN"}));
   REQUIRE(command.env.front() == std::pair<std::string, std::string>{"MV2_SMP_USE_CMA", "0"});
 }
 
 TEST_CASE("backend: slurm places exactly the planned ranks through SLURM_HOSTFILE") {
   const auto request = requestFor(Backend::Slurm, {{"worker-0", {0, 1, 2}}, {"worker-1", {0}}});
   const auto command = buildLaunchCommands(request)[0];
-  REQUIRE(contains(command.argv,
-                   {"srun", "-n", "4", "-m", "arbitrary", "--export=ALL", "/opt/ds/bin/ds-worker"}));
+  REQUIRE(contains(command.argv, {"srun", "-n", "4", "-m", "arbitrary", "--export=ALL",
+                                  "/opt/ds/bin/ds-worker"}));
   REQUIRE(command.env == EnvList{{"SLURM_HOSTFILE", "/tmp/logs/slurm_hostfile"},
                                  {"PYTHONPATH", "/home/me/run"},
                                  {"NCCL_DEBUG", "INFO"}});

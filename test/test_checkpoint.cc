@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engine_harness.h"
 #include "common/error.h"
+#include "engine_harness.h"
 
 using namespace ds::test;
 namespace fs = std::filesystem;

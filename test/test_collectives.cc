@@ -5,8 +5,8 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
-#include "runtime/comm/elementwise_reduce.h"
 #include "common/error.h"
+#include "runtime/comm/elementwise_reduce.h"
 #include "test/comm_harness.h"
 
 using namespace ds;

@@ -4,11 +4,11 @@
 #include <cstdio>
 #include <thread>
 
+#include "common/error.h"
 #include "launcher/comms_summary.h"
 #include "runtime/comm/comms_logger.h"
 #include "runtime/comm/memory_store.h"
 #include "runtime/comm/shm_communicator.h"
-#include "common/error.h"
 #include "test/rank_threads.h"
 
 using namespace ds::runtime;
@@ -19,22 +19,22 @@ TEST_CASE("comms logger: a known sequence of ops gives the right counts and byte
   std::vector<std::vector<CommStat>> summaries(2);
   MemoryStore store;
   ds::test::onThreads(2, [&](int r) {
-      ShmCommunicator shm = ShmCommunicator::join(store, "log", r, 2);
-      CommsLogger logger(config, 2);
-      LoggingCommunicator comm(shm, logger);
-      std::vector<float> a(1000), b(10), out(2000);
-      for (int i = 0; i < 3; ++i) comm.allReduce(a.data(), a.size());
-      comm.allReduce(b.data(), b.size());
-      comm.allGather(a.data(), out.data(), 1000);
-      comm.broadcast(b.data(), b.size(), 0);
-      comm.barrier();
-      std::vector<uint16_t> halves(1000), halfBlock(500);  // bf16: 2 bytes an element
-      comm.allReduce(halves.data(), halves.size(), ds::DType::BF16);
-      comm.reduceScatter(halves.data(), halfBlock.data(), 500, ds::DType::BF16);
-      if (r == 0) comm.send(a.data(), 250, 1);
-      if (r == 1) comm.recv(a.data(), 250, 0);
-      summaries[r] = logger.summary();
-    });
+    ShmCommunicator shm = ShmCommunicator::join(store, "log", r, 2);
+    CommsLogger logger(config, 2);
+    LoggingCommunicator comm(shm, logger);
+    std::vector<float> a(1000), b(10), out(2000);
+    for (int i = 0; i < 3; ++i) comm.allReduce(a.data(), a.size());
+    comm.allReduce(b.data(), b.size());
+    comm.allGather(a.data(), out.data(), 1000);
+    comm.broadcast(b.data(), b.size(), 0);
+    comm.barrier();
+    std::vector<uint16_t> halves(1000), halfBlock(500);  // bf16: 2 bytes an element
+    comm.allReduce(halves.data(), halves.size(), ds::DType::BF16);
+    comm.reduceScatter(halves.data(), halfBlock.data(), 500, ds::DType::BF16);
+    if (r == 0) comm.send(a.data(), 250, 1);
+    if (r == 1) comm.recv(a.data(), 250, 0);
+    summaries[r] = logger.summary();
+  });
   const auto& s = summaries[0];
   REQUIRE(s.size() == 8);  // sorted by op, then size
   REQUIRE((s[0].op == "all_gather" && s[0].bytes == 8000 && s[0].count == 1));

@@ -96,11 +96,13 @@ TEST_CASE("config policy: the same blocks switched off are accepted and recorded
 TEST_CASE("config policy: values of unimplemented blocks are still type-checked") {
   CHECK_THROWS_WITH(parse(R"("tensorboard": {"enabled": "yes"})"),
                     Catch::Contains("tensorboard.enabled: expected true or false, got \"yes\""));
-  CHECK_THROWS_WITH(parse(R"("wandb": true)"), Catch::Contains("wandb: expected an object, got true"));
+  CHECK_THROWS_WITH(parse(R"("wandb": true)"),
+                    Catch::Contains("wandb: expected an object, got true"));
   CHECK_THROWS_WITH(parse(R"("aio": {"queue_depth": "8"})"),
                     Catch::Contains("aio.queue_depth: expected an integer"));
-  CHECK_THROWS_WITH(parse(R"("zero_optimization": {"zero_quantized_weights": 1})"),
-                    Catch::Contains("zero_optimization.zero_quantized_weights: expected true or false"));
+  CHECK_THROWS_WITH(
+      parse(R"("zero_optimization": {"zero_quantized_weights": 1})"),
+      Catch::Contains("zero_optimization.zero_quantized_weights: expected true or false"));
   CHECK_THROWS_WITH(parse(R"("sequence_parallel_size": 1.5)"),
                     Catch::Contains("sequence_parallel_size: expected an integer"));
 }
@@ -111,8 +113,9 @@ TEST_CASE("config policy: observers we do not provide are warnings") {
 }
 
 TEST_CASE("config policy: fp32_allreduce is communication_data_type fp32") {
-  CHECK(parse(R"("fp32_allreduce": true, "bf16": {"enabled": true})").precision.communicationDtype ==
-        ds::DType::F32);
+  CHECK(
+      parse(R"("fp32_allreduce": true, "bf16": {"enabled": true})").precision.communicationDtype ==
+      ds::DType::F32);
   CHECK_FALSE(parse(R"("fp32_allreduce": false)").precision.communicationDtype.has_value());
   CHECK_THROWS_WITH(parse(R"("fp32_allreduce": true, "communication_data_type": "bf16")"),
                     Catch::Contains("fp32_allreduce: true contradicts communication_data_type"));
@@ -154,7 +157,8 @@ TEST_CASE("elasticity: DeepSpeed's keys, defaults and rules") {
        "elasticity.max_train_batch_size: missing (required when elasticity is enabled)"},
       {R"("elasticity": {"enabled": true, "max_train_batch_size": 8})",
        "elasticity.micro_batch_sizes: missing"},
-      {R"("elasticity": {"micro_batch_sizes": 5})", "elasticity.micro_batch_sizes: expected a list"},
+      {R"("elasticity": {"micro_batch_sizes": 5})",
+       "elasticity.micro_batch_sizes: expected a list"},
       {R"("elasticity": {"micro_batch_sizes": [2, 0.5]})",
        "elasticity.micro_batch_sizes[1]: expected a whole number, got 0.5"},
       {R"("elasticity": {"micro_batch_sizes": [2, 0]})",
@@ -162,15 +166,18 @@ TEST_CASE("elasticity: DeepSpeed's keys, defaults and rules") {
       {R"("elasticity": {"micro_batch_sizes": []})", "expected at least one micro batch size"},
       {R"("elasticity": {"min_gpus": 0})", "min_gpus and max_gpus must be > 0, given min_gpus 0"},
       {R"("elasticity": {"min_gpus": 8, "max_gpus": 4})", "min_gpus 8 is greater than max_gpus 4"},
-      {R"("elasticity": {"model_parallel_size": 0})", "elasticity.model_parallel_size: expected an integer >= 1"},
-      {R"("elasticity": {"num_gpus_per_node": 0})", "elasticity.num_gpus_per_node: expected an integer >= 1"},
+      {R"("elasticity": {"model_parallel_size": 0})",
+       "elasticity.model_parallel_size: expected an integer >= 1"},
+      {R"("elasticity": {"num_gpus_per_node": 0})",
+       "elasticity.num_gpus_per_node: expected an integer >= 1"},
       {R"("elasticity": {"min_time": -1})", "elasticity.min_time: expected an integer >= 0"},
       {R"("elasticity": {"version": 0.3})", "elasticity.version: elasticity version 0.3 is newer"},
       {R"("elasticity": {"version": 0.15})", "no elasticity algorithm for version 0.15"},
       {R"("elasticity": {"version": "abc"})", "elasticity.version: expected 0.1 or 0.2"},
       {R"("elasticity": {"version": 0.1, "model_parallel_size": 2})",
        "version 0.1 does not support model parallelism"},
-      {R"("elasticity": {"prefer_larger_batch": "yes"})", "elasticity.prefer_larger_batch: expected true or false"},
+      {R"("elasticity": {"prefer_larger_batch": "yes"})",
+       "elasticity.prefer_larger_batch: expected true or false"},
   };
   for (const auto& c : cases) {
     INFO(c.json);

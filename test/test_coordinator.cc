@@ -6,8 +6,8 @@
 #include <future>
 #include <thread>
 
-#include "launcher/coordinator.h"
 #include "common/error.h"
+#include "launcher/coordinator.h"
 #include "worker/coordinator_client.h"
 
 using namespace ds::launcher;

@@ -7,12 +7,12 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "common/error.h"
 #include "coordinator.grpc.pb.h"
 #include "launcher/coordinator.h"
-#include "common/error.h"
+#include "test/scratch_dir.h"
 #include "test/tls_certificates.h"
 #include "worker/coordinator_client.h"
-#include "test/scratch_dir.h"
 
 using namespace ds::launcher;
 using namespace ds::worker;

@@ -77,12 +77,13 @@ TEST_CASE("ds-config check: the resolved batch trio, as a sentence and as one JS
 
   const ToolRun text = runTool("check " + config.string() + " --world-size 4");
   REQUIRE(text.status == 0);
-  CHECK(text.out == config.string() +
-                        ": OK (world size 4): train_batch_size 64 = micro 8 x accumulation 2 x 4 "
-                        "ranks\nin effect:\n"
-                        "  train_batch_size: batch inference (train = micro x accumulation x ranks)\n"
-                        "  gradient_accumulation_steps: batch inference; the engine steps at "
-                        "accumulation boundaries\n");
+  CHECK(text.out ==
+        config.string() +
+            ": OK (world size 4): train_batch_size 64 = micro 8 x accumulation 2 x 4 "
+            "ranks\nin effect:\n"
+            "  train_batch_size: batch inference (train = micro x accumulation x ranks)\n"
+            "  gradient_accumulation_steps: batch inference; the engine steps at "
+            "accumulation boundaries\n");
 
   const ToolRun single = runTool("check " + config.string() + " --json");
   REQUIRE(single.status == 0);
@@ -105,7 +106,8 @@ TEST_CASE("ds-config check: what is and is not in effect, and why", "[ds-config]
         std::string::npos);
   CHECK(text.out.find("  tensorboard: switched off (not implemented here)") != std::string::npos);
 
-  const fs::path on = writeConfig("on.json", R"({"train_batch_size": 8, "wandb": {"enabled": true}})");
+  const fs::path on =
+      writeConfig("on.json", R"({"train_batch_size": 8, "wandb": {"enabled": true}})");
   const ToolRun refused = runTool("check " + on.string());
   CHECK(refused.status == 2);
   CHECK(refused.err.find("wandb: the Weights & Biases monitor is not implemented; set "

@@ -10,8 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "launcher/hostfile.h"
 #include "common/error.h"
+#include "launcher/hostfile.h"
 #include "test/scratch_dir.h"
 
 using ds::launcher::HostEntry;
@@ -160,15 +160,18 @@ TEST_CASE("hostfile: host names that would reach ssh, pdsh or a shell wrongly ar
     std::string text, message;
   };
   const std::vector<Case> cases = {
-      {"w0 slots=1\n-oProxyCommand=x slots=1\n", "hostfiles/x:2: a host name may not start with '-'"},
+      {"w0 slots=1\n-oProxyCommand=x slots=1\n",
+       "hostfiles/x:2: a host name may not start with '-'"},
       {"a,b slots=1\n", "hostfiles/x:1: a host name may not contain ','"},
       {"node[1-4] slots=1\n", "hostfiles/x:1: a host name may not contain '[' or ']'"},
       {"w\x01 slots=1\n", "hostfiles/x:1: host name contains control byte 1"},
       {"w\xff\xfe slots=1\n", "hostfiles/x:1: host name is not valid UTF-8 (byte 2)"},
       {"w\xc0\xaf slots=1\n", "hostfiles/x:1: host name is not valid UTF-8 (byte 2)"},
       {"w$(reboot) slots=1\n", "hostfiles/x:1: host name contains shell metacharacter '$'"},
-      {std::string(1 << 20, 'h') + " slots=1\n", "hostfiles/x:1: host name of 1048576 bytes (at most 512)"},
-      {"w0 slots=65536\nw1 slots=1\n", "hostfiles/x:2: the hostfile's slots add up to more than 65536"},
+      {std::string(1 << 20, 'h') + " slots=1\n",
+       "hostfiles/x:1: host name of 1048576 bytes (at most 512)"},
+      {"w0 slots=65536\nw1 slots=1\n",
+       "hostfiles/x:2: the hostfile's slots add up to more than 65536"},
       {"w0 slots=2147483647\n", "hostfiles/x:1: the hostfile's slots add up to more than 65536"},
   };
   for (const auto& c : cases) {
@@ -176,8 +179,9 @@ TEST_CASE("hostfile: host names that would reach ssh, pdsh or a shell wrongly ar
     REQUIRE_THROWS_WITH(parseHostfile(c.text, "hostfiles/x"), Catch::Contains(c.message));
   }
   // Names that look odd but are fine: IPv6 literals, user@host, UTF-8, '#'.
-  CHECK(parseHostfile("[fe80::1] slots=1\nuser@w-1.example.org slots=2\nnœud slots=1\nw#0 slots=1\n",
-                      "hostfiles/x")
-            .size() == 4);
+  CHECK(
+      parseHostfile("[fe80::1] slots=1\nuser@w-1.example.org slots=2\nnœud slots=1\nw#0 slots=1\n",
+                    "hostfiles/x")
+          .size() == 4);
   CHECK(parseHostfile("w0 slots=65536\n", "hostfiles/x").at(0).slots == 65536);
 }

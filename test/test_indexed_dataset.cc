@@ -96,7 +96,8 @@ TEST_CASE("indexed dataset: damaged files are refused, naming the file") {
     const std::string prefix = dir + "/" + c.name;
     writeDataset(prefix, TokenType::UInt16);
     patch(prefix + ".idx", c.offset, c.bytes);
-    CHECK_THROWS_WITH(IndexedDataset(prefix), Catch::Contains(prefix) && Catch::Contains(c.message));
+    CHECK_THROWS_WITH(IndexedDataset(prefix),
+                      Catch::Contains(prefix) && Catch::Contains(c.message));
   }
   writeDataset(dir + "/short", TokenType::UInt16);
   std::string idx = ds::readWholeFile(dir + "/short.idx", "index");

@@ -11,8 +11,8 @@ using namespace ds;
 using ds::runtime::CommBackend;
 
 TEST_CASE("job args: train options, defaults and errors") {
-  const JobSpec spec = parseJobArgs({"train", "--config", "c.json", "--steps", "40", "--seed",
-                                     "7", "--save_dir", "ckpt", "--print_param_hash"});
+  const JobSpec spec = parseJobArgs({"train", "--config", "c.json", "--steps", "40", "--seed", "7",
+                                     "--save_dir", "ckpt", "--print_param_hash"});
   CHECK(spec.kind == JobKind::Train);
   CHECK(spec.configPath == "c.json");
   CHECK(spec.train.steps == 40);
@@ -49,7 +49,8 @@ TEST_CASE("job args: ds-comm-bench sizes, ops, dtypes and backends") {
   CHECK_THROWS_WITH(parseByteSize("--max", "12Q"), Catch::Contains("\"12Q\" is not a size"));
   CHECK_THROWS_WITH(parseByteSize("--max", "M"), Catch::Contains("not a size"));
   CHECK_THROWS_WITH(parseByteSize("--max", "-1K"), Catch::Contains("not a size"));
-  CHECK_THROWS_WITH(parseByteSize("--max", "99999999999999999999G"), Catch::Contains("larger than 1T"));
+  CHECK_THROWS_WITH(parseByteSize("--max", "99999999999999999999G"),
+                    Catch::Contains("larger than 1T"));
 
   const auto options = parseJobArgs({"ds-comm-bench", "--op", "all_gather", "--min", "2K", "--max",
                                      "1M", "--check", "--json"})
@@ -61,10 +62,12 @@ TEST_CASE("job args: ds-comm-bench sizes, ops, dtypes and backends") {
   CHECK(options.json);
   CHECK_THROWS_WITH(parseJobArgs({"ds-comm-bench", "--op", "alltoall"}),
                     Catch::Contains("use all_reduce, all_gather, reduce_scatter or broadcast"));
-  CHECK(parseJobArgs({"ds-comm-bench", "--op", "reduce_scatter"}).bench.op == CommOp::ReduceScatter);
+  CHECK(parseJobArgs({"ds-comm-bench", "--op", "reduce_scatter"}).bench.op ==
+        CommOp::ReduceScatter);
   CHECK(parseJobArgs({"ds-comm-bench", "--dtype", "bf16"}).bench.dtype == DType::BF16);
-  CHECK_THROWS_WITH(parseJobArgs({"ds-comm-bench", "--dtype", "int8"}),
-                    Catch::Contains("--dtype: unknown data type \"int8\" (use fp32, bf16 or fp16)"));
+  CHECK_THROWS_WITH(
+      parseJobArgs({"ds-comm-bench", "--dtype", "int8"}),
+      Catch::Contains("--dtype: unknown data type \"int8\" (use fp32, bf16 or fp16)"));
   CHECK_THROWS_WITH(parseJobArgs({"ds-comm-bench", "--min", "8K", "--max", "1K"}),
                     Catch::Contains("need one element <= min <= max"));
   CHECK_THROWS_WITH(parseJobArgs({"ds-comm-bench", "--dtype", "bf16", "--min", "1"}),
@@ -78,7 +81,8 @@ TEST_CASE("job args: ds-comm-bench sizes, ops, dtypes and backends") {
 
 TEST_CASE("comm_backend: config key and ds-comm-bench --backend parse to one enum") {
   using ds::runtime::parseDeepSpeedConfig;
-  CHECK(parseDeepSpeedConfig(R"({"train_batch_size": 2})", 1, "c").commBackend == CommBackend::Auto);
+  CHECK(parseDeepSpeedConfig(R"({"train_batch_size": 2})", 1, "c").commBackend ==
+        CommBackend::Auto);
   CHECK(parseDeepSpeedConfig(R"({"train_batch_size": 2, "comm_backend": "gloo"})", 1, "c")
             .commBackend == CommBackend::Gloo);
   CHECK_THROWS_WITH(

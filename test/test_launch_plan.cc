@@ -1,8 +1,8 @@
 // Launch planning: rank numbering over selected resources, loopback detection, master address.
 #include <catch2/catch.hpp>
 
-#include "launcher/launch_plan.h"
 #include "common/error.h"
+#include "launcher/launch_plan.h"
 
 using namespace ds::launcher;
 

@@ -301,8 +301,11 @@ TEST_CASE("scheduler config: per-parameter-group lists of one value are that val
   CHECK(a.momentum == b.momentum);
 
   const json warmup = {{"type", "WarmupLR"},
-                       {"params", {{"warmup_min_lr", {0.0}}, {"warmup_max_lr", {0.02}},
-                                   {"warmup_num_steps", 4}, {"warmup_type", "linear"}}}};
+                       {"params",
+                        {{"warmup_min_lr", {0.0}},
+                         {"warmup_max_lr", {0.02}},
+                         {"warmup_num_steps", 4},
+                         {"warmup_type", "linear"}}}};
   CHECK(traceOf(warmup, 6).lr.back() == 0.02);
   const json range = {{"type", "LRRangeTest"}, {"params", {{"lr_range_test_min_lr", {0.5}}}}};
   CHECK(traceOf(range, 1).lr.front() == 0.5);
@@ -318,9 +321,9 @@ TEST_CASE("scheduler config: per-parameter-group lists of one value are that val
 }
 
 TEST_CASE("scheduler config: stair counts of -1 (DeepSpeed's default) mean no stairs", "[lr]") {
-  json base = {{"type", "OneCycle"},
-               {"params",
-                {{"cycle_min_lr", 0.001}, {"cycle_max_lr", 0.01}, {"cycle_first_step_size", 5}}}};
+  json base = {
+      {"type", "OneCycle"},
+      {"params", {{"cycle_min_lr", 0.001}, {"cycle_max_lr", 0.01}, {"cycle_first_step_size", 5}}}};
   json minusOne = base;
   minusOne["params"]["cycle_first_stair_count"] = -1;
   minusOne["params"]["cycle_second_stair_count"] = -1;
@@ -334,11 +337,11 @@ TEST_CASE("scheduler config: stair counts of -1 (DeepSpeed's default) mean no st
 }
 
 TEST_CASE("scheduler config: integral floats for counts", "[lr]") {
-  const json scheduler = {{"type", "WarmupDecayLR"},
-                          {"params", {{"total_num_steps", 40.0}, {"warmup_num_steps", 4.0},
-                                      {"warmup_max_lr", 0.01}}}};
-  const json exact = {{"type", "WarmupDecayLR"},
-                      {"params", {{"total_num_steps", 40}, {"warmup_num_steps", 4},
-                                  {"warmup_max_lr", 0.01}}}};
+  const json scheduler = {
+      {"type", "WarmupDecayLR"},
+      {"params", {{"total_num_steps", 40.0}, {"warmup_num_steps", 4.0}, {"warmup_max_lr", 0.01}}}};
+  const json exact = {
+      {"type", "WarmupDecayLR"},
+      {"params", {{"total_num_steps", 40}, {"warmup_num_steps", 4}, {"warmup_max_lr", 0.01}}}};
   CHECK(traceOf(scheduler, 45).lr == traceOf(exact, 45).lr);
 }

@@ -4,8 +4,8 @@
 #include <chrono>
 #include <thread>
 
-#include "runtime/comm/memory_store.h"
 #include "common/error.h"
+#include "runtime/comm/memory_store.h"
 
 using ds::runtime::MemoryStore;
 using namespace std::chrono_literals;

@@ -106,7 +106,8 @@ TEST_CASE("nccl: every op, reduction and dtype, one rank per GPU") {
         float sum = 0, blockSum = 0, peak = 0, blockPeak = 0;
         for (int s = 0; s < world; ++s) {
           sum += value(s, i), blockSum += value(s, r * count + i);
-          peak = std::max(peak, value(s, i)), blockPeak = std::max(blockPeak, value(s, r * count + i));
+          peak = std::max(peak, value(s, i)),
+          blockPeak = std::max(blockPeak, value(s, r * count + i));
         }
         REQUIRE(sums[r][i] == sum);
         // NCCL may pre-multiply by 1/world before summing (its ncclAvg for floating types), so

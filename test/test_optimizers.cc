@@ -142,8 +142,9 @@ std::vector<float> floats(const Json& array) {
 
 TEST_CASE("optimizers: Adam, AdamW and SGD equal torch.optim on the same inputs",
           "[optim][torch]") {
-  if (ds::test::skipUnless(torchAvailable(), python() + " cannot import torch; the PyTorch reference "
-                                               "comparison needs it (install python3-torch)"))
+  if (ds::test::skipUnless(torchAvailable(), python() +
+                                                 " cannot import torch; the PyTorch reference "
+                                                 "comparison needs it (install python3-torch)"))
     return;
   const std::vector<std::pair<size_t, bool>> tensors = {{13, true}, {4, false}, {31, true},
                                                         {1, false}, {17, true}, {6, false}};

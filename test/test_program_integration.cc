@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "test/launch_harness.h"
-#include "test/tls_certificates.h"
 #include "test/skip.h"
+#include "test/tls_certificates.h"
 
 using namespace ds::test;
 using namespace std::chrono_literals;

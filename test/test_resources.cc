@@ -2,8 +2,8 @@
 // table of cases: the result in describe() form, or a fragment of the error.
 #include <catch2/catch.hpp>
 
-#include "launcher/resources.h"
 #include "common/error.h"
+#include "launcher/resources.h"
 
 using namespace ds::launcher;
 

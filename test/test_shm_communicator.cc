@@ -8,9 +8,9 @@
 #include <cstring>
 #include <thread>
 
+#include "common/error.h"
 #include "runtime/comm/memory_store.h"
 #include "runtime/comm/shm_communicator.h"
-#include "common/error.h"
 #include "test/comm_harness.h"
 
 using namespace ds::runtime;

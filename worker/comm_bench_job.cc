@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/error.h"
 #include "runtime/comm/comms_logger.h"
 #include "runtime/comm/elementwise_reduce.h"
-#include "common/error.h"
 
 namespace ds::worker {
 namespace {
@@ -46,12 +46,18 @@ void fill(Buffers& b, int rank) {
 
 void runOp(CommOp op, runtime::Communicator& comm, Buffers& b) {
   switch (op) {
-    case CommOp::AllReduce: comm.allReduce(b.data.data(), b.count, b.dtype); break;
-    case CommOp::AllGather: comm.allGather(b.data.data(), b.out.data(), b.count, b.dtype); break;
+    case CommOp::AllReduce:
+      comm.allReduce(b.data.data(), b.count, b.dtype);
+      break;
+    case CommOp::AllGather:
+      comm.allGather(b.data.data(), b.out.data(), b.count, b.dtype);
+      break;
     case CommOp::ReduceScatter:
       comm.reduceScatter(b.data.data(), b.out.data(), b.count, b.dtype);
       break;
-    case CommOp::Broadcast: comm.broadcast(b.data.data(), b.count, b.dtype, 0); break;
+    case CommOp::Broadcast:
+      comm.broadcast(b.data.data(), b.count, b.dtype, 0);
+      break;
   }
 }
 
@@ -96,7 +102,8 @@ bool runCommBench(const CommBenchOptions& options, runtime::Communicator& comm) 
   const char* opName = commOpName(options.op);
   const bool printing = comm.rank() == 0;
   if (printing && !options.json) {
-    std::printf("ds-comm-bench: %s %s, %d ranks, %s, %d iterations\n", opName, dtypeName(dtype), n, comm.backendName().c_str(), options.iters);
+    std::printf("ds-comm-bench: %s %s, %d ranks, %s, %d iterations\n", opName, dtypeName(dtype), n,
+                comm.backendName().c_str(), options.iters);
     std::printf("%14s %12s %12s %12s %12s %8s\n", "bytes", "count", "time us", "algbw GB/s",
                 "busbw GB/s", options.check ? "check" : "");
   }
@@ -124,9 +131,8 @@ bool runCommBench(const CommBenchOptions& options, runtime::Communicator& comm) 
       std::printf(
           "{\"op\": \"%s\", \"dtype\": \"%s\", \"bytes\": %llu, \"ranks\": %d, "
           "\"time_us\": %.1f, \"algbw_GBps\": %.3f, \"busbw_GBps\": %.3f%s}\n",
-          opName, dtypeName(dtype), static_cast<unsigned long long>(bytes), n,
-          seconds * 1e6, algbw, busbw,
-          options.check ? (check == "ok" ? ", \"check\": true" : ", \"check\": false") : "");
+          opName, dtypeName(dtype), static_cast<unsigned long long>(bytes), n, seconds * 1e6, algbw,
+          busbw, options.check ? (check == "ok" ? ", \"check\": true" : ", \"check\": false") : "");
     } else if (printing) {
       std::printf("%14llu %12zu %12.1f %12.3f %12.3f %8s\n", static_cast<unsigned long long>(bytes),
                   buffers.count, seconds * 1e6, algbw, busbw, check.c_str());

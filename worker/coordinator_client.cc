@@ -2,14 +2,14 @@
 // timeout, so a vanished coordinator surfaces as an error instead of a hang.
 #include "worker/coordinator_client.h"
 
-#include <algorithm>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <thread>
 
-#include "coordinator.grpc.pb.h"
 #include "common/error.h"
+#include "coordinator.grpc.pb.h"
 
 namespace ds::worker {
 namespace {

@@ -52,7 +52,7 @@ int runNodeAgent(const std::string& workerPath, const std::vector<std::string>& 
     args.insert(args.end(), {"--host", host, "--slot", std::to_string(slot)});
     SpawnOptions options;
     options.argv = args;
-    options.ownProcessGroup = false;  // the agent's session: ssh/pdsh tear it down as one
+    options.ownProcessGroup = false;      // the agent's session: ssh/pdsh tear it down as one
     options.parentDeathSignal = SIGTERM;  // the worker stops its program's group, then goes
     options.label = "ds-worker node agent";
     children.push_back(spawnProcess(options).pid);

@@ -19,8 +19,7 @@ int parseRankNumber(const char* variable, const char* text) {
   const long value = std::strtol(text, &end, 10);
   if (text[0] < '0' || text[0] > '9' || *end != '\0' || errno == ERANGE || value < 0 ||
       value > std::numeric_limits<int>::max())
-    throw Error(std::string(variable) + "=" + text +
-                " is not a rank number (expected 0.." +
+    throw Error(std::string(variable) + "=" + text + " is not a rank number (expected 0.." +
                 std::to_string(std::numeric_limits<int>::max()) + ")");
   return static_cast<int>(value);
 }

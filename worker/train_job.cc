@@ -11,9 +11,9 @@
 #include <memory>
 #include <thread>
 
+#include "common/error.h"
 #include "runtime/comm/comms_logger.h"
 #include "runtime/comm/store_barrier.h"
-#include "common/error.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
@@ -111,9 +111,10 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
       windowSteps = 0;
       if (config.wallClockBreakdown) {  // DeepSpeed's timer line, for the last step
         const runtime::StepTimes t = engine.lastStepTimes();
-        std::printf("time (ms) | forward: %.2f | backward: %.2f | backward_allreduce: %.2f | "
-                    "step: %.2f\n",
-                    t.forwardMs, t.backwardMs, t.allreduceMs, t.stepMs);
+        std::printf(
+            "time (ms) | forward: %.2f | backward: %.2f | backward_allreduce: %.2f | "
+            "step: %.2f\n",
+            t.forwardMs, t.backwardMs, t.allreduceMs, t.stepMs);
       }
     }
     const bool last = result.steps == options.steps;

@@ -22,11 +22,11 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_flags.h"
 #include "bench/command_seconds.h"
 #include "bench/free_port.h"
-#include "runtime/comm/shm_communicator.h"
 #include "common/guarded_main.h"
-#include "bench/bench_flags.h"
+#include "runtime/comm/shm_communicator.h"
 
 using namespace ds::runtime;
 

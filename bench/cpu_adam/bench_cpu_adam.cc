@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_flags.h"
 #include "bench/command_seconds.h"
+#include "common/guarded_main.h"
 #include "kernels/cpu/cpu_adam.h"
 #include "kernels/cpu/thread_pool.h"
-#include "common/guarded_main.h"
-#include "bench/bench_flags.h"
 
 using namespace ds::kernels;
 

@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_flags.h"
 #include "bench/free_port.h"
 #include "common/guarded_main.h"
-#include "bench/bench_flags.h"
 
 namespace {
 
@@ -49,7 +49,8 @@ int run(int argc, char** argv) {
     else if (flag == "--torchrun_max_ranks")
       torchrunMaxRanks = static_cast<int>(ds::bench::flagNumber(flag, argv[i + 1], 0, 4096));
     else
-      throw ds::Error("unknown flag " + flag + " (--ranks 2,16,64 --repeats N --torchrun_max_ranks N)");
+      throw ds::Error("unknown flag " + flag +
+                      " (--ranks 2,16,64 --repeats N --torchrun_max_ranks N)");
   }
   const std::string binDir = std::filesystem::canonical("/proc/self/exe").parent_path().string();
   const std::string launch = binDir + "/ds-launch";

@@ -13,14 +13,14 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_flags.h"
+#include "common/guarded_main.h"
 #include "runtime/comm/comms_logger.h"
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
 #include "runtime/zero/memory_estimate.h"
-#include "common/guarded_main.h"
-#include "bench/bench_flags.h"
 
 using namespace ds::runtime;
 using Clock = std::chrono::steady_clock;

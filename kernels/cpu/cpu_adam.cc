@@ -6,10 +6,10 @@
 #include <string>
 #include <thread>
 
+#include "common/error.h"
 #include "kernels/cpu/adam_paths.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/thread_pool.h"
-#include "common/error.h"
 
 namespace ds::kernels {
 namespace {

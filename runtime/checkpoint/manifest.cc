@@ -33,7 +33,8 @@ class Reader {
   explicit Reader(const std::string& path) : path_(path) {}
 
   [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw Error(path_ + ": " + key + ": " + what + " (the checkpoint is damaged or not one of ours)");
+    throw Error(path_ + ": " + key + ": " + what +
+                " (the checkpoint is damaged or not one of ours)");
   }
   const Json& at(const Json& object, const std::string& parent, const char* key) const {
     const std::string name = parent.empty() ? key : parent + "." + key;
@@ -110,7 +111,8 @@ std::string manifestText(const CheckpointManifest& c) {
                       {"iteration", c.lossScalerIteration},
                       {"last_overflow_iteration", c.lastOverflowIteration},
                       {"hysteresis", c.hysteresis}};
-  if (c.lrLastBatchIteration) m["lr_schedule"] = {{"last_batch_iteration", *c.lrLastBatchIteration}};
+  if (c.lrLastBatchIteration)
+    m["lr_schedule"] = {{"last_batch_iteration", *c.lrLastBatchIteration}};
   Json files = Json::array();
   for (const auto& f : c.files)
     files.push_back({{"name", f.name}, {"bytes", f.bytes}, {"fnv1a64", hex64(f.checksum)}});
@@ -138,13 +140,15 @@ CheckpointManifest parseManifest(std::string_view text, const std::string& path)
   Json rest = m;
   rest.erase(kChecksumKey);
   if (r.hex64(kChecksumKey, stored) != checksumOf(rest))
-    throw Error(path + ": the manifest's checksum does not match its content (edited or "
-                       "damaged); restore it or use another checkpoint");
-  if (r.text(m, "", "format") != kFormatName) r.fail("format", "not \"" + std::string(kFormatName) + "\"");
+    throw Error(path +
+                ": the manifest's checksum does not match its content (edited or "
+                "damaged); restore it or use another checkpoint");
+  if (r.text(m, "", "format") != kFormatName)
+    r.fail("format", "not \"" + std::string(kFormatName) + "\"");
   const int64_t version = r.integer(m, "", "version", 0);
   if (version != kFormatVersion)
-    throw Error(path + ": format version " + std::to_string(version) + ", this build reads version " +
-                std::to_string(kFormatVersion));
+    throw Error(path + ": format version " + std::to_string(version) +
+                ", this build reads version " + std::to_string(kFormatVersion));
 
   CheckpointManifest c;
   c.worldSize = r.integer(m, "", "world_size", 1, 1 << 20);
@@ -182,12 +186,10 @@ CheckpointManifest parseManifest(std::string_view text, const std::string& path)
   const Json& scaler = r.at(m, "", "loss_scaler");
   c.lossScale = r.number(scaler, "loss_scaler", "scale");
   c.lossScalerIteration = r.integer(scaler, "loss_scaler", "iteration", 0);
-  c.lastOverflowIteration =
-      r.integer(scaler, "loss_scaler", "last_overflow_iteration", -1);
+  c.lastOverflowIteration = r.integer(scaler, "loss_scaler", "last_overflow_iteration", -1);
   c.hysteresis = r.integer(scaler, "loss_scaler", "hysteresis", 0);
   if (m.contains("lr_schedule"))
-    c.lrLastBatchIteration =
-        r.integer(m["lr_schedule"], "lr_schedule", "last_batch_iteration", -1);
+    c.lrLastBatchIteration = r.integer(m["lr_schedule"], "lr_schedule", "last_batch_iteration", -1);
 
   const Json& files = r.array(m, "", "files");
   if (static_cast<int64_t>(files.size()) != c.partitions)

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/comm/store.h"
 #include "common/error.h"
+#include "runtime/comm/store.h"
 
 namespace ds::runtime {
 

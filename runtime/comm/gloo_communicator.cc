@@ -12,10 +12,10 @@
 
 #include <cstring>
 
+#include "common/error.h"
 #include "runtime/comm/check_in.h"
 #include "runtime/comm/elementwise_reduce.h"
 #include "runtime/comm/gloo_store_adapter.h"
-#include "common/error.h"
 
 namespace ds::runtime {
 namespace {

@@ -5,11 +5,11 @@
 #include <numeric>
 #include <set>
 
+#include "common/error.h"
+#include "common/fnv1a.h"
 #include "runtime/comm/gloo_communicator.h"
 #include "runtime/comm/hierarchical_communicator.h"
 #include "runtime/comm/shm_communicator.h"
-#include "common/error.h"
-#include "common/fnv1a.h"
 
 namespace ds::runtime {
 namespace {

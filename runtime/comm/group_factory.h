@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "runtime/comm/comm_backend.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/comm/store.h"
-#include "runtime/comm/comm_backend.h"
 
 namespace ds::runtime {
 
@@ -26,8 +26,8 @@ struct JobLayout {
 
 struct GroupOptions {
   CommBackend backend = CommBackend::Auto;
-  std::string bindAddress;       // this rank's address for Gloo's transport
-  std::string storePrefix;       // unique per membership epoch
+  std::string bindAddress;  // this rank's address for Gloo's transport
+  std::string storePrefix;  // unique per membership epoch
   std::chrono::milliseconds timeout{std::chrono::seconds(30)};
   size_t shmChunkBytes = ShmOptions{}.chunkBytes;  // tests make it small to cross chunks
 };

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/comm/elementwise_reduce.h"
 #include "common/error.h"
+#include "runtime/comm/elementwise_reduce.h"
 
 namespace ds::runtime {
 

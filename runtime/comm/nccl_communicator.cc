@@ -8,8 +8,8 @@
 #include <cstring>
 #include <thread>
 
-#include "runtime/comm/check_in.h"
 #include "common/error.h"
+#include "runtime/comm/check_in.h"
 
 namespace ds::runtime {
 namespace {

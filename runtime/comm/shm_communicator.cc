@@ -15,8 +15,8 @@
 #include <iterator>
 #include <thread>
 
-#include "runtime/comm/elementwise_reduce.h"
 #include "common/error.h"
+#include "runtime/comm/elementwise_reduce.h"
 
 namespace ds::runtime {
 namespace {

@@ -184,29 +184,41 @@ const std::vector<Rule> kRules = {
 
 bool hasKind(const Json& v, Kind kind) {
   switch (kind) {
-    case Kind::Any: return true;
-    case Kind::Bool: return v.is_boolean();
+    case Kind::Any:
+      return true;
+    case Kind::Bool:
+      return v.is_boolean();
     case Kind::Int:
-      return v.is_number_integer() ||
-             (v.is_number_float() && std::fabs(v.get<double>()) < 9.0e18 &&
-              v.get<double>() == std::trunc(v.get<double>()));
-    case Kind::Number: return v.is_number();
-    case Kind::String: return v.is_string();
-    case Kind::Object: return v.is_object();
-    case Kind::List: return v.is_array();
+      return v.is_number_integer() || (v.is_number_float() && std::fabs(v.get<double>()) < 9.0e18 &&
+                                       v.get<double>() == std::trunc(v.get<double>()));
+    case Kind::Number:
+      return v.is_number();
+    case Kind::String:
+      return v.is_string();
+    case Kind::Object:
+      return v.is_object();
+    case Kind::List:
+      return v.is_array();
   }
   return false;
 }
 
 const char* kindName(Kind kind) {
   switch (kind) {
-    case Kind::Any: return "a value";
-    case Kind::Bool: return "true or false";
-    case Kind::Int: return "an integer";
-    case Kind::Number: return "a number";
-    case Kind::String: return "a string";
-    case Kind::Object: return "an object";
-    case Kind::List: return "a list";
+    case Kind::Any:
+      return "a value";
+    case Kind::Bool:
+      return "true or false";
+    case Kind::Int:
+      return "an integer";
+    case Kind::Number:
+      return "a number";
+    case Kind::String:
+      return "a string";
+    case Kind::Object:
+      return "an object";
+    case Kind::List:
+      return "a list";
   }
   return "?";
 }
@@ -227,18 +239,24 @@ bool anyEnabledInside(const Json& v, int depth = 0) {
 bool fires(const Json* v, When when) {
   if (v == nullptr) return false;
   switch (when) {
-    case When::True: return v->is_boolean() && v->get<bool>();
-    case When::False: return v->is_boolean() && !v->get<bool>();
-    case When::AboveZero: return v->is_number() && v->get<double>() > 0;
-    case When::AboveOne: return v->is_number() && v->get<double>() > 1;
-    case When::Present: return true;
+    case When::True:
+      return v->is_boolean() && v->get<bool>();
+    case When::False:
+      return v->is_boolean() && !v->get<bool>();
+    case When::AboveZero:
+      return v->is_number() && v->get<double>() > 0;
+    case When::AboveOne:
+      return v->is_number() && v->get<double>() > 1;
+    case When::Present:
+      return true;
     case When::DeviceSet: {
       // {"device": "none"} or {} is DeepSpeed's "no offload"; true is the deprecated form.
       if (v->is_boolean()) return v->get<bool>();
       const Json* device = v->is_object() ? JsonReader::member(*v, "device") : nullptr;
       return device && device->is_string() && *device != "none";
     }
-    case When::AnyEnabledInside: return anyEnabledInside(*v);
+    case When::AnyEnabledInside:
+      return anyEnabledInside(*v);
   }
   return false;
 }
@@ -260,10 +278,14 @@ const Json* lookup(const Json& root, std::string_view path) {
 
 const char* keyEffectName(KeyEffect effect) {
   switch (effect) {
-    case KeyEffect::Honoured: return "honoured";
-    case KeyEffect::NoEffect: return "no effect here";
-    case KeyEffect::Observer: return "not provided (warning)";
-    case KeyEffect::NotImplemented: return "not implemented";
+    case KeyEffect::Honoured:
+      return "honoured";
+    case KeyEffect::NoEffect:
+      return "no effect here";
+    case KeyEffect::Observer:
+      return "not provided (warning)";
+    case KeyEffect::NotImplemented:
+      return "not implemented";
   }
   return "?";
 }

@@ -44,10 +44,10 @@ struct DeepSpeedConfig {
   // This project's key: which collectives backend the world group uses. "auto" (default): shared
   // memory on one host, hierarchical across hosts with equal ranks per host, else Gloo.
   CommBackend commBackend = CommBackend::Auto;
-  ElasticityConfig elasticity;        // validated; enabled: true is refused for now
+  ElasticityConfig elasticity;         // validated; enabled: true is refused for now
   std::vector<KeyVerdict> keyEffects;  // what each key the config sets does here (config_policy.h)
-  std::string configHash;             // FNV-1a of the config text, recorded in checkpoints
-  std::vector<std::string> warnings;  // unknown keys etc., one message each, ready to print
+  std::string configHash;              // FNV-1a of the config text, recorded in checkpoints
+  std::vector<std::string> warnings;   // unknown keys etc., one message each, ready to print
 };
 
 // Parses `jsonText`; `source` names the file in messages (e.g. "configs/ds_config.json").

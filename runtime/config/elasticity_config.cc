@@ -32,8 +32,9 @@ double readVersion(const JsonReader& r, const Json& v) {
   }
   version = r.number(v, path);
   if (version > 0.2)
-    r.fail(path, "elasticity version " + describeJson(v) + " is newer than this runtime supports "
-                                                            "(up to 0.2)");
+    r.fail(path, "elasticity version " + describeJson(v) +
+                     " is newer than this runtime supports "
+                     "(up to 0.2)");
   if (version != 0.1 && version != 0.2)
     r.fail(path, "no elasticity algorithm for version " + describeJson(v) + "; use 0.1 or 0.2");
   return version;
@@ -56,7 +57,8 @@ ElasticityConfig parseElasticityConfig(JsonReader& r, const Json& block) {
     if (!v->is_array())
       r.fail("elasticity.micro_batch_sizes",
              "expected a list of micro batch sizes, got " + describeJson(*v));
-    if (v->empty()) r.fail("elasticity.micro_batch_sizes", "expected at least one micro batch size");
+    if (v->empty())
+      r.fail("elasticity.micro_batch_sizes", "expected at least one micro batch size");
     c.microBatchSizes.clear();
     for (size_t i = 0; i < v->size(); ++i) {
       const std::string path = "elasticity.micro_batch_sizes[" + std::to_string(i) + "]";

@@ -119,8 +119,9 @@ void JsonReader::readPerGroupNonNegative(const Json& obj, const std::string& pre
   if (v->is_array()) {
     // DeepSpeed takes one value per optimizer parameter group; the engine has exactly one group.
     if (v->size() != 1)
-      fail(path, std::to_string(v->size()) + " values given, one per parameter group, but this "
-                                              "engine has one parameter group: give one value");
+      fail(path, std::to_string(v->size()) +
+                     " values given, one per parameter group, but this "
+                     "engine has one parameter group: give one value");
     out = nonNegative((*v)[0], path + "[0]");
     return;
   }

@@ -96,7 +96,7 @@ void readRequiredInt(const JsonReader& r, const Json& params, std::string_view k
 }
 
 void readRequiredPerGroup(const JsonReader& r, const Json& params, std::string_view key,
-                             double& out) {
+                          double& out) {
   if (!JsonReader::member(params, key)) {
     r.fail(joinPath(kPrefix, key), "missing; this schedule has no default for it (a number >= 0)");
   }

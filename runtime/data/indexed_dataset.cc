@@ -128,7 +128,8 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : binPath_(prefix + ".
   if (const auto version = take<uint64_t>(text, at, idxPath, "the version"); version != kVersion)
     throw Error(idxPath + ": index version " + std::to_string(version) + ", this build reads 1");
   const auto code = take<uint8_t>(text, at, idxPath, "the dtype");
-  if (code != static_cast<uint8_t>(TokenType::UInt16) && code != static_cast<uint8_t>(TokenType::Int32))
+  if (code != static_cast<uint8_t>(TokenType::UInt16) &&
+      code != static_cast<uint8_t>(TokenType::Int32))
     throw Error(idxPath + ": token dtype code " + std::to_string(code) +
                 " (only 8 = uint16 and 4 = int32 hold token ids)");
   type_ = static_cast<TokenType>(code);
@@ -159,10 +160,11 @@ IndexedDataset::IndexedDataset(const std::string& prefix) : binPath_(prefix + ".
   const size_t width = tokenBytes(type_);
   for (size_t i = 0; i < count; ++i)
     if (sizes_[i] < 0 || pointers_[i] < 0 || pointers_[i] % width != 0 ||
-        static_cast<uint64_t>(pointers_[i]) + static_cast<uint64_t>(sizes_[i]) * width > binBytes_) {
+        static_cast<uint64_t>(pointers_[i]) + static_cast<uint64_t>(sizes_[i]) * width >
+            binBytes_) {
       ::close(fd);
-      throw Error(idxPath + ": sequence " + std::to_string(i) + " lies outside " + binPath_ +
-                  " (" + std::to_string(binBytes_) + " bytes)");
+      throw Error(idxPath + ": sequence " + std::to_string(i) + " lies outside " + binPath_ + " (" +
+                  std::to_string(binBytes_) + " bytes)");
     }
   if (binBytes_ > 0) {
     void* map = ::mmap(nullptr, binBytes_, PROT_READ, MAP_SHARED, fd, 0);

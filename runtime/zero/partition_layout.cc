@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/comm/elementwise_reduce.h"
 #include "common/error.h"
+#include "runtime/comm/elementwise_reduce.h"
 
 namespace ds::runtime {
 namespace {

@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-
-#include "test/scratch_dir.h"
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "test/scratch_dir.h"
 
 namespace {
 
@@ -64,14 +64,16 @@ TEST_CASE("robustness: ds-launch names why the coordinator cannot listen") {
     socklen_t length = sizeof(address);
     getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length);
     const int port = ntohs(address.sin_port);
-    const Outcome outcome = runCommand(launch + "--master_port " + std::to_string(port) + " -- /bin/true");
+    const Outcome outcome =
+        runCommand(launch + "--master_port " + std::to_string(port) + " -- /bin/true");
     close(holder);
     CHECK(outcome.status == 2);
     CHECK_THAT(outcome.output, Catch::Contains("port " + std::to_string(port) + " is in use"));
   }
   SECTION("a TLS file that is no certificate") {
     const Outcome outcome = runCommand(
-        launch + "--master_port 0 --tls-cert bad.pem --tls-key bad.pem --tls-ca bad.pem -- /bin/true");
+        launch +
+        "--master_port 0 --tls-cert bad.pem --tls-key bad.pem --tls-ca bad.pem -- /bin/true");
     CHECK(outcome.status == 2);
     CHECK_THAT(outcome.output, Catch::Contains("TLS certificate or key"));
     CHECK_THAT(outcome.output, !Catch::Contains("port"));

@@ -20,8 +20,7 @@ struct Outcome {
 
 // Runs `command` in `dir` under a 20 s timeout and a 4 GiB address-space limit.
 Outcome run(const std::string& dir, const std::string& command) {
-  const std::string line =
-      "cd " + dir + " && ulimit -v 4194304 && timeout 20 " + command + " 2>&1";
+  const std::string line = "cd " + dir + " && ulimit -v 4194304 && timeout 20 " + command + " 2>&1";
   std::string output;
   FILE* pipe = popen(line.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -47,13 +46,15 @@ TEST_CASE("robustness: hostile configs through ds-config and ds-launch exit 2, n
   const std::string bin = DS_BIN_DIR;
   writeBytes(dir + "/hostfile", "127.0.0.1 slots=1\n");
   const std::vector<Case> cases = {
-      {"number beyond double", "big.json", R"({"train_batch_size": 1e400})", "big.json: invalid JSON"},
+      {"number beyond double", "big.json", R"({"train_batch_size": 1e400})",
+       "big.json: invalid JSON"},
       {"deep nesting", "deep.json", std::string(100000, '[') + std::string(100000, ']'),
        "nested more than 64 levels deep"},
       {"NUL and garbage", "nul.json", std::string(R"({"train_batch_size": 4})") + '\0' + "garbage",
        "a NUL byte at offset 23"},
       {"not UTF-8", "utf.json", "{\"train_batch_size\": 4, \"\xff\": 1}", "utf.json: invalid JSON"},
-      {"switched-on feature", "tb.json", R"({"train_batch_size": 4, "tensorboard": {"enabled": true}})",
+      {"switched-on feature", "tb.json",
+       R"({"train_batch_size": 4, "tensorboard": {"enabled": true}})",
        "tensorboard: the TensorBoard monitor is not implemented yet"},
       {"elastic placeholder", "el.json",
        R"({"train_batch_size": 4, "elasticity": {"enabled": true, "max_train_batch_size": "seqlen", "micro_batch_sizes": [2]}})",
@@ -82,13 +83,16 @@ TEST_CASE("robustness: hostile hostfiles exit 2 naming the line, before anything
   const std::string dir = ds::test::makeScratchDir("bad-hostfiles");
   const std::string bin = DS_BIN_DIR;
   const std::vector<Case> cases = {
-      {"ssh option", "h1", "w0 slots=1\n-oProxyCommand=touch slots=1\n", "h1:2: a host name may not start with '-'"},
+      {"ssh option", "h1", "w0 slots=1\n-oProxyCommand=touch slots=1\n",
+       "h1:2: a host name may not start with '-'"},
       {"pdsh list", "h2", "a,b slots=1\n", "h2:1: a host name may not contain ','"},
       {"pdsh range", "h3", "n[1-4] slots=1\n", "h3:1: a host name may not contain '['"},
       {"control byte", "h4", "w\x07 slots=1\n", "h4:1: host name contains control byte 7"},
       {"not UTF-8", "h5", "w\xff slots=1\n", "h5:1: host name is not valid UTF-8"},
-      {"a 1 MB name", "h6", std::string(1 << 20, 'w') + " slots=1\n", "h6:1: host name of 1048576 bytes"},
-      {"2^31-1 slots", "h7", "w0 slots=2147483647\n", "h7:1: the hostfile's slots add up to more than 65536"},
+      {"a 1 MB name", "h6", std::string(1 << 20, 'w') + " slots=1\n",
+       "h6:1: host name of 1048576 bytes"},
+      {"2^31-1 slots", "h7", "w0 slots=2147483647\n",
+       "h7:1: the hostfile's slots add up to more than 65536"},
       {"ten million slots", "h8", "w0 slots=10000000\n", "h8:1: the hostfile's slots add up"},
   };
   for (const Case& c : cases) {
@@ -96,7 +100,8 @@ TEST_CASE("robustness: hostile hostfiles exit 2 naming the line, before anything
     writeBytes(dir + "/" + c.file, c.content);
     for (const std::string& extra : {std::string("--dry-run --json"), std::string("--launcher ssh"),
                                      std::string("--launcher pdsh --dry-run")}) {
-      const Outcome outcome = run(dir, bin + "/ds-launch -H " + c.file + " " + extra + " -- /bin/true");
+      const Outcome outcome =
+          run(dir, bin + "/ds-launch -H " + c.file + " " + extra + " -- /bin/true");
       INFO(extra << "\n" << outcome.output.substr(0, 2000));
       CHECK(outcome.status == 2);
       CHECK(outcome.output.find(c.message) != std::string::npos);
@@ -115,7 +120,8 @@ TEST_CASE("robustness: bad rank variables and flags of ds-worker exit 2, named")
         std::string::npos);
   const Outcome bogus = run(dir, bin + "/ds-worker --bogus");
   CHECK(bogus.status == 2);
-  const Outcome include = run(dir, bin + "/ds-launch --include localhost:0000000001 --dry-run -- /bin/true");
+  const Outcome include =
+      run(dir, bin + "/ds-launch --include localhost:0000000001 --dry-run -- /bin/true");
   INFO(include.output);
   CHECK(include.output.find("not a slot number") == std::string::npos);
 }

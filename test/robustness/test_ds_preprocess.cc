@@ -15,7 +15,8 @@
 namespace {
 
 int runTool(const std::string& dir, const std::string& args, std::string& output) {
-  FILE* pipe = popen(("cd " + dir + " && " + DS_BIN_DIR + "/ds-preprocess " + args + " 2>&1").c_str(), "r");
+  FILE* pipe =
+      popen(("cd " + dir + " && " + DS_BIN_DIR + "/ds-preprocess " + args + " 2>&1").c_str(), "r");
   REQUIRE(pipe != nullptr);
   char buffer[4096];
   output.clear();
@@ -28,7 +29,8 @@ int runTool(const std::string& dir, const std::string& args, std::string& output
 
 TEST_CASE("ds-preprocess: JSON lines and text paragraphs become documents") {
   const std::string dir = ds::test::makeScratchDir("preprocess");
-  std::ofstream(dir + "/c.jsonl") << "{\"text\": \"hello\", \"meta\": 1}\n\n{\"text\": \"n\\u00e9e\"}\n";
+  std::ofstream(dir + "/c.jsonl")
+      << "{\"text\": \"hello\", \"meta\": 1}\n\n{\"text\": \"n\\u00e9e\"}\n";
   std::ofstream(dir + "/c.txt") << "first para\nline two\n\n\nsecond\n";
   std::string out;
   REQUIRE(runTool(dir, "--input c.jsonl --output-prefix data/j --append-eod", out) == 0);
@@ -40,7 +42,9 @@ TEST_CASE("ds-preprocess: JSON lines and text paragraphs become documents") {
   CHECK(first.back() == ds::runtime::ByteTokenizer::kEndOfDocument);
   first.pop_back();
   CHECK(tokenizer.decode(first) == "hello");
-  CHECK(tokenizer.decode(json.read(1)) == "n\xc3\xa9" "e");
+  CHECK(tokenizer.decode(json.read(1)) ==
+        "n\xc3\xa9"
+        "e");
 
   REQUIRE(runTool(dir, "--input c.txt --output-prefix data/t", out) == 0);
   const ds::runtime::IndexedDataset text(dir + "/data/t_text_document");
@@ -60,7 +64,8 @@ TEST_CASE("ds-preprocess: bad input exits 2 naming the file and line, and writes
   CHECK(out.find("broken.jsonl:2: not a JSON object") != std::string::npos);
   CHECK(runTool(dir, "--input bad.jsonl --output-prefix o/b --json-keys body", out) == 2);
   CHECK(out.find("bad.jsonl:1: no string \"body\"") != std::string::npos);
-  CHECK(runTool(dir, "--input bad.jsonl --output-prefix o/b --tokenizer-type GPT2BPETokenizer", out) == 2);
+  CHECK(runTool(dir, "--input bad.jsonl --output-prefix o/b --tokenizer-type GPT2BPETokenizer",
+                out) == 2);
   CHECK(out.find("only the byte-level tokenizer") != std::string::npos);
   CHECK(runTool(dir, "--input missing.txt --output-prefix o/b", out) == 2);
   // No half-written dataset: neither the files nor their temporary names remain.

@@ -71,14 +71,18 @@ TEST_CASE("manifest: damaged or hostile manifests are refused, naming the key") 
          return t;
        }(),
        "checksum does not match"},
-      {"missing key", edited([](Json& m) { m.erase("global_steps"); }), "m.json: global_steps: missing"},
+      {"missing key", edited([](Json& m) { m.erase("global_steps"); }),
+       "m.json: global_steps: missing"},
       {"nested missing key", edited([](Json& m) { m["loss_scaler"].erase("scale"); }),
        "loss_scaler.scale: missing"},
-      {"wrong type", edited([](Json& m) { m["partitions"] = "2"; }), "partitions: expected an integer"},
-      {"no partitions", edited([](Json& m) { m["partitions"] = 0; m["files"] = Json::array(); }),
+      {"wrong type", edited([](Json& m) { m["partitions"] = "2"; }),
+       "partitions: expected an integer"},
+      {"no partitions", edited([](Json& m) {
+         m["partitions"] = 0;
+         m["files"] = Json::array();
+       }),
        "partitions: out of range: 0"},
-      {"absolute shard name",
-       edited([](Json& m) { m["files"][1]["name"] = "/etc/passwd"; }),
+      {"absolute shard name", edited([](Json& m) { m["files"][1]["name"] = "/etc/passwd"; }),
        "files[1].name: \"/etc/passwd\" (expected \"shard_00001.bin\")"},
       {"relative escape", edited([](Json& m) { m["files"][0]["name"] = "../x/shard_00000.bin"; }),
        "files[0].name"},
@@ -86,7 +90,8 @@ TEST_CASE("manifest: damaged or hostile manifests are refused, naming the key") 
        "files[0].fnv1a64: expected 16 lower-case hex digits"},
       {"fewer files than partitions", edited([](Json& m) { m["files"].erase(1); }),
        "files: lists 1 shard files for 2 partitions"},
-      {"stage out of range", edited([](Json& m) { m["zero_stage"] = 7; }), "zero_stage: out of range"},
+      {"stage out of range", edited([](Json& m) { m["zero_stage"] = 7; }),
+       "zero_stage: out of range"},
       {"huge unsigned", edited([](Json& m) { m["global_steps"] = 18446744073709551615ULL; }),
        "global_steps: out of range"},
       {"not an object", "[1, 2]", "expected an object"},

@@ -17,11 +17,11 @@ namespace {
 // that child's pid to DIR/grandchild-RANK; returns once both files exist.
 LaunchedJob startJobWithGrandchildren(const std::string& dir, const std::string& afterwards) {
   writeFile(dir + "/hostfile", "127.0.0.1 slots=2\n");
-  auto job = startLaunch(
-      dir, {"-H", "hostfile", "--master_port", "0", "--log_dir", "logs", "--no_python",
-            "--no_local_rank", "--", "/bin/sh", "-c",
-            "sleep 60 & echo $! > " + dir + "/grandchild-$RANK.tmp && mv " + dir +
-                "/grandchild-$RANK.tmp " + dir + "/grandchild-$RANK; " + afterwards});
+  auto job =
+      startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "--log_dir", "logs", "--no_python",
+                        "--no_local_rank", "--", "/bin/sh", "-c",
+                        "sleep 60 & echo $! > " + dir + "/grandchild-$RANK.tmp && mv " + dir +
+                            "/grandchild-$RANK.tmp " + dir + "/grandchild-$RANK; " + afterwards});
   REQUIRE(waitUntil(30s, [&] {
     return !readFile(dir + "/grandchild-0").empty() && !readFile(dir + "/grandchild-1").empty();
   }));
@@ -43,7 +43,8 @@ TEST_CASE("robustness: SIGKILL of ds-launch leaves no grandchild of a program be
   waitExit(job, 5s);
   const bool gone = waitUntil(5s, [&] { return grandchildrenGone(dir); });
   if (!gone)
-    for (const char* rank : {"0", "1"}) ::kill(std::stoi(readFile(dir + "/grandchild-" + rank)), SIGKILL);
+    for (const char* rank : {"0", "1"})
+      ::kill(std::stoi(readFile(dir + "/grandchild-" + rank)), SIGKILL);
   CHECK(gone);
 }
 
@@ -54,6 +55,7 @@ TEST_CASE("robustness: a failing rank's teardown leaves no grandchild of a progr
   CHECK(waitExit(job, 30s) == 3);
   const bool gone = waitUntil(5s, [&] { return grandchildrenGone(dir); });
   if (!gone)
-    for (const char* rank : {"0", "1"}) ::kill(std::stoi(readFile(dir + "/grandchild-" + rank)), SIGKILL);
+    for (const char* rank : {"0", "1"})
+      ::kill(std::stoi(readFile(dir + "/grandchild-" + rank)), SIGKILL);
   CHECK(gone);
 }

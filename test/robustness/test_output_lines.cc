@@ -43,10 +43,10 @@ TEST_CASE("robustness: a 3 MB line without a newline arrives whole, in bounded p
 
 TEST_CASE("robustness: the last unfinished line is kept when a child still holds the pipe") {
   // The child sleeps with stdout open after the program exits, so the pipe never reaches EOF.
-  const std::string log = runProgram(
-      "heldpipe",
-      "import os, subprocess, sys\n"
-      "subprocess.Popen(['sleep', '5'])\n"
-      "sys.stdout.write('no newline at the end'); sys.stdout.flush()\n");
+  const std::string log =
+      runProgram("heldpipe",
+                 "import os, subprocess, sys\n"
+                 "subprocess.Popen(['sleep', '5'])\n"
+                 "sys.stdout.write('no newline at the end'); sys.stdout.flush()\n");
   CHECK(log.find("no newline at the end") != std::string::npos);
 }

@@ -47,7 +47,8 @@ TEST_CASE("store limits: add refuses to overflow and leaves the value unchanged"
 TEST_CASE("store limits: a timeout over many missing keys is a short message") {
   MemoryStore store;
   std::vector<std::string> keys;
-  for (int i = 0; i < 1000; ++i) keys.push_back("rank/" + std::to_string(i) + std::string(200, 'x'));
+  for (int i = 0; i < 1000; ++i)
+    keys.push_back("rank/" + std::to_string(i) + std::string(200, 'x'));
   try {
     store.wait(keys, 1ms);
     FAIL("wait returned");

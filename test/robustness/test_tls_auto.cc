@@ -12,15 +12,17 @@ using namespace ds::test;
 using namespace std::chrono_literals;
 
 TEST_CASE("robustness: --tls-auto runs a job over mutual TLS and leaves no key behind") {
-  if (skipUnless(std::system("command -v openssl >/dev/null 2>&1") == 0, "openssl is not installed"))
+  if (skipUnless(std::system("command -v openssl >/dev/null 2>&1") == 0,
+                 "openssl is not installed"))
     return;
   const std::string dir = makeScratchDir("tlsauto");
   writeFile(dir + "/hostfile", "127.0.0.1 slots=2\n");
   setenv("TMPDIR", dir.c_str(), 1);  // where the job's private certificate directory goes
-  auto job = startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "--log_dir", "logs",
-                               "--tls-auto", "--no_python", "--no_local_rank", "--", "/bin/sh",
-                               "-c", "tr '\\0' '\\n' < /proc/$PPID/environ | grep -c PRIVATE; "
-                                     "env | grep -c DS_TLS_; true"});
+  auto job =
+      startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "--log_dir", "logs", "--tls-auto",
+                        "--no_python", "--no_local_rank", "--", "/bin/sh", "-c",
+                        "tr '\\0' '\\n' < /proc/$PPID/environ | grep -c PRIVATE; "
+                        "env | grep -c DS_TLS_; true"});
   unsetenv("TMPDIR");
   const auto status = waitExit(job, 60s);
   INFO(readFile(dir + "/stdout") << readFile(dir + "/stderr"));

@@ -56,8 +56,7 @@ class Progress {
  private:
   uintmax_t total_;
   bool terminal_ = isatty(STDERR_FILENO) == 1;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(),
-                                        shown_{};
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), shown_{};
 };
 
 bool isJsonLines(const Options& o, const std::string& path) {
@@ -68,8 +67,11 @@ bool isJsonLines(const Options& o, const std::string& path) {
 int run(int argc, char** argv) {
   Options o;
   CLI::App app{"ds-preprocess: text or JSON lines -> an mmap indexed token dataset"};
-  app.add_option("--input", o.inputs, "input files (text, or JSON lines)")->required()->check(CLI::ExistingFile);
-  app.add_option("--output-prefix,--output_prefix", o.outputPrefix, "writes PREFIX_KEY_document.bin/.idx")
+  app.add_option("--input", o.inputs, "input files (text, or JSON lines)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--output-prefix,--output_prefix", o.outputPrefix,
+                 "writes PREFIX_KEY_document.bin/.idx")
       ->required();
   app.add_option("--json-keys,--jsonl-keys,--json_keys", o.jsonKeys, "JSON keys to tokenize");
   app.add_option("--format", o.format, "auto (by extension), text or jsonl")
@@ -92,7 +94,7 @@ int run(int argc, char** argv) {
   std::map<std::string, std::unique_ptr<IndexedDatasetWriter>> writers;
   for (const auto& key : o.jsonKeys)
     writers[key] = std::make_unique<IndexedDatasetWriter>(o.outputPrefix + "_" + key + "_document",
-                                                         TokenType::UInt16);
+                                                          TokenType::UInt16);
   uintmax_t totalBytes = 0, doneBytes = 0;
   for (const auto& path : o.inputs) totalBytes += std::filesystem::file_size(path);
   Progress progress(totalBytes);
