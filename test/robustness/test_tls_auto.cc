@@ -17,13 +17,18 @@ TEST_CASE("robustness: --tls-auto runs a job over mutual TLS and leaves no key b
     return;
   const std::string dir = makeScratchDir("tlsauto");
   writeFile(dir + "/hostfile", "127.0.0.1 slots=2\n");
+  const char* previous = std::getenv("TMPDIR");
+  const std::string oldTmp = previous != nullptr ? previous : "";
   setenv("TMPDIR", dir.c_str(), 1);  // where the job's private certificate directory goes
   auto job =
       startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "--log_dir", "logs", "--tls-auto",
                         "--no_python", "--no_local_rank", "--", "/bin/sh", "-c",
                         "tr '\\0' '\\n' < /proc/$PPID/environ | grep -c PRIVATE; "
                         "env | grep -c DS_TLS_; true"});
-  unsetenv("TMPDIR");
+  if (oldTmp.empty())
+    unsetenv("TMPDIR");
+  else
+    setenv("TMPDIR", oldTmp.c_str(), 1);
   const auto status = waitExit(job, 60s);
   INFO(readFile(dir + "/stdout") << readFile(dir + "/stderr"));
   REQUIRE(status == 0);
