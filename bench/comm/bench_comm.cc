@@ -7,6 +7,8 @@
 // memory as one memcpy of it, and the ranks share the memory bus: floor = ranks x bytes / memcpy
 // rate. "of floor" is floor / measured time (100% = at the memory roofline). Streaming stores
 // for the copy back were tried and did not help here.
+// Then bf16 against fp32 of the same element count on shared memory (bf16 gradients must not cost
+// more than fp32 ones).
 // Usage: bench_comm [--ranks 2,4] [--bytes 67108864] [--iters 10] [--chunk BYTES]
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,8 +51,8 @@ double memcpyBandwidth(size_t bytes) {
   return bytes / best;
 }
 
-// Seconds per all_reduce on rank 0, ranks as forked processes.
-double shmAllReduce(int ranks, size_t bytes, int iters, size_t chunkBytes) {
+// Seconds per all_reduce of `count` elements of `dtype` on rank 0, ranks as forked processes.
+double shmAllReduceOf(int ranks, size_t count, ds::DType dtype, int iters, size_t chunkBytes) {
   ShmOptions options;
   options.chunkBytes = chunkBytes;
   auto segment = std::make_shared<ShmSegment>(
@@ -62,21 +64,25 @@ double shmAllReduce(int ranks, size_t bytes, int iters, size_t chunkBytes) {
     const pid_t pid = fork();
     if (pid == 0) {
       ShmCommunicator comm(std::make_shared<ShmSegment>(ShmSegment::open(name)), r, ranks, options);
-      std::vector<float> data(bytes / sizeof(float), 1.0f);
-      for (int i = 0; i < iters + 3; ++i) comm.allReduce(data.data(), data.size());
+      std::vector<char> data(count * ds::dtypeBytes(dtype), 0);
+      for (int i = 0; i < iters + 3; ++i) comm.allReduce(data.data(), count, dtype);
       comm.barrier();
       _exit(0);
     }
     children.push_back(pid);
   }
-  std::vector<float> data(bytes / sizeof(float), 1.0f);
-  for (int i = 0; i < 3; ++i) rank0.allReduce(data.data(), data.size());  // warm-up, page-in
+  std::vector<char> data(count * ds::dtypeBytes(dtype), 0);
+  for (int i = 0; i < 3; ++i) rank0.allReduce(data.data(), count, dtype);  // warm-up, page-in
   const double start = now();
-  for (int i = 0; i < iters; ++i) rank0.allReduce(data.data(), data.size());
+  for (int i = 0; i < iters; ++i) rank0.allReduce(data.data(), count, dtype);
   const double perOp = (now() - start) / iters;
   rank0.barrier();
   for (pid_t pid : children) waitpid(pid, nullptr, 0);
   return perOp;
+}
+
+double shmAllReduce(int ranks, size_t bytes, int iters, size_t chunkBytes) {
+  return shmAllReduceOf(ranks, bytes / sizeof(float), ds::DType::F32, iters, chunkBytes);
 }
 
 double torchAllReduce(int ranks, size_t bytes, int iters) {
@@ -161,6 +167,20 @@ int run(int argc, char** argv) {
     }
   }
   std::printf("target: busbw >= 5x PyTorch gloo at 2 and 4 ranks\n\n");
+
+  // bf16 gradients: the same element count as the fp32 run, half the bytes; summed in fp32 and
+  // rounded once, so the conversions must not cost more than the bytes saved.
+  std::printf("bf16 against fp32, %zu elements (shared memory)\n", bytes / sizeof(float));
+  std::printf("%6s %14s %14s %12s\n", "ranks", "fp32 ms", "bf16 ms", "bf16/fp32");
+  for (int ranks : rankCounts) {
+    double fp32 = 1e30, bf16 = 1e30;
+    for (int run = 0; run < 3; ++run) {
+      fp32 = std::min(fp32, shmAllReduceOf(ranks, bytes / 4, ds::DType::F32, iters, chunkBytes));
+      bf16 = std::min(bf16, shmAllReduceOf(ranks, bytes / 4, ds::DType::BF16, iters, chunkBytes));
+    }
+    std::printf("%6d %14.2f %14.2f %11.2fx\n", ranks, fp32 * 1e3, bf16 * 1e3, bf16 / fp32);
+  }
+  std::printf("target: bf16 time <= fp32 time per element (ratio <= 1)\n\n");
 
   // The Gloo path: two ranks on two loopback nodes, against PyTorch gloo's two ranks (which talk
   // TCP over loopback as well).
