@@ -33,7 +33,6 @@ TEST_CASE("config policy: features switched on but not implemented are errors na
       {R"("tensorboard": {"enabled": true, "output_path": "tb"})",
        "c.json: tensorboard: the TensorBoard monitor is not implemented yet"},
       {R"("wandb": {"enabled": true})", "wandb: the Weights & Biases monitor is not implemented"},
-      {R"("csv_monitor": {"enabled": true})", "csv_monitor: the CSV monitor is not implemented"},
       {R"("flops_profiler": {"enabled": true})", "flops_profiler: the flops profiler"},
       {R"("activation_checkpointing": {"partition_activations": true})",
        "activation_checkpointing: activation checkpointing is not implemented"},
@@ -105,6 +104,18 @@ TEST_CASE("config policy: values of unimplemented blocks are still type-checked"
       Catch::Contains("zero_optimization.zero_quantized_weights: expected true or false"));
   CHECK_THROWS_WITH(parse(R"("sequence_parallel_size": 1.5)"),
                     Catch::Contains("sequence_parallel_size: expected an integer"));
+}
+
+TEST_CASE("config policy: csv_monitor is honoured, its values checked") {
+  const DeepSpeedConfig c = parse(R"("csv_monitor": {"enabled": true, "output_path": "o", "job_name": "j"})");
+  CHECK(c.csvMonitor.enabled);
+  CHECK(c.csvMonitor.outputPath == "o");
+  CHECK(c.csvMonitor.jobName == "j");
+  CHECK(parse(R"("csv_monitor": {"enabled": true})").csvMonitor.jobName == "DeepSpeedJobName");
+  CHECK_THROWS_WITH(parse(R"("csv_monitor": {"enabled": "yes"})"),
+                    Catch::Contains("csv_monitor.enabled: expected true or false"));
+  CHECK_THROWS_WITH(parse(R"("csv_monitor": {"enabled": true, "job_name": "a/b"})"),
+                    Catch::Contains("csv_monitor.job_name: expected a directory name"));
 }
 
 TEST_CASE("config policy: observers we do not provide are warnings") {

@@ -17,6 +17,7 @@
 #include "runtime/config/ds_config.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
+#include "runtime/monitor/csv_monitor.h"
 #include "worker/world_communicator.h"
 
 namespace ds::worker {
@@ -59,6 +60,12 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   if (config.dumpState && join.rank == 0)
     std::printf("engine state (dump_state):\n%s", engine.describeState().c_str());
 
+  std::unique_ptr<runtime::CsvMonitor> csv;
+  if (config.csvMonitor.enabled && join.rank == 0) {
+    csv = std::make_unique<runtime::CsvMonitor>(config.csvMonitor);
+    std::printf("csv_monitor: writing %s\n", csv->directory().c_str());
+  }
+
   board.setState(RankState::Training);
   const auto& batch = config.batch;
   const auto start = std::chrono::steady_clock::now();
@@ -100,6 +107,17 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
     if (options.printParamHash)
       std::printf("step %" PRId64 " param_hash %016" PRIx64 "\n", result.steps,
                   engine.parameterHash());
+    if (csv) {
+      // DeepSpeed's events and x axis: the loss at the samples seen before this step, the lr (and
+      // fp16's loss scale) for the next one at the samples seen after it.
+      const int64_t samples = engine.globalSamples();
+      std::vector<runtime::MonitorEvent> events = {
+          {"Train/Samples/train_loss", loss, samples - batch.trainBatchSize},
+          {"Train/Samples/lr", engine.lr(), samples}};
+      if (config.precision.modelDtype == DType::F16)
+        events.push_back({"Train/Samples/loss_scale", engine.lossScale(), samples});
+      csv->write(events);
+    }
     windowLoss += loss;
     ++windowSteps;
     if (result.steps == 1 || result.steps % config.stepsPerPrint == 0 ||

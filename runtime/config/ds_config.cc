@@ -179,6 +179,17 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
   }
   if (const Json* v = JsonReader::member(root, "comms_logger"))
     cfg.commsLogger = parseCommsLogger(r, *v);
+  if (const Json* v = JsonReader::member(root, "csv_monitor")) {
+    r.object(*v, "csv_monitor");
+    r.warnUnknownKeys(*v, "csv_monitor", {"enabled", "output_path", "job_name"});
+    r.readBool(*v, "csv_monitor", "enabled", cfg.csvMonitor.enabled);
+    if (const Json* path = JsonReader::member(*v, "output_path"))
+      cfg.csvMonitor.outputPath = r.string(*path, "csv_monitor.output_path");
+    if (const Json* name = JsonReader::member(*v, "job_name"))
+      cfg.csvMonitor.jobName = r.string(*name, "csv_monitor.job_name");
+    if (cfg.csvMonitor.jobName.empty() || cfg.csvMonitor.jobName.find('/') != std::string::npos)
+      r.fail("csv_monitor.job_name", "expected a directory name (not empty, no '/')");
+  }
   return cfg;
 }
 
