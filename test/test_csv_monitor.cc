@@ -4,6 +4,7 @@
 
 #include "runtime/common/files.h"
 #include "runtime/monitor/csv_monitor.h"
+#include "runtime/monitor/tensorboard_monitor.h"
 #include "test/scratch_dir.h"
 
 using namespace ds::runtime;
@@ -34,4 +35,11 @@ TEST_CASE("csv monitor: one file per event, a header once, CRLF rows") {
         "step,train_loss\r\n0,1.5\r\n64,0.25\r\n");
   CHECK(ds::readWholeFile(dir + "/out/job/Train_Samples_lr.csv", "csv") ==
         "step,lr\r\n64,0.001\r\n");
+}
+
+TEST_CASE("tensorboard: CRC32C and TFRecord's mask") {
+  CHECK(crc32c("123456789", 9) == 0xe3069283u);  // the standard check value
+  const uint64_t length = 0;
+  CHECK(maskedCrc32c(&length, 8) ==
+        ((([](uint32_t c) { return (c >> 15) | (c << 17); })(crc32c(&length, 8))) + 0xa282ead8u));
 }

@@ -93,7 +93,7 @@ TEST_CASE("ds-config check: the resolved batch trio, as a sentence and as one JS
 
 TEST_CASE("ds-config check: what is and is not in effect, and why", "[ds-config]") {
   const fs::path config = writeConfig("effects.json", R"({"train_batch_size": 8,
-      "tensorboard": {"enabled": false}, "aio": {"block_size": 1048576},
+      "wandb": {"enabled": false}, "aio": {"block_size": 1048576},
       "zero_optimization": {"stage": 2, "contiguous_gradients": true}})");
   const ToolRun text = runTool("check " + config.string());
   INFO(text.err);
@@ -104,7 +104,7 @@ TEST_CASE("ds-config check: what is and is not in effect, and why", "[ds-config]
         std::string::npos);
   CHECK(text.out.find("  zero_optimization.contiguous_gradients: no effect here") !=
         std::string::npos);
-  CHECK(text.out.find("  tensorboard: switched off (not implemented here)") != std::string::npos);
+  CHECK(text.out.find("  wandb: switched off (not implemented here)") != std::string::npos);
 
   const fs::path on =
       writeConfig("on.json", R"({"train_batch_size": 8, "wandb": {"enabled": true}})");

@@ -18,6 +18,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
 #include "runtime/monitor/csv_monitor.h"
+#include "runtime/monitor/tensorboard_monitor.h"
 #include "worker/world_communicator.h"
 
 namespace ds::worker {
@@ -61,9 +62,16 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
     std::printf("engine state (dump_state):\n%s", engine.describeState().c_str());
 
   std::unique_ptr<runtime::CsvMonitor> csv;
-  if (config.csvMonitor.enabled && join.rank == 0) {
-    csv = std::make_unique<runtime::CsvMonitor>(config.csvMonitor);
-    std::printf("csv_monitor: writing %s\n", csv->directory().c_str());
+  std::unique_ptr<runtime::TensorBoardMonitor> tensorboard;
+  if (join.rank == 0) {
+    if (config.csvMonitor.enabled) {
+      csv = std::make_unique<runtime::CsvMonitor>(config.csvMonitor);
+      std::printf("csv_monitor: writing %s\n", csv->directory().c_str());
+    }
+    if (config.tensorboard.enabled) {
+      tensorboard = std::make_unique<runtime::TensorBoardMonitor>(config.tensorboard);
+      std::printf("tensorboard: writing %s\n", tensorboard->path().c_str());
+    }
   }
 
   board.setState(RankState::Training);
@@ -107,7 +115,7 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
     if (options.printParamHash)
       std::printf("step %" PRId64 " param_hash %016" PRIx64 "\n", result.steps,
                   engine.parameterHash());
-    if (csv) {
+    if (csv || tensorboard) {
       // DeepSpeed's events and x axis: the loss at the samples seen before this step, the lr (and
       // fp16's loss scale) for the next one at the samples seen after it.
       const int64_t samples = engine.globalSamples();
@@ -116,7 +124,8 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
           {"Train/Samples/lr", engine.lr(), samples}};
       if (config.precision.modelDtype == DType::F16)
         events.push_back({"Train/Samples/loss_scale", engine.lossScale(), samples});
-      csv->write(events);
+      if (csv) csv->write(events);
+      if (tensorboard) tensorboard->write(events);
     }
     windowLoss += loss;
     ++windowSteps;

@@ -179,17 +179,25 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
   }
   if (const Json* v = JsonReader::member(root, "comms_logger"))
     cfg.commsLogger = parseCommsLogger(r, *v);
-  if (const Json* v = JsonReader::member(root, "csv_monitor")) {
-    r.object(*v, "csv_monitor");
-    r.warnUnknownKeys(*v, "csv_monitor", {"enabled", "output_path", "job_name"});
-    r.readBool(*v, "csv_monitor", "enabled", cfg.csvMonitor.enabled);
+  // The monitors' blocks share DeepSpeed's keys: enabled, output_path, job_name.
+  auto readMonitor = [&](const char* block, bool& enabled, std::string& outputPath,
+                         std::string& jobName) {
+    const Json* v = JsonReader::member(root, block);
+    if (!v) return;
+    r.object(*v, block);
+    r.warnUnknownKeys(*v, block, {"enabled", "output_path", "job_name"});
+    r.readBool(*v, block, "enabled", enabled);
     if (const Json* path = JsonReader::member(*v, "output_path"))
-      cfg.csvMonitor.outputPath = r.string(*path, "csv_monitor.output_path");
+      outputPath = r.string(*path, std::string(block) + ".output_path");
     if (const Json* name = JsonReader::member(*v, "job_name"))
-      cfg.csvMonitor.jobName = r.string(*name, "csv_monitor.job_name");
-    if (cfg.csvMonitor.jobName.empty() || cfg.csvMonitor.jobName.find('/') != std::string::npos)
-      r.fail("csv_monitor.job_name", "expected a directory name (not empty, no '/')");
-  }
+      jobName = r.string(*name, std::string(block) + ".job_name");
+    if (jobName.empty() || jobName.find('/') != std::string::npos)
+      r.fail(std::string(block) + ".job_name", "expected a directory name (not empty, no '/')");
+  };
+  readMonitor("csv_monitor", cfg.csvMonitor.enabled, cfg.csvMonitor.outputPath,
+              cfg.csvMonitor.jobName);
+  readMonitor("tensorboard", cfg.tensorboard.enabled, cfg.tensorboard.outputPath,
+              cfg.tensorboard.jobName);
   return cfg;
 }
 

@@ -13,6 +13,7 @@
 #include "runtime/comm/comm_backend.h"
 #include "runtime/config/batch_size.h"
 #include "runtime/monitor/csv_monitor.h"
+#include "runtime/monitor/tensorboard_monitor.h"
 #include "runtime/config/config_policy.h"
 #include "runtime/config/elasticity_config.h"
 #include "runtime/config/optimizer_config.h"
@@ -42,7 +43,8 @@ struct DeepSpeedConfig {
   bool wallClockBreakdown = false;  // per-step forward / backward / reduce / step times
   bool dumpState = false;           // print the resolved engine state after initialization
   CommsLoggerConfig commsLogger;
-  CsvMonitorConfig csvMonitor;  // DeepSpeed's csv_monitor block
+  CsvMonitorConfig csvMonitor;   // DeepSpeed's csv_monitor block
+  TensorBoardConfig tensorboard;  // DeepSpeed's tensorboard block
   // This project's key: which collectives backend the world group uses. "auto" (default): shared
   // memory on one host, hierarchical across hosts with equal ranks per host, else Gloo.
   CommBackend commBackend = CommBackend::Auto;

@@ -9,18 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "runtime/monitor/monitor_event.h"
+
 namespace ds::runtime {
 
 struct CsvMonitorConfig {
   bool enabled = false;
   std::string outputPath;                    // "" : relative to the working directory
   std::string jobName = "DeepSpeedJobName";  // DeepSpeed's default
-};
-
-struct MonitorEvent {
-  std::string name;  // "Train/Samples/train_loss"
-  double value;
-  int64_t step;  // DeepSpeed's x axis: samples seen
 };
 
 // repr() of a Python float: the shortest text that reads back the same double, with ".0" on

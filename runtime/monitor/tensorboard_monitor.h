@@ -1,0 +1,39 @@
+// DeepSpeed's tensorboard monitor without TensorFlow: rank 0 writes a real TensorBoard event file,
+// OUTPUT_PATH/JOB_NAME/events.out.tfevents.<time>.<host>, in the TFRecord format (u64 length,
+// masked CRC32C of the length, the record, masked CRC32C of the record) holding Event protocol
+// buffers (wall_time, step, and a Summary with one simple_value per event), encoded by hand.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "runtime/monitor/monitor_event.h"
+
+namespace ds::runtime {
+
+struct TensorBoardConfig {
+  bool enabled = false;
+  std::string outputPath;
+  std::string jobName = "DeepSpeedJobName";
+};
+
+// CRC32C (Castagnoli), and TFRecord's masking of it.
+uint32_t crc32c(const void* data, size_t bytes);
+uint32_t maskedCrc32c(const void* data, size_t bytes);
+
+class TensorBoardMonitor {
+ public:
+  explicit TensorBoardMonitor(const TensorBoardConfig& config);  // creates the file
+  void write(const std::vector<MonitorEvent>& events);           // one Event per event, flushed
+  const std::string& path() const { return path_; }
+
+ private:
+  void writeRecord(const std::string& record);
+
+  std::string path_;
+  std::ofstream out_;
+};
+
+}  // namespace ds::runtime
