@@ -19,7 +19,7 @@ TEST_CASE("monitor: csv_monitor writes train_loss, lr and loss_scale per step on
   writeFile(dir + "/hostfile", "127.0.0.1 slots=2\n");
   writeFile(dir + "/config.json",
             R"({"train_micro_batch_size_per_gpu": 8, "fp16": {"enabled": true},
-                "optimizer": {"type": "Adam", "params": {"lr": 0.01}},
+                "optimizer": {"type": "Adam", "params": {"lr": 0.01}}, "wall_clock_breakdown": true,
                 "csv_monitor": {"enabled": true, "output_path": "monitor", "job_name": "run1"}})");
   auto job = startLaunch(dir, {"-H", "hostfile", "--master_port", "0", "--log_dir", "logs", "train",
                                "--config", "config.json", "--steps", "5"});
@@ -30,6 +30,10 @@ TEST_CASE("monitor: csv_monitor writes train_loss, lr and loss_scale per step on
   CHECK(readFile(dir + "/monitor/run1/Train_Samples_lr.csv").starts_with("step,lr\r\n16,0.01\r\n"));
   CHECK(readFile(dir + "/monitor/run1/Train_Samples_loss_scale.csv")
             .starts_with("step,loss_scale\r\n16,"));
+  // wall_clock_breakdown adds DeepSpeed's timer events.
+  for (const std::string timer : {"forward", "backward", "backward_allreduce", "step"})
+    CHECK(readFile(dir + "/monitor/run1/Train_Samples_elapsed_time_ms_" + timer + ".csv")
+              .starts_with("step,elapsed_time_ms_" + timer + "\r\n16,"));
   // Python's csv module reads every row, with float values.
   const std::string check =
       "cd " + dir +

@@ -124,6 +124,14 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
           {"Train/Samples/lr", engine.lr(), samples}};
       if (config.precision.modelDtype == DType::F16)
         events.push_back({"Train/Samples/loss_scale", engine.lossScale(), samples});
+      if (config.wallClockBreakdown) {  // DeepSpeed's timer events, milliseconds of this step
+        const runtime::StepTimes t = engine.lastStepTimes();
+        for (const auto& [name, ms] : {std::pair{"forward", t.forwardMs},
+                                       {"backward", t.backwardMs},
+                                       {"backward_allreduce", t.allreduceMs},
+                                       {"step", t.stepMs}})
+          events.push_back({std::string("Train/Samples/elapsed_time_ms_") + name, ms, samples});
+      }
       if (csv) csv->write(events);
       if (tensorboard) tensorboard->write(events);
     }
