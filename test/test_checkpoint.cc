@@ -8,23 +8,20 @@
 
 #include "common/error.h"
 #include "engine_harness.h"
+#include "test/scratch_dir.h"
 
 using namespace ds::test;
 namespace fs = std::filesystem;
 
 namespace {
 
+// A scratch directory (test/scratch_dir.h) that is also emptied when the case's scope ends, so
+// the many checkpoints of the stage x dtype loops do not pile up until the process exits.
 struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("ds-ckpt-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-    fs::remove_all(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  static int& counter() {
-    static int n = 0;
-    return n;
+  fs::path path = makeScratchDir("ckpt");
+  ~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
   }
 };
 
