@@ -21,11 +21,17 @@ struct ParamSpec {
   int layer = 0;  // the layer that uses it; layers own consecutive runs of the table
 };
 
-// A micro-batch: `size` samples of inputDim floats and targetDim floats, row-major.
+// A micro-batch of `size` samples. Regression models (the MLP) read inputs/targets: inputDim and
+// targetDim floats per sample, row-major. Language models read token ids: seq inputs per sample
+// and the same tokens shifted by one as targets, plus each sample's global index, which keys its
+// dropout masks (so they do not depend on which rank a sample lands on).
 struct Batch {
   size_t size = 0;
   std::vector<float> inputs;
   std::vector<float> targets;
+  std::vector<int32_t> inputIds;
+  std::vector<int32_t> targetIds;
+  std::vector<uint64_t> sampleIds;
 };
 
 // The engine's side of one forward/backward. Pointers address the layer's first parameter

@@ -1,0 +1,71 @@
+// The fused element-wise and row-wise kernels of the GPT model (matrix products go to a BLAS):
+// layer and RMS norms, GeLU/GeGLU, causal softmax, rotary embedding, cross-entropy and embedding
+// gather/scatter, forward and backward, in fp32 over row-major [rows, dim] arrays.
+// One source (transformer_kernels_impl.h) is compiled three times: scalar (vectorisation off),
+// AVX2 and AVX-512; the run picks the widest the CPU has. Every sum uses 16 partial accumulators
+// combined in a fixed tree and nothing is contracted into an FMA, so the three paths give bitwise
+// the same results: ranks on machines with different CPUs stay identical replicas.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ds::kernels {
+
+enum class KernelIsa { Scalar, Avx2, Avx512 };
+
+const char* kernelIsaName(KernelIsa isa);
+bool kernelIsaSupported(KernelIsa isa);
+KernelIsa bestKernelIsa();
+
+struct TransformerKernels {
+  // LayerNorm over each row: out = (x - mean) * rstd * w + b; mean/rstd per row are kept for the
+  // backward. Backward writes dx and adds into dw, db.
+  void (*layerNormForward)(float* out, float* mean, float* rstd, const float* x, const float* w,
+                           const float* b, size_t rows, size_t dim, float eps);
+  void (*layerNormBackward)(float* dx, float* dw, float* db, const float* dout, const float* x,
+                            const float* mean, const float* rstd, const float* w, size_t rows,
+                            size_t dim);
+  // GPT-NeoX's RMSNorm: out = x / (sqrt(mean(x^2)) + eps) * w (eps outside the root, as NeoX).
+  // `norm` per row keeps sqrt(mean(x^2)).
+  void (*rmsNormForward)(float* out, float* norm, const float* x, const float* w, size_t rows,
+                         size_t dim, float eps);
+  void (*rmsNormBackward)(float* dx, float* dw, const float* dout, const float* x,
+                          const float* norm, const float* w, size_t rows, size_t dim, float eps);
+  // GeLU, tanh approximation (GPT-2's, NeoX's fused bias-GeLU): out may alias in.
+  void (*geluForward)(float* out, const float* in, size_t n);
+  // din = dout * gelu'(in); din may alias dout.
+  void (*geluBackward)(float* din, const float* dout, const float* in, size_t n);
+  // GeGLU: in is [rows, 2 * ff] = [x | gate]; out [rows, ff] = x * gelu(gate).
+  void (*gegluForward)(float* out, const float* in, size_t rows, size_t ff);
+  void (*gegluBackward)(float* din, const float* dout, const float* in, size_t rows, size_t ff);
+  // Causal softmax of a [T, T] score block in place: row i over columns 0..i, zeros after.
+  void (*causalSoftmaxForward)(float* scores, size_t t);
+  // dscores = p * (dp - sum(p * dp)) per row, in place over dp.
+  void (*softmaxBackward)(float* dp, const float* p, size_t t);
+  // Rotary embedding (NeoX's rotate-half layout) on the first rotDim dims of `heads` head vectors
+  // of headDim at stride `stride` within each of `rows` rows; position of row r is r % seq.
+  // cos/sin tables are [seq, rotDim / 2]. inverse = true applies the transpose (backward).
+  void (*rotary)(float* x, size_t rows, size_t seq, size_t heads, size_t headDim, size_t stride,
+                 size_t rotDim, const float* cos, const float* sin, bool inverse);
+  // Cross-entropy of each row of logits [rows, vocab] against targets; returns the sum of the
+  // rows' losses and overwrites the logits with d(sum_loss * gradScale)/d(logits).
+  double (*crossEntropy)(float* logits, const int32_t* targets, size_t rows, size_t vocab,
+                         float gradScale);
+  // out[r] = table[ids[r]] (+ pos[r % seq] when pos is not null).
+  void (*embeddingForward)(float* out, const int32_t* ids, const float* table, const float* pos,
+                           size_t rows, size_t seq, size_t dim);
+  // dtable[ids[r]] += dout[r] (and dpos[r % seq] += dout[r] when dpos is not null), rows in order.
+  void (*embeddingBackward)(float* dtable, float* dpos, const int32_t* ids, const float* dout,
+                            size_t rows, size_t seq, size_t dim);
+  // out[r] += bias; dbias += sum over rows of dout[r].
+  void (*addBias)(float* out, const float* bias, size_t rows, size_t dim);
+  void (*biasGradient)(float* dbias, const float* dout, size_t rows, size_t dim);
+  // y += x (residual connections and gradient sums).
+  void (*add)(float* y, const float* x, size_t n);
+};
+
+const TransformerKernels& transformerKernels(KernelIsa isa);
+inline const TransformerKernels& transformerKernels() { return transformerKernels(bestKernelIsa()); }
+
+}  // namespace ds::kernels

@@ -1,0 +1,286 @@
+// The loops behind transformer_kernels.h, written for the compiler's vectoriser: no intrinsics,
+// fixed 16-lane partial sums, a branch-free polynomial exp. Included once per instruction set by
+// transformer_kernels_{scalar,avx2,avx512}.cc inside their own namespace, which then export the
+// table through DS_TRANSFORMER_KERNELS_TABLE. Nothing here may depend on the instruction set:
+// the paths must stay bitwise equal (test_transformer_kernels checks it).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/transformer_kernels.h"
+
+namespace {
+
+constexpr size_t kLanes = 16;
+
+inline float treeSum(const float* a) {  // a[16], combined in one fixed order
+  float s8[8], s4[4];
+  for (int i = 0; i < 8; ++i) s8[i] = a[i] + a[i + 8];
+  for (int i = 0; i < 4; ++i) s4[i] = s8[i] + s8[i + 4];
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+// sum over i < n of term(i), in 16 lanes.
+template <class Term>
+inline float laneSum(size_t n, Term term) {
+  float acc[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t j = 0; j < kLanes; ++j) acc[j] += term(i + j);
+  for (size_t j = 0; i + j < n; ++j) acc[j] += term(i + j);
+  return treeSum(acc);
+}
+
+inline float laneMax(const float* x, size_t n) {
+  float acc[kLanes];
+  for (size_t j = 0; j < kLanes; ++j) acc[j] = -INFINITY;
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t j = 0; j < kLanes; ++j) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
+  for (size_t j = 0; i + j < n; ++j) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
+  float m = acc[0];
+  for (size_t j = 1; j < kLanes; ++j) m = acc[j] > m ? acc[j] : m;
+  return m;
+}
+
+// e^x to about 2 ulp (Cody-Waite reduction, Cephes' degree-6 polynomial), branch-free so that it
+// vectorises; inputs are clamped to [-87, 88] (finite, normal results), NaN stays NaN.
+inline float expApprox(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = (p * r) * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return e * scale;
+}
+
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluA = 0.044715f;
+
+inline float tanhApprox(float u) { return 1.0f - 2.0f / (expApprox(2.0f * u) + 1.0f); }
+
+inline float gelu(float x) {
+  return 0.5f * x * (1.0f + tanhApprox(kGeluC * (x + kGeluA * x * x * x)));
+}
+
+inline float geluDerivative(float x) {
+  // 1 - tanh^2 as 4e / (e + 1)^2 with e = exp(2u): no cancellation where tanh is near -1 or 1.
+  const float e = expApprox(2.0f * kGeluC * (x + kGeluA * x * x * x));
+  const float inv = 1.0f / (e + 1.0f);
+  const float t = 1.0f - 2.0f * inv, sech2 = 4.0f * (e * inv) * inv;
+  return 0.5f * (1.0f + t) + 0.5f * x * sech2 * kGeluC * (1.0f + 3.0f * kGeluA * x * x);
+}
+
+void layerNormForward(float* out, float* mean, float* rstd, const float* x, const float* w,
+                      const float* b, size_t rows, size_t dim, float eps) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* o = out + r * dim;
+    const float mu = laneSum(dim, [&](size_t i) { return xr[i]; }) / static_cast<float>(dim);
+    const float var =
+        laneSum(dim, [&](size_t i) { return (xr[i] - mu) * (xr[i] - mu); }) / static_cast<float>(dim);
+    const float s = 1.0f / std::sqrt(var + eps);
+    for (size_t i = 0; i < dim; ++i) o[i] = (xr[i] - mu) * s * w[i] + b[i];
+    mean[r] = mu;
+    rstd[r] = s;
+  }
+}
+
+void layerNormBackward(float* dx, float* dw, float* db, const float* dout, const float* x,
+                       const float* mean, const float* rstd, const float* w, size_t rows,
+                       size_t dim) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    const float* g = dout + r * dim;
+    float* d = dx + r * dim;
+    const float mu = mean[r], s = rstd[r];
+    const float a = laneSum(dim, [&](size_t i) { return g[i] * w[i]; }) / static_cast<float>(dim);
+    const float c = laneSum(dim, [&](size_t i) { return g[i] * w[i] * ((xr[i] - mu) * s); }) /
+                    static_cast<float>(dim);
+    for (size_t i = 0; i < dim; ++i) {
+      const float xhat = (xr[i] - mu) * s;
+      d[i] = s * (g[i] * w[i] - a - xhat * c);
+      dw[i] += g[i] * xhat;
+      db[i] += g[i];
+    }
+  }
+}
+
+void rmsNormForward(float* out, float* norm, const float* x, const float* w, size_t rows,
+                    size_t dim, float eps) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* o = out + r * dim;
+    const float n = std::sqrt(laneSum(dim, [&](size_t i) { return xr[i] * xr[i]; }) /
+                              static_cast<float>(dim));
+    const float s = 1.0f / (n + eps);
+    for (size_t i = 0; i < dim; ++i) o[i] = xr[i] * s * w[i];
+    norm[r] = n;
+  }
+}
+
+void rmsNormBackward(float* dx, float* dw, const float* dout, const float* x, const float* norm,
+                     const float* w, size_t rows, size_t dim, float eps) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    const float* g = dout + r * dim;
+    float* d = dx + r * dim;
+    const float n = norm[r], s = 1.0f / (n + eps);
+    const float gx = laneSum(dim, [&](size_t i) { return g[i] * w[i] * xr[i]; });
+    // d n / d x_i = x_i / (dim * n); at n == 0 every x_i is 0 and the term vanishes.
+    const float k = n > 0.0f ? s * s * gx / (static_cast<float>(dim) * n) : 0.0f;
+    for (size_t i = 0; i < dim; ++i) {
+      d[i] = s * g[i] * w[i] - xr[i] * k;
+      dw[i] += g[i] * xr[i] * s;
+    }
+  }
+}
+
+void geluForward(float* out, const float* in, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = gelu(in[i]);
+}
+
+void geluBackward(float* din, const float* dout, const float* in, size_t n) {
+  for (size_t i = 0; i < n; ++i) din[i] = dout[i] * geluDerivative(in[i]);
+}
+
+void gegluForward(float* out, const float* in, size_t rows, size_t ff) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = in + r * 2 * ff;
+    const float* gate = x + ff;
+    float* o = out + r * ff;
+    for (size_t i = 0; i < ff; ++i) o[i] = x[i] * gelu(gate[i]);
+  }
+}
+
+void gegluBackward(float* din, const float* dout, const float* in, size_t rows, size_t ff) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = in + r * 2 * ff;
+    const float* gate = x + ff;
+    const float* g = dout + r * ff;
+    float* dx = din + r * 2 * ff;
+    float* dgate = dx + ff;
+    for (size_t i = 0; i < ff; ++i) {
+      dx[i] = g[i] * gelu(gate[i]);
+      dgate[i] = g[i] * x[i] * geluDerivative(gate[i]);
+    }
+  }
+}
+
+void causalSoftmaxForward(float* scores, size_t t) {
+  for (size_t i = 0; i < t; ++i) {
+    float* row = scores + i * t;
+    const size_t n = i + 1;
+    const float m = laneMax(row, n);
+    for (size_t j = 0; j < n; ++j) row[j] = expApprox(row[j] - m);
+    const float inv = 1.0f / laneSum(n, [&](size_t j) { return row[j]; });
+    for (size_t j = 0; j < n; ++j) row[j] *= inv;
+    for (size_t j = n; j < t; ++j) row[j] = 0.0f;
+  }
+}
+
+void softmaxBackward(float* dp, const float* p, size_t t) {
+  for (size_t i = 0; i < t; ++i) {
+    float* d = dp + i * t;
+    const float* pr = p + i * t;
+    const float dot = laneSum(t, [&](size_t j) { return pr[j] * d[j]; });
+    for (size_t j = 0; j < t; ++j) d[j] = pr[j] * (d[j] - dot);
+  }
+}
+
+void rotary(float* x, size_t rows, size_t seq, size_t heads, size_t headDim, size_t stride,
+            size_t rotDim, const float* cos, const float* sin, bool inverse) {
+  const size_t half = rotDim / 2;
+  const float sign = inverse ? -1.0f : 1.0f;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* c = cos + (r % seq) * half;
+    const float* s = sin + (r % seq) * half;
+    for (size_t h = 0; h < heads; ++h) {
+      float* v = x + r * stride + h * headDim;
+      for (size_t i = 0; i < half; ++i) {
+        const float a = v[i], b = v[i + half], si = sign * s[i];
+        v[i] = a * c[i] - b * si;
+        v[i + half] = b * c[i] + a * si;
+      }
+    }
+  }
+}
+
+double crossEntropy(float* logits, const int32_t* targets, size_t rows, size_t vocab,
+                    float gradScale) {
+  double total = 0.0;
+  for (size_t r = 0; r < rows; ++r) {
+    float* z = logits + r * vocab;
+    const size_t target = static_cast<size_t>(targets[r]);
+    const float m = laneMax(z, vocab);
+    const float picked = z[target];
+    for (size_t j = 0; j < vocab; ++j) z[j] = expApprox(z[j] - m);
+    const float sum = laneSum(vocab, [&](size_t j) { return z[j]; });
+    total += std::log(static_cast<double>(sum)) + static_cast<double>(m) - picked;
+    const float k = gradScale / sum;
+    for (size_t j = 0; j < vocab; ++j) z[j] *= k;
+    z[target] -= gradScale;
+  }
+  return total;
+}
+
+void embeddingForward(float* out, const int32_t* ids, const float* table, const float* pos,
+                      size_t rows, size_t seq, size_t dim) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* e = table + static_cast<size_t>(ids[r]) * dim;
+    float* o = out + r * dim;
+    if (pos) {
+      const float* p = pos + (r % seq) * dim;
+      for (size_t i = 0; i < dim; ++i) o[i] = e[i] + p[i];
+    } else {
+      for (size_t i = 0; i < dim; ++i) o[i] = e[i];
+    }
+  }
+}
+
+void embeddingBackward(float* dtable, float* dpos, const int32_t* ids, const float* dout,
+                       size_t rows, size_t seq, size_t dim) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* g = dout + r * dim;
+    float* d = dtable + static_cast<size_t>(ids[r]) * dim;
+    for (size_t i = 0; i < dim; ++i) d[i] += g[i];
+    if (dpos) {
+      float* p = dpos + (r % seq) * dim;
+      for (size_t i = 0; i < dim; ++i) p[i] += g[i];
+    }
+  }
+}
+
+void addBias(float* out, const float* bias, size_t rows, size_t dim) {
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t i = 0; i < dim; ++i) out[r * dim + i] += bias[i];
+}
+
+void biasGradient(float* dbias, const float* dout, size_t rows, size_t dim) {
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t i = 0; i < dim; ++i) dbias[i] += dout[r * dim + i];
+}
+
+void add(float* y, const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+constexpr ds::kernels::TransformerKernels kTable = {
+    layerNormForward, layerNormBackward, rmsNormForward, rmsNormBackward,
+    geluForward,      geluBackward,      gegluForward,   gegluBackward,
+    causalSoftmaxForward, softmaxBackward, rotary,      crossEntropy,
+    embeddingForward, embeddingBackward, addBias,        biasGradient,
+    add};
+
+}  // namespace

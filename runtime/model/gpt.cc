@@ -1,0 +1,334 @@
+// The GPT model's parameter table, initialisation and the layer-by-layer pass through
+// LayerAccess (embedding, blocks in gpt_block.cc, head with the fused cross-entropy).
+#include "runtime/model/gpt.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "common/error.h"
+#include "common/fnv1a.h"
+#include "kernels/cpu/matmul.h"
+#include "runtime/model/gpt_block.h"
+
+namespace ds::runtime {
+
+using gpt::BlockActivations;
+using gpt::BlockLayout;
+using gpt::sized;
+
+// Everything a pass keeps or reuses, sized on first use and kept for the next micro-batch.
+class GptActivations {
+ public:
+  GptActivations(const GptConfig& c, const kernels::TransformerKernels& k) : runner(c, k) {}
+  gpt::BlockRunner runner;
+  std::vector<BlockActivations> blocks;  // one per block; only .input when checkpointing
+  BlockActivations recompute;            // checkpointing: the block being recomputed
+  gpt::BlockWorkspace work;
+  std::vector<float> embedded;              // [N, h] embedding output = block 0's input
+  std::vector<float> last;                  // [N, h] the last block's output
+  std::vector<float> finalNorm, fa, fb;     // head: [N, h], [N], [N]
+  std::vector<float> logits;                // [chunk, vocab]
+  std::vector<float> dx, dy;                // [N, h] gradient flowing down
+  std::vector<float> tiedGrad;              // tied: the head's word-embedding gradient
+  std::vector<float> sinusoid;              // [positions, h] fixed position table
+  std::vector<float> discard;               // a recomputed block's output (already known)
+  size_t peakBytes = 0;
+};
+
+namespace {
+
+// Rows of logits computed at once: bounds the [rows, vocab] buffer for large vocabularies.
+constexpr size_t kLogitRows = 1024;
+
+float initStd(InitMethod m, const GptConfig& c) {
+  switch (m) {
+    case InitMethod::Normal:
+      return static_cast<float>(c.initMethodStd);
+    case InitMethod::ScaledNormal:
+      return static_cast<float>(c.initMethodStd / std::sqrt(2.0 * c.numLayers));
+    case InitMethod::SmallInit:
+      return static_cast<float>(std::sqrt(2.0 / (5.0 * c.hiddenSize)));
+    case InitMethod::WangInit:
+      return static_cast<float>(2.0 / c.numLayers / std::sqrt(static_cast<double>(c.hiddenSize)));
+  }
+  return static_cast<float>(c.initMethodStd);
+}
+
+}  // namespace
+
+Gpt::Gpt(GptConfig config) : config_(std::move(config)) {
+  config_.validate();
+  const size_t h = config_.hiddenSize, vocab = config_.paddedVocabSize();
+  auto add = [&](std::string name, std::vector<int64_t> shape, bool decay, int layer) {
+    ParamSpec s;
+    s.name = std::move(name);
+    s.shape = std::move(shape);
+    s.weightDecay = decay;
+    s.layer = layer;
+    s.numel = 1;
+    for (int64_t d : s.shape) s.numel *= static_cast<size_t>(d);
+    s.offset = specs_.empty() ? 0 : specs_.back().offset + specs_.back().numel;
+    specs_.push_back(std::move(s));
+  };
+  const auto H = static_cast<int64_t>(h);
+  add("embed.word_embeddings.weight", {static_cast<int64_t>(vocab), H}, true, 0);
+  if (config_.posEmb == PositionEmbedding::Learned)
+    add("embed.position_embeddings.weight", {config_.maxPositionEmbeddings, H}, true, 0);
+  const bool normBias = config_.norm == NormKind::LayerNorm;
+  const auto ff = static_cast<int64_t>(config_.ffnSize()),
+             ff1 = static_cast<int64_t>(config_.ffnInputSize());
+  for (int l = 0; l < config_.numLayers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    add(p + "input_layernorm.weight", {H}, false, l + 1);
+    if (normBias) add(p + "input_layernorm.bias", {H}, false, l + 1);
+    add(p + "attention.query_key_value.weight", {3 * H, H}, true, l + 1);
+    add(p + "attention.query_key_value.bias", {3 * H}, false, l + 1);
+    add(p + "attention.dense.weight", {H, H}, true, l + 1);
+    add(p + "attention.dense.bias", {H}, false, l + 1);
+    add(p + "post_attention_layernorm.weight", {H}, false, l + 1);
+    if (normBias) add(p + "post_attention_layernorm.bias", {H}, false, l + 1);
+    add(p + "mlp.dense_h_to_4h.weight", {ff1, H}, true, l + 1);
+    add(p + "mlp.dense_h_to_4h.bias", {ff1}, false, l + 1);
+    add(p + "mlp.dense_4h_to_h.weight", {H, ff}, true, l + 1);
+    add(p + "mlp.dense_4h_to_h.bias", {H}, false, l + 1);
+  }
+  const int head = config_.numLayers + 1;
+  add("final_layer_norm.weight", {H}, false, head);
+  if (normBias) add("final_layer_norm.bias", {H}, false, head);
+  if (!config_.weightTying) add("embed_out.weight", {static_cast<int64_t>(vocab), H}, true, head);
+
+  acts_ = std::make_unique<GptActivations>(config_, kernels::transformerKernels());
+  const size_t positions = static_cast<size_t>(maxPositions());
+  if (config_.posEmb == PositionEmbedding::Rotary) acts_->runner.prepareRotary(positions);
+  if (config_.posEmb == PositionEmbedding::Sinusoidal) {
+    // NeoX: inv_freq = 10000^(-2i / h); [sin(t * f) | cos(t * f)]
+    acts_->sinusoid.assign(positions * h, 0.0f);
+    for (size_t t = 0; t < positions; ++t)
+      for (size_t i = 0; i < h / 2; ++i) {
+        const float f = static_cast<float>(
+            1.0 / std::pow(10000.0, static_cast<double>(2 * i) / static_cast<double>(h)));
+        const float angle = static_cast<float>(t) * f;
+        acts_->sinusoid[t * h + i] = std::sin(angle);
+        acts_->sinusoid[t * h + h / 2 + i] = std::cos(angle);
+      }
+  }
+  acts_->blocks.resize(config_.numLayers);
+}
+
+Gpt::~Gpt() = default;
+
+int Gpt::maxPositions() const {
+  if (config_.posEmb == PositionEmbedding::Learned) return config_.maxPositionEmbeddings;
+  return std::max(config_.seqLength, config_.maxPositionEmbeddings);
+}
+
+void Gpt::initParameters(float* params, uint64_t seed) const {
+  for (const ParamSpec& s : specs_) {
+    float* p = params + s.offset;
+    const auto endsWith = [&](const char* suffix) {
+      const size_t n = std::strlen(suffix);
+      return s.name.size() >= n && s.name.compare(s.name.size() - n, n, suffix) == 0;
+    };
+    if (s.shape.size() == 1) {  // norm weights start at one, biases at zero
+      const float v = endsWith("layernorm.weight") || endsWith("layer_norm.weight") ? 1.0f : 0.0f;
+      std::fill(p, p + s.numel, v);
+      continue;
+    }
+    const bool output = endsWith("attention.dense.weight") || endsWith("dense_4h_to_h.weight");
+    const float std = initStd(output ? config_.outputLayerInitMethod : config_.initMethod, config_);
+    // Each tensor's stream depends on the seed and its name only: adding a tensor changes no other.
+    std::mt19937_64 rng(seed ^ fnv1a64(s.name.data(), s.name.size()));
+    for (size_t i = 0; i < s.numel; i += 2) {  // Box-Muller, written out for the same values everywhere
+      const double u1 = (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53;
+      const double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+      const double r = std::sqrt(-2.0 * std::log(u1)), a = 2.0 * M_PI * u2;
+      p[i] = static_cast<float>(r * std::cos(a)) * std;
+      if (i + 1 < s.numel) p[i + 1] = static_cast<float>(r * std::sin(a)) * std;
+    }
+  }
+}
+
+void Gpt::checkBatch(const Batch& batch, size_t& seq) const {
+  if (batch.size == 0 || batch.inputIds.empty() || batch.inputIds.size() % batch.size != 0)
+    throw Error("GPT batch: " + std::to_string(batch.inputIds.size()) + " token ids for " +
+                std::to_string(batch.size) + " samples; expected samples x sequence length");
+  seq = batch.inputIds.size() / batch.size;
+  if (seq > static_cast<size_t>(maxPositions()))
+    throw Error("GPT batch: sequences of " + std::to_string(seq) + " tokens exceed the model's " +
+                std::to_string(maxPositions()) + " positions");
+  const int32_t vocab = config_.vocabSize;
+  for (int32_t id : batch.inputIds)
+    if (id < 0 || id >= vocab)
+      throw Error("GPT batch: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                  std::to_string(vocab) + "); was the data tokenised with another tokenizer?");
+}
+
+float Gpt::forwardBackward(const Batch& batch, LayerAccess& access, float gradScale) {
+  return run(batch, access, gradScale, Pass::Train, nullptr);
+}
+
+float Gpt::evaluate(const Batch& batch, LayerAccess& access) {
+  return run(batch, access, 0.0f, Pass::Evaluate, nullptr);
+}
+
+std::vector<float> Gpt::nextTokenLogits(const std::vector<int32_t>& tokens, LayerAccess& access) {
+  Batch batch;
+  batch.size = 1;
+  batch.inputIds = tokens;
+  std::vector<float> logits;
+  run(batch, access, 0.0f, Pass::Logits, &logits);
+  return logits;
+}
+
+size_t Gpt::peakActivationBytes() const { return acts_->peakBytes; }
+
+Gpt::Macs Gpt::forwardMacsPerSample(size_t seq) const {
+  const double T = static_cast<double>(seq), h = config_.hiddenSize, L = config_.numLayers;
+  Macs m;
+  m.attentionProjections = L * T * (3 * h * h + h * h);
+  m.attentionScores = L * 2.0 * T * T * h;  // Q K^T and P V, causal half included (computed)
+  m.mlp = L * T * h * (config_.ffnInputSize() + config_.ffnSize());
+  m.head = T * h * config_.paddedVocabSize();
+  return m;
+}
+
+float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pass,
+               std::vector<float>* lastLogits) {
+  size_t seq = 0;
+  checkBatch(batch, seq);
+  const bool train = pass == Pass::Train;
+  if (pass != Pass::Logits && batch.targetIds.size() != batch.inputIds.size())
+    throw Error("GPT batch: " + std::to_string(batch.targetIds.size()) + " targets for " +
+                std::to_string(batch.inputIds.size()) + " inputs");
+  for (int32_t id : batch.targetIds)
+    if (id < 0 || id >= config_.vocabSize)
+      throw Error("GPT batch: target id " + std::to_string(id) + " is outside the vocabulary");
+  if (train && (config_.attentionDropout > 0 || config_.hiddenDropout > 0) &&
+      batch.sampleIds.size() != batch.size)
+    throw Error("GPT batch: dropout needs one sample id per sample");
+
+  GptActivations& A = *acts_;
+  const kernels::TransformerKernels& k = kernels::transformerKernels();
+  const size_t h = config_.hiddenSize, vocab = config_.paddedVocabSize(), L = config_.numLayers;
+  const gpt::BlockShape shape{batch.size, seq, batch.size * seq};
+  const size_t N = shape.rows;
+  const bool checkpointing = train && config_.checkpointActivations;
+  gpt::DropoutKey keys{&batch.sampleIds, 0};
+  auto dropoutFor = [&](size_t layer) -> const gpt::DropoutKey* {
+    if (!train || (config_.attentionDropout <= 0 && config_.hiddenDropout <= 0)) return nullptr;
+    keys.layer = layer;
+    return &keys;
+  };
+  const bool learnedPositions = config_.posEmb == PositionEmbedding::Learned;
+  const float* fixedPositions =
+      config_.posEmb == PositionEmbedding::Sinusoidal ? A.sinusoid.data() : nullptr;
+
+  // Forward: embedding.
+  {
+    const float* p = access.acquireParameters(0);
+    float* x = sized(L > 0 ? A.blocks[0].input : A.last, N * h);
+    k.embeddingForward(x, batch.inputIds.data(), p,
+                       learnedPositions ? p + vocab * h : fixedPositions, N, seq, h);
+    if (const auto* key = dropoutFor(0); key && config_.hiddenDropout > 0)
+      gpt::applyDropout(x, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0);
+    access.releaseParameters(0);
+  }
+  // Blocks: each writes the next one's input (the last writes A.last).
+  for (size_t l = 0; l < L; ++l) {
+    const float* p = access.acquireParameters(static_cast<int>(l + 1));
+    BlockActivations& kept = A.blocks[l];
+    BlockActivations& a = checkpointing ? A.recompute : kept;
+    if (checkpointing) a.input.assign(kept.input.begin(), kept.input.end());
+    float* out = sized(l + 1 < L ? A.blocks[l + 1].input : A.last, N * h);
+    A.runner.forward(p, a, A.work, shape, out, dropoutFor(l + 1));
+    access.releaseParameters(static_cast<int>(l + 1));
+  }
+  size_t bytes = 0;
+  for (const auto& b : A.blocks) bytes += b.bytes();
+  bytes += A.recompute.bytes() + A.last.capacity() * sizeof(float);
+  A.peakBytes = std::max(A.peakBytes, bytes);
+
+  // Head: final norm, logits chunk by chunk, cross-entropy and (training) its backward at once.
+  const int head = static_cast<int>(L + 1);
+  const float* hp = access.acquireParameters(head);
+  const bool ln = config_.norm == NormKind::LayerNorm;
+  const float* fw = hp;
+  const float* fbias = ln ? hp + h : nullptr;
+  float* xf = sized(A.finalNorm, N * h);
+  if (ln)
+    k.layerNormForward(xf, sized(A.fa, N), sized(A.fb, N), A.last.data(), fw, fbias, N, h,
+                       static_cast<float>(config_.layernormEpsilon));
+  else
+    k.rmsNormForward(xf, sized(A.fa, N), A.last.data(), fw, N, h,
+                     static_cast<float>(config_.rmsNormEpsilon));
+  float* hg = train ? access.layerGradients(head) : nullptr;  // opens the backward pass
+  const float* outW = config_.weightTying ? access.acquireParameters(0) : hp + (ln ? 2 * h : h);
+  float* outG = nullptr;
+  if (train) {
+    outG = config_.weightTying ? sized(A.tiedGrad, vocab * h) : hg + (ln ? 2 * h : h);
+    if (config_.weightTying) std::fill(A.tiedGrad.begin(), A.tiedGrad.end(), 0.0f);
+  }
+  if (pass == Pass::Logits) {
+    lastLogits->assign(vocab, 0.0f);
+    kernels::matmul(false, true, 1, vocab, h, 1.0f, xf + (N - 1) * h, h, outW, h, 0.0f,
+                    lastLogits->data(), vocab);
+    if (config_.weightTying) access.releaseParameters(0);
+    access.releaseParameters(head);
+    return 0.0f;
+  }
+  double lossSum = 0.0;
+  float* dxf = train ? sized(A.dx, N * h) : nullptr;
+  const float rowScale = gradScale / static_cast<float>(N);
+  for (size_t r0 = 0; r0 < N; r0 += kLogitRows) {
+    const size_t rows = std::min(kLogitRows, N - r0);
+    float* z = sized(A.logits, rows * vocab);
+    kernels::matmul(false, true, rows, vocab, h, 1.0f, xf + r0 * h, h, outW, h, 0.0f, z, vocab);
+    lossSum += k.crossEntropy(z, batch.targetIds.data() + r0, rows, vocab, rowScale);
+    if (!train) continue;
+    kernels::matmul(false, false, rows, h, vocab, 1.0f, z, vocab, outW, h, 0.0f, dxf + r0 * h, h);
+    kernels::matmul(true, false, vocab, h, rows, 1.0f, z, vocab, xf + r0 * h, h, 1.0f, outG, h);
+  }
+  const float loss = static_cast<float>(lossSum / static_cast<double>(N));
+  if (config_.weightTying) access.releaseParameters(0);
+  if (!train) {
+    access.releaseParameters(head);
+    return loss;
+  }
+  float* dx = sized(A.dy, N * h);
+  if (ln)
+    k.layerNormBackward(dx, hg, hg + h, dxf, A.last.data(), A.fa.data(), A.fb.data(), fw, N, h);
+  else
+    k.rmsNormBackward(dx, hg, dxf, A.last.data(), A.fa.data(), fw, N, h,
+                      static_cast<float>(config_.rmsNormEpsilon));
+  access.gradientsDone(head);
+
+  // Backward through the blocks; dx holds d(loss)/d(block output), dIn goes to A.dx.
+  for (size_t l = L; l-- > 0;) {
+    const int layer = static_cast<int>(l + 1);
+    const float* p = access.acquireParameters(layer);
+    BlockActivations* a = &A.blocks[l];
+    if (checkpointing) {  // recompute this block's forward from its kept input
+      A.recompute.input.assign(a->input.begin(), a->input.end());
+      A.runner.forward(p, A.recompute, A.work, shape, sized(A.discard, N * h), dropoutFor(layer));
+      a = &A.recompute;
+    }
+    float* g = access.layerGradients(layer);
+    float* dIn = sized(A.dx, N * h);
+    A.runner.backward(p, g, *a, A.work, shape, dx, dIn, dropoutFor(layer));
+    access.gradientsDone(layer);
+    std::swap(A.dx, A.dy);
+    dx = A.dy.data();
+  }
+  // Embedding: scatter the gradient into the used rows (and positions); no parameters needed.
+  float* g0 = access.layerGradients(0);
+  if (const auto* key = dropoutFor(0); key && config_.hiddenDropout > 0)
+    gpt::applyDropout(dx, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0);
+  k.embeddingBackward(g0, learnedPositions ? g0 + vocab * h : nullptr, batch.inputIds.data(), dx,
+                      N, seq, h);
+  if (config_.weightTying) k.add(g0, A.tiedGrad.data(), vocab * h);
+  access.gradientsDone(0);
+  return loss;
+}
+
+}  // namespace ds::runtime

@@ -1,0 +1,62 @@
+// A decoder-only transformer language model with GPT-NeoX's options (runtime/model/gpt_config.h),
+// trained through the engine's LayerAccess like any Model. Layers, as the engine sees them:
+//   0            embedding: word embeddings [vocab, hidden] (+ learned positions [positions, hidden])
+//   1..L         transformer blocks: norm, QKV, causal attention, dense, norm, MLP, residuals
+//   L + 1        head: final norm (+ untied output matrix [vocab, hidden]); the loss is the mean
+//                cross-entropy of every position's next token
+// With tied weights the head reads the word embeddings again (it acquires layer 0) and its share
+// of their gradient is added to layer 0's at the end of the backward pass.
+// Compute is fp32: matrix products through kernels/cpu/matmul.h, the rest through the fused
+// kernels of kernels/cpu/transformer_kernels.h. Not here: tokenisation, data, the training loop.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "runtime/model/gpt_config.h"
+#include "runtime/model/model.h"
+
+namespace ds::runtime {
+
+class GptActivations;
+
+class Gpt : public Model {
+ public:
+  explicit Gpt(GptConfig config);  // throws ds::Error (config.validate())
+  ~Gpt() override;
+
+  const std::vector<ParamSpec>& parameters() const override { return specs_; }
+  int layerCount() const override { return config_.numLayers + 2; }
+  void initParameters(float* params, uint64_t seed) const override;
+  float forwardBackward(const Batch& batch, LayerAccess& access, float gradScale) override;
+
+  // Mean loss of the batch without gradients or dropout (evaluation): acquires and releases
+  // every layer, asks for no gradients.
+  float evaluate(const Batch& batch, LayerAccess& access);
+  // Next-token logits (paddedVocabSize values) after `tokens` (1..maxPositions of them).
+  std::vector<float> nextTokenLogits(const std::vector<int32_t>& tokens, LayerAccess& access);
+
+  const GptConfig& config() const { return config_; }
+  int maxPositions() const;  // the longest sequence the position tables cover
+  // Activation memory: bytes held by the buffers kept for the backward pass, at most so far.
+  size_t peakActivationBytes() const;
+  // Multiply-accumulates of one sample's forward pass, by what computes them (for the flops
+  // profiler and throughput figures).
+  struct Macs {
+    double attentionProjections = 0, attentionScores = 0, mlp = 0, head = 0;
+    double total() const { return attentionProjections + attentionScores + mlp + head; }
+  };
+  Macs forwardMacsPerSample(size_t seq) const;
+
+ private:
+  enum class Pass { Train, Evaluate, Logits };
+  float run(const Batch& batch, LayerAccess& access, float gradScale, Pass pass,
+            std::vector<float>* lastLogits);
+  void checkBatch(const Batch& batch, size_t& seq) const;
+
+  GptConfig config_;
+  std::vector<ParamSpec> specs_;
+  std::unique_ptr<GptActivations> acts_;
+};
+
+}  // namespace ds::runtime

@@ -1,0 +1,280 @@
+// One transformer block, forward and backward (see gpt_block.h). Shapes: N = samples * seq rows,
+// h hidden, H heads of d = h / H, T = seq, ff = 4h (ff1 = 8h for geglu). Weights are [out, in]
+// (PyTorch's Linear), so y = x W^T + b.
+//   sequential residual: mid = x + drop(attn(norm1(x))); out = mid + drop(mlp(norm2(mid)))
+//   gpt-j residual:      out = x + drop(attn(norm1(x))) + drop(mlp(norm2(x)))
+#include "runtime/model/gpt_block.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/matmul.h"
+
+namespace ds::runtime::gpt {
+namespace {
+
+using kernels::matmul;
+
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// The dropout sites of a block and of the embedding.
+constexpr uint64_t kSiteAttentionProbs = 1, kSiteAttentionOut = 2, kSiteMlpOut = 3;
+
+}  // namespace
+
+BlockLayout blockLayout(const GptConfig& c) {
+  const size_t h = c.hiddenSize, ff = c.ffnSize(), ff1 = c.ffnInputSize();
+  const bool bias = c.norm == NormKind::LayerNorm;
+  BlockLayout l{};
+  size_t o = 0;
+  auto take = [&](size_t n) {
+    const size_t at = o;
+    o += n;
+    return at;
+  };
+  l.ln1w = take(h);
+  l.ln1b = bias ? take(h) : BlockLayout::kNone;
+  l.qkvw = take(3 * h * h);
+  l.qkvb = take(3 * h);
+  l.densew = take(h * h);
+  l.denseb = take(h);
+  l.ln2w = take(h);
+  l.ln2b = bias ? take(h) : BlockLayout::kNone;
+  l.fc1w = take(ff1 * h);
+  l.fc1b = take(ff1);
+  l.fc2w = take(h * ff);
+  l.fc2b = take(h);
+  l.numel = o;
+  return l;
+}
+
+void applyDropout(float* x, size_t samples, size_t perSample, float p, const DropoutKey& key,
+                  uint64_t site) {
+  // keep when the top 24 bits of the hash are at or above p * 2^24
+  const uint32_t threshold = static_cast<uint32_t>(std::ldexp(static_cast<double>(p), 24));
+  const float keepScale = 1.0f / (1.0f - p);
+  for (size_t s = 0; s < samples; ++s) {
+    const uint64_t base = mix(mix((*key.sampleIds)[s] ^ 0x9e3779b97f4a7c15ULL) ^
+                              mix((key.layer << 8) | site));
+    float* v = x + s * perSample;
+    for (size_t i = 0; i < perSample; ++i) {
+      const uint32_t r = static_cast<uint32_t>(mix(base + i) >> 40);
+      v[i] *= r >= threshold ? keepScale : 0.0f;
+    }
+  }
+}
+
+size_t BlockActivations::bytes() const {
+  size_t n = 0;
+  for (const auto* v : {&input, &ln1, &ln2, &stats1a, &stats1b, &stats2a, &stats2b, &qkv, &probs,
+                        &probsDrop, &ctx, &mid, &fc1, &act})
+    n += v->capacity();
+  return n * sizeof(float);
+}
+
+BlockRunner::BlockRunner(const GptConfig& config, const kernels::TransformerKernels& k)
+    : c_(config), k_(k), layout_(blockLayout(config)) {}
+
+void BlockRunner::prepareRotary(size_t positions) {
+  const size_t rot = static_cast<size_t>(c_.rotaryDim()), half = rot / 2;
+  cos_.assign(positions * half, 0.0f);
+  sin_.assign(positions * half, 0.0f);
+  for (size_t t = 0; t < positions; ++t)
+    for (size_t i = 0; i < half; ++i) {
+      // NeoX: inv_freq = base^(-2i / rot), angle = t * inv_freq (computed in fp32 there)
+      const float invFreq = static_cast<float>(
+          1.0 / std::pow(c_.rotaryEmbBase, static_cast<double>(2 * i) / static_cast<double>(rot)));
+      const float angle = static_cast<float>(t) * invFreq;
+      cos_[t * half + i] = std::cos(angle);
+      sin_[t * half + i] = std::sin(angle);
+    }
+}
+
+void BlockRunner::norm(const float* x, const float* w, const float* b, float* out, float* sa,
+                       float* sb, size_t rows) const {
+  const size_t h = c_.hiddenSize;
+  if (c_.norm == NormKind::LayerNorm)
+    k_.layerNormForward(out, sa, sb, x, w, b, rows, h, static_cast<float>(c_.layernormEpsilon));
+  else
+    k_.rmsNormForward(out, sa, x, w, rows, h, static_cast<float>(c_.rmsNormEpsilon));
+}
+
+void BlockRunner::normBackward(const float* dout, const float* x, const float* w, const float* sa,
+                               const float* sb, float* dx, float* dw, float* db,
+                               size_t rows) const {
+  const size_t h = c_.hiddenSize;
+  if (c_.norm == NormKind::LayerNorm)
+    k_.layerNormBackward(dx, dw, db, dout, x, sa, sb, w, rows, h);
+  else
+    k_.rmsNormBackward(dx, dw, dout, x, sa, w, rows, h, static_cast<float>(c_.rmsNormEpsilon));
+}
+
+void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspace& w,
+                          const BlockShape& s, float* out, const DropoutKey* dropout) {
+  const BlockLayout& L = layout_;
+  const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = c_.numAttentionHeads,
+               d = c_.headDim(), ff = c_.ffnSize(), ff1 = c_.ffnInputSize();
+  const float* x = a.input.data();
+  auto P = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : params + offset; };
+
+  // Attention.
+  norm(x, P(L.ln1w), P(L.ln1b), sized(a.ln1, N * h), sized(a.stats1a, N), sized(a.stats1b, N), N);
+  float* qkv = sized(a.qkv, N * 3 * h);
+  matmul(false, true, N, 3 * h, h, 1.0f, a.ln1.data(), h, P(L.qkvw), h, 0.0f, qkv, 3 * h);
+  k_.addBias(qkv, P(L.qkvb), N, 3 * h);
+  if (const size_t rot = c_.rotaryDim()) {
+    k_.rotary(qkv, N, T, H, d, 3 * h, rot, cos_.data(), sin_.data(), false);
+    k_.rotary(qkv + h, N, T, H, d, 3 * h, rot, cos_.data(), sin_.data(), false);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  float* probs = sized(a.probs, s.samples * H * T * T);
+  const bool attnDrop = dropout && c_.attentionDropout > 0.0;
+  float* used = attnDrop ? sized(a.probsDrop, a.probs.size()) : probs;
+  if (!attnDrop) a.probsDrop.clear();
+  float* ctx = sized(a.ctx, N * h);
+  for (size_t b = 0; b < s.samples; ++b)
+    for (size_t head = 0; head < H; ++head) {
+      const float* q = qkv + b * T * 3 * h + head * d;
+      float* p = probs + (b * H + head) * T * T;
+      matmul(false, true, T, T, d, scale, q, 3 * h, q + h, 3 * h, 0.0f, p, T);
+      k_.causalSoftmaxForward(p, T);
+    }
+  if (attnDrop) {
+    std::memcpy(used, probs, a.probs.size() * sizeof(float));
+    applyDropout(used, s.samples, H * T * T, static_cast<float>(c_.attentionDropout), *dropout,
+                 kSiteAttentionProbs);
+  }
+  for (size_t b = 0; b < s.samples; ++b)
+    for (size_t head = 0; head < H; ++head) {
+      const float* v = qkv + b * T * 3 * h + 2 * h + head * d;
+      matmul(false, false, T, d, T, 1.0f, used + (b * H + head) * T * T, T, v, 3 * h, 0.0f,
+             ctx + b * T * h + head * d, h);
+    }
+  float* attnOut = sized(w.attnOut, N * h);
+  matmul(false, true, N, h, h, 1.0f, ctx, h, P(L.densew), h, 0.0f, attnOut, h);
+  k_.addBias(attnOut, P(L.denseb), N, h);
+  if (dropout && c_.hiddenDropout > 0.0)
+    applyDropout(attnOut, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
+                 kSiteAttentionOut);
+
+  // MLP.
+  const float* mlpIn = x;
+  if (!c_.gptjResidual) {
+    float* mid = sized(a.mid, N * h);
+    std::memcpy(mid, x, N * h * sizeof(float));
+    k_.add(mid, attnOut, N * h);
+    mlpIn = mid;
+  } else {
+    a.mid.clear();
+  }
+  norm(mlpIn, P(L.ln2w), P(L.ln2b), sized(a.ln2, N * h), sized(a.stats2a, N), sized(a.stats2b, N),
+       N);
+  float* fc1 = sized(a.fc1, N * ff1);
+  matmul(false, true, N, ff1, h, 1.0f, a.ln2.data(), h, P(L.fc1w), h, 0.0f, fc1, ff1);
+  k_.addBias(fc1, P(L.fc1b), N, ff1);
+  float* act = sized(a.act, N * ff);
+  if (c_.activation == Activation::Geglu)
+    k_.gegluForward(act, fc1, N, ff);
+  else
+    k_.geluForward(act, fc1, N * ff);
+  float* mlpOut = sized(w.mlpOut, N * h);
+  matmul(false, true, N, h, ff, 1.0f, act, ff, P(L.fc2w), ff, 0.0f, mlpOut, h);
+  k_.addBias(mlpOut, P(L.fc2b), N, h);
+  if (dropout && c_.hiddenDropout > 0.0)
+    applyDropout(mlpOut, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
+                 kSiteMlpOut);
+
+  std::memcpy(out, mlpIn, N * h * sizeof(float));  // mid, or x for gpt-j
+  if (c_.gptjResidual) k_.add(out, attnOut, N * h);
+  k_.add(out, mlpOut, N * h);
+}
+
+void BlockRunner::backward(const float* params, float* grads, const BlockActivations& a,
+                           BlockWorkspace& w, const BlockShape& s, const float* dOut, float* dIn,
+                           const DropoutKey* dropout) {
+  const BlockLayout& L = layout_;
+  const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = c_.numAttentionHeads,
+               d = c_.headDim(), ff = c_.ffnSize(), ff1 = c_.ffnInputSize();
+  auto P = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : params + offset; };
+  auto G = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : grads + offset; };
+  const bool hiddenDrop = dropout && c_.hiddenDropout > 0.0;
+
+  // MLP: dOut reaches mlpOut through the (dropout-masked) residual sum.
+  float* dMlp = sized(w.dA, N * h);
+  std::memcpy(dMlp, dOut, N * h * sizeof(float));
+  if (hiddenDrop)
+    applyDropout(dMlp, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
+                 kSiteMlpOut);
+  matmul(true, false, h, ff, N, 1.0f, dMlp, h, a.act.data(), ff, 1.0f, G(L.fc2w), ff);
+  k_.biasGradient(G(L.fc2b), dMlp, N, h);
+  float* dAct = sized(w.dact, N * ff);
+  matmul(false, false, N, ff, h, 1.0f, dMlp, h, P(L.fc2w), ff, 0.0f, dAct, ff);
+  float* dFc1 = sized(w.dfc1, N * ff1);
+  if (c_.activation == Activation::Geglu)
+    k_.gegluBackward(dFc1, dAct, a.fc1.data(), N, ff);
+  else
+    k_.geluBackward(dFc1, dAct, a.fc1.data(), N * ff);
+  matmul(true, false, ff1, h, N, 1.0f, dFc1, ff1, a.ln2.data(), h, 1.0f, G(L.fc1w), h);
+  k_.biasGradient(G(L.fc1b), dFc1, N, ff1);
+  float* dLn = sized(w.dB, N * h);
+  matmul(false, false, N, h, ff1, 1.0f, dFc1, ff1, P(L.fc1w), h, 0.0f, dLn, h);
+  const float* mlpIn = c_.gptjResidual ? a.input.data() : a.mid.data();
+  // dIn collects the residual paths: dOut, then norm2's and norm1's input gradients.
+  normBackward(dLn, mlpIn, P(L.ln2w), a.stats2a.data(), a.stats2b.data(), dIn, G(L.ln2w),
+               G(L.ln2b), N);
+  k_.add(dIn, dOut, N * h);  // sequential: d(mid); gpt-j: d(x) so far
+
+  // Attention: its output feeds mid (sequential) or out (gpt-j).
+  float* dAttn = sized(w.dA, N * h);
+  std::memcpy(dAttn, c_.gptjResidual ? dOut : dIn, N * h * sizeof(float));
+  if (hiddenDrop)
+    applyDropout(dAttn, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
+                 kSiteAttentionOut);
+  matmul(true, false, h, h, N, 1.0f, dAttn, h, a.ctx.data(), h, 1.0f, G(L.densew), h);
+  k_.biasGradient(G(L.denseb), dAttn, N, h);
+  float* dCtx = sized(w.dctx, N * h);
+  matmul(false, false, N, h, h, 1.0f, dAttn, h, P(L.densew), h, 0.0f, dCtx, h);
+
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const float* qkv = a.qkv.data();
+  const float* used = a.probsDrop.empty() ? a.probs.data() : a.probsDrop.data();
+  float* dqkv = sized(w.dqkv, N * 3 * h);
+  float* dProbs = sized(w.dprobs, s.samples * H * T * T);
+  for (size_t b = 0; b < s.samples; ++b)
+    for (size_t head = 0; head < H; ++head) {
+      const size_t row = b * T * 3 * h + head * d, pAt = (b * H + head) * T * T;
+      const float* dc = dCtx + b * T * h + head * d;
+      matmul(false, true, T, T, d, 1.0f, dc, h, qkv + row + 2 * h, 3 * h, 0.0f, dProbs + pAt, T);
+      matmul(true, false, T, d, T, 1.0f, used + pAt, T, dc, h, 0.0f, dqkv + row + 2 * h, 3 * h);
+    }
+  if (!a.probsDrop.empty())
+    applyDropout(dProbs, s.samples, H * T * T, static_cast<float>(c_.attentionDropout), *dropout,
+                 kSiteAttentionProbs);
+  for (size_t b = 0; b < s.samples; ++b)
+    for (size_t head = 0; head < H; ++head) {
+      const size_t row = b * T * 3 * h + head * d, pAt = (b * H + head) * T * T;
+      float* dS = dProbs + pAt;
+      k_.softmaxBackward(dS, a.probs.data() + pAt, T);
+      matmul(false, false, T, d, T, scale, dS, T, qkv + row + h, 3 * h, 0.0f, dqkv + row, 3 * h);
+      matmul(true, false, T, d, T, scale, dS, T, qkv + row, 3 * h, 0.0f, dqkv + row + h, 3 * h);
+    }
+  if (const size_t rot = c_.rotaryDim()) {
+    k_.rotary(dqkv, N, T, H, d, 3 * h, rot, cos_.data(), sin_.data(), true);
+    k_.rotary(dqkv + h, N, T, H, d, 3 * h, rot, cos_.data(), sin_.data(), true);
+  }
+  matmul(true, false, 3 * h, h, N, 1.0f, dqkv, 3 * h, a.ln1.data(), h, 1.0f, G(L.qkvw), h);
+  k_.biasGradient(G(L.qkvb), dqkv, N, 3 * h);
+  matmul(false, false, N, h, 3 * h, 1.0f, dqkv, 3 * h, P(L.qkvw), h, 0.0f, dLn, h);
+  float* dNorm1 = sized(w.dA, N * h);
+  normBackward(dLn, a.input.data(), P(L.ln1w), a.stats1a.data(), a.stats1b.data(), dNorm1,
+               G(L.ln1w), G(L.ln1b), N);
+  k_.add(dIn, dNorm1, N * h);
+}
+
+}  // namespace ds::runtime::gpt

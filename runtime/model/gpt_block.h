@@ -1,0 +1,90 @@
+// Internal to the GPT model (gpt.cc): one transformer block's forward and backward over a
+// micro-batch of `samples` x `seq` rows, the buffers they keep, and the dropout masks. A block's
+// parameters and gradients are addressed through BlockLayout offsets from the layer's first
+// element, the way LayerAccess hands them out.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/transformer_kernels.h"
+#include "runtime/model/gpt_config.h"
+
+namespace ds::runtime::gpt {
+
+// Element offsets of a block's tensors from its first parameter; a norm without a bias (rmsnorm)
+// has bias offset kNone.
+struct BlockLayout {
+  static constexpr size_t kNone = ~size_t{0};
+  size_t ln1w, ln1b, qkvw, qkvb, densew, denseb, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b;
+  size_t numel;
+};
+BlockLayout blockLayout(const GptConfig& c);
+
+// Where dropout masks come from: a hash of (seed, sample id, layer, site, element), so a mask is
+// regenerated identically in the backward pass, after recomputation and on any rank.
+struct DropoutKey {
+  const std::vector<uint64_t>* sampleIds;
+  uint64_t layer;
+};
+// x[s * perSample + i] *= keep ? 1 / (1 - p) : 0 for every sample s of the batch.
+void applyDropout(float* x, size_t samples, size_t perSample, float p, const DropoutKey& key,
+                  uint64_t site);
+
+// What a block keeps from its forward pass for its backward pass.
+struct BlockActivations {
+  std::vector<float> input;       // [N, h] the block's input
+  std::vector<float> ln1, ln2;    // [N, h] normalised inputs of attention and MLP
+  std::vector<float> stats1a, stats1b, stats2a, stats2b;  // [N] mean/rstd or norm
+  std::vector<float> qkv;         // [N, 3h] after rotary
+  std::vector<float> probs;       // [B, heads, T, T] softmax
+  std::vector<float> probsDrop;   // same, after attention dropout (empty without it)
+  std::vector<float> ctx;         // [N, h] attention output before the dense projection
+  std::vector<float> mid;         // [N, h] input + attention (sequential residual only)
+  std::vector<float> fc1;         // [N, ff1] MLP pre-activation
+  std::vector<float> act;         // [N, ff] MLP activation
+  size_t bytes() const;
+};
+
+// Scratch shared by all blocks (not kept across layers).
+struct BlockWorkspace {
+  std::vector<float> attnOut, mlpOut, dA, dB, dqkv, dctx, dfc1, dact, dprobs;
+};
+
+struct BlockShape {
+  size_t samples, seq, rows;  // rows = samples * seq
+};
+
+class BlockRunner {
+ public:
+  BlockRunner(const GptConfig& config, const kernels::TransformerKernels& k);
+  // Rotary cos/sin tables [positions, rotaryDim / 2].
+  void prepareRotary(size_t positions);
+
+  // out = block(in); keeps what backward needs in `a` (a.input must already hold `in`).
+  void forward(const float* params, BlockActivations& a, BlockWorkspace& w, const BlockShape& s,
+               float* out, const DropoutKey* dropout);
+  // dIn = d(loss)/d(input) from dOut; adds the parameter gradients into grads.
+  void backward(const float* params, float* grads, const BlockActivations& a, BlockWorkspace& w,
+                const BlockShape& s, const float* dOut, float* dIn, const DropoutKey* dropout);
+  const BlockLayout& layout() const { return layout_; }
+
+ private:
+  void norm(const float* x, const float* w, const float* b, float* out, float* sa, float* sb,
+            size_t rows) const;
+  void normBackward(const float* dout, const float* x, const float* w, const float* sa,
+                    const float* sb, float* dx, float* dw, float* db, size_t rows) const;
+
+  const GptConfig& c_;
+  const kernels::TransformerKernels& k_;
+  BlockLayout layout_;
+  std::vector<float> cos_, sin_;
+};
+
+// Resizes v to n elements without shrinking its allocation (buffers are reused call after call).
+inline float* sized(std::vector<float>& v, size_t n) {
+  v.resize(n);
+  return v.data();
+}
+
+}  // namespace ds::runtime::gpt

@@ -1,0 +1,294 @@
+// The GPT model's loss and every parameter's gradient against an independent PyTorch
+// implementation (test/reference/gpt_reference.py, float64) on the same weights and batch, for
+// each position embedding, norm, activation, residual style and tied/untied output; plus what
+// PyTorch cannot tell us: activation checkpointing changes nothing, dropout masks are a function
+// of the sample only, and bad batches are refused by name.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+
+#include "common/error.h"
+#include "runtime/model/flat_parameters.h"
+#include "runtime/model/gpt.h"
+#include "test/scratch_dir.h"
+#include "test/skip.h"
+
+using ds::runtime::Activation;
+using ds::runtime::Batch;
+using ds::runtime::FlatParameters;
+using ds::runtime::Gpt;
+using ds::runtime::GptConfig;
+using ds::runtime::NormKind;
+using ds::runtime::PositionEmbedding;
+using Json = nlohmann::json;
+
+namespace {
+
+std::string python() {
+  const char* env = std::getenv("DS_TORCH_PYTHON");
+  return env && *env ? env : "/usr/bin/python3";
+}
+
+bool torchAvailable() {
+  return std::system((python() + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+}
+
+GptConfig smallConfig() {
+  GptConfig c;
+  c.numLayers = 2;
+  c.hiddenSize = 32;
+  c.numAttentionHeads = 4;
+  c.seqLength = 12;
+  c.maxPositionEmbeddings = 16;
+  c.vocabSize = 50;
+  c.makeVocabSizeDivisibleBy = 16;  // 64 rows: 14 padding rows get gradients too
+  c.initMethodStd = 0.2;            // large enough that every path matters to the loss
+  return c;
+}
+
+Batch randomBatch(const GptConfig& c, size_t samples, size_t seq, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Batch b;
+  b.size = samples;
+  for (size_t i = 0; i < samples * seq; ++i) {
+    b.inputIds.push_back(static_cast<int32_t>(rng() % c.vocabSize));
+    b.targetIds.push_back(static_cast<int32_t>(rng() % c.vocabSize));
+  }
+  for (size_t s = 0; s < samples; ++s) b.sampleIds.push_back(1000 + s);
+  return b;
+}
+
+struct Reference {
+  double loss;
+  std::vector<float> grads;
+};
+
+Reference runTorch(const Gpt& model, const std::vector<float>& params, const Batch& batch) {
+  const GptConfig& c = model.config();
+  const std::filesystem::path dir = ds::test::makeScratchDir("gpt-torch");
+  Json spec;
+  spec["config"] = {{"hidden", c.hiddenSize},
+                    {"heads", c.numAttentionHeads},
+                    {"layers", c.numLayers},
+                    {"norm", ds::runtime::normName(c.norm)},
+                    {"layernorm_eps", c.layernormEpsilon},
+                    {"rms_eps", c.rmsNormEpsilon},
+                    {"pos_emb", ds::runtime::positionEmbeddingName(c.posEmb)},
+                    {"rotary_dim", c.rotaryDim()},
+                    {"rotary_base", c.rotaryEmbBase},
+                    {"activation", ds::runtime::activationName(c.activation)},
+                    {"gptj_residual", c.gptjResidual},
+                    {"tied", c.weightTying}};
+  for (const auto& p : model.parameters())
+    spec["parameters"].push_back(
+        {{"name", p.name}, {"shape", p.shape}, {"offset", p.offset}, {"numel", p.numel}});
+  spec["samples"] = batch.size;
+  spec["seq"] = batch.inputIds.size() / batch.size;
+  spec["input_ids"] = batch.inputIds;
+  spec["target_ids"] = batch.targetIds;
+  std::ofstream(dir / "spec.json") << spec.dump();
+  std::ofstream(dir / "params.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(params.data()),
+             static_cast<std::streamsize>(params.size() * sizeof(float)));
+  const std::string cmd = python() + " " DS_SOURCE_DIR "/test/reference/gpt_reference.py " +
+                          (dir / "spec.json").string() + " " + (dir / "params.bin").string() +
+                          " " + (dir / "grads.bin").string() + " 2>" + (dir / "err").string();
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  const int status = pclose(pipe);
+  std::ifstream errFile(dir / "err");
+  INFO(cmd << "\n" << std::string(std::istreambuf_iterator<char>(errFile), {}));
+  REQUIRE(status == 0);
+  Reference r;
+  r.loss = Json::parse(out)["loss"].get<double>();
+  r.grads.resize(params.size());
+  std::ifstream(dir / "grads.bin", std::ios::binary)
+      .read(reinterpret_cast<char*>(r.grads.data()),
+            static_cast<std::streamsize>(r.grads.size() * sizeof(float)));
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("GPT: loss and every gradient equal PyTorch's for each architecture option",
+          "[gpt][torch]") {
+  if (ds::test::skipUnless(torchAvailable(), python() + " cannot import torch; install "
+                                                        "python3-torch (scripts/setup --test)"))
+    return;
+  struct Case {
+    const char* name;
+    PositionEmbedding pos;
+    NormKind norm;
+    Activation act;
+    bool tied, gptj;
+    double rotaryPct;
+  };
+  const Case cases[] = {
+      {"learned, layernorm, gelu, tied", PositionEmbedding::Learned, NormKind::LayerNorm,
+       Activation::Gelu, true, false, 1.0},
+      {"rotary 50%, rmsnorm, geglu, untied", PositionEmbedding::Rotary, NormKind::RmsNorm,
+       Activation::Geglu, false, false, 0.5},
+      {"rotary 100%, layernorm, geglu, tied, gpt-j", PositionEmbedding::Rotary,
+       NormKind::LayerNorm, Activation::Geglu, true, true, 1.0},
+      {"sinusoidal, layernorm, gelu, untied, gpt-j", PositionEmbedding::Sinusoidal,
+       NormKind::LayerNorm, Activation::Gelu, false, true, 1.0},
+      {"no positions, rmsnorm, gelu, tied", PositionEmbedding::None, NormKind::RmsNorm,
+       Activation::Gelu, true, false, 1.0},
+  };
+  for (const Case& k : cases) {
+    DYNAMIC_SECTION(k.name) {
+      GptConfig c = smallConfig();
+      c.posEmb = k.pos;
+      c.norm = k.norm;
+      c.activation = k.act;
+      c.weightTying = k.tied;
+      c.gptjResidual = k.gptj;
+      c.rotaryPct = k.rotaryPct;
+      Gpt model(c);
+      std::vector<float> params(model.parameterCount());
+      model.initParameters(params.data(), 7);
+      const Batch batch = randomBatch(c, 3, 10, 11);  // shorter than seq-length: allowed
+      FlatParameters access(model, params.data());
+      const float gradScale = 4.0f;  // gradients carry it, the loss does not
+      const float loss = model.forwardBackward(batch, access, gradScale);
+      const Reference ref = runTorch(model, params, batch);
+      CHECK(loss == Approx(ref.loss).epsilon(1e-5));
+      for (const auto& p : model.parameters()) {
+        double worst = 0.0, scale = 0.0;
+        for (size_t i = p.offset; i < p.offset + p.numel; ++i) {
+          scale = std::max(scale, std::fabs(static_cast<double>(ref.grads[i])));
+          worst = std::max(worst, std::fabs(static_cast<double>(access.gradients()[i]) / gradScale - ref.grads[i]));
+        }
+        INFO(p.name << ": largest |gradient| " << scale << ", largest difference " << worst);
+        CHECK(scale > 0.0);
+        CHECK(worst <= 1e-5 * scale + 1e-8);  // fp32 rounding: about 1e-6 seen
+      }
+    }
+  }
+}
+
+TEST_CASE("GPT: activation checkpointing gives bitwise the same loss and gradients",
+          "[gpt]") {
+  for (bool dropout : {false, true}) {
+    GptConfig c = smallConfig();
+    c.posEmb = PositionEmbedding::Rotary;
+    if (dropout) c.attentionDropout = c.hiddenDropout = 0.1;
+    Gpt plain(c);
+    c.checkpointActivations = true;
+    Gpt recomputing(c);
+    std::vector<float> params(plain.parameterCount());
+    plain.initParameters(params.data(), 3);
+    const Batch batch = randomBatch(c, 4, 12, 5);
+    FlatParameters a(plain, params.data()), b(recomputing, params.data());
+    CHECK(plain.forwardBackward(batch, a, 1.0f) == recomputing.forwardBackward(batch, b, 1.0f));
+    CHECK(a.gradients() == b.gradients());
+    CHECK(recomputing.peakActivationBytes() < plain.peakActivationBytes());
+  }
+}
+
+TEST_CASE("GPT: dropout masks depend on the sample, not on the batch it travels in", "[gpt]") {
+  GptConfig c = smallConfig();
+  c.attentionDropout = 0.2;
+  c.hiddenDropout = 0.3;
+  Gpt model(c);
+  std::vector<float> params(model.parameterCount());
+  model.initParameters(params.data(), 9);
+  const Batch both = randomBatch(c, 2, 8, 21);
+  Batch first = both, second = both;  // the same two samples, one per batch
+  first.size = second.size = 1;
+  first.inputIds.resize(8);
+  first.targetIds.resize(8);
+  first.sampleIds.resize(1);
+  second.inputIds.erase(second.inputIds.begin(), second.inputIds.begin() + 8);
+  second.targetIds.erase(second.targetIds.begin(), second.targetIds.begin() + 8);
+  second.sampleIds.erase(second.sampleIds.begin());
+  FlatParameters together(model, params.data()), apart(model, params.data());
+  const float lossBoth = model.forwardBackward(both, together, 1.0f);
+  const float l1 = model.forwardBackward(first, apart, 0.5f);
+  const float l2 = model.forwardBackward(second, apart, 0.5f);
+  CHECK(lossBoth == Approx((l1 + l2) / 2).epsilon(1e-6));
+  for (size_t i = 0; i < params.size(); ++i)
+    REQUIRE(together.gradients()[i] == Approx(apart.gradients()[i]).margin(1e-6));
+
+  // Dropout is on in training: the loss differs from evaluation's, which has none.
+  FlatParameters access(model, params.data());
+  CHECK(model.forwardBackward(both, access, 1.0f) != model.evaluate(both, access));
+
+  // And the gradient is the loss's derivative with the masks in place: a directional check.
+  std::mt19937_64 rng(4);
+  std::vector<float> direction(params.size());
+  double predicted = 0.0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    direction[i] = (rng() % 2 ? 1.0f : -1.0f);
+    predicted += direction[i] * together.gradients()[i];
+  }
+  const float eps = 1e-3f;
+  auto lossAt = [&](float t) {
+    std::vector<float> moved = params;
+    for (size_t i = 0; i < moved.size(); ++i) moved[i] += t * direction[i];
+    FlatParameters at(model, moved.data());
+    return static_cast<double>(model.forwardBackward(both, at, 1.0f));
+  };
+  const double measured = (lossAt(eps) - lossAt(-eps)) / (2 * eps);
+  CHECK(measured == Approx(predicted).epsilon(0.03));
+}
+
+TEST_CASE("GPT: bad batches and configurations are refused by name", "[gpt]") {
+  GptConfig c = smallConfig();
+  Gpt model(c);
+  std::vector<float> params(model.parameterCount());
+  model.initParameters(params.data(), 1);
+  FlatParameters access(model, params.data());
+  Batch b = randomBatch(c, 2, 8, 1);
+  b.inputIds[3] = c.vocabSize;
+  CHECK_THROWS_WITH(model.forwardBackward(b, access, 1.0f),
+                    Catch::Contains("token id 50 is outside the vocabulary"));
+  b = randomBatch(c, 2, 20, 1);
+  CHECK_THROWS_WITH(model.forwardBackward(b, access, 1.0f), Catch::Contains("exceed"));
+  b = randomBatch(c, 2, 8, 1);
+  b.targetIds.pop_back();
+  CHECK_THROWS_WITH(model.forwardBackward(b, access, 1.0f), Catch::Contains("targets"));
+
+  GptConfig bad = smallConfig();
+  bad.numAttentionHeads = 5;
+  CHECK_THROWS_WITH(Gpt(bad), Catch::Contains("num-attention-heads: 5 does not divide"));
+  bad = smallConfig();
+  bad.seqLength = 40;
+  CHECK_THROWS_WITH(Gpt(bad), Catch::Contains("max-position-embeddings"));
+  bad = smallConfig();
+  bad.hiddenDropout = 1.0;
+  CHECK_THROWS_WITH(Gpt(bad), Catch::Contains("hidden-dropout"));
+}
+
+TEST_CASE("GPT: padded vocabulary, parameter table and initialisation follow NeoX", "[gpt]") {
+  GptConfig c = smallConfig();
+  c.vocabSize = 257;
+  c.makeVocabSizeDivisibleBy = 128;
+  Gpt model(c);
+  CHECK(c.paddedVocabSize() == 384);
+  const auto& specs = model.parameters();
+  CHECK(specs.front().name == "embed.word_embeddings.weight");
+  CHECK(specs.front().shape == std::vector<int64_t>{384, 32});
+  CHECK(specs.back().name == "final_layer_norm.bias");  // tied: no embed_out
+  CHECK(specs.back().layer == c.numLayers + 1);
+  std::vector<float> a(model.parameterCount()), b(model.parameterCount());
+  model.initParameters(a.data(), 5);
+  model.initParameters(b.data(), 5);
+  CHECK(a == b);
+  // dense_4h_to_h uses scaled_normal: std / sqrt(2 * layers) = 0.2 / 2
+  for (const auto& p : specs) {
+    if (p.name != "layers.1.mlp.dense_4h_to_h.weight") continue;
+    double sq = 0;
+    for (size_t i = p.offset; i < p.offset + p.numel; ++i) sq += a[i] * a[i];
+    CHECK(std::sqrt(sq / p.numel) == Approx(0.1).epsilon(0.05));
+  }
+}

@@ -1,0 +1,150 @@
+// The transformer kernels: every instruction-set path this CPU has gives bitwise the scalar
+// path's results (transformer_kernels.h promises it), and the scalar path agrees with plain
+// double-precision formulas. Paths the CPU lacks are reported, not silently passed.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/transformer_kernels.h"
+
+using ds::kernels::KernelIsa;
+using ds::kernels::TransformerKernels;
+
+namespace {
+
+std::vector<float> randoms(size_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+bool bitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Runs every kernel on fixed inputs (sizes not multiples of 16, so the tails run) and returns
+// all their outputs back to back.
+std::vector<float> runAll(const TransformerKernels& k) {
+  const size_t rows = 7, dim = 37, t = 19, vocab = 53, ff = 29;
+  std::vector<float> out;
+  auto append = [&](const std::vector<float>& v) { out.insert(out.end(), v.begin(), v.end()); };
+  const auto x = randoms(rows * dim, 1), w = randoms(dim, 2), b = randoms(dim, 3),
+             g = randoms(rows * dim, 4);
+  std::vector<float> y(rows * dim), mean(rows), rstd(rows), dx(rows * dim), dw(dim, 0.5f),
+      db(dim, 0.25f);
+  k.layerNormForward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), rows, dim,
+                     1e-5f);
+  k.layerNormBackward(dx.data(), dw.data(), db.data(), g.data(), x.data(), mean.data(),
+                      rstd.data(), w.data(), rows, dim);
+  append(y), append(mean), append(rstd), append(dx), append(dw), append(db);
+  k.rmsNormForward(y.data(), mean.data(), x.data(), w.data(), rows, dim, 1e-8f);
+  k.rmsNormBackward(dx.data(), dw.data(), g.data(), x.data(), mean.data(), w.data(), rows, dim,
+                    1e-8f);
+  append(y), append(mean), append(dx), append(dw);
+  std::vector<float> a = randoms(rows * 2 * ff, 5, 3.0f), act(rows * 2 * ff), dact(rows * 2 * ff);
+  k.geluForward(act.data(), a.data(), a.size());
+  k.geluBackward(dact.data(), a.data(), a.data(), a.size());
+  append(act), append(dact);
+  k.gegluForward(act.data(), a.data(), rows, ff);
+  k.gegluBackward(dact.data(), g.data(), a.data(), rows, ff);
+  append(act), append(dact);
+  std::vector<float> s = randoms(t * t, 6, 4.0f), dp = randoms(t * t, 7);
+  k.causalSoftmaxForward(s.data(), t);
+  k.softmaxBackward(dp.data(), s.data(), t);
+  append(s), append(dp);
+  std::vector<float> r = randoms(rows * 3 * 16, 8), cs = randoms(rows * 3, 9), sn = randoms(rows * 3, 10);
+  k.rotary(r.data(), rows, rows, 2, 8, 48, 6, cs.data(), sn.data(), false);
+  append(r);
+  k.rotary(r.data(), rows, rows, 2, 8, 48, 6, cs.data(), sn.data(), true);
+  append(r);
+  std::vector<float> logits = randoms(rows * vocab, 11, 5.0f);
+  std::vector<int32_t> targets = {0, 52, 3, 17, 9, 9, 40};
+  out.push_back(static_cast<float>(k.crossEntropy(logits.data(), targets.data(), rows, vocab, 0.5f)));
+  append(logits);
+  std::vector<float> table = randoms(vocab * dim, 12), pos = randoms(4 * dim, 13);
+  k.embeddingForward(y.data(), targets.data(), table.data(), pos.data(), rows, 4, dim);
+  append(y);
+  std::vector<float> dtable(vocab * dim), dpos(4 * dim);
+  k.embeddingBackward(dtable.data(), dpos.data(), targets.data(), g.data(), rows, 4, dim);
+  append(dtable), append(dpos);
+  k.addBias(y.data(), b.data(), rows, dim);
+  k.biasGradient(db.data(), g.data(), rows, dim);
+  k.add(y.data(), x.data(), y.size());
+  append(y), append(db);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("transformer kernels: every SIMD path equals the scalar path bitwise", "[kernels]") {
+  const std::vector<float> scalar = runAll(ds::kernels::transformerKernels(KernelIsa::Scalar));
+  for (KernelIsa isa : {KernelIsa::Avx2, KernelIsa::Avx512}) {
+    if (!ds::kernels::kernelIsaSupported(isa)) {
+      WARN("this CPU has no " << ds::kernels::kernelIsaName(isa) << "; that path is not tested here");
+      continue;
+    }
+    INFO(ds::kernels::kernelIsaName(isa));
+    CHECK(bitwiseEqual(runAll(ds::kernels::transformerKernels(isa)), scalar));
+  }
+}
+
+TEST_CASE("transformer kernels: the scalar path matches double-precision formulas", "[kernels]") {
+  const TransformerKernels& k = ds::kernels::transformerKernels(KernelIsa::Scalar);
+  SECTION("GeLU (tanh form) and its derivative, including saturated inputs") {
+    std::vector<float> x = {-30.0f, -5.0f, -1.0f, -0.1f, 0.0f, 0.3f, 2.0f, 9.0f, 40.0f};
+    std::vector<float> y(x.size()), d(x.size());
+    k.geluForward(y.data(), x.data(), x.size());
+    std::vector<float> ones(x.size(), 1.0f);
+    k.geluBackward(d.data(), ones.data(), x.data(), x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double v = x[i], u = std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v);
+      const double want = 0.5 * v * (1 + std::tanh(u));
+      const double dwant = 0.5 * (1 + std::tanh(u)) + 0.5 * v * (1 - std::tanh(u) * std::tanh(u)) *
+                                                          std::sqrt(2 / M_PI) *
+                                                          (1 + 3 * 0.044715 * v * v);
+      CHECK(y[i] == Approx(want).margin(1e-6).epsilon(1e-5));
+      CHECK(d[i] == Approx(dwant).margin(1e-6).epsilon(1e-5));
+    }
+  }
+  SECTION("causal softmax rows sum to one over their prefix, zeros after") {
+    const size_t t = 23;
+    std::vector<float> s = randoms(t * t, 3, 10.0f), orig = s;
+    k.causalSoftmaxForward(s.data(), t);
+    for (size_t i = 0; i < t; ++i) {
+      double m = -1e30, sum = 0;
+      for (size_t j = 0; j <= i; ++j) m = std::max(m, static_cast<double>(orig[i * t + j]));
+      for (size_t j = 0; j <= i; ++j) sum += std::exp(orig[i * t + j] - m);
+      for (size_t j = 0; j <= i; ++j)
+        CHECK(s[i * t + j] == Approx(std::exp(orig[i * t + j] - m) / sum).margin(1e-7).epsilon(1e-5));
+      for (size_t j = i + 1; j < t; ++j) CHECK(s[i * t + j] == 0.0f);
+    }
+  }
+  SECTION("cross-entropy: loss and gradient") {
+    const size_t vocab = 41;
+    std::vector<float> z = randoms(2 * vocab, 4, 6.0f), orig = z;
+    std::vector<int32_t> targets = {5, 40};
+    const double loss = k.crossEntropy(z.data(), targets.data(), 2, vocab, 1.0f);
+    double want = 0;
+    for (size_t r = 0; r < 2; ++r) {
+      double m = -1e30, sum = 0;
+      for (size_t j = 0; j < vocab; ++j) m = std::max(m, static_cast<double>(orig[r * vocab + j]));
+      for (size_t j = 0; j < vocab; ++j) sum += std::exp(orig[r * vocab + j] - m);
+      want += std::log(sum) + m - orig[r * vocab + targets[r]];
+      for (size_t j = 0; j < vocab; ++j) {
+        const double p = std::exp(orig[r * vocab + j] - m) / sum;
+        CHECK(z[r * vocab + j] == Approx(p - (j == static_cast<size_t>(targets[r]))).margin(1e-6));
+      }
+    }
+    CHECK(loss == Approx(want).epsilon(1e-6));
+  }
+  SECTION("exp saturates instead of overflowing; NaN propagates") {
+    std::vector<float> s = {1e30f, 0.0f, 0.0f, std::nanf("")};
+    k.causalSoftmaxForward(s.data(), 2);
+    CHECK(s[0] == 1.0f);
+    CHECK(std::isnan(s[3]));
+  }
+}
