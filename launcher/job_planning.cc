@@ -15,7 +15,7 @@
 #include "launcher/hostfile.h"
 #include "launcher/worker_process.h"
 #include "runtime/common/files.h"
-#include "runtime/config/ds_config.h"
+#include "runtime/config/job_config.h"
 
 extern char** environ;
 
@@ -103,8 +103,11 @@ JobPlan planJob(CommandLine& line) {
   std::string configJson;
   std::optional<BatchPlan> batch;
   if (const std::string& path = job.configPath; !path.empty()) {
-    configJson = ds::runtime::readDeepSpeedConfigText(path);
-    const auto config = ds::runtime::parseDeepSpeedConfig(configJson, plan.worldSize(), path);
+    configJson = ds::runtime::readJobConfigText(path);
+    const auto parsed = ds::runtime::parseJobConfig(configJson, plan.worldSize(), path);
+    const auto& config = parsed.deepspeed;
+    for (const auto& note : parsed.notes) notices.push_back("config: " + note);
+    if (parsed.gpt && job.kind == JobKind::Train) job.train.steps = parsed.gpt->trainIters;
     for (const auto& warning : config.warnings) notices.push_back("config: " + warning);
     batch = BatchPlan{config.batch.trainBatchSize, config.batch.microBatchPerGpu,
                       config.batch.gradientAccumulationSteps};

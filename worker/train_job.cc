@@ -14,11 +14,11 @@
 #include "common/error.h"
 #include "runtime/comm/comms_logger.h"
 #include "runtime/comm/store_barrier.h"
-#include "runtime/config/ds_config.h"
+#include "runtime/config/job_config.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
-#include "runtime/monitor/csv_monitor.h"
-#include "runtime/monitor/tensorboard_monitor.h"
+#include "worker/training_monitors.h"
+#include "worker/gpt_train_job.h"
 #include "worker/world_communicator.h"
 
 namespace ds::worker {
@@ -31,7 +31,8 @@ constexpr uint64_t kTaskSeed = 2024;
 TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, runtime::Store& store,
                         const std::string& bindAddress, ProgressBoard& board,
                         const std::atomic<bool>& stopRequested) {
-  const auto config = runtime::parseDeepSpeedConfig(join.configJson, join.worldSize, "config");
+  const runtime::JobConfig job = runtime::parseJobConfig(join.configJson, join.worldSize, "config");
+  const runtime::DeepSpeedConfig& config = job.deepspeed;
 
   board.setState(RankState::Rendezvous);
   runtime::GroupFactory groups = makeGroupFactory(join, store, bindAddress, config.commBackend);
@@ -40,6 +41,14 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   runtime::LoggingCommunicator logged(*world, logger);
   runtime::Communicator& comm =
       config.commsLogger.enabled ? static_cast<runtime::Communicator&>(logged) : *world;
+
+  if (job.gpt) {
+    TrainResult result = trainGpt(*job.gpt, config, options, join, comm, board, stopRequested);
+    result.commStats = logger.summary();
+    runtime::storeBarrier(store, "epoch" + std::to_string(join.epoch) + "/train/finished",
+                          join.worldSize, std::chrono::minutes(5));
+    return result;
+  }
 
   runtime::Mlp model({16, 64, 64, 4});
   runtime::TeacherTask task(model.inputDim(), model.outputDim(), kTaskSeed);
@@ -61,18 +70,7 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   if (config.dumpState && join.rank == 0)
     std::printf("engine state (dump_state):\n%s", engine.describeState().c_str());
 
-  std::unique_ptr<runtime::CsvMonitor> csv;
-  std::unique_ptr<runtime::TensorBoardMonitor> tensorboard;
-  if (join.rank == 0) {
-    if (config.csvMonitor.enabled) {
-      csv = std::make_unique<runtime::CsvMonitor>(config.csvMonitor);
-      std::printf("csv_monitor: writing %s\n", csv->directory().c_str());
-    }
-    if (config.tensorboard.enabled) {
-      tensorboard = std::make_unique<runtime::TensorBoardMonitor>(config.tensorboard);
-      std::printf("tensorboard: writing %s\n", tensorboard->path().c_str());
-    }
-  }
+  TrainingMonitors monitors(config, join.rank);
 
   board.setState(RankState::Training);
   const auto& batch = config.batch;
@@ -115,26 +113,7 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
     if (options.printParamHash)
       std::printf("step %" PRId64 " param_hash %016" PRIx64 "\n", result.steps,
                   engine.parameterHash());
-    if (csv || tensorboard) {
-      // DeepSpeed's events and x axis: the loss at the samples seen before this step, the lr (and
-      // fp16's loss scale) for the next one at the samples seen after it.
-      const int64_t samples = engine.globalSamples();
-      std::vector<runtime::MonitorEvent> events = {
-          {"Train/Samples/train_loss", loss, samples - batch.trainBatchSize},
-          {"Train/Samples/lr", engine.lr(), samples}};
-      if (config.precision.modelDtype == DType::F16)
-        events.push_back({"Train/Samples/loss_scale", engine.lossScale(), samples});
-      if (config.wallClockBreakdown) {  // DeepSpeed's timer events, milliseconds of this step
-        const runtime::StepTimes t = engine.lastStepTimes();
-        for (const auto& [name, ms] : {std::pair{"forward", t.forwardMs},
-                                       {"backward", t.backwardMs},
-                                       {"backward_allreduce", t.allreduceMs},
-                                       {"step", t.stepMs}})
-          events.push_back({std::string("Train/Samples/elapsed_time_ms_") + name, ms, samples});
-      }
-      if (csv) csv->write(events);
-      if (tensorboard) tensorboard->write(events);
-    }
+    monitors.afterStep(engine, loss);
     windowLoss += loss;
     ++windowSteps;
     if (result.steps == 1 || result.steps % config.stepsPerPrint == 0 ||

@@ -200,6 +200,8 @@ SchedulerConfig parseSchedulerConfig(JsonReader& r, const Json& block) {
       r.readBool(params, kPrefix, "lr_range_test_staircase", p.lrRangeTestStaircase);
       break;
     }
+    case SchedulerType::NeoxAnnealing:  // parseType never returns it: no JSON name
+      break;
   }
   r.readInt(params, kPrefix, "last_batch_iteration", out.lastBatchIteration, -1);
   return out;

@@ -9,7 +9,9 @@
 namespace ds::runtime {
 
 // DeepSpeed looks schedules up by their exact class name ("WarmupLR", ...).
-enum class SchedulerType { WarmupLr, WarmupDecayLr, WarmupCosineLr, OneCycle, LrRangeTest };
+// NeoxAnnealing is GPT-NeoX's own schedule (lr-decay-style, warmup, min-lr), set by the NeoX config
+// reader; a DeepSpeed JSON cannot name it.
+enum class SchedulerType { WarmupLr, WarmupDecayLr, WarmupCosineLr, OneCycle, LrRangeTest, NeoxAnnealing };
 
 enum class WarmupType { Log, Linear };
 
@@ -62,6 +64,15 @@ struct LrRangeTestParams {
 };
 
 // Only the params member named by `type` is meaningful; the others keep their defaults.
+enum class LrDecayStyle { Constant, Linear, Cosine };
+struct NeoxAnnealingParams {
+  double maxLr = 0.0;  // the optimizer's lr
+  double minLr = 0.0;
+  int64_t warmupIters = 0;  // warmup * decayIters, rounded down
+  int64_t decayIters = 1;
+  LrDecayStyle style = LrDecayStyle::Linear;
+};
+
 struct SchedulerConfig {
   SchedulerType type = SchedulerType::WarmupLr;
   // Every schedule's last_batch_iteration: -1 starts from the beginning. Any other value makes
@@ -72,6 +83,7 @@ struct SchedulerConfig {
   WarmupCosineLrParams warmupCosineLr;
   OneCycleParams oneCycle;
   LrRangeTestParams lrRangeTest;
+  NeoxAnnealingParams neoxAnnealing;
 };
 
 // "WarmupLR", "WarmupDecayLR", "WarmupCosineLR", "OneCycle", "LRRangeTest".

@@ -50,6 +50,11 @@ class Engine : private LayerAccess {
   float forwardBackward(const Batch& batch);
   // Returns true at an accumulation boundary (the update was applied or, on overflow, skipped).
   bool step();
+  // The batch's mean loss without gradients (evaluation); collective at stage 3 like a forward.
+  float evaluate(const Batch& batch) {
+    inBackward_ = false;
+    return model_.evaluate(batch, *this);
+  }
 
   // Collective: every rank calls them. The checkpoint goes to dir/tag (see checkpoint_files.h);
   // load with an empty tag reads dir/latest, and works at any data-parallel size and stage.

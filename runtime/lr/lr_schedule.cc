@@ -2,6 +2,7 @@
 #include "runtime/lr/lr_schedule.h"
 
 #include "runtime/lr/lr_range_test.h"
+#include "runtime/lr/neox_annealing_lr.h"
 #include "runtime/lr/one_cycle.h"
 #include "runtime/lr/warmup_cosine_lr.h"
 #include "runtime/lr/warmup_decay_lr.h"
@@ -26,6 +27,8 @@ std::unique_ptr<LrSchedule> makeLrSchedule(const SchedulerConfig& config, double
     case SchedulerType::LrRangeTest:
       return std::make_unique<LrRangeTest>(config.lrRangeTest, last, optimizerLr,
                                            optimizerMomentum);
+    case SchedulerType::NeoxAnnealing:
+      return std::make_unique<NeoxAnnealingLr>(config.neoxAnnealing, last);
   }
   throw Error("makeLrSchedule: unknown SchedulerType " +
               std::to_string(static_cast<int>(config.type)));

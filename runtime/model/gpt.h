@@ -32,7 +32,7 @@ class Gpt : public Model {
 
   // Mean loss of the batch without gradients or dropout (evaluation): acquires and releases
   // every layer, asks for no gradients.
-  float evaluate(const Batch& batch, LayerAccess& access);
+  float evaluate(const Batch& batch, LayerAccess& access) override;
   // Next-token logits (paddedVocabSize values) after `tokens` (1..maxPositions of them).
   std::vector<float> nextTokenLogits(const std::vector<int32_t>& tokens, LayerAccess& access);
 

@@ -152,4 +152,8 @@ Batch TeacherTask::batch(uint64_t firstIndex, size_t count) const {
   return out;
 }
 
+float Model::evaluate(const Batch&, LayerAccess&) {
+  throw Error("this model has no evaluation pass");
+}
+
 }  // namespace ds::runtime

@@ -63,6 +63,8 @@ class Model {
   // Forward layers 0..L-1, then backward L-1..0, through `access`. Returns the batch's mean loss;
   // gradients are of loss * gradScale.
   virtual float forwardBackward(const Batch& batch, LayerAccess& access, float gradScale) = 0;
+  // The batch's mean loss without gradients or dropout (evaluation); asks for no gradients.
+  virtual float evaluate(const Batch& batch, LayerAccess& access);
 };
 
 }  // namespace ds::runtime

@@ -1,0 +1,440 @@
+// readNeoxYaml / parseNeoxConfig: see neox_config.h. The key tables below are the whole contract:
+// every NeoX key is implemented, translated into the DeepSpeed config, accepted without effect
+// (with the reason), or refused when switched on.
+#include "runtime/config/neox_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "common/error.h"
+#include "runtime/common/files.h"
+#include "runtime/config/closest_key.h"
+#include "runtime/config/config_policy.h"
+
+namespace ds::runtime {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr size_t kMaxConfigBytes = size_t{16} << 20;
+
+std::string hyphenated(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return key;
+}
+std::string underscored(std::string key) {
+  std::replace(key.begin(), key.end(), '-', '_');
+  return key;
+}
+
+Json scalarToJson(const YAML::Node& node) {
+  const std::string& s = node.Scalar();
+  if (node.Tag() == "!") return s;  // quoted: a string whatever it looks like
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  int64_t i = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), i);
+  if (ec == std::errc() && end == s.data() + s.size()) return i;
+  char* stop = nullptr;
+  const double d = std::strtod(s.c_str(), &stop);
+  if (stop && *stop == '\0' && s.find_first_not_of("0123456789.eE+-") == std::string::npos)
+    return d;
+  return s;
+}
+
+Json yamlToJson(const YAML::Node& node, const std::string& where, int depth = 0) {
+  if (depth > 64) throw Error(where + ": nested deeper than 64 levels");
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return nullptr;
+    case YAML::NodeType::Scalar:
+      return scalarToJson(node);
+    case YAML::NodeType::Sequence: {
+      Json a = Json::array();
+      for (const auto& item : node) a.push_back(yamlToJson(item, where, depth + 1));
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      Json o = Json::object();
+      for (const auto& kv : node) {
+        if (!kv.first.IsScalar())
+          throw Error(where + ": a key is not a plain name (line " +
+                      std::to_string(kv.first.Mark().line + 1) + ")");
+        o[kv.first.Scalar()] = yamlToJson(kv.second, where + "." + kv.first.Scalar(), depth + 1);
+      }
+      return o;
+    }
+  }
+  return nullptr;
+}
+
+std::set<std::string> deepspeedTopLevelKeys() {
+  std::set<std::string> keys;
+  for (const KeyVerdict& v : configPolicyTable())
+    if (v.path.find('.') == std::string::npos) keys.insert(v.path);
+  return keys;
+}
+
+// The NeoX keys this trainer implements (hyphenated). Their handlers are in parseNeoxConfig.
+const std::vector<std::string>& implementedKeys() {
+  static const std::vector<std::string> keys = {
+      "num-layers", "hidden-size", "num-attention-heads", "seq-length", "max-position-embeddings",
+      "pos-emb", "sinusoidal-pos-emb", "rotary-pct", "rotary-emb-base", "norm", "rms-norm",
+      "layernorm-epsilon", "rms-norm-epsilon", "activation", "geglu", "no-weight-tying",
+      "attention-dropout", "hidden-dropout", "init-method", "output-layer-init-method",
+      "init-method-std", "make-vocab-size-divisible-by", "gpt-j-residual", "seed",
+      "checkpoint-activations", "checkpoint-num-layers", "data-path", "split", "tokenizer-type",
+      "vocab-file", "merge-file", "train-iters", "lr-decay-style", "lr-decay-iters", "min-lr",
+      "warmup", "lr", "log-interval", "eval-interval", "eval-iters", "save", "save-interval",
+      "load", "finetune", "no-load-optim", "weight-decay", "adam-beta1", "adam-beta2", "adam-eps",
+      "clip-grad", "precision", "batch-size", "loss-scale", "loss-scale-window", "hysteresis",
+      "min-scale", "fp32-allreduce", "tensorboard-dir", "deepspeed-config"};
+  return keys;
+}
+
+// Keys whose effect is an implementation choice of NeoX's PyTorch code with no counterpart here.
+const std::map<std::string, std::string>& noEffectKeys() {
+  static const std::map<std::string, std::string> keys = {
+      {"scaled-upper-triang-masked-softmax-fusion", "the causal softmax is always fused here"},
+      {"scaled-masked-softmax-fusion", "the causal softmax is always fused here"},
+      {"bias-gelu-fusion", "bias and GeLU run in fused kernels here"},
+      {"bias-dropout-fusion", "bias and dropout run in fused kernels here"},
+      {"attention-softmax-in-fp32", "attention is computed in fp32 here"},
+      {"apply-query-key-layer-scaling", "a fp16 overflow guard; attention is fp32 here"},
+      {"mmap-warmup", "datasets are memory-mapped on demand"},
+      {"num-workers", "samples are read in the training thread"},
+      {"data-impl", "datasets are NeoX's mmap layout"},
+      {"distributed-backend", "collectives follow the DeepSpeed config's communication_data_type and the launcher"},
+      {"ddp-impl", "data parallelism is the ZeRO engine's"},
+      {"local-rank", "ds-launch sets ranks"},
+      {"lazy-mpu-init", "no model parallelism"},
+      {"use-cpu-initialization", "parameters are initialised on the CPU"},
+      {"onnx-safe", "no ONNX export"},
+      {"deepspeed-mpi", "ds-launch --launcher openmpi starts MPI jobs"},
+      {"cpu-torch-adam", "CPU-Adam is used for Adam"},
+  };
+  return keys;
+}
+
+// NeoX keys known here but not implemented: refused when switched on (true, non-zero, non-empty).
+const std::vector<std::string>& unimplementedKeys() {
+  static const std::vector<std::string> keys = {
+      "num-unique-layers", "param-sharing-style", "apply-residual-connection-post-layernorm",
+      "openai-gelu", "onebitadam", "distribute-checkpointed-activations", "exit-interval", "rpe",
+      "rpe-causal", "rpe-num-buckets", "rpe-max-distance", "sparsity", "cpu-optimizer",
+      "override-lr-scheduler", "use-checkpoint-lr-scheduler", "no-save-optim", "no-save-rng",
+      "no-load-rng", "fp16-lm-cross-entropy", "model-parallel-size", "pipe-parallel-size",
+      "mask-prob", "short-seq-prob", "reset-position-ids", "reset-attention-mask",
+      "eod-mask-loss", "adlr-autoresume", "adlr-autoresume-interval", "ict-head-size", "ict-load",
+      "bert-load", "titles-data-path", "query-in-block-prob", "use-one-sent-docs",
+      "report-topk-accuracies", "faiss-use-gpu", "block-data-path", "indexer-batch-size",
+      "indexer-log-interval", "deepspeed-activation-checkpointing", "partition-activations",
+      "contigious-checkpointing", "checkpoint-in-cpu", "synchronize-each-layer",
+      "profile-backward", "train-data-paths", "valid-data-paths", "test-data-paths",
+      "hostfile", "include", "exclude", "num-nodes", "num-gpus", "master-port", "master-addr",
+      "launcher"};
+  return keys;
+}
+
+bool switchedOn(const Json& v) {
+  if (v.is_null()) return false;
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number()) return v.get<double>() != 0.0;
+  if (v.is_string()) return !v.get<std::string>().empty();
+  return !v.empty();
+}
+
+// Reading one value of a NeoX key, with the key's name in every message.
+struct Reader {
+  const Json& merged;
+  std::string key;
+  const Json& value() const { return merged.at(key); }
+  [[noreturn]] void fail(const std::string& expected) const {
+    throw Error(key + ": expected " + expected + ", got " + value().dump());
+  }
+  int64_t integer(int64_t lo, int64_t hi) const {
+    const Json& v = value();
+    double d = 0;
+    if (v.is_number_integer()) d = static_cast<double>(v.get<int64_t>());
+    else if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()) d = v.get<double>();
+    else fail("an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
+      fail("an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return static_cast<int64_t>(d);
+  }
+  double number() const {
+    if (!value().is_number() || !std::isfinite(value().get<double>())) fail("a number");
+    return value().get<double>();
+  }
+  bool boolean() const {
+    if (!value().is_boolean()) fail("true or false");
+    return value().get<bool>();
+  }
+  std::string string() const {
+    if (!value().is_string()) fail("a string");
+    return value().get<std::string>();
+  }
+  template <class E>
+  E choice(const std::vector<std::pair<std::string, E>>& options) const {
+    std::string names;
+    if (value().is_string())
+      for (const auto& [name, e] : options)
+        if (name == value().get<std::string>()) return e;
+    for (const auto& [name, e] : options) names += (names.empty() ? "" : ", ") + name;
+    fail("one of " + names);
+  }
+};
+
+const std::vector<std::pair<std::string, InitMethod>> kInitMethods = {
+    {"normal", InitMethod::Normal},
+    {"scaled_normal", InitMethod::ScaledNormal},
+    {"small_init", InitMethod::SmallInit},
+    {"wang_init", InitMethod::WangInit}};
+
+}  // namespace
+
+bool isNeoxConfigPath(const std::string& path) {
+  auto endsWith = [&](const std::string& s) {
+    return path.size() >= s.size() && path.compare(path.size() - s.size(), s.size(), s) == 0;
+  };
+  return endsWith(".yml") || endsWith(".yaml");
+}
+
+Json readNeoxYaml(const std::vector<std::string>& paths) {
+  if (paths.empty()) throw Error("no NeoX config file given");
+  const std::set<std::string> dsKeys = deepspeedTopLevelKeys();
+  Json merged = Json::object();
+  std::map<std::string, std::string> origin;  // normalised key -> the file that set it
+  for (const std::string& path : paths) {
+    const std::string text = readWholeFile(path, "NeoX config", kMaxConfigBytes);
+    YAML::Node root;
+    try {
+      root = YAML::Load(text);
+    } catch (const YAML::Exception& e) {
+      throw Error(path + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg);
+    }
+    if (root.IsNull()) continue;
+    if (!root.IsMap()) throw Error(path + ": expected a mapping of config keys at the top level");
+    Json doc = yamlToJson(root, path);
+    // A deepspeed_config JSON file contributes its keys as if written inline.
+    for (const char* spelling : {"deepspeed_config", "deepspeed-config"}) {
+      if (!doc.contains(spelling)) continue;
+      const Json ref = doc[spelling];
+      doc.erase(spelling);
+      if (!ref.is_string()) throw Error(path + ": " + spelling + ": expected a JSON file path");
+      const std::string jsonPath = ref.get<std::string>();
+      Json ds;
+      try {
+        ds = Json::parse(readWholeFile(jsonPath, "DeepSpeed config", kMaxConfigBytes));
+      } catch (const Json::exception& e) {
+        throw Error(jsonPath + ": not valid JSON (" + e.what() + ")");
+      }
+      if (!ds.is_object()) throw Error(jsonPath + ": expected a JSON object");
+      for (auto& [k, v] : ds.items()) {
+        if (doc.contains(k)) throw Error(path + ": " + k + " is set both inline and in " + jsonPath);
+        doc[k] = v;
+      }
+    }
+    for (auto& [key, value] : doc.items()) {
+      const std::string normal =
+          dsKeys.count(underscored(key)) ? underscored(key) : hyphenated(key);
+      if (auto it = origin.find(normal); it != origin.end())
+        throw Error(path + ": " + key + " is already set by " + it->second +
+                    " (NeoX merges files without overriding: set each key in one file)");
+      origin[normal] = path;
+      merged[normal] = value;
+    }
+  }
+  return merged;
+}
+
+NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize) {
+  if (!merged.is_object()) throw Error("NeoX config: expected an object");
+  const std::set<std::string> dsKeys = deepspeedTopLevelKeys();
+  NeoxConfig out;
+  GptTrainConfig& t = out.train;
+  GptConfig& m = t.model;
+  Json ds = Json::object();
+  auto optimizerParams = [&]() -> Json& {
+    if (!ds.contains("optimizer"))
+      ds["optimizer"] = {{"type", "Adam"}, {"params", Json::object()}};
+    if (!ds["optimizer"].is_object()) throw Error("optimizer: expected an object");
+    return ds["optimizer"]["params"];
+  };
+  auto fp16 = [&]() -> Json& {
+    if (!ds.contains("fp16")) ds["fp16"] = Json::object();
+    return ds["fp16"];
+  };
+
+  // DeepSpeed keys first: NeoX keys below may add to their blocks.
+  for (auto& [key, value] : merged.items())
+    if (dsKeys.count(key) && key != "activation_checkpointing") ds[key] = value;
+
+  std::vector<std::string> candidates;
+  for (const auto& k : implementedKeys()) candidates.push_back(k);
+  for (const auto& [k, why] : noEffectKeys()) candidates.push_back(k);
+  for (const auto& k : unimplementedKeys()) candidates.push_back(k);
+  for (const auto& k : dsKeys) candidates.push_back(k);
+  const std::set<std::string> implemented(implementedKeys().begin(), implementedKeys().end());
+  const std::set<std::string> unimplemented(unimplementedKeys().begin(), unimplementedKeys().end());
+
+  std::optional<double> lr;
+  std::optional<std::string> decayStyle;
+  std::optional<int64_t> decayIters;
+  double warmup = 0.01, minLr = 0.0;
+  for (auto& [key, value] : merged.items()) {
+    if (dsKeys.count(key)) continue;
+    const Reader r{merged, key};
+    if (auto it = noEffectKeys().find(key); it != noEffectKeys().end()) {
+      out.notes.push_back(key + ": no effect here (" + it->second + ")");
+      continue;
+    }
+    if (unimplemented.count(key)) {
+      const bool parallel = key == "model-parallel-size" || key == "pipe-parallel-size";
+      const bool on = parallel ? value.is_number() && value.get<double>() > 1 : switchedOn(value);
+      if (on)
+        throw Error(key + ": not implemented by this trainer; remove it or set it to " +
+                    (parallel ? std::string("1") : std::string("false")));
+      continue;
+    }
+    if (!implemented.count(key)) {
+      std::vector<std::string_view> views(candidates.begin(), candidates.end());
+      const std::string near = closestKey(key, views);
+      throw Error(key + ": unknown NeoX or DeepSpeed config key" +
+                  (near.empty() ? std::string() : "; did you mean \"" + near + "\"?"));
+    }
+    const int64_t kBig = int64_t{1} << 40;
+    if (key == "num-layers") m.numLayers = static_cast<int>(r.integer(1, 1 << 20));
+    else if (key == "hidden-size") m.hiddenSize = static_cast<int>(r.integer(1, 1 << 20));
+    else if (key == "num-attention-heads") m.numAttentionHeads = static_cast<int>(r.integer(1, 1 << 20));
+    else if (key == "seq-length") m.seqLength = static_cast<int>(r.integer(1, 1 << 20));
+    else if (key == "max-position-embeddings") m.maxPositionEmbeddings = static_cast<int>(r.integer(1, 1 << 20));
+    else if (key == "pos-emb")
+      m.posEmb = r.choice<PositionEmbedding>({{"learned", PositionEmbedding::Learned},
+                                              {"sinusoidal", PositionEmbedding::Sinusoidal},
+                                              {"rotary", PositionEmbedding::Rotary},
+                                              {"none", PositionEmbedding::None}});
+    else if (key == "sinusoidal-pos-emb") { if (r.boolean()) m.posEmb = PositionEmbedding::Sinusoidal; }
+    else if (key == "rotary-pct") m.rotaryPct = r.number();
+    else if (key == "rotary-emb-base") m.rotaryEmbBase = r.number();
+    else if (key == "norm")
+      m.norm = r.choice<NormKind>({{"layernorm", NormKind::LayerNorm}, {"rmsnorm", NormKind::RmsNorm}});
+    else if (key == "rms-norm") { if (r.boolean()) m.norm = NormKind::RmsNorm; }
+    else if (key == "layernorm-epsilon") m.layernormEpsilon = r.number();
+    else if (key == "rms-norm-epsilon") m.rmsNormEpsilon = r.number();
+    else if (key == "activation")
+      m.activation = r.choice<Activation>({{"gelu", Activation::Gelu}, {"geglu", Activation::Geglu}});
+    else if (key == "geglu") { if (r.boolean()) m.activation = Activation::Geglu; }
+    else if (key == "no-weight-tying") m.weightTying = !r.boolean();
+    else if (key == "attention-dropout") m.attentionDropout = r.number();
+    else if (key == "hidden-dropout") m.hiddenDropout = r.number();
+    else if (key == "init-method") m.initMethod = r.choice(kInitMethods);
+    else if (key == "output-layer-init-method") m.outputLayerInitMethod = r.choice(kInitMethods);
+    else if (key == "init-method-std") m.initMethodStd = r.number();
+    else if (key == "make-vocab-size-divisible-by") m.makeVocabSizeDivisibleBy = static_cast<int>(r.integer(1, 1 << 20));
+    else if (key == "gpt-j-residual") m.gptjResidual = r.boolean();
+    else if (key == "seed") t.seed = static_cast<uint64_t>(r.integer(0, kBig));
+    else if (key == "checkpoint-activations") m.checkpointActivations = r.boolean();
+    else if (key == "checkpoint-num-layers") {
+      if (r.integer(1, 1 << 20) != 1)
+        throw Error("checkpoint-num-layers: only 1 (every layer a checkpoint) is implemented");
+    }
+    else if (key == "data-path") t.dataPath = r.string();
+    else if (key == "split") t.split = r.string();
+    else if (key == "tokenizer-type") t.tokenizerType = r.string();
+    else if (key == "vocab-file") t.vocabFile = r.string();
+    else if (key == "merge-file") t.mergeFile = r.string();
+    else if (key == "train-iters") t.trainIters = r.integer(1, kBig);
+    else if (key == "lr-decay-style") decayStyle = r.string();
+    else if (key == "lr-decay-iters") decayIters = r.integer(1, kBig);
+    else if (key == "min-lr") minLr = r.number();
+    else if (key == "warmup") warmup = r.number();
+    else if (key == "lr") lr = r.number();
+    else if (key == "log-interval") t.logInterval = r.integer(1, kBig);
+    else if (key == "eval-interval") t.evalInterval = r.integer(1, kBig);
+    else if (key == "eval-iters") t.evalIters = r.integer(0, kBig);
+    else if (key == "save") t.save = r.string();
+    else if (key == "save-interval") t.saveInterval = r.integer(0, kBig);
+    else if (key == "load") t.load = r.string();
+    else if (key == "finetune") t.finetune = r.boolean();
+    else if (key == "no-load-optim") t.noLoadOptim = r.boolean();
+    else if (key == "weight-decay") optimizerParams()["weight_decay"] = r.number();
+    else if (key == "adam-beta1" || key == "adam-beta2") {
+      Json& p = optimizerParams();
+      if (!p.contains("betas")) p["betas"] = {0.9, 0.999};
+      p["betas"][key == "adam-beta1" ? 0 : 1] = r.number();
+    }
+    else if (key == "adam-eps") optimizerParams()["eps"] = r.number();
+    else if (key == "clip-grad") ds["gradient_clipping"] = r.number();
+    else if (key == "precision") {
+      const std::string p = r.string();
+      if (p == "fp16") fp16()["enabled"] = true;
+      else if (p == "bfloat16" || p == "bf16") ds["bf16"] = {{"enabled", true}};
+      else if (p != "fp32") r.fail("fp16, bfloat16 or fp32");
+    }
+    else if (key == "batch-size") ds["train_micro_batch_size_per_gpu"] = r.integer(1, kBig);
+    else if (key == "loss-scale") { if (!value.is_null()) fp16()["loss_scale"] = r.number(); }
+    else if (key == "loss-scale-window") fp16()["loss_scale_window"] = r.number();
+    else if (key == "hysteresis") fp16()["hysteresis"] = r.number();
+    else if (key == "min-scale") fp16()["min_loss_scale"] = r.number();
+    else if (key == "fp32-allreduce") ds["fp32_allreduce"] = r.boolean();
+    else if (key == "tensorboard-dir") {
+      if (!value.is_null()) ds["tensorboard"] = {{"enabled", true}, {"output_path", r.string()}};
+    }
+  }
+  // DeepSpeed's activation_checkpointing block: settings of the recomputation NeoX's
+  // checkpoint-activations switches on. Partitioning needs model parallelism.
+  if (merged.contains("activation_checkpointing")) {
+    const Json& block = merged["activation_checkpointing"];
+    if (!block.is_object()) throw Error("activation_checkpointing: expected an object");
+    for (auto& [k, v] : block.items()) {
+      static const std::set<std::string> known = {
+          "partition_activations", "contiguous_memory_optimization", "cpu_checkpointing",
+          "number_checkpoints", "synchronize_checkpoint_boundary", "profile"};
+      if (!known.count(k)) throw Error("activation_checkpointing." + k + ": unknown key");
+      if (k == "partition_activations" && switchedOn(v))
+        throw Error("activation_checkpointing.partition_activations: partitions activations "
+                    "across model-parallel ranks, and this job is data parallelism only; set it "
+                    "to false");
+    }
+  }
+  if (t.trainIters <= 0) throw Error("train-iters: required (the number of optimizer steps)");
+  if (t.dataPath.empty()) throw Error("data-path: required (an indexed dataset prefix; make one with ds-preprocess)");
+  if (ds.contains("scheduler"))
+    throw Error("scheduler: the NeoX trainer schedules the lr itself (lr-decay-style, warmup, "
+                "min-lr); remove the scheduler block");
+  if (lr) optimizerParams()["lr"] = *lr;
+  if (!ds.contains("train_micro_batch_size_per_gpu") && !ds.contains("train_batch_size"))
+    throw Error("batch-size (or train_micro_batch_size_per_gpu): required");
+  if (!ds.contains("steps_per_print")) ds["steps_per_print"] = t.logInterval;
+
+  out.deepspeed = parseDeepSpeedConfig(ds.dump(), worldSize, "NeoX config (DeepSpeed keys)");
+  if (!(warmup >= 0.0 && warmup <= 1.0))
+    throw Error("warmup: expected a fraction of lr-decay-iters in [0, 1], got " + std::to_string(warmup));
+  SchedulerConfig schedule;
+  schedule.type = SchedulerType::NeoxAnnealing;
+  NeoxAnnealingParams& a = schedule.neoxAnnealing;
+  a.maxLr = out.deepspeed.optimizer ? out.deepspeed.optimizer->lr() : OptimizerConfig{}.lr();
+  a.minLr = minLr;
+  a.decayIters = decayIters.value_or(t.trainIters);
+  a.warmupIters = static_cast<int64_t>(warmup * static_cast<double>(a.decayIters));
+  const std::string style = decayStyle.value_or("linear");
+  if (style == "linear") a.style = LrDecayStyle::Linear;
+  else if (style == "cosine") a.style = LrDecayStyle::Cosine;
+  else if (style == "constant") a.style = LrDecayStyle::Constant;
+  else throw Error("lr-decay-style: expected linear, cosine or constant, got \"" + style + "\"");
+  if (minLr < 0 || minLr > a.maxLr)
+    throw Error("min-lr: expected 0..lr (" + std::to_string(a.maxLr) + "), got " + std::to_string(minLr));
+  out.deepspeed.scheduler = schedule;
+  return out;
+}
+
+}  // namespace ds::runtime

@@ -1,0 +1,53 @@
+// GPT-NeoX-style YAML configs for the GPT job: one or more files merged in order (a key set by two
+// files is an error, as in NeoX), each key in its hyphen or underscore spelling. Model keys fill a
+// GptConfig, data/training keys a GptTrainConfig, and DeepSpeed's keys (inline, as NeoX writes
+// them, or from a `deepspeed_config` JSON file) plus the NeoX keys that translate into them
+// (batch-size, clip-grad, precision, lr, weight-decay, adam-*, loss-scale...) form the DeepSpeed
+// config the engine runs with. A NeoX key this trainer does not implement is refused by name when
+// it is switched on; an unknown key gets a "did you mean".
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/config/ds_config.h"
+#include "runtime/model/gpt_config.h"
+
+namespace ds::runtime {
+
+struct GptTrainConfig {
+  GptConfig model;
+  std::string dataPath;  // prefix of PREFIX.bin / PREFIX.idx
+  std::string split = "969,30,1";
+  std::string tokenizerType = "ByteTokenizer";
+  std::string vocabFile, mergeFile;
+  int64_t trainIters = 0;
+  int64_t logInterval = 100;
+  int64_t evalInterval = 1000;
+  int64_t evalIters = 100;
+  std::string save, load;
+  int64_t saveInterval = 0;
+  bool finetune = false;     // load weights only; start at iteration 0
+  bool noLoadOptim = false;  // load weights and schedule position, not optimizer state
+  uint64_t seed = 1234;
+};
+
+struct NeoxConfig {
+  GptTrainConfig train;
+  DeepSpeedConfig deepspeed;  // with the NeoX lr schedule set as its scheduler
+  std::vector<std::string> notes;  // keys accepted without effect here, one line each
+};
+
+// Reads and merges the YAML files into one JSON object with NeoX's hyphenated names for NeoX keys
+// and DeepSpeed's underscored names for DeepSpeed keys; a deepspeed_config file is read into it.
+// Throws ds::Error naming the file and key.
+nlohmann::json readNeoxYaml(const std::vector<std::string>& paths);
+
+// The merged object (readNeoxYaml's) -> the job's configuration for `worldSize` ranks.
+NeoxConfig parseNeoxConfig(const nlohmann::json& merged, int64_t worldSize);
+
+bool isNeoxConfigPath(const std::string& path);  // .yml / .yaml
+
+}  // namespace ds::runtime

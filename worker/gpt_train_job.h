@@ -1,0 +1,23 @@
+// The GPT trainer behind `train --config X.yml` (GPT-NeoX-style YAML): a GPT language model
+// (runtime/model/gpt.h) on an indexed dataset through the ZeRO engine, with evaluation on the
+// validation split, checkpoints, monitors and a generated sample at the end.
+#pragma once
+
+#include <atomic>
+
+#include "contract/job_args.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/config/neox_config.h"
+#include "worker/coordinator_client.h"
+#include "worker/progress_board.h"
+#include "worker/train_job.h"
+
+namespace ds::worker {
+
+// Collective: every rank calls it with the same configuration.
+TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpeedConfig& config,
+                     const TrainOptions& options, const JoinResult& join,
+                     runtime::Communicator& comm, ProgressBoard& board,
+                     const std::atomic<bool>& stopRequested);
+
+}  // namespace ds::worker
