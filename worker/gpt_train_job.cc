@@ -180,13 +180,20 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
     if (result.steps % gpt.evalInterval == 0 && result.steps != gpt.trainIters)
       evaluate(result.steps);
     const bool last = result.steps == gpt.trainIters;
-    if (!saveDir.empty() && (last || (saveInterval > 0 && result.steps % saveInterval == 0))) {
+    const bool exiting = gpt.exitInterval > 0 && result.steps % gpt.exitInterval == 0;
+    if (!saveDir.empty() &&
+        (last || exiting || (saveInterval > 0 && result.steps % saveInterval == 0))) {
       board.setPhase("iteration " + std::to_string(result.steps) + ": saving checkpoint");
       engine.saveCheckpoint(saveDir, "global_step" + std::to_string(result.steps));
       if (join.rank == 0)
         std::printf("saved checkpoint %s/global_step%" PRId64 "\n", saveDir.c_str(), result.steps);
     }
     std::fflush(stdout);
+    if (gpt.exitInterval > 0 && result.steps % gpt.exitInterval == 0 && !last) {
+      if (join.rank == 0)
+        std::printf("exit-interval: stopping after iteration %" PRId64 "\n", result.steps);
+      break;
+    }
   }
   if (result.steps == gpt.trainIters) evaluate(result.steps);
 

@@ -96,7 +96,7 @@ const std::vector<std::string>& implementedKeys() {
       "warmup", "lr", "log-interval", "eval-interval", "eval-iters", "save", "save-interval",
       "load", "finetune", "no-load-optim", "weight-decay", "adam-beta1", "adam-beta2", "adam-eps",
       "clip-grad", "precision", "batch-size", "loss-scale", "loss-scale-window", "hysteresis",
-      "min-scale", "fp32-allreduce", "tensorboard-dir", "deepspeed-config"};
+      "min-scale", "fp32-allreduce", "tensorboard-dir", "deepspeed-config", "exit-interval"};
   return keys;
 }
 
@@ -128,7 +128,7 @@ const std::map<std::string, std::string>& noEffectKeys() {
 const std::vector<std::string>& unimplementedKeys() {
   static const std::vector<std::string> keys = {
       "num-unique-layers", "param-sharing-style", "apply-residual-connection-post-layernorm",
-      "openai-gelu", "onebitadam", "distribute-checkpointed-activations", "exit-interval", "rpe",
+      "openai-gelu", "onebitadam", "distribute-checkpointed-activations", "rpe",
       "rpe-causal", "rpe-num-buckets", "rpe-max-distance", "sparsity", "cpu-optimizer",
       "override-lr-scheduler", "use-checkpoint-lr-scheduler", "no-save-optim", "no-save-rng",
       "no-load-rng", "fp16-lm-cross-entropy", "model-parallel-size", "pipe-parallel-size",
@@ -363,6 +363,7 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize) {
     else if (key == "eval-iters") t.evalIters = r.integer(0, kBig);
     else if (key == "save") t.save = r.string();
     else if (key == "save-interval") t.saveInterval = r.integer(0, kBig);
+    else if (key == "exit-interval") { if (!value.is_null()) t.exitInterval = r.integer(1, kBig); }
     else if (key == "load") t.load = r.string();
     else if (key == "finetune") t.finetune = r.boolean();
     else if (key == "no-load-optim") t.noLoadOptim = r.boolean();

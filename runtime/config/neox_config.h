@@ -29,6 +29,7 @@ struct GptTrainConfig {
   int64_t evalIters = 100;
   std::string save, load;
   int64_t saveInterval = 0;
+  int64_t exitInterval = 0;  // stop (after saving) at the first iteration divisible by it
   bool finetune = false;     // load weights only; start at iteration 0
   bool noLoadOptim = false;  // load weights and schedule position, not optimizer state
   uint64_t seed = 1234;

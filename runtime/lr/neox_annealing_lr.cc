@@ -12,7 +12,7 @@ NeoxAnnealingLr::NeoxAnnealingLr(const NeoxAnnealingParams& params, int64_t last
 }
 
 double NeoxAnnealingLr::lrAt(int64_t iteration) const {
-  const double n = static_cast<double>(iteration + 1);  // NeoX's num_iters for the next update
+  const double n = static_cast<double>(iteration + 1);  // NeoX's num_iters of the next update
   const double warmup = static_cast<double>(p_.warmupIters);
   if (p_.warmupIters > 0 && n <= warmup) return p_.maxLr * n / warmup;
   const double span = static_cast<double>(p_.decayIters) - warmup;

@@ -1,6 +1,6 @@
 // GPT-NeoX's AnnealingLR: linear warmup from 0 over warmupIters, then linear, cosine or no decay
-// until decayIters, never below min-lr. Update u (0-based) uses lrAt(u - 1)'s value here, i.e.
-// NeoX's get_lr() with num_iters = u.
+// until decayIters, never below min-lr. Update u (0-based) uses NeoX's get_lr() at num_iters = u
+// (lrAt(u - 1) here), so with warmup the first update has lr 0, as in NeoX.
 #pragma once
 
 #include "runtime/lr/iteration_schedule.h"

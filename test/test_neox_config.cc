@@ -1,0 +1,146 @@
+// GPT-NeoX YAML configs: merging, spellings, DeepSpeed keys inline or from deepspeed_config, the
+// NeoX lr schedule, and a clear refusal for every key this trainer does not implement.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.h"
+#include "runtime/config/job_config.h"
+#include "runtime/lr/lr_schedule.h"
+#include "test/scratch_dir.h"
+
+using ds::runtime::parseNeoxConfig;
+using ds::runtime::readNeoxYaml;
+
+namespace {
+
+const char* kBase = "num-layers: 3\nhidden_size: 48\nnum-attention-heads: 4\nseq-length: 32\n"
+                    "max-position-embeddings: 64\ndata-path: data/x\ntrain-iters: 100\n"
+                    "batch-size: 4\n";
+
+struct Files {
+  std::filesystem::path dir = ds::test::makeScratchDir("neox-config");
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  }
+};
+
+ds::runtime::NeoxConfig parse(const std::string& extra, int64_t world = 2) {
+  Files f;
+  return parseNeoxConfig(readNeoxYaml({f.write("a.yml", std::string(kBase) + extra)}), world);
+}
+
+std::string errorOf(const std::string& extra) {
+  try {
+    parse(extra);
+  } catch (const ds::Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("neox config: model, data and training keys in either spelling", "[neox]") {
+  const auto c = parse(
+      "pos_emb: rotary\nrotary-pct: 0.25\nnorm: rmsnorm\nactivation: geglu\nno-weight-tying: "
+      "true\ngpt_j_residual: true\ncheckpoint-activations: true\nsplit: 98,2,0\nseed: 7\n"
+      "eval-interval: 10\neval-iters: 3\nsave: ck\nsave-interval: 50\n");
+  const auto& m = c.train.model;
+  CHECK(m.numLayers == 3);
+  CHECK(m.hiddenSize == 48);
+  CHECK(m.posEmb == ds::runtime::PositionEmbedding::Rotary);
+  CHECK(m.rotaryDim() == 2);  // 12 * 0.25 = 3 -> even
+  CHECK(m.norm == ds::runtime::NormKind::RmsNorm);
+  CHECK(m.activation == ds::runtime::Activation::Geglu);
+  CHECK_FALSE(m.weightTying);
+  CHECK(m.gptjResidual);
+  CHECK(m.checkpointActivations);
+  CHECK(c.train.split == "98,2,0");
+  CHECK(c.train.seed == 7);
+  CHECK(c.train.save == "ck");
+  CHECK(c.deepspeed.batch.microBatchPerGpu == 4);
+  CHECK(c.deepspeed.batch.trainBatchSize == 8);  // 4 x 2 ranks
+}
+
+TEST_CASE("neox config: files merge in order and a key set twice is an error", "[neox]") {
+  Files f;
+  const auto a = f.write("a.yml", kBase);
+  const auto b = f.write("b.yml", "zero_optimization: {stage: 2}\nprecision: bfloat16\n");
+  const auto c = parseNeoxConfig(readNeoxYaml({a, b}), 1);
+  CHECK(c.deepspeed.zero.stage == 2);
+  CHECK(c.deepspeed.precision.modelDtype == ds::DType::BF16);
+  const auto dup = f.write("c.yml", "hidden-size: 64\n");
+  CHECK_THROWS_WITH(readNeoxYaml({a, dup}), Catch::Contains("hidden-size is already set by") &&
+                                                Catch::Contains("a.yml"));
+}
+
+TEST_CASE("neox config: DeepSpeed keys from a deepspeed_config JSON", "[neox]") {
+  Files f;
+  const auto json = f.write("ds.json", R"({"zero_optimization": {"stage": 1},
+      "optimizer": {"type": "AdamW", "params": {"lr": 0.003}}})");
+  const auto y = f.write("a.yml", std::string(kBase) + "deepspeed_config: " + json + "\n");
+  const auto c = parseNeoxConfig(readNeoxYaml({y}), 1);
+  CHECK(c.deepspeed.zero.stage == 1);
+  CHECK(c.deepspeed.optimizer->lr() == Approx(0.003));
+  const auto both = f.write("b.yml", std::string(kBase) + "zero_optimization: {stage: 2}\n" +
+                                         "deepspeed_config: " + json + "\n");
+  CHECK_THROWS_WITH(readNeoxYaml({both}), Catch::Contains("set both inline and in"));
+}
+
+TEST_CASE("neox config: NeoX's annealing lr schedule", "[neox]") {
+  const auto c = parse("lr: 0.01\nmin-lr: 0.001\nwarmup: 0.1\nlr-decay-style: cosine\n");
+  auto s = ds::runtime::makeLrSchedule(*c.deepspeed.scheduler, 0.01, 0.9);
+  std::vector<double> lrs;
+  for (int i = 0; i < 120; ++i, s->step()) lrs.push_back(s->lr());
+  // Update u uses NeoX's get_lr() at num_iters = u: the very first update has lr 0 in warmup.
+  CHECK(lrs[0] == 0.0);
+  CHECK(lrs[1] == Approx(0.001));
+  CHECK(lrs[10] == Approx(0.01));  // warmup done
+  CHECK(lrs[55] == Approx(0.001 + 0.009 / 2 * (1 + std::cos(M_PI * 45 / 90))));
+  CHECK(lrs[100] == Approx(0.001));  // decay done: min-lr
+  CHECK(lrs[119] == Approx(0.001));
+  const auto linear = parse("lr: 0.01\nwarmup: 0\nlr-decay-iters: 50\n");
+  s = ds::runtime::makeLrSchedule(*linear.deepspeed.scheduler, 0.01, 0.9);
+  CHECK(s->lr() == Approx(0.01));
+  s->step();
+  CHECK(s->lr() == Approx(0.01 * 49 / 50));
+}
+
+TEST_CASE("neox config: unknown, unimplemented and malformed keys are refused by name",
+          "[neox]") {
+  CHECK_THAT(errorOf("num-layer: 4\n"), Catch::Contains("did you mean \"num-layers\""));
+  CHECK_THAT(errorOf("pipe-parallel-size: 2\n"),
+             Catch::Contains("pipe-parallel-size: not implemented") && Catch::Contains("1"));
+  CHECK(errorOf("pipe-parallel-size: 1\nopenai-gelu: false\n") == "no error");
+  CHECK_THAT(errorOf("openai-gelu: true\n"), Catch::Contains("openai-gelu: not implemented"));
+  CHECK_THAT(errorOf("pos-emb: alibi\n"),
+             Catch::Contains("pos-emb: expected one of learned, sinusoidal, rotary, none"));
+  CHECK_THAT(errorOf("hidden-dropout: lots\n"), Catch::Contains("hidden-dropout: expected a number"));
+  CHECK_THAT(errorOf("scheduler: {type: WarmupLR}\n"), Catch::Contains("remove the scheduler block"));
+  CHECK_THAT(errorOf("activation_checkpointing: {partition_activations: true}\n"),
+             Catch::Contains("data parallelism only"));
+  CHECK_THAT(errorOf("checkpoint-num-layers: 2\n"), Catch::Contains("only 1"));
+  CHECK_THAT(errorOf("lr-decay-style: exponential\n"), Catch::Contains("linear, cosine or constant"));
+  CHECK(parse("bias-gelu-fusion: true\n").notes.size() == 1);
+
+  Files f;
+  CHECK_THROWS_WITH(readNeoxYaml({f.write("bad.yml", "a: [1, 2\n")}), Catch::Contains("not valid YAML"));
+  CHECK_THROWS_WITH(readNeoxYaml({f.write("list.yml", "- 1\n- 2\n")}),
+                    Catch::Contains("expected a mapping"));
+  CHECK_THROWS_WITH(readNeoxYaml({(f.dir / "missing.yml").string()}), Catch::Contains("missing.yml"));
+  CHECK_THROWS_WITH(parseNeoxConfig(readNeoxYaml({f.write("n.yml", "num-layers: 2\n")}), 1),
+                    Catch::Contains("train-iters: required"));
+}
+
+TEST_CASE("neox config: the launcher's shipped form parses to the same job", "[neox]") {
+  Files f;
+  const auto y = f.write("a.yml", kBase);
+  const std::string text = ds::runtime::readJobConfigText(y);
+  const auto job = ds::runtime::parseJobConfig(text, 2, "config");
+  REQUIRE(job.gpt);
+  CHECK(job.gpt->model.hiddenSize == 48);
+  CHECK_THROWS_WITH(ds::runtime::readJobConfigText(y + "," + f.write("d.json", "{}")),
+                    Catch::Contains("NeoX configs are YAML"));
+}
