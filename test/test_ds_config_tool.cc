@@ -216,3 +216,27 @@ TEST_CASE("ds-config schedule: an 80-column chart, sampled for long runs", "[ds-
   REQUIRE(shortRun.status == 0);
   CHECK(std::count(shortRun.out.begin(), shortRun.out.end(), '|') == 5);
 }
+
+TEST_CASE("ds-config check: NeoX YAML configs, merged, with the GPT they build", "[ds-config]") {
+  const fs::path model = writeConfig("model.yml",
+                                     "num-layers: 2\nhidden-size: 64\nnum-attention-heads: 4\n"
+                                     "seq-length: 32\nmax-position-embeddings: 32\n");
+  const fs::path train = writeConfig("train.yml",
+                                     "data-path: data/x\ntrain-iters: 10\nbatch-size: 2\n"
+                                     "bias-gelu-fusion: true\nzero_optimization: {stage: 2}\n");
+  const ToolRun ok = runTool("check " + model.string() + "," + train.string() + " --world-size 3");
+  INFO(ok.out << ok.err);
+  REQUIRE(ok.status == 0);
+  CHECK(ok.out.find("GPT: 126720 parameters (2 layers, hidden 64") != std::string::npos);
+  CHECK(ok.out.find("train_batch_size 6 = micro 2 x accumulation 1 x 3 ranks") != std::string::npos);
+  CHECK(ok.err.find("note: bias-gelu-fusion: no effect here") != std::string::npos);
+  const ToolRun json = runTool("check " + model.string() + "," + train.string() + " --json");
+  CHECK(json.out.find("\"gpt_parameters\": 126720") != std::string::npos);
+
+  const fs::path bad = writeConfig("bad.yml", "num-layers: 2\nhiden-size: 64\n");
+  const ToolRun refused = runTool("check " + bad.string());
+  CHECK(refused.status == 2);
+  CHECK(refused.out.empty());
+  CHECK(refused.err.find("hiden-size: unknown NeoX or DeepSpeed config key; did you mean "
+                         "\"hidden-size\"?") != std::string::npos);
+}

@@ -5,7 +5,9 @@
 #include <memory>
 #include <string>
 
-#include "runtime/config/ds_config.h"
+#include "runtime/config/job_config.h"
+#include "runtime/data/byte_tokenizer.h"
+#include "runtime/model/gpt.h"
 #include "tools/ds_config/commands.h"
 
 namespace ds::tools {
@@ -35,8 +37,20 @@ std::string jsonString(const std::string& s) {
 }
 
 void runCheck(const CheckOptions& o) {
-  const runtime::DeepSpeedConfig c = runtime::loadDeepSpeedConfig(o.config, o.worldSize);
+  const runtime::JobConfig job =
+      runtime::parseJobConfig(runtime::readJobConfigText(o.config), o.worldSize, o.config);
+  const runtime::DeepSpeedConfig& c = job.deepspeed;
   for (const std::string& warning : c.warnings) std::cerr << "warning: " << warning << '\n';
+  for (const std::string& note : job.notes) std::cerr << "note: " << note << '\n';
+  size_t gptParameters = 0;
+  if (job.gpt) {  // NeoX YAML: the model it builds (byte-level vocabulary)
+    runtime::GptConfig model = job.gpt->model;
+    model.vocabSize = runtime::ByteTokenizer::kVocabularySize;
+    gptParameters = runtime::Gpt(model).parameterCount();
+    if (!o.json)
+      std::cout << "GPT: " << gptParameters << " parameters (" << model.describe() << "), "
+                << job.gpt->trainIters << " iterations on " << job.gpt->dataPath << '\n';
+  }
   const runtime::BatchConfig& b = c.batch;
   if (o.json) {
     std::string inList, outList;
@@ -48,6 +62,7 @@ void runCheck(const CheckOptions& o) {
               << ", \"train_batch_size\": " << b.trainBatchSize
               << ", \"train_micro_batch_size_per_gpu\": " << b.microBatchPerGpu
               << ", \"gradient_accumulation_steps\": " << b.gradientAccumulationSteps
+              << (job.gpt ? ", \"gpt_parameters\": " + std::to_string(gptParameters) : "")
               << ", \"in_effect\": [" << inList << "], \"not_in_effect\": [" << outList << "]}\n";
     return;
   }
@@ -83,7 +98,9 @@ void addCheckCommand(CLI::App& app) {
   auto o = std::make_shared<CheckOptions>();
   CLI::App* cmd = app.add_subcommand(
       "check", "Validate CONFIG and print the resolved batch sizes; warnings go to stderr");
-  cmd->add_option("config", o->config, "DeepSpeed JSON config")->required();
+  cmd->add_option("config", o->config,
+                  "DeepSpeed JSON config, or NeoX YAML files (a.yml[,b.yml...])")
+      ->required();
   cmd->add_option("--world-size", o->worldSize, "data-parallel ranks the batch is split over")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   cmd->add_flag("--json", o->json, "print one JSON object instead of a sentence");
