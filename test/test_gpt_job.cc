@@ -2,6 +2,8 @@
 // ZeRO stage 3 (tied embeddings gathered twice per pass) learns, evaluates, and a run stopped by
 // exit-interval and resumed from its checkpoint ends bitwise where the straight run ends, with the
 // same losses on the way.
+#include <sys/wait.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
@@ -108,6 +110,21 @@ TEST_CASE("gpt job: a NeoX YAML job at ZeRO 3 trains, evaluates, and resumes bit
     CHECK(resumed.count(1) == 0);  // it did not start over
     CHECK(resumed.at(6) == reference.at(6));
   }
+  // ds-generate rebuilds the model from the save directory and samples deterministically.
+  auto generate = [&](const std::string& args) {
+    const std::string cmd = std::string(DS_BIN_DIR) + "/ds-generate " + resumeDir + "/ckpt " +
+                            args + " >" + resumeDir + "/gen.out 2>" + resumeDir + "/gen.err";
+    const int status = std::system(cmd.c_str());
+    return std::pair{WEXITSTATUS(status), readFile(resumeDir + "/gen.out")};
+  };
+  const auto [genStatus, text] = generate("--prompt 'the quick' --max-new-tokens 12 --seed 5");
+  INFO(readFile(resumeDir + "/gen.err"));
+  REQUIRE(genStatus == 0);
+  CHECK(text.rfind("the quick", 0) == 0);
+  CHECK(generate("--prompt 'the quick' --max-new-tokens 12 --seed 5").second == text);
+  CHECK(readFile(resumeDir + "/gen.err").find("ckpt/global_step3") != std::string::npos);
+  CHECK(generate("--prompt ''").first == 2);
+
   const auto straightLosses = matches(out, loss), resumedLosses = matches(resumedOut, loss);
   REQUIRE(straightLosses.size() == 6);
   for (int it : {4, 5, 6}) CHECK(resumedLosses.at(it) == straightLosses.at(it));

@@ -11,10 +11,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "common/error.h"
 #include "kernels/cpu/matmul.h"
+#include "runtime/checkpoint/checkpoint_files.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/data/byte_tokenizer.h"
 #include "runtime/data/gpt_samples.h"
@@ -103,6 +105,12 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
                 gpt.dataPath.c_str(), data.documents(), train.size(), train.epochs(),
                 valid ? "" : ", no validation split",
                 kernels::kernelIsaName(kernels::bestKernelIsa()), kernels::matmulThreads());
+  }
+  if (!saveDir.empty() && join.rank == 0) {
+    // What ds-generate (and a human) needs to rebuild the model from these checkpoints.
+    std::filesystem::create_directories(saveDir);
+    const auto shipped = nlohmann::json::parse(join.configJson);
+    runtime::writeTextAtomically(saveDir + "/neox_config.json", shipped.at("neox").dump(2) + "\n");
   }
   if (config.dumpState && join.rank == 0)
     std::printf("engine state (dump_state):\n%s", engine.describeState().c_str());

@@ -1,0 +1,93 @@
+// ds-generate: text from a checkpoint of the GPT trainer, in one process.
+//   ds-generate CHECKPOINT_DIR [--tag TAG] --prompt TEXT [--max-new-tokens N] [--temperature T]
+//               [--top-k K] [--seed S]
+// The model is rebuilt from CHECKPOINT_DIR/neox_config.json (written by the trainer next to its
+// checkpoints) and loaded through the engine's resharding loader at world size 1, ZeRO stage 0,
+// whatever the world size and stage that saved it.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/guarded_main.h"
+#include "runtime/comm/shm_communicator.h"
+#include "runtime/common/files.h"
+#include "runtime/config/neox_config.h"
+#include "runtime/data/byte_tokenizer.h"
+#include "runtime/engine/engine.h"
+#include "runtime/model/gpt.h"
+#include "runtime/model/sampler.h"
+
+namespace {
+
+struct Options {
+  std::string checkpoint, tag, prompt;
+  ds::runtime::SamplingOptions sampling;
+  bool stopAtEndOfDocument = true;
+};
+
+int run(const Options& o) {
+  using namespace ds::runtime;
+  const std::string configPath = o.checkpoint + "/neox_config.json";
+  if (!std::filesystem::exists(configPath))
+    throw ds::Error(configPath + ": missing; ds-generate reads the model from the neox_config.json "
+                                 "the GPT trainer writes into its save directory");
+  nlohmann::json merged =
+      nlohmann::json::parse(ds::readWholeFile(configPath, "model config", size_t{16} << 20), nullptr,
+                            false);
+  if (merged.is_discarded()) throw ds::Error(configPath + ": not valid JSON");
+  // One rank, whole parameters: stage 0 and one micro-batch, whatever trained it.
+  merged["zero_optimization"] = {{"stage", 0}};
+  merged.erase("train_batch_size");
+  merged.erase("gradient_accumulation_steps");
+  merged["batch-size"] = 1;
+  NeoxConfig neox = parseNeoxConfig(merged, 1);
+  GptConfig modelConfig = neox.train.model;
+  modelConfig.vocabSize = ByteTokenizer::kVocabularySize;
+  modelConfig.attentionDropout = modelConfig.hiddenDropout = 0.0;
+  Gpt model(modelConfig);
+  auto group = ShmCommunicator::inProcessGroup(1);
+  Engine engine(model, neox.deepspeed, group[0], neox.train.seed);
+  const std::string tag = engine.loadCheckpoint(o.checkpoint, o.tag);
+  const std::vector<float> params = engine.fullParameters();
+
+  const ByteTokenizer tokenizer;
+  SamplingOptions sampling = o.sampling;
+  if (o.stopAtEndOfDocument) sampling.stopToken = ByteTokenizer::kEndOfDocument;
+  const auto generated = generateTokens(model, params.data(), tokenizer.encode(o.prompt), sampling);
+  std::fprintf(stderr, "ds-generate: %s/%s, %zu parameters, %zu new tokens\n",
+               o.checkpoint.c_str(), tag.c_str(), engine.parameterCount(), generated.size());
+  std::printf("%s%s\n", o.prompt.c_str(), tokenizer.decode(generated).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return ds::guardedMain("ds-generate", [&] {
+    CLI::App app{"ds-generate: text from a GPT checkpoint of the GPT trainer"};
+    Options o;
+    app.add_option("checkpoint", o.checkpoint, "the trainer's save directory")
+        ->required()
+        ->check(CLI::ExistingDirectory);
+    app.add_option("--tag", o.tag, "checkpoint tag (default: the directory's latest)");
+    app.add_option("--prompt", o.prompt, "text to continue")->required();
+    app.add_option("--max-new-tokens,--max_new_tokens", o.sampling.maxNewTokens, "tokens to add")
+        ->check(CLI::Range(1, 1 << 20));
+    app.add_option("--temperature", o.sampling.temperature, "0: greedy")
+        ->check(CLI::Range(0.0, 100.0));
+    app.add_option("--top-k,--top_k", o.sampling.topK, "sample among the K likeliest (0: all)")
+        ->check(CLI::Range(0, 1 << 30));
+    app.add_option("--seed", o.sampling.seed, "sampling seed");
+    app.add_flag("!--no-stop", o.stopAtEndOfDocument,
+                 "keep going past the end-of-document token");
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      return app.exit(e);
+    }
+    if (o.prompt.empty()) throw ds::Error("--prompt: give at least one character");
+    return run(o);
+  });
+}
