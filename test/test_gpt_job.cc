@@ -79,7 +79,9 @@ TEST_CASE("gpt job: a NeoX YAML job at ZeRO 3 trains, evaluates, and resumes bit
           "[gpt][launch]") {
   const std::string straightDir = makeScratchDir("gpt-straight");
   writeCorpus(straightDir);
-  const auto straight = startGpt(straightDir, "");
+  const auto straight = startGpt(straightDir,
+                                 "flops_profiler: {enabled: true, profile_step: 2, "
+                                 "output_file: profile.txt}\n");
   const auto straightStatus = waitExit(straight, 180s);
   const std::string out = readFile(straightDir + "/stdout");
   INFO(out << readFile(straightDir + "/stderr"));
@@ -89,6 +91,11 @@ TEST_CASE("gpt job: a NeoX YAML job at ZeRO 3 trains, evaluates, and resumes bit
   REQUIRE(evals.size() == 3);  // iterations 0, 3 and 6
   CHECK(std::stod(evals.at(6)) < std::stod(evals.at(0)) - 0.5);
   REQUIRE(out.find("sample (prompt | generated):") != std::string::npos);
+  const std::string profile = readFile(straightDir + "/profile.txt");
+  CHECK(profile.find("Profile Summary at step 2:") != std::string::npos);
+  CHECK(profile.find("world size:                                                   4") !=
+        std::string::npos);
+  CHECK(profile.find("(query_key_value): Linear(") != std::string::npos);
 
   const std::string resumeDir = makeScratchDir("gpt-resume");
   writeCorpus(resumeDir);

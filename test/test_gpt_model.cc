@@ -292,3 +292,55 @@ TEST_CASE("GPT: padded vocabulary, parameter table and initialisation follow Neo
     CHECK(std::sqrt(sq / p.numel) == Approx(0.1).epsilon(0.05));
   }
 }
+
+TEST_CASE("GPT: the flops profiler's module tree adds up and prints as DeepSpeed's", "[gpt]") {
+  GptConfig c = smallConfig();
+  c.activation = Activation::Geglu;
+  Gpt model(c);
+  std::vector<float> params(model.parameterCount());
+  model.initParameters(params.data(), 2);
+  FlatParameters access(model, params.data());
+  model.setProfiling(true);
+  model.forwardBackward(randomBatch(c, 3, 12, 1), access, 1.0f);
+  model.setProfiling(false);
+  const auto modules = model.profileModules(3, 12);
+  const auto& root = modules.front();
+  CHECK(root.params == static_cast<double>(model.parameterCount()));
+  CHECK(root.macs == Approx(3 * model.forwardMacsPerSample(12).total()));
+  CHECK(root.forwardSeconds > 0.0);
+  // Every parent's params and MACs are its children's sums (the root's include the embedding).
+  std::vector<double> params_(modules.size()), macs(modules.size()), seconds(modules.size());
+  std::vector<int> children(modules.size());
+  for (size_t i = 1; i < modules.size(); ++i) {
+    params_[modules[i].parent] += modules[i].params;
+    macs[modules[i].parent] += modules[i].macs;
+    seconds[modules[i].parent] += modules[i].forwardSeconds;
+    ++children[modules[i].parent];
+  }
+  for (size_t i = 0; i < modules.size(); ++i) {
+    if (!children[i]) continue;
+    INFO(modules[i].name);
+    CHECK(params_[i] == Approx(modules[i].params));
+    CHECK(macs[i] == Approx(modules[i].macs));
+    CHECK(seconds[i] <= modules[i].forwardSeconds * 1.0001 + 1e-6);  // parts within the whole
+  }
+  ds::runtime::ProfileSummary s;
+  s.step = 1;
+  s.batchPerRank = 3;
+  s.trainBatchSize = 3;
+  s.forwardSeconds = root.forwardSeconds;
+  s.backwardSeconds = 2 * root.forwardSeconds;
+  ds::runtime::FlopsProfilerConfig f;
+  f.topModules = 2;
+  f.moduleDepth = 2;
+  const std::string text = ds::runtime::formatFlopsProfile(modules, s, f);
+  CHECK_THAT(text, Catch::Contains("Profile Summary at step 1:") &&
+                       Catch::Contains("params per gpu:                                               " +
+                                       ds::runtime::withUnit(root.params)) &&
+                       Catch::Contains("depth 2:") && !Catch::Contains("depth 3:") &&
+                       Catch::Contains("(mlp): MLP(") && !Catch::Contains("dense_h_to_4h"));
+  CHECK(ds::runtime::withUnit(512) == "512");
+  CHECK(ds::runtime::withUnit(0, "MACs") == "0 MACs");
+  CHECK(ds::runtime::withUnit(3.257856e6) == "3.26 M");
+  CHECK(ds::runtime::latencyText(0.03074) == "30.74 ms");
+}

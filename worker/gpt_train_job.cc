@@ -53,6 +53,32 @@ int matmulThreadsFor(const JoinResult& join) {
   return std::max(1, cores / std::max(1, join.localSize));
 }
 
+void printFlopsProfile(const runtime::Gpt& model, const runtime::Engine& engine,
+                       const runtime::DeepSpeedConfig& config, const JoinResult& join, size_t seq,
+                       int64_t step) {
+  if (join.rank != 0) return;
+  const auto& batch = config.batch;
+  const runtime::StepTimes t = engine.lastStepTimes();
+  const auto modules = model.profileModules(static_cast<size_t>(batch.microBatchPerGpu), seq);
+  runtime::ProfileSummary s;
+  s.step = step;
+  s.worldSize = join.worldSize;
+  s.batchPerRank = batch.microBatchPerGpu;
+  s.trainBatchSize = batch.trainBatchSize;
+  s.forwardSeconds = modules.front().forwardSeconds;
+  const double gas = static_cast<double>(batch.gradientAccumulationSteps);
+  s.backwardSeconds = t.backwardMs / gas / 1e3;
+  s.stepSeconds = (t.allreduceMs + t.stepMs) / 1e3;
+  const std::string text = runtime::formatFlopsProfile(modules, s, config.flopsProfiler);
+  if (config.flopsProfiler.outputFile.empty()) {
+    std::fputs(text.c_str(), stdout);
+  } else {
+    runtime::writeTextAtomically(config.flopsProfiler.outputFile, text);
+    std::printf("flops_profiler: profile of step %" PRId64 " written to %s\n", step,
+                config.flopsProfiler.outputFile.c_str());
+  }
+}
+
 }  // namespace
 
 TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpeedConfig& config,
@@ -152,8 +178,10 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
     comm.allReduce(stopVote, 1);
     if (stopVote[0] > 0.0f) break;
     board.setPhase("iteration " + std::to_string(step + 1) + ": forward/backward");
+    const bool profiling = config.flopsProfiler.enabled && step == config.flopsProfiler.profileStep;
     double loss = 0.0;
     for (int64_t micro = 0; micro < batch.gradientAccumulationSteps; ++micro) {
+      model.setProfiling(profiling && micro == 0);  // DeepSpeed profiles one micro-batch
       const uint64_t first = static_cast<uint64_t>(step * batch.trainBatchSize +
                                                    micro * batch.microBatchPerGpu * join.worldSize +
                                                    join.rank * batch.microBatchPerGpu);
@@ -162,6 +190,10 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
       engine.step();
     }
     loss /= static_cast<double>(batch.gradientAccumulationSteps);
+    if (profiling) {
+      model.setProfiling(false);
+      printFlopsProfile(model, engine, config, join, seq, step);
+    }
     result.steps = step + 1;
     result.lastLoss = loss;
     const double elapsed =

@@ -50,6 +50,9 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
     return result;
   }
 
+  if (config.flopsProfiler.enabled)
+    throw Error("flops_profiler: profiles the GPT trainer (a NeoX YAML config); set "
+                "\"enabled\": false for the MLP job");
   runtime::Mlp model({16, 64, 64, 4});
   runtime::TeacherTask task(model.inputDim(), model.outputDim(), kTaskSeed);
   runtime::Engine engine(model, config, comm, options.seed);

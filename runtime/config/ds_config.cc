@@ -198,6 +198,20 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
               cfg.csvMonitor.jobName);
   readMonitor("tensorboard", cfg.tensorboard.enabled, cfg.tensorboard.outputPath,
               cfg.tensorboard.jobName);
+  if (const Json* v = JsonReader::member(root, "flops_profiler")) {
+    const char* block = "flops_profiler";
+    FlopsProfilerConfig& f = cfg.flopsProfiler;
+    r.object(*v, block);
+    r.warnUnknownKeys(*v, block, {"enabled", "profile_step", "module_depth", "top_modules",
+                                  "detailed", "output_file"});
+    r.readBool(*v, block, "enabled", f.enabled);
+    r.readInt(*v, block, "profile_step", f.profileStep, 1);
+    r.readInt(*v, block, "module_depth", f.moduleDepth, -1);
+    r.readInt(*v, block, "top_modules", f.topModules, 1);
+    r.readBool(*v, block, "detailed", f.detailed);
+    if (const Json* file = JsonReader::member(*v, "output_file"); file && !file->is_null())
+      f.outputFile = r.string(*file, "flops_profiler.output_file");
+  }
   return cfg;
 }
 

@@ -2,6 +2,7 @@
 // LayerAccess (embedding, blocks in gpt_block.cc, head with the fused cross-entropy).
 #include "runtime/model/gpt.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -40,6 +41,15 @@ namespace {
 
 // Rows of logits computed at once: bounds the [rows, vocab] buffer for large vocabularies.
 constexpr size_t kLogitRows = 1024;
+
+// The profiler's module table: root, embed, kTimers per block, final norm, output.
+constexpr size_t kRootModule = 0, kEmbedModule = 1, kFirstBlockModule = 2;
+size_t blockModule(size_t layer) { return kFirstBlockModule + layer * gpt::BlockRunner::kTimers; }
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 float initStd(InitMethod m, const GptConfig& c) {
   switch (m) {
@@ -224,6 +234,8 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
   const float* fixedPositions =
       config_.posEmb == PositionEmbedding::Sinusoidal ? A.sinusoid.data() : nullptr;
 
+  double* times = profiling_ && pass == Pass::Train ? moduleSeconds_.data() : nullptr;
+  const Clock::time_point forwardStart = Clock::now();
   // Forward: embedding.
   {
     const float* p = access.acquireParameters(0);
@@ -233,6 +245,7 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
     if (const auto* key = dropoutFor(0); key && config_.hiddenDropout > 0)
       gpt::applyDropout(x, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0);
     access.releaseParameters(0);
+    if (times) times[kEmbedModule] += since(forwardStart);
   }
   // Blocks: each writes the next one's input (the last writes A.last).
   for (size_t l = 0; l < L; ++l) {
@@ -241,7 +254,9 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
     BlockActivations& a = checkpointing ? A.recompute : kept;
     if (checkpointing) a.input.assign(kept.input.begin(), kept.input.end());
     float* out = sized(l + 1 < L ? A.blocks[l + 1].input : A.last, N * h);
-    A.runner.forward(p, a, A.work, shape, out, dropoutFor(l + 1));
+    const Clock::time_point blockStart = Clock::now();
+    A.runner.forward(p, a, A.work, shape, out, dropoutFor(l + 1), times ? times + blockModule(l) : nullptr);
+    if (times) times[blockModule(l) + gpt::BlockRunner::kLayer] += since(blockStart);
     access.releaseParameters(static_cast<int>(l + 1));
   }
   size_t bytes = 0;
@@ -253,6 +268,7 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
   const int head = static_cast<int>(L + 1);
   const float* hp = access.acquireParameters(head);
   const bool ln = config_.norm == NormKind::LayerNorm;
+  const Clock::time_point headStart = Clock::now();
   const float* fw = hp;
   const float* fbias = ln ? hp + h : nullptr;
   float* xf = sized(A.finalNorm, N * h);
@@ -262,6 +278,9 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
   else
     k.rmsNormForward(xf, sized(A.fa, N), A.last.data(), fw, N, h,
                      static_cast<float>(config_.rmsNormEpsilon));
+  const size_t finalModule = blockModule(L), outputModule = finalModule + 1;
+  if (times) times[finalModule] += since(headStart);
+  double outputSeconds = 0.0;  // the head's forward parts only (it interleaves its backward)
   float* hg = train ? access.layerGradients(head) : nullptr;  // opens the backward pass
   const float* outW = config_.weightTying ? access.acquireParameters(0) : hp + (ln ? 2 * h : h);
   float* outG = nullptr;
@@ -283,13 +302,21 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
   for (size_t r0 = 0; r0 < N; r0 += kLogitRows) {
     const size_t rows = std::min(kLogitRows, N - r0);
     float* z = sized(A.logits, rows * vocab);
+    const Clock::time_point chunkStart = Clock::now();
     kernels::matmul(false, true, rows, vocab, h, 1.0f, xf + r0 * h, h, outW, h, 0.0f, z, vocab);
     lossSum += k.crossEntropy(z, batch.targetIds.data() + r0, rows, vocab, rowScale);
+    outputSeconds += since(chunkStart);
     if (!train) continue;
     kernels::matmul(false, false, rows, h, vocab, 1.0f, z, vocab, outW, h, 0.0f, dxf + r0 * h, h);
     kernels::matmul(true, false, vocab, h, rows, 1.0f, z, vocab, xf + r0 * h, h, 1.0f, outG, h);
   }
   const float loss = static_cast<float>(lossSum / static_cast<double>(N));
+  if (times) {
+    times[outputModule] += outputSeconds;
+    double forward = times[kEmbedModule] + times[finalModule] + times[outputModule];
+    for (size_t l = 0; l < L; ++l) forward += times[blockModule(l) + gpt::BlockRunner::kLayer];
+    times[kRootModule] = forward;  // the sum so far over the profiled passes
+  }
   if (config_.weightTying) access.releaseParameters(0);
   if (!train) {
     access.releaseParameters(head);
@@ -329,6 +356,60 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
   if (config_.weightTying) k.add(g0, A.tiedGrad.data(), vocab * h);
   access.gradientsDone(0);
   return loss;
+}
+
+void Gpt::setProfiling(bool on) {
+  profiling_ = on;
+  if (on) moduleSeconds_.assign(blockModule(config_.numLayers) + 2, 0.0);
+}
+
+std::vector<ModuleProfile> Gpt::profileModules(size_t samples, size_t seq) const {
+  const double N = static_cast<double>(samples * seq), T = static_cast<double>(seq);
+  const double h = config_.hiddenSize, vocab = config_.paddedVocabSize();
+  const double ff = config_.ffnSize(), ff1 = config_.ffnInputSize();
+  const gpt::BlockLayout layout = gpt::blockLayout(config_);
+  const bool bias = config_.norm == NormKind::LayerNorm;
+  const char* normType = bias ? "LayerNorm" : "RMSNorm";
+  const double normParams = bias ? 2 * h : h;
+  std::vector<ModuleProfile> m(blockModule(config_.numLayers) + 2);
+  auto set = [&](size_t i, std::string name, std::string type, int depth, int parent,
+                 double params, double macs) {
+    m[i] = {std::move(name), std::move(type), depth, parent, params, macs,
+            i < moduleSeconds_.size() ? moduleSeconds_[i] : 0.0};
+  };
+  const double embedParams =
+      vocab * h + (config_.posEmb == PositionEmbedding::Learned ? config_.maxPositionEmbeddings * h : 0);
+  set(kEmbedModule, "embed", "Embedding", 1, 0, embedParams, 0);
+  double totalParams = embedParams, totalMacs = 0;
+  for (size_t l = 0; l < static_cast<size_t>(config_.numLayers); ++l) {
+    const size_t b = blockModule(l);
+    const int layer = static_cast<int>(b), attention = layer + 2, mlp = layer + 7;
+    const std::string p = "layers." + std::to_string(l);
+    const double qkv = N * h * 3 * h, core = 2 * N * T * h, dense = N * h * h;
+    const double fc1 = N * h * ff1, fc2 = N * ff * h;
+    set(b + 1, p + ".input_layernorm", normType, 2, layer, normParams, 0);
+    set(b + 2, p + ".attention", "SelfAttention", 2, layer, 3 * h * h + 3 * h + h * h + h,
+        qkv + core + dense);
+    set(b + 3, p + ".attention.query_key_value", "Linear", 3, attention, 3 * h * h + 3 * h, qkv);
+    set(b + 4, p + ".attention.core", "CausalAttention", 3, attention, 0, core);
+    set(b + 5, p + ".attention.dense", "Linear", 3, attention, h * h + h, dense);
+    set(b + 6, p + ".post_attention_layernorm", normType, 2, layer, normParams, 0);
+    set(b + 7, p + ".mlp", "MLP", 2, layer, ff1 * h + ff1 + h * ff + h, fc1 + fc2);
+    set(b + 8, p + ".mlp.dense_h_to_4h", "Linear", 3, mlp, ff1 * h + ff1, fc1);
+    set(b + 9, p + ".mlp.activation", activationName(config_.activation) == std::string("geglu") ? "GeGLU" : "GeLU", 3, mlp, 0, 0);
+    set(b + 10, p + ".mlp.dense_4h_to_h", "Linear", 3, mlp, h * ff + h, fc2);
+    set(b, p, "TransformerLayer", 1, 0, static_cast<double>(layout.numel), qkv + core + dense + fc1 + fc2);
+    totalParams += static_cast<double>(layout.numel);
+    totalMacs += qkv + core + dense + fc1 + fc2;
+  }
+  const size_t finalModule = blockModule(config_.numLayers);
+  set(finalModule, "final_layer_norm", normType, 1, 0, normParams, 0);
+  const double headMacs = N * h * vocab;
+  set(finalModule + 1, "embed_out", "Linear", 1, 0, config_.weightTying ? 0 : vocab * h, headMacs);
+  totalParams += normParams + (config_.weightTying ? 0 : vocab * h);
+  totalMacs += headMacs;
+  set(kRootModule, "", "GPT", 0, -1, totalParams, totalMacs);
+  return m;
 }
 
 }  // namespace ds::runtime

@@ -15,6 +15,7 @@
 
 #include "runtime/model/gpt_config.h"
 #include "runtime/model/model.h"
+#include "runtime/profiler/flops_profiler.h"
 
 namespace ds::runtime {
 
@@ -48,6 +49,13 @@ class Gpt : public Model {
   };
   Macs forwardMacsPerSample(size_t seq) const;
 
+  // The flops profiler: while on, each pass adds every module's forward latency to the table
+  // profileModules() returns (cleared by turning it on).
+  void setProfiling(bool on);
+  // The module tree with params, forward MACs for `samples` x `seq` tokens and the latencies
+  // measured since profiling was turned on.
+  std::vector<ModuleProfile> profileModules(size_t samples, size_t seq) const;
+
  private:
   enum class Pass { Train, Evaluate, Logits };
   float run(const Batch& batch, LayerAccess& access, float gradScale, Pass pass,
@@ -57,6 +65,8 @@ class Gpt : public Model {
   GptConfig config_;
   std::vector<ParamSpec> specs_;
   std::unique_ptr<GptActivations> acts_;
+  bool profiling_ = false;
+  std::vector<double> moduleSeconds_;  // by profileModules() index
 };
 
 }  // namespace ds::runtime

@@ -5,6 +5,7 @@
 //   gpt-j residual:      out = x + drop(attn(norm1(x))) + drop(mlp(norm2(x)))
 #include "runtime/model/gpt_block.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -116,7 +117,16 @@ void BlockRunner::normBackward(const float* dout, const float* x, const float* w
 }
 
 void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspace& w,
-                          const BlockShape& s, float* out, const DropoutKey* dropout) {
+                          const BlockShape& s, float* out, const DropoutKey* dropout,
+                          double* times) {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point last = Clock::now(), attentionStart = last, mlpStart = last;
+  auto lap = [&](Timer timer) {  // time since the previous lap goes to `timer`
+    const Clock::time_point now = Clock::now();
+    if (times) times[timer] += std::chrono::duration<double>(now - last).count();
+    last = now;
+    return now;
+  };
   const BlockLayout& L = layout_;
   const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = c_.numAttentionHeads,
                d = c_.headDim(), ff = c_.ffnSize(), ff1 = c_.ffnInputSize();
@@ -125,9 +135,11 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
 
   // Attention.
   norm(x, P(L.ln1w), P(L.ln1b), sized(a.ln1, N * h), sized(a.stats1a, N), sized(a.stats1b, N), N);
+  attentionStart = lap(kNorm1);
   float* qkv = sized(a.qkv, N * 3 * h);
   matmul(false, true, N, 3 * h, h, 1.0f, a.ln1.data(), h, P(L.qkvw), h, 0.0f, qkv, 3 * h);
   k_.addBias(qkv, P(L.qkvb), N, 3 * h);
+  lap(kQkv);
   if (const size_t rot = c_.rotaryDim()) {
     k_.rotary(qkv, N, T, H, d, 3 * h, rot, cos_.data(), sin_.data(), false);
     k_.rotary(qkv + h, N, T, H, d, 3 * h, rot, cos_.data(), sin_.data(), false);
@@ -156,12 +168,15 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
       matmul(false, false, T, d, T, 1.0f, used + (b * H + head) * T * T, T, v, 3 * h, 0.0f,
              ctx + b * T * h + head * d, h);
     }
+  lap(kCore);
   float* attnOut = sized(w.attnOut, N * h);
   matmul(false, true, N, h, h, 1.0f, ctx, h, P(L.densew), h, 0.0f, attnOut, h);
   k_.addBias(attnOut, P(L.denseb), N, h);
   if (dropout && c_.hiddenDropout > 0.0)
     applyDropout(attnOut, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
                  kSiteAttentionOut);
+  lap(kDense);
+  if (times) times[kAttention] += std::chrono::duration<double>(last - attentionStart).count();
 
   // MLP.
   const float* mlpIn = x;
@@ -175,20 +190,25 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   }
   norm(mlpIn, P(L.ln2w), P(L.ln2b), sized(a.ln2, N * h), sized(a.stats2a, N), sized(a.stats2b, N),
        N);
+  mlpStart = lap(kNorm2);
   float* fc1 = sized(a.fc1, N * ff1);
   matmul(false, true, N, ff1, h, 1.0f, a.ln2.data(), h, P(L.fc1w), h, 0.0f, fc1, ff1);
   k_.addBias(fc1, P(L.fc1b), N, ff1);
+  lap(kFc1);
   float* act = sized(a.act, N * ff);
   if (c_.activation == Activation::Geglu)
     k_.gegluForward(act, fc1, N, ff);
   else
     k_.geluForward(act, fc1, N * ff);
+  lap(kAct);
   float* mlpOut = sized(w.mlpOut, N * h);
   matmul(false, true, N, h, ff, 1.0f, act, ff, P(L.fc2w), ff, 0.0f, mlpOut, h);
   k_.addBias(mlpOut, P(L.fc2b), N, h);
   if (dropout && c_.hiddenDropout > 0.0)
     applyDropout(mlpOut, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
                  kSiteMlpOut);
+  lap(kFc2);
+  if (times) times[kMlp] += std::chrono::duration<double>(last - mlpStart).count();
 
   std::memcpy(out, mlpIn, N * h * sizeof(float));  // mid, or x for gpt-j
   if (c_.gptjResidual) k_.add(out, attnOut, N * h);

@@ -61,9 +61,13 @@ class BlockRunner {
   // Rotary cos/sin tables [positions, rotaryDim / 2].
   void prepareRotary(size_t positions);
 
-  // out = block(in); keeps what backward needs in `a` (a.input must already hold `in`).
+  // The flops profiler's timers of one block, in the order of Gpt's module table.
+  enum Timer { kLayer, kNorm1, kAttention, kQkv, kCore, kDense, kNorm2, kMlp, kFc1, kAct, kFc2,
+               kTimers };
+  // out = block(in); keeps what backward needs in `a` (a.input must already hold `in`). `times`
+  // (kTimers seconds, may be null) accumulates each part's forward latency for the profiler.
   void forward(const float* params, BlockActivations& a, BlockWorkspace& w, const BlockShape& s,
-               float* out, const DropoutKey* dropout);
+               float* out, const DropoutKey* dropout, double* times = nullptr);
   // dIn = d(loss)/d(input) from dOut; adds the parameter gradients into grads.
   void backward(const float* params, float* grads, const BlockActivations& a, BlockWorkspace& w,
                 const BlockShape& s, const float* dOut, float* dIn, const DropoutKey* dropout);
