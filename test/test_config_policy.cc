@@ -31,7 +31,6 @@ TEST_CASE("config policy: features switched on but not implemented are errors na
   };
   const Case cases[] = {
       {R"("wandb": {"enabled": true})", "wandb: the Weights & Biases monitor is not implemented"},
-      {R"("flops_profiler": {"enabled": true})", "flops_profiler: the flops profiler"},
       {R"("activation_checkpointing": {"partition_activations": true})",
        "activation_checkpointing: activation checkpointing is not implemented"},
       {R"("sparse_attention": {"mode": "fixed"})", "sparse_attention: sparse attention"},
@@ -194,4 +193,19 @@ TEST_CASE("elasticity: DeepSpeed's keys, defaults and rules") {
     CHECK_THROWS_WITH(parse(c.json), Catch::Contains(c.message));
   }
   CHECK(parse(R"("elasticity": {"version": "0.1"})").elasticity.version == 0.1);
+}
+
+TEST_CASE("config policy: the flops_profiler block is read with DeepSpeed's keys and types") {
+  const DeepSpeedConfig c = parse(R"("flops_profiler": {"enabled": true, "profile_step": 5,
+      "module_depth": 2, "top_modules": 3, "detailed": false, "output_file": "p.txt"})");
+  CHECK(c.flopsProfiler.enabled);
+  CHECK(c.flopsProfiler.profileStep == 5);
+  CHECK(c.flopsProfiler.moduleDepth == 2);
+  CHECK(c.flopsProfiler.topModules == 3);
+  CHECK_FALSE(c.flopsProfiler.detailed);
+  CHECK(c.flopsProfiler.outputFile == "p.txt");
+  CHECK_THROWS_WITH(parse(R"("flops_profiler": {"profile_step": "one"})"),
+                    Catch::Contains("flops_profiler.profile_step"));
+  CHECK_THROWS_WITH(parse(R"("flops_profiler": {"top_modules": 0})"),
+                    Catch::Contains("flops_profiler.top_modules"));
 }
