@@ -7,6 +7,9 @@ find_package(Boost 1.74 REQUIRED)
 # OpenBLAS for the GPT model's matrix products (Debian: libopenblas-dev).
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
+# oneDNN's sgemm where Debian has it (libdnnl-dev): the faster of the two here (README).
+find_package(dnnl CONFIG QUIET)
+find_package(OpenMP QUIET)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(yaml-cpp CONFIG REQUIRED)
 find_package(nlohmann_json 3 CONFIG REQUIRED)

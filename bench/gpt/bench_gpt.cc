@@ -1,0 +1,166 @@
+// bench_gpt: training tokens per second of the GPT model (runtime/model/gpt.h) through the
+// engine (one rank, fp32, AdamW on CPU-Adam) beside two baselines measured in the same run at the
+// same thread counts:
+//   torch      the same model and batch as plain PyTorch eager modules with torch.optim.AdamW
+//              (bench/gpt/torch_gpt_bench.py under /usr/bin/python3);
+//   sgemm peak a large square sgemm through the same BLAS: what the matrix products could reach.
+// "gflops" counts 3 x 2 x the forward MACs per token (forward + backward), as DeepSpeed's profiler.
+// Usage: bench_gpt [--threads 1,2] [--steps 10] [--layers 4] [--hidden 256] [--heads 4]
+//                  [--seq 128] [--batch 8] [--json] [--no-torch]
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/bench_flags.h"
+#include "bench/command_seconds.h"
+#include "common/guarded_main.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/transformer_kernels.h"
+#include "runtime/comm/shm_communicator.h"
+#include "runtime/config/ds_config.h"
+#include "runtime/engine/engine.h"
+#include "runtime/model/gpt.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::vector<int> threads = {1, 2};
+  int steps = 10, layers = 4, hidden = 256, heads = 4, seq = 128, batch = 8;
+  bool json = false, torch = true;
+};
+
+double sgemmPeakGflops(int threads) {
+  ds::kernels::setMatmulThreads(threads);
+  const size_t n = 1024;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  ds::kernels::matmul(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+  double best = 0.0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto start = Clock::now();
+    ds::kernels::matmul(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    best = std::max(best, 2.0 * n * n * n / s / 1e9);
+  }
+  return best;
+}
+
+double oursTokensPerSecond(const Options& o, int threads, double& loss) {
+  using namespace ds::runtime;
+  setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);  // CPU-Adam's pool
+  ds::kernels::setMatmulThreads(threads);
+  GptConfig c;
+  c.numLayers = o.layers;
+  c.hiddenSize = o.hidden;
+  c.numAttentionHeads = o.heads;
+  c.seqLength = c.maxPositionEmbeddings = o.seq;
+  c.vocabSize = 257;
+  Gpt model(c);
+  const std::string json = R"({"train_micro_batch_size_per_gpu": )" + std::to_string(o.batch) +
+                           R"(, "optimizer": {"type": "AdamW", "params": {"lr": 0.001,
+                           "weight_decay": 0.1}}})";
+  const DeepSpeedConfig config = parseDeepSpeedConfig(json, 1, "bench_gpt");
+  auto group = ShmCommunicator::inProcessGroup(1);
+  Engine engine(model, config, group[0], 1);
+  Batch batch;
+  batch.size = static_cast<size_t>(o.batch);
+  uint64_t x = 1;
+  for (int i = 0; i < o.batch * o.seq; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    batch.inputIds.push_back(static_cast<int32_t>((x >> 33) % 257));
+    batch.targetIds.push_back(static_cast<int32_t>((x >> 17) % 257));
+  }
+  for (int i = 0; i < 2; ++i) {
+    engine.forwardBackward(batch);
+    engine.step();
+  }
+  const auto start = Clock::now();
+  for (int i = 0; i < o.steps; ++i) {
+    loss = engine.forwardBackward(batch);
+    engine.step();
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  return static_cast<double>(o.batch) * o.seq * o.steps / s;
+}
+
+double torchTokensPerSecond(const Options& o, int threads) {
+  const std::string cmd = "OMP_NUM_THREADS=" + std::to_string(threads) +
+                          " /usr/bin/python3 " DS_SOURCE_DIR "/bench/gpt/torch_gpt_bench.py " +
+                          std::to_string(o.layers) + " " + std::to_string(o.hidden) + " " +
+                          std::to_string(o.heads) + " " + std::to_string(o.seq) + " 384 " +
+                          std::to_string(o.batch) + " " + std::to_string(o.steps) + " " +
+                          std::to_string(threads) + " 2>/dev/null";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return 0.0;
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  if (pclose(pipe) != 0) return 0.0;
+  return nlohmann::json::parse(out)["tokens_per_s"].get<double>();
+}
+
+int run(const Options& o) {
+  using namespace ds::runtime;
+  GptConfig c;
+  c.numLayers = o.layers;
+  c.hiddenSize = o.hidden;
+  c.numAttentionHeads = o.heads;
+  c.seqLength = c.maxPositionEmbeddings = o.seq;
+  c.vocabSize = 257;
+  const Gpt shape(c);
+  const double flopsPerToken = 6.0 * shape.forwardMacsPerSample(o.seq).total() / o.seq;
+  if (!o.json)
+    std::printf("GPT %d layers, hidden %d, %d heads, seq %d, batch %d: %zu parameters; kernels %s; "
+                "%s\n%8s %14s %14s %8s %10s %12s %8s\n",
+                o.layers, o.hidden, o.heads, o.seq, o.batch, shape.parameterCount(),
+                ds::kernels::kernelIsaName(ds::kernels::bestKernelIsa()),
+                ds::kernels::matmulLibrary(), "threads", "tokens/s", "torch tok/s", "ratio",
+                "GFLOPS", "sgemm peak", "of peak");
+  for (int t : o.threads) {
+    double loss = 0.0;
+    const double ours = oursTokensPerSecond(o, t, loss);
+    const double torch = o.torch ? torchTokensPerSecond(o, t) : 0.0;
+    const double peak = sgemmPeakGflops(t);
+    const double gflops = ours * flopsPerToken / 1e9;
+    if (o.json) {
+      std::printf("{\"threads\": %d, \"params\": %zu, \"tokens_per_s\": %.1f, "
+                  "\"torch_tokens_per_s\": %.1f, \"gflops\": %.2f, \"sgemm_peak_gflops\": %.2f}\n",
+                  t, shape.parameterCount(), ours, torch, gflops, peak);
+    } else {
+      std::printf("%8d %14.0f %14.0f %7.2fx %10.1f %12.1f %7.0f%%\n", t, ours, torch,
+                  torch > 0 ? ours / torch : 0.0, gflops, peak, 100.0 * gflops / peak);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return ds::guardedMain("bench_gpt", [&] {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      auto value = [&]() -> std::string {
+        if (i + 1 >= argc) throw ds::Error(a + ": needs a value");
+        return argv[++i];
+      };
+      using ds::bench::flagNumber;
+      if (a == "--threads") o.threads = ds::bench::flagList(a, value(), 1, 1024);
+      else if (a == "--steps") o.steps = static_cast<int>(flagNumber(a, value(), 1, 100000));
+      else if (a == "--layers") o.layers = static_cast<int>(flagNumber(a, value(), 1, 1024));
+      else if (a == "--hidden") o.hidden = static_cast<int>(flagNumber(a, value(), 1, 65536));
+      else if (a == "--heads") o.heads = static_cast<int>(flagNumber(a, value(), 1, 1024));
+      else if (a == "--seq") o.seq = static_cast<int>(flagNumber(a, value(), 1, 65536));
+      else if (a == "--batch") o.batch = static_cast<int>(flagNumber(a, value(), 1, 65536));
+      else if (a == "--json") o.json = true;
+      else if (a == "--no-torch") o.torch = false;
+      else throw ds::Error(a + ": unknown flag (see the usage at the top of bench_gpt.cc)");
+    }
+    return run(o);
+  });
+}
