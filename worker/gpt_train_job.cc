@@ -5,6 +5,8 @@
 // validation split every eval-interval steps and at the end, averaged over ranks.
 #include "worker/gpt_train_job.h"
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -253,6 +255,16 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
     std::printf("sample (prompt | generated):\n%s|%s\n", tokenizer.decode(prompt).c_str(),
                 tokenizer.decode(generated).c_str());
   }
+  // Where this rank's memory went (rank logs: every rank's line).
+  const runtime::MemoryUsage m = engine.memory();
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  constexpr double kMiB = 1024.0 * 1024.0;
+  std::printf("memory: peak RSS %.1f MiB; model states %.1f MiB (parameters %.1f, gradients %.1f, "
+              "master %.1f, optimizer %.1f); buffers %.1f MiB; activations %.1f MiB at most\n",
+              static_cast<double>(usage.ru_maxrss) / 1024.0, m.modelState() / kMiB,
+              m.parameters / kMiB, m.gradients / kMiB, m.masterWeights / kMiB,
+              m.optimizerStates / kMiB, m.buffers / kMiB, model.peakActivationBytes() / kMiB);
   result.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fflush(stdout);

@@ -9,7 +9,9 @@
 #include <string>
 
 #include "common/error.h"
-#include "runtime/config/ds_config.h"
+#include "runtime/config/job_config.h"
+#include "runtime/data/byte_tokenizer.h"
+#include "runtime/model/gpt.h"
 #include "runtime/zero/memory_estimate.h"
 #include "tools/ds_config/commands.h"
 
@@ -67,8 +69,20 @@ std::string gib(double bytes) {
 }
 
 void runMemory(const MemoryOptions& o) {
-  const double params = parseParameterCount(o.params);
-  const runtime::DeepSpeedConfig c = runtime::loadDeepSpeedConfig(o.config, o.worldSize);
+  const runtime::JobConfig job =
+      runtime::parseJobConfig(runtime::readJobConfigText(o.config), o.worldSize, o.config);
+  const runtime::DeepSpeedConfig& c = job.deepspeed;
+  double params = 0;
+  if (!o.params.empty()) {
+    params = parseParameterCount(o.params);
+  } else if (job.gpt) {  // NeoX YAML: the GPT it builds (byte-level vocabulary)
+    runtime::GptConfig model = job.gpt->model;
+    model.vocabSize = runtime::ByteTokenizer::kVocabularySize;
+    params = static_cast<double>(runtime::Gpt(model).parameterCount());
+  } else {
+    throw ds::Error("--params: required with a DeepSpeed JSON config (a NeoX YAML config "
+                    "gives its GPT's count)");
+  }
   for (const std::string& warning : c.warnings) std::cerr << "warning: " << warning << '\n';
   const DType model = c.precision.modelDtype;
   const DType grads = c.precision.gradAccumDtype.value_or(model);
@@ -112,9 +126,11 @@ void addMemoryCommand(CLI::App& app) {
   auto o = std::make_shared<MemoryOptions>();
   CLI::App* cmd = app.add_subcommand(
       "memory", "Per-rank model-state memory of ZeRO stages 0-3 for PARAMS parameters");
-  cmd->add_option("config", o->config, "DeepSpeed JSON config")->required();
-  cmd->add_option("--params", o->params, "parameter count: 1300000000, 1.3e9, 1.3B, 350M")
+  cmd->add_option("config", o->config, "DeepSpeed JSON config, or NeoX YAML (a.yml[,b.yml])")
       ->required();
+  cmd->add_option("--params", o->params,
+                  "parameter count: 1300000000, 1.3e9, 1.3B, 350M (default for NeoX YAML: its "
+                  "GPT's)");
   cmd->add_option("--world-size", o->worldSize, "data-parallel ranks")->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "print a JSON array, one object per stage (bytes)");
   cmd->callback([o] { runMemory(*o); });

@@ -1,0 +1,119 @@
+// bench_gpt_memory: where one rank's memory goes when the GPT trainer runs on 2 loopback nodes x
+// 2 ranks, at ZeRO stages 0-3 and with checkpoint-activations: the peak resident set (getrusage),
+// the engine's model-state bytes next to `ds-config memory`'s estimate for the same config, and
+// the model's peak activation bytes. All from real ds-launch jobs on a synthetic corpus.
+// Usage: bench_gpt_memory [--layers 8] [--hidden 512] [--batch 4] [--seq 128]
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "bench/bench_flags.h"
+#include "bench/command_seconds.h"
+#include "common/guarded_main.h"
+#include "runtime/data/indexed_dataset.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Options {
+  int layers = 8, hidden = 512, batch = 4, seq = 128;
+};
+
+std::string readAll(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string capture(const std::string& cmd) {
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw ds::Error("cannot run " + cmd);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
+  if (pclose(pipe) != 0) throw ds::Error(cmd + " failed:\n" + out);
+  return out;
+}
+
+int run(const Options& o) {
+  const fs::path dir = fs::temp_directory_path() / ("bench-gpt-memory-" + std::to_string(getpid()));
+  fs::create_directories(dir / "data");
+  struct Cleanup {
+    fs::path d;
+    ~Cleanup() { fs::remove_all(d); }
+  } cleanup{dir};
+  {
+    ds::runtime::IndexedDatasetWriter w((dir / "data/corpus").string(), ds::runtime::TokenType::UInt16);
+    for (int d = 0; d < 200; ++d) {
+      std::vector<int32_t> tokens(2000);
+      for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7 + d) % 256);
+      w.addSequence(tokens);
+      w.endDocument();
+    }
+    w.finish();
+  }
+  std::ofstream(dir / "hostfile") << "127.0.0.1 slots=2\n127.0.0.2 slots=2\n";
+  const std::string bin = fs::path(DS_BIN_DIR).string();
+  std::printf("GPT %d layers x %d hidden, micro-batch %d x %d tokens, bf16, AdamW; 2 nodes x 2 ranks; "
+              "rank 0's figures (MiB)\n",
+              o.layers, o.hidden, o.batch, o.seq);
+  std::printf("%-22s %10s %12s %12s %8s %12s %10s\n", "run", "peak RSS", "model state",
+              "ds-config", "ratio", "activations", "buffers");
+  for (int variant = 0; variant < 5; ++variant) {
+    const int stage = variant < 4 ? variant : 2;
+    const bool checkpointing = variant == 4;
+    std::ofstream(dir / "gpt.yml")
+        << "num-layers: " << o.layers << "\nhidden-size: " << o.hidden
+        << "\nnum-attention-heads: 8\nseq-length: " << o.seq
+        << "\nmax-position-embeddings: " << o.seq
+        << "\ndata-path: data/corpus\nsplit: \"100,0,0\"\ntrain-iters: 2\neval-iters: 0\n"
+           "lr: 0.001\nbatch-size: "
+        << o.batch << "\nprecision: bfloat16\ncheckpoint-activations: "
+        << (checkpointing ? "true" : "false")
+        << "\noptimizer: {type: AdamW, params: {lr: 0.001}}\nzero_optimization: {stage: " << stage
+        << "}\n";
+    capture("cd " + dir.string() + " && " + bin + "/ds-launch --hostfile hostfile --master_port 0 "
+            "--log_dir logs train --config gpt.yml 2>&1");
+    const std::string log = readAll(dir / "logs/rank-0.log");
+    std::smatch m;
+    static const std::regex line(
+        R"(memory: peak RSS ([0-9.]+) MiB; model states ([0-9.]+) MiB .*buffers ([0-9.]+) MiB; activations ([0-9.]+) MiB)");
+    if (!std::regex_search(log, m, line)) throw ds::Error("no memory line in rank 0's log:\n" + log);
+    const auto estimate = nlohmann::json::parse(
+        capture(bin + "/ds-config memory " + (dir / "gpt.yml").string() + " --world-size 4 --json"));
+    const double expected = estimate[stage]["total"].get<double>() / (1024.0 * 1024.0);
+    const double state = std::stod(m[2]);
+    const std::string name = "ZeRO " + std::to_string(stage) + (checkpointing ? " + checkpointing" : "");
+    std::printf("%-22s %10.1f %12.1f %12.1f %7.3fx %12.1f %10.1f\n", name.c_str(), std::stod(m[1]),
+                state, expected, state / expected, std::stod(m[4]), std::stod(m[3]));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return ds::guardedMain("bench_gpt_memory", [&] {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (i + 1 >= argc) throw ds::Error(a + ": unknown flag or missing value");
+      const std::string v = argv[++i];
+      using ds::bench::flagNumber;
+      if (a == "--layers") o.layers = static_cast<int>(flagNumber(a, v, 1, 1024));
+      else if (a == "--hidden") o.hidden = static_cast<int>(flagNumber(a, v, 8, 65536));
+      else if (a == "--batch") o.batch = static_cast<int>(flagNumber(a, v, 1, 65536));
+      else if (a == "--seq") o.seq = static_cast<int>(flagNumber(a, v, 1, 65536));
+      else throw ds::Error(a + ": unknown flag (see the usage at the top of bench_gpt_memory.cc)");
+    }
+    return run(o);
+  });
+}
