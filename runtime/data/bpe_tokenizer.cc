@@ -79,6 +79,11 @@ std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3);
   for (const std::string_view word : splitGpt2Words(text)) {
+    if (word.size() > kMaxCachedWordBytes) {
+      const std::vector<int32_t> pieces = mergeWord(word);
+      ids.insert(ids.end(), pieces.begin(), pieces.end());
+      continue;
+    }
     std::string key(word);
     {
       std::lock_guard<std::mutex> lock(cacheMutex_);

@@ -34,9 +34,11 @@ class BpeTokenizer : public Tokenizer {
   std::vector<int32_t> mergeWord(std::string_view word) const;
 
   BpeVocabulary vocab_;
-  // Words repeat (Zipf): merging each distinct word once is most of encode's speed. Bounded, as a
-  // corpus has an unbounded number of distinct words.
-  static constexpr size_t kMaxCachedWords = size_t{1} << 18;
+  // Words repeat (Zipf): merging each distinct word once is most of encode's speed. Bounded in
+  // count and word length (a corpus has unboundedly many distinct words, and long ones rarely
+  // repeat), so the cache stays within a few tens of MB.
+  static constexpr size_t kMaxCachedWords = size_t{1} << 17;
+  static constexpr size_t kMaxCachedWordBytes = 64;
   mutable std::mutex cacheMutex_;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
 };
