@@ -1,5 +1,6 @@
 // ds-preprocess through the real binary: JSON lines and blank-line separated text become the
-// documents of an indexed dataset; bad input exits 2 naming the file and line.
+// documents of an indexed dataset, with the byte or the GPT-2 BPE tokenizer; bad input exits 2
+// naming the file and line.
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
@@ -8,8 +9,10 @@
 #include <fstream>
 #include <string>
 
+#include "runtime/data/bpe_tokenizer.h"
 #include "runtime/data/byte_tokenizer.h"
 #include "runtime/data/indexed_dataset.h"
+#include "test/bpe_test_files.h"
 #include "test/scratch_dir.h"
 
 namespace {
@@ -66,11 +69,55 @@ TEST_CASE("ds-preprocess: bad input exits 2 naming the file and line, and writes
   CHECK(out.find("bad.jsonl:1: no string \"body\"") != std::string::npos);
   CHECK(runTool(dir, "--input bad.jsonl --output-prefix o/b --tokenizer-type GPT2BPETokenizer",
                 out) == 2);
-  CHECK(out.find("only the byte-level tokenizer") != std::string::npos);
+  CHECK(out.find("GPT2BPETokenizer needs vocab-file") != std::string::npos);
+  CHECK(runTool(dir, "--input bad.jsonl --output-prefix o/b --tokenizer-type HFTokenizer", out) ==
+        2);
+  CHECK(out.find("accepted: ByteTokenizer, GPT2BPETokenizer") != std::string::npos);
+  std::ofstream(dir + "/vocab.json") << "{\"a\": 0}";
+  std::ofstream(dir + "/merges.txt") << "";
+  CHECK(runTool(dir,
+                "--input bad.jsonl --output-prefix o/b --tokenizer-type GPT2BPETokenizer "
+                "--vocab-file vocab.json --merge-file merges.txt",
+                out) == 2);
+  CHECK(out.find("vocab.json: no token for the byte 0x00") != std::string::npos);
   CHECK(runTool(dir, "--input missing.txt --output-prefix o/b", out) == 2);
   // No half-written dataset: neither the files nor their temporary names remain.
   std::error_code ec;
   for (const char* name : {"o/b_text_document.bin", "o/b_text_document.idx",
                            "o/b_text_document.bin.tmp", "o/b_body_document.bin.tmp"})
     CHECK_FALSE(std::filesystem::exists(dir + "/" + name, ec));
+}
+
+TEST_CASE("ds-preprocess: GPT2BPETokenizer from vocab and merges files, EOD from the vocabulary") {
+  const std::string dir = ds::test::makeScratchDir("preprocess-bpe");
+  const auto files = ds::test::writeSmallBpe(dir);
+  const std::vector<std::string> documents = {"the theme of the abab", "n\\u00e9e\\n\\nx"};
+  {
+    std::ofstream jsonl(dir + "/c.jsonl");
+    for (const auto& d : documents) jsonl << "{\"text\": \"" << d << "\"}\n";
+  }
+  const std::string bpe = " --tokenizer-type GPT2BPETokenizer --vocab-file " + files.vocabFile +
+                          " --merge-file " + files.mergeFile;
+  std::string out;
+  REQUIRE(runTool(dir, "--input c.jsonl --output-prefix data/b --append-eod" + bpe, out) == 0);
+  const ds::runtime::IndexedDataset data(dir + "/data/b_text_document");
+  CHECK(data.type() == ds::runtime::TokenType::UInt16);
+  REQUIRE(data.documents() == 2);
+  const ds::runtime::BpeTokenizer tokenizer(files.vocabFile, files.mergeFile);
+  const std::vector<std::string> texts = {"the theme of the abab",
+                                          "n\xC3\xA9"
+                                          "e\n\nx"};
+  for (size_t i = 0; i < texts.size(); ++i) {
+    auto expected = tokenizer.encode(texts[i]);
+    expected.push_back(files.ids.at("<|endoftext|>"));
+    CHECK(data.read(i) == expected);
+  }
+  CHECK(data.read(0)[2] == files.ids.at(" the"));  // "t" "he" " the" "m" "e" ...
+
+  // Text that is not UTF-8: warned about with its place, kept byte for byte.
+  std::ofstream(dir + "/latin1.txt", std::ios::binary) << "ok\ncaf\xE9 au lait\n";
+  REQUIRE(runTool(dir, "--input latin1.txt --output-prefix data/l" + bpe, out) == 0);
+  CHECK(out.find("warning: latin1.txt:2:4: 1 bytes are not UTF-8") != std::string::npos);
+  const ds::runtime::IndexedDataset latin1(dir + "/data/l_text_document");
+  CHECK(tokenizer.decode(latin1.read(0)) == "ok\ncaf\xE9 au lait\n");
 }

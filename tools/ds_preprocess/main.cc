@@ -2,7 +2,8 @@
 // GPT-NeoX's layout and names), with a progress line. Like NeoX's tools/preprocess_data.py:
 //   ds-preprocess --input corpus.jsonl --json-keys text --output-prefix data/corpus --append-eod
 // Text input (any file not ending in .jsonl/.json, or --format text): documents are separated by
-// blank lines. The tokenizer is byte-level (the GPT-2 BPE tokenizer is not implemented yet).
+// blank lines. Tokenizers: byte-level (the default, no files) or GPT-2's BPE:
+//   --tokenizer-type GPT2BPETokenizer --vocab-file gpt2-vocab.json --merge-file gpt2-merges.txt
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -17,12 +18,12 @@
 
 #include "common/error.h"
 #include "common/guarded_main.h"
-#include "runtime/data/byte_tokenizer.h"
 #include "runtime/data/indexed_dataset.h"
+#include "runtime/data/tokenizer.h"
+#include "runtime/data/utf8.h"
 
 namespace {
 
-using ds::runtime::ByteTokenizer;
 using ds::runtime::IndexedDatasetWriter;
 using ds::runtime::TokenType;
 
@@ -31,7 +32,8 @@ struct Options {
   std::string outputPrefix;
   std::vector<std::string> jsonKeys = {"text"};
   std::string format = "auto";
-  std::string tokenizer = "byte";
+  std::string tokenizer = "ByteTokenizer";
+  std::string vocabFile, mergeFile;
   bool appendEod = false;
 };
 
@@ -76,7 +78,10 @@ int run(int argc, char** argv) {
   app.add_option("--json-keys,--jsonl-keys,--json_keys", o.jsonKeys, "JSON keys to tokenize");
   app.add_option("--format", o.format, "auto (by extension), text or jsonl")
       ->check(CLI::IsMember({"auto", "text", "jsonl"}));
-  app.add_option("--tokenizer-type,--tokenizer_type", o.tokenizer, "byte (the default)");
+  app.add_option("--tokenizer-type,--tokenizer_type", o.tokenizer,
+                 "ByteTokenizer (the default; also: byte) or GPT2BPETokenizer");
+  app.add_option("--vocab-file,--vocab_file", o.vocabFile, "GPT-2's vocab.json (GPT2BPETokenizer)");
+  app.add_option("--merge-file,--merge_file", o.mergeFile, "GPT-2's merges.txt (GPT2BPETokenizer)");
   app.add_flag("--append-eod,--append_eod", o.appendEod, "end every document with the EOD token");
   try {
     app.parse(argc, argv);
@@ -86,22 +91,20 @@ int run(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
-  if (o.tokenizer != "byte" && o.tokenizer != "ByteLevelTokenizer")
-    throw ds::Error("--tokenizer-type " + o.tokenizer +
-                    ": only the byte-level tokenizer is implemented so far (use byte)");
-
-  const ByteTokenizer tokenizer;
+  const auto tokenizer = ds::runtime::makeTokenizer(o.tokenizer, o.vocabFile, o.mergeFile);
+  // NeoX's choice (best_fitting_dtype): uint16 below 65500 tokens, else int32.
+  const TokenType type = tokenizer->vocabularySize() < 65500 ? TokenType::UInt16 : TokenType::Int32;
   std::map<std::string, std::unique_ptr<IndexedDatasetWriter>> writers;
   for (const auto& key : o.jsonKeys)
-    writers[key] = std::make_unique<IndexedDatasetWriter>(o.outputPrefix + "_" + key + "_document",
-                                                          TokenType::UInt16);
+    writers[key] =
+        std::make_unique<IndexedDatasetWriter>(o.outputPrefix + "_" + key + "_document", type);
   uintmax_t totalBytes = 0, doneBytes = 0;
   for (const auto& path : o.inputs) totalBytes += std::filesystem::file_size(path);
   Progress progress(totalBytes);
   uint64_t documents = 0;
   auto addDocument = [&](const std::string& key, const std::string& text) {
-    std::vector<int32_t> ids = tokenizer.encode(text);
-    if (o.appendEod) ids.push_back(ByteTokenizer::kEndOfDocument);
+    std::vector<int32_t> ids = tokenizer->encode(text);
+    if (o.appendEod) ids.push_back(tokenizer->endOfDocument());
     writers.at(key)->addSequence(ids);
     writers.at(key)->endDocument();
   };
@@ -110,6 +113,8 @@ int run(int argc, char** argv) {
     if (!in) throw ds::Error(path + ": cannot open");
     const bool jsonl = isJsonLines(o, path);
     std::string line, paragraph;
+    uint64_t invalidBytes = 0;
+    std::string firstInvalid;  // FILE:LINE:COLUMN
     for (uint64_t number = 1; std::getline(in, line); ++number) {
       doneBytes += line.size() + 1;
       if (jsonl) {
@@ -132,11 +137,23 @@ int run(int argc, char** argv) {
         if (!paragraph.empty()) addDocument(o.jsonKeys.front(), paragraph), ++documents;
         paragraph.clear();
       } else {
+        // JSON input cannot get here with invalid UTF-8 (the parser refuses it); text can.
+        const auto check = ds::runtime::checkUtf8(line);
+        if (check.invalidBytes > 0 && invalidBytes == 0)
+          firstInvalid =
+              path + ":" + std::to_string(number) + ":" + std::to_string(check.firstInvalid + 1);
+        invalidBytes += check.invalidBytes;
         paragraph += line + "\n";
       }
       progress.update(doneBytes, documents);
     }
     if (!paragraph.empty()) addDocument(o.jsonKeys.front(), paragraph), ++documents;
+    if (invalidBytes > 0)
+      std::fprintf(stderr,
+                   "ds-preprocess: warning: %s: %llu bytes are not UTF-8 (the first here); they "
+                   "are kept and tokenized as raw bytes (if the file has another encoding, "
+                   "convert it first, e.g. with iconv)\n",
+                   firstInvalid.c_str(), static_cast<unsigned long long>(invalidBytes));
   }
   progress.update(totalBytes, documents, true);
   for (auto& [key, writer] : writers) {

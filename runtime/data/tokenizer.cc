@@ -1,0 +1,64 @@
+// parseTokenizerType / makeTokenizer: the accepted names in one table.
+#include "runtime/data/tokenizer.h"
+
+#include "common/error.h"
+#include "runtime/data/bpe_tokenizer.h"
+#include "runtime/data/byte_tokenizer.h"
+
+namespace ds::runtime {
+
+namespace {
+
+struct TypeName {
+  const char* name;
+  TokenizerType type;
+};
+// The first name of each type is the one messages use.
+constexpr TypeName kTypeNames[] = {
+    {"ByteTokenizer", TokenizerType::Byte},
+    {"GPT2BPETokenizer", TokenizerType::Gpt2Bpe},
+    {"byte", TokenizerType::Byte},
+};
+
+}  // namespace
+
+TokenizerType parseTokenizerType(const std::string& name) {
+  std::string accepted;
+  for (const auto& t : kTypeNames) {
+    if (name == t.name) return t.type;
+    accepted += std::string(accepted.empty() ? "" : ", ") + t.name;
+  }
+  throw Error("tokenizer-type: " + name + " is not implemented; accepted: " + accepted +
+              " (NeoX's CharLevelTokenizer, HFTokenizer, HFGPT2Tokenizer, SPMTokenizer and "
+              "TiktokenTokenizer are not)");
+}
+
+const char* tokenizerTypeName(TokenizerType type) {
+  for (const auto& t : kTypeNames)
+    if (t.type == type) return t.name;
+  return "?";
+}
+
+std::unique_ptr<Tokenizer> makeTokenizer(const std::string& type, const std::string& vocabFile,
+                                         const std::string& mergeFile) {
+  switch (parseTokenizerType(type)) {
+    case TokenizerType::Byte:
+      if (!vocabFile.empty() || !mergeFile.empty())
+        throw Error(
+            std::string(vocabFile.empty() ? "merge-file " + mergeFile : "vocab-file " + vocabFile) +
+            ": the byte tokenizer (tokenizer-type " + type +
+            ") needs no files; set tokenizer-type GPT2BPETokenizer to use them, or drop "
+            "the file");
+      return std::make_unique<ByteTokenizer>();
+    case TokenizerType::Gpt2Bpe:
+      if (vocabFile.empty() || mergeFile.empty())
+        throw Error(
+            "tokenizer-type GPT2BPETokenizer needs vocab-file (GPT-2's vocab.json) and "
+            "merge-file (its merges.txt); " +
+            std::string(vocabFile.empty() ? "vocab-file" : "merge-file") + " is not set");
+      return std::make_unique<BpeTokenizer>(vocabFile, mergeFile);
+  }
+  throw Error("tokenizer-type " + type + ": unhandled");
+}
+
+}  // namespace ds::runtime
