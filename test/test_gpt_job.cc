@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "runtime/data/indexed_dataset.h"
+#include "test/bpe_test_files.h"
 #include "test/launch_harness.h"
 #include "test/scratch_dir.h"
 
@@ -135,4 +136,36 @@ TEST_CASE("gpt job: a NeoX YAML job at ZeRO 3 trains, evaluates, and resumes bit
   const auto straightLosses = matches(out, loss), resumedLosses = matches(resumedOut, loss);
   REQUIRE(straightLosses.size() == 6);
   for (int it : {4, 5, 6}) CHECK(resumedLosses.at(it) == straightLosses.at(it));
+}
+
+TEST_CASE("gpt job: GPT-2 BPE data and tokenizer from vocab-file/merge-file, then ds-generate",
+          "[gpt][launch]") {
+  const std::string dir = makeScratchDir("gpt-bpe");
+  const SmallBpe bpe = writeSmallBpe(dir);
+  std::string text;
+  for (int d = 0; d < 30; ++d) text += "abab aba the lazy dog said ab " + std::to_string(d) + "\n\n";
+  writeFile(dir + "/corpus.txt", text);
+  std::filesystem::create_directories(dir + "/data");
+  const std::string pre = "cd " + dir + " && " + DS_BIN_DIR +
+                          "/ds-preprocess --input corpus.txt --output-prefix data/bpe "
+                          "--append-eod --tokenizer-type GPT2BPETokenizer --vocab-file " +
+                          bpe.vocabFile + " --merge-file " + bpe.mergeFile + " >pre.out 2>&1";
+  INFO(readFile(dir + "/pre.out"));
+  REQUIRE(std::system(pre.c_str()) == 0);
+  writeFile(dir + "/hostfile", kHostfile);
+  std::string config = yaml("save: ckpt\ntokenizer-type: GPT2BPETokenizer\nvocab-file: " +
+                            bpe.vocabFile + "\nmerge-file: " + bpe.mergeFile + "\n");
+  config = std::regex_replace(config, std::regex("data/corpus"), "data/bpe_text_document");
+  writeFile(dir + "/gpt.yml", config);
+  const auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir",
+                                     "logs", "train", "--config", "gpt.yml"});
+  const auto status = waitExit(job, 180s);
+  INFO(readFile(dir + "/stdout") << readFile(dir + "/stderr"));
+  REQUIRE(status == 0);
+  CHECK(readFile(dir + "/stdout").find("validation at iteration 6") != std::string::npos);
+  const std::string gen = "cd " + dir + " && " + DS_BIN_DIR +
+                          "/ds-generate ckpt --prompt 'abab' --max-new-tokens 5 >gen.out 2>&1";
+  INFO(readFile(dir + "/gen.out"));
+  CHECK(std::system(gen.c_str()) == 0);
+  CHECK(readFile(dir + "/gen.out").find("abab") != std::string::npos);
 }

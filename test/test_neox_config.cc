@@ -123,6 +123,7 @@ TEST_CASE("neox config: unknown, unimplemented and malformed keys are refused by
              Catch::Contains("data parallelism only"));
   CHECK_THAT(errorOf("checkpoint-num-layers: 2\n"), Catch::Contains("only 1"));
   CHECK_THAT(errorOf("lr-decay-style: exponential\n"), Catch::Contains("linear, cosine or constant"));
+  CHECK_THAT(errorOf("tokenizer-type: HFTokenizer\n"), Catch::Contains("GPT2BPETokenizer"));
   CHECK(parse("bias-gelu-fusion: true\n").notes.size() == 1);
 
   Files f;

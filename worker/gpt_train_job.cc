@@ -20,7 +20,6 @@
 #include "kernels/cpu/matmul.h"
 #include "runtime/checkpoint/checkpoint_files.h"
 #include "kernels/cpu/transformer_kernels.h"
-#include "runtime/data/byte_tokenizer.h"
 #include "runtime/data/gpt_samples.h"
 #include "runtime/data/indexed_dataset.h"
 #include "runtime/engine/engine.h"
@@ -87,16 +86,13 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
                      const TrainOptions& options, const JoinResult& join,
                      runtime::Communicator& comm, ProgressBoard& board,
                      const std::atomic<bool>& stopRequested) {
-  if (gpt.tokenizerType != "ByteTokenizer")
-    throw Error("tokenizer-type: " + gpt.tokenizerType +
-                " is not available to the trainer yet; use ByteTokenizer");
   if (gpt.finetune || gpt.noLoadOptim)
     throw Error(std::string(gpt.finetune ? "finetune" : "no-load-optim") +
                 ": loading weights without the optimizer state is not implemented yet; remove it");
   kernels::setMatmulThreads(matmulThreadsFor(join));
 
-  runtime::GptConfig modelConfig = gpt.model;
-  modelConfig.vocabSize = runtime::ByteTokenizer::kVocabularySize;
+  const std::unique_ptr<runtime::Tokenizer> tokenizer = runtime::makeJobTokenizer(gpt);
+  const runtime::GptConfig modelConfig = runtime::modelConfigFor(gpt, *tokenizer);
   runtime::Gpt model(modelConfig);
   const size_t seq = static_cast<size_t>(modelConfig.seqLength);
 
@@ -251,9 +247,8 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
     sampling.topK = 40;
     sampling.seed = gpt.seed;
     const auto generated = runtime::generateTokens(model, params.data(), prompt, sampling);
-    const runtime::ByteTokenizer tokenizer;
-    std::printf("sample (prompt | generated):\n%s|%s\n", tokenizer.decode(prompt).c_str(),
-                tokenizer.decode(generated).c_str());
+    std::printf("sample (prompt | generated):\n%s|%s\n", tokenizer->decode(prompt).c_str(),
+                tokenizer->decode(generated).c_str());
   }
   // Where this rank's memory went (rank logs: every rank's line).
   const runtime::MemoryUsage m = engine.memory();

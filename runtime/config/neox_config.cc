@@ -407,6 +407,7 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize) {
                     "to false");
     }
   }
+  parseTokenizerType(t.tokenizerType);  // a misspelt name fails at launch, not on every rank
   if (t.trainIters <= 0) throw Error("train-iters: required (the number of optimizer steps)");
   if (t.dataPath.empty()) throw Error("data-path: required (an indexed dataset prefix; make one with ds-preprocess)");
   if (ds.contains("scheduler"))
@@ -436,6 +437,16 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize) {
     throw Error("min-lr: expected 0..lr (" + std::to_string(a.maxLr) + "), got " + std::to_string(minLr));
   out.deepspeed.scheduler = schedule;
   return out;
+}
+
+std::unique_ptr<Tokenizer> makeJobTokenizer(const GptTrainConfig& train) {
+  return makeTokenizer(train.tokenizerType, train.vocabFile, train.mergeFile);
+}
+
+GptConfig modelConfigFor(const GptTrainConfig& train, const Tokenizer& tokenizer) {
+  GptConfig model = train.model;
+  model.vocabSize = tokenizer.vocabularySize();
+  return model;
 }
 
 }  // namespace ds::runtime

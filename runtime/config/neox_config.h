@@ -8,11 +8,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "runtime/config/ds_config.h"
+#include "runtime/data/tokenizer.h"
 #include "runtime/model/gpt_config.h"
 
 namespace ds::runtime {
@@ -50,5 +52,10 @@ nlohmann::json readNeoxYaml(const std::vector<std::string>& paths);
 NeoxConfig parseNeoxConfig(const nlohmann::json& merged, int64_t worldSize);
 
 bool isNeoxConfigPath(const std::string& path);  // .yml / .yaml
+
+// The job's tokenizer (tokenizer-type, vocab-file, merge-file) and the model configuration with
+// its vocabulary size. Reads the tokenizer's files; throws ds::Error naming them.
+std::unique_ptr<Tokenizer> makeJobTokenizer(const GptTrainConfig& train);
+GptConfig modelConfigFor(const GptTrainConfig& train, const Tokenizer& tokenizer);
 
 }  // namespace ds::runtime

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "runtime/config/job_config.h"
-#include "runtime/data/byte_tokenizer.h"
 #include "runtime/model/gpt.h"
 #include "tools/ds_config/commands.h"
 
@@ -44,8 +43,8 @@ void runCheck(const CheckOptions& o) {
   for (const std::string& note : job.notes) std::cerr << "note: " << note << '\n';
   size_t gptParameters = 0;
   if (job.gpt) {  // NeoX YAML: the model it builds (byte-level vocabulary)
-    runtime::GptConfig model = job.gpt->model;
-    model.vocabSize = runtime::ByteTokenizer::kVocabularySize;
+    const runtime::GptConfig model =
+        runtime::modelConfigFor(*job.gpt, *runtime::makeJobTokenizer(*job.gpt));
     gptParameters = runtime::Gpt(model).parameterCount();
     if (!o.json)
       std::cout << "GPT: " << gptParameters << " parameters (" << model.describe() << "), "

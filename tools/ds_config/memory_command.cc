@@ -10,7 +10,6 @@
 
 #include "common/error.h"
 #include "runtime/config/job_config.h"
-#include "runtime/data/byte_tokenizer.h"
 #include "runtime/model/gpt.h"
 #include "runtime/zero/memory_estimate.h"
 #include "tools/ds_config/commands.h"
@@ -76,8 +75,8 @@ void runMemory(const MemoryOptions& o) {
   if (!o.params.empty()) {
     params = parseParameterCount(o.params);
   } else if (job.gpt) {  // NeoX YAML: the GPT it builds (byte-level vocabulary)
-    runtime::GptConfig model = job.gpt->model;
-    model.vocabSize = runtime::ByteTokenizer::kVocabularySize;
+    const runtime::GptConfig model =
+        runtime::modelConfigFor(*job.gpt, *runtime::makeJobTokenizer(*job.gpt));
     params = static_cast<double>(runtime::Gpt(model).parameterCount());
   } else {
     throw ds::Error("--params: required with a DeepSpeed JSON config (a NeoX YAML config "

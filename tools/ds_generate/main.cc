@@ -1,8 +1,8 @@
 // ds-generate: text from a checkpoint of the GPT trainer, in one process.
 //   ds-generate CHECKPOINT_DIR [--tag TAG] --prompt TEXT [--max-new-tokens N] [--temperature T]
 //               [--top-k K] [--seed S]
-// The model is rebuilt from CHECKPOINT_DIR/neox_config.json (written by the trainer next to its
-// checkpoints) and loaded through the engine's resharding loader at world size 1, ZeRO stage 0,
+// The model and tokenizer are rebuilt from CHECKPOINT_DIR/neox_config.json (written by the trainer
+// next to its checkpoints; relative vocab/merge file paths are read from the working directory) and loaded through the engine's resharding loader at world size 1, ZeRO stage 0,
 // whatever the world size and stage that saved it.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -14,7 +14,6 @@
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/common/files.h"
 #include "runtime/config/neox_config.h"
-#include "runtime/data/byte_tokenizer.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/gpt.h"
 #include "runtime/model/sampler.h"
@@ -43,8 +42,8 @@ int run(const Options& o) {
   merged.erase("gradient_accumulation_steps");
   merged["batch-size"] = 1;
   NeoxConfig neox = parseNeoxConfig(merged, 1);
-  GptConfig modelConfig = neox.train.model;
-  modelConfig.vocabSize = ByteTokenizer::kVocabularySize;
+  const std::unique_ptr<Tokenizer> tokenizer = makeJobTokenizer(neox.train);
+  GptConfig modelConfig = modelConfigFor(neox.train, *tokenizer);
   modelConfig.attentionDropout = modelConfig.hiddenDropout = 0.0;
   Gpt model(modelConfig);
   auto group = ShmCommunicator::inProcessGroup(1);
@@ -52,13 +51,12 @@ int run(const Options& o) {
   const std::string tag = engine.loadCheckpoint(o.checkpoint, o.tag);
   const std::vector<float> params = engine.fullParameters();
 
-  const ByteTokenizer tokenizer;
   SamplingOptions sampling = o.sampling;
-  if (o.stopAtEndOfDocument) sampling.stopToken = ByteTokenizer::kEndOfDocument;
-  const auto generated = generateTokens(model, params.data(), tokenizer.encode(o.prompt), sampling);
+  if (o.stopAtEndOfDocument) sampling.stopToken = tokenizer->endOfDocument();
+  const auto generated = generateTokens(model, params.data(), tokenizer->encode(o.prompt), sampling);
   std::fprintf(stderr, "ds-generate: %s/%s, %zu parameters, %zu new tokens\n",
                o.checkpoint.c_str(), tag.c_str(), engine.parameterCount(), generated.size());
-  std::printf("%s%s\n", o.prompt.c_str(), tokenizer.decode(generated).c_str());
+  std::printf("%s%s\n", o.prompt.c_str(), tokenizer->decode(generated).c_str());
   return 0;
 }
 
