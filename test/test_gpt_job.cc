@@ -136,6 +136,26 @@ TEST_CASE("gpt job: a NeoX YAML job at ZeRO 3 trains, evaluates, and resumes bit
   const auto straightLosses = matches(out, loss), resumedLosses = matches(resumedOut, loss);
   REQUIRE(straightLosses.size() == 6);
   for (int it : {4, 5, 6}) CHECK(resumedLosses.at(it) == straightLosses.at(it));
+
+  // no-load-optim: the same weights and position, fresh Adam moments: a different iteration 4.
+  const auto fresh = startGpt(resumeDir, "load: ckpt\nno-load-optim: true\n");
+  REQUIRE(waitExit(fresh, 180s) == 0);
+  const std::string freshOut = readFile(resumeDir + "/stdout");
+  CHECK(freshOut.find("at iteration 3 (no-load-optim: fresh optimizer states)") != std::string::npos);
+  const auto freshLosses = matches(freshOut, loss);
+  CHECK(freshLosses.count(1) == 0);
+  CHECK(freshLosses.at(4) == straightLosses.at(4));  // the same weights see the same batch
+  CHECK(freshLosses.at(5) != straightLosses.at(5));  // but the update differed
+
+  // finetune: the trained weights from iteration 0, so the first evaluation is already better.
+  const auto tuned = startGpt(resumeDir, "load: ckpt\nfinetune: true\n");
+  REQUIRE(waitExit(tuned, 180s) == 0);
+  const std::string tunedOut = readFile(resumeDir + "/stdout");
+  CHECK(tunedOut.find("finetune: loaded the weights of ckpt/global_step3") != std::string::npos);
+  const auto tunedEvals = matches(tunedOut, validation);
+  REQUIRE(tunedEvals.count(0) == 1);
+  CHECK(std::stod(tunedEvals.at(0)) < std::stod(evals.at(0)) - 0.3);  // trained weights
+  CHECK(matches(tunedOut, loss).count(1) == 1);
 }
 
 TEST_CASE("gpt job: GPT-2 BPE data and tokenizer from vocab-file/merge-file, then ds-generate",

@@ -86,9 +86,6 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
                      const TrainOptions& options, const JoinResult& join,
                      runtime::Communicator& comm, ProgressBoard& board,
                      const std::atomic<bool>& stopRequested) {
-  if (gpt.finetune || gpt.noLoadOptim)
-    throw Error(std::string(gpt.finetune ? "finetune" : "no-load-optim") +
-                ": loading weights without the optimizer state is not implemented yet; remove it");
   kernels::setMatmulThreads(matmulThreadsFor(join));
 
   const std::unique_ptr<runtime::Tokenizer> tokenizer = runtime::makeJobTokenizer(gpt);
@@ -113,10 +110,16 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   const std::string saveDir = !options.saveDir.empty() ? options.saveDir : gpt.save;
   const int64_t saveInterval = options.saveInterval > 0 ? options.saveInterval : gpt.saveInterval;
   if (!loadDir.empty() && std::filesystem::exists(std::filesystem::path(loadDir) / "latest")) {
-    const std::string tag = engine.loadCheckpoint(loadDir);
-    if (join.rank == 0)
-      std::printf("resumed from %s/%s at iteration %" PRId64 "\n", loadDir.c_str(), tag.c_str(),
-                  engine.globalSteps());
+    // NeoX's finetune: the weights only, from iteration 0; no-load-optim: fresh optimizer states.
+    const bool optimizerStates = !gpt.finetune && !gpt.noLoadOptim;
+    const std::string tag =
+        engine.loadCheckpoint(loadDir, "", {optimizerStates, /*trainingState=*/!gpt.finetune});
+    if (join.rank == 0 && gpt.finetune)
+      std::printf("finetune: loaded the weights of %s/%s, starting at iteration 0\n",
+                  loadDir.c_str(), tag.c_str());
+    else if (join.rank == 0)
+      std::printf("resumed from %s/%s at iteration %" PRId64 "%s\n", loadDir.c_str(), tag.c_str(),
+                  engine.globalSteps(), optimizerStates ? "" : " (no-load-optim: fresh optimizer states)");
   }
   if (join.rank == 0) {
     std::printf("model: GPT, %zu parameters (%s); ZeRO stage %d, %s; batch %" PRId64

@@ -40,6 +40,14 @@ struct StepTimes {
   double forwardMs = 0, backwardMs = 0, allreduceMs = 0, stepMs = 0;
 };
 
+// What a checkpoint load restores beyond the weights: the optimizer's states (off: fresh moments,
+// as NeoX's no-load-optim) and the training position (step counters, loss scaler, lr schedule;
+// off: a fresh start from the weights, as NeoX's finetune).
+struct CheckpointLoadScope {
+  bool optimizerStates = true;
+  bool trainingState = true;
+};
+
 class Engine : private LayerAccess {
  public:
   Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, uint64_t seed);
@@ -59,7 +67,8 @@ class Engine : private LayerAccess {
   // Collective: every rank calls them. The checkpoint goes to dir/tag (see checkpoint_files.h);
   // load with an empty tag reads dir/latest, and works at any data-parallel size and stage.
   void saveCheckpoint(const std::string& dir, const std::string& tag);
-  std::string loadCheckpoint(const std::string& dir, const std::string& tag = "");
+  std::string loadCheckpoint(const std::string& dir, const std::string& tag = "",
+                             CheckpointLoadScope scope = {});
 
   // Collective at stage 3. The working parameters (model dtype) as fp32, flat layout.
   std::vector<float> fullParameters();

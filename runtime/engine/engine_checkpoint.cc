@@ -155,7 +155,8 @@ void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
   failTogether(problem);
 }
 
-std::string Engine::loadCheckpoint(const std::string& dir, const std::string& requestedTag) {
+std::string Engine::loadCheckpoint(const std::string& dir, const std::string& requestedTag,
+                                   CheckpointLoadScope scope) {
   const std::string tag = requestedTag.empty() ? readLatestTag(dir) : requestedTag;
   checkTag(tag);
   queue_->run([] {});
@@ -173,7 +174,7 @@ std::string Engine::loadCheckpoint(const std::string& dir, const std::string& re
                   specs_[t].name + "\" with " + std::to_string(specs_[t].numel) + " elements");
   Optimizer& first = *groups_.front().optimizer;
   const size_t nStates = first.stateArrays().size();
-  if (m.optimizerName != first.name() || m.optimizerArrays.size() != nStates)
+  if (scope.optimizerStates && (m.optimizerName != first.name() || m.optimizerArrays.size() != nStates))
     throw Error(manifestPath + ": saved with optimizer \"" + m.optimizerName +
                 "\", this run uses \"" + first.name() + "\"");
 
@@ -194,9 +195,10 @@ std::string Engine::loadCheckpoint(const std::string& dir, const std::string& re
   // this rank's new slices are read: any world size and stage, memory bounded by the own shard.
   const int oldParts = static_cast<int>(m.partitions);
   const auto& files = m.files;
-  const size_t nArrays = 1 + nStates;
+  const size_t nArrays = 1 + m.optimizerArrays.size();    // in the files
+  const size_t nLoaded = scope.optimizerStates ? nArrays : 1;  // master weights first
   const int newPart = zero_->shardLayout().parts() == 1 ? 0 : zero_->shardLayout().rank();
-  for (size_t a = 0; a < nArrays; ++a)  // padding of the new slices: zero
+  for (size_t a = 0; a < nLoaded; ++a)  // padding of the new slices: zero
     for (size_t t = 0; t < specs_.size(); ++t) {
       const TensorPlacement& p = zero_->shardLayout().tensor(t);
       const size_t valid = std::min(p.slice, p.numel - std::min(p.numel, newPart * p.slice));
@@ -213,21 +215,24 @@ std::string Engine::loadCheckpoint(const std::string& dir, const std::string& re
       const size_t lo = std::max(q * was.slice, newPart * now.slice);
       const size_t hi = std::min({(q + 1) * was.slice, (newPart + 1) * now.slice, was.numel});
       if (lo >= hi) continue;
-      for (size_t a = 0; a < nArrays; ++a)
+      for (size_t a = 0; a < nLoaded; ++a)
         reader.read((a * old.shardSize() + was.shardOffset + lo - q * was.slice) * sizeof(float),
                     (hi - lo) * sizeof(float), destination(a, t) + (lo - newPart * now.slice));
     }
   }
-  for (const SubGroup& group : groups_) group.optimizer->setSteps(m.optimizerSteps);
+  if (scope.optimizerStates)
+    for (const SubGroup& group : groups_) group.optimizer->setSteps(m.optimizerSteps);
 
-  globalSteps_ = m.globalSteps;
-  skippedSteps_ = m.skippedSteps;
-  microSteps_ = m.microSteps;
-  lastGradNorm_ = m.lastGradNorm;
-  scaler_.restore({m.lossScale, m.lossScalerIteration, m.lastOverflowIteration, m.hysteresis});
-  if (scheduler_ && m.lrLastBatchIteration) {
-    scheduler_->setLastBatchIteration(*m.lrLastBatchIteration);
-    lr_ = scheduler_->lr();
+  if (scope.trainingState) {
+    globalSteps_ = m.globalSteps;
+    skippedSteps_ = m.skippedSteps;
+    microSteps_ = m.microSteps;
+    lastGradNorm_ = m.lastGradNorm;
+    scaler_.restore({m.lossScale, m.lossScalerIteration, m.lastOverflowIteration, m.hysteresis});
+    if (scheduler_ && m.lrLastBatchIteration) {
+      scheduler_->setLastBatchIteration(*m.lrLastBatchIteration);
+      lr_ = scheduler_->lr();
+    }
   }
   // The working copy follows the master: converted, gathered or re-sliced as the stage needs.
   zero_->publishParameters(false);
