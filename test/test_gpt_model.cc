@@ -267,6 +267,9 @@ TEST_CASE("GPT: bad batches and configurations are refused by name", "[gpt]") {
   bad = smallConfig();
   bad.hiddenDropout = 1.0;
   CHECK_THROWS_WITH(Gpt(bad), Catch::Contains("hidden-dropout"));
+  bad = smallConfig();
+  bad.numLayers = bad.hiddenSize = bad.numAttentionHeads = 1 << 20;
+  CHECK_THROWS_WITH(Gpt(bad), Catch::Contains("this trainer holds at most 1e12"));
 }
 
 TEST_CASE("GPT: padded vocabulary, parameter table and initialisation follow NeoX", "[gpt]") {

@@ -408,6 +408,7 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize) {
     }
   }
   parseTokenizerType(t.tokenizerType);  // a misspelt name fails at launch, not on every rank
+  m.validate();                         // so does an impossible model
   if (t.trainIters <= 0) throw Error("train-iters: required (the number of optimizer steps)");
   if (t.dataPath.empty()) throw Error("data-path: required (an indexed dataset prefix; make one with ds-preprocess)");
   if (ds.contains("scheduler"))

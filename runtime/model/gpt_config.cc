@@ -1,6 +1,8 @@
 #include "runtime/model/gpt_config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "common/error.h"
 
@@ -61,6 +63,22 @@ void GptConfig::validate() const {
             std::string(key) + ": expected a probability in [0, 1), got " + std::to_string(p));
   require(initMethodStd > 0.0 && std::isfinite(initMethodStd),
           "init-method-std: expected a positive number");
+  // Sizes each within bounds can still multiply into a model no machine holds: refuse it here,
+  // with the count, rather than fail an allocation later.
+  const double h = hiddenSize, layers = numLayers, vocab = paddedVocabSize();
+  const double positions = std::max(seqLength, maxPositionEmbeddings);
+  const double params = layers * (12.0 * h * h + 13.0 * h) + 2.0 * vocab * h + positions * h;
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "num-layers/hidden-size: a model of about %.3g parameters; this trainer holds at "
+                "most 1e12",
+                params);
+  require(params <= 1e12, text);
+  std::snprintf(text, sizeof text,
+                "max-position-embeddings x hidden-size: position tables of %.3g values; at most "
+                "2^31",
+                positions * h);
+  require(positions * h <= 2147483648.0, text);
 }
 
 std::string GptConfig::describe() const {
