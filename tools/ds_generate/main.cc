@@ -35,7 +35,8 @@ int run(const Options& o) {
   nlohmann::json merged =
       nlohmann::json::parse(ds::readWholeFile(configPath, "model config", size_t{16} << 20), nullptr,
                             false);
-  if (merged.is_discarded()) throw ds::Error(configPath + ": not valid JSON");
+  if (merged.is_discarded() || !merged.is_object())
+    throw ds::Error(configPath + ": expected a JSON object of NeoX config keys");
   // One rank, whole parameters: stage 0 and one micro-batch, whatever trained it.
   merged["zero_optimization"] = {{"stage", 0}};
   merged.erase("train_batch_size");
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-      return app.exit(e);
+      return app.exit(e) == 0 ? 0 : 2;  // --help: 0; any bad flag: 2, as the other tools
     }
     if (o.prompt.empty()) throw ds::Error("--prompt: give at least one character");
     return run(o);
