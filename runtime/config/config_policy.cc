@@ -61,7 +61,7 @@ const std::vector<Rule> kRules = {
   {"dump_state", H, Kind::Any, {}, {}, "engine state printed at start"},
   {"comms_logger", H, Kind::Any, {}, {}, "per-op log and summary table"},
   {"comm_backend", H, Kind::Any, {}, {}, "this project's choice of collectives (auto, shm, hierarchical, gloo)"},
-  {"elasticity", H, Kind::Any, {}, {}, "validated; enabled: true is refused until elastic training exists"},
+  {"elasticity", H, Kind::Any, {}, {}, "enabled: the batch is DeepSpeed's elastic batch for the world size (ds-elastic shows it); the world is fixed at launch"},
   {"timers", H, Kind::Object, {{"throughput", Kind::Object}}, {}, "samples/s is always reported"},
   {"zero_force_ds_cpu_optimizer", H, Kind::Bool, {}, {}, "the CPU optimizer is always the native one"},
 

@@ -18,6 +18,7 @@
 #include "common/fnv1a.h"
 #include "runtime/common/files.h"
 #include "runtime/config/config_blocks.h"
+#include "runtime/elastic/elastic_batch.h"
 
 namespace ds::runtime {
 namespace {
@@ -142,21 +143,28 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
   const auto train = optionalInt("train_batch_size");
   const auto micro = optionalInt("train_micro_batch_size_per_gpu");
   const auto gas = optionalInt("gradient_accumulation_steps");
+  if (const Json* v = JsonReader::member(root, "elasticity"))
+    cfg.elasticity = parseElasticityConfig(r, *v);
   try {
-    cfg.batch = inferBatchSizes(train, micro, gas, worldSize);
+    if (cfg.elasticity.enabled) {
+      // DeepSpeed's elastic override (section 15.2): the elastic batch for this world size
+      // replaces the batch keys, which are an error unless ignore_non_elastic_batch_info.
+      if ((train || micro || gas) && !cfg.elasticity.ignoreNonElasticBatchInfo)
+        r.fail("elasticity",
+               "train_batch_size, train_micro_batch_size_per_gpu and/or "
+               "gradient_accumulation_steps are set, but elastic training computes them; remove "
+               "them or set \"ignore_non_elastic_batch_info\": true in the elasticity block");
+      const ElasticBatch e = computeElasticBatch(cfg.elasticity, worldSize, nullptr);
+      cfg.batch = inferBatchSizes(e.finalBatchSize, e.microBatchSize,
+                                  e.gradientAccumulationSteps, worldSize);
+    } else {
+      cfg.batch = inferBatchSizes(train, micro, gas, worldSize);
+    }
   } catch (const Error& e) {
     throw Error(src + ": " + e.what());
   }
 
   cfg.keyEffects = applyConfigPolicy(r, root);
-  if (const Json* v = JsonReader::member(root, "elasticity")) {
-    cfg.elasticity = parseElasticityConfig(r, *v);
-    if (cfg.elasticity.enabled)
-      r.fail("elasticity.enabled",
-             "elastic training is not implemented yet; set \"enabled\": false (the batch then "
-             "comes from train_batch_size / train_micro_batch_size_per_gpu / "
-             "gradient_accumulation_steps)");
-  }
   if (const Json* v = JsonReader::member(root, "optimizer"))
     cfg.optimizer = parseOptimizerConfig(r, *v);
   if (const Json* v = JsonReader::member(root, "scheduler"))
@@ -221,6 +229,19 @@ std::string readDeepSpeedConfigText(const std::string& path) {
 
 DeepSpeedConfig loadDeepSpeedConfig(const std::string& path, int64_t worldSize) {
   return parseDeepSpeedConfig(readDeepSpeedConfigText(path), worldSize, path);
+}
+
+ElasticityConfig readElasticityConfig(std::string_view jsonText, const std::string& source) {
+  const Json root = parseJson(jsonText, source);
+  if (!root.is_object())
+    throw Error(source + ": expected a JSON object at the top level, got " + describeJson(root));
+  const Json* block = JsonReader::member(root, "elasticity");
+  if (!block)
+    throw Error(source + ": 'elasticity' is missing from config json, please add it if running an "
+                         "elastic training job.");
+  std::vector<std::string> warnings;
+  JsonReader r(source, warnings);
+  return parseElasticityConfig(r, *block);
 }
 
 }  // namespace ds::runtime

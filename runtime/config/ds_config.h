@@ -50,7 +50,9 @@ struct DeepSpeedConfig {
   // This project's key: which collectives backend the world group uses. "auto" (default): shared
   // memory on one host, hierarchical across hosts with equal ranks per host, else Gloo.
   CommBackend commBackend = CommBackend::Auto;
-  ElasticityConfig elasticity;         // validated; enabled: true is refused for now
+  // enabled: the batch is the elastic one for this world size (DeepSpeed section 15.2); the world
+  // itself stays as launched (rescaling a running job is ds-launch's, not yet implemented).
+  ElasticityConfig elasticity;
   std::vector<KeyVerdict> keyEffects;  // what each key the config sets does here (config_policy.h)
   std::string configHash;              // FNV-1a of the config text, recorded in checkpoints
   std::vector<std::string> warnings;   // unknown keys etc., one message each, ready to print
@@ -66,5 +68,8 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
 // The file's text, for shipping verbatim to workers; errors name the path.
 std::string readDeepSpeedConfigText(const std::string& path);
 DeepSpeedConfig loadDeepSpeedConfig(const std::string& path, int64_t worldSize);
+
+// Only the "elasticity" block of a config (what ds-elastic reads); an error when it is missing.
+ElasticityConfig readElasticityConfig(std::string_view jsonText, const std::string& source);
 
 }  // namespace ds::runtime
