@@ -55,8 +55,6 @@ TEST_CASE("config policy: features switched on but not implemented are errors na
        "zero_optimization.offload_param: parameter offload is not implemented yet"},
       {R"("zero_optimization": {"stage": 1, "load_from_fp32_weights": false})",
        "zero_optimization.load_from_fp32_weights"},
-      {R"("elasticity": {"enabled": true, "max_train_batch_size": 64, "micro_batch_sizes": [2, 4]})",
-       "elasticity.enabled: elastic training is not implemented yet; set \"enabled\": false"},
   };
   for (const auto& c : cases) {
     INFO(c.json);
