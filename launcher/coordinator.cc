@@ -22,7 +22,6 @@
 namespace ds::launcher {
 namespace {
 
-constexpr uint64_t kEpoch = 1;
 // Bounds any single blocking store call, whatever the client asks for.
 constexpr uint32_t kMaxStoreWaitMs = 10 * 60 * 1000;
 
@@ -119,13 +118,13 @@ struct Coordinator::State final : proto::Coordinator::Service {
       logRefusal(context, rpc, "wrong job token");
       return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "wrong job token");
     }
-    if (!(anyEpoch && auth.epoch() == 0) && auth.epoch() != kEpoch) {
+    if (!(anyEpoch && auth.epoch() == 0) && auth.epoch() != options.epoch) {
       logRefusal(context, rpc,
                  "stale epoch " + std::to_string(auth.epoch()) + " (current " +
-                     std::to_string(kEpoch) + ")");
+                     std::to_string(options.epoch) + ")");
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "stale membership epoch " + std::to_string(auth.epoch()) +
-                              ", current is " + std::to_string(kEpoch));
+                              ", current is " + std::to_string(options.epoch));
     }
     return grpc::Status::OK;
   }
@@ -198,7 +197,7 @@ struct Coordinator::State final : proto::Coordinator::Service {
     reply->set_local_size(slot->localSize);
     reply->set_config_json(options.configJson);
     for (const auto& arg : options.jobArgs) reply->add_job_args(arg);
-    reply->set_epoch(kEpoch);
+    reply->set_epoch(options.epoch);
     reply->set_heartbeat_interval_ms(static_cast<uint32_t>(options.heartbeatInterval.count()));
     reply->set_heartbeat_timeout_ms(static_cast<uint32_t>(options.heartbeatTimeout.count()));
     reply->set_host(slot->host);

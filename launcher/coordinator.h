@@ -42,6 +42,10 @@ struct CoordinatorOptions {
   std::string python = "python3";
   // Mutual TLS when all three are set: PEM file contents, not paths.
   TlsFiles tls;
+  // The membership epoch: every request must carry it (a worker learns it when it joins); an
+  // elastic job starts each new membership with the next epoch, so a worker of an earlier one is
+  // refused and told why.
+  uint64_t epoch = 1;
 };
 
 struct RankStatus {

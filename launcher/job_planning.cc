@@ -61,6 +61,35 @@ Backend chooseBackend(const LaunchOptions& flags, const LaunchPlan& plan) {
   return ds::isExecutableOnPath("pdsh") ? Backend::Pdsh : Backend::Ssh;
 }
 
+// --elastic_training: only the built-in trainer can go on from a checkpoint on fewer nodes, and
+// only with an enabled elasticity block (DeepSpeed's rule). Every round saves to and loads from one
+// checkpoint directory: the job's own, or one in the log directory, every kElasticSaveInterval
+// steps when the job sets no interval.
+void prepareElasticJob(CommandLine& line, JobSpec& job, const std::string& configJson,
+                       int worldSize, std::vector<std::string>& notices) {
+  constexpr int kElasticSaveInterval = 10;
+  if (job.kind != JobKind::Train)
+    throw ds::Error("--elastic_training: only the built-in train job resumes from a checkpoint "
+                    "on fewer nodes; run it without --elastic_training");
+  const auto parsed = ds::runtime::parseJobConfig(configJson, worldSize, job.configPath);
+  if (!parsed.deepspeed.elasticity.enabled)
+    throw ds::Error("--elastic_training needs \"elasticity\": {\"enabled\": true, ...} in " +
+                    job.configPath + " (the batch size every world size must divide)");
+  std::string dir = job.train.saveDir;
+  if (dir.empty() && parsed.gpt) dir = parsed.gpt->save;
+  if (dir.empty()) dir = std::filesystem::absolute(line.flags.logDir + "/elastic-checkpoints").string();
+  if (job.train.saveDir.empty()) line.jobArgs.insert(line.jobArgs.end(), {"--save_dir", dir});
+  if (job.train.loadDir.empty()) line.jobArgs.insert(line.jobArgs.end(), {"--load_dir", dir});
+  const bool interval = job.train.saveInterval > 0 || (parsed.gpt && parsed.gpt->saveInterval > 0);
+  if (!interval) {
+    line.jobArgs.insert(line.jobArgs.end(), {"--save_interval", std::to_string(kElasticSaveInterval)});
+    notices.push_back("elastic: no checkpoint interval configured; saving every " +
+                      std::to_string(kElasticSaveInterval) + " steps to " + dir +
+                      " (the most a node failure can cost)");
+  }
+  job = parseJobArgs(line.jobArgs);
+}
+
 }  // namespace
 
 JobPlan planJob(CommandLine& line) {
@@ -119,6 +148,8 @@ JobPlan planJob(CommandLine& line) {
         "the job token and all control traffic cross the network unencrypted; add --tls-auto "
         "(a certificate made for this job) or --tls-cert/--tls-key/--tls-ca");
   if (flags.logDir.empty()) flags.logDir = defaultLogDir();
+  if (flags.elasticTraining)
+    prepareElasticJob(line, job, configJson, plan.worldSize(), notices);
   const std::string workDir = std::filesystem::current_path().string();
 
   BackendRequest request;

@@ -23,6 +23,7 @@
 #include "launcher/job_supervisor.h"
 #include "launcher/worker_process.h"
 #include "runtime/common/files.h"
+#include "runtime/config/job_config.h"
 
 namespace ds::launcher {
 namespace {
@@ -151,6 +152,125 @@ int report(const JobOutcome& outcome, Coordinator& coordinator, const std::strin
   return outcome.exitStatus != 0 ? outcome.exitStatus : 1;
 }
 
+// One membership change of an elastic job, for the live messages and the final table.
+struct Rescale {
+  double atSeconds;        // since the job started
+  int oldWorld, newWorld;  // ranks
+  std::string cause;
+  int64_t failedAtStep, resumedFromStep;
+  double restartSeconds;  // from the failure to the new membership's processes started
+};
+
+// The checkpoint step the next membership starts from ("global_stepN" in DIR/latest), 0 if none.
+int64_t latestCheckpointStep(const std::string& dir) {
+  std::ifstream latest(dir + "/latest");
+  std::string tag;
+  if (!(latest >> tag) || tag.rfind("global_step", 0) != 0) return 0;
+  try {
+    return std::stoll(tag.substr(11));
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+std::string formatRescales(const std::vector<Rescale>& rescales) {
+  std::ostringstream out;
+  out << "rescales:\n    at s    world   failed at   resumed from   steps lost   restart s   cause\n";
+  for (const Rescale& r : rescales) {
+    char line[256];
+    std::snprintf(line, sizeof line, "  %6.1f  %2d -> %-3d %9lld %14lld %12lld %11.2f   ", r.atSeconds,
+                  r.oldWorld, r.newWorld, static_cast<long long>(r.failedAtStep),
+                  static_cast<long long>(r.resumedFromStep),
+                  static_cast<long long>(std::max<int64_t>(0, r.failedAtStep - r.resumedFromStep)),
+                  r.restartSeconds);
+    out << line << r.cause << '\n';
+  }
+  return out.str();
+}
+
+// --elastic_training: memberships one after another, each with the next epoch, on the largest
+// prefix of the surviving nodes (within --min/--max_elastic_nodes) whose world size the
+// elasticity block accepts. A failed node is dropped and every rank restarts from the latest
+// checkpoint (resharded by the loader); see the README for why survivors restart as processes.
+int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions options,
+                  const std::string& logs) {
+  constexpr int kNoValidWorld = 3;
+  const LaunchOptions& flags = line.flags;
+  std::string checkpoints;  // the --save_dir prepareElasticJob put in the job's arguments
+  for (size_t i = 0; i + 1 < line.jobArgs.size(); ++i)
+    if (line.jobArgs[i] == "--save_dir") checkpoints = line.jobArgs[i + 1];
+  Resources alive = p.plan.nodes;
+  const int minNodes = flags.minElasticNodes > 0 ? flags.minElasticNodes : 1;
+  const int maxNodes = flags.maxElasticNodes > 0 ? flags.maxElasticNodes : static_cast<int>(alive.size());
+  std::vector<Rescale> rescales;
+  const auto jobStart = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> failedAt;
+  int restarts = 0;
+  installTerminationHandlers();
+  for (uint64_t epoch = 1;; ++epoch) {
+    std::optional<LaunchPlan> plan;
+    runtime::BatchConfig batch{};
+    std::string why;
+    for (int n = std::min<int>(maxNodes, static_cast<int>(alive.size())); n >= minNodes && !plan; --n) {
+      LaunchPlan candidate = makeLaunchPlan(Resources(alive.begin(), alive.begin() + n));
+      try {
+        batch = runtime::parseJobConfig(p.configJson, candidate.worldSize(), "config").deepspeed.batch;
+        plan = candidate;
+      } catch (const Error& e) {
+        if (why.empty()) why = e.what();
+      }
+    }
+    if (!plan) {
+      std::cerr << "ds-launch: elastic: no valid world on the " << alive.size()
+                << " remaining node(s) (at least " << minNodes << " needed"
+                << (why.empty() ? std::string(")") : "; " + why + ")") << "; stopping\n";
+      if (!rescales.empty()) std::cerr << formatRescales(rescales);
+      return kNoValidWorld;
+    }
+    p.plan = *plan;
+    p.request.plan = *plan;
+    options.ranks = plan->ranks;
+    options.epoch = epoch;
+    Coordinator coordinator(options);
+    p.request.coordinatorAddress = coordinator.address();
+    std::cout << "ds-launch: elastic epoch " << epoch << ": " << plan->worldSize() << " ranks on "
+              << plan->nodes.size() << " nodes; batch " << batch.trainBatchSize << " = micro "
+              << batch.microBatchPerGpu << " x accumulation " << batch.gradientAccumulationSteps
+              << " x " << plan->worldSize() << " ranks" << std::endl;
+    writeRunnerHostfile(p);
+    std::vector<LaunchedProcess> processes = startProcesses(p.request);
+    if (failedAt) {
+      rescales.back().newWorld = plan->worldSize();
+      rescales.back().resumedFromStep = latestCheckpointStep(checkpoints);
+      rescales.back().restartSeconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - *failedAt).count();
+    }
+    const JobOutcome outcome =
+        superviseJob(coordinator, plan->ranks, processes, supervisorOptionsFor(p, flags));
+    int64_t reached = 0;  // the furthest step any rank reported before the end
+    for (const RankStatus& status : coordinator.snapshot()) reached = std::max(reached, status.step);
+    coordinator.shutdown();
+    // Success, an interruption (no failed rank) or the restart budget spent: the job ends here.
+    if (outcome.failure.empty() || !outcome.failedRank || restarts == flags.maxRestarts) {
+      if (!rescales.empty()) std::cout << '\n' << formatRescales(rescales);
+      if (!outcome.failure.empty() && outcome.failedRank)
+        std::cerr << "ds-launch: elastic: --max_restarts " << flags.maxRestarts << " spent\n";
+      return report(outcome, coordinator, logs);
+    }
+    ++restarts;
+    const RankOutcome& failed = outcome.ranks[*outcome.failedRank];
+    // Heartbeats carry the step once a second: a checkpoint may be newer than the last one seen.
+    reached = std::max(reached, latestCheckpointStep(checkpoints));
+    failedAt = std::chrono::steady_clock::now();
+    rescales.push_back({std::chrono::duration<double>(*failedAt - jobStart).count(),
+                        plan->worldSize(), 0, outcome.failure, reached, 0, 0.0});
+    std::cerr << "ds-launch: elastic: " << outcome.failure << "; dropping node " << failed.host
+              << " and restarting from the latest checkpoint (restart " << restarts << " of "
+              << flags.maxRestarts << ")\n";
+    std::erase_if(alive, [&](const NodeResources& node) { return node.host == failed.host; });
+  }
+}
+
 }  // namespace
 
 int runJob(JobPlan& p, const CommandLine& line) {
@@ -178,9 +298,10 @@ int runJob(JobPlan& p, const CommandLine& line) {
       if (p.backend != Backend::Local) p.request.exports.emplace_back(name, text);
     }
   }
+  const std::string logs = flags.eachRankLog != "None" ? flags.eachRankLog : flags.logDir;
+  if (flags.elasticTraining) return runElasticJob(p, line, coordinatorOptions, logs);
   Coordinator coordinator(coordinatorOptions);
   p.request.coordinatorAddress = coordinator.address();
-  const std::string logs = flags.eachRankLog != "None" ? flags.eachRankLog : flags.logDir;
   std::cout << "ds-launch: " << p.plan.worldSize() << " ranks on " << p.plan.nodes.size()
             << " nodes (" << backendName(p.backend) << "), coordinator " << coordinator.address()
             << (flags.tlsCert.empty() && !flags.tlsAuto ? "" : " (mutual TLS)") << ", logs in "

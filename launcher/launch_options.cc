@@ -74,6 +74,16 @@ void addFlags(CLI::App& app, LaunchOptions& flags) {
   app.add_option("--tls-ca,--tls_ca", flags.tlsCa, "PEM CA that signed every peer's certificate");
   app.add_flag("--tls-auto,--tls_auto", flags.tlsAuto,
                "mutual TLS with a certificate made for this job and sent to every worker");
+  app.add_flag("--elastic_training", flags.elasticTraining,
+               "on a node failure, go on with the largest valid world of the survivors from the "
+               "latest checkpoint (needs an enabled elasticity block)");
+  app.add_option("--min_elastic_nodes", flags.minElasticNodes,
+                 "elastic: fewest nodes to go on with (-1: 1)");
+  app.add_option("--max_elastic_nodes", flags.maxElasticNodes,
+                 "elastic: most nodes to use (-1: all selected)");
+  app.add_option("--max_restarts", flags.maxRestarts,
+                 "elastic: node failures survived before the job fails")
+      ->check(CLI::Range(0, 1000000));
 }
 
 // Flags that are fine alone but not together.
@@ -93,6 +103,17 @@ void checkFlags(const CommandLine& line) {
   if (flags.tlsAuto && !flags.tlsCert.empty())
     throw Error(
         "--tls-auto makes the job's certificate itself: drop --tls-cert/--tls-key/--tls-ca");
+  if (!flags.elasticTraining && (flags.minElasticNodes != -1 || flags.maxElasticNodes != -1))
+    throw Error("--min_elastic_nodes/--max_elastic_nodes only go with --elastic_training");
+  if (flags.minElasticNodes == 0 || flags.minElasticNodes < -1 || flags.maxElasticNodes == 0 ||
+      flags.maxElasticNodes < -1)
+    throw Error("--min_elastic_nodes/--max_elastic_nodes: expected a positive node count (or -1)");
+  if (flags.minElasticNodes > 0 && flags.maxElasticNodes > 0 &&
+      flags.minElasticNodes > flags.maxElasticNodes)
+    throw Error("--min_elastic_nodes " + std::to_string(flags.minElasticNodes) +
+                " is more than --max_elastic_nodes " + std::to_string(flags.maxElasticNodes));
+  if (flags.elasticTraining && flags.noSsh)
+    throw Error("--elastic_training restarts ranks on the surviving nodes itself: drop --no_ssh");
   if (line.jobArgs.empty())
     throw Error(
         "no job given; try: ds-launch train --config configs/ds_config.json, or "

@@ -28,6 +28,11 @@ struct LaunchOptions {
   std::string tlsCert, tlsKey, tlsCa;
   bool tlsAuto = false;  // a certificate made for this job (launcher/job_certificate.h)
   std::string python = "python3";
+  // Elastic training (DeepSpeed's runner flags): on a node failure the job goes on with the
+  // largest valid world on the surviving nodes, from the latest checkpoint.
+  bool elasticTraining = false;
+  int minElasticNodes = -1, maxElasticNodes = -1;  // -1: 1 and all selected nodes
+  int maxRestarts = 3;  // failures survived before the job fails (torchelastic's default)
 };
 
 struct CommandLine {

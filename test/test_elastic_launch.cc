@@ -1,0 +1,150 @@
+// ds-launch --elastic_training with real processes on 3 loopback nodes x 2 ranks: every rank of one
+// node is killed, the job goes on with 4 ranks and the same global batch from the latest checkpoint,
+// and ends with the parameters of a job started fresh from that checkpoint at 4 ranks; a failure that
+// leaves no valid world stops the job with exit 3 and the reason.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <map>
+#include <regex>
+
+#include "test/launch_harness.h"
+#include "test/scratch_dir.h"
+
+using namespace ds::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const char* kThreeNodes = "127.0.0.1 slots=2\n127.0.0.2 slots=2\n127.0.0.3 slots=2\n";
+
+std::string elasticConfig(int minGpus, int maxGpus) {
+  return R"({"elasticity": {"enabled": true, "max_train_batch_size": 48, "micro_batch_sizes": [2, 4],
+    "min_gpus": )" + std::to_string(minGpus) + R"(, "max_gpus": )" + std::to_string(maxGpus) +
+         R"(, "version": 0.1}, "steps_per_print": 50, "gradient_clipping": 1.0,
+    "optimizer": {"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.01}},
+    "zero_optimization": {"stage": 2}})";
+}
+
+std::map<int, std::string> paramHashes(const std::string& log) {
+  std::map<int, std::string> hashes;
+  static const std::regex line(R"(step (\d+) param_hash ([0-9a-f]+))");
+  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it)
+    hashes[std::stoi((*it)[1])] = (*it)[2];
+  return hashes;
+}
+
+// Waits until rank 0 logged step `step`, then SIGKILLs every worker of 127.0.0.3.
+void killThirdNodeAfter(const LaunchedJob& job, int step) {
+  REQUIRE(waitUntil(60s, [&] {
+    const auto hashes = paramHashes(readFile(job.dir + "/logs/rank-0.log"));
+    return !hashes.empty() && hashes.rbegin()->first >= step;
+  }));
+  const auto workers = findWorkers(job.pid);
+  int killed = 0;
+  for (const auto& w : workers)
+    if (w.host == "127.0.0.3") killed += ::kill(w.pid, SIGKILL) == 0;
+  REQUIRE(killed == 2);
+}
+
+}  // namespace
+
+TEST_CASE("elastic: a node's failure shrinks the job to 4 ranks, same batch, from the checkpoint",
+          "[elastic][launch]") {
+  const std::string dir = makeScratchDir("elastic-shrink");
+  writeFile(dir + "/hostfile", kThreeNodes);
+  writeFile(dir + "/config.json", elasticConfig(2, 6));
+  const int steps = 400;
+  auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir", "logs",
+                               "--elastic_training", "train", "--config", "config.json", "--steps",
+                               std::to_string(steps), "--print_param_hash"});
+  killThirdNodeAfter(job, 15);
+  const auto status = waitExit(job, 120s);
+  const std::string out = readFile(dir + "/stdout"), err = readFile(dir + "/stderr");
+  INFO(out << err);
+  REQUIRE(status == 0);
+  CHECK(out.find("elastic epoch 1: 6 ranks on 3 nodes; batch 48 = micro 4 x accumulation 2 x 6") !=
+        std::string::npos);
+  CHECK(out.find("elastic epoch 2: 4 ranks on 2 nodes; batch 48 = micro 4 x accumulation 3 x 4") !=
+        std::string::npos);
+  CHECK(err.find("dropping node 127.0.0.3") != std::string::npos);
+  std::smatch resumed;
+  REQUIRE(std::regex_search(out, resumed, std::regex(R"(resumed from (\S+)/global_step(\d+) at step (\d+))")));
+  const int from = std::stoi(resumed[2]);
+  CHECK(from >= 10);
+  CHECK(from % 10 == 0);  // the automatic interval
+  CHECK(out.find("rescales:") != std::string::npos);
+
+  // The loss goes on from where the checkpoint was, not from the start.
+  std::vector<double> losses;
+  static const std::regex lossLine(R"(step \d+/\d+ loss ([0-9.]+))");
+  for (std::sregex_iterator it(out.begin(), out.end(), lossLine), end; it != end; ++it)
+    losses.push_back(std::stod((*it)[1]));
+  REQUIRE(losses.size() >= 3);
+  CHECK(losses.back() < losses.front() / 4);
+
+  // A job started fresh from that checkpoint at 4 ranks ends with the same parameters.
+  const std::string fresh = makeScratchDir("elastic-fresh");
+  const std::string tag = "global_step" + std::to_string(from);
+  std::filesystem::create_directories(fresh + "/ckpt");
+  std::filesystem::copy(std::string(resumed[1]) + "/" + tag, fresh + "/ckpt/" + tag,
+                        std::filesystem::copy_options::recursive);
+  writeFile(fresh + "/ckpt/latest", tag + "\n");
+  writeFile(fresh + "/hostfile", "127.0.0.1 slots=2\n127.0.0.2 slots=2\n");
+  writeFile(fresh + "/config.json", elasticConfig(2, 6));
+  auto reference = startLaunch(fresh, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir",
+                                       "logs", "train", "--config", "config.json", "--steps",
+                                       std::to_string(steps), "--print_param_hash", "--load_dir",
+                                       "ckpt"});
+  REQUIRE(waitExit(reference, 120s) == 0);
+  const auto elasticHashes = paramHashes(readFile(dir + "/logs/rank-0.log"));
+  const auto freshHashes = paramHashes(readFile(fresh + "/logs/rank-0.log"));
+  REQUIRE(elasticHashes.count(steps) == 1);
+  REQUIRE(freshHashes.count(steps) == 1);
+  CHECK(elasticHashes.at(steps) == freshHashes.at(steps));
+}
+
+TEST_CASE("elastic: a failure that leaves no valid world stops the job with exit 3",
+          "[elastic][launch]") {
+  const std::string dir = makeScratchDir("elastic-stop");
+  writeFile(dir + "/hostfile", kThreeNodes);
+  writeFile(dir + "/config.json", elasticConfig(6, 6));  // only 6 ranks can run it
+  auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir", "logs",
+                               "--elastic_training", "train", "--config", "config.json", "--steps",
+                               "100000", "--print_param_hash"});
+  killThirdNodeAfter(job, 5);
+  const auto status = waitExit(job, 60s);
+  const std::string err = readFile(dir + "/stderr");
+  INFO(readFile(dir + "/stdout") << err);
+  REQUIRE(status == 3);
+  CHECK(err.find("elastic: no valid world on the 2 remaining node(s)") != std::string::npos);
+  CHECK(err.find("is not valid with the current list of valid GPU counts: [6]") !=
+        std::string::npos);
+  CHECK(processesMentioning(dir).empty());
+}
+
+TEST_CASE("elastic: flags are checked", "[elastic][launch]") {
+  const std::string dir = makeScratchDir("elastic-flags");
+  writeFile(dir + "/hostfile", kThreeNodes);
+  writeFile(dir + "/plain.json", R"({"train_batch_size": 12})");
+  struct Case {
+    std::vector<std::string> args;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{"--elastic_training", "train", "--config", "plain.json"}, "needs \"elasticity\""},
+      {{"--elastic_training", "barrier"}, "only the built-in train job"},
+      {{"--min_elastic_nodes", "2", "barrier"}, "only go with --elastic_training"},
+      {{"--elastic_training", "--min_elastic_nodes", "3", "--max_elastic_nodes", "2", "barrier"},
+       "is more than --max_elastic_nodes"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"--hostfile", "hostfile", "--master_port", "0"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    auto job = startLaunch(dir, args);
+    INFO(c.message);
+    CHECK(waitExit(job, 30s) == 2);
+    CHECK(readFile(dir + "/stderr").find(c.message) != std::string::npos);
+  }
+}
