@@ -207,6 +207,7 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
   std::optional<std::chrono::steady_clock::time_point> failedAt;
   int restarts = 0;
   installTerminationHandlers();
+  installShrinkHandler();
   for (uint64_t epoch = 1;; ++epoch) {
     std::optional<LaunchPlan> plan;
     runtime::BatchConfig batch{};
@@ -245,11 +246,26 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
       rescales.back().restartSeconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - *failedAt).count();
     }
-    const JobOutcome outcome =
-        superviseJob(coordinator, plan->ranks, processes, supervisorOptionsFor(p, flags));
+    SupervisorOptions supervision = supervisorOptionsFor(p, flags);
+    supervision.stopOnShrinkSignal = true;
+    const JobOutcome outcome = superviseJob(coordinator, plan->ranks, processes, supervision);
     int64_t reached = 0;  // the furthest step any rank reported before the end
     for (const RankStatus& status : coordinator.snapshot()) reached = std::max(reached, status.step);
     coordinator.shutdown();
+    // Asked to shrink (SIGUSR2): every rank checkpointed and stopped; go on without the last node.
+    int64_t finished = 0;
+    for (const RankOutcome& r : outcome.ranks) finished = std::max(finished, r.steps);
+    if (outcome.failure.empty() && outcome.stoppedOnRequest && finished < p.job.train.steps) {
+      failedAt = std::chrono::steady_clock::now();
+      rescales.push_back({std::chrono::duration<double>(*failedAt - jobStart).count(),
+                          plan->worldSize(), 0, "asked to shrink (SIGUSR2)",
+                          std::max(reached, finished), 0, 0.0});
+      std::cerr << "ds-launch: elastic: shrinking by one node: dropping "
+                << plan->nodes.back().host << "\n";
+      const std::string dropped = plan->nodes.back().host;
+      std::erase_if(alive, [&](const NodeResources& node) { return node.host == dropped; });
+      continue;
+    }
     // Success, an interruption (no failed rank) or the restart budget spent: the job ends here.
     if (outcome.failure.empty() || !outcome.failedRank || restarts == flags.maxRestarts) {
       if (!rescales.empty()) std::cout << '\n' << formatRescales(rescales);

@@ -38,9 +38,11 @@ constexpr auto kBlameGrace = std::chrono::milliseconds(1000);
 
 volatile std::sig_atomic_t gTerminationSignal = 0;
 volatile std::sig_atomic_t gDumpRequested = 0;
+volatile std::sig_atomic_t gShrinkRequested = 0;
 
 void onTerminationSignal(int signal) { gTerminationSignal = signal; }
 void onDumpSignal(int) { gDumpRequested = 1; }
+void onShrinkSignal(int) { gShrinkRequested = 1; }
 
 struct ProcessIo {
   std::string pending;  // bytes after the last newline
@@ -87,6 +89,13 @@ void installTerminationHandlers() {
   action.sa_handler = onDumpSignal;
   sigaction(SIGUSR1, &action, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+}
+
+void installShrinkHandler() {
+  struct sigaction action {};
+  action.sa_handler = onShrinkSignal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGUSR2, &action, nullptr);
 }
 
 JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& ranks,
@@ -320,6 +329,13 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
       const int signal = gTerminationSignal;
       outcome.failure = std::string("interrupted by SIG") + sigabbrev_np(signal);
       outcome.exitStatus = 128 + signal;
+    }
+    if (options.stopOnShrinkSignal && gShrinkRequested && !outcome.stoppedOnRequest &&
+        outcome.failure.empty()) {
+      gShrinkRequested = 0;
+      outcome.stoppedOnRequest = true;
+      std::cerr << "ds-launch: asked to shrink (SIGUSR2): every rank checkpoints and stops\n";
+      coordinator.broadcast(CommandKind::Stop, "asked to shrink (SIGUSR2)");
     }
     if (gDumpRequested) {
       gDumpRequested = 0;

@@ -25,6 +25,8 @@ struct SupervisorOptions {
   std::chrono::milliseconds stallTimeout{0};  // 0: off
   std::chrono::milliseconds joinTimeout{60000};
   std::chrono::milliseconds abortGrace{1500};  // after the abort command, before SIGKILL
+  // Elastic jobs: SIGUSR2 sends every rank STOP (they checkpoint and end at a step boundary).
+  bool stopOnShrinkSignal = false;
   LiveViewOptions view;
 };
 
@@ -53,11 +55,14 @@ struct JobOutcome {
   std::optional<int> failedRank;
   std::vector<RankOutcome> ranks;
   std::vector<std::string> logFiles;  // per rank
+  bool stoppedOnRequest = false;      // STOP was sent because of SIGUSR2
 };
 
 // Installs SIGINT/SIGTERM/SIGHUP handlers that ask a running superviseJob to tear down, and
 // SIGUSR1 for the state dump.
 void installTerminationHandlers();
+// SIGUSR2 asks a running superviseJob with stopOnShrinkSignal to stop the job gracefully.
+void installShrinkHandler();
 
 JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& ranks,
                         std::vector<LaunchedProcess>& processes, const SupervisorOptions& options);

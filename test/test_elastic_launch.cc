@@ -148,3 +148,29 @@ TEST_CASE("elastic: flags are checked", "[elastic][launch]") {
     CHECK(readFile(dir + "/stderr").find(c.message) != std::string::npos);
   }
 }
+
+TEST_CASE("elastic: SIGUSR2 shrinks the job by one node, checkpointing first: no step lost",
+          "[elastic][launch]") {
+  const std::string dir = makeScratchDir("elastic-sigusr2");
+  writeFile(dir + "/hostfile", kThreeNodes);
+  writeFile(dir + "/config.json", elasticConfig(2, 6));
+  auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir", "logs",
+                               "--elastic_training", "train", "--config", "config.json", "--steps",
+                               "2000", "--print_param_hash"});
+  REQUIRE(waitUntil(60s, [&] {
+    const auto hashes = paramHashes(readFile(job.dir + "/logs/rank-0.log"));
+    return !hashes.empty() && hashes.rbegin()->first >= 15;
+  }));
+  REQUIRE(::kill(job.pid, SIGUSR2) == 0);
+  const auto status = waitExit(job, 120s);
+  const std::string out = readFile(dir + "/stdout"), err = readFile(dir + "/stderr");
+  INFO(out << err);
+  REQUIRE(status == 0);
+  CHECK(err.find("asked to shrink (SIGUSR2)") != std::string::npos);
+  std::smatch stopped, resumed;
+  REQUIRE(std::regex_search(out, stopped, std::regex(R"(stopped: saved checkpoint \S+/global_step(\d+))")));
+  REQUIRE(std::regex_search(out, resumed, std::regex(R"(resumed from \S+/global_step(\d+) at step)")));
+  CHECK(stopped[1] == resumed[1]);  // the stop's own checkpoint: nothing lost
+  CHECK(out.find("elastic epoch 2: 4 ranks on 2 nodes") != std::string::npos);
+  CHECK(std::regex_search(out, std::regex(R"(\n3 +127\.0\.0\.2 +0 +2000 )")));
+}

@@ -177,7 +177,17 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
     board.setPhase("iteration " + std::to_string(step + 1) + ": stop-vote all_reduce");
     stopVote[0] = stopRequested.load() ? 1.0f : 0.0f;
     comm.allReduce(stopVote, 1);
-    if (stopVote[0] > 0.0f) break;
+    if (stopVote[0] > 0.0f) {
+      // STOP is graceful: the work since the last checkpoint is kept (every rank voted the same).
+      const std::string tag = "global_step" + std::to_string(engine.globalSteps());
+      if (!saveDir.empty() && engine.globalSteps() > 0 &&
+          !std::filesystem::exists(std::filesystem::path(saveDir) / tag)) {
+        engine.saveCheckpoint(saveDir, tag);
+        if (join.rank == 0)
+          std::printf("stopped: saved checkpoint %s/%s\n", saveDir.c_str(), tag.c_str());
+      }
+      break;
+    }
     board.setPhase("iteration " + std::to_string(step + 1) + ": forward/backward");
     const bool profiling = config.flopsProfiler.enabled && step == config.flopsProfiler.profileStep;
     double loss = 0.0;

@@ -91,7 +91,17 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
     board.setPhase("step " + std::to_string(step + 1) + ": stop-vote all_reduce");
     stopVote[0] = stopRequested.load() ? 1.0f : 0.0f;
     comm.allReduce(stopVote, 1);
-    if (stopVote[0] > 0.0f) break;
+    if (stopVote[0] > 0.0f) {
+      // STOP is graceful: the work since the last checkpoint is kept (every rank voted the same).
+      const std::string tag = "global_step" + std::to_string(engine.globalSteps());
+      if (!options.saveDir.empty() && engine.globalSteps() > 0 &&
+          !std::filesystem::exists(std::filesystem::path(options.saveDir) / tag)) {
+        engine.saveCheckpoint(options.saveDir, tag);
+        if (join.rank == 0)
+          std::printf("stopped: saved checkpoint %s/%s\n", options.saveDir.c_str(), tag.c_str());
+      }
+      break;
+    }
 
     board.setPhase("step " + std::to_string(step + 1) +
                    ": forward/backward and gradient all_reduce");
