@@ -53,6 +53,13 @@ struct ProcessIo {
   std::chrono::steady_clock::time_point exitedAt;
 };
 
+// A progress phase that says the rank waits in a collective for its peers ("... all_reduce").
+bool inCollective(const std::string& phase) {
+  for (const char* op : {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier"})
+    if (phase.find(op) != std::string::npos) return true;
+  return false;
+}
+
 std::string signalName(int signal) {
   const char* name = sigabbrev_np(signal);
   return std::to_string(signal) + (name ? std::string(" (SIG") + name + ")" : "");
@@ -174,6 +181,10 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
         close(processes[p].process.outputFd);
         io[p].open = false;
       }
+      // What was read reaches the files and the console now, not when a buffer fills: logs are
+      // followed live (tail -f, CI) and must survive ds-launch being killed.
+      for (int r : processes[p].ranks) logs[r].flush();
+      std::cout.flush();
       return;
     }
   };
@@ -296,13 +307,22 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
         // Ranks in a collective with a stuck peer stall too: list every stalled rank's phase so
         // the one that is not waiting on the others stands out. Peers stop a heartbeat or so
         // after the stuck rank, so those past half the timeout count too.
+        // The blame goes to a stalled rank that is not itself waiting in a collective (they
+        // all stop within a heartbeat of each other, so "first noticed" would be arbitrary).
         std::string phases;
+        size_t blamed = r;
+        bool blamedOutsideCollective = false;
         for (size_t other = 0; other < n; ++other)
-          if (health[other].joined && now - health[other].lastProgress > options.stallTimeout / 2)
+          if (health[other].joined && now - health[other].lastProgress > options.stallTimeout / 2) {
             phases += "\n  rank " + std::to_string(other) + " (" + ranks[other].host + ") step " +
                       std::to_string(health[other].step) + ": " + health[other].phase;
-        fail(r,
-             "stalled: step " + std::to_string(status.step) + " has not advanced for " +
+            if (!blamedOutsideCollective && !inCollective(health[other].phase)) {
+              blamed = other;
+              blamedOutsideCollective = true;
+            }
+          }
+        fail(static_cast<int>(blamed),
+             "stalled: step " + std::to_string(health[blamed].step) + " has not advanced for " +
                  ms(options.stallTimeout) + " while still heartbeating; stalled ranks:" + phases,
              1);
       }

@@ -415,8 +415,11 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize) {
     throw Error("scheduler: the NeoX trainer schedules the lr itself (lr-decay-style, warmup, "
                 "min-lr); remove the scheduler block");
   if (lr) optimizerParams()["lr"] = *lr;
-  if (!ds.contains("train_micro_batch_size_per_gpu") && !ds.contains("train_batch_size"))
-    throw Error("batch-size (or train_micro_batch_size_per_gpu): required");
+  const bool elastic = ds.contains("elasticity") && ds["elasticity"].is_object() &&
+                       ds["elasticity"].value("enabled", false) == true;
+  if (!elastic && !ds.contains("train_micro_batch_size_per_gpu") && !ds.contains("train_batch_size"))
+    throw Error("batch-size (or train_micro_batch_size_per_gpu): required (or an enabled "
+                "elasticity block, which computes it)");
   if (!ds.contains("steps_per_print")) ds["steps_per_print"] = t.logInterval;
 
   out.deepspeed = parseDeepSpeedConfig(ds.dump(), worldSize, "NeoX config (DeepSpeed keys)");
