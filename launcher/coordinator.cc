@@ -319,6 +319,42 @@ struct Coordinator::State final : proto::Coordinator::Service {
     status.report = std::move(report);
     return grpc::Status::OK;
   }
+
+  grpc::Status Offer(grpc::ServerContext* context, const proto::OfferRequest* request,
+                     proto::OfferReply* reply) override {
+    if (auto status = admit(context, request->auth(), "Offer", true); !status.ok()) return status;
+    const std::string host = request->host();
+    const int slots = request->slots();
+    std::string refusal;
+    if (host.empty() || host.size() > 253 || slots < 1 || slots > 65536)
+      refusal = "an offer needs a host name and 1..65536 slots";
+    else if (!options.admitOffer)
+      refusal = "this job is not elastic (ds-launch --elastic_training takes nodes that join)";
+    else
+      refusal = options.admitOffer(host, slots);
+    if (!refusal.empty()) {
+      logRefusal(context, "Offer", refusal);
+      reply->set_accepted(false);
+      reply->set_message(refusal);
+      return grpc::Status::OK;
+    }
+    std::lock_guard lock(mutex);
+    for (const NodeOffer& o : offers)
+      if (o.host == host) {
+        reply->set_accepted(false);
+        reply->set_message(host + " has offered itself already; it joins at the next checkpoint");
+        return grpc::Status::OK;
+      }
+    offers.push_back({host, slots});
+    std::cerr << "ds-launch: elastic: " << printable(host) << " offers " << slots
+              << " slots; it joins at the next checkpoint\n";
+    reply->set_accepted(true);
+    reply->set_message("accepted: ds-launch starts " + std::to_string(slots) + " ranks on " +
+                       host + " at the next checkpoint");
+    return grpc::Status::OK;
+  }
+
+  std::vector<NodeOffer> offers;  // accepted, not yet taken (under mutex)
 };
 
 Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<State>()) {
@@ -390,6 +426,16 @@ int Coordinator::port() const { return state_->port; }
 
 std::string Coordinator::address() const {
   return state_->options.bindAddress + ":" + std::to_string(state_->port);
+}
+
+bool Coordinator::hasOffers() const {
+  std::lock_guard lock(state_->mutex);
+  return !state_->offers.empty();
+}
+
+std::vector<NodeOffer> Coordinator::takeOffers() {
+  std::lock_guard lock(state_->mutex);
+  return std::exchange(state_->offers, {});
 }
 
 std::vector<RankStatus> Coordinator::snapshot() const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -46,6 +47,14 @@ struct CoordinatorOptions {
   // elastic job starts each new membership with the next epoch, so a worker of an earlier one is
   // refused and told why.
   uint64_t epoch = 1;
+  // Elastic jobs: decides on a node offered by `ds-worker --join` ("" takes it, otherwise the
+  // reason it is refused). Unset: every offer is refused (the job is not elastic).
+  std::function<std::string(const std::string& host, int slots)> admitOffer;
+};
+
+struct NodeOffer {
+  std::string host;
+  int slots = 0;
 };
 
 struct RankStatus {
@@ -78,6 +87,9 @@ class Coordinator {
   void broadcast(CommandKind command, const std::string& reason);
   // Ends every stream, fails every blocked store call, stops the server.
   void shutdown();
+  // Nodes accepted through Offer since the last call.
+  bool hasOffers() const;
+  std::vector<NodeOffer> takeOffers();
 
  private:
   struct State;  // the gRPC service and the job's state, in coordinator.cc

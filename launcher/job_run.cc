@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -201,7 +202,7 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
     if (line.jobArgs[i] == "--save_dir") checkpoints = line.jobArgs[i + 1];
   Resources alive = p.plan.nodes;
   const int minNodes = flags.minElasticNodes > 0 ? flags.minElasticNodes : 1;
-  const int maxNodes = flags.maxElasticNodes > 0 ? flags.maxElasticNodes : static_cast<int>(alive.size());
+  const int maxNodes = flags.maxElasticNodes > 0 ? flags.maxElasticNodes : std::numeric_limits<int>::max();
   std::vector<Rescale> rescales;
   const auto jobStart = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> failedAt;
@@ -232,6 +233,25 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
     p.request.plan = *plan;
     options.ranks = plan->ranks;
     options.epoch = epoch;
+    // A node offered by `ds-worker --join` is taken when the world with it is valid.
+    options.admitOffer = [nodes = plan->nodes, &alive, &p, maxNodes](const std::string& host,
+                                                                    int slots) -> std::string {
+      for (const NodeResources& node : alive)
+        if (node.host == host) return host + " is part of the job already";
+      if (static_cast<int>(nodes.size()) >= maxNodes)
+        return "the job runs on --max_elastic_nodes " + std::to_string(maxNodes) + " nodes already";
+      Resources grown = nodes;
+      NodeResources added{host, {}};
+      for (int s = 0; s < slots; ++s) added.slots.push_back(s);
+      grown.push_back(added);
+      const int world = makeLaunchPlan(grown).worldSize();
+      try {
+        runtime::parseJobConfig(p.configJson, world, "config");
+      } catch (const Error& e) {
+        return "a world of " + std::to_string(world) + " ranks is not valid for the job: " + e.what();
+      }
+      return "";
+    };
     Coordinator coordinator(options);
     p.request.coordinatorAddress = coordinator.address();
     std::cout << "ds-launch: elastic epoch " << epoch << ": " << plan->worldSize() << " ranks on "
@@ -248,14 +268,42 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
     }
     SupervisorOptions supervision = supervisorOptionsFor(p, flags);
     supervision.stopOnShrinkSignal = true;
+    // A joined node comes in at the next checkpoint (the STOP saves one more at the step it
+    // reaches), or at once with --rescale_now.
+    std::optional<int64_t> checkpointWhenOffered;
+    supervision.stopWhen = [&]() -> std::string {
+      if (!coordinator.hasOffers()) return "";
+      if (flags.rescaleNow) return "a node joins (--rescale_now)";
+      const int64_t now = latestCheckpointStep(checkpoints);
+      if (!checkpointWhenOffered) checkpointWhenOffered = now;
+      return now > *checkpointWhenOffered ? "a node joins at the checkpoint of step " + std::to_string(now)
+                                          : "";
+    };
     const JobOutcome outcome = superviseJob(coordinator, plan->ranks, processes, supervision);
     int64_t reached = 0;  // the furthest step any rank reported before the end
     for (const RankStatus& status : coordinator.snapshot()) reached = std::max(reached, status.step);
+    const std::vector<NodeOffer> joined = coordinator.takeOffers();
     coordinator.shutdown();
-    // Asked to shrink (SIGUSR2): every rank checkpointed and stopped; go on without the last node.
     int64_t finished = 0;
     for (const RankOutcome& r : outcome.ranks) finished = std::max(finished, r.steps);
-    if (outcome.failure.empty() && outcome.stoppedOnRequest && finished < p.job.train.steps) {
+    // A node joined: every rank checkpointed and stopped; go on with it.
+    if (outcome.failure.empty() && outcome.stoppedOnRequest && !outcome.shrinkRequested &&
+        !joined.empty() && finished < p.job.train.steps) {
+      failedAt = std::chrono::steady_clock::now();
+      std::string hosts;
+      for (const NodeOffer& offer : joined) {
+        NodeResources node{offer.host, {}};
+        for (int s = 0; s < offer.slots; ++s) node.slots.push_back(s);
+        alive.push_back(node);
+        hosts += (hosts.empty() ? "" : ", ") + offer.host;
+      }
+      rescales.push_back({std::chrono::duration<double>(*failedAt - jobStart).count(),
+                          plan->worldSize(), 0, "joined: " + hosts, std::max(reached, finished), 0,
+                          0.0});
+      continue;
+    }
+    // Asked to shrink (SIGUSR2): every rank checkpointed and stopped; go on without the last node.
+    if (outcome.failure.empty() && outcome.shrinkRequested && finished < p.job.train.steps) {
       failedAt = std::chrono::steady_clock::now();
       rescales.push_back({std::chrono::duration<double>(*failedAt - jobStart).count(),
                           plan->worldSize(), 0, "asked to shrink (SIGUSR2)",
@@ -284,6 +332,11 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
               << " and restarting from the latest checkpoint (restart " << restarts << " of "
               << flags.maxRestarts << ")\n";
     std::erase_if(alive, [&](const NodeResources& node) { return node.host == failed.host; });
+    for (const NodeOffer& offer : joined) {  // accepted before the failure: they come in now
+      NodeResources node{offer.host, {}};
+      for (int s = 0; s < offer.slots; ++s) node.slots.push_back(s);
+      alive.push_back(node);
+    }
   }
 }
 

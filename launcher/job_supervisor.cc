@@ -350,12 +350,21 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
       outcome.failure = std::string("interrupted by SIG") + sigabbrev_np(signal);
       outcome.exitStatus = 128 + signal;
     }
-    if (options.stopOnShrinkSignal && gShrinkRequested && !outcome.stoppedOnRequest &&
-        outcome.failure.empty()) {
-      gShrinkRequested = 0;
-      outcome.stoppedOnRequest = true;
-      std::cerr << "ds-launch: asked to shrink (SIGUSR2): every rank checkpoints and stops\n";
-      coordinator.broadcast(CommandKind::Stop, "asked to shrink (SIGUSR2)");
+    if (!outcome.stoppedOnRequest && outcome.failure.empty()) {
+      std::string reason;
+      if (options.stopOnShrinkSignal && gShrinkRequested) {
+        gShrinkRequested = 0;
+        outcome.shrinkRequested = true;
+        reason = "asked to shrink (SIGUSR2)";
+      } else if (options.stopWhen) {
+        reason = options.stopWhen();
+      }
+      if (!reason.empty()) {
+        outcome.stoppedOnRequest = true;
+        outcome.stopReason = reason;
+        std::cerr << "ds-launch: " << reason << ": every rank checkpoints and stops\n";
+        coordinator.broadcast(CommandKind::Stop, reason);
+      }
     }
     if (gDumpRequested) {
       gDumpRequested = 0;

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,8 +26,10 @@ struct SupervisorOptions {
   std::chrono::milliseconds stallTimeout{0};  // 0: off
   std::chrono::milliseconds joinTimeout{60000};
   std::chrono::milliseconds abortGrace{1500};  // after the abort command, before SIGKILL
-  // Elastic jobs: SIGUSR2 sends every rank STOP (they checkpoint and end at a step boundary).
+  // Elastic jobs: SIGUSR2 sends every rank STOP (they checkpoint and end at a step boundary),
+  // and so does stopWhen returning a reason (polled every tick).
   bool stopOnShrinkSignal = false;
+  std::function<std::string()> stopWhen;
   LiveViewOptions view;
 };
 
@@ -55,7 +58,9 @@ struct JobOutcome {
   std::optional<int> failedRank;
   std::vector<RankOutcome> ranks;
   std::vector<std::string> logFiles;  // per rank
-  bool stoppedOnRequest = false;      // STOP was sent because of SIGUSR2
+  bool stoppedOnRequest = false;      // STOP was sent (SIGUSR2, or stopWhen)
+  bool shrinkRequested = false;       // ... because of SIGUSR2
+  std::string stopReason;
 };
 
 // Installs SIGINT/SIGTERM/SIGHUP handlers that ask a running superviseJob to tear down, and

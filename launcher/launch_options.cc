@@ -84,6 +84,9 @@ void addFlags(CLI::App& app, LaunchOptions& flags) {
   app.add_option("--max_restarts", flags.maxRestarts,
                  "elastic: node failures survived before the job fails")
       ->check(CLI::Range(0, 1000000));
+  app.add_flag("--rescale_now", flags.rescaleNow,
+               "elastic: take a joining node at once (checkpointing first), not at the next "
+               "checkpoint");
 }
 
 // Flags that are fine alone but not together.
@@ -103,8 +106,10 @@ void checkFlags(const CommandLine& line) {
   if (flags.tlsAuto && !flags.tlsCert.empty())
     throw Error(
         "--tls-auto makes the job's certificate itself: drop --tls-cert/--tls-key/--tls-ca");
-  if (!flags.elasticTraining && (flags.minElasticNodes != -1 || flags.maxElasticNodes != -1))
-    throw Error("--min_elastic_nodes/--max_elastic_nodes only go with --elastic_training");
+  if (!flags.elasticTraining &&
+      (flags.minElasticNodes != -1 || flags.maxElasticNodes != -1 || flags.rescaleNow))
+    throw Error("--min_elastic_nodes/--max_elastic_nodes/--rescale_now only go with "
+                "--elastic_training");
   if (flags.minElasticNodes == 0 || flags.minElasticNodes < -1 || flags.maxElasticNodes == 0 ||
       flags.maxElasticNodes < -1)
     throw Error("--min_elastic_nodes/--max_elastic_nodes: expected a positive node count (or -1)");

@@ -31,8 +31,9 @@ struct LaunchOptions {
   // Elastic training (DeepSpeed's runner flags): on a node failure the job goes on with the
   // largest valid world on the surviving nodes, from the latest checkpoint.
   bool elasticTraining = false;
-  int minElasticNodes = -1, maxElasticNodes = -1;  // -1: 1 and all selected nodes
+  int minElasticNodes = -1, maxElasticNodes = -1;  // -1: 1, and no limit (joins welcome)
   int maxRestarts = 3;  // failures survived before the job fails (torchelastic's default)
+  bool rescaleNow = false;  // a joining node is taken at once, not at the next checkpoint
 };
 
 struct CommandLine {

@@ -4,11 +4,14 @@
 // leaves no valid world stops the job with exit 3 and the reason.
 #include <signal.h>
 
+#include <sys/wait.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
 #include <regex>
 
+#include "bench/free_port.h"
 #include "test/launch_harness.h"
 #include "test/scratch_dir.h"
 
@@ -173,4 +176,51 @@ TEST_CASE("elastic: SIGUSR2 shrinks the job by one node, checkpointing first: no
   CHECK(stopped[1] == resumed[1]);  // the stop's own checkpoint: nothing lost
   CHECK(out.find("elastic epoch 2: 4 ranks on 2 nodes") != std::string::npos);
   CHECK(std::regex_search(out, std::regex(R"(\n3 +127\.0\.0\.2 +0 +2000 )")));
+}
+
+TEST_CASE("elastic: a node that joins is taken at the next checkpoint; one that makes the world "
+          "invalid is refused",
+          "[elastic][launch]") {
+  const std::string dir = makeScratchDir("elastic-join");
+  writeFile(dir + "/hostfile", "127.0.0.1 slots=2\n127.0.0.2 slots=2\n");
+  writeFile(dir + "/config.json", elasticConfig(2, 6));
+  const int port = ds::bench::freeLoopbackPort();
+  const std::string token = "join-token-0123456789abcdef0123";
+  setenv("DS_JOB_TOKEN", token.c_str(), 1);
+  auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", std::to_string(port),
+                               "--log_dir", "logs", "--elastic_training", "train", "--config",
+                               "config.json", "--steps", "3000", "--print_param_hash"});
+  unsetenv("DS_JOB_TOKEN");
+  REQUIRE(waitUntil(60s, [&] { return !paramHashes(readFile(dir + "/logs/rank-0.log")).empty(); }));
+  auto offer = [&](const std::string& host, int slots, const std::string& tokenValue) {
+    const std::string cmd = "DS_JOB_TOKEN=" + tokenValue + " " + DS_BIN_DIR +
+                            "/ds-worker --join 127.0.0.1:" + std::to_string(port) + " --host " +
+                            host + " --slots " + std::to_string(slots) + " >" + dir +
+                            "/offer.out 2>&1";
+    const int raw = std::system(cmd.c_str());
+    return std::pair{WEXITSTATUS(raw), readFile(dir + "/offer.out")};
+  };
+  const auto [badStatus, badText] = offer("127.0.0.4", 1, token);  // 4 + 1 = 5 ranks: not valid
+  CHECK(badStatus == 2);
+  CHECK(badText.find("a world of 5 ranks is not valid") != std::string::npos);
+  const auto [wrongStatus, wrongText] = offer("127.0.0.3", 2, "wrong-token-0123456789abcdef");
+  CHECK(wrongStatus == 2);
+  CHECK(wrongText.find("wrong job token") != std::string::npos);
+  const auto [status, text] = offer("127.0.0.3", 2, token);
+  INFO(text);
+  REQUIRE(status == 0);
+  CHECK(text.find("accepted") != std::string::npos);
+
+  REQUIRE(waitExit(job, 120s) == 0);
+  const std::string out = readFile(dir + "/stdout"), err = readFile(dir + "/stderr");
+  INFO(out << err);
+  CHECK(err.find("a node joins at the checkpoint of step") != std::string::npos);
+  CHECK(out.find("elastic epoch 2: 6 ranks on 3 nodes; batch 48 = micro 4 x accumulation 2 x 6") !=
+        std::string::npos);
+  std::smatch stopped, resumed;
+  REQUIRE(std::regex_search(out, stopped, std::regex(R"(stopped: saved checkpoint \S+/global_step(\d+))")));
+  REQUIRE(std::regex_search(out, resumed, std::regex(R"(resumed from \S+/global_step(\d+) at step)")));
+  CHECK(stopped[1] == resumed[1]);
+  CHECK(std::regex_search(out, std::regex(R"(\n5 +127\.0\.0\.3 +0 +3000 )")));
+  CHECK(out.find("joined: 127.0.0.3") != std::string::npos);
 }

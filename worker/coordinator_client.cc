@@ -220,6 +220,16 @@ void CoordinatorClient::report(const RankReport& report) {
               [&](auto* context) { return impl_->stub->Report(context, request, &reply); });
 }
 
+std::pair<bool, std::string> CoordinatorClient::offer(const std::string& host, int slots) {
+  proto::OfferRequest request;
+  request.set_host(host);
+  request.set_slots(slots);
+  proto::OfferReply reply;
+  impl_->call(request, 0, kRpcTimeout, "offer",
+              [&](auto* context) { return impl_->stub->Offer(context, request, &reply); });
+  return {reply.accepted(), reply.message()};
+}
+
 void CoordinatorClient::watch(
     const std::function<void(CommandKind, const std::string&)>& onCommand) {
   proto::WatchRequest request;

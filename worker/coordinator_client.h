@@ -60,6 +60,10 @@ class CoordinatorClient {
   void kvWait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
   int64_t kvAdd(const std::string& key, int64_t delta);
 
+  // `ds-worker --join`: offers this node's slots to a running elastic job. Returns whether the
+  // job takes it and the coordinator's words.
+  std::pair<bool, std::string> offer(const std::string& host, int slots);
+
   // Returns false when the coordinator could not be reached.
   bool heartbeat(const Progress& progress);
   void report(const RankReport& report);

@@ -167,16 +167,44 @@ std::pair<std::string, int> programMaster(const JoinResult& join, const std::str
   return {value.substr(0, colon), std::stoi(value.substr(colon + 1))};
 }
 
+// ds-worker --join: one Offer, its answer on stdout (accepted) or stderr (refused: exit 2).
+int offerNode(const std::string& address, std::string host, int slots, const std::string& tlsCert,
+              const std::string& tlsKey, const std::string& tlsCa) {
+  if (host.empty()) {
+    char name[256] = {};
+    gethostname(name, sizeof name - 1);
+    host = name;
+  }
+  if (slots < 1) leaveNow(kUsage, "--join needs --slots N (the ranks this node can run)");
+  try {
+    TlsFiles tls;
+    if (!tlsCert.empty()) tls.certPem = ds::readWholeFile(tlsCert, "PEM certificate (--tls_cert)", 1 << 20);
+    if (!tlsKey.empty()) tls.keyPem = ds::readWholeFile(tlsKey, "PEM key (--tls_key)", 1 << 20);
+    if (!tlsCa.empty()) tls.caPem = ds::readWholeFile(tlsCa, "PEM CA (--tls_ca)", 1 << 20);
+    CoordinatorClient client(address, takeJobToken(), tls);
+    const auto [accepted, message] = client.offer(host, slots);
+    if (!accepted) leaveNow(kUsage, "the job did not take " + host + ": " + message);
+    std::printf("ds-worker: %s\n", message.c_str());
+    return 0;
+  } catch (const ds::Error& e) {
+    leaveNow(kUsage, std::string("--join: ") + e.what());
+  }
+}
+
 // The worker's whole life; main() only adds the last-resort guard.
 int run(int argc, char** argv) {
   // Before anything reads the environment: ssh and pdsh deliver the job's exports in carriers.
   ds::adoptForwardedExports();
   CLI::App app{"ds-worker: one rank of a ds-launch job (started by ds-launch)"};
-  std::string coordinatorAddress, host, worldInfo, tlsCert, tlsKey, tlsCa;
-  int slot = -1, nodeRank = -1;
+  std::string coordinatorAddress, host, worldInfo, tlsCert, tlsKey, tlsCa, joinAddress;
+  int slot = -1, nodeRank = -1, offeredSlots = 0;
   bool rankFromEnv = false;
   int joinTimeoutSeconds = 60;
-  app.add_option("--coordinator", coordinatorAddress, "coordinator host:port")->required();
+  app.add_option("--coordinator", coordinatorAddress, "coordinator host:port");
+  app.add_option("--join", joinAddress,
+                 "offer this node (--host NAME, --slots N) to the running elastic job whose "
+                 "coordinator is at host:port; needs the job's DS_JOB_TOKEN");
+  app.add_option("--slots", offeredSlots, "with --join: the ranks this node can run");
   app.add_option("--host", host, "this node's name in the launch plan; Gloo binds to it");
   app.add_option("--slot", slot, "slot id on this host");
   app.add_option("--world_info", worldInfo, "node agent: the job's nodes and slots (base64)");
@@ -196,6 +224,8 @@ int run(int argc, char** argv) {
     return kUsage;
   }
 
+  if (!joinAddress.empty()) return offerNode(joinAddress, host, offeredSlots, tlsCert, tlsKey, tlsCa);
+  if (coordinatorAddress.empty()) leaveNow(kUsage, "--coordinator HOST:PORT is required");
   const int modes =
       (!host.empty() || slot >= 0) + (!worldInfo.empty() || nodeRank >= 0) + rankFromEnv;
   if (modes != 1 || (!host.empty() && slot < 0) || (host.empty() && slot >= 0) ||
