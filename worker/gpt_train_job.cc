@@ -180,11 +180,12 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
     if (stopVote[0] > 0.0f) {
       // STOP is graceful: the work since the last checkpoint is kept (every rank voted the same).
       const std::string tag = "global_step" + std::to_string(engine.globalSteps());
-      if (!saveDir.empty() && engine.globalSteps() > 0 &&
-          !std::filesystem::exists(std::filesystem::path(saveDir) / tag)) {
-        engine.saveCheckpoint(saveDir, tag);
+      if (!saveDir.empty() && engine.globalSteps() > 0) {
+        // An interval save may have written this step already (every rank sees the same).
+        if (!std::filesystem::exists(std::filesystem::path(saveDir) / tag))
+          engine.saveCheckpoint(saveDir, tag);
         if (join.rank == 0)
-          std::printf("stopped: saved checkpoint %s/%s\n", saveDir.c_str(), tag.c_str());
+          std::printf("stopped: checkpoint %s/%s\n", saveDir.c_str(), tag.c_str());
       }
       break;
     }

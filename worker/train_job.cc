@@ -94,11 +94,12 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
     if (stopVote[0] > 0.0f) {
       // STOP is graceful: the work since the last checkpoint is kept (every rank voted the same).
       const std::string tag = "global_step" + std::to_string(engine.globalSteps());
-      if (!options.saveDir.empty() && engine.globalSteps() > 0 &&
-          !std::filesystem::exists(std::filesystem::path(options.saveDir) / tag)) {
-        engine.saveCheckpoint(options.saveDir, tag);
+      if (!options.saveDir.empty() && engine.globalSteps() > 0) {
+        // An interval save may have written this step already (every rank sees the same).
+        if (!std::filesystem::exists(std::filesystem::path(options.saveDir) / tag))
+          engine.saveCheckpoint(options.saveDir, tag);
         if (join.rank == 0)
-          std::printf("stopped: saved checkpoint %s/%s\n", options.saveDir.c_str(), tag.c_str());
+          std::printf("stopped: checkpoint %s/%s\n", options.saveDir.c_str(), tag.c_str());
       }
       break;
     }
