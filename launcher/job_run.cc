@@ -160,6 +160,8 @@ struct Rescale {
   std::string cause;
   int64_t failedAtStep, resumedFromStep;
   double restartSeconds;  // from the failure to the new membership's processes started
+  double resumeSeconds = -1;  // ... to its first step past the checkpoint (seen in heartbeats)
+  std::string batchPlan;      // the new membership's micro x accumulation x ranks
 };
 
 // The checkpoint step the next membership starts from ("global_stepN" in DIR/latest), 0 if none.
@@ -176,14 +178,17 @@ int64_t latestCheckpointStep(const std::string& dir) {
 
 std::string formatRescales(const std::vector<Rescale>& rescales) {
   std::ostringstream out;
-  out << "rescales:\n    at s    world   failed at   resumed from   steps lost   restart s   cause\n";
+  out << "rescales:\n    at s    world   failed at   resumed from   steps lost   restart s   "
+         "resume s   batch plan          cause\n";
   for (const Rescale& r : rescales) {
     char line[256];
-    std::snprintf(line, sizeof line, "  %6.1f  %2d -> %-3d %9lld %14lld %12lld %11.2f   ", r.atSeconds,
-                  r.oldWorld, r.newWorld, static_cast<long long>(r.failedAtStep),
+    std::snprintf(line, sizeof line, "  %6.1f  %2d -> %-3d %9lld %14lld %12lld %11.2f %10s   %-19s ",
+                  r.atSeconds, r.oldWorld, r.newWorld, static_cast<long long>(r.failedAtStep),
                   static_cast<long long>(r.resumedFromStep),
                   static_cast<long long>(std::max<int64_t>(0, r.failedAtStep - r.resumedFromStep)),
-                  r.restartSeconds);
+                  r.restartSeconds,
+                  r.resumeSeconds < 0 ? "-" : std::to_string(r.resumeSeconds).substr(0, 5).c_str(),
+                  r.batchPlan.c_str());
     out << line << r.cause << '\n';
   }
   return out.str();
@@ -265,6 +270,9 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
       rescales.back().resumedFromStep = latestCheckpointStep(checkpoints);
       rescales.back().restartSeconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - *failedAt).count();
+      rescales.back().batchPlan = std::to_string(batch.microBatchPerGpu) + " x " +
+                                  std::to_string(batch.gradientAccumulationSteps) + " x " +
+                                  std::to_string(plan->worldSize());
     }
     SupervisorOptions supervision = supervisorOptionsFor(p, flags);
     supervision.stopOnShrinkSignal = true;
@@ -272,6 +280,17 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
     // reaches), or at once with --rescale_now.
     std::optional<int64_t> checkpointWhenOffered;
     supervision.stopWhen = [&]() -> std::string {
+      // The time to resume: until a heartbeat shows a step past the checkpoint resumed from.
+      if (!rescales.empty() && rescales.back().resumeSeconds < 0) {
+        for (const RankStatus& status : coordinator.snapshot())
+          if (status.step > rescales.back().resumedFromStep) {
+            rescales.back().resumeSeconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - *failedAt).count();
+            std::cout << "ds-launch: elastic: resumed at " << plan->worldSize() << " ranks "
+                      << rescales.back().resumeSeconds << " s after the change" << std::endl;
+            break;
+          }
+      }
       if (!coordinator.hasOffers()) return "";
       if (flags.rescaleNow) return "a node joins (--rescale_now)";
       const int64_t now = latestCheckpointStep(checkpoints);
@@ -299,7 +318,7 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
       }
       rescales.push_back({std::chrono::duration<double>(*failedAt - jobStart).count(),
                           plan->worldSize(), 0, "joined: " + hosts, std::max(reached, finished), 0,
-                          0.0});
+                          0.0, -1, ""});
       continue;
     }
     // Asked to shrink (SIGUSR2): every rank checkpointed and stopped; go on without the last node.
@@ -307,7 +326,7 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
       failedAt = std::chrono::steady_clock::now();
       rescales.push_back({std::chrono::duration<double>(*failedAt - jobStart).count(),
                           plan->worldSize(), 0, "asked to shrink (SIGUSR2)",
-                          std::max(reached, finished), 0, 0.0});
+                          std::max(reached, finished), 0, 0.0, -1, ""});
       std::cerr << "ds-launch: elastic: shrinking by one node: dropping "
                 << plan->nodes.back().host << "\n";
       const std::string dropped = plan->nodes.back().host;
@@ -327,7 +346,7 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
     reached = std::max(reached, latestCheckpointStep(checkpoints));
     failedAt = std::chrono::steady_clock::now();
     rescales.push_back({std::chrono::duration<double>(*failedAt - jobStart).count(),
-                        plan->worldSize(), 0, outcome.failure, reached, 0, 0.0});
+                        plan->worldSize(), 0, outcome.failure, reached, 0, 0.0, -1, ""});
     std::cerr << "ds-launch: elastic: " << outcome.failure << "; dropping node " << failed.host
               << " and restarting from the latest checkpoint (restart " << restarts << " of "
               << flags.maxRestarts << ")\n";
