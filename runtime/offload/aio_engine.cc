@@ -1,0 +1,90 @@
+// What both AIO engines share: the aio block's rules, aligned (locked) buffers, non-blocking
+// submission, and the choice between libaio and plain I/O for a directory.
+#include "runtime/offload/aio_engine.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "common/error.h"
+
+namespace ds::runtime {
+
+void AioConfig::validate() const {
+  auto require = [](bool ok, const std::string& message) {
+    if (!ok) throw Error(message);
+  };
+  require(blockSize >= 4096 && blockSize % 4096 == 0 && blockSize <= (int64_t{1} << 30),
+          "aio.block_size: expected a multiple of 4096 between 4096 and 1 GiB, got " +
+              std::to_string(blockSize));
+  require(queueDepth >= 1 && queueDepth <= 1024,
+          "aio.queue_depth: expected 1..1024, got " + std::to_string(queueDepth));
+  require(threadCount >= 1 && threadCount <= 256,
+          "aio.thread_count: expected 1..256, got " + std::to_string(threadCount));
+  require(!useGds, "aio.use_gds: GPU direct storage needs a GPU and NVIDIA's cuFile; there is "
+                   "none here: set it to false");
+}
+
+AlignedBuffer::AlignedBuffer(size_t bytes) : bytes_(bytes) {
+  capacity_ = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (capacity_ == 0) capacity_ = kAlignment;
+  if (posix_memalign(&data_, kAlignment, capacity_) != 0)
+    throw Error("cannot allocate " + std::to_string(capacity_) + " bytes of aligned memory");
+  std::memset(data_, 0, capacity_);  // touch every page now, not in the middle of an I/O
+  // Locked pages never swap out under a transfer; without the memlock allowance they still work.
+  locked_ = mlock(data_, capacity_) == 0;
+}
+
+AlignedBuffer::~AlignedBuffer() {
+  if (!data_) return;
+  if (locked_) munlock(data_, capacity_);
+  std::free(data_);
+}
+
+AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      bytes_(other.bytes_),
+      capacity_(other.capacity_),
+      locked_(other.locked_) {}
+
+std::future<void> AioEngine::submitRead(const std::string& path, void* buffer, size_t bytes,
+                                        uint64_t offset) {
+  return std::async(std::launch::async,
+                    [this, path, buffer, bytes, offset] { read(path, buffer, bytes, offset); });
+}
+
+std::future<void> AioEngine::submitWrite(const std::string& path, const void* buffer,
+                                         size_t bytes, uint64_t offset) {
+  return std::async(std::launch::async,
+                    [this, path, buffer, bytes, offset] { write(path, buffer, bytes, offset); });
+}
+
+bool directIoSupported(const std::string& directory) {
+  std::string probe = directory + "/.ds-odirect-probe-XXXXXX";
+  const int fd = mkstemp(probe.data());
+  if (fd < 0) throw Error(directory + ": cannot create a file there: " + std::strerror(errno));
+  close(fd);
+  const int direct = open(probe.c_str(), O_RDWR | O_DIRECT);
+  const bool ok = direct >= 0;
+  if (ok) close(direct);
+  unlink(probe.c_str());
+  return ok;
+}
+
+std::unique_ptr<AioEngine> makeAioEngine(const AioConfig& config, const std::string& directory) {
+  config.validate();
+  if (directIoSupported(directory)) return makeLibaioEngine(config);
+  std::fprintf(stderr,
+               "ds: %s does not take O_DIRECT files (tmpfs?): offload I/O uses pread/pwrite "
+               "through the page cache\n",
+               directory.c_str());
+  return makePlainEngine(config);
+}
+
+}  // namespace ds::runtime

@@ -1,0 +1,73 @@
+// AioEngine: whole-buffer file reads and writes for offloading, at the storage's speed. The libaio
+// engine opens files with O_DIRECT and keeps queue_depth requests of block_size bytes in flight on
+// each of thread_count threads, each thread taking its own contiguous part of a request (DeepSpeed's
+// intra-request parallelism). Where the file system refuses O_DIRECT (tmpfs, some overlays) the
+// plain engine (pread/pwrite) takes over with a one-line notice. Errors name the file, offset,
+// length and errno text; a short read or write is resumed, and one that cannot be (end of file)
+// is an error, never silently accepted. Not here: what is offloaded (the engine's swapper).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+
+namespace ds::runtime {
+
+// DeepSpeed's `aio` block, with its defaults.
+struct AioConfig {
+  int64_t blockSize = 1 << 20;
+  int64_t queueDepth = 8;
+  int64_t threadCount = 1;
+  bool singleSubmit = false;   // one io_submit per request instead of a batch per refill
+  bool overlapEvents = true;   // refill the queue as completions arrive, not when it drains
+  bool useGds = false;         // GPU direct storage: not here (no GPU)
+  void validate() const;       // throws ds::Error naming the aio key
+};
+
+// Page-aligned memory for O_DIRECT, locked in RAM when the memlock limit allows (else plain).
+class AlignedBuffer {
+ public:
+  static constexpr size_t kAlignment = 4096;
+  explicit AlignedBuffer(size_t bytes);
+  ~AlignedBuffer();
+  AlignedBuffer(AlignedBuffer&& other) noexcept;
+  AlignedBuffer& operator=(AlignedBuffer&&) = delete;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  void* data() const { return data_; }
+  size_t size() const { return bytes_; }
+  bool locked() const { return locked_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0, capacity_ = 0;
+  bool locked_ = false;
+};
+
+class AioEngine {
+ public:
+  virtual ~AioEngine() = default;
+  virtual const char* name() const = 0;  // "libaio (O_DIRECT)" or "pread/pwrite"
+  // Blocking, whole buffer. With O_DIRECT, buffer, offset and bytes must be multiples of 4096
+  // (AlignedBuffer and whole blocks satisfy it); a write creates the file when missing.
+  virtual void read(const std::string& path, void* buffer, size_t bytes, uint64_t offset) = 0;
+  virtual void write(const std::string& path, const void* buffer, size_t bytes,
+                     uint64_t offset) = 0;
+  // Non-blocking: the future completes (or rethrows the error) when the I/O has.
+  std::future<void> submitRead(const std::string& path, void* buffer, size_t bytes,
+                               uint64_t offset);
+  std::future<void> submitWrite(const std::string& path, const void* buffer, size_t bytes,
+                                uint64_t offset);
+};
+
+// The libaio engine when `directory` takes O_DIRECT files, else the plain one (and a notice on
+// stderr). Throws ds::Error for an invalid config or use_gds.
+std::unique_ptr<AioEngine> makeAioEngine(const AioConfig& config, const std::string& directory);
+// Either engine explicitly (tests and benchmarks compare them).
+std::unique_ptr<AioEngine> makeLibaioEngine(const AioConfig& config);
+std::unique_ptr<AioEngine> makePlainEngine(const AioConfig& config);
+// Whether files in `directory` can be opened with O_DIRECT.
+bool directIoSupported(const std::string& directory);
+
+}  // namespace ds::runtime

@@ -1,0 +1,173 @@
+// The libaio engine: O_DIRECT, block_size requests, queue_depth in flight per thread, each of
+// thread_count threads on its own contiguous part of the request.
+#include <fcntl.h>
+#include <libaio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include "common/error.h"
+#include "runtime/offload/aio_engine.h"
+
+namespace ds::runtime {
+namespace {
+
+std::string describe(const std::string& path, uint64_t offset, size_t bytes) {
+  return path + " (offset " + std::to_string(offset) + ", " + std::to_string(bytes) + " bytes)";
+}
+
+class LibaioEngine final : public AioEngine {
+ public:
+  explicit LibaioEngine(const AioConfig& config) : c_(config) { c_.validate(); }
+  const char* name() const override { return "libaio (O_DIRECT)"; }
+
+  void read(const std::string& path, void* buffer, size_t bytes, uint64_t offset) override {
+    transfer(false, path, static_cast<char*>(buffer), bytes, offset);
+  }
+  void write(const std::string& path, const void* buffer, size_t bytes, uint64_t offset) override {
+    transfer(true, path, static_cast<char*>(const_cast<void*>(buffer)), bytes, offset);
+  }
+
+ private:
+  void transfer(bool write, const std::string& path, char* buffer, size_t bytes, uint64_t offset) {
+    constexpr size_t kAlign = AlignedBuffer::kAlignment;
+    if (reinterpret_cast<uintptr_t>(buffer) % kAlign || offset % kAlign || bytes % kAlign)
+      throw Error(describe(path, offset, bytes) +
+                  ": O_DIRECT I/O needs the buffer address, offset and length in multiples of "
+                  "4096 (use AlignedBuffer and whole blocks)");
+    if (bytes == 0) return;
+    const int fd = open(path.c_str(), (write ? O_WRONLY | O_CREAT : O_RDONLY) | O_DIRECT, 0600);
+    if (fd < 0)
+      throw Error(describe(path, offset, bytes) + ": cannot open for " +
+                  (write ? "writing" : "reading") + ": " + std::strerror(errno));
+    struct Closer {
+      int fd;
+      ~Closer() { close(fd); }
+    } closer{fd};
+    // Contiguous parts of whole blocks, one per thread.
+    const size_t block = static_cast<size_t>(c_.blockSize);
+    const size_t blocks = (bytes + block - 1) / block;
+    const size_t threads = std::min<size_t>(static_cast<size_t>(c_.threadCount), blocks);
+    std::vector<std::exception_ptr> errors(threads);
+    std::vector<std::thread> workers;
+    auto part = [&](size_t t) {
+      const size_t first = blocks * t / threads, last = blocks * (t + 1) / threads;
+      const size_t begin = first * block, end = std::min(bytes, last * block);
+      try {
+        runPart(write, fd, path, buffer + begin, end - begin, offset + begin);
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
+    };
+    for (size_t t = 1; t < threads; ++t) workers.emplace_back(part, t);
+    part(0);
+    for (auto& w : workers) w.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+
+  // One thread's part: up to queue_depth blocks in flight; short transfers resubmitted.
+  void runPart(bool write, int fd, const std::string& path, char* buffer, size_t bytes,
+               uint64_t offset) const {
+    io_context_t ctx{};
+    const int depth = static_cast<int>(c_.queueDepth);
+    if (const int rc = io_setup(depth, &ctx); rc < 0)
+      throw Error(describe(path, offset, bytes) + ": io_setup(" + std::to_string(depth) +
+                  "): " + std::strerror(-rc) + " (raise /proc/sys/fs/aio-max-nr?)");
+    struct Destroyer {
+      io_context_t ctx;
+      ~Destroyer() { io_destroy(ctx); }
+    } destroyer{ctx};
+    struct Pending {
+      iocb cb;
+      size_t at;    // offset of the piece within this part
+      size_t size;  // bytes still wanted from `at`
+    };
+    std::vector<Pending> slots(static_cast<size_t>(depth));
+    std::vector<int> freeSlots;
+    for (int i = depth - 1; i >= 0; --i) freeSlots.push_back(i);
+    std::vector<iocb*> batch;
+    std::vector<io_event> events(static_cast<size_t>(depth));
+    const size_t block = static_cast<size_t>(c_.blockSize);
+    size_t next = 0;  // the first byte not yet handed out
+    int inFlight = 0;
+    auto prepare = [&](int slot) {
+      Pending& p = slots[static_cast<size_t>(slot)];
+      if (write)
+        io_prep_pwrite(&p.cb, fd, buffer + p.at, p.size, static_cast<long long>(offset + p.at));
+      else
+        io_prep_pread(&p.cb, fd, buffer + p.at, p.size, static_cast<long long>(offset + p.at));
+      p.cb.data = reinterpret_cast<void*>(static_cast<intptr_t>(slot));
+      batch.push_back(&p.cb);
+    };
+    auto submit = [&] {
+      size_t done = 0;
+      while (done < batch.size()) {
+        const long count = c_.singleSubmit ? 1 : static_cast<long>(batch.size() - done);
+        const int rc = io_submit(ctx, count, batch.data() + done);
+        if (rc == -EAGAIN || rc == -EINTR) continue;
+        if (rc < 0)
+          throw Error(describe(path, offset, bytes) + ": io_submit: " + std::strerror(-rc));
+        done += static_cast<size_t>(rc);
+        inFlight += rc;
+      }
+      batch.clear();
+    };
+    while (next < bytes || inFlight > 0) {
+      // Refill: with overlap_events as soon as slots are free, else only when the queue drained.
+      if (c_.overlapEvents || inFlight == 0) {
+        while (next < bytes && !freeSlots.empty()) {
+          const int slot = freeSlots.back();
+          freeSlots.pop_back();
+          const size_t size = std::min(block, bytes - next);
+          slots[static_cast<size_t>(slot)].at = next;
+          slots[static_cast<size_t>(slot)].size = size;
+          next += size;
+          prepare(slot);
+        }
+        submit();
+      }
+      const int want = c_.overlapEvents ? 1 : inFlight;
+      const int got = io_getevents(ctx, want, inFlight, events.data(), nullptr);
+      if (got == -EINTR) continue;
+      if (got < 0)
+        throw Error(describe(path, offset, bytes) + ": io_getevents: " + std::strerror(-got));
+      for (int e = 0; e < got; ++e) {
+        --inFlight;
+        const int slot = static_cast<int>(reinterpret_cast<intptr_t>(events[e].data));
+        Pending& p = slots[static_cast<size_t>(slot)];
+        const long res = static_cast<long>(events[e].res);
+        if (res < 0)
+          throw Error(describe(path, offset + p.at, p.size) + ": " + (write ? "write" : "read") +
+                      " failed: " + std::strerror(static_cast<int>(-res)));
+        if (static_cast<size_t>(res) < p.size) {
+          if (res == 0 || !write)  // a read comes up short only at the end of the file
+            throw Error(describe(path, offset + p.at, p.size) + ": short " +
+                        (write ? "write" : "read") + " of " + std::to_string(res) +
+                        " bytes: the file ends at " + std::to_string(offset + p.at + res));
+          p.at += static_cast<size_t>(res);  // resume the rest of the piece
+          p.size -= static_cast<size_t>(res);
+          prepare(slot);
+          submit();
+          continue;
+        }
+        freeSlots.push_back(slot);
+      }
+    }
+  }
+
+  AioConfig c_;
+};
+
+}  // namespace
+
+std::unique_ptr<AioEngine> makeLibaioEngine(const AioConfig& config) {
+  return std::make_unique<LibaioEngine>(config);
+}
+
+}  // namespace ds::runtime
