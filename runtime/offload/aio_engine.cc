@@ -34,8 +34,14 @@ void AioConfig::validate() const {
 AlignedBuffer::AlignedBuffer(size_t bytes) : bytes_(bytes) {
   capacity_ = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (capacity_ == 0) capacity_ = kAlignment;
-  if (posix_memalign(&data_, kAlignment, capacity_) != 0)
+  // Large buffers on 2 MiB boundaries and transparent huge pages: the kernel pins a buffer's
+  // pages for every O_DIRECT request, and 512x fewer page-table entries make that cheaper.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t alignment = capacity_ >= kHuge ? kHuge : kAlignment;
+  if (alignment == kHuge) capacity_ = (capacity_ + kHuge - 1) / kHuge * kHuge;
+  if (posix_memalign(&data_, alignment, capacity_) != 0)
     throw Error("cannot allocate " + std::to_string(capacity_) + " bytes of aligned memory");
+  if (alignment == kHuge) madvise(data_, capacity_, MADV_HUGEPAGE);
   std::memset(data_, 0, capacity_);  // touch every page now, not in the middle of an I/O
   // Locked pages never swap out under a transfer; without the memlock allowance they still work.
   locked_ = mlock(data_, capacity_) == 0;
