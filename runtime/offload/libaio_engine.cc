@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -24,6 +25,9 @@ std::string describe(const std::string& path, uint64_t offset, size_t bytes) {
 class LibaioEngine final : public AioEngine {
  public:
   explicit LibaioEngine(const AioConfig& config) : c_(config) { c_.validate(); }
+  ~LibaioEngine() override {
+    for (io_context_t ctx : idle_) io_destroy(ctx);
+  }
   const char* name() const override { return "libaio (O_DIRECT)"; }
 
   void read(const std::string& path, void* buffer, size_t bytes, uint64_t offset) override {
@@ -74,15 +78,19 @@ class LibaioEngine final : public AioEngine {
   // One thread's part: up to queue_depth blocks in flight; short transfers resubmitted.
   void runPart(bool write, int fd, const std::string& path, char* buffer, size_t bytes,
                uint64_t offset) const {
-    io_context_t ctx{};
     const int depth = static_cast<int>(c_.queueDepth);
-    if (const int rc = io_setup(depth, &ctx); rc < 0)
-      throw Error(describe(path, offset, bytes) + ": io_setup(" + std::to_string(depth) +
-                  "): " + std::strerror(-rc) + " (raise /proc/sys/fs/aio-max-nr?)");
-    struct Destroyer {
+    const io_context_t ctx = acquireContext(path, offset, bytes);
+    // Back to the pool only when nothing is in flight; after an error io_destroy waits for the
+    // outstanding requests (they still point into the caller's buffer) and drops the context.
+    struct Release {
+      const LibaioEngine* engine;
       io_context_t ctx;
-      ~Destroyer() { io_destroy(ctx); }
-    } destroyer{ctx};
+      bool clean = false;
+      ~Release() {
+        if (clean) engine->releaseContext(ctx);
+        else io_destroy(ctx);
+      }
+    } release{this, ctx};
     struct Pending {
       iocb cb;
       size_t at;    // offset of the piece within this part
@@ -159,9 +167,34 @@ class LibaioEngine final : public AioEngine {
         freeSlots.push_back(slot);
       }
     }
+    release.clean = true;
+  }
+
+  // io_destroy waits for an RCU grace period (tens of milliseconds): contexts are kept for the
+  // engine's life and reused, one per concurrent part, never destroyed per request.
+  io_context_t acquireContext(const std::string& path, uint64_t offset, size_t bytes) const {
+    {
+      std::lock_guard lock(mutex_);
+      if (!idle_.empty()) {
+        const io_context_t ctx = idle_.back();
+        idle_.pop_back();
+        return ctx;
+      }
+    }
+    io_context_t ctx{};
+    if (const int rc = io_setup(static_cast<int>(c_.queueDepth), &ctx); rc < 0)
+      throw Error(describe(path, offset, bytes) + ": io_setup(" + std::to_string(c_.queueDepth) +
+                  "): " + std::strerror(-rc) + " (raise /proc/sys/fs/aio-max-nr?)");
+    return ctx;
+  }
+  void releaseContext(io_context_t ctx) const {
+    std::lock_guard lock(mutex_);
+    idle_.push_back(ctx);
   }
 
   AioConfig c_;
+  mutable std::mutex mutex_;
+  mutable std::vector<io_context_t> idle_;
 };
 
 }  // namespace

@@ -1,0 +1,72 @@
+// ds-nvme-tune through the real binary: a small sweep ends with the best read and write figures
+// and an `aio` block the config parser takes; bad sweeps and flags exit 2 with the reason.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "test/scratch_dir.h"
+
+namespace {
+
+int runTune(const std::string& args, std::string& out) {
+  FILE* pipe = popen((std::string(DS_BIN_DIR) + "/ds-nvme-tune " + args + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  out.clear();
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  const int raw = pclose(pipe);
+  return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("ds-nvme-tune: a sweep ends with the best settings as an aio block", "[aio]") {
+  const std::string dir = ds::test::makeScratchDir("nvme-tune");
+  std::ofstream(dir + "/sweep.json")
+      << R"({"block_size": ["128K", "1M"], "queue_depth": [2, 8], "io_parallel": [1],
+            "single_submit": [false], "sequential_requests": [false, true]})";
+  std::string out;
+  REQUIRE(runTune("--nvme_dir " + dir + " --io_size 4M --sweep_config " + dir + "/sweep.json", out) == 0);
+  INFO(out);
+  CHECK(out.find("ds-nvme-tune: 8 settings") != std::string::npos);
+  CHECK(out.find("best read: ") != std::string::npos);
+  CHECK(out.find("best write: ") != std::string::npos);
+  const auto at = out.find("put in the DeepSpeed config:\n");
+  REQUIRE(at != std::string::npos);
+  const auto aio = nlohmann::json::parse(out.substr(at + 29))["aio"];
+  CHECK((aio["block_size"] == 131072 || aio["block_size"] == 1048576));
+  CHECK((aio["queue_depth"] == 2 || aio["queue_depth"] == 8));
+  CHECK(aio["thread_count"] == 1);
+
+  REQUIRE(runTune("--nvme_dir " + dir + " --io_size 4M --no_read", out) == 0);
+  CHECK(out.find("best read") == std::string::npos);
+}
+
+TEST_CASE("ds-nvme-tune: bad sweeps and flags exit 2 naming the problem", "[aio]") {
+  const std::string dir = ds::test::makeScratchDir("nvme-tune-bad");
+  std::ofstream(dir + "/unknown.json") << R"({"block_sizes": ["1M"]})";
+  std::ofstream(dir + "/small.json") << R"({"block_size": ["1K"]})";
+  std::ofstream(dir + "/empty.json") << R"({"queue_depth": []})";
+  struct Case {
+    std::string args;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"--nvme_dir " + dir + " --sweep_config " + dir + "/unknown.json", "unknown key \"block_sizes\""},
+      {"--nvme_dir " + dir + " --sweep_config " + dir + "/small.json", "aio.block_size"},
+      {"--nvme_dir " + dir + " --sweep_config " + dir + "/empty.json", "expected a non-empty list"},
+      {"--nvme_dir " + dir + " --no_read --no_write", "leave nothing to measure"},
+      {"--nvme_dir " + dir + "/nowhere", "not a directory"},
+      {"--nvme_dir " + dir + " --io_size lots", "--io_size"},
+  };
+  for (const Case& c : cases) {
+    std::string out;
+    INFO(c.args);
+    CHECK(runTune(c.args, out) == 2);
+    CHECK(out.find(c.message) != std::string::npos);
+  }
+}
