@@ -240,3 +240,11 @@ TEST_CASE("ds-config check: NeoX YAML configs, merged, with the GPT they build",
   CHECK(refused.err.find("hiden-size: unknown NeoX or DeepSpeed config key; did you mean "
                          "\"hidden-size\"?") != std::string::npos);
 }
+
+TEST_CASE("ds-config check: the shipped configs stay valid", "[ds-config]") {
+  for (const std::string& config : {std::string("configs/ds_config.json"), std::string("configs/gpt_demo.yml")}) {
+    const ToolRun r = runTool("check " + std::string(DS_SOURCE_DIR) + "/" + config + " --world-size 4");
+    INFO(config << "\n" << r.out << r.err);
+    CHECK(r.status == 0);
+  }
+}
