@@ -131,9 +131,23 @@ JobPlan planJob(CommandLine& line) {
 
   std::string configJson;
   std::optional<BatchPlan> batch;
+  int elasticWorld = plan.worldSize();
   if (const std::string& path = job.configPath; !path.empty()) {
     configJson = ds::runtime::readJobConfigText(path);
-    const auto parsed = ds::runtime::parseJobConfig(configJson, plan.worldSize(), path);
+    // An elastic job starts on the largest prefix of the nodes its elasticity block accepts (the
+    // rest are spares), so the config is checked at that world size.
+    int worldSize = plan.worldSize();
+    if (flags.elasticTraining)
+      for (size_t n = plan.nodes.size(); n > 1; --n) {
+        try {
+          ds::runtime::parseJobConfig(configJson, worldSize, path);
+          break;
+        } catch (const ds::Error&) {
+          worldSize = makeLaunchPlan(Resources(plan.nodes.begin(), plan.nodes.begin() + n - 1)).worldSize();
+        }
+      }
+    elasticWorld = worldSize;
+    const auto parsed = ds::runtime::parseJobConfig(configJson, worldSize, path);
     const auto& config = parsed.deepspeed;
     for (const auto& note : parsed.notes) notices.push_back("config: " + note);
     if (parsed.gpt && job.kind == JobKind::Train) job.train.steps = parsed.gpt->trainIters;
@@ -149,7 +163,7 @@ JobPlan planJob(CommandLine& line) {
         "(a certificate made for this job) or --tls-cert/--tls-key/--tls-ca");
   if (flags.logDir.empty()) flags.logDir = defaultLogDir();
   if (flags.elasticTraining)
-    prepareElasticJob(line, job, configJson, plan.worldSize(), notices);
+    prepareElasticJob(line, job, configJson, elasticWorld, notices);
   const std::string workDir = std::filesystem::current_path().string();
 
   BackendRequest request;

@@ -214,6 +214,9 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
   int restarts = 0;
   installTerminationHandlers();
   installShrinkHandler();
+  std::cout << "ds-launch: elastic job on " << alive.size() << " node(s) with "
+            << p.plan.worldSize() << " slots (" << backendName(p.backend) << "), logs in " << logs
+            << std::endl;
   for (uint64_t epoch = 1;; ++epoch) {
     std::optional<LaunchPlan> plan;
     runtime::BatchConfig batch{};

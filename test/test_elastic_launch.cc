@@ -224,3 +224,28 @@ TEST_CASE("elastic: a node that joins is taken at the next checkpoint, one that 
   CHECK(std::regex_search(out, std::regex(R"(\n5 +127\.0\.0\.3 +0 +3000 )")));
   CHECK(out.find("joined: 127.0.0.3") != std::string::npos);
 }
+
+TEST_CASE("elastic: nodes beyond the largest valid world are spares that replace a failed one",
+          "[elastic][launch]") {
+  const std::string dir = makeScratchDir("elastic-spare");
+  writeFile(dir + "/hostfile", kThreeNodes);
+  writeFile(dir + "/config.json", elasticConfig(4, 4));  // only 4 ranks: the third node waits
+  auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir", "logs",
+                               "--elastic_training", "train", "--config", "config.json", "--steps",
+                               "2000", "--print_param_hash"});
+  REQUIRE(waitUntil(60s, [&] {
+    const auto hashes = paramHashes(readFile(job.dir + "/logs/rank-0.log"));
+    return !hashes.empty() && hashes.rbegin()->first >= 15;
+  }));
+  int killed = 0;
+  for (const auto& w : findWorkers(job.pid))
+    if (w.host == "127.0.0.2") killed += ::kill(w.pid, SIGKILL) == 0;
+  REQUIRE(killed == 2);
+  REQUIRE(waitExit(job, 120s) == 0);
+  const std::string out = readFile(dir + "/stdout");
+  INFO(out << readFile(dir + "/stderr"));
+  CHECK(out.find("elastic job on 3 node(s) with 6 slots") != std::string::npos);
+  CHECK(out.find("elastic epoch 1: 4 ranks on 2 nodes") != std::string::npos);
+  CHECK(out.find("elastic epoch 2: 4 ranks on 2 nodes") != std::string::npos);
+  CHECK(std::regex_search(out, std::regex(R"(\n2 +127\.0\.0\.3 +0 +2000 )")));
+}
