@@ -76,6 +76,8 @@ int matmulThreads() {
   return openblas_get_num_threads();
 }
 
+bool matmulNestsInOpenMP() { return useOneDnn(); }
+
 const char* matmulLibrary() {
 #if DS_HAVE_DNNL
   if (useOneDnn()) {

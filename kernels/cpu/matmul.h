@@ -16,5 +16,8 @@ void matmul(bool transA, bool transB, size_t m, size_t n, size_t k, float alpha,
 void setMatmulThreads(int threads);
 int matmulThreads();
 const char* matmulLibrary();  // e.g. "OpenBLAS 0.3.21 (pthreads, Haswell)"
+// Whether matmul may be called from several OpenMP threads at once, running single-threaded
+// inside them (oneDNN: yes; OpenBLAS's own pthreads would fight over the cores).
+bool matmulNestsInOpenMP();
 
 }  // namespace ds::kernels

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <exception>
 
 #include "kernels/cpu/matmul.h"
 
@@ -22,6 +23,37 @@ uint64_t mix(uint64_t x) {  // splitmix64's finaliser
   x ^= x >> 27;
   x *= 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
+}
+
+// Runs fn(i) for i in [0, n) over the OpenMP threads the matrix products use (setMatmulThreads);
+// iterations write disjoint outputs, each computed whole by one thread. A matmul inside runs
+// single-threaded there (OpenMP does not nest by default); with OpenBLAS, whose own threads would
+// fight over the cores, the loop runs serially. Exceptions are carried out.
+template <class Fn>
+void parallelFor(size_t n, Fn fn) {
+  if (!kernels::matmulNestsInOpenMP()) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::exception_ptr error;
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < static_cast<long>(n); ++i) {
+    try {
+      fn(static_cast<size_t>(i));
+    } catch (...) {
+#pragma omp critical
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+// Element-wise work over `rows` rows, in one contiguous run of rows per thread.
+template <class Fn>
+void parallelRows(size_t rows, Fn fn) {
+  constexpr size_t kChunks = 8;  // a few per thread: even when rows do not divide evenly
+  const size_t chunks = std::min(rows, kChunks);
+  parallelFor(chunks, [&](size_t c) { fn(rows * c / chunks, rows * (c + 1) / chunks); });
 }
 
 // The dropout sites of a block and of the embedding.
@@ -150,24 +182,24 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   float* used = attnDrop ? sized(a.probsDrop, a.probs.size()) : probs;
   if (!attnDrop) a.probsDrop.clear();
   float* ctx = sized(a.ctx, N * h);
-  for (size_t b = 0; b < s.samples; ++b)
-    for (size_t head = 0; head < H; ++head) {
-      const float* q = qkv + b * T * 3 * h + head * d;
-      float* p = probs + (b * H + head) * T * T;
-      matmul(false, true, T, T, d, scale, q, 3 * h, q + h, 3 * h, 0.0f, p, T);
-      k_.causalSoftmaxForward(p, T);
-    }
+  parallelFor(s.samples * H, [&](size_t bh) {
+    const size_t b = bh / H, head = bh % H;
+    const float* q = qkv + b * T * 3 * h + head * d;
+    float* p = probs + (b * H + head) * T * T;
+    matmul(false, true, T, T, d, scale, q, 3 * h, q + h, 3 * h, 0.0f, p, T);
+    k_.causalSoftmaxForward(p, T);
+  });
   if (attnDrop) {
     std::memcpy(used, probs, a.probs.size() * sizeof(float));
     applyDropout(used, s.samples, H * T * T, static_cast<float>(c_.attentionDropout), *dropout,
                  kSiteAttentionProbs);
   }
-  for (size_t b = 0; b < s.samples; ++b)
-    for (size_t head = 0; head < H; ++head) {
-      const float* v = qkv + b * T * 3 * h + 2 * h + head * d;
-      matmul(false, false, T, d, T, 1.0f, used + (b * H + head) * T * T, T, v, 3 * h, 0.0f,
-             ctx + b * T * h + head * d, h);
-    }
+  parallelFor(s.samples * H, [&](size_t bh) {
+    const size_t b = bh / H, head = bh % H;
+    const float* v = qkv + b * T * 3 * h + 2 * h + head * d;
+    matmul(false, false, T, d, T, 1.0f, used + (b * H + head) * T * T, T, v, 3 * h, 0.0f,
+           ctx + b * T * h + head * d, h);
+  });
   lap(kCore);
   float* attnOut = sized(w.attnOut, N * h);
   matmul(false, true, N, h, h, 1.0f, ctx, h, P(L.densew), h, 0.0f, attnOut, h);
@@ -196,10 +228,12 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   k_.addBias(fc1, P(L.fc1b), N, ff1);
   lap(kFc1);
   float* act = sized(a.act, N * ff);
-  if (c_.activation == Activation::Geglu)
-    k_.gegluForward(act, fc1, N, ff);
-  else
-    k_.geluForward(act, fc1, N * ff);
+  parallelRows(N, [&](size_t r0, size_t r1) {
+    if (c_.activation == Activation::Geglu)
+      k_.gegluForward(act + r0 * ff, fc1 + r0 * ff1, r1 - r0, ff);
+    else
+      k_.geluForward(act + r0 * ff, fc1 + r0 * ff, (r1 - r0) * ff);
+  });
   lap(kAct);
   float* mlpOut = sized(w.mlpOut, N * h);
   matmul(false, true, N, h, ff, 1.0f, act, ff, P(L.fc2w), ff, 0.0f, mlpOut, h);
@@ -236,10 +270,12 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
   float* dAct = sized(w.dact, N * ff);
   matmul(false, false, N, ff, h, 1.0f, dMlp, h, P(L.fc2w), ff, 0.0f, dAct, ff);
   float* dFc1 = sized(w.dfc1, N * ff1);
-  if (c_.activation == Activation::Geglu)
-    k_.gegluBackward(dFc1, dAct, a.fc1.data(), N, ff);
-  else
-    k_.geluBackward(dFc1, dAct, a.fc1.data(), N * ff);
+  parallelRows(N, [&](size_t r0, size_t r1) {
+    if (c_.activation == Activation::Geglu)
+      k_.gegluBackward(dFc1 + r0 * ff1, dAct + r0 * ff, a.fc1.data() + r0 * ff1, r1 - r0, ff);
+    else
+      k_.geluBackward(dFc1 + r0 * ff, dAct + r0 * ff, a.fc1.data() + r0 * ff, (r1 - r0) * ff);
+  });
   matmul(true, false, ff1, h, N, 1.0f, dFc1, ff1, a.ln2.data(), h, 1.0f, G(L.fc1w), h);
   k_.biasGradient(G(L.fc1b), dFc1, N, ff1);
   float* dLn = sized(w.dB, N * h);
@@ -266,24 +302,24 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
   const float* used = a.probsDrop.empty() ? a.probs.data() : a.probsDrop.data();
   float* dqkv = sized(w.dqkv, N * 3 * h);
   float* dProbs = sized(w.dprobs, s.samples * H * T * T);
-  for (size_t b = 0; b < s.samples; ++b)
-    for (size_t head = 0; head < H; ++head) {
-      const size_t row = b * T * 3 * h + head * d, pAt = (b * H + head) * T * T;
-      const float* dc = dCtx + b * T * h + head * d;
-      matmul(false, true, T, T, d, 1.0f, dc, h, qkv + row + 2 * h, 3 * h, 0.0f, dProbs + pAt, T);
-      matmul(true, false, T, d, T, 1.0f, used + pAt, T, dc, h, 0.0f, dqkv + row + 2 * h, 3 * h);
-    }
+  parallelFor(s.samples * H, [&](size_t bh) {
+    const size_t b = bh / H, head = bh % H;
+    const size_t row = b * T * 3 * h + head * d, pAt = (b * H + head) * T * T;
+    const float* dc = dCtx + b * T * h + head * d;
+    matmul(false, true, T, T, d, 1.0f, dc, h, qkv + row + 2 * h, 3 * h, 0.0f, dProbs + pAt, T);
+    matmul(true, false, T, d, T, 1.0f, used + pAt, T, dc, h, 0.0f, dqkv + row + 2 * h, 3 * h);
+  });
   if (!a.probsDrop.empty())
     applyDropout(dProbs, s.samples, H * T * T, static_cast<float>(c_.attentionDropout), *dropout,
                  kSiteAttentionProbs);
-  for (size_t b = 0; b < s.samples; ++b)
-    for (size_t head = 0; head < H; ++head) {
-      const size_t row = b * T * 3 * h + head * d, pAt = (b * H + head) * T * T;
-      float* dS = dProbs + pAt;
-      k_.softmaxBackward(dS, a.probs.data() + pAt, T);
-      matmul(false, false, T, d, T, scale, dS, T, qkv + row + h, 3 * h, 0.0f, dqkv + row, 3 * h);
-      matmul(true, false, T, d, T, scale, dS, T, qkv + row, 3 * h, 0.0f, dqkv + row + h, 3 * h);
-    }
+  parallelFor(s.samples * H, [&](size_t bh) {
+    const size_t b = bh / H, head = bh % H;
+    const size_t row = b * T * 3 * h + head * d, pAt = (b * H + head) * T * T;
+    float* dS = dProbs + pAt;
+    k_.softmaxBackward(dS, a.probs.data() + pAt, T);
+    matmul(false, false, T, d, T, scale, dS, T, qkv + row + h, 3 * h, 0.0f, dqkv + row, 3 * h);
+    matmul(true, false, T, d, T, scale, dS, T, qkv + row, 3 * h, 0.0f, dqkv + row + h, 3 * h);
+  });
   if (const size_t rot = c_.rotaryDim()) {
     k_.rotary(dqkv, N, T, H, d, 3 * h, rot, cos_.data(), sin_.data(), true);
     k_.rotary(dqkv + h, N, T, H, d, 3 * h, rot, cos_.data(), sin_.data(), true);
