@@ -82,7 +82,7 @@ TEST_CASE("config policy: the same blocks switched off are accepted and recorded
   CHECK(verdict("wandb")->effect == KeyEffect::NotImplemented);
   CHECK_FALSE(verdict("wandb")->active);
   CHECK(verdict("tensorboard")->effect == KeyEffect::Honoured);
-  CHECK(verdict("aio")->effect == KeyEffect::NoEffect);
+  CHECK(verdict("aio")->effect == KeyEffect::Honoured);
   CHECK(verdict("zero_optimization")->effect == KeyEffect::Honoured);
   CHECK(verdict("train_batch_size")->effect == KeyEffect::Honoured);
   CHECK(verdict("memory_breakdown") == nullptr);  // not set, not listed

@@ -100,9 +100,8 @@ TEST_CASE("ds-config check: what is and is not in effect, and why", "[ds-config]
   REQUIRE(text.status == 0);
   CHECK(text.out.find("in effect:\n  train_batch_size: ") != std::string::npos);
   CHECK(text.out.find("  zero_optimization: stages 0-3") != std::string::npos);
-  CHECK(text.out.find("not in effect:\n  aio: no effect here: only used by NVMe offload") !=
-        std::string::npos);
-  CHECK(text.out.find("  zero_optimization.contiguous_gradients: no effect here") !=
+  CHECK(text.out.find("  aio: the I/O engine of NVMe offload") != std::string::npos);
+  CHECK(text.out.find("not in effect:\n  zero_optimization.contiguous_gradients: no effect here") !=
         std::string::npos);
   CHECK(text.out.find("  wandb: switched off (not implemented here)") != std::string::npos);
 

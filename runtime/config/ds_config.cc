@@ -206,6 +206,21 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
               cfg.csvMonitor.jobName);
   readMonitor("tensorboard", cfg.tensorboard.enabled, cfg.tensorboard.outputPath,
               cfg.tensorboard.jobName);
+  if (const Json* v = JsonReader::member(root, "aio")) {
+    r.object(*v, "aio");
+    r.readInt(*v, "aio", "block_size", cfg.aio.blockSize, 1);
+    r.readInt(*v, "aio", "queue_depth", cfg.aio.queueDepth, 1);
+    r.readInt(*v, "aio", "thread_count", cfg.aio.threadCount, 1);
+    r.readInt(*v, "aio", "intra_op_parallelism", cfg.aio.threadCount, 1);
+    r.readBool(*v, "aio", "single_submit", cfg.aio.singleSubmit);
+    r.readBool(*v, "aio", "overlap_events", cfg.aio.overlapEvents);
+    r.readBool(*v, "aio", "use_gds", cfg.aio.useGds);
+    try {
+      cfg.aio.validate();
+    } catch (const Error& e) {
+      throw Error(src + ": " + e.what());
+    }
+  }
   if (const Json* v = JsonReader::member(root, "flops_profiler")) {
     const char* block = "flops_profiler";
     FlopsProfilerConfig& f = cfg.flopsProfiler;

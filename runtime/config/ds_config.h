@@ -14,6 +14,7 @@
 #include "runtime/config/batch_size.h"
 #include "runtime/monitor/csv_monitor.h"
 #include "runtime/monitor/tensorboard_monitor.h"
+#include "runtime/offload/aio_engine.h"
 #include "runtime/profiler/flops_profiler.h"
 #include "runtime/config/config_policy.h"
 #include "runtime/config/elasticity_config.h"
@@ -47,6 +48,7 @@ struct DeepSpeedConfig {
   CsvMonitorConfig csvMonitor;   // DeepSpeed's csv_monitor block
   TensorBoardConfig tensorboard;  // DeepSpeed's tensorboard block
   FlopsProfilerConfig flopsProfiler;  // DeepSpeed's flops_profiler block (the GPT trainer's)
+  AioConfig aio;                      // DeepSpeed's aio block (NVMe offload's I/O)
   // This project's key: which collectives backend the world group uses. "auto" (default): shared
   // memory on one host, hierarchical across hosts with equal ranks per host, else Gloo.
   CommBackend commBackend = CommBackend::Auto;

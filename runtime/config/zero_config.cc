@@ -56,6 +56,32 @@ ZeroConfig parseZeroConfig(JsonReader& r, const Json& block,
   r.readBool(block, p, "round_robin_gradients", z.roundRobinGradients);
   r.readBool(block, p, "elastic_checkpoint", z.elasticCheckpoint);
   r.readBool(block, p, "ignore_unused_parameters", z.ignoreUnusedParameters);
+  if (const Json* v = JsonReader::member(block, "offload_optimizer"); v && v->is_object()) {
+    const std::string o = "zero_optimization.offload_optimizer";
+    OffloadOptimizerConfig& c = z.offloadOptimizer;
+    r.warnUnknownKeys(*v, o, {"device", "nvme_path", "pin_memory", "buffer_count", "fast_init",
+                              "ratio", "pipeline_read", "pipeline_write", "pipeline"});
+    if (const Json* d = JsonReader::member(*v, "device")) {
+      const std::string device = r.string(*d, o + ".device");
+      if (device == "none") c.device = OffloadDevice::None;
+      else if (device == "cpu") c.device = OffloadDevice::Cpu;
+      else if (device == "nvme") c.device = OffloadDevice::Nvme;
+      else r.fail(o + ".device", "expected none, cpu or nvme, got \"" + device + "\"");
+    }
+    if (const Json* path = JsonReader::member(*v, "nvme_path"))
+      c.nvmePath = r.string(*path, o + ".nvme_path");
+    r.readBool(*v, o, "pin_memory", c.pinMemory);
+    r.readInt(*v, o, "buffer_count", c.bufferCount, 1);
+    r.readBool(*v, o, "fast_init", c.fastInit);
+    r.readNonNegative(*v, o, "ratio", c.ratio);
+    if (c.device != OffloadDevice::None && z.stage < 1)
+      r.fail(o, "optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed's rule); set "
+                "zero_optimization.stage");
+    if (c.device == OffloadDevice::Nvme && c.nvmePath.empty())
+      r.fail(o + ".nvme_path", "required with \"device\": \"nvme\" (a directory on the NVMe drive)");
+    if (c.ratio != 1.0)
+      r.fail(o + ".ratio", "partial offload (ratio < 1) is not implemented; remove it or set 1");
+  }
   return z;
 }
 

@@ -3,8 +3,22 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace ds::runtime {
+
+// zero_optimization.offload_optimizer: where the fp32 master weights and optimizer states of
+// each rank's partition live. cpu is where they live anyway on this CPU-only runtime; nvme keeps
+// them in a per-rank swap file and streams optimizer sub-groups through memory at each step.
+enum class OffloadDevice { None, Cpu, Nvme };
+struct OffloadOptimizerConfig {
+  OffloadDevice device = OffloadDevice::None;
+  std::string nvmePath;
+  bool pinMemory = false;   // no effect here (no device to DMA to)
+  int64_t bufferCount = 4;  // no effect here: sub-groups stream through the optimizer's own arrays
+  bool fastInit = false;    // no effect here
+  double ratio = 1.0;
+};
 
 struct ZeroConfig {
   int stage = 0;
@@ -22,6 +36,7 @@ struct ZeroConfig {
   int64_t subGroupSize = 1'000'000'000;         // elements per optimizer sub-step
   bool elasticCheckpoint = false;               // accepted: checkpoints always reshard here
   bool ignoreUnusedParameters = true;           // unused parameters get zero gradients
+  OffloadOptimizerConfig offloadOptimizer;
 };
 
 }  // namespace ds::runtime

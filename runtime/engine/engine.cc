@@ -75,6 +75,24 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
     groups_.push_back(
         {t0, t1, makeOptimizer(optimizer, groupSpecs, shard.shardBegin(t0), shard.shardBegin(t1))});
   }
+  const OffloadOptimizerConfig& offload = config_.zero.offloadOptimizer;
+  if (offload.device == OffloadDevice::Nvme) {
+    // Master slices (16-bit models: fp32 copies of their own) and every state array, by group.
+    std::vector<std::vector<OptimizerSwapper::Array>> arrays;
+    for (const SubGroup& group : groups_) {
+      std::vector<OptimizerSwapper::Array> a;
+      if (zero_->separateMaster()) {
+        const size_t begin = shard.shardBegin(group.t0), end = shard.shardBegin(group.t1);
+        a.push_back({zero_->masterData() + begin, end - begin});
+      }
+      for (const OptimizerStateArray& state : group.optimizer->stateArrays())
+        a.push_back({state.data, state.count});
+      arrays.push_back(std::move(a));
+    }
+    swapper_ = std::make_unique<OptimizerSwapper>(config_.aio, offload.nvmePath, comm_.rank(),
+                                                  std::move(arrays));
+    swapper_->swapOutAll();
+  }
   lr_ = optimizer.lr();
   if (config_.scheduler) {
     scheduler_ = makeLrSchedule(*config_.scheduler, lr_, optimizer.momentum());
@@ -182,7 +200,12 @@ bool Engine::step() {
   // wants them (the working copy itself, or a 16-bit shard to be all-gathered).
   const bool fused = modelType_ != DType::F32 && groups_.front().optimizer->fusesHalfCopy();
   char* halfOut = fused ? zero_->halfCopyTarget() : nullptr;
-  for (const SubGroup& group : groups_) {
+  // With offload the master is needed after the loop only when the update did not write the
+  // working copy itself (then the groups stay in memory until publishParameters).
+  const bool freeEarly = fused || !zero_->separateMaster();
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const SubGroup& group = groups_[gi];
+    if (swapper_) swapper_->acquire(gi);
     // With one sub-group (the usual case) its gradients are still loaded from the statistics.
     if (groups_.size() > 1 || !zero_->statisticsLoadGroups())
       zero_->loadGroupGradients(group.t0, group.t1, groupGrads_, unscale_);
@@ -194,8 +217,10 @@ bool Engine::step() {
           reinterpret_cast<uint16_t*>(halfOut + begin * dtypeBytes(modelType_)),
           modelType_ == DType::BF16 ? kernels::HalfFormat::Bf16 : kernels::HalfFormat::Fp16};
     group.optimizer->step(zero_->masterData() + begin, groupGrads_.data(), update);
+    if (swapper_) swapper_->release(gi, freeEarly);
   }
   zero_->publishParameters(fused);
+  if (swapper_) swapper_->endStep();
   zero_->zeroGradients();
   scaler_.update(false);
   if (scheduler_) {

@@ -24,6 +24,7 @@
 #include "runtime/config/ds_config.h"
 #include "runtime/lr/lr_schedule.h"
 #include "runtime/model/model.h"
+#include "runtime/offload/optimizer_swapper.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/precision/loss_scaler.h"
 #include "runtime/zero/comm_queue.h"
@@ -69,6 +70,9 @@ class Engine : private LayerAccess {
   void saveCheckpoint(const std::string& dir, const std::string& tag);
   std::string loadCheckpoint(const std::string& dir, const std::string& tag = "",
                              CheckpointLoadScope scope = {});
+  // offload_optimizer nvme: the swap file's size and engine ("" / 0 without offload).
+  size_t optimizerSwapBytes() const;
+  std::string optimizerSwapEngine() const;
 
   // Collective at stage 3. The working parameters (model dtype) as fp32, flat layout.
   std::vector<float> fullParameters();
@@ -119,6 +123,12 @@ class Engine : private LayerAccess {
   std::unique_ptr<ZeroStage> zero_;   // where the state lives and how it is reduced/published
 
   std::vector<SubGroup> groups_;   // the optimizer, by sub_group_size runs of the shard
+  // offload_optimizer nvme: the groups' master slices and states between steps (after groups_:
+  // destroyed first, while the arrays it points into still exist).
+  std::unique_ptr<OptimizerSwapper> swapper_;
+  void saveCheckpointResident(const std::string& dir, const std::string& tag);
+  std::string loadCheckpointResident(const std::string& dir, const std::string& tag,
+                                     CheckpointLoadScope scope);
   std::vector<float> groupGrads_;  // fp32 reduced, unscaled gradients of one optimizer sub-group
   float unscale_ = 1.0f;           // the current step's gradient multiplier
   std::unique_ptr<LrSchedule> scheduler_;

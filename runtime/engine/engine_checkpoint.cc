@@ -81,7 +81,46 @@ void Engine::failTogether(const std::string& problem) {
     if (all[r * kMessageBytes] != 0) throw Error(std::string(all.data() + r * kMessageBytes));
 }
 
+// With NVMe offload the state is brought in for the checkpoint and swapped out again after,
+// whether the save or load succeeded or not.
 void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
+  if (!swapper_) return saveCheckpointResident(dir, tag);
+  swapper_->swapInAll();
+  try {
+    saveCheckpointResident(dir, tag);
+  } catch (...) {
+    try {
+      swapper_->swapOutAll();
+    } catch (...) {
+    }
+    throw;
+  }
+  swapper_->swapOutAll();
+}
+
+std::string Engine::loadCheckpoint(const std::string& dir, const std::string& tag,
+                                   CheckpointLoadScope scope) {
+  if (!swapper_) return loadCheckpointResident(dir, tag, scope);
+  swapper_->swapInAll();
+  std::string loaded;
+  try {
+    loaded = loadCheckpointResident(dir, tag, scope);
+  } catch (...) {
+    try {
+      swapper_->swapOutAll();
+    } catch (...) {
+    }
+    throw;
+  }
+  swapper_->swapOutAll();
+  return loaded;
+}
+
+size_t Engine::optimizerSwapBytes() const { return swapper_ ? swapper_->fileBytes() : 0; }
+
+std::string Engine::optimizerSwapEngine() const { return swapper_ ? swapper_->engineName() : ""; }
+
+void Engine::saveCheckpointResident(const std::string& dir, const std::string& tag) {
   checkTag(tag);
   queue_->run([] {});  // nothing of a previous step may still be writing the shards
   const std::string staging = (fs::path(dir) / (".tmp-" + tag)).string();
@@ -155,8 +194,9 @@ void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
   failTogether(problem);
 }
 
-std::string Engine::loadCheckpoint(const std::string& dir, const std::string& requestedTag,
-                                   CheckpointLoadScope scope) {
+std::string Engine::loadCheckpointResident(const std::string& dir,
+                                           const std::string& requestedTag,
+                                           CheckpointLoadScope scope) {
   const std::string tag = requestedTag.empty() ? readLatestTag(dir) : requestedTag;
   checkTag(tag);
   queue_->run([] {});

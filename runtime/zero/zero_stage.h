@@ -85,6 +85,8 @@ class ZeroStage {
   // Whether the optimizer sees only a shard (norms of whole tensors then need a sum over ranks).
   virtual bool optimizerIsSharded() const { return true; }
   float* masterData();
+  // Whether the master weights are a copy of their own (16-bit models), not the working copy.
+  bool separateMaster() const { return !master_.empty(); }
   // Where a fused 16-bit copy of the updated shard goes.
   virtual char* halfCopyTarget() = 0;
   // Makes the working copy follow the master (halfWritten: the 16-bit values are written).
