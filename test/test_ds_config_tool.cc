@@ -247,3 +247,17 @@ TEST_CASE("ds-config check: the shipped configs stay valid", "[ds-config]") {
     CHECK(r.status == 0);
   }
 }
+
+TEST_CASE("ds-config memory: where offloaded optimizer state lives", "[ds-config]") {
+  const fs::path nvme = writeConfig("nvme.json", R"({"train_batch_size": 8, "bf16": {"enabled": true},
+      "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "/nvme"}}})");
+  const ToolRun r = runTool("memory " + nvme.string() + " --params 1.3B --world-size 8");
+  INFO(r.out << r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("offload_optimizer nvme: at stage 2 the master weights and optimizer states "
+                   "(1.82 GiB per rank) live in a swap file in /nvme") != std::string::npos);
+  const fs::path cpu = writeConfig("cpu.json", R"({"train_batch_size": 8,
+      "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}}})");
+  CHECK(runTool("memory " + cpu.string() + " --params 1M").out.find("offload_optimizer cpu:") !=
+        std::string::npos);
+}

@@ -117,6 +117,19 @@ void runMemory(const MemoryOptions& o) {
                 gib(e.optimizerStates).c_str(), gib(e.total()).c_str());
   }
   std::printf("  (* = zero_optimization.stage of %s)\n", o.config.c_str());
+  // Where the master weights and optimizer states live with offload_optimizer.
+  const auto& offload = c.zero.offloadOptimizer;
+  const auto e = runtime::estimateModelState(c.zero.stage, model, grads, params, world, stateBytes);
+  if (offload.device == runtime::OffloadDevice::Nvme)
+    std::printf("offload_optimizer nvme: at stage %d the master weights and optimizer states "
+                "(%s per rank) live in a swap file in %s, %s of disk per rank; in memory: %s per "
+                "rank, plus the sub-groups being updated\n",
+                c.zero.stage, gib(e.masterWeights + e.optimizerStates).c_str(),
+                offload.nvmePath.c_str(), gib(e.masterWeights + e.optimizerStates).c_str(),
+                gib(e.parameters + e.gradients).c_str());
+  else if (offload.device == runtime::OffloadDevice::Cpu)
+    std::printf("offload_optimizer cpu: the master weights and optimizer states live in CPU "
+                "memory, as everything does in this CPU-only runtime\n");
 }
 
 }  // namespace
