@@ -150,6 +150,14 @@ JobPlan planJob(CommandLine& line) {
     const auto parsed = ds::runtime::parseJobConfig(configJson, worldSize, path);
     const auto& config = parsed.deepspeed;
     for (const auto& note : parsed.notes) notices.push_back("config: " + note);
+    const auto& offload = parsed.deepspeed.zero.offloadOptimizer;
+    if (offload.device == ds::runtime::OffloadDevice::Nvme)
+      notices.push_back("offload_optimizer nvme: each rank keeps its master weights and optimizer "
+                        "states in a swap file in " + offload.nvmePath +
+                        " between steps (ds-config memory " + path + " --params N shows the size)");
+    else if (offload.device == ds::runtime::OffloadDevice::Cpu)
+      notices.push_back("offload_optimizer cpu: the optimizer state lives in CPU memory, as "
+                        "everything does here");
     if (parsed.gpt && job.kind == JobKind::Train) job.train.steps = parsed.gpt->trainIters;
     for (const auto& warning : config.warnings) notices.push_back("config: " + warning);
     batch = BatchPlan{config.batch.trainBatchSize, config.batch.microBatchPerGpu,
