@@ -143,6 +143,8 @@ void OptimizerSwapper::endStep() {
     waitWrite(g);
     if (resident_[g]) freePages(g);
   }
+  // The next step's first group comes in while the next forward and backward passes run.
+  if (!pieces_.empty()) startRead(0);
 }
 
 }  // namespace ds::runtime

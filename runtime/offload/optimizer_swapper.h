@@ -36,7 +36,8 @@ class OptimizerSwapper {
 
   // The step: acquire(g) before group g's update (waits for its read, starts reading g + 1),
   // release(g) after (starts writing it; `freeEarly`: its pages go back once written, else at
-  // endStep). endStep waits for every write and gives the rest back.
+  // endStep). endStep waits for every write, gives the rest back and starts reading group 0 for
+  // the next step (overlapped with its forward and backward passes).
   void acquire(size_t g);
   void release(size_t g, bool freeEarly);
   void endStep();
