@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <thread>
 
 #include "common/error.h"
@@ -62,25 +63,25 @@ Backend chooseBackend(const LaunchOptions& flags, const LaunchPlan& plan) {
 }
 
 // --elastic_training: only the built-in trainer can go on from a checkpoint on fewer nodes, and
-// only with an enabled elasticity block (DeepSpeed's rule). Every round saves to and loads from one
-// checkpoint directory: the job's own, or one in the log directory, every kElasticSaveInterval
-// steps when the job sets no interval.
-void prepareElasticJob(CommandLine& line, JobSpec& job, const std::string& configJson,
-                       int worldSize, std::vector<std::string>& notices) {
+// only with an enabled elasticity block (DeepSpeed's rule). Every membership saves to and loads
+// from one checkpoint directory (returned): the job's own, or one in the log directory, every
+// kElasticSaveInterval steps when the job sets no interval.
+std::string prepareElasticJob(CommandLine& line, JobSpec& job,
+                              const std::optional<ds::runtime::JobConfig>& parsed,
+                              std::vector<std::string>& notices) {
   constexpr int kElasticSaveInterval = 10;
   if (job.kind != JobKind::Train)
     throw ds::Error("--elastic_training: only the built-in train job resumes from a checkpoint "
                     "on fewer nodes; run it without --elastic_training");
-  const auto parsed = ds::runtime::parseJobConfig(configJson, worldSize, job.configPath);
-  if (!parsed.deepspeed.elasticity.enabled)
+  if (!parsed || !parsed->deepspeed.elasticity.enabled)
     throw ds::Error("--elastic_training needs \"elasticity\": {\"enabled\": true, ...} in " +
                     job.configPath + " (the batch size every world size must divide)");
   std::string dir = job.train.saveDir;
-  if (dir.empty() && parsed.gpt) dir = parsed.gpt->save;
+  if (dir.empty() && parsed->gpt) dir = parsed->gpt->save;
   if (dir.empty()) dir = std::filesystem::absolute(line.flags.logDir + "/elastic-checkpoints").string();
   if (job.train.saveDir.empty()) line.jobArgs.insert(line.jobArgs.end(), {"--save_dir", dir});
   if (job.train.loadDir.empty()) line.jobArgs.insert(line.jobArgs.end(), {"--load_dir", dir});
-  const bool interval = job.train.saveInterval > 0 || (parsed.gpt && parsed.gpt->saveInterval > 0);
+  const bool interval = job.train.saveInterval > 0 || (parsed->gpt && parsed->gpt->saveInterval > 0);
   if (!interval) {
     line.jobArgs.insert(line.jobArgs.end(), {"--save_interval", std::to_string(kElasticSaveInterval)});
     notices.push_back("elastic: no checkpoint interval configured; saving every " +
@@ -88,9 +89,26 @@ void prepareElasticJob(CommandLine& line, JobSpec& job, const std::string& confi
                       " (the most a node failure can cost)");
   }
   job = parseJobArgs(line.jobArgs);
+  return dir;
 }
 
 }  // namespace
+
+ValidWorld largestValidWorld(const Resources& nodes, int minNodes, int maxNodes,
+                             const std::string& configJson) {
+  ValidWorld w;
+  for (int n = std::min<int>(maxNodes, static_cast<int>(nodes.size())); n >= minNodes; --n) {
+    LaunchPlan candidate = makeLaunchPlan(Resources(nodes.begin(), nodes.begin() + n));
+    try {
+      w.batch = ds::runtime::parseJobConfig(configJson, candidate.worldSize(), "config").deepspeed.batch;
+      w.plan = std::move(candidate);
+      return w;
+    } catch (const ds::Error& e) {
+      if (w.why.empty()) w.why = e.what();
+    }
+  }
+  return w;
+}
 
 JobPlan planJob(CommandLine& line) {
   LaunchOptions& flags = line.flags;
@@ -131,26 +149,21 @@ JobPlan planJob(CommandLine& line) {
 
   std::string configJson;
   std::optional<BatchPlan> batch;
-  int elasticWorld = plan.worldSize();
+  std::optional<ds::runtime::JobConfig> parsed;
   if (const std::string& path = job.configPath; !path.empty()) {
     configJson = ds::runtime::readJobConfigText(path);
     // An elastic job starts on the largest prefix of the nodes its elasticity block accepts (the
     // rest are spares), so the config is checked at that world size.
     int worldSize = plan.worldSize();
     if (flags.elasticTraining)
-      for (size_t n = plan.nodes.size(); n > 1; --n) {
-        try {
-          ds::runtime::parseJobConfig(configJson, worldSize, path);
-          break;
-        } catch (const ds::Error&) {
-          worldSize = makeLaunchPlan(Resources(plan.nodes.begin(), plan.nodes.begin() + n - 1)).worldSize();
-        }
-      }
-    elasticWorld = worldSize;
-    const auto parsed = ds::runtime::parseJobConfig(configJson, worldSize, path);
-    const auto& config = parsed.deepspeed;
-    for (const auto& note : parsed.notes) notices.push_back("config: " + note);
-    const auto& offload = parsed.deepspeed.zero.offloadOptimizer;
+      if (const ValidWorld w = largestValidWorld(plan.nodes, 1, std::numeric_limits<int>::max(),
+                                                 configJson);
+          w.plan)
+        worldSize = w.plan->worldSize();
+    parsed = ds::runtime::parseJobConfig(configJson, worldSize, path);
+    const auto& config = parsed->deepspeed;
+    for (const auto& note : parsed->notes) notices.push_back("config: " + note);
+    const auto& offload = config.zero.offloadOptimizer;
     if (offload.device == ds::runtime::OffloadDevice::Nvme)
       notices.push_back("offload_optimizer nvme: each rank keeps its master weights and optimizer "
                         "states in a swap file in " + offload.nvmePath +
@@ -158,7 +171,7 @@ JobPlan planJob(CommandLine& line) {
     else if (offload.device == ds::runtime::OffloadDevice::Cpu)
       notices.push_back("offload_optimizer cpu: the optimizer state lives in CPU memory, as "
                         "everything does here");
-    if (parsed.gpt && job.kind == JobKind::Train) job.train.steps = parsed.gpt->trainIters;
+    if (parsed->gpt && job.kind == JobKind::Train) job.train.steps = parsed->gpt->trainIters;
     for (const auto& warning : config.warnings) notices.push_back("config: " + warning);
     batch = BatchPlan{config.batch.trainBatchSize, config.batch.microBatchPerGpu,
                       config.batch.gradientAccumulationSteps};
@@ -170,8 +183,8 @@ JobPlan planJob(CommandLine& line) {
         "the job token and all control traffic cross the network unencrypted; add --tls-auto "
         "(a certificate made for this job) or --tls-cert/--tls-key/--tls-ca");
   if (flags.logDir.empty()) flags.logDir = defaultLogDir();
-  if (flags.elasticTraining)
-    prepareElasticJob(line, job, configJson, elasticWorld, notices);
+  std::string elasticCheckpointDir;
+  if (flags.elasticTraining) elasticCheckpointDir = prepareElasticJob(line, job, parsed, notices);
   const std::string workDir = std::filesystem::current_path().string();
 
   BackendRequest request;
@@ -200,7 +213,8 @@ JobPlan planJob(CommandLine& line) {
                                      envFile ? envFile : ".deepspeed_env");
   }
 
-  return {std::move(job), pool, plan, backend, std::move(configJson), batch, notices, request};
+  return {std::move(job), pool,    plan,   backend, std::move(configJson),
+          batch,          notices, request, std::move(elasticCheckpointDir)};
 }
 
 int printDryRun(JobPlan& p, const LaunchOptions& flags) {

@@ -4,6 +4,8 @@
 // started by it.
 #pragma once
 
+#include "runtime/config/batch_size.h"
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,7 +27,19 @@ struct JobPlan {
   std::optional<BatchPlan> batch;
   std::vector<std::string> notices;  // printed before the job starts
   BackendRequest request;            // all but the coordinator's address
+  std::string elasticCheckpointDir;  // --elastic_training: where every membership saves and loads
 };
+
+// The largest prefix of `nodes` (between minNodes and maxNodes of them) whose world size the
+// job's config accepts (an elasticity block restricts it), with that world's batch; no plan and
+// the first refusal's reason when none is accepted.
+struct ValidWorld {
+  std::optional<LaunchPlan> plan;
+  runtime::BatchConfig batch{};
+  std::string why;
+};
+ValidWorld largestValidWorld(const Resources& nodes, int minNodes, int maxNodes,
+                             const std::string& configJson);
 
 // Fills the defaults of `flags` it decides (master address, log directory) and plans the job.
 JobPlan planJob(CommandLine& line);

@@ -23,6 +23,7 @@
 #include "launcher/job_certificate.h"
 #include "launcher/job_supervisor.h"
 #include "launcher/worker_process.h"
+#include "runtime/checkpoint/checkpoint_files.h"
 #include "runtime/common/files.h"
 #include "runtime/config/job_config.h"
 
@@ -160,20 +161,25 @@ struct Rescale {
   std::string cause;
   int64_t failedAtStep, resumedFromStep;
   double restartSeconds;  // from the failure to the new membership's processes started
-  double resumeSeconds = -1;  // ... to its first step past the checkpoint (seen in heartbeats)
+  double resumeSeconds;  // ... to its first step past the checkpoint (seen in heartbeats); -1: not yet
   std::string batchPlan;      // the new membership's micro x accumulation x ranks
 };
 
 // The checkpoint step the next membership starts from ("global_stepN" in DIR/latest), 0 if none.
 int64_t latestCheckpointStep(const std::string& dir) {
-  std::ifstream latest(dir + "/latest");
-  std::string tag;
-  if (!(latest >> tag) || tag.rfind("global_step", 0) != 0) return 0;
   try {
-    return std::stoll(tag.substr(11));
-  } catch (const std::exception&) {
+    const std::string tag = runtime::readLatestTag(dir);
+    return tag.rfind("global_step", 0) == 0 ? std::stoll(tag.substr(11)) : 0;
+  } catch (const std::exception&) {  // no checkpoint yet, or a tag of another form
     return 0;
   }
+}
+
+// A node offered by `ds-worker --join`, as the launcher's resources (slots 0..N-1).
+NodeResources nodeOf(const NodeOffer& offer) {
+  NodeResources node{offer.host, {}};
+  for (int s = 0; s < offer.slots; ++s) node.slots.push_back(s);
+  return node;
 }
 
 std::string formatRescales(const std::vector<Rescale>& rescales) {
@@ -202,9 +208,7 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
                   const std::string& logs) {
   constexpr int kNoValidWorld = 3;
   const LaunchOptions& flags = line.flags;
-  std::string checkpoints;  // the --save_dir prepareElasticJob put in the job's arguments
-  for (size_t i = 0; i + 1 < line.jobArgs.size(); ++i)
-    if (line.jobArgs[i] == "--save_dir") checkpoints = line.jobArgs[i + 1];
+  const std::string& checkpoints = p.elasticCheckpointDir;
   Resources alive = p.plan.nodes;
   const int minNodes = flags.minElasticNodes > 0 ? flags.minElasticNodes : 1;
   const int maxNodes = flags.maxElasticNodes > 0 ? flags.maxElasticNodes : std::numeric_limits<int>::max();
@@ -217,19 +221,22 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
   std::cout << "ds-launch: elastic job on " << alive.size() << " node(s) with "
             << p.plan.worldSize() << " slots (" << backendName(p.backend) << "), logs in " << logs
             << std::endl;
+  // A membership change: its row in the table, completed when the next membership starts.
+  auto beginRescale = [&](int oldWorld, const std::string& cause, int64_t reached) {
+    failedAt = std::chrono::steady_clock::now();
+    Rescale r{};
+    r.atSeconds = std::chrono::duration<double>(*failedAt - jobStart).count();
+    r.oldWorld = oldWorld;
+    r.cause = cause;
+    r.failedAtStep = reached;
+    r.resumeSeconds = -1;
+    rescales.push_back(r);
+  };
   for (uint64_t epoch = 1;; ++epoch) {
-    std::optional<LaunchPlan> plan;
-    runtime::BatchConfig batch{};
-    std::string why;
-    for (int n = std::min<int>(maxNodes, static_cast<int>(alive.size())); n >= minNodes && !plan; --n) {
-      LaunchPlan candidate = makeLaunchPlan(Resources(alive.begin(), alive.begin() + n));
-      try {
-        batch = runtime::parseJobConfig(p.configJson, candidate.worldSize(), "config").deepspeed.batch;
-        plan = candidate;
-      } catch (const Error& e) {
-        if (why.empty()) why = e.what();
-      }
-    }
+    const ValidWorld world = largestValidWorld(alive, minNodes, maxNodes, p.configJson);
+    const std::optional<LaunchPlan>& plan = world.plan;
+    const runtime::BatchConfig& batch = world.batch;
+    const std::string& why = world.why;
     if (!plan) {
       std::cerr << "ds-launch: elastic: no valid world on the " << alive.size()
                 << " remaining node(s) (at least " << minNodes << " needed"
@@ -249,9 +256,7 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
       if (static_cast<int>(nodes.size()) >= maxNodes)
         return "the job runs on --max_elastic_nodes " + std::to_string(maxNodes) + " nodes already";
       Resources grown = nodes;
-      NodeResources added{host, {}};
-      for (int s = 0; s < slots; ++s) added.slots.push_back(s);
-      grown.push_back(added);
+      grown.push_back(nodeOf({host, slots}));
       const int world = makeLaunchPlan(grown).worldSize();
       try {
         runtime::parseJobConfig(p.configJson, world, "config");
@@ -311,25 +316,17 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
     // A node joined: every rank checkpointed and stopped; go on with it.
     if (outcome.failure.empty() && outcome.stoppedOnRequest && !outcome.shrinkRequested &&
         !joined.empty() && finished < p.job.train.steps) {
-      failedAt = std::chrono::steady_clock::now();
       std::string hosts;
       for (const NodeOffer& offer : joined) {
-        NodeResources node{offer.host, {}};
-        for (int s = 0; s < offer.slots; ++s) node.slots.push_back(s);
-        alive.push_back(node);
+        alive.push_back(nodeOf(offer));
         hosts += (hosts.empty() ? "" : ", ") + offer.host;
       }
-      rescales.push_back({std::chrono::duration<double>(*failedAt - jobStart).count(),
-                          plan->worldSize(), 0, "joined: " + hosts, std::max(reached, finished), 0,
-                          0.0, -1, ""});
+      beginRescale(plan->worldSize(), "joined: " + hosts, std::max(reached, finished));
       continue;
     }
     // Asked to shrink (SIGUSR2): every rank checkpointed and stopped; go on without the last node.
     if (outcome.failure.empty() && outcome.shrinkRequested && finished < p.job.train.steps) {
-      failedAt = std::chrono::steady_clock::now();
-      rescales.push_back({std::chrono::duration<double>(*failedAt - jobStart).count(),
-                          plan->worldSize(), 0, "asked to shrink (SIGUSR2)",
-                          std::max(reached, finished), 0, 0.0, -1, ""});
+      beginRescale(plan->worldSize(), "asked to shrink (SIGUSR2)", std::max(reached, finished));
       std::cerr << "ds-launch: elastic: shrinking by one node: dropping "
                 << plan->nodes.back().host << "\n";
       const std::string dropped = plan->nodes.back().host;
@@ -346,19 +343,13 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
     ++restarts;
     const RankOutcome& failed = outcome.ranks[*outcome.failedRank];
     // Heartbeats carry the step once a second: a checkpoint may be newer than the last one seen.
-    reached = std::max(reached, latestCheckpointStep(checkpoints));
-    failedAt = std::chrono::steady_clock::now();
-    rescales.push_back({std::chrono::duration<double>(*failedAt - jobStart).count(),
-                        plan->worldSize(), 0, outcome.failure, reached, 0, 0.0, -1, ""});
+    beginRescale(plan->worldSize(), outcome.failure,
+                 std::max(reached, latestCheckpointStep(checkpoints)));
     std::cerr << "ds-launch: elastic: " << outcome.failure << "; dropping node " << failed.host
               << " and restarting from the latest checkpoint (restart " << restarts << " of "
               << flags.maxRestarts << ")\n";
     std::erase_if(alive, [&](const NodeResources& node) { return node.host == failed.host; });
-    for (const NodeOffer& offer : joined) {  // accepted before the failure: they come in now
-      NodeResources node{offer.host, {}};
-      for (int s = 0; s < offer.slots; ++s) node.slots.push_back(s);
-      alive.push_back(node);
-    }
+    for (const NodeOffer& offer : joined) alive.push_back(nodeOf(offer));  // accepted before it
   }
 }
 

@@ -89,23 +89,29 @@ TEST_CASE("coordinator: a worker started by mpirun/srun joins by its global rank
   REQUIRE_THROWS_WITH(extra.join(byRank, 5s), Catch::Contains("rank 2 is not part of this job"));
 }
 
+// A raw client's KvSet with the given epoch: the worker's own client cannot be made to send a
+// wrong one.
+grpc::Status kvSetAtEpoch(const Coordinator& coordinator, const std::string& token,
+                          uint64_t epoch) {
+  auto stub = ds::proto::Coordinator::NewStub(
+      grpc::CreateChannel(coordinator.address(), grpc::InsecureChannelCredentials()));
+  ds::proto::KvSetRequest request;
+  request.mutable_auth()->set_token(token);
+  request.mutable_auth()->set_epoch(epoch);
+  request.set_key("k");
+  ds::proto::KvSetReply reply;
+  grpc::ClientContext context;
+  return stub->KvSet(&context, request, &reply);
+}
+
 TEST_CASE("coordinator: a request from another membership epoch is refused, on the wire") {
   CoordinatorOptions options;
   options.bindAddress = "127.0.0.1";
   options.token = "epoch-token-0123456789abcdef";
   options.ranks = {{0, "127.0.0.1", 0, 0, 1}};
   Coordinator coordinator(options);
-  // A raw client: the worker's own client cannot be made to send a wrong epoch.
-  auto stub = ds::proto::Coordinator::NewStub(
-      grpc::CreateChannel(coordinator.address(), grpc::InsecureChannelCredentials()));
   for (uint64_t epoch : {uint64_t{2}, uint64_t{0}}) {
-    ds::proto::KvSetRequest request;
-    request.mutable_auth()->set_token(options.token);
-    request.mutable_auth()->set_epoch(epoch);
-    request.set_key("k");
-    ds::proto::KvSetReply reply;
-    grpc::ClientContext context;
-    const grpc::Status status = stub->KvSet(&context, request, &reply);
+    const grpc::Status status = kvSetAtEpoch(coordinator, options.token, epoch);
     INFO("epoch " << epoch);
     REQUIRE(status.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
     REQUIRE_THAT(status.error_message(),
@@ -120,26 +126,12 @@ TEST_CASE("coordinator: a later elastic membership refuses the workers of earlie
   options.ranks = {{0, "127.0.0.1", 0, 0, 1}};
   options.epoch = 3;  // the third membership of an elastic job
   Coordinator coordinator(options);
-  auto stub = ds::proto::Coordinator::NewStub(
-      grpc::CreateChannel(coordinator.address(), grpc::InsecureChannelCredentials()));
   for (uint64_t epoch : {uint64_t{1}, uint64_t{2}, uint64_t{4}}) {
-    ds::proto::KvSetRequest request;
-    request.mutable_auth()->set_token(options.token);
-    request.mutable_auth()->set_epoch(epoch);
-    request.set_key("k");
-    ds::proto::KvSetReply reply;
-    grpc::ClientContext context;
-    const grpc::Status status = stub->KvSet(&context, request, &reply);
+    const grpc::Status status = kvSetAtEpoch(coordinator, options.token, epoch);
     INFO("epoch " << epoch);
     REQUIRE(status.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
     REQUIRE_THAT(status.error_message(), Catch::Contains("stale membership epoch " +
                                                          std::to_string(epoch) + ", current is 3"));
   }
-  ds::proto::KvSetRequest current;
-  current.mutable_auth()->set_token(options.token);
-  current.mutable_auth()->set_epoch(3);
-  current.set_key("k");
-  ds::proto::KvSetReply reply;
-  grpc::ClientContext context;
-  CHECK(stub->KvSet(&context, current, &reply).ok());
+  CHECK(kvSetAtEpoch(coordinator, options.token, 3).ok());
 }

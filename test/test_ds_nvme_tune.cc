@@ -1,25 +1,21 @@
 // ds-nvme-tune through the real binary: a small sweep ends with the best read and write figures
 // and an `aio` block the config parser takes; bad sweeps and flags exit 2 with the reason.
-#include <sys/wait.h>
 
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "test/run_command.h"
 #include "test/scratch_dir.h"
 
 namespace {
 
 int runTune(const std::string& args, std::string& out) {
-  FILE* pipe = popen((std::string(DS_BIN_DIR) + "/ds-nvme-tune " + args + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  out.clear();
-  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
-  const int raw = pclose(pipe);
-  return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  const ds::test::CommandOutcome r =
+      ds::test::runCommand(std::string(DS_BIN_DIR) + "/ds-nvme-tune " + args);
+  out = r.output;
+  return r.status;
 }
 
 }  // namespace
@@ -30,7 +26,8 @@ TEST_CASE("ds-nvme-tune: a sweep ends with the best settings as an aio block", "
       << R"({"block_size": ["128K", "1M"], "queue_depth": [2, 8], "io_parallel": [1],
             "single_submit": [false], "sequential_requests": [false, true]})";
   std::string out;
-  REQUIRE(runTune("--nvme_dir " + dir + " --io_size 4M --sweep_config " + dir + "/sweep.json", out) == 0);
+  REQUIRE(runTune("--nvme_dir " + dir + " --io_size 4M --sweep_config " + dir + "/sweep.json",
+                  out) == 0);
   INFO(out);
   CHECK(out.find("ds-nvme-tune: 8 settings") != std::string::npos);
   CHECK(out.find("best read: ") != std::string::npos);
@@ -56,7 +53,8 @@ TEST_CASE("ds-nvme-tune: bad sweeps and flags exit 2 naming the problem", "[aio]
     const char* message;
   };
   const Case cases[] = {
-      {"--nvme_dir " + dir + " --sweep_config " + dir + "/unknown.json", "unknown key \"block_sizes\""},
+      {"--nvme_dir " + dir + " --sweep_config " + dir + "/unknown.json",
+       "unknown key \"block_sizes\""},
       {"--nvme_dir " + dir + " --sweep_config " + dir + "/small.json", "aio.block_size"},
       {"--nvme_dir " + dir + " --sweep_config " + dir + "/empty.json", "expected a non-empty list"},
       {"--nvme_dir " + dir + " --no_read --no_write", "leave nothing to measure"},

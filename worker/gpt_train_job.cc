@@ -26,6 +26,7 @@
 #include "runtime/model/gpt.h"
 #include "runtime/model/sampler.h"
 #include "worker/training_monitors.h"
+#include "worker/training_step.h"
 
 namespace ds::worker {
 namespace {
@@ -168,25 +169,14 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   board.setState(RankState::Training);
   if (engine.globalSteps() == 0) evaluate(0);
   const auto start = std::chrono::steady_clock::now();
-  const int64_t firstStep = engine.globalSteps();
+  const StepRecord record{start, engine.globalSteps(), options.printParamHash, "iteration"};
   TrainResult result;
-  float stopVote[1] = {0.0f};
   double windowLoss = 0.0;
   int64_t windowSteps = 0;
   for (int64_t step = engine.globalSteps(); step < gpt.trainIters; ++step) {
     board.setPhase("iteration " + std::to_string(step + 1) + ": stop-vote all_reduce");
-    stopVote[0] = stopRequested.load() ? 1.0f : 0.0f;
-    comm.allReduce(stopVote, 1);
-    if (stopVote[0] > 0.0f) {
-      // STOP is graceful: the work since the last checkpoint is kept (every rank voted the same).
-      const std::string tag = "global_step" + std::to_string(engine.globalSteps());
-      if (!saveDir.empty() && engine.globalSteps() > 0) {
-        // An interval save may have written this step already (every rank sees the same).
-        if (!std::filesystem::exists(std::filesystem::path(saveDir) / tag))
-          engine.saveCheckpoint(saveDir, tag);
-        if (join.rank == 0)
-          std::printf("stopped: checkpoint %s/%s\n", saveDir.c_str(), tag.c_str());
-      }
+    if (everyRankStops(comm, stopRequested)) {
+      checkpointOnStop(engine, saveDir, join.rank);
       break;
     }
     board.setPhase("iteration " + std::to_string(step + 1) + ": forward/backward");
@@ -194,9 +184,7 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
     double loss = 0.0;
     for (int64_t micro = 0; micro < batch.gradientAccumulationSteps; ++micro) {
       model.setProfiling(profiling && micro == 0);  // DeepSpeed profiles one micro-batch
-      const uint64_t first = static_cast<uint64_t>(step * batch.trainBatchSize +
-                                                   micro * batch.microBatchPerGpu * join.worldSize +
-                                                   join.rank * batch.microBatchPerGpu);
+      const uint64_t first = firstSampleOf(step, micro, join.rank, join.worldSize, batch);
       loss += engine.forwardBackward(
           makeBatch(train, first, static_cast<size_t>(batch.microBatchPerGpu), seq));
       engine.step();
@@ -207,17 +195,7 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
       printFlopsProfile(model, engine, config, join, seq, step);
     }
     result.steps = step + 1;
-    result.lastLoss = loss;
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    result.samplesPerSecond =
-        elapsed > 0 ? (engine.globalSteps() - firstStep) * batch.trainBatchSize / elapsed : 0.0;
-    board.update({RankState::Training, result.steps, loss, result.samplesPerSecond, 0,
-                  "iteration " + std::to_string(result.steps) + " done"});
-    if (options.printParamHash)
-      std::printf("step %" PRId64 " param_hash %016" PRIx64 "\n", result.steps,
-                  engine.parameterHash());
-    monitors.afterStep(engine, loss);
+    recordStep(result, loss, engine, record, board, monitors);
     windowLoss += loss;
     ++windowSteps;
     if (result.steps == 1 || result.steps % gpt.logInterval == 0 || result.steps == gpt.trainIters) {

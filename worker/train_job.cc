@@ -18,6 +18,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
 #include "worker/training_monitors.h"
+#include "worker/training_step.h"
 #include "worker/gpt_train_job.h"
 #include "worker/world_communicator.h"
 
@@ -78,9 +79,8 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   board.setState(RankState::Training);
   const auto& batch = config.batch;
   const auto start = std::chrono::steady_clock::now();
-  const int64_t firstStep = engine.globalSteps();
+  const StepRecord record{start, engine.globalSteps(), options.printParamHash, "step"};
   TrainResult result;
-  float stopVote[1] = {0.0f};
   double windowLoss = 0.0;  // mean over the steps since the last print: less noisy than one step
   int64_t windowSteps = 0;
   for (int64_t step = engine.globalSteps(); step < options.steps; ++step) {
@@ -89,18 +89,8 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
       for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
     }
     board.setPhase("step " + std::to_string(step + 1) + ": stop-vote all_reduce");
-    stopVote[0] = stopRequested.load() ? 1.0f : 0.0f;
-    comm.allReduce(stopVote, 1);
-    if (stopVote[0] > 0.0f) {
-      // STOP is graceful: the work since the last checkpoint is kept (every rank voted the same).
-      const std::string tag = "global_step" + std::to_string(engine.globalSteps());
-      if (!options.saveDir.empty() && engine.globalSteps() > 0) {
-        // An interval save may have written this step already (every rank sees the same).
-        if (!std::filesystem::exists(std::filesystem::path(options.saveDir) / tag))
-          engine.saveCheckpoint(options.saveDir, tag);
-        if (join.rank == 0)
-          std::printf("stopped: checkpoint %s/%s\n", options.saveDir.c_str(), tag.c_str());
-      }
+    if (everyRankStops(comm, stopRequested)) {
+      checkpointOnStop(engine, options.saveDir, join.rank);
       break;
     }
 
@@ -108,26 +98,13 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
                    ": forward/backward and gradient all_reduce");
     double loss = 0.0;
     for (int64_t micro = 0; micro < batch.gradientAccumulationSteps; ++micro) {
-      // Global sample order: step, then micro-step, then rank; any world size sees the same data.
-      const uint64_t first = static_cast<uint64_t>(step * batch.trainBatchSize +
-                                                   micro * batch.microBatchPerGpu * join.worldSize +
-                                                   join.rank * batch.microBatchPerGpu);
+      const uint64_t first = firstSampleOf(step, micro, join.rank, join.worldSize, batch);
       loss += engine.forwardBackward(task.batch(first, batch.microBatchPerGpu));
       engine.step();
     }
     loss /= static_cast<double>(batch.gradientAccumulationSteps);
     result.steps = step + 1;
-    result.lastLoss = loss;
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    result.samplesPerSecond =
-        elapsed > 0 ? (engine.globalSteps() - firstStep) * batch.trainBatchSize / elapsed : 0.0;
-    board.update({RankState::Training, result.steps, loss, result.samplesPerSecond, 0,
-                  "step " + std::to_string(result.steps) + " done"});
-    if (options.printParamHash)
-      std::printf("step %" PRId64 " param_hash %016" PRIx64 "\n", result.steps,
-                  engine.parameterHash());
-    monitors.afterStep(engine, loss);
+    recordStep(result, loss, engine, record, board, monitors);
     windowLoss += loss;
     ++windowSteps;
     if (result.steps == 1 || result.steps % config.stepsPerPrint == 0 ||

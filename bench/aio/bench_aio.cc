@@ -7,13 +7,12 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "bench/bench_flags.h"
 #include "common/guarded_main.h"
-#include "runtime/common/files.h"
 #include "runtime/offload/aio_engine.h"
+#include "runtime/offload/fio_baseline.h"
 
 namespace {
 
@@ -25,25 +24,6 @@ struct Options {
   long sizeMiB = 1024, blockKiB = 1024, depth = 8, threads = 1;
   bool json = false;
 };
-
-// fio's bandwidth for one direction, GB/s; 0 when fio is missing or fails.
-double fioGBps(const Options& o, const std::string& file, bool write) {
-  if (!ds::isExecutableOnPath("fio")) return 0.0;
-  const std::string cmd = "fio --name=bench --filename=" + file + " --rw=" +
-                          (write ? "write" : "read") + " --bs=" + std::to_string(o.blockKiB) +
-                          "k --iodepth=" + std::to_string(o.depth) +
-                          " --ioengine=libaio --direct=1 --size=" + std::to_string(o.sizeMiB) +
-                          "M --output-format=json 2>/dev/null";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return 0.0;
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
-  if (pclose(pipe) != 0) return 0.0;
-  const auto j = nlohmann::json::parse(out, nullptr, false);
-  if (j.is_discarded()) return 0.0;
-  return j["jobs"][0][write ? "write" : "read"]["bw_bytes"].get<double>() / 1e9;
-}
 
 int run(const Options& o) {
   ds::runtime::AioConfig c;
@@ -68,9 +48,9 @@ int run(const Options& o) {
   double write = 0, read = 0, fioWrite = 0, fioRead = 0;
   for (int rep = 0; rep < kRounds; ++rep) {
     write = std::max(write, timed([&] { engine->write(file, buffer.data(), bytes, 0); }));
-    fioWrite = std::max(fioWrite, fioGBps(o, file, true));
+    fioWrite = std::max(fioWrite, ds::runtime::fioBandwidthGBps(file, true, c.blockSize, o.depth, bytes));
     read = std::max(read, timed([&] { engine->read(file, buffer.data(), bytes, 0); }));
-    fioRead = std::max(fioRead, fioGBps(o, file, false));
+    fioRead = std::max(fioRead, ds::runtime::fioBandwidthGBps(file, false, c.blockSize, o.depth, bytes));
   }
   if (o.json) {
     std::printf("{\"read_GBps\": %.3f, \"write_GBps\": %.3f, \"fio_read_GBps\": %.3f, "

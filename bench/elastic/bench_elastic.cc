@@ -22,7 +22,7 @@
 #include "common/guarded_main.h"
 #include "bench/free_port.h"
 #include "common/spawn.h"
-#include "runtime/data/indexed_dataset.h"
+#include "bench/gpt_job_dir.h"
 
 namespace {
 
@@ -37,22 +37,8 @@ std::string readAll(const fs::path& p) {
 }
 
 int run(bool json) {
-  const fs::path dir = fs::temp_directory_path() / ("bench-elastic-" + std::to_string(getpid()));
-  fs::create_directories(dir / "data");
-  struct Cleanup {
-    fs::path d;
-    ~Cleanup() { fs::remove_all(d); }
-  } cleanup{dir};
-  {
-    ds::runtime::IndexedDatasetWriter w((dir / "data/corpus").string(), ds::runtime::TokenType::UInt16);
-    for (int d = 0; d < 300; ++d) {
-      std::vector<int32_t> tokens(1000);
-      for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 31 + d) % 256);
-      w.addSequence(tokens);
-      w.endDocument();
-    }
-    w.finish();
-  }
+  const ds::bench::GptJobDir scratch("bench-elastic", 300, 1000, 31);
+  const fs::path& dir = scratch.path;
   std::ofstream(dir / "hostfile") << "127.0.0.1 slots=2\n127.0.0.2 slots=2\n127.0.0.3 slots=2\n";
   std::ofstream(dir / "gpt.yml")
       << "num-layers: 4\nhidden-size: 256\nnum-attention-heads: 4\nseq-length: 128\n"

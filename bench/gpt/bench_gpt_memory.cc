@@ -16,7 +16,7 @@
 #include "bench/bench_flags.h"
 #include "bench/command_seconds.h"
 #include "common/guarded_main.h"
-#include "runtime/data/indexed_dataset.h"
+#include "bench/gpt_job_dir.h"
 
 namespace {
 
@@ -44,22 +44,8 @@ std::string capture(const std::string& cmd) {
 }
 
 int run(const Options& o) {
-  const fs::path dir = fs::temp_directory_path() / ("bench-gpt-memory-" + std::to_string(getpid()));
-  fs::create_directories(dir / "data");
-  struct Cleanup {
-    fs::path d;
-    ~Cleanup() { fs::remove_all(d); }
-  } cleanup{dir};
-  {
-    ds::runtime::IndexedDatasetWriter w((dir / "data/corpus").string(), ds::runtime::TokenType::UInt16);
-    for (int d = 0; d < 200; ++d) {
-      std::vector<int32_t> tokens(2000);
-      for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7 + d) % 256);
-      w.addSequence(tokens);
-      w.endDocument();
-    }
-    w.finish();
-  }
+  const ds::bench::GptJobDir scratch("bench-gpt-memory", 200, 2000, 7);
+  const fs::path& dir = scratch.path;
   std::ofstream(dir / "hostfile") << "127.0.0.1 slots=2\n127.0.0.2 slots=2\n";
   const std::string bin = fs::path(DS_BIN_DIR).string();
   std::printf("GPT %d layers x %d hidden, micro-batch %d x %d tokens, bf16, AdamW; 2 nodes x 2 ranks; "

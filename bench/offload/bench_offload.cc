@@ -10,16 +10,15 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "bench/bench_flags.h"
 #include "common/guarded_main.h"
 #include "runtime/comm/shm_communicator.h"
-#include "runtime/common/files.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
+#include "runtime/offload/fio_baseline.h"
 
 namespace {
 
@@ -27,24 +26,6 @@ struct Options {
   std::string dir = std::filesystem::temp_directory_path().string();
   long width = 6144, layers = 6, subGroup = 25'000'000, steps = 3;
 };
-
-double fioGBps(const std::string& dir, bool write, size_t bytes) {
-  if (!ds::isExecutableOnPath("fio")) return 0.0;
-  const std::string file = dir + "/bench-offload-fio-" + std::to_string(getpid());
-  const std::string cmd = "fio --name=b --filename=" + file + " --rw=" + (write ? "write" : "read") +
-                          " --bs=1M --iodepth=8 --ioengine=libaio --direct=1 --size=" +
-                          std::to_string(bytes >> 20) + "M --output-format=json 2>/dev/null";
-  if (!write) std::system(("fio --name=p --filename=" + file + " --rw=write --bs=1M --direct=1 --size=" +
-                           std::to_string(bytes >> 20) + "M >/dev/null 2>&1").c_str());
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  for (size_t n; pipe && (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
-  if (pipe) pclose(pipe);
-  std::filesystem::remove(file);
-  const auto j = nlohmann::json::parse(out, nullptr, false);
-  return j.is_discarded() ? 0.0 : j["jobs"][0][write ? "write" : "read"]["bw_bytes"].get<double>() / 1e9;
-}
 
 // Best optimizer-step milliseconds over `steps` steps with the given offload block.
 double stepMs(const Options& o, const std::string& offload, size_t& params, size_t& swapBytes) {
@@ -79,7 +60,10 @@ int run(const Options& o) {
   const double nvme = stepMs(
       o, R"("offload_optimizer": {"device": "nvme", "nvme_path": ")" + o.dir + R"("})", params, swapBytes);
   const size_t probe = std::min<size_t>(swapBytes, size_t{1} << 30);
-  const double fioRead = fioGBps(o.dir, false, probe), fioWrite = fioGBps(o.dir, true, probe);
+  const std::string probeFile = o.dir + "/bench-offload-fio-" + std::to_string(getpid());
+  const double fioWrite = ds::runtime::fioBandwidthGBps(probeFile, true, 1 << 20, 8, probe);
+  const double fioRead = ds::runtime::fioBandwidthGBps(probeFile, false, 1 << 20, 8, probe);
+  std::filesystem::remove(probeFile);
   std::printf("bench_offload: MLP %ld x %ld = %.0fM parameters, fp32 AdamW, ZeRO 1, sub-groups of "
               "%ldM, best of %ld steps, swap in %s\n",
               o.layers, o.width, params / 1e6, o.subGroup / 1000000, o.steps, o.dir.c_str());

@@ -7,20 +7,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <exception>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "common/error.h"
 #include "runtime/offload/aio_engine.h"
+#include "runtime/offload/transfer_parts.h"
 
 namespace ds::runtime {
 namespace {
-
-std::string describe(const std::string& path, uint64_t offset, size_t bytes) {
-  return path + " (offset " + std::to_string(offset) + ", " + std::to_string(bytes) + " bytes)";
-}
 
 class LibaioEngine final : public AioEngine {
  public:
@@ -41,38 +36,13 @@ class LibaioEngine final : public AioEngine {
   void transfer(bool write, const std::string& path, char* buffer, size_t bytes, uint64_t offset) {
     constexpr size_t kAlign = AlignedBuffer::kAlignment;
     if (reinterpret_cast<uintptr_t>(buffer) % kAlign || offset % kAlign || bytes % kAlign)
-      throw Error(describe(path, offset, bytes) +
+      throw Error(describeTransfer(path, offset, bytes) +
                   ": O_DIRECT I/O needs the buffer address, offset and length in multiples of "
                   "4096 (use AlignedBuffer and whole blocks)");
-    if (bytes == 0) return;
-    const int fd = open(path.c_str(), (write ? O_WRONLY | O_CREAT : O_RDONLY) | O_DIRECT, 0600);
-    if (fd < 0)
-      throw Error(describe(path, offset, bytes) + ": cannot open for " +
-                  (write ? "writing" : "reading") + ": " + std::strerror(errno));
-    struct Closer {
-      int fd;
-      ~Closer() { close(fd); }
-    } closer{fd};
-    // Contiguous parts of whole blocks, one per thread.
-    const size_t block = static_cast<size_t>(c_.blockSize);
-    const size_t blocks = (bytes + block - 1) / block;
-    const size_t threads = std::min<size_t>(static_cast<size_t>(c_.threadCount), blocks);
-    std::vector<std::exception_ptr> errors(threads);
-    std::vector<std::thread> workers;
-    auto part = [&](size_t t) {
-      const size_t first = blocks * t / threads, last = blocks * (t + 1) / threads;
-      const size_t begin = first * block, end = std::min(bytes, last * block);
-      try {
-        runPart(write, fd, path, buffer + begin, end - begin, offset + begin);
-      } catch (...) {
-        errors[t] = std::current_exception();
-      }
-    };
-    for (size_t t = 1; t < threads; ++t) workers.emplace_back(part, t);
-    part(0);
-    for (auto& w : workers) w.join();
-    for (auto& e : errors)
-      if (e) std::rethrow_exception(e);
+    transferInParts(path, write, O_DIRECT, offset, bytes, static_cast<size_t>(c_.blockSize),
+                    c_.threadCount, [&](int fd, size_t begin, size_t end) {
+                      runPart(write, fd, path, buffer + begin, end - begin, offset + begin);
+                    });
   }
 
   // One thread's part: up to queue_depth blocks in flight; short transfers resubmitted.
@@ -120,7 +90,7 @@ class LibaioEngine final : public AioEngine {
         const int rc = io_submit(ctx, count, batch.data() + done);
         if (rc == -EAGAIN || rc == -EINTR) continue;
         if (rc < 0)
-          throw Error(describe(path, offset, bytes) + ": io_submit: " + std::strerror(-rc));
+          throw Error(describeTransfer(path, offset, bytes) + ": io_submit: " + std::strerror(-rc));
         done += static_cast<size_t>(rc);
         inFlight += rc;
       }
@@ -144,18 +114,18 @@ class LibaioEngine final : public AioEngine {
       const int got = io_getevents(ctx, want, inFlight, events.data(), nullptr);
       if (got == -EINTR) continue;
       if (got < 0)
-        throw Error(describe(path, offset, bytes) + ": io_getevents: " + std::strerror(-got));
+        throw Error(describeTransfer(path, offset, bytes) + ": io_getevents: " + std::strerror(-got));
       for (int e = 0; e < got; ++e) {
         --inFlight;
         const int slot = static_cast<int>(reinterpret_cast<intptr_t>(events[e].data));
         Pending& p = slots[static_cast<size_t>(slot)];
         const long res = static_cast<long>(events[e].res);
         if (res < 0)
-          throw Error(describe(path, offset + p.at, p.size) + ": " + (write ? "write" : "read") +
+          throw Error(describeTransfer(path, offset + p.at, p.size) + ": " + (write ? "write" : "read") +
                       " failed: " + std::strerror(static_cast<int>(-res)));
         if (static_cast<size_t>(res) < p.size) {
           if (res == 0 || !write)  // a read comes up short only at the end of the file
-            throw Error(describe(path, offset + p.at, p.size) + ": short " +
+            throw Error(describeTransfer(path, offset + p.at, p.size) + ": short " +
                         (write ? "write" : "read") + " of " + std::to_string(res) +
                         " bytes: the file ends at " + std::to_string(offset + p.at + res));
           p.at += static_cast<size_t>(res);  // resume the rest of the piece
@@ -183,7 +153,7 @@ class LibaioEngine final : public AioEngine {
     }
     io_context_t ctx{};
     if (const int rc = io_setup(static_cast<int>(c_.queueDepth), &ctx); rc < 0)
-      throw Error(describe(path, offset, bytes) + ": io_setup(" + std::to_string(c_.queueDepth) +
+      throw Error(describeTransfer(path, offset, bytes) + ": io_setup(" + std::to_string(c_.queueDepth) +
                   "): " + std::strerror(-rc) + " (raise /proc/sys/fs/aio-max-nr?)");
     return ctx;
   }

@@ -79,10 +79,14 @@ OptimizerSwapper::~OptimizerSwapper() {
 
 void OptimizerSwapper::startRead(size_t g) {
   if (resident_[g] || reads_[g].valid()) return;
-  std::vector<Piece> pieces = pieces_[g];
-  reads_[g] = std::async(std::launch::async, [this, pieces] {
-    for (const Piece& p : pieces) engine_->read(path_, p.at, p.bytes, p.offset);
+  // pieces_ never changes after construction: the task may read it in place.
+  reads_[g] = std::async(std::launch::async, [this, g] {
+    for (const Piece& p : pieces_[g]) engine_->read(path_, p.at, p.bytes, p.offset);
   });
+}
+
+void OptimizerSwapper::writeGroup(size_t g) const {
+  for (const Piece& p : pieces_[g]) engine_->write(path_, p.at, p.bytes, p.offset);
 }
 
 void OptimizerSwapper::waitRead(size_t g) {
@@ -108,7 +112,7 @@ void OptimizerSwapper::swapOutAll() {
   for (size_t g = 0; g < pieces_.size(); ++g) {
     waitWrite(g);
     if (!resident_[g]) continue;
-    for (const Piece& p : pieces_[g]) engine_->write(path_, p.at, p.bytes, p.offset);
+    writeGroup(g);
     freePages(g);
   }
 }
@@ -130,10 +134,7 @@ void OptimizerSwapper::acquire(size_t g) {
 }
 
 void OptimizerSwapper::release(size_t g, bool freeEarly) {
-  std::vector<Piece> pieces = pieces_[g];
-  writes_[g] = std::async(std::launch::async, [this, pieces] {
-    for (const Piece& p : pieces) engine_->write(path_, p.at, p.bytes, p.offset);
-  });
+  writes_[g] = std::async(std::launch::async, [this, g] { writeGroup(g); });
   freeAfterWrite_[g] = freeEarly;
   if (g >= 2) waitWrite(g - 2);  // at most three groups in memory while streaming
 }

@@ -56,6 +56,7 @@ class OptimizerSwapper {
     uint64_t offset;  // in the swap file
   };
   void startRead(size_t g);
+  void writeGroup(size_t g) const;
   void waitRead(size_t g);
   void waitWrite(size_t g);
   void freePages(size_t g);

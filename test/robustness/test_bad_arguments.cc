@@ -2,34 +2,20 @@
 // status, never a crash signal (std::terminate would show as 134).
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "test/run_command.h"
 #include "test/scratch_dir.h"
 
 namespace {
 
-struct Outcome {
-  int status;  // as a shell reports it: 128 + signal for a signal death
-  std::string output;
-};
-
-Outcome runCommand(const std::string& command) {
-  std::string output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) output.append(buffer, n);
-  const int raw = pclose(pipe);
-  const int status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  return {status, output};
-}
+using Outcome = ds::test::CommandOutcome;
+using ds::test::runCommand;
 
 }  // namespace
 

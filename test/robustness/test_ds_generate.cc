@@ -1,25 +1,21 @@
 // ds-generate through the real binary on bad input: a missing, malformed or non-object model
 // config, a config naming an impossible model, a directory without checkpoints, bad flags. Each
 // exits 2 with one line naming the file or flag, never a crash.
-#include <sys/wait.h>
 
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <fstream>
 #include <string>
 
+#include "test/run_command.h"
 #include "test/scratch_dir.h"
 
 namespace {
 
 int runGenerate(const std::string& args, std::string& output) {
-  FILE* pipe = popen((std::string(DS_BIN_DIR) + "/ds-generate " + args + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  output.clear();
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) output.append(buffer, n);
-  const int raw = pclose(pipe);
-  return WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  const ds::test::CommandOutcome r =
+      ds::test::runCommand(std::string(DS_BIN_DIR) + "/ds-generate " + args);
+  output = r.output;
+  return r.status;
 }
 
 }  // namespace

@@ -1,10 +1,8 @@
 // ds-preprocess through the real binary: JSON lines and blank-line separated text become the
 // documents of an indexed dataset, with the byte or the GPT-2 BPE tokenizer; bad input exits 2
 // naming the file and line.
-#include <sys/wait.h>
 
 #include <catch2/catch.hpp>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,19 +11,16 @@
 #include "runtime/data/byte_tokenizer.h"
 #include "runtime/data/indexed_dataset.h"
 #include "test/bpe_test_files.h"
+#include "test/run_command.h"
 #include "test/scratch_dir.h"
 
 namespace {
 
 int runTool(const std::string& dir, const std::string& args, std::string& output) {
-  FILE* pipe =
-      popen(("cd " + dir + " && " + DS_BIN_DIR + "/ds-preprocess " + args + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  output.clear();
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) output.append(buffer, n);
-  const int raw = pclose(pipe);
-  return WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  const ds::test::CommandOutcome r =
+      ds::test::runCommand("cd " + dir + " && " + DS_BIN_DIR + "/ds-preprocess " + args);
+  output = r.output;
+  return r.status;
 }
 
 }  // namespace

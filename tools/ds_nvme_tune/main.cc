@@ -19,6 +19,7 @@
 #include "contract/job_args.h"
 #include "runtime/common/files.h"
 #include "runtime/offload/aio_engine.h"
+#include "runtime/offload/fio_baseline.h"
 
 namespace {
 
@@ -76,22 +77,6 @@ Sweep readSweep(const std::string& path) {
 std::string sizeText(int64_t bytes) {
   if (bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + "M";
   return std::to_string(bytes >> 10) + "K";
-}
-
-double fioGBps(const std::string& file, bool write, const ds::runtime::AioConfig& c, size_t bytes) {
-  const std::string cmd = "fio --name=tune --filename=" + file + " --rw=" +
-                          (write ? "write" : "read") + " --bs=" + std::to_string(c.blockSize) +
-                          " --iodepth=" + std::to_string(c.queueDepth) +
-                          " --ioengine=libaio --direct=1 --size=" + std::to_string(bytes) +
-                          " --output-format=json 2>/dev/null";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return 0.0;
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
-  if (pclose(pipe) != 0) return 0.0;
-  const Json j = Json::parse(out, nullptr, false);
-  return j.is_discarded() ? 0.0 : j["jobs"][0][write ? "write" : "read"]["bw_bytes"].get<double>() / 1e9;
 }
 
 }  // namespace
@@ -188,7 +173,7 @@ int main(int argc, char** argv) {
                   static_cast<long long>(b.config.queueDepth),
                   static_cast<long long>(b.config.threadCount),
                   b.config.singleSubmit ? "true" : "false", b.config.overlapEvents ? "true" : "false");
-      if (fio) std::printf("; fio, same block and depth: %.2f GB/s", fioGBps(file, write, b.config, rounded));
+      if (fio) std::printf("; fio, same block and depth: %.2f GB/s", ds::runtime::fioBandwidthGBps(file, write, b.config.blockSize, b.config.queueDepth, rounded));
       std::printf("\n");
     };
     if (!noRead) report("read", bestRead, false);

@@ -1,0 +1,40 @@
+#include "worker/training_step.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <filesystem>
+
+namespace ds::worker {
+
+bool everyRankStops(runtime::Communicator& comm, const std::atomic<bool>& stopRequested) {
+  float vote[1] = {stopRequested.load() ? 1.0f : 0.0f};
+  comm.allReduce(vote, 1);
+  return vote[0] > 0.0f;
+}
+
+void checkpointOnStop(runtime::Engine& engine, const std::string& saveDir, int rank) {
+  if (saveDir.empty() || engine.globalSteps() == 0) return;
+  const std::string tag = "global_step" + std::to_string(engine.globalSteps());
+  // Every rank sees the same directory, so they agree on whether to save.
+  if (!std::filesystem::exists(std::filesystem::path(saveDir) / tag))
+    engine.saveCheckpoint(saveDir, tag);
+  if (rank == 0) std::printf("stopped: checkpoint %s/%s\n", saveDir.c_str(), tag.c_str());
+}
+
+void recordStep(TrainResult& result, double loss, runtime::Engine& engine,
+                const StepRecord& record, ProgressBoard& board, TrainingMonitors& monitors) {
+  result.lastLoss = loss;
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - record.start).count();
+  const auto batch = engine.config().batch.trainBatchSize;
+  result.samplesPerSecond =
+      elapsed > 0 ? (engine.globalSteps() - record.firstStep) * batch / elapsed : 0.0;
+  board.update({RankState::Training, result.steps, loss, result.samplesPerSecond, 0,
+                record.unit + " " + std::to_string(result.steps) + " done"});
+  if (record.printParamHash)
+    std::printf("step %" PRId64 " param_hash %016" PRIx64 "\n", result.steps,
+                engine.parameterHash());
+  monitors.afterStep(engine, loss);
+}
+
+}  // namespace ds::worker
