@@ -171,6 +171,14 @@ JobPlan planJob(CommandLine& line) {
     else if (offload.device == ds::runtime::OffloadDevice::Cpu)
       notices.push_back("offload_optimizer cpu: the optimizer state lives in CPU memory, as "
                         "everything does here");
+    const auto& param = config.zero.offloadParam;
+    if (param.device == ds::runtime::OffloadDevice::Nvme)
+      notices.push_back("offload_param nvme: each rank keeps its parameter shard in a swap file "
+                        "in " + param.nvmePath + ", reading each layer's part before its "
+                        "all-gather");
+    else if (param.device == ds::runtime::OffloadDevice::Cpu)
+      notices.push_back("offload_param cpu: the parameters live in CPU memory, as everything "
+                        "does here");
     if (parsed->gpt && job.kind == JobKind::Train) job.train.steps = parsed->gpt->trainIters;
     for (const auto& warning : config.warnings) notices.push_back("config: " + warning);
     batch = BatchPlan{config.batch.trainBatchSize, config.batch.microBatchPerGpu,

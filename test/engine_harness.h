@@ -39,18 +39,20 @@ struct RankRun {
 };
 
 // Runs `steps` optimizer steps on `world` ranks. `before(engine, rank)` runs after construction
-// (e.g. loadCheckpoint), `after(engine, rank)` at the end (e.g. saveCheckpoint).
+// (e.g. loadCheckpoint), `after(engine, rank)` at the end (e.g. saveCheckpoint). `widths`: the
+// MLP's layer sizes (16 inputs and 4 outputs, the teacher task's).
 inline std::vector<RankRun> trainRanks(
     int world, const std::string& json, int steps,
     const std::function<void(runtime::Engine&, int)>& before = {},
-    const std::function<void(runtime::Engine&, int)>& after = {}) {
+    const std::function<void(runtime::Engine&, int)>& after = {},
+    const std::vector<int>& widths = {16, 64, 64, 4}) {
   std::vector<RankRun> runs(world);
   runtime::ShmOptions options;
   options.chunkBytes = kTestChunkBytes;
   auto group = runtime::ShmCommunicator::inProcessGroup(world, options);
   onThreads(world, [&](int r) {
     const auto config = runtime::parseDeepSpeedConfig(json, world, "test-config");
-    runtime::Mlp model({16, 64, 64, 4});
+    runtime::Mlp model(widths);
     runtime::TeacherTask task(16, 4, 2024);
     runtime::Engine engine(model, config, group[r], 7);
     if (before) before(engine, r);

@@ -52,7 +52,9 @@ TEST_CASE("config policy: features switched on but not implemented are errors na
       {R"("zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": true})",
        "zero_optimization.stage3_gather_16bit_weights_on_model_save: saving consolidated"},
       {R"("zero_optimization": {"stage": 2, "offload_param": {"device": "nvme"}})",
-       "zero_optimization.offload_param: parameter offload is not implemented yet"},
+       "zero_optimization.offload_param: parameter offload needs ZeRO stage 3"},
+      {R"("zero_optimization": {"stage": 2, "cpu_offload_param": true})",
+       "zero_optimization.cpu_offload_param: parameter offload needs ZeRO stage 3"},
       {R"("zero_optimization": {"stage": 1, "load_from_fp32_weights": false})",
        "zero_optimization.load_from_fp32_weights"},
   };

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "common/error.h"
-#include "runtime/offload/optimizer_swapper.h"
+#include "runtime/offload/page_swapper.h"
 #include "test/engine_harness.h"
 #include "test/scratch_dir.h"
 
@@ -86,6 +86,76 @@ TEST_CASE("offload_optimizer: checkpoints move between offloaded and resident ru
   CHECK(filesIn(swap) == 0);
 }
 
+TEST_CASE("offload_param: nvme at stage 3 trains to bitwise the parameters of no offload, alone "
+          "and with offload_optimizer, and checkpoints move between the two",
+          "[offload]") {
+  const std::string dir = ds::test::makeScratchDir("offload-param");
+  const std::string swap = dir + "/swap", ckpt = dir + "/ckpt";
+  std::filesystem::create_directories(swap);
+  // Layers of 16 x 512 ... 512 x 512: every rank's shard of the middle ones spans whole pages.
+  const std::vector<int> widths = {16, 512, 512, 4};
+  const std::string param = R"("offload_param": {"device": "nvme", "nvme_path": ")" + swap +
+                            R"(", "max_in_cpu": 0})";
+  for (const std::string precision : {"fp32", "bf16"}) {
+    INFO(precision);
+    const auto plain = trainRanks(2, config(3, precision, ""), 4, {}, {}, widths);
+    std::atomic<size_t> paramBytes{0};
+    const auto nvme = trainRanks(2, config(3, precision, param), 4, {},
+                                 [&](ds::runtime::Engine& e, int) {
+                                   paramBytes += e.parameterSwapBytes();
+                                 },
+                                 widths);
+    CHECK(paramBytes > 0);  // the shards really went through the swap files
+    const auto both = trainRanks(2, config(3, precision, param + ", " + offload("nvme", swap)), 4,
+                                 {}, {}, widths);
+    const auto cpu = trainRanks(
+        2, config(3, precision, R"("offload_param": {"device": "cpu"})"), 4, {}, {}, widths);
+    for (int r = 0; r < 2; ++r) {
+      CHECK(nvme[r].params == plain[r].params);
+      CHECK(nvme[r].losses == plain[r].losses);
+      CHECK(both[r].params == plain[r].params);
+      CHECK(cpu[r].params == plain[r].params);
+    }
+    CHECK(filesIn(swap) == 0);
+  }
+  // Saved with parameters offloaded after 2 steps, resumed offloaded or resident: the straight
+  // run's end.
+  const auto straight = trainRanks(2, config(3, "bf16", ""), 4, {}, {}, widths);
+  trainRanks(2, config(3, "bf16", param), 2, {},
+             [&](ds::runtime::Engine& e, int) { e.saveCheckpoint(ckpt, "s2"); }, widths);
+  const auto resumed = trainRanks(
+      2, config(3, "bf16", param), 2,
+      [&](ds::runtime::Engine& e, int) { e.loadCheckpoint(ckpt, "s2"); }, {}, widths);
+  const auto resumedResident = trainRanks(
+      2, config(3, "bf16", ""), 2,
+      [&](ds::runtime::Engine& e, int) { e.loadCheckpoint(ckpt, "s2"); }, {}, widths);
+  for (int r = 0; r < 2; ++r) {
+    CHECK(resumed[r].params == straight[r].params);
+    CHECK(resumedResident[r].params == straight[r].params);
+  }
+}
+
+TEST_CASE("offload_param: bad settings are refused by name", "[offload]") {
+  const std::string dir = ds::test::makeScratchDir("offload-param-bad");
+  auto parse = [](const std::string& json) { return ds::runtime::parseDeepSpeedConfig(json, 1, "c.json"); };
+  CHECK_THROWS_WITH(parse(config(2, "fp32", R"("offload_param": {"device": "cpu"})")),
+                    Catch::Contains("offload_param: parameter offload needs ZeRO stage 3"));
+  CHECK_THROWS_WITH(parse(config(3, "fp32", R"("offload_param": {"device": "nvme"})")),
+                    Catch::Contains("offload_param.nvme_path: required"));
+  CHECK_THROWS_WITH(parse(config(3, "fp32", R"("offload_param": {"device": "disk"})")),
+                    Catch::Contains("offload_param.device: expected none, cpu or nvme"));
+  CHECK_THROWS_WITH(
+      trainRanks(1, config(3, "fp32", R"("offload_param": {"device": "nvme", "nvme_path": ")" +
+                                          dir + R"(", "max_in_cpu": 0, "buffer_size": 100})"),
+                 1),
+      Catch::Contains("offload_param.buffer_size: layer") && Catch::Contains("raise buffer_size"));
+  CHECK_THROWS_WITH(
+      trainRanks(1, config(3, "fp32", R"("offload_param": {"device": "nvme", "nvme_path": ")" +
+                                          dir + R"(/missing"})"),
+                 1),
+      Catch::Contains("offload_param.nvme_path") && Catch::Contains("not a directory"));
+}
+
 TEST_CASE("offload_optimizer: bad settings are refused by name", "[offload]") {
   const std::string dir = ds::test::makeScratchDir("offload-bad");
   auto parse = [](const std::string& json) { return ds::runtime::parseDeepSpeedConfig(json, 1, "c.json"); };
@@ -100,8 +170,19 @@ TEST_CASE("offload_optimizer: bad settings are refused by name", "[offload]") {
       Catch::Contains("partial offload"));
   CHECK_THROWS_WITH(trainRanks(1, config(1, "fp32", offload("nvme", dir + "/missing")), 1),
                     Catch::Contains("missing: not a directory"));
-  CHECK_THROWS_WITH(ds::runtime::OptimizerSwapper::checkSpace(dir, uint64_t{1} << 62),
+  CHECK_THROWS_WITH(ds::runtime::PageSwapper::checkSpace(dir, uint64_t{1} << 62),
                     Catch::Contains("bytes of swap") && Catch::Contains("are free"));
   CHECK_THROWS_WITH(parse(config(1, "fp32", offload("nvme", dir)) .insert(1, R"("aio": {"use_gds": true}, )")),
                     Catch::Contains("aio.use_gds"));
+}
+
+TEST_CASE("offload: DeepSpeed's deprecated cpu_offload and cpu_offload_param mean the cpu device",
+          "[offload]") {
+  const auto c = ds::runtime::parseDeepSpeedConfig(
+      config(3, "fp32", R"("cpu_offload": true, "cpu_offload_param": true)"), 1, "c.json");
+  CHECK(c.zero.offloadOptimizer.device == ds::runtime::OffloadDevice::Cpu);
+  CHECK(c.zero.offloadParam.device == ds::runtime::OffloadDevice::Cpu);
+  const auto off = ds::runtime::parseDeepSpeedConfig(config(3, "fp32", R"("cpu_offload": false)"),
+                                                     1, "c.json");
+  CHECK(off.zero.offloadOptimizer.device == ds::runtime::OffloadDevice::None);
 }

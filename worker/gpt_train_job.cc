@@ -247,11 +247,13 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   constexpr double kMiB = 1024.0 * 1024.0;
+  const bool swapped = engine.optimizerSwapBytes() > 0;
   std::printf("memory: peak RSS %.1f MiB; model states %.1f MiB (parameters %.1f, gradients %.1f, "
-              "master %.1f, optimizer %.1f); buffers %.1f MiB; activations %.1f MiB at most\n",
+              "master %.1f, optimizer %.1f%s); buffers %.1f MiB; activations %.1f MiB at most\n",
               static_cast<double>(usage.ru_maxrss) / 1024.0, m.modelState() / kMiB,
               m.parameters / kMiB, m.gradients / kMiB, m.masterWeights / kMiB,
-              m.optimizerStates / kMiB, m.buffers / kMiB, model.peakActivationBytes() / kMiB);
+              m.optimizerStates / kMiB, swapped ? ", these two in an NVMe swap file" : "",
+              m.buffers / kMiB, model.peakActivationBytes() / kMiB);
   result.wallSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fflush(stdout);

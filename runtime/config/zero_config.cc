@@ -56,20 +56,27 @@ ZeroConfig parseZeroConfig(JsonReader& r, const Json& block,
   r.readBool(block, p, "round_robin_gradients", z.roundRobinGradients);
   r.readBool(block, p, "elastic_checkpoint", z.elasticCheckpoint);
   r.readBool(block, p, "ignore_unused_parameters", z.ignoreUnusedParameters);
+  auto readDevice = [&](const Json& v, const std::string& o, OffloadDevice& device) {
+    if (const Json* d = JsonReader::member(v, "device")) {
+      const std::string name = r.string(*d, o + ".device");
+      if (name == "none") device = OffloadDevice::None;
+      else if (name == "cpu") device = OffloadDevice::Cpu;
+      else if (name == "nvme") device = OffloadDevice::Nvme;
+      else r.fail(o + ".device", "expected none, cpu or nvme, got \"" + name + "\"");
+    }
+  };
+  auto readNvmePath = [&](const Json& v, const std::string& o, OffloadDevice device,
+                          std::string& path) {
+    if (const Json* p = JsonReader::member(v, "nvme_path")) path = r.string(*p, o + ".nvme_path");
+    if (device == OffloadDevice::Nvme && path.empty())
+      r.fail(o + ".nvme_path", "required with \"device\": \"nvme\" (a directory on the NVMe drive)");
+  };
   if (const Json* v = JsonReader::member(block, "offload_optimizer"); v && v->is_object()) {
     const std::string o = "zero_optimization.offload_optimizer";
     OffloadOptimizerConfig& c = z.offloadOptimizer;
     r.warnUnknownKeys(*v, o, {"device", "nvme_path", "pin_memory", "buffer_count", "fast_init",
                               "ratio", "pipeline_read", "pipeline_write", "pipeline"});
-    if (const Json* d = JsonReader::member(*v, "device")) {
-      const std::string device = r.string(*d, o + ".device");
-      if (device == "none") c.device = OffloadDevice::None;
-      else if (device == "cpu") c.device = OffloadDevice::Cpu;
-      else if (device == "nvme") c.device = OffloadDevice::Nvme;
-      else r.fail(o + ".device", "expected none, cpu or nvme, got \"" + device + "\"");
-    }
-    if (const Json* path = JsonReader::member(*v, "nvme_path"))
-      c.nvmePath = r.string(*path, o + ".nvme_path");
+    readDevice(*v, o, c.device);
     r.readBool(*v, o, "pin_memory", c.pinMemory);
     r.readInt(*v, o, "buffer_count", c.bufferCount, 1);
     r.readBool(*v, o, "fast_init", c.fastInit);
@@ -77,10 +84,37 @@ ZeroConfig parseZeroConfig(JsonReader& r, const Json& block,
     if (c.device != OffloadDevice::None && z.stage < 1)
       r.fail(o, "optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed's rule); set "
                 "zero_optimization.stage");
-    if (c.device == OffloadDevice::Nvme && c.nvmePath.empty())
-      r.fail(o + ".nvme_path", "required with \"device\": \"nvme\" (a directory on the NVMe drive)");
+    readNvmePath(*v, o, c.device, c.nvmePath);
     if (c.ratio != 1.0)
       r.fail(o + ".ratio", "partial offload (ratio < 1) is not implemented; remove it or set 1");
+  }
+  // DeepSpeed's deprecated booleans: the cpu device of the blocks above, where those are absent.
+  bool cpuOffload = false, cpuOffloadParam = false;
+  r.readBool(block, p, "cpu_offload", cpuOffload);
+  r.readBool(block, p, "cpu_offload_param", cpuOffloadParam);
+  if (cpuOffload && z.offloadOptimizer.device == OffloadDevice::None) {
+    if (z.stage < 1)
+      r.fail(p + ".cpu_offload", "optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed's rule)");
+    z.offloadOptimizer.device = OffloadDevice::Cpu;
+  }
+  if (cpuOffloadParam && z.offloadParam.device == OffloadDevice::None && z.stage != 3)
+    r.fail(p + ".cpu_offload_param", "parameter offload needs ZeRO stage 3 (DeepSpeed's rule)");
+  if (cpuOffloadParam && z.offloadParam.device == OffloadDevice::None)
+    z.offloadParam.device = OffloadDevice::Cpu;
+  if (const Json* v = JsonReader::member(block, "offload_param"); v && v->is_object()) {
+    const std::string o = "zero_optimization.offload_param";
+    OffloadParamConfig& c = z.offloadParam;
+    r.warnUnknownKeys(*v, o, {"device", "nvme_path", "pin_memory", "buffer_count", "buffer_size",
+                              "max_in_cpu"});
+    readDevice(*v, o, c.device);
+    r.readBool(*v, o, "pin_memory", c.pinMemory);
+    r.readInt(*v, o, "buffer_count", c.bufferCount, 1);
+    r.readInt(*v, o, "buffer_size", c.bufferSize, 1);
+    r.readInt(*v, o, "max_in_cpu", c.maxInCpu, 0);
+    if (c.device != OffloadDevice::None && z.stage != 3)
+      r.fail(o, "parameter offload needs ZeRO stage 3 (DeepSpeed's rule); set "
+                "zero_optimization.stage to 3 or remove offload_param");
+    readNvmePath(*v, o, c.device, c.nvmePath);
   }
   return z;
 }

@@ -20,6 +20,18 @@ struct OffloadOptimizerConfig {
   double ratio = 1.0;
 };
 
+// zero_optimization.offload_param (stage 3): where each rank's shard of the working parameters
+// lives. cpu: where it lives anyway; nvme: in a per-rank swap file, each layer's shard read right
+// before its all-gather and dropped after, written back after each optimizer step.
+struct OffloadParamConfig {
+  OffloadDevice device = OffloadDevice::None;
+  std::string nvmePath;
+  bool pinMemory = false;              // no effect here (no device to DMA to)
+  int64_t bufferCount = 5;             // no effect here: layers are read in place, one at a time
+  int64_t bufferSize = 100'000'000;    // elements: the largest layer shard that may be swapped
+  int64_t maxInCpu = 1'000'000'000;    // elements kept in memory (first layers first)
+};
+
 struct ZeroConfig {
   int stage = 0;
   int64_t reduceBucketSize = 500'000'000;       // elements per gradient reduction
@@ -37,6 +49,7 @@ struct ZeroConfig {
   bool elasticCheckpoint = false;               // accepted: checkpoints always reshard here
   bool ignoreUnusedParameters = true;           // unused parameters get zero gradients
   OffloadOptimizerConfig offloadOptimizer;
+  OffloadParamConfig offloadParam;
 };
 
 }  // namespace ds::runtime

@@ -9,7 +9,9 @@
 
 #include "common/error.h"
 #include "common/fnv1a.h"
+#include "runtime/common/memory_budget.h"
 #include "runtime/optim/make_optimizer.h"
+#include "runtime/zero/memory_estimate.h"
 
 namespace ds::runtime {
 namespace {
@@ -55,49 +57,86 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
   queue_ = std::make_unique<CommQueue>(config_.zero.overlapComm);
   zero_ = ZeroStage::make(
       {config_, comm_, *queue_, specs_, layerTensors_, modelType_, gradType_, commType_, count_});
-  // Every rank initialises identically, then rank 0's values win, as DeepSpeed broadcasts the
-  // model at initialize(). Master weights start from the rounded working values, as DeepSpeed's
-  // fp32 partitions are copies of the 16-bit parameters.
-  std::vector<float> init(count_);
-  model.initParameters(init.data(), seed);
-  comm.broadcast(init.data(), count_, 0);
-  zero_->initialise(init.data());
+  const OptimizerConfig optimizer = config_.optimizer.value_or(OptimizerConfig{});
+  const OffloadOptimizerConfig& offload = config_.zero.offloadOptimizer;
+  checkMemoryBudget(optimizer);
+  {
+    // Every rank initialises identically, then rank 0's values win, as DeepSpeed broadcasts the
+    // model at initialize(). The full fp32 copy is gone before any optimizer state exists.
+    std::vector<float> init(count_);
+    model.initParameters(init.data(), seed);
+    comm.broadcast(init.data(), count_, 0);
+    zero_->initialise(init.data());
+  }
 
   // The optimizer runs in sub-groups of whole tensor slices of at most sub_group_size elements
   // (a bigger tensor is a group of its own), each with its own state, as DeepSpeed's stage 3
-  // does: the fp32 gradients the update needs exist for one group at a time.
+  // does: the fp32 gradients the update needs exist for one group at a time. With offload to
+  // NVMe each group's master slices and state go to the swap file as soon as they exist.
   const PartitionLayout& shard = zero_->shardLayout();
-  const OptimizerConfig optimizer = config_.optimizer.value_or(OptimizerConfig{});
+  if (offload.device == OffloadDevice::Nvme) {
+    const double bytesPerElement = (zero_->separateMaster() ? sizeof(float) : 0) +
+                                   optimizerStateBytesPerParameter(optimizer);
+    swapper_ = std::make_unique<PageSwapper>(
+        config_.aio, offload.nvmePath, comm_.rank(),
+        static_cast<uint64_t>(bytesPerElement * static_cast<double>(shard.shardSize())),
+        "offload_optimizer", "optimizer");
+  }
   const std::vector<ParamSpec> shardSpecs = shard.shardSpecs(specs_);
   const auto groupLimit = static_cast<size_t>(std::max<int64_t>(1, config_.zero.subGroupSize));
   for (const auto& [t0, t1] : shard.tensorRuns(groupLimit)) {
+    zero_->fillMaster(t0, t1);
     const std::vector<ParamSpec> groupSpecs(shardSpecs.begin() + t0, shardSpecs.begin() + t1);
     groups_.push_back(
         {t0, t1, makeOptimizer(optimizer, groupSpecs, shard.shardBegin(t0), shard.shardBegin(t1))});
-  }
-  const OffloadOptimizerConfig& offload = config_.zero.offloadOptimizer;
-  if (offload.device == OffloadDevice::Nvme) {
-    // Master slices (16-bit models: fp32 copies of their own) and every state array, by group.
-    std::vector<std::vector<OptimizerSwapper::Array>> arrays;
-    for (const SubGroup& group : groups_) {
-      std::vector<OptimizerSwapper::Array> a;
-      if (zero_->separateMaster()) {
-        const size_t begin = shard.shardBegin(group.t0), end = shard.shardBegin(group.t1);
-        a.push_back({zero_->masterData() + begin, end - begin});
-      }
-      for (const OptimizerStateArray& state : group.optimizer->stateArrays())
-        a.push_back({state.data, state.count});
-      arrays.push_back(std::move(a));
+    if (!swapper_) continue;
+    // Master slices (16-bit models: fp32 copies of their own) and every state array.
+    std::vector<PageSwapper::Region> arrays;
+    if (zero_->separateMaster()) {
+      const size_t begin = shard.shardBegin(t0), end = shard.shardBegin(t1);
+      arrays.push_back({zero_->masterData() + begin, (end - begin) * sizeof(float)});
     }
-    swapper_ = std::make_unique<OptimizerSwapper>(config_.aio, offload.nvmePath, comm_.rank(),
-                                                  std::move(arrays));
-    swapper_->swapOutAll();
+    for (const OptimizerStateArray& state : groups_.back().optimizer->stateArrays())
+      arrays.push_back({state.data, state.count * sizeof(float)});
+    swapper_->addGroup(arrays);
   }
+  zero_->startParameterOffload();
   lr_ = optimizer.lr();
   if (config_.scheduler) {
     scheduler_ = makeLrSchedule(*config_.scheduler, lr_, optimizer.momentum());
     lr_ = scheduler_->lr();
   }
+}
+
+void Engine::checkMemoryBudget(const OptimizerConfig& optimizer) const {
+  // What this rank will hold at its peak, activations aside: the model states it keeps resident,
+  // CPU-Adam's 16-bit copy of the shard (stages 1-2) and one full fp32 copy of the parameters
+  // (the initial values at the start; fullParameters() for a trainer's sample or report).
+  const int stage = config_.zero.stage;
+  const double params = static_cast<double>(count_);
+  const ModelStateEstimate e = estimateModelState(stage, modelType_, gradType_, params,
+                                                  comm_.size(),
+                                                  optimizerStateBytesPerParameter(optimizer));
+  const bool offloaded = config_.zero.offloadOptimizer.device == OffloadDevice::Nvme;
+  const double halfCopy = (stage == 1 || stage == 2) && modelType_ != DType::F32
+                              ? dtypeBytes(modelType_) * params / comm_.size()
+                              : 0.0;
+  const double need = e.parameters + e.gradients +
+                      (offloaded ? 0 : e.masterWeights + e.optimizerStates) + halfCopy +
+                      sizeof(float) * params;
+  const MemoryBudget budget = memoryBudget();
+  if (need <= static_cast<double>(budget.availableBytes)) return;
+  throw Error(
+      "the training state needs " + humanBytes(need) +
+      " of memory (parameters " + humanBytes(e.parameters) + ", gradients " +
+      humanBytes(e.gradients) + ", master weights " + humanBytes(e.masterWeights) +
+      ", optimizer states " + humanBytes(e.optimizerStates) +
+      (offloaded ? ", the last two on NVMe" : "") + "), but only " +
+      humanBytes(static_cast<double>(budget.availableBytes)) + " is left under " + budget.source +
+      (offloaded ? "; use a higher ZeRO stage or more ranks, or raise the limit"
+                 : "; offload the optimizer state (zero_optimization.offload_optimizer: "
+                   "{\"device\": \"nvme\", \"nvme_path\": DIR}), use a higher ZeRO stage or more "
+                   "ranks, or raise the limit"));
 }
 
 Engine::~Engine() {

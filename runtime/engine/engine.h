@@ -24,7 +24,7 @@
 #include "runtime/config/ds_config.h"
 #include "runtime/lr/lr_schedule.h"
 #include "runtime/model/model.h"
-#include "runtime/offload/optimizer_swapper.h"
+#include "runtime/offload/page_swapper.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/precision/loss_scaler.h"
 #include "runtime/zero/comm_queue.h"
@@ -73,6 +73,8 @@ class Engine : private LayerAccess {
   // offload_optimizer nvme: the swap file's size and engine ("" / 0 without offload).
   size_t optimizerSwapBytes() const;
   std::string optimizerSwapEngine() const;
+  // offload_param nvme: bytes of this rank's parameter swap file (0 without).
+  size_t parameterSwapBytes() const;
 
   // Collective at stage 3. The working parameters (model dtype) as fp32, flat layout.
   std::vector<float> fullParameters();
@@ -125,7 +127,15 @@ class Engine : private LayerAccess {
   std::vector<SubGroup> groups_;   // the optimizer, by sub_group_size runs of the shard
   // offload_optimizer nvme: the groups' master slices and states between steps (after groups_:
   // destroyed first, while the arrays it points into still exist).
-  std::unique_ptr<OptimizerSwapper> swapper_;
+  std::unique_ptr<PageSwapper> swapper_;
+  // Throws, before anything big is allocated, when the model states cannot fit in the memory
+  // this process may still take (runtime/common/memory_budget.h).
+  void checkMemoryBudget(const OptimizerConfig& optimizer) const;
+  // NVMe offload: every swapped state in memory for `body` (a checkpoint), out again after.
+  void swapStateIn();
+  void swapStateOut();
+  template <class Body>
+  auto withStateResident(Body body);
   void saveCheckpointResident(const std::string& dir, const std::string& tag);
   std::string loadCheckpointResident(const std::string& dir, const std::string& tag,
                                      CheckpointLoadScope scope);

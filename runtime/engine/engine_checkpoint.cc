@@ -83,40 +83,47 @@ void Engine::failTogether(const std::string& problem) {
 
 // With NVMe offload the state is brought in for the checkpoint and swapped out again after,
 // whether the save or load succeeded or not.
-void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
-  if (!swapper_) return saveCheckpointResident(dir, tag);
-  swapper_->swapInAll();
+void Engine::swapStateIn() {
+  if (swapper_) swapper_->swapInAll();
+  zero_->bringParametersIn();
+}
+
+void Engine::swapStateOut() {
+  if (swapper_) swapper_->swapOutAll();
+  zero_->sendParametersOut();
+}
+
+template <class Body>
+auto Engine::withStateResident(Body body) {
+  swapStateIn();
   try {
-    saveCheckpointResident(dir, tag);
+    auto result = body();
+    swapStateOut();
+    return result;
   } catch (...) {
     try {
-      swapper_->swapOutAll();
-    } catch (...) {
+      swapStateOut();
+    } catch (...) {  // the first error is the one to report
     }
     throw;
   }
-  swapper_->swapOutAll();
+}
+
+void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
+  withStateResident([&] {
+    saveCheckpointResident(dir, tag);
+    return 0;
+  });
 }
 
 std::string Engine::loadCheckpoint(const std::string& dir, const std::string& tag,
                                    CheckpointLoadScope scope) {
-  if (!swapper_) return loadCheckpointResident(dir, tag, scope);
-  swapper_->swapInAll();
-  std::string loaded;
-  try {
-    loaded = loadCheckpointResident(dir, tag, scope);
-  } catch (...) {
-    try {
-      swapper_->swapOutAll();
-    } catch (...) {
-    }
-    throw;
-  }
-  swapper_->swapOutAll();
-  return loaded;
+  return withStateResident([&] { return loadCheckpointResident(dir, tag, scope); });
 }
 
 size_t Engine::optimizerSwapBytes() const { return swapper_ ? swapper_->fileBytes() : 0; }
+
+size_t Engine::parameterSwapBytes() const { return zero_->parameterSwapBytes(); }
 
 std::string Engine::optimizerSwapEngine() const { return swapper_ ? swapper_->engineName() : ""; }
 

@@ -85,6 +85,13 @@ float* ZeroStage::layerGradients(int layer) {
   return layerScratch_.data();
 }
 
+void ZeroStage::fillMaster(size_t t0, size_t t1) {
+  if (master_.empty()) return;
+  // The whole working copy (stages 0-2): the shard's slices of tensors [t0, t1).
+  shardLayout_->extractShard(working_.data(), ctx_.modelType, 0, t0, t1,
+                             master_.data() + shardLayout_->shardBegin(t0), DType::F32);
+}
+
 float* ZeroStage::masterData() {
   return master_.empty() ? reinterpret_cast<float*>(working_.data()) : master_.data();
 }

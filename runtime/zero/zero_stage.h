@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/aligned_vector.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/model/model.h"
@@ -61,9 +62,13 @@ class ZeroStage {
   // The optimizer's shard: the whole model (one part) at stage 0.
   const PartitionLayout& shardLayout() const { return *shardLayout_; }
 
-  // Fills the working copy, the master weights and the gradients from the initial parameters
-  // (identical on every rank).
+  // Fills the working copy and the gradients from the initial parameters (identical on every
+  // rank) and allocates the master weights, which fillMaster then fills sub-group by sub-group
+  // (so that an offloaded master is never resident whole).
   virtual void initialise(const float* init) = 0;
+  // The master weights of the shard's tensors [t0, t1) from the working copy (16-bit models: the
+  // rounded values, as DeepSpeed's fp32 partitions start as copies of the 16-bit parameters).
+  virtual void fillMaster(size_t t0, size_t t1);
 
   // The model's layer access (runtime/model/model.h), stage by stage.
   virtual const float* acquireParameters(int layer, bool inBackward) = 0;
@@ -94,6 +99,13 @@ class ZeroStage {
   void zeroGradients();
   // Collective at stage 3. The working parameters as fp32, flat layout.
   virtual std::vector<float> fullParameters();
+  // offload_param nvme (stage 3): moves the layers' shards to the swap file once the master weights
+  // were filled from them; then every swapped shard can be read in (before a checkpoint
+  // reads or writes the working copy), and written back out and given back after.
+  virtual void startParameterOffload() {}
+  virtual void bringParametersIn() {}
+  virtual void sendParametersOut() {}
+  virtual size_t parameterSwapBytes() const { return 0; }
 
   size_t reduceBucketCount() const { return buckets_.size(); }
   // All but the optimizer states and the optimizer's gradient scratch, which the Engine adds.
@@ -131,10 +143,11 @@ class ZeroStage {
   ZeroContext ctx_;
   std::unique_ptr<PartitionLayout> layout_, shardLayout_;
   // Buffers (element counts in comments; F = flat size, S = shard size).
-  std::vector<char> working_;        // model dtype: F (stages 0-2) or S (stage 3)
+  // The arrays CPU-Adam streams through are 64-byte aligned (common/aligned_vector.h).
+  AlignedVector<char> working_;      // model dtype: F (stages 0-2) or S (stage 3)
   std::vector<char> grads_;          // grad dtype: F (stages 0, 1) or S (stages 2, 3)
-  std::vector<float> master_;        // S; empty when the working copy is the master itself
-  std::vector<char> halfShard_;      // S, model dtype: CPU-Adam's fused copy at stages 1-2
+  AlignedVector<float> master_;      // S; empty when the working copy is the master itself
+  AlignedVector<char> halfShard_;    // S, model dtype: CPU-Adam's fused copy at stages 1-2
   std::vector<float> layerScratch_;  // fp32 gradients of the layer being back-propagated
   std::vector<float> converted_;     // fp32 view of one layer of a 16-bit working copy
   std::vector<Bucket> buckets_;      // backward order

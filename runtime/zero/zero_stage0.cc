@@ -10,9 +10,7 @@ void ZeroStage0::initialise(const float* init) {
   fillWholeWorkingCopy(init);
   // fp32 working parameters are the master weights themselves (the shard is everything).
   if (ctx_.modelType != DType::F32) {
-    master_.resize(shardLayout_->shardSize());
-    shardLayout_->extractShard(working_.data(), ctx_.modelType, 0, 0, ctx_.specs.size(),
-                               master_.data(), DType::F32);
+    master_.resize(shardLayout_->shardSize());  // filled by fillMaster
   }
   grads_.assign(ctx_.count * dtypeBytes(ctx_.gradType), 0);
 }

@@ -6,9 +6,7 @@ namespace ds::runtime {
 
 void ZeroStage1::initialise(const float* init) {
   fillWholeWorkingCopy(init);
-  master_.resize(shardLayout_->shardSize());
-  shardLayout_->extractShard(working_.data(), ctx_.modelType, 0, 0, ctx_.specs.size(),
-                             master_.data(), DType::F32);
+  master_.resize(shardLayout_->shardSize());  // filled by fillMaster
   grads_.assign(ctx_.count * dtypeBytes(ctx_.gradType), 0);
 }
 

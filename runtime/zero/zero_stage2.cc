@@ -7,9 +7,7 @@ namespace ds::runtime {
 void ZeroStage2::initialise(const float* init) {
   fillWholeWorkingCopy(init);
   const size_t shard = shardLayout_->shardSize();
-  master_.resize(shard);
-  shardLayout_->extractShard(working_.data(), ctx_.modelType, 0, 0, ctx_.specs.size(),
-                             master_.data(), DType::F32);
+  master_.resize(shard);  // filled by fillMaster
   grads_.assign(shard * dtypeBytes(ctx_.gradType), 0);
 }
 

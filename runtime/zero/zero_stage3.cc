@@ -2,7 +2,10 @@
 // all-gathered right before use (prefetched with overlap_comm within stage3_prefetch_bucket_size
 // and stage3_max_live_parameters), kept for its backward when reused soon enough
 // (stage3_max_reuse_distance), and released after; layers at or under
-// stage3_param_persistence_threshold elements stay gathered.
+// stage3_param_persistence_threshold elements stay gathered. With offload_param nvme each layer's
+// shard of the working copy lives in a swap file: read in by the gather that needs it, dropped
+// after, written out once after the optimizer step rewrote it.
+#include "common/error.h"
 #include "runtime/zero/zero_stages.h"
 
 namespace ds::runtime {
@@ -12,17 +15,17 @@ ZeroStage3::ZeroStage3(const ZeroContext& context) : ZeroStage(context, 0) {
   layerParams_.resize(layers);
   layerReady_.resize(layers);
   persistent_.assign(layers, false);
+  swapGroup_.assign(layers, -1);  // before any gather task reads it
 }
+
+ZeroStage3::~ZeroStage3() = default;
 
 void ZeroStage3::initialise(const float* init) {
   const size_t shard = shardLayout_->shardSize();
   working_.resize(shard * dtypeBytes(ctx_.modelType));
   layout_->extractShard(init, DType::F32, 0, 0, ctx_.specs.size(), working_.data(), ctx_.modelType);
   // fp32 working parameters laid out as the shard are the master weights themselves.
-  if (ctx_.modelType != DType::F32) {
-    master_.resize(shard);
-    convertElements(working_.data(), ctx_.modelType, master_.data(), DType::F32, shard);
-  }
+  if (ctx_.modelType != DType::F32) master_.resize(shard);  // filled by fillMaster
   grads_.assign(shard * dtypeBytes(ctx_.gradType), 0);
   for (int l = 0; l < layerCount(); ++l) {
     persistent_[l] =
@@ -31,11 +34,66 @@ void ZeroStage3::initialise(const float* init) {
   }
 }
 
+void ZeroStage3::startParameterOffload() {
+  const OffloadParamConfig& c = ctx_.config.zero.offloadParam;
+  if (c.device != OffloadDevice::Nvme) return;
+  const size_t bytes = dtypeBytes(ctx_.modelType);
+  paramSwapper_ = std::make_unique<PageSwapper>(ctx_.config.aio, c.nvmePath, ctx_.comm.rank(),
+                                                working_.size(), "offload_param", "param");
+  // The first layers stay in memory up to max_in_cpu elements; persistent ones always do.
+  size_t inCpu = 0;
+  for (int l = 0; l < layerCount(); ++l) {
+    const auto [t0, t1] = ctx_.layerTensors[l];
+    const size_t chunk = layout_->chunk(t0, t1);
+    if (chunk == 0 || persistent_[l]) continue;
+    if (static_cast<int64_t>(inCpu + chunk) <= c.maxInCpu) {
+      inCpu += chunk;
+      continue;
+    }
+    if (static_cast<int64_t>(chunk) > c.bufferSize)
+      throw Error("zero_optimization.offload_param.buffer_size: layer " + std::to_string(l) +
+                  "'s parameter shard has " + std::to_string(chunk) + " elements, more than " +
+                  "buffer_size (" + std::to_string(c.bufferSize) + "); raise buffer_size to at "
+                  "least " + std::to_string(chunk));
+    swapGroup_[l] = static_cast<int>(
+        paramSwapper_->addGroup({{working_.data() + layout_->shardBegin(t0) * bytes, chunk * bytes}}));
+  }
+}
+
+void ZeroStage3::reduceGradientsForStep() {
+  waitForBackwardReductions();
+  // An fp32 working copy is the master the optimizer reads: it must be in memory for the step.
+  if (paramSwapper_ && master_.empty()) bringParametersIn();
+}
+
+void ZeroStage3::bringParametersIn() {
+  if (!paramSwapper_) return;
+  for (int l = 0; l < layerCount(); ++l) waitLayer(l);  // gathers read the swapper too
+  paramSwapper_->swapInAll();
+}
+
+void ZeroStage3::sendParametersOut() {
+  if (!paramSwapper_) return;
+  for (int l = 0; l < layerCount(); ++l) waitLayer(l);
+  paramSwapper_->swapOutAll();
+}
+
+size_t ZeroStage3::parameterSwapBytes() const {
+  return paramSwapper_ ? paramSwapper_->fileBytes() : 0;
+}
+
 const float* ZeroStage3::acquireParameters(int layer, bool inBackward) {
   if (layerParams_[layer].empty() && layerNumel(layer) > 0) gatherLayer(layer);
   prefetchFrom(layer, inBackward ? -1 : 1);
   waitLayer(layer);
   return layerParams_[layer].data();
+}
+
+void ZeroStage3::fillMaster(size_t t0, size_t t1) {
+  if (master_.empty()) return;
+  const size_t begin = shardLayout_->shardBegin(t0);
+  convertElements(working_.data() + begin * dtypeBytes(ctx_.modelType), ctx_.modelType,
+                  master_.data() + begin, DType::F32, shardLayout_->chunk(t0, t1));
 }
 
 void ZeroStage3::releaseParameters(int layer) {
@@ -54,20 +112,28 @@ void ZeroStage3::gradientsDone(int layer) {
 }
 
 void ZeroStage3::publishParameters(bool halfWritten) {
+  // Gathered copies are stale now; persistent layers are re-gathered below.
+  for (int l = 0; l < layerCount(); ++l) freeLayer(l);
   convertMasterToWorking(master_.size(), halfWritten);
-  // Gathered copies are stale now; persistent layers are re-gathered at once.
-  for (int l = 0; l < layerCount(); ++l) {
-    freeLayer(l);
-    if (persistent_[l]) gatherLayer(l);
+  // Every byte of the shard was just rewritten (by the update or the conversion), given-back
+  // pages included: all of it goes to the swap file.
+  if (paramSwapper_) {
+    paramSwapper_->markAllResident();
+    paramSwapper_->swapOutAll();
   }
+  for (int l = 0; l < layerCount(); ++l)
+    if (persistent_[l]) gatherLayer(l);
 }
 
 std::vector<float> ZeroStage3::fullParameters() {
+  bringParametersIn();
   std::vector<float> out(ctx_.count);
   const size_t shard = layout_->shardSize(), bytes = dtypeBytes(ctx_.modelType);
   std::vector<char> all(ctx_.comm.size() * shard * bytes);
   ctx_.queue.run([&] { ctx_.comm.allGather(working_.data(), all.data(), shard, ctx_.modelType); });
   layout_->unpack(all.data(), ctx_.modelType, 0, ctx_.specs.size(), out.data(), DType::F32, 0);
+  if (paramSwapper_)
+    for (size_t g = 0; g < paramSwapper_->groupCount(); ++g) paramSwapper_->dropClean(g);
   return out;
 }
 
@@ -86,8 +152,11 @@ void ZeroStage3::gatherLayer(int layer) {
   layerReady_[layer] = ctx_.queue.submit([this, layer, t0 = t0, t1 = t1] {
     const size_t chunk = layout_->chunk(t0, t1), bytes = dtypeBytes(ctx_.modelType);
     std::vector<char> all(ctx_.comm.size() * chunk * bytes);
+    const int swapped = swapGroup_.empty() ? -1 : swapGroup_[layer];
+    if (swapped >= 0) paramSwapper_->fetch(swapped);
     ctx_.comm.allGather(working_.data() + layout_->shardBegin(t0) * bytes, all.data(), chunk,
                         ctx_.modelType);
+    if (swapped >= 0) paramSwapper_->dropClean(swapped);
     layout_->unpack(all.data(), ctx_.modelType, t0, t1, layerParams_[layer].data(), DType::F32,
                     layerBase(layer));
   });

@@ -2,6 +2,7 @@
 // zero_stage.cc's factory and the stage files include this header.
 #pragma once
 
+#include "runtime/offload/page_swapper.h"
 #include "runtime/zero/zero_stage.h"
 
 namespace ds::runtime {
@@ -61,16 +62,23 @@ class ZeroStage3 : public ZeroStage {
   explicit ZeroStage3(const ZeroContext& context);
   int stage() const override { return 3; }
   void initialise(const float* init) override;
+  ~ZeroStage3() override;
+  void fillMaster(size_t t0, size_t t1) override;
   const float* acquireParameters(int layer, bool inBackward) override;
   void releaseParameters(int layer) override;
   void gradientsDone(int layer) override;
-  void reduceGradientsForStep() override { waitForBackwardReductions(); }
+  void reduceGradientsForStep() override;
   char* halfCopyTarget() override { return working_.data(); }
   void publishParameters(bool halfWritten) override;
   std::vector<float> fullParameters() override;
+  void startParameterOffload() override;
+  void bringParametersIn() override;
+  void sendParametersOut() override;
+  size_t parameterSwapBytes() const override;
   MemoryUsage memory() const override;
 
  private:
+
   void gatherLayer(int layer);
   void waitLayer(int layer);
   void dropLayer(int layer);  // unless persistent
@@ -81,6 +89,9 @@ class ZeroStage3 : public ZeroStage {
   std::vector<std::shared_future<void>> layerReady_;
   std::vector<bool> persistent_;  // layers that stay gathered
   size_t liveElements_ = 0;
+  // offload_param nvme: the swap file and each layer's group in it (-1: stays in memory).
+  std::unique_ptr<PageSwapper> paramSwapper_;
+  std::vector<int> swapGroup_;
 };
 
 }  // namespace ds::runtime

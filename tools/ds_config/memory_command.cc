@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "runtime/config/job_config.h"
 #include "runtime/model/gpt.h"
+#include "runtime/optim/make_optimizer.h"
 #include "runtime/zero/memory_estimate.h"
 #include "tools/ds_config/commands.h"
 
@@ -51,16 +52,6 @@ double parseParameterCount(const std::string& text) {
   return std::round(value * scale);
 }
 
-double optimizerBytesPerParameter(const runtime::DeepSpeedConfig& c) {
-  if (!c.optimizer) return 8;  // the engine's default optimizer is Adam
-  switch (c.optimizer->type) {
-    case runtime::OptimizerType::SGD:
-      return std::get<runtime::SgdParams>(c.optimizer->params).momentum > 0 ? 4 : 0;
-    default:
-      return 8;  // Adam, AdamW, Lamb: two fp32 moments
-  }
-}
-
 std::string gib(double bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.2f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
@@ -85,7 +76,8 @@ void runMemory(const MemoryOptions& o) {
   for (const std::string& warning : c.warnings) std::cerr << "warning: " << warning << '\n';
   const DType model = c.precision.modelDtype;
   const DType grads = c.precision.gradAccumDtype.value_or(model);
-  const double stateBytes = optimizerBytesPerParameter(c);
+  const double stateBytes =
+      runtime::optimizerStateBytesPerParameter(c.optimizer.value_or(runtime::OptimizerConfig{}));
   const int world = static_cast<int>(o.worldSize);
   if (o.json) {
     std::cout << "[";
@@ -130,6 +122,15 @@ void runMemory(const MemoryOptions& o) {
   else if (offload.device == runtime::OffloadDevice::Cpu)
     std::printf("offload_optimizer cpu: the master weights and optimizer states live in CPU "
                 "memory, as everything does in this CPU-only runtime\n");
+  const auto& param = c.zero.offloadParam;
+  if (param.device == runtime::OffloadDevice::Nvme)
+    std::printf("offload_param nvme: each rank's parameter shard (%s per rank) lives in a swap file "
+                "in %s, except the first layers up to max_in_cpu = %lld elements; a layer's shard "
+                "is in memory while it is gathered and during the optimizer step\n",
+                gib(e.parameters).c_str(), param.nvmePath.c_str(),
+                static_cast<long long>(param.maxInCpu));
+  else if (param.device == runtime::OffloadDevice::Cpu)
+    std::printf("offload_param cpu: the parameters live in CPU memory, as everything does here\n");
 }
 
 }  // namespace

@@ -1,0 +1,139 @@
+// offload_optimizer under a real memory limit: a 40M-parameter GPT (bf16, ZeRO 1, one rank) whose
+// model states (~605 MiB, 455 of them master weights and Adam moments) do not fit under a 760 MiB
+// memory cgroup with everything else the rank holds trains to the end with its optimizer state on
+// NVMe, and without offload fails at once with a message that names the limit and the fix, not
+// by the OOM killer. Skipped where no memory cgroup can be made (not root, no writable cgroupfs)
+// or the scratch directory is tmpfs (its pages would count against the limit).
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <regex>
+
+#include "runtime/data/indexed_dataset.h"
+#include "test/launch_harness.h"
+#include "test/run_command.h"
+#include "test/scratch_dir.h"
+#include "test/skip.h"
+
+using namespace ds::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr long kTmpfsMagic = 0x01021994;
+
+// A memory cgroup of its own with a hard limit (v1 memory.limit_in_bytes or v2 memory.max),
+// removed by the destructor once its processes are gone.
+class MemoryCgroup {
+ public:
+  static std::optional<MemoryCgroup> make(uint64_t limitBytes) {
+    const std::string name = "ds-test-memcap-" + std::to_string(getpid());
+    const std::pair<fs::path, const char*> layouts[] = {
+        {"/sys/fs/cgroup/memory", "memory.limit_in_bytes"}, {"/sys/fs/cgroup", "memory.max"}};
+    for (const auto& [root, limitFile] : layouts) {
+      const fs::path dir = root / name;
+      std::error_code ec;
+      if (!fs::exists(root / "cgroup.procs") || !fs::create_directory(dir, ec)) continue;
+      std::ofstream limit(dir / limitFile);
+      if (limit << limitBytes << std::flush) return MemoryCgroup(dir);
+      fs::remove(dir, ec);
+    }
+    return std::nullopt;
+  }
+  MemoryCgroup(MemoryCgroup&& other) noexcept : dir_(std::move(other.dir_)) { other.dir_.clear(); }
+  ~MemoryCgroup() {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove(dir_, ec);
+  }
+  // A shell prefix that moves the shell into the cgroup before it runs the rest.
+  std::string enter() const { return "echo $$ > " + (dir_ / "cgroup.procs").string() + " && "; }
+
+ private:
+  explicit MemoryCgroup(fs::path dir) : dir_(std::move(dir)) {}
+  fs::path dir_;
+};
+
+std::string yaml(const std::string& offload) {
+  return R"(num-layers: 8
+hidden-size: 640
+num-attention-heads: 8
+seq-length: 32
+max-position-embeddings: 32
+pos-emb: learned
+data-path: data/corpus
+split: "90,10,0"
+train-iters: 3
+lr: 0.001
+batch-size: 1
+log-interval: 1
+eval-interval: 1000
+eval-iters: 1
+precision: bfloat16
+zero_optimization:
+  stage: 1
+  sub_group_size: 1000000
+  reduce_bucket_size: 4000000
+  allgather_bucket_size: 4000000
+)" + offload;
+}
+
+void writeCorpus(const std::string& dir) {
+  fs::create_directories(dir + "/data");
+  ds::runtime::IndexedDatasetWriter w(dir + "/data/corpus", ds::runtime::TokenType::UInt16);
+  const std::string text = "the quick brown fox jumps over the lazy dog; ";
+  for (int d = 0; d < 20; ++d) {
+    std::vector<int32_t> tokens;
+    for (char c : text + text) tokens.push_back(static_cast<unsigned char>(c));
+    tokens.push_back(256);
+    w.addSequence(tokens);
+    w.endDocument();
+  }
+  w.finish();
+}
+
+}  // namespace
+
+TEST_CASE("offload_optimizer nvme: a model whose optimizer state does not fit under a memory "
+          "limit trains, and without offload it fails by name, not by the OOM killer",
+          "[offload][launch]") {
+  const std::string dir = makeScratchDir("memcap");
+  struct statfs fsInfo {};
+  REQUIRE(statfs(dir.c_str(), &fsInfo) == 0);
+  if (skipUnless(static_cast<long>(fsInfo.f_type) != kTmpfsMagic,
+                 "the scratch directory is tmpfs: swapped state would count against the limit"))
+    return;
+  std::optional<MemoryCgroup> cgroup = MemoryCgroup::make(760ull << 20);
+  if (skipUnless(cgroup.has_value(), "no memory cgroup can be created here (needs root and a "
+                                     "writable cgroup v1 memory or v2 hierarchy)"))
+    return;
+  writeCorpus(dir);
+  fs::create_directories(dir + "/swap");
+  writeFile(dir + "/hostfile", "127.0.0.1 slots=1\n");
+  writeFile(dir + "/resident.yml", yaml(""));
+  writeFile(dir + "/nvme.yml", yaml("  offload_optimizer:\n    device: nvme\n    nvme_path: swap\n"));
+  auto launch = [&](const std::string& config) {
+    return runCommand("cd " + dir + " && sh -c '" + cgroup->enter() + "exec " + DS_BIN_DIR +
+                      "/ds-launch --hostfile hostfile --log_dir logs-" + config + " train --config " +
+                      config + ".yml'");
+  };
+
+  const CommandOutcome resident = launch("resident");
+  INFO(resident.output);
+  CHECK(resident.status != 0);
+  CHECK(resident.status < 128);  // an error exit, not a kill
+  CHECK(std::regex_search(resident.output,
+                          std::regex("the training state needs [0-9]+ MiB of memory.*only [0-9]+ "
+                                     "MiB is left under the memory cgroup .*offload the optimizer "
+                                     "state \\(zero_optimization.offload_optimizer")));
+
+  const CommandOutcome nvme = launch("nvme");
+  INFO(nvme.output);
+  REQUIRE(nvme.status == 0);
+  const std::string log = readFile(dir + "/logs-nvme/rank-0.log");
+  CHECK(log.find("iteration 3/3") != std::string::npos);
+  CHECK(fs::is_empty(dir + "/swap"));  // the swap file went with the process
+}
