@@ -16,6 +16,7 @@
 
 #include "bench/bench_flags.h"
 #include "bench/command_seconds.h"
+#include "common/command_output.h"
 #include "common/guarded_main.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/transformer_kernels.h"
@@ -94,13 +95,10 @@ double torchTokensPerSecond(const Options& o, int threads) {
                           std::to_string(o.heads) + " " + std::to_string(o.seq) + " 384 " +
                           std::to_string(o.batch) + " " + std::to_string(o.steps) + " " +
                           std::to_string(threads) + " 2>/dev/null";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return 0.0;
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
-  if (pclose(pipe) != 0) return 0.0;
-  return nlohmann::json::parse(out)["tokens_per_s"].get<double>();
+  const std::optional<std::string> out = ds::commandOutput(cmd);
+  if (!out) return 0.0;
+  const auto j = nlohmann::json::parse(*out, nullptr, false);
+  return j.is_discarded() || !j.contains("tokens_per_s") ? 0.0 : j["tokens_per_s"].get<double>();
 }
 
 int run(const Options& o) {

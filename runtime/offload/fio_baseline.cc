@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "common/command_output.h"
 #include "runtime/common/files.h"
 
 namespace ds::runtime {
@@ -16,13 +17,9 @@ double fioBandwidthGBps(const std::string& file, bool write, size_t blockBytes, 
                           " --iodepth=" + std::to_string(queueDepth) +
                           " --ioengine=libaio --direct=1 --size=" + std::to_string(bytes) +
                           " --output-format=json 2>/dev/null";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) return 0.0;
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, pipe)) > 0;) out.append(buf, n);
-  if (pclose(pipe) != 0) return 0.0;
-  const auto j = nlohmann::json::parse(out, nullptr, false);
+  const std::optional<std::string> out = commandOutput(cmd);
+  if (!out) return 0.0;
+  const auto j = nlohmann::json::parse(*out, nullptr, false);
   if (j.is_discarded() || !j.contains("jobs") || j["jobs"].empty()) return 0.0;
   return j["jobs"][0][direction]["bw_bytes"].get<double>() / 1e9;
 }
