@@ -121,6 +121,7 @@ JobSpec parseJobArgs(const std::vector<std::string>& jobArgs) {
   if (name == "train") {
     spec.kind = JobKind::Train;
     spec.configPath = spec.train.config;
+    spec.train.stepsGiven = app.get_subcommand("train")->count("--steps") > 0;
   } else if (name == "barrier") {
     spec.kind = JobKind::Barrier;
   } else {

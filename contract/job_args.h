@@ -24,6 +24,7 @@ const char* commOpName(CommOp op);  // "all_reduce", ... (the comms logger's nam
 struct TrainOptions {
   std::string config;  // --config / --deepspeed_config: shipped to workers by the coordinator
   int64_t steps = 200;
+  bool stepsGiven = false;  // --steps was on the command line (a NeoX YAML sets train-iters)
   uint64_t seed = 1234;
   bool printParamHash = false;  // one "param_hash" line per step, for replica-consistency checks
   // Fault injection for stall detection: this rank stops making progress (but keeps

@@ -179,7 +179,15 @@ JobPlan planJob(CommandLine& line) {
     else if (param.device == ds::runtime::OffloadDevice::Cpu)
       notices.push_back("offload_param cpu: the parameters live in CPU memory, as everything "
                         "does here");
-    if (parsed->gpt && job.kind == JobKind::Train) job.train.steps = parsed->gpt->trainIters;
+    if (parsed->gpt && job.kind == JobKind::Train) {
+      // A NeoX YAML's train-iters also sizes the data and the LR decay: one source of the count.
+      if (job.train.stepsGiven && job.train.steps != parsed->gpt->trainIters)
+        throw ds::Error("train --steps " + std::to_string(job.train.steps) + ": " + path +
+                        " is a NeoX YAML config, whose train-iters (" +
+                        std::to_string(parsed->gpt->trainIters) +
+                        ") is the number of steps; set train-iters there and drop --steps");
+      job.train.steps = parsed->gpt->trainIters;
+    }
     for (const auto& warning : config.warnings) notices.push_back("config: " + warning);
     batch = BatchPlan{config.batch.trainBatchSize, config.batch.microBatchPerGpu,
                       config.batch.gradientAccumulationSteps};

@@ -99,3 +99,14 @@ TEST_CASE("robustness: ds-launch refuses unknown options and bad flag values wit
     CHECK(outcome.output.find("rank ") == std::string::npos);  // nothing was started
   }
 }
+
+TEST_CASE("robustness: train --steps that contradicts a NeoX YAML's train-iters is refused") {
+  const std::string launch = std::string(DS_BIN_DIR) + "/ds-launch --hostfile " + DS_SOURCE_DIR +
+                             "/hostfiles/loopback --dry-run train --config " + DS_SOURCE_DIR +
+                             "/configs/gpt_demo.yml";
+  const Outcome contradicting = runCommand(launch + " --steps 5");
+  CHECK(contradicting.status == 2);
+  CHECK(contradicting.output.find("train-iters (800) is the number of steps") != std::string::npos);
+  CHECK(runCommand(launch + " --steps 800").status == 0);  // the same count is no contradiction
+  CHECK(runCommand(launch).status == 0);
+}
