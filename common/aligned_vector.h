@@ -1,9 +1,8 @@
 // AlignedVector<T>: a std::vector whose storage starts on a 64-byte (cache line, AVX-512 vector)
 // boundary and whose resize() leaves new elements uninitialised (default-initialised), so that a
-// large buffer costs no page until it is written. The training state's big arrays use it: the SIMD
-// kernels can then align every stream together (CPU-Adam's non-temporal half copy needs it), and
-// an offloaded state can be filled and swapped out piece by piece without ever being resident
-// whole. Callers that need zeros say so (assign(n, 0)).
+// large buffer costs no page until it is written. The training state's big arrays use it: an
+// offloaded master can be filled and swapped out piece by piece without ever being resident whole.
+// Callers that need zeros say so (assign(n, 0)).
 #pragma once
 
 #include <cstddef>

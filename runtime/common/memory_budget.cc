@@ -93,7 +93,6 @@ MemoryBudget memoryBudget() {
   Hierarchy h;
   if (findHierarchy(h)) {
     // Every level's limit applies; a path that is not visible here (another namespace) is skipped.
-    // Every level's limit applies; a path that is not visible here (another namespace) is skipped.
     const fs::path root = h.root.lexically_normal();
     for (fs::path dir = (root / fs::path(h.path).relative_path()).lexically_normal();;
          dir = dir.parent_path()) {

@@ -97,10 +97,11 @@ ZeroConfig parseZeroConfig(JsonReader& r, const Json& block,
       r.fail(p + ".cpu_offload", "optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed's rule)");
     z.offloadOptimizer.device = OffloadDevice::Cpu;
   }
-  if (cpuOffloadParam && z.offloadParam.device == OffloadDevice::None && z.stage != 3)
-    r.fail(p + ".cpu_offload_param", "parameter offload needs ZeRO stage 3 (DeepSpeed's rule)");
-  if (cpuOffloadParam && z.offloadParam.device == OffloadDevice::None)
+  if (cpuOffloadParam && z.offloadParam.device == OffloadDevice::None) {
+    if (z.stage != 3)
+      r.fail(p + ".cpu_offload_param", "parameter offload needs ZeRO stage 3 (DeepSpeed's rule)");
     z.offloadParam.device = OffloadDevice::Cpu;
+  }
   if (const Json* v = JsonReader::member(block, "offload_param"); v && v->is_object()) {
     const std::string o = "zero_optimization.offload_param";
     OffloadParamConfig& c = z.offloadParam;

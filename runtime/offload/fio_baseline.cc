@@ -1,6 +1,5 @@
 #include "runtime/offload/fio_baseline.h"
 
-#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "common/command_output.h"

@@ -126,10 +126,7 @@ void PageSwapper::swapOutAll() {
 }
 
 void PageSwapper::swapInAll() {
-  for (size_t g = 0; g < pieces_.size(); ++g) {
-    waitWrite(g);
-    waitRead(g);
-  }
+  for (size_t g = 0; g < pieces_.size(); ++g) fetch(g);
 }
 
 void PageSwapper::acquire(size_t g) {

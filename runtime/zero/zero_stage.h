@@ -143,7 +143,7 @@ class ZeroStage {
   ZeroContext ctx_;
   std::unique_ptr<PartitionLayout> layout_, shardLayout_;
   // Buffers (element counts in comments; F = flat size, S = shard size).
-  // The arrays CPU-Adam streams through are 64-byte aligned (common/aligned_vector.h).
+  // AlignedVector: no page is touched until written (the master is filled group by group).
   AlignedVector<char> working_;      // model dtype: F (stages 0-2) or S (stage 3)
   std::vector<char> grads_;          // grad dtype: F (stages 0, 1) or S (stages 2, 3)
   AlignedVector<float> master_;      // S; empty when the working copy is the master itself

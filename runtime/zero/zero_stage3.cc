@@ -152,7 +152,7 @@ void ZeroStage3::gatherLayer(int layer) {
   layerReady_[layer] = ctx_.queue.submit([this, layer, t0 = t0, t1 = t1] {
     const size_t chunk = layout_->chunk(t0, t1), bytes = dtypeBytes(ctx_.modelType);
     std::vector<char> all(ctx_.comm.size() * chunk * bytes);
-    const int swapped = swapGroup_.empty() ? -1 : swapGroup_[layer];
+    const int swapped = swapGroup_[layer];
     if (swapped >= 0) paramSwapper_->fetch(swapped);
     ctx_.comm.allGather(working_.data() + layout_->shardBegin(t0) * bytes, all.data(), chunk,
                         ctx_.modelType);
