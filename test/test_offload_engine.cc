@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "common/error.h"
-#include "runtime/offload/page_swapper.h"
+#include "runtime/offload/swap_file.h"
 #include "test/engine_harness.h"
 #include "test/scratch_dir.h"
 
@@ -170,7 +170,7 @@ TEST_CASE("offload_optimizer: bad settings are refused by name", "[offload]") {
       Catch::Contains("partial offload"));
   CHECK_THROWS_WITH(trainRanks(1, config(1, "fp32", offload("nvme", dir + "/missing")), 1),
                     Catch::Contains("missing: not a directory"));
-  CHECK_THROWS_WITH(ds::runtime::PageSwapper::checkSpace(dir, uint64_t{1} << 62),
+  CHECK_THROWS_WITH(ds::runtime::SwapFile::checkSpace(dir, uint64_t{1} << 62, "offload_optimizer"),
                     Catch::Contains("bytes of swap") && Catch::Contains("are free"));
   CHECK_THROWS_WITH(parse(config(1, "fp32", offload("nvme", dir)) .insert(1, R"("aio": {"use_gds": true}, )")),
                     Catch::Contains("aio.use_gds"));

@@ -74,30 +74,42 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
   // does: the fp32 gradients the update needs exist for one group at a time. With offload to
   // NVMe each group's master slices and state go to the swap file as soon as they exist.
   const PartitionLayout& shard = zero_->shardLayout();
+  const auto groupLimit = static_cast<size_t>(std::max<int64_t>(1, config_.zero.subGroupSize));
+  const std::vector<std::pair<size_t, size_t>> runs = shard.tensorRuns(groupLimit);
+  // What each group swaps: its master slice (16-bit models: fp32 copies of their own), then every
+  // optimizer state array, all of the group's length.
+  const size_t regionsPerGroup =
+      (zero_->separateMaster() ? 1 : 0) +
+      static_cast<size_t>(optimizerStateBytesPerParameter(optimizer) / sizeof(float));
+  auto groupRegionBytes = [&](size_t t0, size_t t1) {
+    return std::vector<size_t>(regionsPerGroup,
+                               (shard.shardBegin(t1) - shard.shardBegin(t0)) * sizeof(float));
+  };
   if (offload.device == OffloadDevice::Nvme) {
-    const double bytesPerElement = (zero_->separateMaster() ? sizeof(float) : 0) +
-                                   optimizerStateBytesPerParameter(optimizer);
-    swapper_ = std::make_unique<PageSwapper>(
-        config_.aio, offload.nvmePath, comm_.rank(),
-        static_cast<uint64_t>(bytesPerElement * static_cast<double>(shard.shardSize())),
-        "offload_optimizer", "optimizer");
+    uint64_t reserve = 0;
+    for (const auto& [t0, t1] : runs) reserve += SlotSwapper::groupBytes(groupRegionBytes(t0, t1));
+    swapper_ = std::make_unique<SlotSwapper>(config_.aio, offload.nvmePath, comm_.rank(), reserve,
+                                             "offload_optimizer", "optimizer",
+                                             static_cast<int>(offload.bufferCount));
   }
   const std::vector<ParamSpec> shardSpecs = shard.shardSpecs(specs_);
-  const auto groupLimit = static_cast<size_t>(std::max<int64_t>(1, config_.zero.subGroupSize));
-  for (const auto& [t0, t1] : shard.tensorRuns(groupLimit)) {
+  for (const auto& [t0, t1] : runs) {
     zero_->fillMaster(t0, t1);
     const std::vector<ParamSpec> groupSpecs(shardSpecs.begin() + t0, shardSpecs.begin() + t1);
     groups_.push_back(
         {t0, t1, makeOptimizer(optimizer, groupSpecs, shard.shardBegin(t0), shard.shardBegin(t1))});
     if (!swapper_) continue;
-    // Master slices (16-bit models: fp32 copies of their own) and every state array.
-    std::vector<PageSwapper::Region> arrays;
+    std::vector<SwapRegion> arrays;
     if (zero_->separateMaster()) {
       const size_t begin = shard.shardBegin(t0), end = shard.shardBegin(t1);
       arrays.push_back({zero_->masterData() + begin, (end - begin) * sizeof(float)});
     }
     for (const OptimizerStateArray& state : groups_.back().optimizer->stateArrays())
       arrays.push_back({state.data, state.count * sizeof(float)});
+    if (arrays.size() != regionsPerGroup)
+      throw Error("offload_optimizer: " + std::to_string(arrays.size()) +
+                  " arrays per sub-group, the swap file was sized for " +
+                  std::to_string(regionsPerGroup) + " (a bug)");
     swapper_->addGroup(arrays);
   }
   zero_->startParameterOffload();
@@ -236,29 +248,42 @@ bool Engine::step() {
       for (size_t i = 0; i < count; ++i) values[i] = sums[i];
     };
   // CPU-Adam writes the 16-bit working values in the same pass as the update, where the stage
-  // wants them (the working copy itself, or a 16-bit shard to be all-gathered).
+  // wants them (the working copy itself, or a 16-bit shard to be all-gathered). With offload to
+  // NVMe the master slice lies in a swap slot only while its group is updated, so an optimizer
+  // that does not fuse the copy has it converted right after, group by group.
   const bool fused = modelType_ != DType::F32 && groups_.front().optimizer->fusesHalfCopy();
-  char* halfOut = fused ? zero_->halfCopyTarget() : nullptr;
-  // With offload the master is needed after the loop only when the update did not write the
-  // working copy itself (then the groups stay in memory until publishParameters).
-  const bool freeEarly = fused || !zero_->separateMaster();
+  const bool convertPerGroup = swapper_ && zero_->separateMaster() && !fused;
+  char* halfOut = fused || convertPerGroup ? zero_->halfCopyTarget() : nullptr;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const SubGroup& group = groups_[gi];
-    if (swapper_) swapper_->acquire(gi);
+    const size_t begin = zero_->shardLayout().shardBegin(group.t0);
+    float* master = zero_->masterData() + begin;
+    if (swapper_) {  // the group's arrays in a resident slot: master slice first, then the state
+      const std::vector<void*>& at = swapper_->acquire(gi);
+      size_t next = 0;
+      if (zero_->separateMaster()) master = static_cast<float*>(at[next++]);
+      std::vector<float*> states;
+      for (; next < at.size(); ++next) states.push_back(static_cast<float*>(at[next]));
+      group.optimizer->bindState(states);
+    }
     // With one sub-group (the usual case) its gradients are still loaded from the statistics.
     if (groups_.size() > 1 || !zero_->statisticsLoadGroups())
       zero_->loadGroupGradients(group.t0, group.t1, groupGrads_, unscale_);
     if (clip < 1.0f)
       for (float& g : groupGrads_) g *= clip;
-    const size_t begin = zero_->shardLayout().shardBegin(group.t0);
     if (fused)
       update.halfCopy = {
           reinterpret_cast<uint16_t*>(halfOut + begin * dtypeBytes(modelType_)),
           modelType_ == DType::BF16 ? kernels::HalfFormat::Bf16 : kernels::HalfFormat::Fp16};
-    group.optimizer->step(zero_->masterData() + begin, groupGrads_.data(), update);
-    if (swapper_) swapper_->release(gi, freeEarly);
+    group.optimizer->step(master, groupGrads_.data(), update);
+    if (!swapper_) continue;
+    if (convertPerGroup)
+      convertElements(master, DType::F32, halfOut + begin * dtypeBytes(modelType_), modelType_,
+                      zero_->shardLayout().shardBegin(group.t1) - begin);
+    group.optimizer->unbindState();
+    swapper_->release(gi);
   }
-  zero_->publishParameters(fused);
+  zero_->publishParameters(fused || convertPerGroup);
   if (swapper_) swapper_->endStep();
   zero_->zeroGradients();
   scaler_.update(false);

@@ -24,7 +24,7 @@
 #include "runtime/config/ds_config.h"
 #include "runtime/lr/lr_schedule.h"
 #include "runtime/model/model.h"
-#include "runtime/offload/page_swapper.h"
+#include "runtime/offload/slot_swapper.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/precision/loss_scaler.h"
 #include "runtime/zero/comm_queue.h"
@@ -127,7 +127,7 @@ class Engine : private LayerAccess {
   std::vector<SubGroup> groups_;   // the optimizer, by sub_group_size runs of the shard
   // offload_optimizer nvme: the groups' master slices and states between steps (after groups_:
   // destroyed first, while the arrays it points into still exist).
-  std::unique_ptr<PageSwapper> swapper_;
+  std::unique_ptr<SlotSwapper> swapper_;
   // Throws, before anything big is allocated, when the model states cannot fit in the memory
   // this process may still take (runtime/common/memory_budget.h).
   void checkMemoryBudget(const OptimizerConfig& optimizer) const;

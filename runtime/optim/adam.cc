@@ -11,9 +11,10 @@ namespace ds::runtime {
 
 Adam::Adam(const AdamParams& params, const std::vector<ParamSpec>& specs, size_t begin, size_t end)
     : params_(params),
-      runs_(mergeByDecay(shardSegments(specs, begin, end))),
-      m_(end - begin, 0.0f),
-      v_(end - begin, 0.0f) {}
+      runs_(mergeByDecay(shardSegments(specs, begin, end))) {
+  addState("exp_avg", end - begin);
+  addState("exp_avg_sq", end - begin);
+}
 
 void Adam::step(float* params, const float* grads, const OptimizerStep& step) {
   ++steps_;
@@ -22,19 +23,17 @@ void Adam::step(float* params, const float* grads, const OptimizerStep& step) {
   const double beta2 = step.beta2.value_or(params_.beta2);
   kernels::AdamStepConstants c = kernels::adamStepConstants(
       lr, beta1, beta2, params_.eps, 0.0, params_.adamWMode, steps_, params_.biasCorrection);
+  float* m = state(0);
+  float* v = state(1);
   for (const ShardSegment& run : runs_) {
     const double wd = run.decay ? params_.weightDecay : 0.0;
     c.weightDecay = static_cast<float>(wd);
     c.decayFactor = static_cast<float>(1.0 - lr * wd);
     kernels::HalfCopy copy = step.halfCopy;
     if (copy.out != nullptr) copy.out += run.begin;
-    kernels::cpuAdamStep(params + run.begin, grads + run.begin, m_.data() + run.begin,
-                         v_.data() + run.begin, run.end - run.begin, c, copy);
+    kernels::cpuAdamStep(params + run.begin, grads + run.begin, m + run.begin,
+                         v + run.begin, run.end - run.begin, c, copy);
   }
-}
-
-std::vector<OptimizerStateArray> Adam::stateArrays() {
-  return {{"exp_avg", m_.data(), m_.size()}, {"exp_avg_sq", v_.data(), v_.size()}};
 }
 
 }  // namespace ds::runtime

@@ -22,8 +22,6 @@ class Adam : public Optimizer {
   // OneCycle does to torch's group["betas"].
   void step(float* params, const float* grads, const OptimizerStep& step) override;
   bool fusesHalfCopy() const override { return true; }
-  size_t stateBytes() const override { return (m_.size() + v_.size()) * sizeof(float); }
-  std::vector<OptimizerStateArray> stateArrays() override;
   int64_t steps() const override { return steps_; }
   void setSteps(int64_t steps) override { steps_ = steps; }
   const char* name() const override { return "Adam"; }
@@ -31,7 +29,6 @@ class Adam : public Optimizer {
  private:
   AdamParams params_;
   std::vector<ShardSegment> runs_;  // merged by decay flag
-  std::vector<float> m_, v_;
   int64_t steps_ = 0;
 };
 

@@ -26,10 +26,11 @@ inline float lambDirection(float m, float v, float p, float decay, const LambCon
 Lamb::Lamb(const LambParams& params, const std::vector<ParamSpec>& specs, size_t begin, size_t end)
     : params_(params),
       segments_(shardSegments(specs, begin, end)),
-      m_(end - begin, 0.0f),
-      v_(end - begin, 0.0f),
       sums_(2 * specs.size(), 0.0),
-      coeffs_(specs.size(), 1.0f) {}
+      coeffs_(specs.size(), 1.0f) {
+  addState("exp_avg", end - begin);
+  addState("exp_avg_sq", end - begin);
+}
 
 void Lamb::step(float* params, const float* grads, const OptimizerStep& step) {
   ++steps_;
@@ -45,15 +46,17 @@ void Lamb::step(float* params, const float* grads, const OptimizerStep& step) {
                         static_cast<float>(params_.eps), params_.epsInsideSqrt};
   const float weightDecay = static_cast<float>(params_.weightDecay);
 
+  float* m = state(0);
+  float* v = state(1);
   std::fill(sums_.begin(), sums_.end(), 0.0);
   for (const ShardSegment& seg : segments_) {
     const float decay = seg.decay ? weightDecay : 0.0f;
     double pSquares = 0.0, uSquares = 0.0;
     for (size_t j = seg.begin; j < seg.end; ++j) {
       const float g = grads[j];
-      m_[j] = c.beta1 * m_[j] + c.oneMinusBeta1 * g;
-      v_[j] = c.beta2 * v_[j] + c.oneMinusBeta2 * g * g;
-      const float u = lambDirection(m_[j], v_[j], params[j], decay, c);
+      m[j] = c.beta1 * m[j] + c.oneMinusBeta1 * g;
+      v[j] = c.beta2 * v[j] + c.oneMinusBeta2 * g * g;
+      const float u = lambDirection(m[j], v[j], params[j], decay, c);
       // fp32 squares are exact in double, so only the summation order can differ between shard
       // layouts.
       pSquares += static_cast<double>(params[j]) * params[j];
@@ -78,12 +81,8 @@ void Lamb::step(float* params, const float* grads, const OptimizerStep& step) {
     const float decay = seg.decay ? weightDecay : 0.0f;
     const float scale = stepSizeF * coeffs_[seg.tensor];
     for (size_t j = seg.begin; j < seg.end; ++j)
-      params[j] -= scale * lambDirection(m_[j], v_[j], params[j], decay, c);
+      params[j] -= scale * lambDirection(m[j], v[j], params[j], decay, c);
   }
-}
-
-std::vector<OptimizerStateArray> Lamb::stateArrays() {
-  return {{"exp_avg", m_.data(), m_.size()}, {"exp_avg_sq", v_.data(), v_.size()}};
 }
 
 }  // namespace ds::runtime

@@ -45,8 +45,6 @@ class Lamb : public Optimizer {
   // Calls step.sumAcrossShards exactly once (when set and the table is not empty) with
   // 2 * tensors values: [sum p^2, sum u^2] of tensor 0, then tensor 1, ...
   void step(float* params, const float* grads, const OptimizerStep& step) override;
-  size_t stateBytes() const override { return (m_.size() + v_.size()) * sizeof(float); }
-  std::vector<OptimizerStateArray> stateArrays() override;
   int64_t steps() const override { return steps_; }
   void setSteps(int64_t steps) override { steps_ = steps; }
   const char* name() const override { return "Lamb"; }
@@ -57,7 +55,6 @@ class Lamb : public Optimizer {
  private:
   LambParams params_;
   std::vector<ShardSegment> segments_;  // one per tensor piece: ratios are per tensor
-  std::vector<float> m_, v_;
   std::vector<double> sums_;  // 2 per tensor
   std::vector<float> coeffs_;
   int64_t steps_ = 0;

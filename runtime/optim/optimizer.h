@@ -41,16 +41,32 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // params and grads point at element `begin` of the flat buffers; params are updated in place.
   virtual void step(float* params, const float* grads, const OptimizerStep& step) = 0;
-  virtual size_t stateBytes() const = 0;
-  // Checkpoints: write into the arrays of a fresh optimizer, then setSteps(saved steps()), and
-  // the next step equals the one the saved optimizer would have taken (bitwise).
-  virtual std::vector<OptimizerStateArray> stateArrays() = 0;
+  // The element-wise state, in a fixed order: the optimizer's own arrays, or where bindState put
+  // them. Checkpoints: write into the arrays of a fresh optimizer, then setSteps(saved steps()),
+  // and the next step equals the one the saved optimizer would have taken (bitwise).
+  std::vector<OptimizerStateArray> stateArrays();
+  size_t stateBytes() const;
+  // offload_optimizer nvme: until unbindState(), the state is at `arrays` (stateArrays() order,
+  // same sizes): a resident slot the swapper read it into. The own arrays are then left alone (the
+  // swapper gives their pages back and uses them around checkpoints only).
+  void bindState(const std::vector<float*>& arrays);
+  void unbindState() { bound_.clear(); }
   virtual int64_t steps() const = 0;
   virtual void setSteps(int64_t steps) = 0;
   // "Adam" (also AdamW: same state), "Lamb", "SGD": checkpoints refuse to load across names.
   virtual const char* name() const = 0;
   // Whether step() writes OptimizerStep::halfCopy (otherwise the caller converts afterwards).
   virtual bool fusesHalfCopy() const { return false; }
+
+ protected:
+  // A zeroed state array of `count` elements (PyTorch's state key `name`); returns its index.
+  size_t addState(std::string name, size_t count);
+  float* state(size_t i) { return bound_.empty() ? own_[i].data() : bound_[i]; }
+
+ private:
+  std::vector<std::string> stateNames_;
+  std::vector<std::vector<float>> own_;
+  std::vector<float*> bound_;
 };
 
 }  // namespace ds::runtime

@@ -12,7 +12,9 @@ namespace ds::runtime {
 Sgd::Sgd(const SgdParams& params, const std::vector<ParamSpec>& specs, size_t begin, size_t end)
     : params_(params),
       runs_(mergeByDecay(shardSegments(specs, begin, end))),
-      buffer_(params.momentum != 0.0 ? end - begin : 0, 0.0f) {}
+      hasBuffer_(params.momentum != 0.0) {
+  if (hasBuffer_) addState("momentum_buffer", end - begin);
+}
 
 void Sgd::step(float* params, const float* grads, const OptimizerStep& step) {
   const double momentum = step.momentum.value_or(params_.momentum);
@@ -26,13 +28,14 @@ void Sgd::step(float* params, const float* grads, const OptimizerStep& step) {
   const float mom = static_cast<float>(momentum);
   const float keep = static_cast<float>(1.0 - params_.dampening);
   const bool useMomentum = momentum != 0.0, first = !bufferStarted_;
+  float* buffer = useMomentum ? state(0) : nullptr;
   for (const ShardSegment& run : runs_) {
     const float wd = run.decay ? static_cast<float>(params_.weightDecay) : 0.0f;
     for (size_t j = run.begin; j < run.end; ++j) {
       float d = grads[j];
       if (wd != 0.0f) d += wd * params[j];  // torch skips the add (and its NaN/inf) at wd 0
       if (useMomentum) {
-        float& buf = buffer_[j];
+        float& buf = buffer[j];
         buf = first ? d : mom * buf + keep * d;
         d = params_.nesterov ? d + mom * buf : buf;
       }
@@ -42,14 +45,9 @@ void Sgd::step(float* params, const float* grads, const OptimizerStep& step) {
   if (useMomentum) bufferStarted_ = true;
 }
 
-std::vector<OptimizerStateArray> Sgd::stateArrays() {
-  if (buffer_.empty()) return {};
-  return {{"momentum_buffer", buffer_.data(), buffer_.size()}};
-}
-
 void Sgd::setSteps(int64_t steps) {
   steps_ = steps;
-  bufferStarted_ = steps > 0 && !buffer_.empty();
+  bufferStarted_ = steps > 0 && hasBuffer_;
 }
 
 }  // namespace ds::runtime

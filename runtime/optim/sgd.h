@@ -22,9 +22,6 @@ class Sgd : public Optimizer {
   // step.momentum, when set, replaces the momentum for this step (OneCycle). A non-zero momentum
   // on an optimizer configured without one throws ds::Error: there is no buffer to keep it in.
   void step(float* params, const float* grads, const OptimizerStep& step) override;
-  size_t stateBytes() const override { return buffer_.size() * sizeof(float); }
-  // {"momentum_buffer"} with momentum, else empty.
-  std::vector<OptimizerStateArray> stateArrays() override;
   int64_t steps() const override { return steps_; }
   // steps > 0 marks a restored buffer as live; torch starts a buffer as a copy of the first
   // gradient, so a fresh one must not be decayed.
@@ -34,7 +31,7 @@ class Sgd : public Optimizer {
  private:
   SgdParams params_;
   std::vector<ShardSegment> runs_;  // merged by decay flag
-  std::vector<float> buffer_;
+  bool hasBuffer_;  // state array 0, {"momentum_buffer"}, exists only with momentum
   bool bufferStarted_ = false;
   int64_t steps_ = 0;
 };

@@ -1,0 +1,78 @@
+#include "runtime/offload/swap_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "common/error.h"
+
+namespace ds::runtime {
+
+void givePagesBack(void* data, size_t bytes) {
+  constexpr uintptr_t kPage = AlignedBuffer::kAlignment;
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin + kPage - 1) / kPage * kPage, last = (begin + bytes) / kPage * kPage;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+void SwapFile::checkSpace(const std::string& directory, uint64_t bytes, const std::string& what) {
+  struct statvfs fs {};
+  if (statvfs(directory.c_str(), &fs) != 0)
+    throw Error(what + ".nvme_path " + directory + ": " + std::strerror(errno));
+  const uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  if (free < bytes)
+    throw Error(what + ".nvme_path " + directory + ": the offloaded state needs " +
+                std::to_string(bytes) + " bytes of swap, " + std::to_string(free) +
+                " are free; free space or choose another directory");
+}
+
+SwapFile::SwapFile(const AioConfig& aio, const std::string& directory, int rank,
+                   uint64_t reserveBytes, std::string what, const std::string& stem)
+    : what_(std::move(what)), reservedBytes_(reserveBytes) {
+  if (!std::filesystem::is_directory(directory))
+    throw Error(what_ + ".nvme_path " + directory + ": not a directory");
+  engine_ = makeAioEngine(aio, directory);
+  checkSpace(directory, reservedBytes_, what_);
+  // A fresh name per process and rank; unlinked at once, reached through /proc/self/fd.
+  const std::string name = directory + "/.ds-" + stem + "-swap-" + std::to_string(getpid()) +
+                           "-rank" + std::to_string(rank);
+  fd_ = open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd_ < 0) throw Error(name + ": cannot create the swap file: " + std::strerror(errno));
+  unlink(name.c_str());
+  if (reservedBytes_ > 0) {
+    if (const int rc = posix_fallocate(fd_, 0, static_cast<off_t>(reservedBytes_)); rc != 0) {
+      close(fd_);
+      throw Error(directory + ": cannot reserve " + std::to_string(reservedBytes_) +
+                  " bytes for the " + what_ + " swap file: " + std::strerror(rc));
+    }
+  }
+  path_ = "/proc/self/fd/" + std::to_string(fd_);
+}
+
+SwapFile::~SwapFile() {
+  if (fd_ >= 0) close(fd_);
+}
+
+uint64_t SwapFile::allocate(uint64_t bytes) {
+  if (usedBytes_ + bytes > reservedBytes_)
+    throw Error(what_ + " swap file: the state outgrew the " + std::to_string(reservedBytes_) +
+                " bytes reserved for it (a bug: the reservation must cover every region)");
+  const uint64_t offset = usedBytes_;
+  usedBytes_ += bytes;
+  return offset;
+}
+
+void SwapFile::read(void* buffer, size_t bytes, uint64_t offset) const {
+  engine_->read(path_, buffer, bytes, offset);
+}
+
+void SwapFile::write(const void* buffer, size_t bytes, uint64_t offset) const {
+  engine_->write(path_, buffer, bytes, offset);
+}
+
+}  // namespace ds::runtime

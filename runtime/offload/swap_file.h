@@ -1,0 +1,62 @@
+// SwapFile: one rank's swap file for an offload, and the async I/O engine that moves bytes to and
+// from it. The file is unlinked as soon as it is created, so it disappears with the process however
+// it ends and a later job can never read it; it is reached through /proc/self/fd. Its space is
+// reserved up front (fallocate): a full disk is an error before training, naming the directory and
+// the bytes needed. Users lay their data out in it with allocate(). Used by PageSwapper
+// (offload_param) and SlotSwapper (offload_optimizer).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/offload/aio_engine.h"
+
+namespace ds::runtime {
+
+// An array to offload: its own storage.
+struct SwapRegion {
+  void* data;
+  size_t bytes;
+};
+
+// Gives the pages wholly inside [data, data + bytes) back to the OS (MADV_DONTNEED: they read as
+// zeros when touched again); the ragged ends stay.
+void givePagesBack(void* data, size_t bytes);
+
+class SwapFile {
+ public:
+  // `what` names the config block in errors ("offload_optimizer"); the file is
+  // DIRECTORY/.ds-<stem>-swap-PID-rankR until it is unlinked.
+  SwapFile(const AioConfig& aio, const std::string& directory, int rank, uint64_t reserveBytes,
+           std::string what, const std::string& stem);
+  ~SwapFile();
+  SwapFile(const SwapFile&) = delete;
+  SwapFile& operator=(const SwapFile&) = delete;
+
+  // The offset of the next `bytes` (a multiple of 4096) of the file; throws when they pass the
+  // reservation (a bug: it must cover everything).
+  uint64_t allocate(uint64_t bytes);
+  uint64_t usedBytes() const { return usedBytes_; }
+
+  // Blocking whole transfers; buffer, bytes and offset multiples of 4096 (O_DIRECT).
+  void read(void* buffer, size_t bytes, uint64_t offset) const;
+  void write(const void* buffer, size_t bytes, uint64_t offset) const;
+
+  const std::string& what() const { return what_; }
+  const char* engineName() const { return engine_->name(); }
+
+  // The directory's free space against `bytes`; throws ds::Error naming both (`what`: the config
+  // block, for the message).
+  static void checkSpace(const std::string& directory, uint64_t bytes, const std::string& what);
+
+ private:
+  std::string what_;
+  std::unique_ptr<AioEngine> engine_;
+  std::string path_;
+  int fd_ = -1;
+  uint64_t usedBytes_ = 0, reservedBytes_ = 0;
+};
+
+}  // namespace ds::runtime

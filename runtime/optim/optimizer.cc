@@ -1,0 +1,33 @@
+#include "runtime/optim/optimizer.h"
+
+#include "common/error.h"
+
+namespace ds::runtime {
+
+std::vector<OptimizerStateArray> Optimizer::stateArrays() {
+  std::vector<OptimizerStateArray> arrays;
+  for (size_t i = 0; i < own_.size(); ++i)
+    arrays.push_back({stateNames_[i], state(i), own_[i].size()});
+  return arrays;
+}
+
+size_t Optimizer::stateBytes() const {
+  size_t bytes = 0;
+  for (const auto& a : own_) bytes += a.size() * sizeof(float);
+  return bytes;
+}
+
+void Optimizer::bindState(const std::vector<float*>& arrays) {
+  if (arrays.size() != own_.size())
+    throw Error(std::string(name()) + ": bindState got " + std::to_string(arrays.size()) +
+                " arrays for " + std::to_string(own_.size()) + " state arrays (a bug)");
+  bound_ = arrays;
+}
+
+size_t Optimizer::addState(std::string name, size_t count) {
+  stateNames_.push_back(std::move(name));
+  own_.emplace_back(count, 0.0f);
+  return own_.size() - 1;
+}
+
+}  // namespace ds::runtime
