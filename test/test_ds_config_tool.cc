@@ -256,6 +256,16 @@ TEST_CASE("ds-config memory: where offloaded optimizer state lives", "[ds-config
   REQUIRE(r.status == 0);
   CHECK(r.out.find("offload_optimizer nvme: at stage 2 the master weights and optimizer states "
                    "(1.82 GiB per rank) live in a swap file in /nvme") != std::string::npos);
+  // One sub-group (the default sub_group_size is 1e9): one slot holding all of it.
+  CHECK(r.out.find("plus 1 swap slot(s) (buffer_count) of one sub-group each: 1.82 GiB") !=
+        std::string::npos);
+  const fs::path grouped = writeConfig("grouped.json", R"({"train_batch_size": 8, "bf16": {"enabled": true},
+      "zero_optimization": {"stage": 2, "sub_group_size": 10000000,
+                            "offload_optimizer": {"device": "nvme", "nvme_path": "/nvme"}}})");
+  const ToolRun g = runTool("memory " + grouped.string() + " --params 1.3B --world-size 8");
+  INFO(g.out << g.err);
+  CHECK(g.out.find("plus 4 swap slot(s) (buffer_count) of one sub-group each: 0.45 GiB") !=
+        std::string::npos);
   const fs::path cpu = writeConfig("cpu.json", R"({"train_batch_size": 8,
       "zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}}})");
   CHECK(runTool("memory " + cpu.string() + " --params 1M").out.find("offload_optimizer cpu:") !=

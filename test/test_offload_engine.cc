@@ -62,6 +62,31 @@ TEST_CASE("offload_optimizer: nvme and cpu train to bitwise the parameters of no
     }
 }
 
+TEST_CASE("offload_optimizer: nvme with any buffer_count, and with optimizers that do not fuse "
+          "the 16-bit copy, trains to bitwise the parameters of no offload",
+          "[offload]") {
+  const std::string dir = ds::test::makeScratchDir("offload-slots");
+  const std::string adam = R"({"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.01}})";
+  for (const std::string& optimizer :
+       {adam, std::string(R"({"type": "Lamb", "params": {"lr": 0.01}})"),
+        std::string(R"({"type": "SGD", "params": {"lr": 0.01, "momentum": 0.9}})")})
+    for (int slots : {1, 2, 5}) {
+      if (optimizer != adam && slots != 2) continue;
+      INFO(optimizer << ", buffer_count " << slots);
+      auto withOptimizer = [&](std::string json) {
+        return json.replace(json.find(adam), adam.size(), optimizer);
+      };
+      const std::string nvme = R"("offload_optimizer": {"device": "nvme", "buffer_count": )" +
+                               std::to_string(slots) + R"(, "nvme_path": ")" + dir + R"("})";
+      const auto plain = trainRanks(2, withOptimizer(config(2, "bf16", "")), 5);
+      const auto offloaded = trainRanks(2, withOptimizer(config(2, "bf16", nvme)), 5);
+      for (int r = 0; r < 2; ++r) {
+        CHECK(offloaded[r].params == plain[r].params);
+        CHECK(offloaded[r].losses == plain[r].losses);
+      }
+    }
+}
+
 TEST_CASE("offload_optimizer: checkpoints move between offloaded and resident runs",
           "[offload]") {
   const std::string dir = ds::test::makeScratchDir("offload-ckpt");

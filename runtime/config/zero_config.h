@@ -15,7 +15,7 @@ struct OffloadOptimizerConfig {
   OffloadDevice device = OffloadDevice::None;
   std::string nvmePath;
   bool pinMemory = false;   // no effect here (no device to DMA to)
-  int64_t bufferCount = 4;  // no effect here: sub-groups stream through the optimizer's own arrays
+  int64_t bufferCount = 4;  // nvme: resident slots a step streams the sub-groups through (>= 1)
   bool fastInit = false;    // no effect here
   double ratio = 1.0;
 };

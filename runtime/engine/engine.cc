@@ -59,7 +59,17 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
       {config_, comm_, *queue_, specs_, layerTensors_, modelType_, gradType_, commType_, count_});
   const OptimizerConfig optimizer = config_.optimizer.value_or(OptimizerConfig{});
   const OffloadOptimizerConfig& offload = config_.zero.offloadOptimizer;
-  checkMemoryBudget(optimizer);
+  // The optimizer runs in sub-groups of whole tensor slices of at most sub_group_size elements
+  // (a bigger tensor is a group of its own), each with its own state, as DeepSpeed's stage 3
+  // does: the fp32 gradients the update needs exist for one group at a time. With offload to
+  // NVMe each group's master slice and state go to the swap file as soon as they exist.
+  const PartitionLayout& shard = zero_->shardLayout();
+  const auto groupLimit = static_cast<size_t>(std::max<int64_t>(1, config_.zero.subGroupSize));
+  const std::vector<std::pair<size_t, size_t>> runs = shard.tensorRuns(groupLimit);
+  size_t largestGroup = 0;
+  for (const auto& [t0, t1] : runs)
+    largestGroup = std::max(largestGroup, shard.shardBegin(t1) - shard.shardBegin(t0));
+  checkMemoryBudget(optimizer, runs.size(), largestGroup);
   {
     // Every rank initialises identically, then rank 0's values win, as DeepSpeed broadcasts the
     // model at initialize(). The full fp32 copy is gone before any optimizer state exists.
@@ -69,13 +79,6 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
     zero_->initialise(init.data());
   }
 
-  // The optimizer runs in sub-groups of whole tensor slices of at most sub_group_size elements
-  // (a bigger tensor is a group of its own), each with its own state, as DeepSpeed's stage 3
-  // does: the fp32 gradients the update needs exist for one group at a time. With offload to
-  // NVMe each group's master slices and state go to the swap file as soon as they exist.
-  const PartitionLayout& shard = zero_->shardLayout();
-  const auto groupLimit = static_cast<size_t>(std::max<int64_t>(1, config_.zero.subGroupSize));
-  const std::vector<std::pair<size_t, size_t>> runs = shard.tensorRuns(groupLimit);
   // What each group swaps: its master slice (16-bit models: fp32 copies of their own), then every
   // optimizer state array, all of the group's length.
   const size_t regionsPerGroup =
@@ -120,10 +123,13 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
   }
 }
 
-void Engine::checkMemoryBudget(const OptimizerConfig& optimizer) const {
+void Engine::checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
+                               size_t largestGroup) const {
   // What this rank will hold at its peak, activations aside: the model states it keeps resident,
-  // CPU-Adam's 16-bit copy of the shard (stages 1-2) and one full fp32 copy of the parameters
-  // (the initial values at the start; fullParameters() for a trainer's sample or report).
+  // CPU-Adam's 16-bit copy of the shard (stages 1-2), one full fp32 copy of the parameters
+  // (the initial values at the start; fullParameters() for a trainer's sample or report) and,
+  // with offload to NVMe, the swap slots (buffer_count, or the number of sub-groups if fewer, of
+  // the largest sub-group's arrays).
   const int stage = config_.zero.stage;
   const double params = static_cast<double>(count_);
   const ModelStateEstimate e = estimateModelState(stage, modelType_, gradType_, params,
@@ -133,8 +139,15 @@ void Engine::checkMemoryBudget(const OptimizerConfig& optimizer) const {
   const double halfCopy = (stage == 1 || stage == 2) && modelType_ != DType::F32
                               ? dtypeBytes(modelType_) * params / comm_.size()
                               : 0.0;
+  const double slots =
+      offloaded ? static_cast<double>(std::min<size_t>(
+                      static_cast<size_t>(config_.zero.offloadOptimizer.bufferCount), groups)) *
+                      static_cast<double>(largestGroup) *
+                      ((e.masterWeights > 0 ? sizeof(float) : 0) +
+                       optimizerStateBytesPerParameter(optimizer))
+                : 0.0;
   const double need = e.parameters + e.gradients +
-                      (offloaded ? 0 : e.masterWeights + e.optimizerStates) + halfCopy +
+                      (offloaded ? slots : e.masterWeights + e.optimizerStates) + halfCopy +
                       sizeof(float) * params;
   const MemoryBudget budget = memoryBudget();
   if (need <= static_cast<double>(budget.availableBytes)) return;
@@ -143,9 +156,12 @@ void Engine::checkMemoryBudget(const OptimizerConfig& optimizer) const {
       " of memory (parameters " + humanBytes(e.parameters) + ", gradients " +
       humanBytes(e.gradients) + ", master weights " + humanBytes(e.masterWeights) +
       ", optimizer states " + humanBytes(e.optimizerStates) +
-      (offloaded ? ", the last two on NVMe" : "") + "), but only " +
+      (offloaded ? ", the last two on NVMe through " + humanBytes(slots) + " of swap slots"
+                 : "") +
+      "), but only " +
       humanBytes(static_cast<double>(budget.availableBytes)) + " is left under " + budget.source +
-      (offloaded ? "; use a higher ZeRO stage or more ranks, or raise the limit"
+      (offloaded ? "; use a higher ZeRO stage or more ranks, a smaller sub_group_size or "
+                   "offload_optimizer.buffer_count, or raise the limit"
                  : "; offload the optimizer state (zero_optimization.offload_optimizer: "
                    "{\"device\": \"nvme\", \"nvme_path\": DIR}), use a higher ZeRO stage or more "
                    "ranks, or raise the limit"));

@@ -130,7 +130,8 @@ class Engine : private LayerAccess {
   std::unique_ptr<SlotSwapper> swapper_;
   // Throws, before anything big is allocated, when the model states cannot fit in the memory
   // this process may still take (runtime/common/memory_budget.h).
-  void checkMemoryBudget(const OptimizerConfig& optimizer) const;
+  void checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
+                         size_t largestGroup) const;
   // NVMe offload: every swapped state in memory for `body` (a checkpoint), out again after.
   void swapStateIn();
   void swapStateOut();

@@ -2,6 +2,7 @@
 // world size, with the config's precision, accumulation dtype and optimizer (what DeepSpeed's
 // estimate_zero*_model_states_mem_needs print). The formulas are the engine's own allocations
 // (runtime/zero/memory_estimate.h), checked against it in test_engine.cc.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -112,13 +113,23 @@ void runMemory(const MemoryOptions& o) {
   // Where the master weights and optimizer states live with offload_optimizer.
   const auto& offload = c.zero.offloadOptimizer;
   const auto e = runtime::estimateModelState(c.zero.stage, model, grads, params, world, stateBytes);
-  if (offload.device == runtime::OffloadDevice::Nvme)
+  if (offload.device == runtime::OffloadDevice::Nvme) {
+    // A step streams the sub-groups through buffer_count resident slots of one group each, or
+    // fewer when there are fewer groups (a tensor bigger than sub_group_size is a group of its
+    // own: then the slots are bigger).
+    const double shard = c.zero.stage == 0 ? params : params / world;
+    const double groupElements = std::min(static_cast<double>(c.zero.subGroupSize), shard);
+    const double slotCount =
+        std::min(static_cast<double>(offload.bufferCount), std::ceil(shard / groupElements));
+    const double slots = slotCount * groupElements * ((e.masterWeights > 0 ? 4.0 : 0.0) + stateBytes);
     std::printf("offload_optimizer nvme: at stage %d the master weights and optimizer states "
                 "(%s per rank) live in a swap file in %s, %s of disk per rank; in memory: %s per "
-                "rank, plus the sub-groups being updated\n",
+                "rank, plus %.0f swap slot(s) (buffer_count) of one sub-group each: %s\n",
                 c.zero.stage, gib(e.masterWeights + e.optimizerStates).c_str(),
                 offload.nvmePath.c_str(), gib(e.masterWeights + e.optimizerStates).c_str(),
-                gib(e.parameters + e.gradients).c_str());
+                gib(e.parameters + e.gradients).c_str(),
+                slotCount, gib(slots).c_str());
+  }
   else if (offload.device == runtime::OffloadDevice::Cpu)
     std::printf("offload_optimizer cpu: the master weights and optimizer states live in CPU "
                 "memory, as everything does in this CPU-only runtime\n");

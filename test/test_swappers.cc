@@ -1,0 +1,153 @@
+// The offload swappers on a real swap file: SlotSwapper (offload_optimizer) streams groups through
+// its slots with any slot count and keeps every value across steps and checkpoints; PageSwapper
+// (offload_param) fetches, drops and writes groups in place; both give their arrays' pages back.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <vector>
+
+#include "common/error.h"
+#include "runtime/offload/page_swapper.h"
+#include "runtime/offload/slot_swapper.h"
+#include "test/scratch_dir.h"
+
+using ds::runtime::AioConfig;
+using ds::runtime::PageSwapper;
+using ds::runtime::SlotSwapper;
+using ds::runtime::SwapFile;
+using ds::runtime::SwapRegion;
+
+namespace {
+
+// Element e of array a of group g after `step` updates.
+float expected(size_t g, size_t a, size_t e, int step) {
+  return static_cast<float>(g * 100000 + a * 10000 + e % 9973) + 0.5f * step;
+}
+
+// Arrays of ragged, unaligned sizes (std::vector storage), several pages each.
+std::vector<std::vector<std::vector<float>>> makeHomes(size_t groups) {
+  const size_t sizes[] = {5003, 1021, 9000};
+  std::vector<std::vector<std::vector<float>>> homes(groups);
+  for (size_t g = 0; g < groups; ++g)
+    for (size_t a = 0; a < 3; ++a) {
+      homes[g].emplace_back(sizes[a] + g);
+      for (size_t e = 0; e < homes[g][a].size(); ++e) homes[g][a][e] = expected(g, a, e, 0);
+    }
+  return homes;
+}
+
+std::vector<SwapRegion> regionsOf(std::vector<std::vector<float>>& arrays) {
+  std::vector<SwapRegion> regions;
+  for (auto& a : arrays) regions.push_back({a.data(), a.size() * sizeof(float)});
+  return regions;
+}
+
+// An element in the middle of the array: on a page wholly inside it.
+float middle(const std::vector<float>& a) { return a[a.size() / 2]; }
+
+}  // namespace
+
+TEST_CASE("SlotSwapper: groups stream through any number of slots and keep their values across "
+          "steps and checkpoints",
+          "[offload]") {
+  const std::string dir = ds::test::makeScratchDir("slot-swapper");
+  for (int slots : {1, 2, 3, 8}) {
+    INFO(slots << " slot(s)");
+    constexpr size_t kGroups = 5;
+    auto homes = makeHomes(kGroups);
+    uint64_t reserve = 0;
+    for (auto& group : homes) {
+      std::vector<size_t> bytes;
+      for (const SwapRegion& r : regionsOf(group)) bytes.push_back(r.bytes);
+      reserve += SlotSwapper::groupBytes(bytes);
+    }
+    SlotSwapper swapper(AioConfig{}, dir, 0, reserve, "offload_optimizer", "test", slots);
+    for (auto& group : homes) swapper.addGroup(regionsOf(group));
+    CHECK(swapper.fileBytes() == reserve);
+    CHECK(middle(homes[2][0]) == 0.0f);  // the homes' pages were given back
+    CHECK(swapper.slotBytes() % 4096 == 0);
+
+    for (int step = 1; step <= 3; ++step) {
+      for (size_t g = 0; g < kGroups; ++g) {
+        const std::vector<void*>& at = swapper.acquire(g);
+        REQUIRE(at.size() == 3);
+        for (size_t a = 0; a < 3; ++a) {
+          CHECK(reinterpret_cast<uintptr_t>(at[a]) % 64 == 0);
+          auto* values = static_cast<float*>(at[a]);
+          const size_t n = homes[g][a].size();
+          size_t wrong = 0;
+          for (size_t e = 0; e < n; ++e) wrong += values[e] != expected(g, a, e, step - 1);
+          CHECK(wrong == 0);
+          for (size_t e = 0; e < n; ++e) values[e] += 0.5f;
+        }
+        // Arrays of a group start on different cache sets.
+        CHECK(reinterpret_cast<uintptr_t>(at[0]) % 4096 != reinterpret_cast<uintptr_t>(at[1]) % 4096);
+        swapper.release(g);
+      }
+      swapper.endStep();
+    }
+
+    // A checkpoint: everything into the homes, a load rewrites them, out again.
+    swapper.swapInAll();
+    size_t wrong = 0;
+    for (size_t g = 0; g < kGroups; ++g)
+      for (size_t a = 0; a < 3; ++a)
+        for (size_t e = 0; e < homes[g][a].size(); ++e) wrong += homes[g][a][e] != expected(g, a, e, 3);
+    CHECK(wrong == 0);
+    for (auto& group : homes)
+      for (auto& array : group) std::fill(array.begin(), array.end(), -1.0f);
+    swapper.swapOutAll();
+    CHECK(middle(homes[4][2]) == 0.0f);
+    for (size_t g = 0; g < kGroups; ++g) {
+      const std::vector<void*>& at = swapper.acquire(g);
+      for (size_t a = 0; a < 3; ++a) {
+        const auto* values = static_cast<const float*>(at[a]);
+        CHECK(std::all_of(values, values + homes[g][a].size(), [](float v) { return v == -1.0f; }));
+      }
+      swapper.release(g);
+    }
+    swapper.endStep();
+  }
+  CHECK(std::filesystem::is_empty(dir));  // the swap files were unlinked from the start
+}
+
+TEST_CASE("SlotSwapper and SwapFile: bad settings are refused by name", "[offload]") {
+  const std::string dir = ds::test::makeScratchDir("slot-swapper-bad");
+  CHECK_THROWS_WITH(SlotSwapper(AioConfig{}, dir, 0, 4096, "offload_optimizer", "t", 0),
+                    Catch::Contains("offload_optimizer.buffer_count"));
+  CHECK_THROWS_WITH(SlotSwapper(AioConfig{}, dir + "/none", 0, 4096, "offload_optimizer", "t", 2),
+                    Catch::Contains("offload_optimizer.nvme_path") && Catch::Contains("not a directory"));
+  SwapFile file(AioConfig{}, dir, 0, 8192, "offload_param", "t");
+  CHECK(file.allocate(4096) == 0);
+  CHECK(file.allocate(4096) == 4096);
+  CHECK_THROWS_WITH(file.allocate(4096), Catch::Contains("outgrew the 8192 bytes reserved"));
+}
+
+TEST_CASE("PageSwapper: groups are fetched, dropped clean and written back in place", "[offload]") {
+  const std::string dir = ds::test::makeScratchDir("page-swapper");
+  auto homes = makeHomes(3);
+  PageSwapper swapper(AioConfig{}, dir, 0, 1 << 20, "offload_param", "test");
+  for (auto& group : homes) swapper.addGroup(regionsOf(group));
+  CHECK(swapper.groupCount() == 3);
+  CHECK(middle(homes[1][2]) == 0.0f);  // given back
+  swapper.fetch(1);
+  CHECK(middle(homes[1][2]) == expected(1, 2, homes[1][2].size() / 2, 0));
+  // Written in place, then dropped clean: the change is lost, as the caller promised none.
+  homes[1][2][homes[1][2].size() / 2] = 7.0f;
+  swapper.dropClean(1);
+  swapper.fetch(1);
+  CHECK(middle(homes[1][2]) == expected(1, 2, homes[1][2].size() / 2, 0));
+  // Every group rewritten (a checkpoint load), then written out and read back.
+  swapper.swapInAll();
+  for (auto& group : homes)
+    for (auto& array : group) std::fill(array.begin(), array.end(), 3.0f);
+  swapper.markAllResident();
+  swapper.swapOutAll();
+  CHECK(middle(homes[0][0]) == 0.0f);
+  swapper.swapInAll();
+  for (auto& group : homes)
+    for (auto& array : group) CHECK(std::all_of(array.begin(), array.end(), [](float v) { return v == 3.0f; }));
+}
