@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/fnv1a.h"
+#include "runtime/common/allocator_policy.h"
 #include "runtime/common/memory_budget.h"
 #include "runtime/optim/make_optimizer.h"
 #include "runtime/zero/memory_estimate.h"
@@ -35,6 +36,7 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
       specs_(model.parameters()),
       scaler_(config.precision.lossScale, modelType_ == DType::F16) {
   if (specs_.empty()) throw Error("model: it has no parameters to train");
+  keepFreedMemoryForReuse();
   const int layers = model.layerCount();
   layerTensors_.assign(layers, {0, 0});
   for (size_t t = 0, begin = 0; t <= specs_.size(); ++t) {
