@@ -73,6 +73,11 @@ class Engine : private LayerAccess {
   // offload_optimizer nvme: the swap file's size and engine ("" / 0 without offload).
   size_t optimizerSwapBytes() const;
   std::string optimizerSwapEngine() const;
+  // offload_optimizer nvme: bytes read from and written to the swap file so far.
+  struct SwapTraffic {
+    uint64_t read = 0, written = 0;
+  };
+  SwapTraffic optimizerSwapTraffic() const;
   // offload_param nvme: bytes of this rank's parameter swap file (0 without).
   size_t parameterSwapBytes() const;
 

@@ -125,6 +125,11 @@ size_t Engine::optimizerSwapBytes() const { return swapper_ ? swapper_->fileByte
 
 size_t Engine::parameterSwapBytes() const { return zero_->parameterSwapBytes(); }
 
+Engine::SwapTraffic Engine::optimizerSwapTraffic() const {
+  if (!swapper_) return {};
+  return {swapper_->bytesRead(), swapper_->bytesWritten()};
+}
+
 std::string Engine::optimizerSwapEngine() const { return swapper_ ? swapper_->engineName() : ""; }
 
 void Engine::saveCheckpointResident(const std::string& dir, const std::string& tag) {

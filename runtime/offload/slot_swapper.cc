@@ -102,6 +102,7 @@ void SlotSwapper::startRead(size_t g) {
   slotGroup_[s] = static_cast<long>(g);
   const size_t bytes = groups_[g].bytes;
   const uint64_t offset = groups_[g].fileOffset;
+  bytesRead_ += bytes;
   slotIo_[s] = std::async(std::launch::async,
                           [this, at, bytes, offset] { file_.read(at, bytes, offset); });
 }
@@ -120,6 +121,7 @@ void SlotSwapper::release(size_t g) {
   const size_t s = slotOf(g), bytes = groups_[g].bytes;
   const uint64_t offset = groups_[g].fileOffset;
   const char* at = slot(s);
+  bytesWritten_ += bytes;
   slotIo_[s] = std::async(std::launch::async,
                           [this, at, bytes, offset] { file_.write(at, bytes, offset); });
 }

@@ -55,6 +55,9 @@ class SlotSwapper {
   void swapOutAll();  // every group from its homes to the file, then the homes given back
 
   size_t fileBytes() const { return file_.usedBytes(); }
+  // Bytes moved by acquire/release/endStep so far (a group still in its slot is not read).
+  uint64_t bytesRead() const { return bytesRead_; }
+  uint64_t bytesWritten() const { return bytesWritten_; }
   size_t slotBytes() const { return slotBytes_; }
   int slotCount() const { return static_cast<int>(slotGroup_.size()); }
   const char* engineName() const { return file_.engineName(); }
@@ -80,6 +83,7 @@ class SlotSwapper {
   std::vector<long> slotGroup_;          // the group a slot holds (or is reading); -1: none
   std::vector<std::future<void>> slotIo_;
   std::vector<void*> acquired_;
+  uint64_t bytesRead_ = 0, bytesWritten_ = 0;
 };
 
 }  // namespace ds::runtime

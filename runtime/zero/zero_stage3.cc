@@ -140,6 +140,7 @@ std::vector<float> ZeroStage3::fullParameters() {
 MemoryUsage ZeroStage3::memory() const {
   MemoryUsage m = ZeroStage::memory();
   for (const auto& v : layerParams_) m.buffers += v.capacity() * sizeof(float);
+  m.buffers += gatherStaging_.capacity();
   return m;
 }
 
@@ -151,7 +152,8 @@ void ZeroStage3::gatherLayer(int layer) {
   const auto [t0, t1] = ctx_.layerTensors[layer];
   layerReady_[layer] = ctx_.queue.submit([this, layer, t0 = t0, t1 = t1] {
     const size_t chunk = layout_->chunk(t0, t1), bytes = dtypeBytes(ctx_.modelType);
-    std::vector<char> all(ctx_.comm.size() * chunk * bytes);
+    std::vector<char>& all = gatherStaging_;
+    all.resize(ctx_.comm.size() * chunk * bytes);
     const int swapped = swapGroup_[layer];
     if (swapped >= 0) paramSwapper_->fetch(swapped);
     ctx_.comm.allGather(working_.data() + layout_->shardBegin(t0) * bytes, all.data(), chunk,

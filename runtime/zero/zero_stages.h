@@ -86,6 +86,9 @@ class ZeroStage3 : public ZeroStage {
   void prefetchFrom(int layer, int direction);
 
   std::vector<std::vector<float>> layerParams_;  // fp32 per layer: gathered
+  // The all-gather's rank-major staging, reused by every gather (they run one at a time on the
+  // communication queue): a fresh buffer per gather would be faulted in again each time.
+  std::vector<char> gatherStaging_;
   std::vector<std::shared_future<void>> layerReady_;
   std::vector<bool> persistent_;  // layers that stay gathered
   size_t liveElements_ = 0;
