@@ -1,0 +1,491 @@
+// bench_control_plane: the coordinator at scale. A real Coordinator runs in a child process (so
+// that its CPU seconds, peak RSS and threads are its own); this process plays N x R ranks that do
+// over real sockets what ds-workers do: each rank joins on its own connection, opens its Watch
+// stream, publishes a bootstrap address and reads the ones it needs (node leaders read every other
+// leader's, as the inter-node full mesh does; the other ranks read their leader's), heartbeats
+// every interval, and finally receives an abort. All ranks are driven by gRPC's callback API from
+// a few threads.
+// Prints: time from start to every rank ready, coordinator CPU and peak RSS, its threads, its CPU
+// share per second of wall time while every rank heartbeats, the time for the supervisor's check
+// to see a node that went silent, and the time for an abort to reach every rank.
+// Usage: bench_control_plane [--nodes N] [--ranks-per-node R] [--heartbeat-ms MS]
+//                            [--heartbeat-timeout-ms MS] [--measure-s S] [--json]
+#include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/bench_flags.h"
+#include "common/guarded_main.h"
+#include "coordinator.grpc.pb.h"
+#include "launcher/coordinator.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr char kToken[] = "bench-control-plane-token";
+// The supervisor's check interval (launcher/job_supervisor.cc).
+constexpr auto kSupervisorTick = std::chrono::milliseconds(50);
+
+struct Options {
+  long nodes = 8, ranksPerNode = 8, heartbeatMs = 1000, heartbeatTimeoutMs = 3000, measureS = 5;
+  bool json = false;
+  long ranks() const { return nodes * ranksPerNode; }
+};
+
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
+}
+
+// Lines over the socket pair between this process and the coordinator's.
+void writeLine(int fd, const std::string& line) {
+  const std::string text = line + "\n";
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) throw ds::Error("bench_control_plane: the control socket closed");
+    done += static_cast<size_t>(n);
+  }
+}
+
+std::string readLine(int fd) {
+  std::string line;
+  char c = 0;
+  while (true) {
+    const ssize_t n = read(fd, &c, 1);
+    if (n <= 0) throw ds::Error("bench_control_plane: the coordinator process went away");
+    if (c == '\n') return line;
+    line += c;
+  }
+}
+
+std::string procStatus(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key + ":", 0) == 0) {
+      std::istringstream fields(line.substr(key.size() + 1));
+      std::string value;
+      fields >> value;
+      return value;
+    }
+  return "0";
+}
+
+std::vector<ds::launcher::RankSlot> plan(const Options& o) {
+  std::vector<ds::launcher::RankSlot> ranks;
+  for (int node = 0; node < o.nodes; ++node)
+    for (int slot = 0; slot < o.ranksPerNode; ++slot)
+      ranks.push_back({static_cast<int>(ranks.size()), "node-" + std::to_string(node), slot, slot,
+                       static_cast<int>(o.ranksPerNode), node, static_cast<int>(o.nodes)});
+  return ranks;
+}
+
+// The coordinator process: serves the job and answers the bench's requests on `control`.
+int runCoordinator(const Options& o, int control) {
+  ds::launcher::CoordinatorOptions c;
+  c.bindAddress = "127.0.0.1";
+  c.token = kToken;
+  c.configJson = "{}";
+  c.ranks = plan(o);
+  c.heartbeatInterval = std::chrono::milliseconds(o.heartbeatMs);
+  c.heartbeatTimeout = std::chrono::milliseconds(o.heartbeatTimeoutMs);
+  ds::launcher::Coordinator coordinator(c);
+  writeLine(control, std::to_string(coordinator.port()));
+  while (true) {
+    const std::string request = readLine(control);
+    if (request == "stats") {
+      rusage usage{};
+      getrusage(RUSAGE_SELF, &usage);
+      const double cpu = usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 +
+                         usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
+      writeLine(control, std::to_string(cpu) + " " + procStatus("VmHWM") + " " +
+                             procStatus("Threads"));
+    } else if (request.rfind("silent ", 0) == 0) {
+      // As the supervisor does: a snapshot every tick, a rank silent for the timeout is lost.
+      const int node = std::stoi(request.substr(7));
+      while (true) {
+        const auto health = coordinator.snapshot();
+        const auto now = Clock::now();
+        bool all = true;
+        for (long r = node * o.ranksPerNode; r < (node + 1) * o.ranksPerNode; ++r)
+          all = all && now - health[r].lastHeartbeat > c.heartbeatTimeout;
+        if (all) break;
+        std::this_thread::sleep_for(kSupervisorTick);
+      }
+      writeLine(control, std::to_string(nowNs()));
+    } else if (request == "abort") {
+      const int64_t at = nowNs();
+      coordinator.broadcast(ds::CommandKind::Abort, "bench_control_plane");
+      writeLine(control, std::to_string(at));
+    } else {
+      coordinator.shutdown();
+      return 0;
+    }
+  }
+}
+
+// ---- the simulated ranks ----
+
+struct Tally {
+  std::mutex mutex;
+  std::condition_variable changed;
+  long ready = 0, aborted = 0, watchesDone = 0, failures = 0;
+  int64_t lastReadyNs = 0, lastAbortNs = 0;
+  std::string firstError;
+  void fail(const std::string& what) {
+    std::lock_guard lock(mutex);
+    if (failures++ == 0) firstError = what;
+    changed.notify_all();
+  }
+};
+
+class SimRank;
+
+// The command stream of one rank.
+class WatchReader : public grpc::ClientReadReactor<ds::proto::Command> {
+ public:
+  WatchReader(ds::proto::Coordinator::Stub& stub, int rank, uint64_t epoch, Tally& tally)
+      : tally_(tally) {
+    request_.mutable_auth()->set_token(kToken);
+    request_.mutable_auth()->set_epoch(epoch);
+    request_.set_rank(rank);
+    stub.async()->Watch(&context_, &request_, this);
+    StartRead(&command_);
+    StartCall();
+  }
+  void cancel() { context_.TryCancel(); }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    if (command_.kind() == ds::proto::Command::ABORT) {
+      std::lock_guard lock(tally_.mutex);
+      ++tally_.aborted;
+      tally_.lastAbortNs = std::max(tally_.lastAbortNs, nowNs());
+      tally_.changed.notify_all();
+    }
+    StartRead(&command_);
+  }
+  void OnDone(const grpc::Status&) override {
+    std::lock_guard lock(tally_.mutex);
+    ++tally_.watchesDone;
+    tally_.changed.notify_all();
+  }
+
+ private:
+  Tally& tally_;
+  grpc::ClientContext context_;
+  ds::proto::WatchRequest request_;
+  ds::proto::Command command_;
+};
+
+// One unary call on the callback API: the call's state lives until its callback has run.
+template <class Request, class Reply, class Start, class Done>
+void unaryCall(Start start, Request request, Done done) {
+  struct Call {
+    grpc::ClientContext context;
+    Request request;
+    Reply reply;
+  };
+  auto call = std::make_shared<Call>();
+  call->request = std::move(request);
+  call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+  start(&call->context, &call->request, &call->reply,
+        [call, done](grpc::Status status) { done(status, call->reply); });
+}
+
+class SimRank {
+ public:
+  SimRank(const std::string& address, int rank, const Options& o, Tally& tally)
+      : rank_(rank), node_(rank / o.ranksPerNode), o_(o), tally_(tally) {
+    grpc::ChannelArguments arguments;
+    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own, as a
+                                                              // worker process has
+    channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
+    stub_ = ds::proto::Coordinator::NewStub(channel_);
+  }
+
+  void start() { join(); }
+  void heartbeat() {
+    ds::proto::HeartbeatRequest request;
+    auth(request.mutable_auth());
+    request.set_rank(rank_);
+    request.set_state(ds::proto::WORKER_STATE_TRAINING);
+    request.set_step(++beats_);
+    request.set_phase("forward");
+    unaryCall<ds::proto::HeartbeatRequest, ds::proto::HeartbeatReply>(
+        [this](auto* c, auto* q, auto* p, auto f) { stub_->async()->Heartbeat(c, q, p, f); },
+        request, [this](const grpc::Status& s, auto&) {
+          if (!s.ok()) tally_.fail("Heartbeat: " + s.error_message());
+        });
+  }
+  void cancelWatch() {
+    if (watch_) watch_->cancel();
+  }
+  bool leader() const { return rank_ % o_.ranksPerNode == 0; }
+  int node() const { return node_; }
+
+ private:
+  void auth(ds::proto::JobAuth* a) const {
+    a->set_token(kToken);
+    a->set_epoch(epoch_);
+  }
+  static std::string addressKey(long rank) { return "bench/addr/" + std::to_string(rank); }
+
+  void join() {
+    ds::proto::JoinRequest request;
+    request.mutable_auth()->set_token(kToken);
+    request.set_host("node-" + std::to_string(node_));
+    request.set_local_slot(static_cast<int>(rank_ % o_.ranksPerNode));
+    request.set_pid(rank_);
+    unaryCall<ds::proto::JoinRequest, ds::proto::JoinReply>(
+        [this](auto* c, auto* q, auto* p, auto f) { stub_->async()->Join(c, q, p, f); }, request,
+        [this](const grpc::Status& s, const ds::proto::JoinReply& reply) {
+          if (!s.ok()) return tally_.fail("Join: " + s.error_message());
+          epoch_ = reply.epoch();
+          watch_ = std::make_unique<WatchReader>(*stub_, rank_, epoch_, tally_);
+          publish();
+        });
+  }
+
+  void publish() {
+    ds::proto::KvSetRequest request;
+    auth(request.mutable_auth());
+    request.set_key(addressKey(rank_));
+    request.set_value("127.0.0.1:" + std::to_string(20000 + rank_));
+    unaryCall<ds::proto::KvSetRequest, ds::proto::KvSetReply>(
+        [this](auto* c, auto* q, auto* p, auto f) { stub_->async()->KvSet(c, q, p, f); }, request,
+        [this](const grpc::Status& s, auto&) {
+          if (!s.ok()) return tally_.fail("KvSet: " + s.error_message());
+          if (leader()) {
+            nextPeer_ = 0;
+            readNextLeader();
+          } else {
+            read(node_ * o_.ranksPerNode, [this] { ready(); });
+          }
+        });
+  }
+
+  // A leader reads every other leader's address, one after the other (Gloo's full mesh).
+  void readNextLeader() {
+    if (nextPeer_ == node_) ++nextPeer_;
+    if (nextPeer_ >= o_.nodes) return ready();
+    const long peer = nextPeer_++ * o_.ranksPerNode;
+    read(peer, [this] { readNextLeader(); });
+  }
+
+  template <class Then>
+  void read(long rank, Then then) {
+    ds::proto::KvGetRequest request;
+    auth(request.mutable_auth());
+    request.set_key(addressKey(rank));
+    request.set_timeout_ms(5 * 60 * 1000);
+    unaryCall<ds::proto::KvGetRequest, ds::proto::KvGetReply>(
+        [this](auto* c, auto* q, auto* p, auto f) { stub_->async()->KvGet(c, q, p, f); }, request,
+        [this, then](const grpc::Status& s, auto&) {
+          if (!s.ok()) return tally_.fail("KvGet: " + s.error_message());
+          then();
+        });
+  }
+
+  void ready() {
+    std::lock_guard lock(tally_.mutex);
+    ++tally_.ready;
+    tally_.lastReadyNs = std::max(tally_.lastReadyNs, nowNs());
+    tally_.changed.notify_all();
+  }
+
+  int rank_, node_;
+  const Options& o_;
+  Tally& tally_;
+  uint64_t epoch_ = 0;
+  long nextPeer_ = 0;
+  int64_t beats_ = 0;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<ds::proto::Coordinator::Stub> stub_;
+  std::unique_ptr<WatchReader> watch_;
+};
+
+struct CoordinatorStats {
+  double cpu = 0;
+  double rssMiB = 0;
+  long threads = 0;
+};
+
+CoordinatorStats stats(int control) {
+  writeLine(control, "stats");
+  std::istringstream fields(readLine(control));
+  CoordinatorStats s;
+  long rssKiB = 0;
+  fields >> s.cpu >> rssKiB >> s.threads;
+  s.rssMiB = rssKiB / 1024.0;
+  return s;
+}
+
+template <class Predicate>
+bool waitFor(Tally& tally, std::chrono::seconds limit, Predicate done) {
+  std::unique_lock lock(tally.mutex);
+  return tally.changed.wait_for(lock, limit, [&] { return done() || tally.failures > 0; }) &&
+         tally.failures == 0;
+}
+
+int run(const Options& o) {
+  // Thousands of connections: one descriptor each, on both sides.
+  rlimit files{};
+  getrlimit(RLIMIT_NOFILE, &files);
+  const rlim_t wanted = static_cast<rlim_t>(o.ranks()) + 1024;
+  if (files.rlim_max < wanted)
+    throw ds::Error(std::to_string(o.ranks()) + " ranks need " + std::to_string(wanted) +
+                    " file descriptors; the hard limit is " + std::to_string(files.rlim_max) +
+                    " (raise it with ulimit -Hn as root, or simulate fewer ranks)");
+  files.rlim_cur = std::max(files.rlim_cur, wanted);
+  setrlimit(RLIMIT_NOFILE, &files);
+
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+    throw ds::Error("bench_control_plane: socketpair failed");
+  const int64_t startNs = nowNs();
+  const pid_t child = fork();  // before any gRPC state exists in this process
+  if (child < 0) throw ds::Error("bench_control_plane: fork failed");
+  if (child == 0) {
+    close(pair[0]);
+    int status = 1;
+    try {
+      status = runCoordinator(o, pair[1]);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_control_plane: coordinator: %s\n", e.what());
+    }
+    _exit(status);
+  }
+  close(pair[1]);
+  const int control = pair[0];
+  const std::string address = "127.0.0.1:" + readLine(control);
+
+  Tally tally;
+  std::vector<std::unique_ptr<SimRank>> ranks;
+  for (int r = 0; r < o.ranks(); ++r)
+    ranks.push_back(std::make_unique<SimRank>(address, r, o, tally));
+  for (auto& rank : ranks) rank->start();
+  const bool allReady = waitFor(tally, std::chrono::seconds(600), [&] { return tally.ready == o.ranks(); });
+  const double readyS = (tally.lastReadyNs - startNs) / 1e9;
+  CoordinatorStats peak = stats(control);
+  auto keepPeak = [&](const CoordinatorStats& s) {
+    peak.cpu = s.cpu;
+    peak.rssMiB = std::max(peak.rssMiB, s.rssMiB);
+    peak.threads = std::max(peak.threads, s.threads);
+  };
+
+  // Heartbeats from every rank each interval, spread over it as independent workers' would be;
+  // node 0 falls silent on request.
+  std::atomic<bool> stopBeats{false}, silenceNode0{false};
+  std::atomic<int64_t> node0LastBeatNs{0};
+  std::thread beater([&] {
+    constexpr int kSlices = 20;
+    const auto slice = std::chrono::milliseconds(o.heartbeatMs) / kSlices;
+    auto next = Clock::now();
+    for (long tick = 0; !stopBeats; ++tick) {
+      const long s = tick % kSlices;
+      for (long r = s; r < o.ranks(); r += kSlices) {
+        if (ranks[r]->node() == 0 && silenceNode0) continue;
+        ranks[r]->heartbeat();
+        if (ranks[r]->node() == 0) node0LastBeatNs = nowNs();
+      }
+      next += slice;
+      std::this_thread::sleep_until(next);
+    }
+  });
+  double heartbeatFraction = 0, detectS = 0, abortS = 0;
+  if (allReady) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.heartbeatMs));  // steady state
+    const CoordinatorStats before = stats(control);
+    keepPeak(before);
+    std::this_thread::sleep_for(std::chrono::seconds(o.measureS));
+    const CoordinatorStats after = stats(control);
+    keepPeak(after);
+    heartbeatFraction = (after.cpu - before.cpu) / static_cast<double>(o.measureS);
+
+    silenceNode0 = true;
+    std::this_thread::sleep_for(kSupervisorTick * 2);  // its last beats are out
+    writeLine(control, "silent 0");
+    detectS = (std::stoll(readLine(control)) - node0LastBeatNs) / 1e9;
+
+    writeLine(control, "abort");
+    const int64_t abortAt = std::stoll(readLine(control));
+    if (waitFor(tally, std::chrono::seconds(60), [&] { return tally.aborted == o.ranks(); }))
+      abortS = (tally.lastAbortNs - abortAt) / 1e9;
+    keepPeak(stats(control));
+  }
+  stopBeats = true;
+  beater.join();
+  writeLine(control, "exit");
+  for (auto& rank : ranks) rank->cancelWatch();
+  waitFor(tally, std::chrono::seconds(60), [&] { return tally.watchesDone == tally.ready; });
+  int status = 0;
+  waitpid(child, &status, 0);
+  close(control);
+  if (!allReady || tally.failures > 0)
+    throw ds::Error("bench_control_plane: " + std::to_string(tally.ready) + " of " +
+                    std::to_string(o.ranks()) + " ranks got ready" +
+                    (tally.firstError.empty() ? "" : "; first error: " + tally.firstError));
+
+  if (o.json) {
+    std::printf("{\"ranks\": %ld, \"nodes\": %ld, \"ready_s\": %.3f, \"coordinator_cpu_s\": %.2f, "
+                "\"coordinator_rss_mib\": %.0f, \"threads\": %ld, \"heartbeat_core_fraction\": "
+                "%.4f, \"detect_silent_node_s\": %.3f, \"abort_all_s\": %.3f}\n",
+                o.ranks(), o.nodes, readyS, peak.cpu, peak.rssMiB, peak.threads,
+                heartbeatFraction, detectS, abortS);
+    return 0;
+  }
+  std::printf("bench_control_plane: %ld ranks (%ld nodes x %ld), one connection per rank, "
+              "heartbeat every %ld ms, timeout %ld ms\n",
+              o.ranks(), o.nodes, o.ranksPerNode, o.heartbeatMs, o.heartbeatTimeoutMs);
+  std::printf("  every rank ready          %8.3f s   (join, watch, publish, read the addresses)\n",
+              readyS);
+  std::printf("  coordinator               %8.2f CPU s, peak RSS %.0f MiB, %ld threads\n",
+              peak.cpu, peak.rssMiB, peak.threads);
+  std::printf("  heartbeat load            %8.1f %% of one core (target < 10%% at 8192 ranks)\n",
+              100 * heartbeatFraction);
+  std::printf("  silent node detected in   %8.3f s   (timeout %.3f s)\n", detectS,
+              o.heartbeatTimeoutMs / 1e3);
+  std::printf("  abort reached every rank  %8.3f s   (target < 1 s)\n", abortS);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return ds::guardedMain("bench_control_plane", [&] {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--json") {
+        o.json = true;
+        continue;
+      }
+      if (i + 1 >= argc) throw ds::Error(a + ": unknown flag or missing value");
+      const std::string v = argv[++i];
+      using ds::bench::flagNumber;
+      if (a == "--nodes") o.nodes = flagNumber(a, v, 1, 4096);
+      else if (a == "--ranks-per-node") o.ranksPerNode = flagNumber(a, v, 1, 64);
+      else if (a == "--heartbeat-ms") o.heartbeatMs = flagNumber(a, v, 20, 60000);
+      else if (a == "--heartbeat-timeout-ms") o.heartbeatTimeoutMs = flagNumber(a, v, 100, 600000);
+      else if (a == "--measure-s") o.measureS = flagNumber(a, v, 1, 600);
+      else throw ds::Error(a + ": unknown flag (see the usage at the top of bench_control_plane.cc)");
+    }
+    return run(o);
+  });
+}
