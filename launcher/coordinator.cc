@@ -1,5 +1,17 @@
-// Coordinator: the gRPC service implementation (sync API: one server thread per in-flight call,
-// which suits jobs of up to a few hundred ranks; Watch streams and blocked KvGets each hold one).
+// Coordinator: the gRPC service implementation.
+//
+// Threading model: the service runs on gRPC's callback API. Every handler runs on one of gRPC's few
+// callback threads (about one per core, whatever the number of ranks) and returns without
+// blocking. Unary calls finish at once. KvGet, KvWait and KvMultiGet park a callback in the
+// MemoryStore (runtime/comm/memory_store.h), completed by the set that adds their last key, by the
+// store's timer thread at the deadline, by the client's cancellation or by shutdown(). Each Watch
+// stream is a reactor that holds no thread: broadcast() queues a command and starts a write on
+// every open stream, and a stream that breaks marks its rank lost at once. So parked reads and
+// open streams cost memory, not threads, and nothing polls.
+// Locks: `mutex` guards the job's state shared with ds-launch's threads (ranks, commands, offers);
+// `streamsMutex` the set of open streams; each stream its own write state. Order: streamsMutex,
+// then a stream's lock, then mutex. gRPC runs OnWriteDone and OnDone of a stream on its own
+// threads, never inside our StartWrite or Finish, so holding streamsMutex across those is safe.
 #include "launcher/coordinator.h"
 
 #include <arpa/inet.h>
@@ -10,10 +22,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 
 #include "common/error.h"
 #include "coordinator.grpc.pb.h"
@@ -74,15 +90,54 @@ grpc::Status storeError(const Error& e) {
 
 }  // namespace
 
-struct Coordinator::State final : proto::Coordinator::Service {
+// A KvGet, KvWait or KvMultiGet parked in the store until its keys exist.
+class StoreWait final : public grpc::ServerUnaryReactor {
+ public:
+  explicit StoreWait(runtime::MemoryStore& store) : store_(store) {}
+  // The store's wait id, shared with the handler that learns it after this may be gone.
+  std::shared_ptr<std::atomic<uint64_t>> id = std::make_shared<std::atomic<uint64_t>>(0);
+  void OnCancel() override { store_.cancelWait(id->load()); }  // completes it with an error
+  void OnDone() override { delete this; }
+
+ private:
+  runtime::MemoryStore& store_;
+};
+
+struct Coordinator::State final : proto::Coordinator::CallbackService {
+  // One rank's Watch stream: commands are written one at a time, in order, as broadcast() queues
+  // them; the stream ends with OK at shutdown, and a broken one marks its rank lost.
+  class CommandStream final : public grpc::ServerWriteReactor<proto::Command> {
+   public:
+    CommandStream(State& state, int rank) : state_(state), rank_(rank) {}
+    void pump();                        // starts writing the next queued command, if idle
+    void end(const grpc::Status& why);  // finishes the stream once (after a write in flight)
+    void OnWriteDone(bool ok) override;
+    void OnCancel() override;
+    void OnDone() override;
+
+   private:
+    void broke();  // the worker is gone: its rank is lost unless it reported, then end
+
+    State& state_;
+    const int rank_;
+    std::mutex mutex_;
+    bool writing_ = false, finished_ = false;
+    std::optional<grpc::Status> finishAfterWrite_;
+    size_t sent_ = 0;
+    proto::Command command_;
+  };
+
   CoordinatorOptions options;
   runtime::MemoryStore store;
   mutable std::mutex mutex;
-  std::condition_variable commandsChanged;
   std::vector<RankStatus> ranks;
   std::vector<int> nodeSizes;  // ranks per node, by node rank: the same in every JoinReply
+  std::map<std::pair<std::string, int>, const RankSlot*> slotOf;  // (host, slot) -> plan entry
+  std::map<std::string, std::vector<int>> hostSlots;  // every slot id of each host, in plan order
   std::vector<std::pair<CommandKind, std::string>> commands;  // every worker receives all, in order
   bool shuttingDown = false;
+  std::mutex streamsMutex;
+  std::set<CommandStream*> streams;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
   // Refusals are logged at most kRefusalsPerSecond a second: a flood of bad requests must not
@@ -92,7 +147,8 @@ struct Coordinator::State final : proto::Coordinator::Service {
   std::chrono::steady_clock::time_point refusalWindow{};
   int refusalsInWindow = 0, refusalsSuppressed = 0;
 
-  void logRefusal(grpc::ServerContext* context, const std::string& rpc, const std::string& why) {
+  void logRefusal(grpc::CallbackServerContext* context, const std::string& rpc,
+                  const std::string& why) {
     std::lock_guard lock(refusalMutex);
     const auto now = std::chrono::steady_clock::now();
     if (now - refusalWindow >= std::chrono::seconds(1)) {
@@ -112,8 +168,8 @@ struct Coordinator::State final : proto::Coordinator::Service {
   }
 
   // Checks token and epoch; logs and returns the refusal otherwise.
-  grpc::Status admit(grpc::ServerContext* context, const proto::JobAuth& auth, const char* rpc,
-                     bool anyEpoch = false) {
+  grpc::Status admit(grpc::CallbackServerContext* context, const proto::JobAuth& auth,
+                     const char* rpc, bool anyEpoch = false) {
     if (!constantTimeEquals(auth.token(), options.token)) {
       logRefusal(context, rpc, "wrong job token");
       return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "wrong job token");
@@ -129,34 +185,90 @@ struct Coordinator::State final : proto::Coordinator::Service {
     return grpc::Status::OK;
   }
 
-  // Admission, then a store operation whose ds::Error becomes the matching gRPC status.
+  static grpc::ServerUnaryReactor* finished(grpc::CallbackServerContext* context,
+                                            const grpc::Status& status) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(status);
+    return reactor;
+  }
+
+  // Admission, then a store operation that does not block; its ds::Error becomes the status.
   template <typename Request, typename Operation>
-  grpc::Status storeCall(grpc::ServerContext* context, const Request* request, const char* rpc,
-                         Operation operation) {
-    if (auto status = admit(context, request->auth(), rpc); !status.ok()) return status;
+  grpc::ServerUnaryReactor* storeCall(grpc::CallbackServerContext* context,
+                                      const Request* request, const char* rpc,
+                                      Operation operation) {
+    if (auto status = admit(context, request->auth(), rpc); !status.ok())
+      return finished(context, status);
     try {
       operation();
     } catch (const Error& e) {
-      return storeError(e);
+      return finished(context, storeError(e));
     }
-    return grpc::Status::OK;
+    return finished(context, grpc::Status::OK);
   }
 
-  static std::chrono::milliseconds storeWait(uint32_t requestedMs) {
+  // Admission, then a wait for `keys` parked in the store; `fill` writes their values into the
+  // reply when they all exist.
+  template <typename Request, typename Fill>
+  grpc::ServerUnaryReactor* storeWait(grpc::CallbackServerContext* context,
+                                      const Request* request, const char* rpc,
+                                      std::vector<std::string> keys, Fill fill) {
+    if (auto status = admit(context, request->auth(), rpc); !status.ok())
+      return finished(context, status);
+    auto* wait = new StoreWait(store);
+    const std::shared_ptr<std::atomic<uint64_t>> id = wait->id;
+    try {
+      // `wait` may be finished and deleted before waitAsync returns: only `id` is touched after.
+      id->store(store.waitAsync(std::move(keys), storeTimeout(request->timeout_ms()),
+                                [wait, fill](std::exception_ptr error,
+                                             std::vector<std::string> values) {
+                                  grpc::Status status = grpc::Status::OK;
+                                  try {
+                                    if (error) std::rethrow_exception(error);
+                                    fill(values);
+                                  } catch (const Error& e) {
+                                    status = storeError(e);
+                                  }
+                                  wait->Finish(status);
+                                }));
+    } catch (const Error& e) {  // refused before anything was parked (too many keys)
+      delete wait;
+      return finished(context, storeError(e));
+    }
+    return wait;
+  }
+
+  static std::chrono::milliseconds storeTimeout(uint32_t requestedMs) {
     return std::chrono::milliseconds(std::min(requestedMs, kMaxStoreWaitMs));
   }
 
   bool validRank(int rank) const { return rank >= 0 && rank < static_cast<int>(ranks.size()); }
 
-  grpc::Status Join(grpc::ServerContext* context, const proto::JoinRequest* request,
-                    proto::JoinReply* reply) override {
+  void markLost(int rank) {
+    std::lock_guard lock(mutex);
+    if (validRank(rank) && !shuttingDown && !ranks[rank].report && !ranks[rank].lost) {
+      ranks[rank].lost = true;
+      ranks[rank].lostAt = std::chrono::steady_clock::now();
+    }
+  }
+
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
+                                 const proto::JoinRequest* request,
+                                 proto::JoinReply* reply) override {
+    return finished(context, join(context, request, reply));
+  }
+
+  grpc::Status join(grpc::CallbackServerContext* context, const proto::JoinRequest* request,
+                    proto::JoinReply* reply) {
     if (auto status = admit(context, request->auth(), "Join", true); !status.ok()) return status;
     const RankSlot* slot = nullptr;
-    for (const auto& candidate : options.ranks)
-      if (request->by_rank()
-              ? candidate.rank == request->rank()
-              : candidate.host == request->host() && candidate.slot == request->local_slot())
-        slot = &candidate;
+    if (request->by_rank()) {
+      if (request->rank() >= 0 && request->rank() < static_cast<int>(options.ranks.size()))
+        slot = &options.ranks[request->rank()];
+    } else if (auto it = slotOf.find({request->host(), request->local_slot()});
+               it != slotOf.end()) {
+      slot = it->second;
+    }
     if (slot == nullptr && request->by_rank()) {
       logRefusal(context, "Join",
                  "rank " + std::to_string(request->rank()) + " is not in the plan (world size " +
@@ -204,8 +316,7 @@ struct Coordinator::State final : proto::Coordinator::Service {
     reply->set_slot(slot->slot);
     reply->set_node_rank(slot->nodeRank);
     reply->set_node_count(slot->nodeCount);
-    for (const auto& other : options.ranks)
-      if (other.host == slot->host) reply->add_node_slots(other.slot);
+    for (int id : hostSlots.at(slot->host)) reply->add_node_slots(id);
     for (int size : nodeSizes) reply->add_node_sizes(size);
     auto* program = reply->mutable_program();
     program->set_module(options.programModule);
@@ -215,75 +326,90 @@ struct Coordinator::State final : proto::Coordinator::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Watch(grpc::ServerContext* context, const proto::WatchRequest* request,
-                     grpc::ServerWriter<proto::Command>* writer) override {
-    if (auto status = admit(context, request->auth(), "Watch"); !status.ok()) return status;
-    size_t sent = 0;
-    std::unique_lock lock(mutex);
-    // A stream that breaks before the rank reported means its process is gone (killed, crashed,
-    // its node lost): on every backend this is how an exit is seen within one wake-up.
-    const int rank = request->rank();
-    struct MarkLost {
-      State& state;
-      int rank;
-      ~MarkLost() {
-        if (state.validRank(rank) && !state.shuttingDown && !state.ranks[rank].report) {
-          state.ranks[rank].lost = true;
-          state.ranks[rank].lostAt = std::chrono::steady_clock::now();
-        }
-      }
-    } markLost{*this, rank};
-    while (!shuttingDown && !context->IsCancelled()) {
-      while (sent < commands.size()) {
-        proto::Command command;
-        command.set_kind(commands[sent].first == CommandKind::Abort ? proto::Command::ABORT
-                                                                    : proto::Command::STOP);
-        command.set_reason(commands[sent].second);
-        ++sent;
-        lock.unlock();
-        const bool ok = writer->Write(command);
-        lock.lock();
-        if (!ok) return grpc::Status::CANCELLED;
-      }
-      // Wake periodically to notice a cancelled stream (the worker died).
-      commandsChanged.wait_for(lock, std::chrono::milliseconds(50));
+  grpc::ServerWriteReactor<proto::Command>* Watch(grpc::CallbackServerContext* context,
+                                                  const proto::WatchRequest* request) override {
+    auto* stream = new CommandStream(*this, request->rank());
+    if (auto status = admit(context, request->auth(), "Watch"); !status.ok()) {
+      stream->end(status);
+      return stream;
     }
-    return grpc::Status::OK;
+    {
+      std::lock_guard lock(streamsMutex);
+      streams.insert(stream);
+    }
+    bool ending = false;
+    {
+      std::lock_guard lock(mutex);
+      ending = shuttingDown;
+    }
+    // A stream opened after shutdown() ended the others ends here; otherwise it gets every
+    // command queued so far.
+    if (ending)
+      stream->end(grpc::Status::OK);
+    else
+      stream->pump();
+    return stream;
   }
 
-  grpc::Status KvSet(grpc::ServerContext* context, const proto::KvSetRequest* request,
-                     proto::KvSetReply*) override {
+  grpc::ServerUnaryReactor* KvSet(grpc::CallbackServerContext* context,
+                                  const proto::KvSetRequest* request,
+                                  proto::KvSetReply*) override {
     return storeCall(context, request, "KvSet",
                      [&] { store.set(request->key(), request->value()); });
   }
 
-  grpc::Status KvGet(grpc::ServerContext* context, const proto::KvGetRequest* request,
-                     proto::KvGetReply* reply) override {
-    return storeCall(context, request, "KvGet", [&] {
-      reply->set_value(store.get(request->key(), storeWait(request->timeout_ms())));
+  grpc::ServerUnaryReactor* KvMultiSet(grpc::CallbackServerContext* context,
+                                       const proto::KvMultiSetRequest* request,
+                                       proto::KvMultiSetReply*) override {
+    return storeCall(context, request, "KvMultiSet", [&] {
+      std::vector<std::pair<std::string, std::string>> entries;
+      entries.reserve(request->entries_size());
+      for (const auto& entry : request->entries()) entries.emplace_back(entry.key(), entry.value());
+      store.multiSet(entries);
     });
   }
 
-  grpc::Status KvWait(grpc::ServerContext* context, const proto::KvWaitRequest* request,
-                      proto::KvWaitReply*) override {
-    return storeCall(context, request, "KvWait", [&] {
-      store.wait({request->keys().begin(), request->keys().end()},
-                 storeWait(request->timeout_ms()));
-    });
+  grpc::ServerUnaryReactor* KvGet(grpc::CallbackServerContext* context,
+                                  const proto::KvGetRequest* request,
+                                  proto::KvGetReply* reply) override {
+    return storeWait(context, request, "KvGet", {request->key()},
+                     [reply](std::vector<std::string>& values) {
+                       reply->set_value(std::move(values.front()));
+                     });
   }
 
-  grpc::Status KvAdd(grpc::ServerContext* context, const proto::KvAddRequest* request,
-                     proto::KvAddReply* reply) override {
+  grpc::ServerUnaryReactor* KvMultiGet(grpc::CallbackServerContext* context,
+                                       const proto::KvMultiGetRequest* request,
+                                       proto::KvMultiGetReply* reply) override {
+    return storeWait(context, request, "KvMultiGet",
+                     {request->keys().begin(), request->keys().end()},
+                     [reply](std::vector<std::string>& values) {
+                       for (auto& value : values) reply->add_values(std::move(value));
+                     });
+  }
+
+  grpc::ServerUnaryReactor* KvWait(grpc::CallbackServerContext* context,
+                                   const proto::KvWaitRequest* request,
+                                   proto::KvWaitReply*) override {
+    return storeWait(context, request, "KvWait", {request->keys().begin(), request->keys().end()},
+                     [](std::vector<std::string>&) {});
+  }
+
+  grpc::ServerUnaryReactor* KvAdd(grpc::CallbackServerContext* context,
+                                  const proto::KvAddRequest* request,
+                                  proto::KvAddReply* reply) override {
     return storeCall(context, request, "KvAdd",
                      [&] { reply->set_value(store.add(request->key(), request->delta())); });
   }
 
-  grpc::Status Heartbeat(grpc::ServerContext* context, const proto::HeartbeatRequest* request,
-                         proto::HeartbeatReply*) override {
-    if (auto status = admit(context, request->auth(), "Heartbeat"); !status.ok()) return status;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
+                                      const proto::HeartbeatRequest* request,
+                                      proto::HeartbeatReply*) override {
+    if (auto status = admit(context, request->auth(), "Heartbeat"); !status.ok())
+      return finished(context, status);
     std::lock_guard lock(mutex);
     if (!validRank(request->rank()))
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown rank");
+      return finished(context, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown rank"));
     auto& status = ranks[request->rank()];
     status.state = fromProto(request->state());
     if (request->step() != status.step) status.lastProgress = std::chrono::steady_clock::now();
@@ -293,15 +419,17 @@ struct Coordinator::State final : proto::Coordinator::Service {
     status.samplesPerSecond = request->samples_per_sec();
     status.residentBytes = request->resident_bytes();
     status.lastHeartbeat = std::chrono::steady_clock::now();
-    return grpc::Status::OK;
+    return finished(context, grpc::Status::OK);
   }
 
-  grpc::Status Report(grpc::ServerContext* context, const proto::ReportRequest* request,
-                      proto::ReportReply*) override {
-    if (auto status = admit(context, request->auth(), "Report"); !status.ok()) return status;
+  grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* context,
+                                   const proto::ReportRequest* request,
+                                   proto::ReportReply*) override {
+    if (auto status = admit(context, request->auth(), "Report"); !status.ok())
+      return finished(context, status);
     std::lock_guard lock(mutex);
     if (!validRank(request->rank()))
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown rank");
+      return finished(context, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown rank"));
     RankReport report;
     report.exitStatus = request->exit_status();
     report.error = request->error();
@@ -317,11 +445,17 @@ struct Coordinator::State final : proto::Coordinator::Service {
     status.step = report.steps;
     status.loss = report.lastLoss;
     status.report = std::move(report);
-    return grpc::Status::OK;
+    return finished(context, grpc::Status::OK);
   }
 
-  grpc::Status Offer(grpc::ServerContext* context, const proto::OfferRequest* request,
-                     proto::OfferReply* reply) override {
+  grpc::ServerUnaryReactor* Offer(grpc::CallbackServerContext* context,
+                                  const proto::OfferRequest* request,
+                                  proto::OfferReply* reply) override {
+    return finished(context, offer(context, request, reply));
+  }
+
+  grpc::Status offer(grpc::CallbackServerContext* context, const proto::OfferRequest* request,
+                     proto::OfferReply* reply) {
     if (auto status = admit(context, request->auth(), "Offer", true); !status.ok()) return status;
     const std::string host = request->host();
     const int slots = request->slots();
@@ -357,6 +491,64 @@ struct Coordinator::State final : proto::Coordinator::Service {
   std::vector<NodeOffer> offers;  // accepted, not yet taken (under mutex)
 };
 
+void Coordinator::State::CommandStream::pump() {
+  std::unique_lock lock(mutex_);
+  if (writing_ || finished_) return;
+  {
+    std::lock_guard job(state_.mutex);
+    if (sent_ >= state_.commands.size()) return;
+    const auto& [kind, reason] = state_.commands[sent_];
+    command_.set_kind(kind == CommandKind::Abort ? proto::Command::ABORT : proto::Command::STOP);
+    command_.set_reason(reason);
+  }
+  ++sent_;
+  writing_ = true;
+  lock.unlock();
+  StartWrite(&command_);
+}
+
+void Coordinator::State::CommandStream::end(const grpc::Status& why) {
+  {
+    std::lock_guard lock(mutex_);
+    if (finished_) return;
+    finished_ = true;
+    if (writing_) {  // Finish goes out once the write in flight is done
+      finishAfterWrite_ = why;
+      return;
+    }
+  }
+  Finish(why);
+}
+
+void Coordinator::State::CommandStream::OnWriteDone(bool ok) {
+  std::optional<grpc::Status> finish;
+  {
+    std::lock_guard lock(mutex_);
+    writing_ = false;
+    finish = std::exchange(finishAfterWrite_, std::nullopt);
+  }
+  if (finish) return Finish(*finish);
+  if (!ok) return broke();
+  pump();
+}
+
+void Coordinator::State::CommandStream::OnCancel() { broke(); }
+
+void Coordinator::State::CommandStream::broke() {
+  // A stream that breaks before the rank reported means its process is gone (killed, crashed,
+  // its node lost): on every backend this is how an exit is seen at once.
+  state_.markLost(rank_);
+  end(grpc::Status::CANCELLED);
+}
+
+void Coordinator::State::CommandStream::OnDone() {
+  {
+    std::lock_guard lock(state_.streamsMutex);
+    state_.streams.erase(this);
+  }
+  delete this;
+}
+
 Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<State>()) {
   state_->options = std::move(options);
   state_->ranks.resize(state_->options.ranks.size());
@@ -364,6 +556,8 @@ Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<S
     if (rank.nodeRank >= static_cast<int>(state_->nodeSizes.size()))
       state_->nodeSizes.resize(rank.nodeRank + 1, 0);
     ++state_->nodeSizes[rank.nodeRank];
+    state_->slotOf[{rank.host, rank.slot}] = &rank;
+    state_->hostSlots[rank.host].push_back(rank.slot);
   }
   quietGrpcLogs();
   const std::string listen =
@@ -448,7 +642,8 @@ void Coordinator::broadcast(CommandKind command, const std::string& reason) {
     std::lock_guard lock(state_->mutex);
     state_->commands.emplace_back(command, reason);
   }
-  state_->commandsChanged.notify_all();
+  std::lock_guard lock(state_->streamsMutex);
+  for (auto* stream : state_->streams) stream->pump();
 }
 
 void Coordinator::shutdown() {
@@ -457,8 +652,12 @@ void Coordinator::shutdown() {
     if (state_->shuttingDown) return;
     state_->shuttingDown = true;
   }
-  state_->commandsChanged.notify_all();
-  state_->store.close("the job has ended");
+  state_->store.close("the job has ended");  // fails every parked read
+  {
+    // Streams end with OK: a worker reads that as "the coordinator is gone" and exits.
+    std::lock_guard lock(state_->streamsMutex);
+    for (auto* stream : state_->streams) stream->end(grpc::Status::OK);
+  }
   state_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   state_->server->Wait();
 }

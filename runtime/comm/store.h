@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ds::runtime {
@@ -23,6 +24,11 @@ class Store {
   // Atomically adds `delta` to the integer stored at `key` (absent = 0) and returns the new value.
   // The value is stored as decimal text, so get() on a counter returns e.g. "3".
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // Batches (one round trip each over the coordinator's store): every key set, and every key's
+  // value once all exist (or a TimeoutError naming the missing ones). The defaults loop.
+  virtual void multiSet(const std::vector<std::pair<std::string, std::string>>& entries);
+  virtual std::vector<std::string> multiGet(const std::vector<std::string>& keys,
+                                            std::chrono::milliseconds timeout);
 };
 
 }  // namespace ds::runtime
