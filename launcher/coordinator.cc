@@ -15,7 +15,6 @@
 #include "launcher/coordinator.h"
 
 #include <arpa/inet.h>
-#include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -33,6 +32,7 @@
 
 #include "common/error.h"
 #include "coordinator.grpc.pb.h"
+#include "grpc_process.h"
 #include "runtime/comm/memory_store.h"
 
 namespace ds::launcher {
@@ -64,14 +64,6 @@ RankState fromProto(proto::WorkerState state) {
     default:
       return RankState::Starting;
   }
-}
-
-// gRPC logs its own internals to stderr (a failed bind prints a page of JSON); ds-launch reports
-// failures itself. DS_GRPC_LOG=1 restores gRPC's logging for debugging.
-void dropGrpcLog(gpr_log_func_args*) {}
-void quietGrpcLogs() {
-  const char* keep = std::getenv("DS_GRPC_LOG");
-  if (keep == nullptr || std::string(keep) != "1") gpr_set_log_function(dropGrpcLog);
 }
 
 // Text from a client, fit for one log line: at most 120 bytes, control bytes as '?'.
@@ -559,7 +551,7 @@ Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<S
     state_->slotOf[{rank.host, rank.slot}] = &rank;
     state_->hostSlots[rank.host].push_back(rank.slot);
   }
-  quietGrpcLogs();
+  prepareGrpcProcess();
   const std::string listen =
       state_->options.bindAddress + ":" + std::to_string(state_->options.port);
   grpc::ServerBuilder builder;

@@ -3,6 +3,7 @@
 // heartbeats, reports and the command stream.
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <future>
 #include <thread>
 
@@ -88,6 +89,47 @@ TEST_CASE("coordinator: the KV store blocks, times out with TimeoutError and cou
 
   REQUIRE(a.kvAdd("arrived", 1) == 1);
   REQUIRE(b.kvAdd("arrived", 1) == 2);
+}
+
+TEST_CASE("coordinator: batched KV calls set and read many keys in one round trip each") {
+  Coordinator coordinator(twoRankOptions());
+  CoordinatorClient a(coordinator.address(), "secret-token-0123456789abcdef");
+  CoordinatorClient b(coordinator.address(), "secret-token-0123456789abcdef");
+  a.join({"127.0.0.1", 0}, 5s);
+  b.join({"127.0.0.2", 0}, 5s);
+  auto pending = std::async(std::launch::async, [&] { return b.kvMultiGet({"k/2", "k/0"}, 5s); });
+  REQUIRE(pending.wait_for(300ms) == std::future_status::timeout);  // parked until both exist
+  a.kvMultiSet({{"k/0", "zero"}, {"k/1", "one"}});
+  REQUIRE(pending.wait_for(200ms) == std::future_status::timeout);
+  a.kvMultiSet({{"k/2", std::string("t\0o", 3)}});
+  CHECK(pending.get() == std::vector<std::string>{std::string("t\0o", 3), "zero"});
+  CHECK_THROWS_WITH(b.kvMultiGet({"k/1", "absent"}, 100ms),
+                    Catch::Contains("\"absent\"") && !Catch::Contains("\"k/1\""));
+}
+
+TEST_CASE("coordinator: parked reads hold no server thread each") {
+  Coordinator coordinator(twoRankOptions());
+  CoordinatorClient a(coordinator.address(), "secret-token-0123456789abcdef");
+  a.join({"127.0.0.1", 0}, 5s);
+  auto threads = [] {
+    size_t n = 0;
+    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task"))
+      ++n;
+    return n;
+  };
+  const size_t before = threads();
+  // Each read blocks one thread of this test (the client side); a server thread per parked read
+  // would double that.
+  constexpr int kReads = 120;
+  std::vector<std::future<std::string>> reads;
+  for (int i = 0; i < kReads; ++i)
+    reads.push_back(std::async(std::launch::async, [&] { return a.kvGet("late", 20s); }));
+  std::this_thread::sleep_for(1s);  // every read has reached the server
+  const size_t parked = threads();
+  a.kvSet("late", "v");
+  for (auto& read : reads) CHECK(read.get() == "v");
+  INFO("threads before " << before << ", with " << kReads << " parked reads " << parked);
+  CHECK(parked - before < kReads + 40);
 }
 
 TEST_CASE("coordinator: heartbeats and reports show up in the snapshot") {

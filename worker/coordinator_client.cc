@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "coordinator.grpc.pb.h"
+#include "grpc_process.h"
 
 namespace ds::worker {
 namespace {
@@ -91,6 +92,7 @@ CoordinatorClient::CoordinatorClient(const std::string& address, std::string tok
   arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   arguments.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   arguments.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  prepareGrpcProcess();
   impl_->channel = grpc::CreateCustomChannel(address, credentials, arguments);
   impl_->stub = proto::Coordinator::NewStub(impl_->channel);
 }
@@ -179,6 +181,35 @@ int64_t CoordinatorClient::kvAdd(const std::string& key, int64_t delta) {
   impl_->call(request, epoch_, kRpcTimeout, "add \"" + key + "\"",
               [&](auto* context) { return impl_->stub->KvAdd(context, request, &reply); });
   return reply.value();
+}
+
+void CoordinatorClient::kvMultiSet(
+    const std::vector<std::pair<std::string, std::string>>& entries) {
+  proto::KvMultiSetRequest request;
+  for (const auto& [key, value] : entries) {
+    proto::KvEntry* entry = request.add_entries();
+    entry->set_key(key);
+    entry->set_value(value);
+  }
+  proto::KvMultiSetReply reply;
+  impl_->call(request, epoch_, kRpcTimeout,
+              "set " + std::to_string(entries.size()) + " keys",
+              [&](auto* context) { return impl_->stub->KvMultiSet(context, request, &reply); });
+}
+
+std::vector<std::string> CoordinatorClient::kvMultiGet(const std::vector<std::string>& keys,
+                                                       std::chrono::milliseconds timeout) {
+  proto::KvMultiGetRequest request;
+  for (const auto& key : keys) request.add_keys(key);
+  request.set_timeout_ms(static_cast<uint32_t>(timeout.count()));
+  proto::KvMultiGetReply reply;
+  impl_->call(request, epoch_, timeout + kDeadlineSlack,
+              "get " + std::to_string(keys.size()) + " keys",
+              [&](auto* context) { return impl_->stub->KvMultiGet(context, request, &reply); });
+  if (reply.values_size() != static_cast<int>(keys.size()))
+    throw Error("coordinator: get of " + std::to_string(keys.size()) + " keys returned " +
+                std::to_string(reply.values_size()) + " values");
+  return {reply.values().begin(), reply.values().end()};
 }
 
 bool CoordinatorClient::heartbeat(const Progress& progress) {

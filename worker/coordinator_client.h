@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "contract/rank_contract.h"
@@ -59,6 +60,10 @@ class CoordinatorClient {
   std::string kvGet(const std::string& key, std::chrono::milliseconds timeout);
   void kvWait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
   int64_t kvAdd(const std::string& key, int64_t delta);
+  // One round trip each: every entry set; every key's value once all exist.
+  void kvMultiSet(const std::vector<std::pair<std::string, std::string>>& entries);
+  std::vector<std::string> kvMultiGet(const std::vector<std::string>& keys,
+                                      std::chrono::milliseconds timeout);
 
   // `ds-worker --join`: offers this node's slots to a running elastic job. Returns whether the
   // job takes it and the coordinator's words.

@@ -19,6 +19,13 @@ class CoordinatorStore : public runtime::Store {
     client_.kvWait(keys, timeout);
   }
   int64_t add(const std::string& key, int64_t delta) override { return client_.kvAdd(key, delta); }
+  void multiSet(const std::vector<std::pair<std::string, std::string>>& entries) override {
+    client_.kvMultiSet(entries);
+  }
+  std::vector<std::string> multiGet(const std::vector<std::string>& keys,
+                                    std::chrono::milliseconds timeout) override {
+    return client_.kvMultiGet(keys, timeout);
+  }
 
  private:
   CoordinatorClient& client_;

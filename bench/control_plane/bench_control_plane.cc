@@ -2,14 +2,15 @@
 // that its CPU seconds, peak RSS and threads are its own); this process plays N x R ranks that do
 // over real sockets what ds-workers do: each rank joins on its own connection, opens its Watch
 // stream, publishes a bootstrap address and reads the ones it needs (node leaders read every other
-// leader's, as the inter-node full mesh does; the other ranks read their leader's), heartbeats
+// leader's, as the inter-node full mesh does: one KvGet per peer as Gloo's rendezvous does today,
+// or with --batched one KvMultiGet; the other ranks read their leader's), heartbeats
 // every interval, and finally receives an abort. All ranks are driven by gRPC's callback API from
 // a few threads.
 // Prints: time from start to every rank ready, coordinator CPU and peak RSS, its threads, its CPU
 // share per second of wall time while every rank heartbeats, the time for the supervisor's check
 // to see a node that went silent, and the time for an abort to reach every rank.
 // Usage: bench_control_plane [--nodes N] [--ranks-per-node R] [--heartbeat-ms MS]
-//                            [--heartbeat-timeout-ms MS] [--measure-s S] [--json]
+//                            [--heartbeat-timeout-ms MS] [--measure-s S] [--batched] [--json]
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -32,6 +33,7 @@
 #include "bench/bench_flags.h"
 #include "common/guarded_main.h"
 #include "coordinator.grpc.pb.h"
+#include "grpc_process.h"
 #include "launcher/coordinator.h"
 
 namespace {
@@ -43,7 +45,7 @@ constexpr auto kSupervisorTick = std::chrono::milliseconds(50);
 
 struct Options {
   long nodes = 8, ranksPerNode = 8, heartbeatMs = 1000, heartbeatTimeoutMs = 3000, measureS = 5;
-  bool json = false;
+  bool json = false, batched = false;
   long ranks() const { return nodes * ranksPerNode; }
 };
 
@@ -271,7 +273,9 @@ class SimRank {
         [this](auto* c, auto* q, auto* p, auto f) { stub_->async()->KvSet(c, q, p, f); }, request,
         [this](const grpc::Status& s, auto&) {
           if (!s.ok()) return tally_.fail("KvSet: " + s.error_message());
-          if (leader()) {
+          if (leader() && o_.batched) {
+            readAllLeaders();
+          } else if (leader()) {
             nextPeer_ = 0;
             readNextLeader();
           } else {
@@ -286,6 +290,21 @@ class SimRank {
     if (nextPeer_ >= o_.nodes) return ready();
     const long peer = nextPeer_++ * o_.ranksPerNode;
     read(peer, [this] { readNextLeader(); });
+  }
+
+  // Batched: every other leader's address in one call.
+  void readAllLeaders() {
+    ds::proto::KvMultiGetRequest request;
+    auth(request.mutable_auth());
+    for (long node = 0; node < o_.nodes; ++node)
+      if (node != node_) request.add_keys(addressKey(node * o_.ranksPerNode));
+    request.set_timeout_ms(5 * 60 * 1000);
+    unaryCall<ds::proto::KvMultiGetRequest, ds::proto::KvMultiGetReply>(
+        [this](auto* c, auto* q, auto* p, auto f) { stub_->async()->KvMultiGet(c, q, p, f); },
+        request, [this](const grpc::Status& s, auto&) {
+          if (!s.ok()) return tally_.fail("KvMultiGet: " + s.error_message());
+          ready();
+        });
   }
 
   template <class Then>
@@ -374,6 +393,7 @@ int run(const Options& o) {
   close(pair[1]);
   const int control = pair[0];
   const std::string address = "127.0.0.1:" + readLine(control);
+  ds::prepareGrpcProcess();  // the simulated workers' settings, as ds-worker's
 
   Tally tally;
   std::vector<std::unique_ptr<SimRank>> ranks;
@@ -451,8 +471,9 @@ int run(const Options& o) {
     return 0;
   }
   std::printf("bench_control_plane: %ld ranks (%ld nodes x %ld), one connection per rank, "
-              "heartbeat every %ld ms, timeout %ld ms\n",
-              o.ranks(), o.nodes, o.ranksPerNode, o.heartbeatMs, o.heartbeatTimeoutMs);
+              "heartbeat every %ld ms, timeout %ld ms, leaders read %s\n",
+              o.ranks(), o.nodes, o.ranksPerNode, o.heartbeatMs, o.heartbeatTimeoutMs,
+              o.batched ? "in one KvMultiGet" : "one KvGet per peer");
   std::printf("  every rank ready          %8.3f s   (join, watch, publish, read the addresses)\n",
               readyS);
   std::printf("  coordinator               %8.2f CPU s, peak RSS %.0f MiB, %ld threads\n",
@@ -472,8 +493,8 @@ int main(int argc, char** argv) {
     Options o;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      if (a == "--json") {
-        o.json = true;
+      if (a == "--json" || a == "--batched") {
+        (a == "--json" ? o.json : o.batched) = true;
         continue;
       }
       if (i + 1 >= argc) throw ds::Error(a + ": unknown flag or missing value");
