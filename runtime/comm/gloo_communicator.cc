@@ -5,7 +5,6 @@
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/math.h>
-#include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
@@ -15,7 +14,7 @@
 #include "common/error.h"
 #include "runtime/comm/check_in.h"
 #include "runtime/comm/elementwise_reduce.h"
-#include "runtime/comm/gloo_store_adapter.h"
+#include "runtime/comm/gloo_mesh.h"
 
 namespace ds::runtime {
 namespace {
@@ -49,11 +48,10 @@ GlooCommunicator::GlooCommunicator(Store& store, int rank, int size, const GlooO
   ::gloo::transport::tcp::attr attr;
   attr.hostname = options.bindAddress;
   std::shared_ptr<::gloo::transport::Device> device = ::gloo::transport::tcp::CreateDevice(attr);
-  auto context = std::make_shared<::gloo::rendezvous::Context>(rank, size);
+  auto context = std::make_shared<GlooMeshContext>(rank, size);
   context->setTimeout(options.timeout);
-  GlooStoreAdapter adapter(store, options.storePrefix, options.timeout);
   try {
-    context->connectFullMesh(adapter, device);
+    context->connect(store, options.storePrefix, device);
   } catch (const ::gloo::Exception& e) {
     throw Error("rank " + std::to_string(rank) + ": Gloo rendezvous of " + std::to_string(size) +
                 " ranks failed: " + e.what());
