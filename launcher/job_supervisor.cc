@@ -1,8 +1,9 @@
-// superviseJob: a single-threaded poll loop over the started processes' output pipes, with
-// waitpid and the coordinator's health snapshot checked every tick (50 ms).
+// superviseJob: one thread, one Boost.Asio io_context: the started processes' output pipes are
+// read as data arrives, SIGCHLD reaps an exited process at once, and every tick (50 ms, a timer)
+// the coordinator's health snapshot is checked. Termination, dump and shrink signals set flags
+// that the tick reads (their handlers are installed for the whole launch, before supervision).
 #include "launcher/job_supervisor.h"
 
-#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,9 +16,15 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <sstream>
-#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "common/error.h"
 #include "contract/rank_tag.h"
@@ -27,6 +34,7 @@ namespace {
 
 // Output lines longer than this are cut into pieces, so memory is bounded whatever a rank prints.
 constexpr size_t kMaxLineBytes = 1 << 20;
+constexpr size_t kReadChunk = 16384;  // per process and read
 
 constexpr size_t kKeptLines = 20;
 constexpr auto kTick = std::chrono::milliseconds(50);
@@ -46,6 +54,8 @@ void onShrinkSignal(int) { gShrinkRequested = 1; }
 
 struct ProcessIo {
   std::string pending;  // bytes after the last newline
+  std::unique_ptr<boost::asio::posix::stream_descriptor> pipe;  // owns the output fd while open
+  std::vector<char> chunk;
   bool open = true;
   bool exited = false;
   int status = 0;  // exit code, or 128 + signal
@@ -157,37 +167,51 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
     }
     view.printLine("[" + processes[p].label + "] " + line);
   };
-  auto drain = [&](size_t p) {
-    if (!io[p].open) return;
-    char buffer[65536];
-    for (;;) {
-      const ssize_t got = read(processes[p].process.outputFd, buffer, sizeof(buffer));
-      if (got > 0) {
-        io[p].pending.append(buffer, static_cast<size_t>(got));
-        size_t start = 0, newline;
-        while ((newline = io[p].pending.find('\n', start)) != std::string::npos) {
-          emitLine(p, io[p].pending.substr(start, newline - start));
-          start = newline + 1;
-        }
-        // Workers cut long lines themselves; this bounds what other programs (ssh, mpirun) send.
-        for (; io[p].pending.size() - start >= kMaxLineBytes; start += kMaxLineBytes)
-          emitLine(p, io[p].pending.substr(start, kMaxLineBytes));
-        io[p].pending.erase(0, start);
-        continue;
-      }
-      if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
-        if (!io[p].pending.empty()) emitLine(p, io[p].pending);
-        io[p].pending.clear();
-        close(processes[p].process.outputFd);
-        io[p].open = false;
-      }
-      // What was read reaches the files and the console now, not when a buffer fills: logs are
-      // followed live (tail -f, CI) and must survive ds-launch being killed.
-      for (int r : processes[p].ranks) logs[r].flush();
-      std::cout.flush();
-      return;
-    }
+  boost::asio::io_context loop;
+  // What was read reaches the files and the console now, not when a buffer fills: logs are
+  // followed live (tail -f, CI) and must survive ds-launch being killed.
+  auto flushLogs = [&](size_t p) {
+    for (int r : processes[p].ranks) logs[r].flush();
+    std::cout.flush();
   };
+  auto closePipe = [&](size_t p) {
+    if (!io[p].open) return;
+    if (!io[p].pending.empty()) emitLine(p, io[p].pending);
+    io[p].pending.clear();
+    boost::system::error_code ignored;
+    io[p].pipe->close(ignored);
+    io[p].open = false;
+    flushLogs(p);
+  };
+  std::function<void(size_t)> readOutput = [&](size_t p) {
+    io[p].pipe->async_read_some(
+        boost::asio::buffer(io[p].chunk),
+        [&, p](const boost::system::error_code& error, size_t got) {
+          if (error == boost::asio::error::operation_aborted) return;  // closed by us
+          if (got > 0) {
+            io[p].pending.append(io[p].chunk.data(), got);
+            size_t start = 0, newline;
+            while ((newline = io[p].pending.find('\n', start)) != std::string::npos) {
+              emitLine(p, io[p].pending.substr(start, newline - start));
+              start = newline + 1;
+            }
+            // Workers cut long lines themselves; this bounds what other programs (ssh, mpirun)
+            // send.
+            for (; io[p].pending.size() - start >= kMaxLineBytes; start += kMaxLineBytes)
+              emitLine(p, io[p].pending.substr(start, kMaxLineBytes));
+            io[p].pending.erase(0, start);
+            flushLogs(p);
+          }
+          if (error) return closePipe(p);  // end of file: the process and its children are gone
+          readOutput(p);
+        });
+  };
+  for (size_t p = 0; p < processes.size(); ++p) {
+    io[p].pipe = std::make_unique<boost::asio::posix::stream_descriptor>(
+        loop, processes[p].process.outputFd);
+    io[p].chunk.resize(kReadChunk);
+    readOutput(p);
+  }
   size_t running = processes.size();
   auto reap = [&](bool block) {
     for (size_t p = 0; p < processes.size(); ++p) {
@@ -212,21 +236,27 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
       }
     }
   };
+  // Runs the loop for up to `timeout`: output is handled as it arrives, and an exited child ends
+  // the wait early so that the checks see it at once.
+  boost::asio::steady_timer tick(loop);
+  boost::asio::signal_set childExits(loop, SIGCHLD);
+  std::function<void()> awaitChildExit = [&] {
+    childExits.async_wait([&](const boost::system::error_code& error, int) {
+      if (error) return;
+      reap(false);
+      loop.stop();
+      awaitChildExit();
+    });
+  };
+  awaitChildExit();
+  reap(false);  // children that exited before the handler was there
   auto pollOutput = [&](std::chrono::milliseconds timeout) {
-    std::vector<pollfd> fds;
-    std::vector<size_t> owners;
-    for (size_t p = 0; p < processes.size(); ++p)
-      if (io[p].open) {
-        fds.push_back({processes[p].process.outputFd, POLLIN, 0});
-        owners.push_back(p);
-      }
-    if (fds.empty()) {
-      std::this_thread::sleep_for(timeout);
-      return;
-    }
-    if (poll(fds.data(), fds.size(), static_cast<int>(timeout.count())) > 0)
-      for (size_t i = 0; i < fds.size(); ++i)
-        if (fds[i].revents) drain(owners[i]);
+    tick.expires_after(timeout);
+    tick.async_wait([&](const boost::system::error_code& error) {
+      if (!error) loop.stop();
+    });
+    loop.restart();
+    loop.run();
   };
   // A rank that fails because a peer vanished mid-collective usually reports before the vanished
   // peer is noticed. Such "secondary" failures wait kBlameGrace for a root cause (a rank killed,
@@ -405,8 +435,7 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
   while (std::chrono::steady_clock::now() < drainDeadline &&
          std::any_of(io.begin(), io.end(), [](const ProcessIo& x) { return x.open; }))
     pollOutput(kTick);
-  for (size_t p = 0; p < processes.size(); ++p)
-    if (io[p].open) close(processes[p].process.outputFd);
+  for (size_t p = 0; p < processes.size(); ++p) closePipe(p);
 
   health = coordinator.snapshot();
   for (size_t r = 0; r < n; ++r) {
