@@ -404,7 +404,9 @@ struct Coordinator::State final : proto::Coordinator::CallbackService {
       return finished(context, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown rank"));
     auto& status = ranks[request->rank()];
     status.state = fromProto(request->state());
-    if (request->step() != status.step) status.lastProgress = std::chrono::steady_clock::now();
+    const auto now = std::chrono::steady_clock::now();
+    if (request->step() != status.step) status.lastProgress = now;
+    if (request->step() > 0 && !status.firstStepAt) status.firstStepAt = now;
     status.phase = request->phase();
     status.step = request->step();
     status.loss = request->loss();

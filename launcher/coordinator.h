@@ -71,6 +71,7 @@ struct RankStatus {
   std::chrono::steady_clock::time_point lostAt{};
   std::chrono::steady_clock::time_point lastHeartbeat{};
   std::chrono::steady_clock::time_point lastProgress{};  // when `step` last changed
+  std::optional<std::chrono::steady_clock::time_point> firstStepAt;  // first heartbeat past step 0
   std::optional<RankReport> report;
 };
 

@@ -392,8 +392,9 @@ int runJob(JobPlan& p, const CommandLine& line) {
   writeRunnerHostfile(p);
   installTerminationHandlers();
   std::vector<LaunchedProcess> processes = startProcesses(p.request);
-  const JobOutcome outcome =
-      superviseJob(coordinator, p.plan.ranks, processes, supervisorOptionsFor(p, flags));
+  SupervisorOptions supervision = supervisorOptionsFor(p, flags);
+  supervision.launchStarted = flags.started;
+  const JobOutcome outcome = superviseJob(coordinator, p.plan.ranks, processes, supervision);
   coordinator.shutdown();
   return report(outcome, coordinator, logs);
 }

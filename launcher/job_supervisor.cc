@@ -400,6 +400,19 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
       gDumpRequested = 0;
       std::cerr << "ds-launch: state of every rank (SIGUSR1)\n" << formatRankTable(ranks, health);
     }
+    if (options.launchStarted && !outcome.startupSeconds &&
+        std::all_of(health.begin(), health.end(),
+                    [](const RankStatus& status) { return status.firstStepAt.has_value(); })) {
+      auto last = *health.front().firstStepAt;
+      for (const RankStatus& status : health) last = std::max(last, *status.firstStepAt);
+      outcome.startupSeconds = std::chrono::duration<double>(last - *options.launchStarted).count();
+      char line[128];
+      std::snprintf(line, sizeof(line),
+                    "ds-launch: start-up %.2f s (ds-launch start to the first step of every rank)",
+                    *outcome.startupSeconds);
+      view.printLine(line);
+      std::cout.flush();
+    }
     if (now - lastView >= kViewInterval) {
       view.update(ranks, health);
       lastView = now;

@@ -2,6 +2,7 @@
 // checked once, and the job's arguments after them. CLI11 stays in launch_options.cc.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,8 @@
 namespace ds::launcher {
 
 struct LaunchOptions {
+  // When ds-launch started (the options are made first thing): start-up is measured from here.
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::string hostfile = "/job/hostfile";
   SelectionRequest selection;
   std::string masterAddr;

@@ -92,6 +92,11 @@ TEST_CASE("gpt job: a NeoX YAML job at ZeRO 3 trains, evaluates, and resumes bit
   REQUIRE(evals.size() == 3);  // iterations 0, 3 and 6
   CHECK(std::stod(evals.at(6)) < std::stod(evals.at(0)) - 0.5);
   REQUIRE(out.find("sample (prompt | generated):") != std::string::npos);
+  // ds-launch times its start-up: to the first step of every rank, once.
+  std::smatch startup;
+  REQUIRE(std::regex_search(out, startup, std::regex(R"(ds-launch: start-up ([0-9.]+) s \(ds-launch start to the first step of every rank\))")));
+  CHECK(std::stod(startup[1]) > 0.0);
+  CHECK(std::stod(startup[1]) < 120.0);
   const std::string profile = readFile(straightDir + "/profile.txt");
   CHECK(profile.find("Profile Summary at step 2:") != std::string::npos);
   CHECK(profile.find("world size:                                                   4") !=

@@ -298,7 +298,14 @@ int run(int argc, char** argv) {
   ProgressBoard board;
   std::mutex heartbeatMutex;
   std::condition_variable heartbeatWake;
-  bool heartbeatStop = false;
+  bool heartbeatStop = false, beatNow = false;
+  board.onFirstStep([&] {
+    {
+      std::lock_guard lock(heartbeatMutex);
+      beatNow = true;
+    }
+    heartbeatWake.notify_all();
+  });
   std::thread heartbeat([&] {
     std::unique_lock lock(heartbeatMutex);
     auto lastDelivered = std::chrono::steady_clock::now();
@@ -317,7 +324,9 @@ int run(int argc, char** argv) {
                      std::to_string(join.heartbeatTimeout.count() / 1000.0).substr(0, 5) +
                      " s (frozen or unreachable), exiting");
       lock.lock();
-      heartbeatWake.wait_for(lock, join.heartbeatInterval, [&] { return heartbeatStop; });
+      heartbeatWake.wait_for(lock, join.heartbeatInterval,
+                             [&] { return heartbeatStop || beatNow; });
+      beatNow = false;
     }
   });
 

@@ -1,6 +1,7 @@
 // ProgressBoard: the latest training progress, written by the job and read by the heartbeat thread.
 #pragma once
 
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -11,9 +12,17 @@ namespace ds::worker {
 class ProgressBoard {
  public:
   void update(const Progress& progress) {
-    std::lock_guard lock(mutex_);
-    progress_ = progress;
+    bool first = false;
+    {
+      std::lock_guard lock(mutex_);
+      first = progress_.step == 0 && progress.step > 0;
+      progress_ = progress;
+    }
+    if (first && onFirstStep_) onFirstStep_();
   }
+  // Called once, when the first step is done: the heartbeat goes out at once, so that ds-launch
+  // sees the job's start-up end to the millisecond, not at the next interval.
+  void onFirstStep(std::function<void()> callback) { onFirstStep_ = std::move(callback); }
   void setState(RankState state) {
     std::lock_guard lock(mutex_);
     progress_.state = state;
@@ -30,6 +39,7 @@ class ProgressBoard {
  private:
   mutable std::mutex mutex_;
   Progress progress_;
+  std::function<void()> onFirstStep_;
 };
 
 }  // namespace ds::worker
