@@ -34,6 +34,7 @@
 #include "coordinator.grpc.pb.h"
 #include "grpc_process.h"
 #include "runtime/comm/memory_store.h"
+#include "runtime/common/allocator_policy.h"
 
 namespace ds::launcher {
 namespace {
@@ -554,6 +555,9 @@ Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<S
     state_->hostSlots[rank.host].push_back(rank.slot);
   }
   prepareGrpcProcess();
+  // Thousands of calls allocate and free the same sizes: keep freed memory for reuse rather than
+  // trimming and growing the heaps again (sysmalloc was 9% of a 8192-rank start-up).
+  runtime::keepFreedMemoryForReuse();
   const std::string listen =
       state_->options.bindAddress + ":" + std::to_string(state_->options.port);
   grpc::ServerBuilder builder;

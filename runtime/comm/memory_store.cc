@@ -3,6 +3,7 @@
 #include "runtime/comm/memory_store.h"
 
 #include <charconv>
+#include <unordered_set>
 
 #include "common/error.h"
 
@@ -77,7 +78,8 @@ MemoryStore::Waiter MemoryStore::takeWaiter(uint64_t id) {
   waiters_.erase(it);
   deadlines_.erase({waiter.deadline, id});
   if (waiter.missing > 0)
-    for (const auto& key : std::set<std::string>(waiter.keys.begin(), waiter.keys.end())) {
+    for (const auto& key :
+         std::unordered_set<std::string>(waiter.keys.begin(), waiter.keys.end())) {
       auto [first, last] = waitingOn_.equal_range(key);
       for (auto entry = first; entry != last; ++entry)
         if (entry->second == id) {
@@ -142,7 +144,7 @@ uint64_t MemoryStore::waitAsync(std::vector<std::string> keys, std::chrono::mill
     if (closed_) {
       error = std::make_exception_ptr(Error("store closed: " + closeReason_));
     } else {
-      std::set<std::string> missing;
+      std::unordered_set<std::string> missing;
       for (const auto& key : keys)
         if (!values_.count(key)) missing.insert(key);
       if (missing.empty()) {

@@ -9,7 +9,6 @@
 #include <condition_variable>
 #include <exception>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -82,7 +81,7 @@ class MemoryStore : public Store {
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::map<std::string, std::string> values_;
+  std::unordered_map<std::string, std::string> values_;  // looked up, never walked in order
   bool closed_ = false;
   std::string closeReason_;
 

@@ -7,7 +7,7 @@
 // Raising the mmap and trim thresholds to 1 GiB keeps freed blocks in the heap for the next
 // allocation, as a caching allocator does. The process's peak memory is unchanged (the blocks
 // were live before); what changes is that it is not returned between steps.
-// Process-wide; the engine calls it once.
+// Process-wide; the engine and the coordinator call it (once is enough).
 #pragma once
 
 namespace ds::runtime {
