@@ -147,7 +147,7 @@ const std::vector<Rule> kRules = {
   {"bf16.immediate_grad_update", N, Kind::Bool, {}, {}, "gradients are accumulated in grad_accum_dtype either way"},
   {"bf16.check_grad_overflow", X, Kind::Bool, {}, kIfTrue, "overflow checks in bf16 are not implemented; set it to false"},
   {"zero_optimization.offload_optimizer", H, Kind::Any, {}, {},
-   "cpu: where the optimizer state lives anyway here; nvme: a per-rank swap file under nvme_path, sub-groups streamed through memory each step (aio block)"},
+   "cpu: where the optimizer state lives anyway here; nvme: a per-rank swap file under nvme_path, each step streaming the sub-groups through buffer_count resident slots (aio block)"},
   {"zero_optimization.offload_param", H, Kind::Any, {}, {},
    "stage 3. cpu: where the parameters live anyway here; nvme: each rank's parameter shard in a swap file under nvme_path, read per layer before its all-gather (buffer_size: the largest layer shard allowed; max_in_cpu: elements kept in memory)"},
   {"zero_optimization.cpu_offload", H, Kind::Bool, {}, {}, "deprecated spelling of offload_optimizer {\"device\": \"cpu\"}"},
