@@ -22,7 +22,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -76,17 +76,12 @@ std::string readLine(int fd) {
   }
 }
 
-std::string procStatus(const std::string& key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(key + ":", 0) == 0) {
-      std::istringstream fields(line.substr(key.size() + 1));
-      std::string value;
-      fields >> value;
-      return value;
-    }
-  return "0";
+// The threads of this process: one entry each under /proc/self/task.
+long threadCount() {
+  long n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task"))
+    ++n;
+  return n;
 }
 
 std::vector<ds::launcher::RankSlot> plan(const Options& o) {
@@ -116,8 +111,9 @@ int runCoordinator(const Options& o, int control) {
       getrusage(RUSAGE_SELF, &usage);
       const double cpu = usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 +
                          usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
-      writeLine(control, std::to_string(cpu) + " " + procStatus("VmHWM") + " " +
-                             procStatus("Threads"));
+      // ru_maxrss: the peak resident set, in KiB.
+      writeLine(control, std::to_string(cpu) + " " + std::to_string(usage.ru_maxrss) + " " +
+                             std::to_string(threadCount()));
     } else if (request.rfind("silent ", 0) == 0) {
       // As the supervisor does: a snapshot every tick, a rank silent for the timeout is lost.
       const int node = std::stoi(request.substr(7));
@@ -156,8 +152,6 @@ struct Tally {
     changed.notify_all();
   }
 };
-
-class SimRank;
 
 // The command stream of one rank.
 class WatchReader : public grpc::ClientReadReactor<ds::proto::Command> {
@@ -217,8 +211,8 @@ class SimRank {
     grpc::ChannelArguments arguments;
     arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own, as a
                                                               // worker process has
-    channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
-    stub_ = ds::proto::Coordinator::NewStub(channel_);
+    stub_ = ds::proto::Coordinator::NewStub(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments));
   }
 
   void start() { join(); }
@@ -334,7 +328,6 @@ class SimRank {
   uint64_t epoch_ = 0;
   long nextPeer_ = 0;
   int64_t beats_ = 0;
-  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<ds::proto::Coordinator::Stub> stub_;
   std::unique_ptr<WatchReader> watch_;
 };

@@ -27,6 +27,15 @@ std::string shortKey(const std::string& key) {
   return key.size() > 80 ? key.substr(0, 80) + "..." : key;
 }
 
+// The one timeout message of every wait, blocking or not: it names the keys still missing.
+TimeoutError notSetWithin(const std::vector<std::string>& missing,
+                          std::chrono::milliseconds timeout) {
+  const std::string what = missing.size() == 1 ? "key \"" + shortKey(missing[0]) + "\" was"
+                                               : "keys " + joinKeys(missing) + " were";
+  return TimeoutError("store: " + what + " not set within " + std::to_string(timeout.count()) +
+                      " ms");
+}
+
 }  // namespace
 
 void MemoryStore::throwIfClosed() const {
@@ -63,6 +72,13 @@ void MemoryStore::checkWaitSize(size_t keys) const {
   if (keys > limits_.maxKeysPerWait)
     throw Error("store: wait on " + std::to_string(keys) + " keys, at most " +
                 std::to_string(limits_.maxKeysPerWait) + " per call");
+}
+
+std::vector<std::string> MemoryStore::missingOf(const std::vector<std::string>& keys) const {
+  std::vector<std::string> missing;
+  for (const auto& key : keys)
+    if (!values_.count(key)) missing.push_back(key);
+  return missing;
 }
 
 std::vector<std::string> MemoryStore::valuesOf(const std::vector<std::string>& keys) const {
@@ -187,16 +203,9 @@ void MemoryStore::runTimer() {
       continue;
     }
     Waiter waiter = takeWaiter(id);
-    std::vector<std::string> missing;
-    for (const auto& key : waiter.keys)
-      if (!values_.count(key)) missing.push_back(key);
-    const std::string what = missing.size() == 1 ? "key \"" + shortKey(missing[0]) + "\" was"
-                                                 : "keys " + joinKeys(missing) + " were";
+    const TimeoutError error = notSetWithin(missingOf(waiter.keys), waiter.timeout);
     lock.unlock();
-    waiter.done(std::make_exception_ptr(TimeoutError(
-                    "store: " + what + " not set within " +
-                    std::to_string(waiter.timeout.count()) + " ms")),
-                {});
+    waiter.done(std::make_exception_ptr(error), {});
     lock.lock();
   }
 }
@@ -220,8 +229,7 @@ std::string MemoryStore::get(const std::string& key, std::chrono::milliseconds t
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
       throwIfClosed();
       if (auto it = values_.find(key); it != values_.end()) return it->second;
-      throw TimeoutError("store: key \"" + shortKey(key) + "\" was not set within " +
-                         std::to_string(timeout.count()) + " ms");
+      throw notSetWithin({key}, timeout);
     }
   }
 }
@@ -230,21 +238,14 @@ void MemoryStore::wait(const std::vector<std::string>& keys, std::chrono::millis
   checkWaitSize(keys.size());
   std::unique_lock lock(mutex_);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto missing = [&] {
-    std::vector<std::string> out;
-    for (const auto& key : keys)
-      if (!values_.count(key)) out.push_back(key);
-    return out;
-  };
   for (;;) {
     throwIfClosed();
-    if (missing().empty()) return;
+    if (missingOf(keys).empty()) return;
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
       throwIfClosed();
-      auto stillMissing = missing();
+      const std::vector<std::string> stillMissing = missingOf(keys);
       if (stillMissing.empty()) return;
-      throw TimeoutError("store: keys " + joinKeys(stillMissing) + " were not set within " +
-                         std::to_string(timeout.count()) + " ms");
+      throw notSetWithin(stillMissing, timeout);
     }
   }
 }

@@ -73,6 +73,7 @@ class MemoryStore : public Store {
   // A key was added (mutex_ held): waiters it completes move to `ready`.
   void keyAdded(const std::string& key, Ready& ready);
   std::vector<std::string> valuesOf(const std::vector<std::string>& keys) const;
+  std::vector<std::string> missingOf(const std::vector<std::string>& keys) const;  // in order
   Waiter takeWaiter(uint64_t id);  // mutex_ held; removes it from every index
   void runTimer();
 

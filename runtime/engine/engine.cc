@@ -86,13 +86,11 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
   const size_t regionsPerGroup =
       (zero_->separateMaster() ? 1 : 0) +
       static_cast<size_t>(optimizerStateBytesPerParameter(optimizer) / sizeof(float));
-  auto groupRegionBytes = [&](size_t t0, size_t t1) {
-    return std::vector<size_t>(regionsPerGroup,
-                               (shard.shardBegin(t1) - shard.shardBegin(t0)) * sizeof(float));
-  };
   if (offload.device == OffloadDevice::Nvme) {
     uint64_t reserve = 0;
-    for (const auto& [t0, t1] : runs) reserve += SlotSwapper::groupBytes(groupRegionBytes(t0, t1));
+    for (const auto& [t0, t1] : runs)
+      reserve += SlotSwapper::groupBytes(std::vector<size_t>(
+          regionsPerGroup, (shard.shardBegin(t1) - shard.shardBegin(t0)) * sizeof(float)));
     swapper_ = std::make_unique<SlotSwapper>(config_.aio, offload.nvmePath, comm_.rank(), reserve,
                                              "offload_optimizer", "optimizer",
                                              static_cast<int>(offload.bufferCount));
@@ -134,9 +132,9 @@ void Engine::checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
   // the largest sub-group's arrays).
   const int stage = config_.zero.stage;
   const double params = static_cast<double>(count_);
-  const ModelStateEstimate e = estimateModelState(stage, modelType_, gradType_, params,
-                                                  comm_.size(),
-                                                  optimizerStateBytesPerParameter(optimizer));
+  const double stateBytes = optimizerStateBytesPerParameter(optimizer);
+  const ModelStateEstimate e =
+      estimateModelState(stage, modelType_, gradType_, params, comm_.size(), stateBytes);
   const bool offloaded = config_.zero.offloadOptimizer.device == OffloadDevice::Nvme;
   const double halfCopy = (stage == 1 || stage == 2) && modelType_ != DType::F32
                               ? dtypeBytes(modelType_) * params / comm_.size()
@@ -145,8 +143,7 @@ void Engine::checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
       offloaded ? static_cast<double>(std::min<size_t>(
                       static_cast<size_t>(config_.zero.offloadOptimizer.bufferCount), groups)) *
                       static_cast<double>(largestGroup) *
-                      ((e.masterWeights > 0 ? sizeof(float) : 0) +
-                       optimizerStateBytesPerParameter(optimizer))
+                      swapSlotBytesPerElement(e, stateBytes)
                 : 0.0;
   const double need = e.parameters + e.gradients +
                       (offloaded ? slots : e.masterWeights + e.optimizerStates) + halfCopy +

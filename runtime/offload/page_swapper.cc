@@ -1,15 +1,8 @@
 #include "runtime/offload/page_swapper.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 
 namespace ds::runtime {
-namespace {
-
-constexpr uintptr_t kPage = AlignedBuffer::kAlignment;
-
-}  // namespace
 
 PageSwapper::PageSwapper(const AioConfig& aio, const std::string& directory, int rank,
                          uint64_t reserveBytes, std::string what, const std::string& stem)
@@ -18,11 +11,10 @@ PageSwapper::PageSwapper(const AioConfig& aio, const std::string& directory, int
 size_t PageSwapper::addGroup(const std::vector<Region>& regions) {
   std::vector<Piece> pieces;
   for (const Region& r : regions) {
-    const auto begin = reinterpret_cast<uintptr_t>(r.data);
-    const auto end = begin + r.bytes;
-    const uintptr_t first = (begin + kPage - 1) / kPage * kPage, last = end / kPage * kPage;
-    if (last <= first) continue;  // no whole page: it simply stays in memory
-    pieces.push_back({reinterpret_cast<char*>(first), last - first, file_.allocate(last - first)});
+    const SwapRegion pages = wholePages(r.data, r.bytes);
+    if (pages.bytes == 0) continue;  // no whole page: it simply stays in memory
+    pieces.push_back(
+        {static_cast<char*>(pages.data), pages.bytes, file_.allocate(pages.bytes)});
   }
   pieces_.push_back(std::move(pieces));
   resident_.push_back(1);
@@ -33,7 +25,7 @@ size_t PageSwapper::addGroup(const std::vector<Region>& regions) {
 }
 
 void PageSwapper::freePages(size_t g) {
-  for (const Piece& p : pieces_[g]) madvise(p.at, p.bytes, MADV_DONTNEED);
+  for (const Piece& p : pieces_[g]) givePagesBack(p.at, p.bytes);
   resident_[g] = 0;
 }
 

@@ -13,11 +13,17 @@
 
 namespace ds::runtime {
 
-void givePagesBack(void* data, size_t bytes) {
+SwapRegion wholePages(void* data, size_t bytes) {
   constexpr uintptr_t kPage = AlignedBuffer::kAlignment;
   const auto begin = reinterpret_cast<uintptr_t>(data);
   const uintptr_t first = (begin + kPage - 1) / kPage * kPage, last = (begin + bytes) / kPage * kPage;
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  if (last <= first) return {data, 0};
+  return {reinterpret_cast<void*>(first), last - first};
+}
+
+void givePagesBack(void* data, size_t bytes) {
+  const SwapRegion pages = wholePages(data, bytes);
+  if (pages.bytes > 0) madvise(pages.data, pages.bytes, MADV_DONTNEED);
 }
 
 void SwapFile::checkSpace(const std::string& directory, uint64_t bytes, const std::string& what) {

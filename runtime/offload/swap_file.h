@@ -21,8 +21,11 @@ struct SwapRegion {
   size_t bytes;
 };
 
-// Gives the pages wholly inside [data, data + bytes) back to the OS (MADV_DONTNEED: they read as
-// zeros when touched again); the ragged ends stay.
+// The pages wholly inside [data, data + bytes): what can be swapped out and given back (bytes 0
+// when there is no whole page); the ragged ends around them stay in memory.
+SwapRegion wholePages(void* data, size_t bytes);
+// Gives wholePages(data, bytes) back to the OS (MADV_DONTNEED: they read as zeros when touched
+// again).
 void givePagesBack(void* data, size_t bytes);
 
 class SwapFile {

@@ -24,4 +24,10 @@ struct ModelStateEstimate {
 ModelStateEstimate estimateModelState(int stage, DType modelType, DType gradType, double params,
                                       int world, double optimizerBytesPerParam);
 
+// offload_optimizer nvme: the bytes per element of a swap slot (runtime/offload/slot_swapper.h):
+// the fp32 master slice where the master is a copy of its own, then the optimizer's state.
+inline double swapSlotBytesPerElement(const ModelStateEstimate& e, double optimizerBytesPerParam) {
+  return (e.masterWeights > 0 ? 4.0 : 0.0) + optimizerBytesPerParam;
+}
+
 }  // namespace ds::runtime

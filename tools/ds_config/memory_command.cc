@@ -121,7 +121,8 @@ void runMemory(const MemoryOptions& o) {
     const double groupElements = std::min(static_cast<double>(c.zero.subGroupSize), shard);
     const double slotCount =
         std::min(static_cast<double>(offload.bufferCount), std::ceil(shard / groupElements));
-    const double slots = slotCount * groupElements * ((e.masterWeights > 0 ? 4.0 : 0.0) + stateBytes);
+    const double slots =
+        slotCount * groupElements * runtime::swapSlotBytesPerElement(e, stateBytes);
     std::printf("offload_optimizer nvme: at stage %d the master weights and optimizer states "
                 "(%s per rank) live in a swap file in %s, %s of disk per rank; in memory: %s per "
                 "rank, plus %.0f swap slot(s) (buffer_count) of one sub-group each: %s\n",
