@@ -94,6 +94,10 @@ Spawned spawnProcess(const SpawnOptions& options) {
       if (const int null = open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0)
         dup2(null, STDIN_FILENO);
     }
+    // Nothing of the parent's but stdio reaches the program: a descriptor opened by another
+    // thread without O_CLOEXEC (the node relay's sockets) would otherwise outlive the parent in
+    // it, and keep its socket's name taken.
+    close_range(3, ~0U, 0);
     // The parent's handlers must not run in the child before exec (exec resets them anyway);
     // ignored signals stay ignored, as exec keeps them (nohup keeps working).
     struct sigaction defaults {

@@ -5,11 +5,14 @@
 // blocking. Unary calls finish at once. KvGet, KvWait and KvMultiGet park a callback in the
 // MemoryStore (runtime/comm/memory_store.h), completed by the set that adds their last key, by the
 // store's timer thread at the deadline, by the client's cancellation or by shutdown(). Each Watch
-// stream is a reactor that holds no thread: broadcast() queues a command and starts a write on
-// every open stream, and a stream that breaks marks its rank lost at once. So parked reads and
-// open streams cost memory, not threads, and nothing polls.
+// stream, and each node relay's NodeSession, is a reactor that holds no thread: broadcast() queues a
+// command and starts a write on every open stream, and a stream that breaks marks its ranks lost
+// at once. A NodeSession reads its relay's messages (attached ranks, batched heartbeats, lost
+// ranks) one at a time in OnReadDone. So parked reads and open streams cost memory, not threads,
+// and nothing polls.
 // Locks: `mutex` guards the job's state shared with ds-launch's threads (ranks, commands, offers);
-// `streamsMutex` the set of open streams; each stream its own write state. Order: streamsMutex,
+// `streamsMutex` the set of open streams; each stream its own write state (and a NodeSession its
+// attached ranks). Order: streamsMutex,
 // then a stream's lock, then mutex. gRPC runs OnWriteDone and OnDone of a stream on its own
 // threads, never inside our StartWrite or Finish, so holding streamsMutex across those is safe.
 #include "launcher/coordinator.h"
@@ -97,27 +100,73 @@ class StoreWait final : public grpc::ServerUnaryReactor {
 };
 
 struct Coordinator::State final : proto::Coordinator::CallbackService {
-  // One rank's Watch stream: commands are written one at a time, in order, as broadcast() queues
-  // them; the stream ends with OK at shutdown, and a broken one marks its rank lost.
-  class CommandStream final : public grpc::ServerWriteReactor<proto::Command> {
+  // Where broadcast() sends commands: a rank's Watch stream or a relay's NodeSession.
+  class CommandSink {
    public:
-    CommandStream(State& state, int rank) : state_(state), rank_(rank) {}
-    void pump();                        // starts writing the next queued command, if idle
-    void end(const grpc::Status& why);  // finishes the stream once (after a write in flight)
+    virtual ~CommandSink() = default;
+    virtual void pump() = 0;                        // starts writing the next queued command
+    virtual void end(const grpc::Status& why) = 0;  // finishes the stream once
+  };
+
+  // The write half both kinds of stream share: commands are written one at a time, in order, as
+  // broadcast() queues them; the stream ends with OK at shutdown, and one that breaks loses the
+  // ranks it carries.
+  template <class Reactor>
+  class CommandWriter : public Reactor, public CommandSink {
+   public:
+    explicit CommandWriter(State& state) : state_(state) {}
+    void pump() override;
+    void end(const grpc::Status& why) override;
     void OnWriteDone(bool ok) override;
-    void OnCancel() override;
+    void OnCancel() override { broke(); }
     void OnDone() override;
 
-   private:
-    void broke();  // the worker is gone: its rank is lost unless it reported, then end
-
+   protected:
+    virtual void loseRanks() = 0;  // the worker or the node behind the stream is gone
+    void broke() {
+      loseRanks();
+      end(grpc::Status::CANCELLED);
+    }
     State& state_;
-    const int rank_;
+
+   private:
     std::mutex mutex_;
     bool writing_ = false, finished_ = false;
     std::optional<grpc::Status> finishAfterWrite_;
     size_t sent_ = 0;
     proto::Command command_;
+  };
+
+  // One rank's Watch stream.
+  class CommandStream final : public CommandWriter<grpc::ServerWriteReactor<proto::Command>> {
+   public:
+    CommandStream(State& state, int rank) : CommandWriter(state), rank_(rank) {}
+
+   private:
+    // A stream that breaks before the rank reported means its process is gone (killed, crashed,
+    // its node lost): on every backend this is how an exit is seen at once.
+    void loseRanks() override { state_.markLost(rank_); }
+    const int rank_;
+  };
+
+  // A node relay's stream: commands down for every rank it attached, heartbeats and losses up.
+  class NodeSession final
+      : public CommandWriter<grpc::ServerBidiReactor<proto::NodeUp, proto::Command>> {
+   public:
+    NodeSession(State& state, grpc::CallbackServerContext* context)
+        : CommandWriter(state), context_(context) {
+      StartRead(&up_);
+    }
+    void OnReadDone(bool ok) override;
+
+   private:
+    void loseRanks() override;
+    grpc::CallbackServerContext* const context_;
+    bool admitted_ = false;  // read and written only by OnReadDone, one at a time
+    proto::NodeUp up_;
+    std::mutex attachedMutex_;
+    std::vector<int> attached_;
+    int hostRank_ = -1;  // the rank whose process hosts the relay, if one does
   };
 
   CoordinatorOptions options;
@@ -130,7 +179,7 @@ struct Coordinator::State final : proto::Coordinator::CallbackService {
   std::vector<std::pair<CommandKind, std::string>> commands;  // every worker receives all, in order
   bool shuttingDown = false;
   std::mutex streamsMutex;
-  std::set<CommandStream*> streams;
+  std::set<CommandSink*> streams;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
   // Refusals are logged at most kRefusalsPerSecond a second: a flood of bad requests must not
@@ -326,21 +375,7 @@ struct Coordinator::State final : proto::Coordinator::CallbackService {
       stream->end(status);
       return stream;
     }
-    {
-      std::lock_guard lock(streamsMutex);
-      streams.insert(stream);
-    }
-    bool ending = false;
-    {
-      std::lock_guard lock(mutex);
-      ending = shuttingDown;
-    }
-    // A stream opened after shutdown() ended the others ends here; otherwise it gets every
-    // command queued so far.
-    if (ending)
-      stream->end(grpc::Status::OK);
-    else
-      stream->pump();
+    openStream(stream);
     return stream;
   }
 
@@ -400,21 +435,52 @@ struct Coordinator::State final : proto::Coordinator::CallbackService {
                                       proto::HeartbeatReply*) override {
     if (auto status = admit(context, request->auth(), "Heartbeat"); !status.ok())
       return finished(context, status);
-    std::lock_guard lock(mutex);
-    if (!validRank(request->rank()))
+    if (!recordHeartbeat(*request))
       return finished(context, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown rank"));
-    auto& status = ranks[request->rank()];
-    status.state = fromProto(request->state());
-    const auto now = std::chrono::steady_clock::now();
-    if (request->step() != status.step) status.lastProgress = now;
-    if (request->step() > 0 && !status.firstStepAt) status.firstStepAt = now;
-    status.phase = request->phase();
-    status.step = request->step();
-    status.loss = request->loss();
-    status.samplesPerSecond = request->samples_per_sec();
-    status.residentBytes = request->resident_bytes();
-    status.lastHeartbeat = std::chrono::steady_clock::now();
     return finished(context, grpc::Status::OK);
+  }
+
+  // A rank's heartbeat, sent by itself or batched by its node's relay. False for an unknown rank.
+  bool recordHeartbeat(const proto::HeartbeatRequest& beat) {
+    std::lock_guard lock(mutex);
+    if (!validRank(beat.rank())) return false;
+    auto& status = ranks[beat.rank()];
+    status.state = fromProto(beat.state());
+    // When the rank sent it: a relay holds heartbeats up to an interval before passing them on.
+    const auto now = std::chrono::steady_clock::now() -
+                     std::chrono::milliseconds(std::min<uint32_t>(beat.age_ms(), 3600 * 1000));
+    if (beat.step() != status.step) status.lastProgress = now;
+    if (beat.step() > 0 && !status.firstStepAt) status.firstStepAt = now;
+    status.phase = beat.phase();
+    status.step = beat.step();
+    status.loss = beat.loss();
+    status.samplesPerSecond = beat.samples_per_sec();
+    status.residentBytes = beat.resident_bytes();
+    status.lastHeartbeat = std::max(status.lastHeartbeat, now);
+    return true;
+  }
+
+  grpc::ServerBidiReactor<proto::NodeUp, proto::Command>* NodeSession(
+      grpc::CallbackServerContext* context) override {
+    return new class NodeSession(*this, context);
+  }
+
+  // Registers a stream admitted to receive commands: it gets every command queued so far, or
+  // ends at once when shutdown() has already ended the others.
+  void openStream(CommandSink* stream) {
+    {
+      std::lock_guard lock(streamsMutex);
+      streams.insert(stream);
+    }
+    bool ending = false;
+    {
+      std::lock_guard lock(mutex);
+      ending = shuttingDown;
+    }
+    if (ending)
+      stream->end(grpc::Status::OK);
+    else
+      stream->pump();
   }
 
   grpc::ServerUnaryReactor* Report(grpc::CallbackServerContext* context,
@@ -486,7 +552,8 @@ struct Coordinator::State final : proto::Coordinator::CallbackService {
   std::vector<NodeOffer> offers;  // accepted, not yet taken (under mutex)
 };
 
-void Coordinator::State::CommandStream::pump() {
+template <class Reactor>
+void Coordinator::State::CommandWriter<Reactor>::pump() {
   std::unique_lock lock(mutex_);
   if (writing_ || finished_) return;
   {
@@ -499,10 +566,11 @@ void Coordinator::State::CommandStream::pump() {
   ++sent_;
   writing_ = true;
   lock.unlock();
-  StartWrite(&command_);
+  this->StartWrite(&command_);
 }
 
-void Coordinator::State::CommandStream::end(const grpc::Status& why) {
+template <class Reactor>
+void Coordinator::State::CommandWriter<Reactor>::end(const grpc::Status& why) {
   {
     std::lock_guard lock(mutex_);
     if (finished_) return;
@@ -512,36 +580,66 @@ void Coordinator::State::CommandStream::end(const grpc::Status& why) {
       return;
     }
   }
-  Finish(why);
+  this->Finish(why);
 }
 
-void Coordinator::State::CommandStream::OnWriteDone(bool ok) {
+template <class Reactor>
+void Coordinator::State::CommandWriter<Reactor>::OnWriteDone(bool ok) {
   std::optional<grpc::Status> finish;
   {
     std::lock_guard lock(mutex_);
     writing_ = false;
     finish = std::exchange(finishAfterWrite_, std::nullopt);
   }
-  if (finish) return Finish(*finish);
+  if (finish) return this->Finish(*finish);
   if (!ok) return broke();
   pump();
 }
 
-void Coordinator::State::CommandStream::OnCancel() { broke(); }
-
-void Coordinator::State::CommandStream::broke() {
-  // A stream that breaks before the rank reported means its process is gone (killed, crashed,
-  // its node lost): on every backend this is how an exit is seen at once.
-  state_.markLost(rank_);
-  end(grpc::Status::CANCELLED);
-}
-
-void Coordinator::State::CommandStream::OnDone() {
+template <class Reactor>
+void Coordinator::State::CommandWriter<Reactor>::OnDone() {
   {
     std::lock_guard lock(state_.streamsMutex);
     state_.streams.erase(this);
   }
   delete this;
+}
+
+void Coordinator::State::NodeSession::OnReadDone(bool ok) {
+  if (!ok) return broke();  // the relay is gone (its node, or the worker that hosted it)
+  if (!admitted_) {
+    if (auto status = state_.admit(context_, up_.auth(), "NodeSession"); !status.ok())
+      return end(status);
+    admitted_ = true;
+    state_.openStream(this);
+  }
+  for (const auto& beat : up_.beats()) state_.recordHeartbeat(beat);
+  if (up_.attach_size() > 0) {
+    std::lock_guard lock(attachedMutex_);
+    for (int rank : up_.attach())
+      if (state_.validRank(rank)) attached_.push_back(rank);
+  }
+  for (int rank : up_.lost()) state_.markLost(rank);
+  if (up_.has_host_rank() && state_.validRank(up_.host_rank())) {
+    {
+      std::lock_guard lock(attachedMutex_);
+      hostRank_ = up_.host_rank();
+    }
+    std::lock_guard lock(state_.mutex);
+    state_.ranks[up_.host_rank()].hostsRelay = true;
+  }
+  StartRead(&up_);
+}
+
+void Coordinator::State::NodeSession::loseRanks() {
+  std::vector<int> ranks;
+  {
+    std::lock_guard lock(attachedMutex_);
+    // The host's process going is what broke the stream: it is lost first, so the blame is its.
+    if (hostRank_ >= 0) ranks.push_back(hostRank_);
+    ranks.insert(ranks.end(), attached_.begin(), attached_.end());
+  }
+  for (int rank : ranks) state_.markLost(rank);
 }
 
 Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<State>()) {

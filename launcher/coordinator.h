@@ -67,6 +67,7 @@ struct RankStatus {
   int64_t residentBytes = 0;
   std::string phase;
   std::string nodeName;  // the worker's own host name
+  bool hostsRelay = false;  // its process hosts its node's relay: the node goes silent with it
   bool lost = false;     // its command stream broke before it reported: the process is gone
   std::chrono::steady_clock::time_point lostAt{};
   std::chrono::steady_clock::time_point lastHeartbeat{};

@@ -63,9 +63,25 @@ std::string jobToken(const LaunchOptions& flags) {
   return randomToken();
 }
 
+// Every launch's workers reach the coordinator through one relay per node (worker/node_relay.h),
+// named by a fresh id so that no two launches on a machine (elastic epochs, loopback tests) ever
+// share one. DS_NODE_RELAY=0 makes every worker connect on its own, as before the relay existed.
+// A relay answers its ranks' heartbeats itself, so it must notice a frozen coordinator as fast as
+// their own heartbeat calls would have: it pings it every third of the heartbeat timeout and
+// gives up after another third.
+void addRelay(BackendRequest& request, std::chrono::milliseconds heartbeatTimeout) {
+  const char* setting = std::getenv("DS_NODE_RELAY");
+  if (setting != nullptr && std::string(setting) == "0") return;
+  const auto keepalive = std::max<int64_t>(50, heartbeatTimeout.count() / 3);
+  request.workerArgs.insert(request.workerArgs.end(),
+                            {"--relay", randomToken().substr(0, 16), "--relay_keepalive_ms",
+                             std::to_string(keepalive)});
+}
+
 // --no_ssh on node N > 0: this process becomes the node agent for its ranks.
 [[noreturn]] void becomeNodeAgent(BackendRequest& request, const LaunchOptions& flags) {
   request.coordinatorAddress = flags.masterAddr + ":" + std::to_string(flags.masterPort);
+  addRelay(request, millisecondsOf(flags.heartbeatTimeout));
   std::vector<std::string> args = nodeAgentCommand(request, std::to_string(flags.nodeRank));
   std::vector<char*> raw;
   for (auto& arg : args) raw.push_back(arg.data());
@@ -109,7 +125,9 @@ void writeRunnerHostfile(const JobPlan& p) {
     if (p.backend == Backend::Mvapich) hosts << node.host << '\n';
 }
 
-std::vector<LaunchedProcess> startProcesses(const BackendRequest& request) {
+std::vector<LaunchedProcess> startProcesses(BackendRequest request,
+                                           std::chrono::milliseconds heartbeatTimeout) {
+  addRelay(request, heartbeatTimeout);
   std::vector<LaunchedProcess> processes;
   for (const auto& command : buildLaunchCommands(request)) {
     std::string label = command.ranks.size() == 1 ? "rank " + std::to_string(command.ranks[0])
@@ -272,7 +290,7 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
               << batch.microBatchPerGpu << " x accumulation " << batch.gradientAccumulationSteps
               << " x " << plan->worldSize() << " ranks" << std::endl;
     writeRunnerHostfile(p);
-    std::vector<LaunchedProcess> processes = startProcesses(p.request);
+    std::vector<LaunchedProcess> processes = startProcesses(p.request, options.heartbeatTimeout);
     if (failedAt) {
       rescales.back().newWorld = plan->worldSize();
       rescales.back().resumedFromStep = latestCheckpointStep(checkpoints);
@@ -391,7 +409,8 @@ int runJob(JobPlan& p, const CommandLine& line) {
 
   writeRunnerHostfile(p);
   installTerminationHandlers();
-  std::vector<LaunchedProcess> processes = startProcesses(p.request);
+  std::vector<LaunchedProcess> processes =
+      startProcesses(p.request, coordinatorOptions.heartbeatTimeout);
   SupervisorOptions supervision = supervisorOptionsFor(p, flags);
   supervision.launchStarted = flags.started;
   const JobOutcome outcome = superviseJob(coordinator, p.plan.ranks, processes, supervision);

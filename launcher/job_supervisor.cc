@@ -327,10 +327,18 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
         if (now - started > options.joinTimeout)
           fail(r, "did not join the coordinator within " + ms(options.joinTimeout), 1);
       } else if (now - status.lastHeartbeat > options.heartbeatTimeout) {
-        fail(r,
+        // A rank whose process hosts its node's relay takes the node's heartbeats with it when
+        // it stops: among the silent ranks, the blame is the relay host's.
+        size_t blamed = r;
+        for (size_t other = 0; other < n; ++other)
+          if (health[other].hostsRelay && !health[other].report &&
+              now - health[other].lastHeartbeat > options.heartbeatTimeout)
+            blamed = other;
+        const auto& silent = health[blamed];
+        fail(blamed,
              "stopped heartbeating (no heartbeat for " + ms(options.heartbeatTimeout) +
-                 ", at step " + std::to_string(status.step) + ", state " +
-                 rankStateName(status.state) + ", phase: " + status.phase + ")",
+                 ", at step " + std::to_string(silent.step) + ", state " +
+                 rankStateName(silent.state) + ", phase: " + silent.phase + ")",
              1);
       } else if (options.stallTimeout.count() > 0 && status.step > 0 &&
                  now - status.lastProgress > options.stallTimeout) {

@@ -1,26 +1,22 @@
-// CoordinatorClient over gRPC. Blocking KV calls get a gRPC deadline a little past the store
-// timeout, so a vanished coordinator surfaces as an error instead of a hang.
+// CoordinatorClient: requests built here, carried by a transport (gRPC, or the node relay).
+// Blocking KV calls get a deadline a little past the store timeout, so a vanished coordinator
+// surfaces as an error instead of a hang.
 #include "worker/coordinator_client.h"
 
-#include <grpcpp/grpcpp.h>
+#include <grpcpp/support/status_code_enum.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <thread>
 
 #include "common/error.h"
-#include "coordinator.grpc.pb.h"
-#include "grpc_process.h"
+#include "worker/coordinator_transport.h"
 
 namespace ds::worker {
 namespace {
 
 constexpr auto kRpcTimeout = std::chrono::seconds(10);
 constexpr auto kDeadlineSlack = std::chrono::seconds(5);
-
-std::chrono::system_clock::time_point deadlineIn(std::chrono::milliseconds d) {
-  return std::chrono::system_clock::now() + d;
-}
 
 proto::WorkerState toProto(RankState state) {
   switch (state) {
@@ -45,8 +41,7 @@ proto::WorkerState toProto(RankState state) {
 struct CoordinatorClient::Impl {
   std::string address;
   std::string token;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<proto::Coordinator::Stub> stub;
+  std::unique_ptr<CoordinatorTransport> transport;
 
   void fill(proto::JobAuth* auth, uint64_t epoch) const {
     auth->set_token(token);
@@ -54,20 +49,19 @@ struct CoordinatorClient::Impl {
   }
 
   // One unary call: auth filled in, a deadline set, a failure thrown as ds::Error/TimeoutError.
-  template <typename Request, typename Invoke>
-  void call(Request& request, uint64_t epoch, std::chrono::milliseconds deadline,
-            const std::string& what, Invoke invoke) const {
+  template <typename Request>
+  void call(CoordinatorMethod method, Request& request, google::protobuf::Message* reply,
+            uint64_t epoch, std::chrono::milliseconds deadline, const std::string& what,
+            bool waitForReady = false) const {
     fill(request.mutable_auth(), epoch);
-    grpc::ClientContext context;
-    context.set_deadline(deadlineIn(deadline));
-    check(invoke(&context), what);
+    check(transport->call(method, request, reply, deadline, waitForReady), what);
   }
 
-  void check(const grpc::Status& status, const std::string& what) const {
+  void check(const TransportStatus& status, const std::string& what) const {
     if (status.ok()) return;
-    const std::string message =
-        "coordinator " + address + ": " + what + ": " + status.error_message();
-    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) throw TimeoutError(message);
+    const std::string message = "coordinator " + address + ": " + what + ": " + status.message;
+    if (status.code == static_cast<int>(grpc::StatusCode::DEADLINE_EXCEEDED))
+      throw TimeoutError(message);
     throw Error(message);
   }
 };
@@ -77,24 +71,15 @@ CoordinatorClient::CoordinatorClient(const std::string& address, std::string tok
     : impl_(std::make_unique<Impl>()) {
   impl_->address = address;
   impl_->token = std::move(token);
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (!tls.certPem.empty() || !tls.caPem.empty()) {
-    grpc::SslCredentialsOptions options;
-    options.pem_root_certs = tls.caPem;
-    options.pem_private_key = tls.keyPem;
-    options.pem_cert_chain = tls.certPem;
-    credentials = grpc::SslCredentials(options);
-  }
-  // Keepalive: a frozen or unreachable coordinator breaks the channel (and the Watch stream)
-  // within about 10 s even when no call is in flight, instead of never.
-  grpc::ChannelArguments arguments;
-  arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
-  arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  arguments.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  arguments.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  prepareGrpcProcess();
-  impl_->channel = grpc::CreateCustomChannel(address, credentials, arguments);
-  impl_->stub = proto::Coordinator::NewStub(impl_->channel);
+  impl_->transport = makeGrpcTransport(address, tls);
+}
+
+CoordinatorClient::CoordinatorClient(const std::string& address, std::string token,
+                                     const ViaRelay& relay)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->address = address;
+  impl_->token = std::move(token);
+  impl_->transport = makeRelayTransport(relay.socketName);
 }
 
 CoordinatorClient::~CoordinatorClient() = default;
@@ -102,7 +87,6 @@ CoordinatorClient::~CoordinatorClient() = default;
 JoinResult CoordinatorClient::join(const JoinIdentity& identity,
                                    std::chrono::milliseconds timeout) {
   proto::JoinRequest request;
-  impl_->fill(request.mutable_auth(), 0);
   request.set_host(identity.host);
   request.set_local_slot(identity.slot);
   request.set_by_rank(identity.rank >= 0);
@@ -112,11 +96,9 @@ JoinResult CoordinatorClient::join(const JoinIdentity& identity,
   request.set_node_name(nodeName);
   request.set_pid(static_cast<int32_t>(::getpid()));
   proto::JoinReply reply;
-  grpc::ClientContext context;
-  // wait_for_ready: the coordinator may still be starting; queue the call until it listens.
-  context.set_wait_for_ready(true);
-  context.set_deadline(deadlineIn(timeout));
-  impl_->check(impl_->stub->Join(&context, request, &reply), "join as " + identity.describe());
+  // Wait for ready: the coordinator (or the node's relay) may still be starting.
+  impl_->call(CoordinatorMethod::Join, request, &reply, 0, timeout,
+              "join as " + identity.describe(), true);
   JoinResult result;
   result.rank = reply.rank();
   result.worldSize = reply.world_size();
@@ -149,8 +131,8 @@ void CoordinatorClient::kvSet(const std::string& key, const std::string& value) 
   request.set_key(key);
   request.set_value(value);
   proto::KvSetReply reply;
-  impl_->call(request, epoch_, kRpcTimeout, "set \"" + key + "\"",
-              [&](auto* context) { return impl_->stub->KvSet(context, request, &reply); });
+  impl_->call(CoordinatorMethod::KvSet, request, &reply, epoch_, kRpcTimeout,
+              "set \"" + key + "\"");
 }
 
 std::string CoordinatorClient::kvGet(const std::string& key, std::chrono::milliseconds timeout) {
@@ -158,8 +140,8 @@ std::string CoordinatorClient::kvGet(const std::string& key, std::chrono::millis
   request.set_key(key);
   request.set_timeout_ms(static_cast<uint32_t>(timeout.count()));
   proto::KvGetReply reply;
-  impl_->call(request, epoch_, timeout + kDeadlineSlack, "get \"" + key + "\"",
-              [&](auto* context) { return impl_->stub->KvGet(context, request, &reply); });
+  impl_->call(CoordinatorMethod::KvGet, request, &reply, epoch_, timeout + kDeadlineSlack,
+              "get \"" + key + "\"");
   return reply.value();
 }
 
@@ -169,8 +151,8 @@ void CoordinatorClient::kvWait(const std::vector<std::string>& keys,
   for (const auto& key : keys) request.add_keys(key);
   request.set_timeout_ms(static_cast<uint32_t>(timeout.count()));
   proto::KvWaitReply reply;
-  impl_->call(request, epoch_, timeout + kDeadlineSlack, "wait",
-              [&](auto* context) { return impl_->stub->KvWait(context, request, &reply); });
+  impl_->call(CoordinatorMethod::KvWait, request, &reply, epoch_, timeout + kDeadlineSlack,
+              "wait");
 }
 
 int64_t CoordinatorClient::kvAdd(const std::string& key, int64_t delta) {
@@ -178,8 +160,8 @@ int64_t CoordinatorClient::kvAdd(const std::string& key, int64_t delta) {
   request.set_key(key);
   request.set_delta(delta);
   proto::KvAddReply reply;
-  impl_->call(request, epoch_, kRpcTimeout, "add \"" + key + "\"",
-              [&](auto* context) { return impl_->stub->KvAdd(context, request, &reply); });
+  impl_->call(CoordinatorMethod::KvAdd, request, &reply, epoch_, kRpcTimeout,
+              "add \"" + key + "\"");
   return reply.value();
 }
 
@@ -192,9 +174,8 @@ void CoordinatorClient::kvMultiSet(
     entry->set_value(value);
   }
   proto::KvMultiSetReply reply;
-  impl_->call(request, epoch_, kRpcTimeout,
-              "set " + std::to_string(entries.size()) + " keys",
-              [&](auto* context) { return impl_->stub->KvMultiSet(context, request, &reply); });
+  impl_->call(CoordinatorMethod::KvMultiSet, request, &reply, epoch_, kRpcTimeout,
+              "set " + std::to_string(entries.size()) + " keys");
 }
 
 std::vector<std::string> CoordinatorClient::kvMultiGet(const std::vector<std::string>& keys,
@@ -203,9 +184,8 @@ std::vector<std::string> CoordinatorClient::kvMultiGet(const std::vector<std::st
   for (const auto& key : keys) request.add_keys(key);
   request.set_timeout_ms(static_cast<uint32_t>(timeout.count()));
   proto::KvMultiGetReply reply;
-  impl_->call(request, epoch_, timeout + kDeadlineSlack,
-              "get " + std::to_string(keys.size()) + " keys",
-              [&](auto* context) { return impl_->stub->KvMultiGet(context, request, &reply); });
+  impl_->call(CoordinatorMethod::KvMultiGet, request, &reply, epoch_, timeout + kDeadlineSlack,
+              "get " + std::to_string(keys.size()) + " keys");
   if (reply.values_size() != static_cast<int>(keys.size()))
     throw Error("coordinator: get of " + std::to_string(keys.size()) + " keys returned " +
                 std::to_string(reply.values_size()) + " values");
@@ -223,9 +203,9 @@ bool CoordinatorClient::heartbeat(const Progress& progress) {
   request.set_resident_bytes(progress.residentBytes);
   request.set_phase(progress.phase);
   proto::HeartbeatReply reply;
-  grpc::ClientContext context;
-  context.set_deadline(deadlineIn(heartbeatDeadline_));
-  return impl_->stub->Heartbeat(&context, request, &reply).ok();
+  return impl_->transport
+      ->call(CoordinatorMethod::Heartbeat, request, &reply, heartbeatDeadline_, false)
+      .ok();
 }
 
 void CoordinatorClient::report(const RankReport& report) {
@@ -247,8 +227,8 @@ void CoordinatorClient::report(const RankReport& report) {
     row->set_max_seconds(stat.maxSeconds);
   }
   proto::ReportReply reply;
-  impl_->call(request, epoch_, kRpcTimeout, "report",
-              [&](auto* context) { return impl_->stub->Report(context, request, &reply); });
+  impl_->call(CoordinatorMethod::Report, request, &reply, epoch_, kRpcTimeout,
+              "report");
 }
 
 std::pair<bool, std::string> CoordinatorClient::offer(const std::string& host, int slots) {
@@ -256,8 +236,8 @@ std::pair<bool, std::string> CoordinatorClient::offer(const std::string& host, i
   request.set_host(host);
   request.set_slots(slots);
   proto::OfferReply reply;
-  impl_->call(request, 0, kRpcTimeout, "offer",
-              [&](auto* context) { return impl_->stub->Offer(context, request, &reply); });
+  impl_->call(CoordinatorMethod::Offer, request, &reply, 0, kRpcTimeout,
+              "offer");
   return {reply.accepted(), reply.message()};
 }
 
@@ -266,16 +246,14 @@ void CoordinatorClient::watch(
   proto::WatchRequest request;
   impl_->fill(request.mutable_auth(), epoch_);
   request.set_rank(rank_);
-  grpc::ClientContext context;
-  auto reader = impl_->stub->Watch(&context, request);
-  proto::Command command;
-  while (reader->Read(&command)) {
-    if (command.kind() == proto::Command::STOP) onCommand(CommandKind::Stop, command.reason());
-    if (command.kind() == proto::Command::ABORT) onCommand(CommandKind::Abort, command.reason());
-  }
-  const grpc::Status status = reader->Finish();
+  const TransportStatus status =
+      impl_->transport->watch(request, [&](const proto::Command& command) {
+        if (command.kind() == proto::Command::STOP) onCommand(CommandKind::Stop, command.reason());
+        if (command.kind() == proto::Command::ABORT)
+          onCommand(CommandKind::Abort, command.reason());
+      });
   onCommand(CommandKind::CoordinatorGone,
-            status.ok() ? "the coordinator closed the command stream" : status.error_message());
+            status.ok() ? "the coordinator closed the command stream" : status.message);
 }
 
 }  // namespace ds::worker

@@ -48,9 +48,18 @@ struct JoinIdentity {
   }
 };
 
+// The route to the coordinator through the node's relay (worker/node_relay.h): the relay's socket,
+// relaySocketName(...).
+struct ViaRelay {
+  std::string socketName;
+};
+
 class CoordinatorClient {
  public:
+  // Straight to the coordinator over gRPC.
   CoordinatorClient(const std::string& address, std::string token, const TlsFiles& tls = {});
+  // Through the node's relay; `address` (the coordinator's) only names it in messages.
+  CoordinatorClient(const std::string& address, std::string token, const ViaRelay& relay);
   ~CoordinatorClient();
 
   // Retries until `timeout` while the coordinator is not reachable yet; a refusal throws at once.

@@ -31,6 +31,8 @@
 #include "worker/external_program.h"
 #include "worker/local_address.h"
 #include "worker/node_agent.h"
+#include "worker/node_relay.h"
+#include "worker/relay_protocol.h"
 #include "worker/output_tagger.h"
 #include "worker/progress_board.h"
 #include "worker/rank_environment.h"
@@ -54,6 +56,9 @@ constexpr int kCoordinatorGone = 11;
 constexpr auto kProgramMasterWait = std::chrono::minutes(5);
 
 std::atomic<int> gProgramPid{0};
+// The node relay this worker hosts for its node, if it does: kept up until the node's other ranks
+// are done, and given a moment to pass on a last command before an exit.
+std::unique_ptr<RelayHost> gRelay;
 
 // Read by the heartbeat thread at send time, so the training loop never touches /proc.
 int64_t residentBytes() {
@@ -75,6 +80,8 @@ int64_t residentBytes() {
   }
   // A group segment created by this rank is still named if its peers never attached.
   ds::runtime::unlinkOwnedShmSegments();
+  // The abort this rank got is on its way to the node's other ranks too.
+  if (gRelay) gRelay->flush(std::chrono::seconds(1));
   finishTaggedOutput("ds-worker: " + why);
   _exit(status);
 }
@@ -110,11 +117,17 @@ std::string takeVariable(const char* name) {
   return value;
 }
 
-// --tls-auto's certificate, key and CA, when ds-launch sent them (explicit files win).
-void takeTlsFromEnvironment(TlsFiles& tls) {
+// --tls-auto's certificate, key and CA, when ds-launch sent them (explicit files win). `keep`:
+// put them back for the processes this one starts (the node agent's workers).
+void takeTlsFromEnvironment(TlsFiles& tls, bool keep = false) {
   const std::string cert = takeVariable(ds::kTlsCertPemVariable);
   const std::string key = takeVariable(ds::kTlsKeyPemVariable);
   const std::string ca = takeVariable(ds::kTlsCaPemVariable);
+  if (keep)
+    for (const auto& [name, value] : {std::pair{ds::kTlsCertPemVariable, &cert},
+                                      {ds::kTlsKeyPemVariable, &key},
+                                      {ds::kTlsCaPemVariable, &ca}})
+      if (!value->empty()) setenv(name, value->c_str(), 1);
   if (!tls.certPem.empty() || cert.empty()) return;
   if (key.empty() || ca.empty())
     throw ds::Error(std::string(ds::kTlsCertPemVariable) + " is set without " +
@@ -167,21 +180,27 @@ std::pair<std::string, int> programMaster(const JoinResult& join, const std::str
   return {value.substr(0, colon), std::stoi(value.substr(colon + 1))};
 }
 
+std::string machineName() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+TlsFiles readTlsFiles(const std::string& cert, const std::string& key, const std::string& ca) {
+  TlsFiles tls;
+  if (!cert.empty()) tls.certPem = ds::readWholeFile(cert, "PEM certificate (--tls_cert)", 1 << 20);
+  if (!key.empty()) tls.keyPem = ds::readWholeFile(key, "PEM key (--tls_key)", 1 << 20);
+  if (!ca.empty()) tls.caPem = ds::readWholeFile(ca, "PEM CA (--tls_ca)", 1 << 20);
+  return tls;
+}
+
 // ds-worker --join: one Offer, its answer on stdout (accepted) or stderr (refused: exit 2).
 int offerNode(const std::string& address, std::string host, int slots, const std::string& tlsCert,
               const std::string& tlsKey, const std::string& tlsCa) {
-  if (host.empty()) {
-    char name[256] = {};
-    gethostname(name, sizeof name - 1);
-    host = name;
-  }
+  if (host.empty()) host = machineName();
   if (slots < 1) leaveNow(kUsage, "--join needs --slots N (the ranks this node can run)");
   try {
-    TlsFiles tls;
-    if (!tlsCert.empty()) tls.certPem = ds::readWholeFile(tlsCert, "PEM certificate (--tls_cert)", 1 << 20);
-    if (!tlsKey.empty()) tls.keyPem = ds::readWholeFile(tlsKey, "PEM key (--tls_key)", 1 << 20);
-    if (!tlsCa.empty()) tls.caPem = ds::readWholeFile(tlsCa, "PEM CA (--tls_ca)", 1 << 20);
-    CoordinatorClient client(address, takeJobToken(), tls);
+    CoordinatorClient client(address, takeJobToken(), readTlsFiles(tlsCert, tlsKey, tlsCa));
     const auto [accepted, message] = client.offer(host, slots);
     if (!accepted) leaveNow(kUsage, "the job did not take " + host + ": " + message);
     std::printf("ds-worker: %s\n", message.c_str());
@@ -196,10 +215,11 @@ int run(int argc, char** argv) {
   // Before anything reads the environment: ssh and pdsh deliver the job's exports in carriers.
   ds::adoptForwardedExports();
   CLI::App app{"ds-worker: one rank of a ds-launch job (started by ds-launch)"};
-  std::string coordinatorAddress, host, worldInfo, tlsCert, tlsKey, tlsCa, joinAddress;
+  std::string coordinatorAddress, host, worldInfo, tlsCert, tlsKey, tlsCa, joinAddress, relay;
   int slot = -1, nodeRank = -1, offeredSlots = 0;
   bool rankFromEnv = false;
   int joinTimeoutSeconds = 60;
+  int relayKeepaliveMs = 5000;
   app.add_option("--coordinator", coordinatorAddress, "coordinator host:port");
   app.add_option("--join", joinAddress,
                  "offer this node (--host NAME, --slots N) to the running elastic job whose "
@@ -212,6 +232,12 @@ int run(int argc, char** argv) {
   app.add_flag("--rank_from_env", rankFromEnv,
                "take the rank from OMPI_COMM_WORLD_RANK/PMIX_RANK/PMI_RANK/SLURM_PROCID");
   app.add_option("--join_timeout", joinTimeoutSeconds, "seconds to wait for the coordinator");
+  app.add_option("--relay", relay,
+                 "reach the coordinator through this node's relay (ds-launch's per-launch id): "
+                 "the first worker of the node (or its node agent) hosts it");
+  app.add_option("--relay_keepalive_ms", relayKeepaliveMs,
+                 "the relay pings the coordinator this often and gives up after as long again")
+      ->check(CLI::Range(50, 600000));
   app.add_option("--tls_cert", tlsCert, "PEM certificate for mutual TLS");
   app.add_option("--tls_key", tlsKey, "PEM private key for mutual TLS");
   app.add_option("--tls_ca", tlsCa, "PEM CA certificate that signed the coordinator's");
@@ -237,13 +263,29 @@ int run(int argc, char** argv) {
   if (!worldInfo.empty()) {
     std::vector<std::string> forwarded = {"--coordinator", coordinatorAddress, "--join_timeout",
                                           std::to_string(joinTimeoutSeconds)};
-    for (const auto& [flag, value] :
-         {std::pair{"--tls_cert", tlsCert}, {"--tls_key", tlsKey}, {"--tls_ca", tlsCa}})
+    for (const auto& [flag, value] : {std::pair{"--tls_cert", tlsCert},
+                                      {"--tls_key", tlsKey},
+                                      {"--tls_ca", tlsCa},
+                                      {"--relay", relay},
+                                      {"--relay_keepalive_ms",
+                                       relay.empty() ? "" : std::to_string(relayKeepaliveMs)}})
       if (!value.empty()) forwarded.insert(forwarded.end(), {flag, value});
     try {
+      std::optional<NodeRelayOptions> relayOptions;
+      if (!relay.empty()) {
+        // The workers it starts read the token from the environment as usual.
+        NodeRelayOptions o;
+        o.coordinatorAddress = coordinatorAddress;
+        o.keepalive = std::chrono::milliseconds(relayKeepaliveMs);
+        o.token = takeJobToken();
+        setenv(ds::kJobTokenVariable, o.token.c_str(), 1);
+        o.tls = readTlsFiles(tlsCert, tlsKey, tlsCa);
+        takeTlsFromEnvironment(o.tls, /*keep=*/true);
+        relayOptions = std::move(o);
+      }
       // The real path, so each rank's worker shows up in ps as ds-worker.
       std::_Exit(runNodeAgent(std::filesystem::read_symlink("/proc/self/exe").string(), forwarded,
-                              worldInfo, nodeRank));
+                              worldInfo, nodeRank, relay, relayOptions));
     } catch (const ds::Error& e) {
       leaveNow(kUsage, std::string("node agent: ") + e.what());
     }
@@ -255,17 +297,28 @@ int run(int argc, char** argv) {
   JoinIdentity identity{host, slot, -1};
   try {
     jobToken = takeJobToken();
-    if (!tlsCert.empty())
-      tls.certPem = ds::readWholeFile(tlsCert, "PEM certificate (--tls_cert)", 1 << 20);
-    if (!tlsKey.empty()) tls.keyPem = ds::readWholeFile(tlsKey, "PEM key (--tls_key)", 1 << 20);
-    if (!tlsCa.empty()) tls.caPem = ds::readWholeFile(tlsCa, "PEM CA (--tls_ca)", 1 << 20);
+    tls = readTlsFiles(tlsCert, tlsKey, tlsCa);
     takeTlsFromEnvironment(tls);
     if (rankFromEnv) identity.rank = rankFromEnvironment();
   } catch (const ds::Error& e) {
     leaveNow(kUsage, e.what());
   }
 
-  CoordinatorClient client(coordinatorAddress, jobToken, tls);
+  std::unique_ptr<CoordinatorClient> connection;
+  if (relay.empty()) {
+    connection = std::make_unique<CoordinatorClient>(coordinatorAddress, jobToken, tls);
+  } else {
+    // The node is the plan's host, or this machine for ranks mpirun or srun placed.
+    const std::string socket = relaySocketName(relay, rankFromEnv ? machineName() : host);
+    try {
+      gRelay = hostRelayUnlessServed({socket, coordinatorAddress, jobToken, tls,
+                                      std::chrono::milliseconds(relayKeepaliveMs)});
+    } catch (const ds::Error& e) {
+      leaveNow(kJoinRefused, e.what());
+    }
+    connection = std::make_unique<CoordinatorClient>(coordinatorAddress, jobToken, ViaRelay{socket});
+  }
+  CoordinatorClient& client = *connection;
   JoinResult join;
   try {
     join = client.join(identity, std::chrono::seconds(joinTimeoutSeconds));
@@ -403,6 +456,9 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "ds-worker: rank %d could not report: %s\n", join.rank, e.what());
   }
   ds::runtime::unlinkOwnedShmSegments();
+  // The node's other ranks still reach the coordinator through this process: stay until they
+  // have gone (or the coordinator has).
+  if (gRelay) gRelay->waitForConnections(1, std::chrono::hours(24 * 365));
   finishTaggedOutput();
   _exit(status);  // the watcher thread is parked in a stream read; nothing else to unwind
 }

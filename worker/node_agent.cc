@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "common/spawn.h"
 #include "contract/world_info.h"
+#include "worker/relay_protocol.h"
 
 namespace ds::worker {
 
@@ -33,13 +34,21 @@ int statusOf(int waitStatus) {
 }  // namespace
 
 int runNodeAgent(const std::string& workerPath, const std::vector<std::string>& workerArgs,
-                 const std::string& worldInfo, int nodeRank) {
+                 const std::string& worldInfo, int nodeRank, const std::string& relayNonce,
+                 std::optional<NodeRelayOptions> relay) {
   const WorldInfo world = decodeWorldInfo(worldInfo);
   if (nodeRank < 0 || nodeRank >= static_cast<int>(world.size()))
     throw Error("--node_rank " + std::to_string(nodeRank) + ": the job has " +
                 std::to_string(world.size()) + " nodes (0.." + std::to_string(world.size() - 1) +
                 ")");
   const auto& [host, slots] = world[nodeRank];
+  // Up before any worker starts, so that they all find it (none tries to host it) and it
+  // outlives them: the agent returns only once they have exited.
+  std::unique_ptr<RelayHost> relayHost;
+  if (relay) {
+    relay->socketName = relaySocketName(relayNonce, host);
+    relayHost = hostRelayUnlessServed(std::move(*relay));
+  }
 
   struct sigaction action {};
   action.sa_handler = onSignal;

@@ -1,16 +1,21 @@
 // bench_control_plane: the coordinator at scale. A real Coordinator runs in a child process (so
 // that its CPU seconds, peak RSS and threads are its own); this process plays N x R ranks that do
-// over real sockets what ds-workers do: each rank joins on its own connection, opens its Watch
-// stream, publishes a bootstrap address and reads the ones it needs (node leaders read every other
-// leader's, as the inter-node full mesh does: one KvGet per peer as Gloo's rendezvous does today,
-// or with --batched one KvMultiGet; the other ranks read their leader's), heartbeats
-// every interval, and finally receives an abort. All ranks are driven by gRPC's callback API from
-// a few threads.
+// over real sockets what ds-workers do: each rank joins, opens its Watch stream, publishes a
+// bootstrap address and reads the ones it needs (node leaders read every other leader's, as the
+// inter-node full mesh does: one KvGet per peer as Gloo's rendezvous does, or with --batched one
+// KvMultiGet; the other ranks read their leader's), heartbeats every interval, and finally
+// receives an abort.
+// By default each node has a real NodeRelay (worker/node_relay.h) holding the node's one
+// connection, and its ranks speak to it over Unix sockets, as ds-workers do; relays and ranks all
+// run on one io_context thread here. With --direct every rank has its own gRPC connection and
+// Watch stream instead (driven by gRPC's callback API), as before relays existed: the baseline.
 // Prints: time from start to every rank ready, coordinator CPU and peak RSS, its threads, its CPU
 // share per second of wall time while every rank heartbeats, the time for the supervisor's check
 // to see a node that went silent, and the time for an abort to reach every rank.
 // Usage: bench_control_plane [--nodes N] [--ranks-per-node R] [--heartbeat-ms MS]
-//                            [--heartbeat-timeout-ms MS] [--measure-s S] [--batched] [--json]
+//                            [--heartbeat-timeout-ms MS] [--measure-s S] [--batched] [--direct]
+//                            [--json]
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -19,6 +24,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio.hpp>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -35,6 +46,8 @@
 #include "coordinator.grpc.pb.h"
 #include "grpc_process.h"
 #include "launcher/coordinator.h"
+#include "worker/node_relay.h"
+#include "worker/relay_protocol.h"
 
 namespace {
 
@@ -45,7 +58,7 @@ constexpr auto kSupervisorTick = std::chrono::milliseconds(50);
 
 struct Options {
   long nodes = 8, ranksPerNode = 8, heartbeatMs = 1000, heartbeatTimeoutMs = 3000, measureS = 5;
-  bool json = false, batched = false;
+  bool json = false, batched = false, direct = false;
   long ranks() const { return nodes * ranksPerNode; }
 };
 
@@ -140,6 +153,10 @@ int runCoordinator(const Options& o, int control) {
 
 // ---- the simulated ranks ----
 
+namespace asio = boost::asio;
+using ds::worker::CoordinatorMethod;
+using ds::worker::FrameHeader;
+
 struct Tally {
   std::mutex mutex;
   std::condition_variable changed;
@@ -151,69 +168,189 @@ struct Tally {
     if (failures++ == 0) firstError = what;
     changed.notify_all();
   }
+  void abortArrived() {
+    std::lock_guard lock(mutex);
+    ++aborted;
+    lastAbortNs = std::max(lastAbortNs, nowNs());
+    changed.notify_all();
+  }
+  void watchEnded() {
+    std::lock_guard lock(mutex);
+    ++watchesDone;
+    changed.notify_all();
+  }
 };
 
-// The command stream of one rank.
-class WatchReader : public grpc::ClientReadReactor<ds::proto::Command> {
+// How a simulated rank reaches the coordinator: serialized requests in, serialized replies out,
+// each answered once through `done(status code, reply bytes or error text)`.
+class Route {
  public:
-  WatchReader(ds::proto::Coordinator::Stub& stub, int rank, uint64_t epoch, Tally& tally)
-      : tally_(tally) {
-    request_.mutable_auth()->set_token(kToken);
-    request_.mutable_auth()->set_epoch(epoch);
-    request_.set_rank(rank);
-    stub.async()->Watch(&context_, &request_, this);
-    StartRead(&command_);
-    StartCall();
+  using Done = std::function<void(int code, const std::string& reply)>;
+  virtual ~Route() = default;
+  virtual void call(CoordinatorMethod method, std::string request, Done done) = 0;
+  // Opens the command stream: every command's bytes to onCommand, then onEnd once.
+  virtual void watch(std::string request, std::function<void(const std::string&)> onCommand,
+                     std::function<void()> onEnd) = 0;
+  virtual void cancelWatch() = 0;
+};
+
+// A worker as it was before node relays: its own gRPC connection, its own Watch stream.
+class DirectRoute final : public Route {
+ public:
+  explicit DirectRoute(const std::string& address) {
+    grpc::ChannelArguments arguments;
+    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
+    channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
+    generic_ = std::make_unique<grpc::GenericStub>(channel_);
   }
-  void cancel() { context_.TryCancel(); }
-  void OnReadDone(bool ok) override {
-    if (!ok) return;
-    if (command_.kind() == ds::proto::Command::ABORT) {
-      std::lock_guard lock(tally_.mutex);
-      ++tally_.aborted;
-      tally_.lastAbortNs = std::max(tally_.lastAbortNs, nowNs());
-      tally_.changed.notify_all();
-    }
-    StartRead(&command_);
+  void call(CoordinatorMethod method, std::string request, Done done) override {
+    struct Call {
+      grpc::ClientContext context;
+      grpc::ByteBuffer request, reply;
+    };
+    auto c = std::make_shared<Call>();
+    c->context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+    grpc::Slice slice(request);
+    c->request = grpc::ByteBuffer(&slice, 1);
+    generic_->UnaryCall(&c->context, ds::worker::grpcMethodPath(method), grpc::StubOptions(),
+                        &c->request, &c->reply, [c, done](grpc::Status status) {
+                          std::string bytes;
+                          std::vector<grpc::Slice> slices;
+                          if (status.ok() && c->reply.Dump(&slices).ok())
+                            for (const auto& s : slices)
+                              bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+                          done(status.error_code(), status.ok() ? bytes : status.error_message());
+                        });
   }
-  void OnDone(const grpc::Status&) override {
-    std::lock_guard lock(tally_.mutex);
-    ++tally_.watchesDone;
-    tally_.changed.notify_all();
+  void watch(std::string request, std::function<void(const std::string&)> onCommand,
+             std::function<void()> onEnd) override {
+    watch_ = std::make_unique<Reader>(*channel_, std::move(request), std::move(onCommand),
+                                      std::move(onEnd));
+  }
+  void cancelWatch() override {
+    if (watch_) watch_->context.TryCancel();
   }
 
  private:
-  Tally& tally_;
-  grpc::ClientContext context_;
-  ds::proto::WatchRequest request_;
-  ds::proto::Command command_;
+  struct Reader final : grpc::ClientReadReactor<ds::proto::Command> {
+    Reader(grpc::Channel& channel, std::string bytes,
+           std::function<void(const std::string&)> onCommand, std::function<void()> onEnd)
+        : onCommand(std::move(onCommand)), onEnd(std::move(onEnd)) {
+      request.ParseFromString(bytes);
+      ds::proto::Coordinator::NewStub(std::shared_ptr<grpc::Channel>(&channel, [](auto*) {}))
+          ->async()
+          ->Watch(&context, &request, this);
+      StartRead(&command);
+      StartCall();
+    }
+    void OnReadDone(bool ok) override {
+      if (!ok) return;
+      onCommand(command.SerializeAsString());
+      StartRead(&command);
+    }
+    void OnDone(const grpc::Status&) override { onEnd(); }
+    grpc::ClientContext context;
+    ds::proto::WatchRequest request;
+    ds::proto::Command command;
+    std::function<void(const std::string&)> onCommand;
+    std::function<void()> onEnd;
+  };
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<grpc::GenericStub> generic_;
+  std::unique_ptr<Reader> watch_;
 };
 
-// One unary call on the callback API: the call's state lives until its callback has run.
-template <class Request, class Reply, class Start, class Done>
-void unaryCall(Start start, Request request, Done done) {
-  struct Call {
-    grpc::ClientContext context;
-    Request request;
-    Reply reply;
-  };
-  auto call = std::make_shared<Call>();
-  call->request = std::move(request);
-  call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
-  start(&call->context, &call->request, &call->reply,
-        [call, done](grpc::Status status) { done(status, call->reply); });
-}
+// A worker behind its node's relay: the relay's local protocol on a Unix socket, driven by the
+// bench's io_context (the same thread the relays run on, as a relay and its ranks would share a
+// node's cores).
+class RelayRoute final : public Route, public std::enable_shared_from_this<RelayRoute> {
+ public:
+  RelayRoute(asio::io_context& io, const std::string& socketName) : socket_(io) {
+    socket_.connect(asio::local::stream_protocol::endpoint(socketName));
+  }
+  void start() { readNext(); }
+  void call(CoordinatorMethod method, std::string request, Done done) override {
+    const uint32_t id = nextCall_++;
+    calls_[id] = std::move(done);
+    send(method, id, request);
+  }
+  void watch(std::string request, std::function<void(const std::string&)> onCommand,
+             std::function<void()> onEnd) override {
+    watchCall_ = nextCall_++;
+    onCommand_ = std::move(onCommand);
+    onEnd_ = std::move(onEnd);
+    send(CoordinatorMethod::Watch, watchCall_, request);
+  }
+  void cancelWatch() override {
+    boost::system::error_code ignored;
+    socket_.close(ignored);
+  }
 
+ private:
+  void send(CoordinatorMethod method, uint32_t id, const std::string& payload) {
+    FrameHeader header;
+    header.length = static_cast<uint32_t>(payload.size());
+    header.call = id;
+    header.method = static_cast<uint8_t>(method);
+    header.deadlineMs = 5 * 60 * 1000;
+    std::string frame(sizeof header, '\0');
+    std::memcpy(frame.data(), &header, sizeof header);
+    writes_.push_back(frame + payload);
+    if (writes_.size() == 1) writeNext();
+  }
+  void writeNext() {
+    asio::async_write(socket_, asio::buffer(writes_.front()),
+                      [self = shared_from_this()](const boost::system::error_code& error, size_t) {
+                        if (error) return;
+                        self->writes_.pop_front();
+                        if (!self->writes_.empty()) self->writeNext();
+                      });
+  }
+  void readNext() {
+    asio::async_read(
+        socket_, asio::buffer(&header_, sizeof header_),
+        [self = shared_from_this()](const boost::system::error_code& error, size_t) {
+          if (error) return self->ended();
+          self->payload_.resize(self->header_.length);
+          asio::async_read(self->socket_, asio::buffer(self->payload_),
+                           [self](const boost::system::error_code& error, size_t) {
+                             if (error) return self->ended();
+                             self->dispatch();
+                             self->readNext();
+                           });
+        });
+  }
+  void dispatch() {
+    const auto method = static_cast<CoordinatorMethod>(header_.method);
+    if (header_.call == watchCall_ && method == CoordinatorMethod::Command)
+      return onCommand_(payload_);
+    if (header_.call == watchCall_) return ended();
+    auto it = calls_.find(header_.call);
+    if (it == calls_.end()) return;
+    Done done = std::move(it->second);
+    calls_.erase(it);
+    done(header_.status, payload_);
+  }
+  void ended() {
+    if (onEnd_) std::exchange(onEnd_, nullptr)();
+  }
+
+  asio::local::stream_protocol::socket socket_;
+  FrameHeader header_;
+  std::string payload_;
+  std::deque<std::string> writes_;
+  uint32_t nextCall_ = 1, watchCall_ = 0;
+  std::map<uint32_t, Done> calls_;
+  std::function<void(const std::string&)> onCommand_;
+  std::function<void()> onEnd_;
+};
+
+// What a ds-worker does, over either route.
 class SimRank {
  public:
-  SimRank(const std::string& address, int rank, const Options& o, Tally& tally)
-      : rank_(rank), node_(rank / o.ranksPerNode), o_(o), tally_(tally) {
-    grpc::ChannelArguments arguments;
-    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own, as a
-                                                              // worker process has
-    stub_ = ds::proto::Coordinator::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments));
-  }
+  SimRank(std::shared_ptr<Route> route, int rank, const Options& o, Tally& tally)
+      : route_(std::move(route)), rank_(rank), node_(rank / o.ranksPerNode), o_(o),
+        tally_(tally) {}
 
   void start() { join(); }
   void heartbeat() {
@@ -223,15 +360,9 @@ class SimRank {
     request.set_state(ds::proto::WORKER_STATE_TRAINING);
     request.set_step(++beats_);
     request.set_phase("forward");
-    unaryCall<ds::proto::HeartbeatRequest, ds::proto::HeartbeatReply>(
-        [this](auto* c, auto* q, auto* p, auto f) { stub_->async()->Heartbeat(c, q, p, f); },
-        request, [this](const grpc::Status& s, auto&) {
-          if (!s.ok()) tally_.fail("Heartbeat: " + s.error_message());
-        });
+    call(CoordinatorMethod::Heartbeat, request, [](const std::string&) {});
   }
-  void cancelWatch() {
-    if (watch_) watch_->cancel();
-  }
+  void cancelWatch() { route_->cancelWatch(); }
   bool leader() const { return rank_ % o_.ranksPerNode == 0; }
   int node() const { return node_; }
 
@@ -242,20 +373,39 @@ class SimRank {
   }
   static std::string addressKey(long rank) { return "bench/addr/" + std::to_string(rank); }
 
+  template <class Then>
+  void call(CoordinatorMethod method, const google::protobuf::Message& request, Then then) {
+    route_->call(method, request.SerializeAsString(),
+                 [this, method, then](int code, const std::string& reply) {
+                   if (code != 0)
+                     return tally_.fail(std::string(ds::worker::methodName(method)) + ": " + reply);
+                   then(reply);
+                 });
+  }
+
   void join() {
     ds::proto::JoinRequest request;
     request.mutable_auth()->set_token(kToken);
     request.set_host("node-" + std::to_string(node_));
     request.set_local_slot(static_cast<int>(rank_ % o_.ranksPerNode));
     request.set_pid(rank_);
-    unaryCall<ds::proto::JoinRequest, ds::proto::JoinReply>(
-        [this](auto* c, auto* q, auto* p, auto f) { stub_->async()->Join(c, q, p, f); }, request,
-        [this](const grpc::Status& s, const ds::proto::JoinReply& reply) {
-          if (!s.ok()) return tally_.fail("Join: " + s.error_message());
-          epoch_ = reply.epoch();
-          watch_ = std::make_unique<WatchReader>(*stub_, rank_, epoch_, tally_);
-          publish();
-        });
+    call(CoordinatorMethod::Join, request, [this](const std::string& bytes) {
+      ds::proto::JoinReply reply;
+      reply.ParseFromString(bytes);
+      epoch_ = reply.epoch();
+      ds::proto::WatchRequest watch;
+      auth(watch.mutable_auth());
+      watch.set_rank(rank_);
+      route_->watch(
+          watch.SerializeAsString(),
+          [this](const std::string& bytes) {
+            ds::proto::Command command;
+            if (command.ParseFromString(bytes) && command.kind() == ds::proto::Command::ABORT)
+              tally_.abortArrived();
+          },
+          [this] { tally_.watchEnded(); });
+      publish();
+    });
   }
 
   void publish() {
@@ -263,19 +413,16 @@ class SimRank {
     auth(request.mutable_auth());
     request.set_key(addressKey(rank_));
     request.set_value("127.0.0.1:" + std::to_string(20000 + rank_));
-    unaryCall<ds::proto::KvSetRequest, ds::proto::KvSetReply>(
-        [this](auto* c, auto* q, auto* p, auto f) { stub_->async()->KvSet(c, q, p, f); }, request,
-        [this](const grpc::Status& s, auto&) {
-          if (!s.ok()) return tally_.fail("KvSet: " + s.error_message());
-          if (leader() && o_.batched) {
-            readAllLeaders();
-          } else if (leader()) {
-            nextPeer_ = 0;
-            readNextLeader();
-          } else {
-            read(node_ * o_.ranksPerNode, [this] { ready(); });
-          }
-        });
+    call(CoordinatorMethod::KvSet, request, [this](const std::string&) {
+      if (leader() && o_.batched) {
+        readAllLeaders();
+      } else if (leader()) {
+        nextPeer_ = 0;
+        readNextLeader();
+      } else {
+        read(node_ * o_.ranksPerNode, [this] { ready(); });
+      }
+    });
   }
 
   // A leader reads every other leader's address, one after the other (Gloo's full mesh).
@@ -293,12 +440,7 @@ class SimRank {
     for (long node = 0; node < o_.nodes; ++node)
       if (node != node_) request.add_keys(addressKey(node * o_.ranksPerNode));
     request.set_timeout_ms(5 * 60 * 1000);
-    unaryCall<ds::proto::KvMultiGetRequest, ds::proto::KvMultiGetReply>(
-        [this](auto* c, auto* q, auto* p, auto f) { stub_->async()->KvMultiGet(c, q, p, f); },
-        request, [this](const grpc::Status& s, auto&) {
-          if (!s.ok()) return tally_.fail("KvMultiGet: " + s.error_message());
-          ready();
-        });
+    call(CoordinatorMethod::KvMultiGet, request, [this](const std::string&) { ready(); });
   }
 
   template <class Then>
@@ -307,12 +449,7 @@ class SimRank {
     auth(request.mutable_auth());
     request.set_key(addressKey(rank));
     request.set_timeout_ms(5 * 60 * 1000);
-    unaryCall<ds::proto::KvGetRequest, ds::proto::KvGetReply>(
-        [this](auto* c, auto* q, auto* p, auto f) { stub_->async()->KvGet(c, q, p, f); }, request,
-        [this, then](const grpc::Status& s, auto&) {
-          if (!s.ok()) return tally_.fail("KvGet: " + s.error_message());
-          then();
-        });
+    call(CoordinatorMethod::KvGet, request, [then](const std::string&) { then(); });
   }
 
   void ready() {
@@ -322,14 +459,13 @@ class SimRank {
     tally_.changed.notify_all();
   }
 
+  std::shared_ptr<Route> route_;
   int rank_, node_;
   const Options& o_;
   Tally& tally_;
   uint64_t epoch_ = 0;
   long nextPeer_ = 0;
   int64_t beats_ = 0;
-  std::unique_ptr<ds::proto::Coordinator::Stub> stub_;
-  std::unique_ptr<WatchReader> watch_;
 };
 
 struct CoordinatorStats {
@@ -359,7 +495,10 @@ int run(const Options& o) {
   // Thousands of connections: one descriptor each, on both sides.
   rlimit files{};
   getrlimit(RLIMIT_NOFILE, &files);
-  const rlim_t wanted = static_cast<rlim_t>(o.ranks()) + 1024;
+  // Direct: a connection per rank. Relays: both ends of each rank's Unix socket, and per node a
+  // listening socket and a connection.
+  const rlim_t wanted =
+      static_cast<rlim_t>(o.direct ? o.ranks() : 2 * o.ranks() + 2 * o.nodes) + 1024;
   if (files.rlim_max < wanted)
     throw ds::Error(std::to_string(o.ranks()) + " ranks need " + std::to_string(wanted) +
                     " file descriptors; the hard limit is " + std::to_string(files.rlim_max) +
@@ -389,10 +528,38 @@ int run(const Options& o) {
   ds::prepareGrpcProcess();  // the simulated workers' settings, as ds-worker's
 
   Tally tally;
+  // Relay mode: one NodeRelay per node, all on one io_context with their ranks' local sockets.
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  work.emplace(io.get_executor());
+  std::thread ioThread([&] { io.run(); });
+  std::vector<std::unique_ptr<ds::worker::NodeRelay>> relays;
   std::vector<std::unique_ptr<SimRank>> ranks;
-  for (int r = 0; r < o.ranks(); ++r)
-    ranks.push_back(std::make_unique<SimRank>(address, r, o, tally));
-  for (auto& rank : ranks) rank->start();
+  const std::string nonce = "bench-" + std::to_string(getpid());
+  for (int r = 0; r < o.ranks(); ++r) {
+    std::shared_ptr<Route> route;
+    if (o.direct) {
+      route = std::make_shared<DirectRoute>(address);
+    } else {
+      const std::string node = "node-" + std::to_string(r / o.ranksPerNode);
+      const std::string socket = ds::worker::relaySocketName(nonce, node);
+      if (r % o.ranksPerNode == 0)
+        relays.push_back(std::make_unique<ds::worker::NodeRelay>(
+            io, ds::worker::NodeRelayOptions{socket, address, kToken, {}}));
+      auto local = std::make_shared<RelayRoute>(io, socket);
+      asio::post(io, [local] { local->start(); });
+      route = local;
+    }
+    ranks.push_back(std::make_unique<SimRank>(route, r, o, tally));
+  }
+  // Each rank's work runs where its route's callbacks do: gRPC's threads, or the io thread.
+  auto onRankThread = [&](std::function<void()> work) {
+    if (o.direct)
+      work();
+    else
+      asio::post(io, std::move(work));
+  };
+  for (auto& rank : ranks) onRankThread([r = rank.get()] { r->start(); });
   const bool allReady = waitFor(tally, std::chrono::seconds(600), [&] { return tally.ready == o.ranks(); });
   const double readyS = (tally.lastReadyNs - startNs) / 1e9;
   CoordinatorStats peak = stats(control);
@@ -414,7 +581,7 @@ int run(const Options& o) {
       const long s = tick % kSlices;
       for (long r = s; r < o.ranks(); r += kSlices) {
         if (ranks[r]->node() == 0 && silenceNode0) continue;
-        ranks[r]->heartbeat();
+        onRankThread([rank = ranks[r].get()] { rank->heartbeat(); });
         if (ranks[r]->node() == 0) node0LastBeatNs = nowNs();
       }
       next += slice;
@@ -445,27 +612,38 @@ int run(const Options& o) {
   stopBeats = true;
   beater.join();
   writeLine(control, "exit");
-  for (auto& rank : ranks) rank->cancelWatch();
+  for (auto& rank : ranks) onRankThread([r = rank.get()] { r->cancelWatch(); });
   waitFor(tally, std::chrono::seconds(60), [&] { return tally.watchesDone == tally.ready; });
   int status = 0;
   waitpid(child, &status, 0);
   close(control);
+  // The relays close on the io thread; their gRPC callbacks must be done before it stops.
+  std::vector<std::shared_ptr<const std::atomic<int>>> inFlight;
+  for (auto& relay : relays) inFlight.push_back(relay->grpcCallsInFlight());
+  relays.clear();
+  for (auto& calls : inFlight)
+    while (*calls > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  asio::post(io, [&] { ranks.clear(); });
+  work.reset();
+  ioThread.join();
   if (!allReady || tally.failures > 0)
     throw ds::Error("bench_control_plane: " + std::to_string(tally.ready) + " of " +
                     std::to_string(o.ranks()) + " ranks got ready" +
                     (tally.firstError.empty() ? "" : "; first error: " + tally.firstError));
 
   if (o.json) {
-    std::printf("{\"ranks\": %ld, \"nodes\": %ld, \"ready_s\": %.3f, \"coordinator_cpu_s\": %.2f, "
+    std::printf("{\"ranks\": %ld, \"nodes\": %ld, \"relays\": %s, \"ready_s\": %.3f, \"coordinator_cpu_s\": %.2f, "
                 "\"coordinator_rss_mib\": %.0f, \"threads\": %ld, \"heartbeat_core_fraction\": "
                 "%.4f, \"detect_silent_node_s\": %.3f, \"abort_all_s\": %.3f}\n",
-                o.ranks(), o.nodes, readyS, peak.cpu, peak.rssMiB, peak.threads,
+                o.ranks(), o.nodes, o.direct ? "false" : "true", readyS, peak.cpu, peak.rssMiB, peak.threads,
                 heartbeatFraction, detectS, abortS);
     return 0;
   }
-  std::printf("bench_control_plane: %ld ranks (%ld nodes x %ld), one connection per rank, "
+  std::printf("bench_control_plane: %ld ranks (%ld nodes x %ld), %s, "
               "heartbeat every %ld ms, timeout %ld ms, leaders read %s\n",
-              o.ranks(), o.nodes, o.ranksPerNode, o.heartbeatMs, o.heartbeatTimeoutMs,
+              o.ranks(), o.nodes, o.ranksPerNode,
+              o.direct ? "one connection per rank" : "one relay and connection per node",
+              o.heartbeatMs, o.heartbeatTimeoutMs,
               o.batched ? "in one KvMultiGet" : "one KvGet per peer");
   std::printf("  every rank ready          %8.3f s   (join, watch, publish, read the addresses)\n",
               readyS);
@@ -486,8 +664,8 @@ int main(int argc, char** argv) {
     Options o;
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      if (a == "--json" || a == "--batched") {
-        (a == "--json" ? o.json : o.batched) = true;
+      if (a == "--json" || a == "--batched" || a == "--direct") {
+        (a == "--json" ? o.json : a == "--batched" ? o.batched : o.direct) = true;
         continue;
       }
       if (i + 1 >= argc) throw ds::Error(a + ": unknown flag or missing value");

@@ -1,0 +1,211 @@
+// The node relay between real CoordinatorClients (over its Unix socket) and a real coordinator
+// (over gRPC on loopback): calls pass through unchanged, heartbeats arrive batched, commands
+// reach every rank's watch, and a rank or a relay that goes away is seen at once.
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <future>
+#include <thread>
+
+#include "launcher/coordinator.h"
+#include "worker/coordinator_client.h"
+#include "worker/node_relay.h"
+#include "worker/relay_protocol.h"
+
+using namespace ds::launcher;
+using namespace ds::worker;
+using ds::CommandKind;
+using ds::RankReport;
+using ds::RankState;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr char kToken[] = "relay-test-token-0123456789abcdef";
+
+CoordinatorOptions oneNodeOptions() {
+  CoordinatorOptions options;
+  options.bindAddress = "127.0.0.1";
+  options.token = kToken;
+  options.configJson = "{}";
+  options.jobArgs = {"barrier"};
+  options.ranks = {{0, "node-a", 0, 0, 3}, {1, "node-a", 1, 1, 3}, {2, "node-a", 2, 2, 3}};
+  options.heartbeatInterval = 200ms;
+  return options;
+}
+
+// A name no other test (or run) uses.
+std::string freshSocket(const std::string& what) {
+  static std::atomic<int> counter{0};
+  return relaySocketName("test-" + std::to_string(getpid()) + "-" + std::to_string(counter++),
+                         what);
+}
+
+NodeRelayOptions relayOptions(const Coordinator& coordinator, const std::string& socket) {
+  return {socket, coordinator.address(), kToken, {}};
+}
+
+template <class Predicate>
+bool eventually(Predicate done, std::chrono::milliseconds limit = 3s) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("node relay: joins, the store and reports pass through it unchanged") {
+  Coordinator coordinator(oneNodeOptions());
+  const std::string socket = freshSocket("node-a");
+  RelayHost relay(relayOptions(coordinator, socket));
+  CoordinatorClient a(coordinator.address(), kToken, ViaRelay{socket});
+  CoordinatorClient b(coordinator.address(), kToken, ViaRelay{socket});
+  const JoinResult joinA = a.join({"node-a", 0}, 5s);
+  const JoinResult joinB = b.join({"node-a", 2}, 5s);
+  CHECK(joinA.rank == 0);
+  CHECK(joinB.rank == 2);
+  CHECK(joinB.localSize == 3);
+  CHECK(joinB.jobArgs == std::vector<std::string>{"barrier"});
+
+  auto pending = std::async(std::launch::async, [&] { return b.kvMultiGet({"x", "y"}, 5s); });
+  REQUIRE(pending.wait_for(200ms) == std::future_status::timeout);  // parked upstream
+  a.kvMultiSet({{"x", "1"}, {"y", std::string("t\0o", 3)}});
+  CHECK(pending.get() == std::vector<std::string>{"1", std::string("t\0o", 3)});
+  a.kvSet("k", "v");
+  CHECK(b.kvGet("k", 1s) == "v");
+  CHECK(a.kvAdd("n", 2) == 2);
+  CHECK(b.kvAdd("n", 3) == 5);
+  // The coordinator's errors come back as they are: a timeout stays a TimeoutError.
+  CHECK_THROWS_AS(b.kvGet("absent", 100ms), ds::TimeoutError);
+  // A second join of a slot is refused by the coordinator, through the relay.
+  CoordinatorClient twin(coordinator.address(), kToken, ViaRelay{socket});
+  CHECK_THROWS_WITH(twin.join({"node-a", 0}, 5s), Catch::Contains("already joined"));
+
+  RankReport report;
+  report.steps = 4;
+  a.report(report);
+  REQUIRE(coordinator.snapshot()[0].report);
+  CHECK(coordinator.snapshot()[0].report->steps == 4);
+}
+
+TEST_CASE("node relay: heartbeats reach the coordinator batched, and bad ones are refused") {
+  Coordinator coordinator(oneNodeOptions());
+  const std::string socket = freshSocket("node-a");
+  RelayHost relay(relayOptions(coordinator, socket));
+  CoordinatorClient a(coordinator.address(), kToken, ViaRelay{socket});
+  CoordinatorClient b(coordinator.address(), kToken, ViaRelay{socket});
+  a.join({"node-a", 0}, 5s);
+  b.join({"node-a", 1}, 5s);
+  REQUIRE(a.heartbeat({RankState::Training, 1, 0.5, 10.0, 4096, "forward"}));
+  REQUIRE(b.heartbeat({RankState::Training, 1, 0.7, 10.0, 8192, "backward"}));
+  // A first step goes up at once; a later one with the next flush (every 200 ms here).
+  REQUIRE(eventually([&] { return coordinator.snapshot()[1].step == 1; }));
+  CHECK(coordinator.snapshot()[0].firstStepAt);
+  REQUIRE(a.heartbeat({RankState::Training, 2, 0.4, 11.0, 4096, "optimizer"}));
+  REQUIRE(eventually([&] { return coordinator.snapshot()[0].step == 2; }));
+  const auto status = coordinator.snapshot()[0];
+  CHECK(status.state == RankState::Training);
+  CHECK(status.loss == 0.4);
+  CHECK(status.phase == "optimizer");
+  CHECK(status.residentBytes == 4096);
+
+  // A heartbeat with the wrong token, or from a connection that never joined, stops at the relay.
+  CoordinatorClient intruder(coordinator.address(), "not-the-token", ViaRelay{socket});
+  CHECK_FALSE(intruder.heartbeat({RankState::Training, 9, 0, 0, 0, ""}));
+  CoordinatorClient stranger(coordinator.address(), kToken, ViaRelay{socket});
+  CHECK_FALSE(stranger.heartbeat({RankState::Training, 9, 0, 0, 0, ""}));
+  std::this_thread::sleep_for(300ms);
+  CHECK(coordinator.snapshot()[2].step == 0);
+}
+
+TEST_CASE("node relay: commands reach every rank's watch in order, and shutdown ends them") {
+  Coordinator coordinator(oneNodeOptions());
+  const std::string socket = freshSocket("node-a");
+  RelayHost relay(relayOptions(coordinator, socket));
+  coordinator.broadcast(CommandKind::Stop, "resize");  // before any stream: still delivered
+  struct Rank {
+    std::unique_ptr<CoordinatorClient> client;
+    std::promise<std::string> aborted;
+    std::promise<void> gone;
+    std::atomic<bool> stoppedFirst{false};
+    std::thread watcher;
+  };
+  std::vector<std::unique_ptr<Rank>> ranks;
+  for (int slot = 0; slot < 3; ++slot) {
+    auto rank = std::make_unique<Rank>();
+    rank->client = std::make_unique<CoordinatorClient>(coordinator.address(), kToken,
+                                                       ViaRelay{socket});
+    rank->client->join({"node-a", slot}, 5s);
+    rank->watcher = std::thread([r = rank.get()] {
+      r->client->watch([r](CommandKind kind, const std::string& reason) {
+        if (kind == CommandKind::Stop) r->stoppedFirst = reason == "resize";
+        if (kind == CommandKind::Abort) r->aborted.set_value(reason);
+        if (kind == CommandKind::CoordinatorGone) r->gone.set_value();
+      });
+    });
+    ranks.push_back(std::move(rank));
+  }
+  coordinator.broadcast(CommandKind::Abort, "rank 7 died");
+  for (auto& rank : ranks) {
+    auto reason = rank->aborted.get_future();
+    REQUIRE(reason.wait_for(3s) == std::future_status::ready);
+    CHECK(reason.get() == "rank 7 died");
+    CHECK(rank->stoppedFirst);
+  }
+  coordinator.shutdown();
+  for (auto& rank : ranks) {
+    CHECK(rank->gone.get_future().wait_for(3s) == std::future_status::ready);
+    rank->watcher.join();
+  }
+}
+
+TEST_CASE("node relay: a rank that goes before it reported is lost at once, one that reported is not") {
+  Coordinator coordinator(oneNodeOptions());
+  const std::string socket = freshSocket("node-a");
+  RelayHost relay(relayOptions(coordinator, socket));
+  auto crashed = std::make_unique<CoordinatorClient>(coordinator.address(), kToken,
+                                                     ViaRelay{socket});
+  auto finished = std::make_unique<CoordinatorClient>(coordinator.address(), kToken,
+                                                      ViaRelay{socket});
+  crashed->join({"node-a", 0}, 5s);
+  finished->join({"node-a", 1}, 5s);
+  finished->report(RankReport{});
+  finished.reset();  // its connection closes after its report
+  crashed.reset();   // its connection closes without one
+  REQUIRE(eventually([&] { return coordinator.snapshot()[0].lost; }, 2s));
+  std::this_thread::sleep_for(200ms);
+  CHECK_FALSE(coordinator.snapshot()[1].lost);
+  CHECK_FALSE(coordinator.snapshot()[2].lost);  // never joined: nothing to lose
+}
+
+TEST_CASE("node relay: when the relay goes, its ranks' watches end and the coordinator loses them") {
+  Coordinator coordinator(oneNodeOptions());
+  const std::string socket = freshSocket("node-a");
+  auto relay = std::make_unique<RelayHost>(relayOptions(coordinator, socket));
+  // One relay per name: a second host finds it served.
+  CHECK(hostRelayUnlessServed(relayOptions(coordinator, socket)) == nullptr);
+  CoordinatorClient client(coordinator.address(), kToken, ViaRelay{socket});
+  client.join({"node-a", 2}, 5s);
+  std::promise<std::string> gone;
+  std::thread watcher([&] {
+    client.watch([&](CommandKind kind, const std::string& reason) {
+      if (kind == CommandKind::CoordinatorGone) gone.set_value(reason);
+    });
+  });
+  REQUIRE(client.heartbeat({RankState::Training, 1, 0, 0, 0, ""}));
+  REQUIRE(eventually([&] { return coordinator.snapshot()[2].step == 1; }));  // attached by now
+  relay.reset();
+  auto why = gone.get_future();
+  REQUIRE(why.wait_for(3s) == std::future_status::ready);
+  CHECK_THAT(why.get(), Catch::Contains("node relay"));
+  watcher.join();
+  CHECK(eventually([&] { return coordinator.snapshot()[2].lost; }));
+  CHECK_FALSE(client.heartbeat({RankState::Training, 2, 0, 0, 0, ""}));
+  // With nobody serving the name, a call fails at once instead of hanging.
+  CoordinatorClient late(coordinator.address(), kToken, ViaRelay{socket});
+  CHECK_THROWS_WITH(late.kvSet("k", "v"), Catch::Contains("not listening"));
+}

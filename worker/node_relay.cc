@@ -1,0 +1,529 @@
+// NodeRelay on Boost.Asio (the local side) and gRPC's callback API (the upstream side).
+#include "worker/node_relay.h"
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "common/error.h"
+#include "coordinator.grpc.pb.h"
+#include "worker/coordinator_channel.h"
+#include "worker/relay_protocol.h"
+
+namespace ds::worker {
+
+namespace asio = boost::asio;
+using Local = asio::local::stream_protocol;
+
+namespace {
+
+bool constantTimeEquals(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]);
+  return diff == 0;
+}
+
+std::string frame(FrameHeader header, const std::string& payload) {
+  header.length = static_cast<uint32_t>(payload.size());
+  std::string bytes(sizeof header, '\0');
+  std::memcpy(bytes.data(), &header, sizeof header);
+  return bytes + payload;
+}
+
+std::string bytesOf(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (!buffer.Dump(&slices).ok()) return bytes;
+  for (const auto& slice : slices)
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  return bytes;
+}
+
+}  // namespace
+
+struct NodeRelay::Core : std::enable_shared_from_this<Core> {
+  // One rank's local connection.
+  struct Connection {
+    explicit Connection(asio::io_context& io) : socket(io) {}
+    Local::socket socket;
+    FrameHeader header;
+    std::string payload;
+    std::deque<std::string> writes;
+    bool writing = false, open = true;
+    bool host = false;      // the relay's own process: the rank it joins as hosts the relay
+    int rank = -1;          // known once its Join went through
+    bool reported = false;  // its Report went through: its exit is not a loss
+    uint32_t watchCall = 0; // its Watch's call id, 0 while it has none
+  };
+  using ConnectionPtr = std::shared_ptr<Connection>;
+
+  // The NodeSession stream. It keeps itself alive until gRPC is done with it.
+  class Session final : public grpc::ClientBidiReactor<proto::NodeUp, proto::Command> {
+   public:
+    Session(std::weak_ptr<Core> core, std::shared_ptr<std::atomic<int>> inFlight)
+        : core_(std::move(core)), inFlight_(std::move(inFlight)) {
+      ++*inFlight_;
+    }
+    void start(proto::Coordinator::Stub& stub, std::shared_ptr<Session> self) {
+      self_ = std::move(self);
+      stub.async()->NodeSession(&context_, this);
+      StartRead(&command_);
+      StartCall();
+    }
+    void write(proto::NodeUp up) {
+      up_ = std::move(up);
+      StartWrite(&up_);
+    }
+    void cancel() { context_.TryCancel(); }
+    void OnReadDone(bool ok) override {
+      if (!ok) return;  // OnDone follows
+      Core::postTo(core_, [command = command_](Core& core) { core.deliver(command); });
+      StartRead(&command_);
+    }
+    void OnWriteDone(bool ok) override {
+      Core::postTo(core_, [ok](Core& core) { core.upstreamWritten(ok); });
+    }
+    void OnDone(const grpc::Status& status) override {
+      Core::postTo(core_, [status](Core& core) { core.sessionDone(status); });
+      const std::shared_ptr<std::atomic<int>> inFlight = inFlight_;
+      self_.reset();  // deletes this
+      --*inFlight;
+    }
+
+   private:
+    // Weak: a gRPC thread must never hold the last reference to what the io thread owns.
+    std::weak_ptr<Core> core_;
+    std::shared_ptr<std::atomic<int>> inFlight_;
+    std::shared_ptr<Session> self_;
+    grpc::ClientContext context_;
+    proto::Command command_;
+    proto::NodeUp up_;
+  };
+
+  Core(asio::io_context& io, NodeRelayOptions o)
+      : io(io), options(std::move(o)), acceptor(io), beatTimer(io) {}
+
+  // From a gRPC thread: runs `work` on the io thread unless the relay is gone or closed. The
+  // strong reference lives in the posted handler, on the io side.
+  static void postTo(const std::weak_ptr<Core>& weak, std::function<void(Core&)> work) {
+    std::shared_ptr<Core> core = weak.lock();
+    if (!core) return;
+    std::lock_guard lock(core->postMutex);
+    if (!core->closed)
+      asio::post(core->io, [core, work = std::move(work)] { work(*core); });
+  }
+
+  void listen() {
+    Local::endpoint endpoint(options.socketName);
+    acceptor.open(endpoint.protocol());
+    // Not inherited by what this process starts (spawn closes the rest anyway).
+    fcntl(acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
+    boost::system::error_code error;
+    acceptor.bind(endpoint, error);
+    if (error == asio::error::address_in_use)
+      throw RelaySocketTaken("node relay: its socket is taken: another process serves this node");
+    if (error) throw Error("node relay: cannot bind its socket: " + error.message());
+    acceptor.listen(asio::socket_base::max_listen_connections);
+    channel = makeCoordinatorChannel(options.coordinatorAddress, options.tls, options.keepalive);
+    stub = proto::Coordinator::NewStub(channel);
+    generic = std::make_unique<grpc::GenericStub>(channel);
+    accept();
+  }
+
+  void accept() {
+    auto connection = std::make_shared<Connection>(io);
+    acceptor.async_accept(connection->socket, [self = shared_from_this(), connection](
+                                                  const boost::system::error_code& error) {
+      if (error) return;  // closed
+      fcntl(connection->socket.native_handle(), F_SETFD, FD_CLOEXEC);
+      ucred peer{};
+      socklen_t size = sizeof peer;
+      connection->host = getsockopt(connection->socket.native_handle(), SOL_SOCKET, SO_PEERCRED,
+                                    &peer, &size) == 0 &&
+                         peer.pid == getpid();
+      self->connections.insert(connection);
+      self->connectionCount = self->connections.size();
+      self->readHeader(connection);
+      self->accept();
+    });
+  }
+
+  void readHeader(const ConnectionPtr& c) {
+    asio::async_read(c->socket, asio::buffer(&c->header, sizeof c->header),
+                     [self = shared_from_this(), c](const boost::system::error_code& error,
+                                                    size_t) {
+                       if (error || c->header.length > kMaxFramePayload) return self->drop(c);
+                       c->payload.resize(c->header.length);
+                       asio::async_read(c->socket, asio::buffer(c->payload),
+                                        [self, c](const boost::system::error_code& error, size_t) {
+                                          if (error) return self->drop(c);
+                                          self->handle(c);
+                                          if (c->open) self->readHeader(c);
+                                        });
+                     });
+  }
+
+  void send(const ConnectionPtr& c, FrameHeader header, const std::string& payload) {
+    if (!c->open) return;
+    c->writes.push_back(frame(header, payload));
+    ++queued;
+    pumpWrites(c);
+  }
+
+  void pumpWrites(const ConnectionPtr& c) {
+    if (c->writing || c->writes.empty() || !c->open) return;
+    c->writing = true;
+    asio::async_write(c->socket, asio::buffer(c->writes.front()),
+                      [self = shared_from_this(), c](const boost::system::error_code& error,
+                                                     size_t) {
+                        c->writing = false;
+                        if (!c->writes.empty()) {
+                          c->writes.pop_front();
+                          --self->queued;
+                        }
+                        if (error) return self->drop(c);
+                        self->pumpWrites(c);
+                      });
+  }
+
+  void reply(const ConnectionPtr& c, uint32_t call, CoordinatorMethod method, int status,
+             const std::string& payload) {
+    FrameHeader header;
+    header.call = call;
+    header.method = static_cast<uint8_t>(method);
+    header.status = static_cast<uint8_t>(status);
+    send(c, header, payload);
+  }
+
+  // A local connection ended: its rank is lost unless it reported.
+  void drop(const ConnectionPtr& c) {
+    if (!c->open) return;
+    c->open = false;
+    queued -= c->writes.size();
+    c->writes.clear();
+    boost::system::error_code ignored;
+    c->socket.close(ignored);
+    connections.erase(c);
+    connectionCount = connections.size();
+    if (c->rank >= 0) {
+      beats.erase(c->rank);
+      if (!c->reported) {
+        pendingUp.add_lost(c->rank);
+        sendUp();
+      }
+    }
+  }
+
+  void handle(const ConnectionPtr& c) {
+    const auto method = static_cast<CoordinatorMethod>(c->header.method);
+    const uint32_t call = c->header.call;
+    switch (method) {
+      case CoordinatorMethod::Heartbeat:
+        return heartbeat(c, call);
+      case CoordinatorMethod::Watch:
+        return watch(c, call);
+      case CoordinatorMethod::Join:
+      case CoordinatorMethod::KvSet:
+      case CoordinatorMethod::KvGet:
+      case CoordinatorMethod::KvWait:
+      case CoordinatorMethod::KvAdd:
+      case CoordinatorMethod::KvMultiSet:
+      case CoordinatorMethod::KvMultiGet:
+      case CoordinatorMethod::Report:
+        return forward(c, call, method);
+      default:
+        return reply(c, call, method, grpc::StatusCode::UNIMPLEMENTED,
+                     std::string("the node relay does not carry ") + methodName(method));
+    }
+  }
+
+  // Upstream unchanged; the answer comes back on the io thread.
+  void forward(const ConnectionPtr& c, uint32_t call, CoordinatorMethod method) {
+    struct Forward {
+      grpc::ClientContext context;
+      grpc::ByteBuffer request, response;
+    };
+    auto f = std::make_shared<Forward>();
+    f->context.set_deadline(std::chrono::system_clock::now() +
+                            std::chrono::milliseconds(c->header.deadlineMs));
+    // The coordinator may still be starting when the first ranks join.
+    if (method == CoordinatorMethod::Join) f->context.set_wait_for_ready(true);
+    grpc::Slice slice(c->payload);
+    f->request = grpc::ByteBuffer(&slice, 1);
+    {
+      std::lock_guard lock(forwardsMutex);
+      forwards.insert(&f->context);
+    }
+    ++*inFlight;
+    generic->UnaryCall(
+        &f->context, grpcMethodPath(method), grpc::StubOptions(), &f->request, &f->response,
+        [weak = weak_from_this(), connection = std::weak_ptr<Connection>(c), f, call, method,
+         inFlight = inFlight](grpc::Status status) {
+          std::string payload = status.ok() ? bytesOf(f->response) : status.error_message();
+          if (auto core = weak.lock()) {
+            std::lock_guard lock(core->forwardsMutex);
+            core->forwards.erase(&f->context);
+          }
+          postTo(weak, [connection, call, method, code = status.error_code(),
+                        payload = std::move(payload)](Core& core) {
+            if (auto c = connection.lock()) core.answered(c, call, method, code, payload);
+          });
+          --*inFlight;
+        });
+  }
+
+  void answered(const ConnectionPtr& c, uint32_t call, CoordinatorMethod method, int code,
+                const std::string& payload) {
+    if (code == grpc::StatusCode::OK && method == CoordinatorMethod::Join) {
+      proto::JoinReply join;
+      if (join.ParseFromString(payload)) {
+        c->rank = join.rank();
+        if (c->host) pendingUp.set_host_rank(c->rank);
+        if (!sessionStarted) startSession(join);
+        sendUp();
+      }
+    }
+    if (code == grpc::StatusCode::OK && method == CoordinatorMethod::Report) c->reported = true;
+    reply(c, call, method, code, payload);
+  }
+
+  // Local: the rank's latest progress waits for the next upstream message.
+  void heartbeat(const ConnectionPtr& c, uint32_t call) {
+    proto::HeartbeatRequest beat;
+    if (!beat.ParseFromString(c->payload) || !constantTimeEquals(beat.auth().token(), options.token))
+      return reply(c, call, CoordinatorMethod::Heartbeat, grpc::StatusCode::PERMISSION_DENIED,
+                   "wrong job token");
+    if (c->rank < 0 || beat.rank() != c->rank)
+      return reply(c, call, CoordinatorMethod::Heartbeat, grpc::StatusCode::FAILED_PRECONDITION,
+                   "heartbeat for rank " + std::to_string(beat.rank()) +
+                       " on a connection that did not join as it");
+    if (sessionEnd)
+      return reply(c, call, CoordinatorMethod::Heartbeat, grpc::StatusCode::UNAVAILABLE,
+                   "the node relay lost the coordinator: " + sessionEnd->error_message());
+    const auto last = lastSent.find(beat.rank());
+    // A state change or a first step goes up at once: the launcher's view and its start-up
+    // figure should not lag an interval behind.
+    const bool urgent = last == lastSent.end() || last->second.first != beat.state() ||
+                        (last->second.second == 0 && beat.step() > 0);
+    lastSent[beat.rank()] = {beat.state(), beat.step()};
+    beat.clear_auth();
+    beats[beat.rank()] = {std::move(beat), std::chrono::steady_clock::now()};
+    reply(c, call, CoordinatorMethod::Heartbeat, grpc::StatusCode::OK, "");
+    if (urgent) flushBeats();
+  }
+
+  void watch(const ConnectionPtr& c, uint32_t call) {
+    proto::WatchRequest request;
+    if (!request.ParseFromString(c->payload) ||
+        !constantTimeEquals(request.auth().token(), options.token))
+      return reply(c, call, CoordinatorMethod::Watch, grpc::StatusCode::PERMISSION_DENIED,
+                   "wrong job token");
+    if (c->rank < 0 || request.rank() != c->rank || c->watchCall != 0)
+      return reply(c, call, CoordinatorMethod::Watch, grpc::StatusCode::FAILED_PRECONDITION,
+                   "watch for rank " + std::to_string(request.rank()) +
+                       " on a connection that did not join as it, or watches already");
+    c->watchCall = call;
+    pendingUp.add_attach(c->rank);
+    sendUp();
+    for (const auto& command : commands) sendCommand(c, command);
+    if (sessionEnd) endWatch(c);
+  }
+
+  void sendCommand(const ConnectionPtr& c, const proto::Command& command) {
+    FrameHeader header;
+    header.call = c->watchCall;
+    header.method = static_cast<uint8_t>(CoordinatorMethod::Command);
+    send(c, header, command.SerializeAsString());
+  }
+
+  void endWatch(const ConnectionPtr& c) {
+    reply(c, c->watchCall, CoordinatorMethod::Watch, sessionEnd->error_code(),
+          sessionEnd->error_message());
+  }
+
+  void startSession(const proto::JoinReply& join) {
+    sessionStarted = true;
+    if (join.heartbeat_interval_ms() > 0)
+      beatInterval = std::chrono::milliseconds(join.heartbeat_interval_ms());
+    session = std::make_shared<Session>(weak_from_this(), inFlight);
+    session->start(*stub, session);
+    pendingUp.mutable_auth()->set_token(options.token);
+    pendingUp.mutable_auth()->set_epoch(join.epoch());
+    sendUp();
+    armBeatTimer();
+  }
+
+  void armBeatTimer() {
+    beatTimer.expires_after(beatInterval);
+    beatTimer.async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+      if (error) return;
+      self->flushBeats();
+      self->armBeatTimer();
+    });
+  }
+
+  void flushBeats() {
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [rank, received] : beats) {
+      auto& [beat, at] = received;
+      beat.set_age_ms(static_cast<uint32_t>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(now - at).count()));
+      *pendingUp.add_beats() = std::move(beat);
+    }
+    beats.clear();
+    sendUp();
+  }
+
+  // Writes what is pending on the session when no write is in flight.
+  void sendUp() {
+    if (!session || upstreamWriting || sessionEnd) return;
+    if (pendingUp.ByteSizeLong() == 0) return;
+    upstreamWriting = true;
+    session->write(std::exchange(pendingUp, proto::NodeUp{}));
+  }
+
+  void upstreamWritten(bool ok) {
+    upstreamWriting = false;
+    if (ok) sendUp();  // a failed write: OnDone says why
+  }
+
+  void deliver(const proto::Command& command) {
+    commands.push_back(command);
+    for (const auto& c : connections)
+      if (c->watchCall != 0) sendCommand(c, command);
+  }
+
+  void sessionDone(const grpc::Status& status) {
+    sessionEnd = status;
+    ended = true;
+    beatTimer.cancel();
+    for (const auto& c : connections)
+      if (c->watchCall != 0) endWatch(c);
+  }
+
+  void close() {
+    boost::system::error_code ignored;
+    acceptor.close(ignored);
+    beatTimer.cancel();
+    for (const auto& c : std::vector<ConnectionPtr>(connections.begin(), connections.end())) {
+      c->open = false;
+      c->socket.close(ignored);
+    }
+    connections.clear();
+    connectionCount = 0;
+    if (session) session->cancel();
+    std::lock_guard lock(forwardsMutex);
+    for (auto* context : forwards) context->TryCancel();
+  }
+
+  asio::io_context& io;
+  const NodeRelayOptions options;
+  Local::acceptor acceptor;
+  asio::steady_timer beatTimer;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<proto::Coordinator::Stub> stub;
+  std::unique_ptr<grpc::GenericStub> generic;
+
+  // The io thread's state.
+  std::set<ConnectionPtr> connections;
+  std::shared_ptr<Session> session;
+  bool sessionStarted = false, upstreamWriting = false;
+  std::optional<grpc::Status> sessionEnd;
+  proto::NodeUp pendingUp;
+  // Since the last message, each with when it arrived.
+  std::map<int, std::pair<proto::HeartbeatRequest, std::chrono::steady_clock::time_point>> beats;
+  std::map<int, std::pair<proto::WorkerState, int64_t>> lastSent;     // state and step, by rank
+  std::vector<proto::Command> commands;                               // every one so far
+  std::chrono::milliseconds beatInterval{1000};
+
+  // Read from other threads.
+  std::atomic<size_t> connectionCount{0}, queued{0};
+  std::atomic<bool> ended{false};
+  std::mutex postMutex;
+  bool closed = false;
+  // gRPC calls whose callbacks have not finished (forwards and the session), and the forwards'
+  // contexts, so that closing can cancel them.
+  std::shared_ptr<std::atomic<int>> inFlight = std::make_shared<std::atomic<int>>(0);
+  std::mutex forwardsMutex;
+  std::set<grpc::ClientContext*> forwards;
+};
+
+NodeRelay::NodeRelay(asio::io_context& io, NodeRelayOptions options)
+    : core_(std::make_shared<Core>(io, std::move(options))) {
+  core_->listen();
+}
+
+NodeRelay::~NodeRelay() {
+  {
+    std::lock_guard lock(core_->postMutex);
+    asio::post(core_->io, [core = core_] { core->close(); });
+    core_->closed = true;
+  }
+}
+
+size_t NodeRelay::connections() const { return core_->connectionCount; }
+bool NodeRelay::sessionEnded() const { return core_->ended; }
+size_t NodeRelay::queuedWrites() const { return core_->queued; }
+std::shared_ptr<const std::atomic<int>> NodeRelay::grpcCallsInFlight() const {
+  return core_->inFlight;
+}
+
+struct RelayHost::Impl {
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::unique_ptr<NodeRelay> relay;
+  std::thread thread;
+};
+
+RelayHost::RelayHost(NodeRelayOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->relay = std::make_unique<NodeRelay>(impl_->io, std::move(options));
+  impl_->work.emplace(impl_->io.get_executor());
+  impl_->thread = std::thread([io = &impl_->io] { io->run(); });
+}
+
+RelayHost::~RelayHost() {
+  const auto inFlight = impl_->relay->grpcCallsInFlight();
+  impl_->relay.reset();  // its close runs on the io thread and cancels the gRPC calls
+  // No gRPC callback may run once the io_context is gone.
+  while (*inFlight > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  impl_->work.reset();
+  impl_->thread.join();  // returns once every handler has run out
+}
+
+void RelayHost::waitForConnections(size_t connections, std::chrono::milliseconds timeout) const {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (impl_->relay->connections() > connections && !impl_->relay->sessionEnded() &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+void RelayHost::flush(std::chrono::milliseconds timeout) const {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (impl_->relay->queuedWrites() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
+std::unique_ptr<RelayHost> hostRelayUnlessServed(NodeRelayOptions options) {
+  try {
+    return std::make_unique<RelayHost>(std::move(options));
+  } catch (const RelaySocketTaken&) {
+    return nullptr;
+  }
+}
+
+}  // namespace ds::worker

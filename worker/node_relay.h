@@ -1,0 +1,90 @@
+// Node relay: one control connection per node. It serves the node's ranks on a Unix socket
+// (worker/relay_protocol.h) and speaks for them to the coordinator on one gRPC channel:
+// - their unary calls (Join, the key-value store, Report) go upstream unchanged, so the
+//   coordinator still checks each one's token and epoch;
+// - their heartbeats are answered locally and sent upstream together, once per heartbeat
+//   interval (at once when a rank changes state or takes its first step), on one NodeSession
+//   stream;
+// - that stream also carries the commands down, which the relay hands to every rank's Watch;
+// - a rank whose connection breaks before its Report went through is reported lost at once.
+// So the coordinator sees one connection, one stream and one heartbeat message per node per
+// interval, whatever the number of ranks on it.
+//
+// Threading: everything the relay owns is touched on the io_context's thread only; gRPC's
+// callbacks post their results there.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "common/error.h"
+#include "contract/rank_contract.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace ds::worker {
+
+struct NodeRelayOptions {
+  std::string socketName;  // relaySocketName(nonce, node)
+  std::string coordinatorAddress;
+  std::string token;  // the job's: local heartbeats and watches must carry it
+  TlsFiles tls;
+  // The upstream channel's ping period and ping timeout: a frozen coordinator is noticed within
+  // two of them (the relay answers heartbeats itself, so it must notice in its ranks' stead).
+  std::chrono::milliseconds keepalive{5000};
+};
+
+// Another process already serves the relay's socket.
+struct RelaySocketTaken : Error {
+  using Error::Error;
+};
+
+class NodeRelay {
+ public:
+  // Binds the socket and starts accepting on `io`. Throws ds::Error when the name is taken
+  // (another process serves this node already) or cannot be bound.
+  NodeRelay(boost::asio::io_context& io, NodeRelayOptions options);
+  // Closes the local connections and the upstream stream (on the io_context's thread, which must
+  // still run them).
+  ~NodeRelay();
+  NodeRelay(const NodeRelay&) = delete;
+  NodeRelay& operator=(const NodeRelay&) = delete;
+
+  size_t connections() const;  // local connections open now
+  bool sessionEnded() const;   // the upstream stream ended (coordinator gone or job over)
+  size_t queuedWrites() const; // local frames not yet written
+  // gRPC calls whose callbacks have not finished. After the relay is destroyed, its io_context
+  // must keep running (or live) until this is 0: the callbacks post to it.
+  std::shared_ptr<const std::atomic<int>> grpcCallsInFlight() const;
+
+ private:
+  struct Core;
+  std::shared_ptr<Core> core_;
+};
+
+// A relay on its own thread and io_context: what a node agent or a worker hosts.
+class RelayHost {
+ public:
+  explicit RelayHost(NodeRelayOptions options);  // throws as NodeRelay does
+  ~RelayHost();
+  // Returns when at most `connections` local connections are left, the upstream stream has
+  // ended, or `timeout` has passed.
+  void waitForConnections(size_t connections, std::chrono::milliseconds timeout) const;
+  // Returns when every frame queued for the local ranks is written, or `timeout` has passed.
+  void flush(std::chrono::milliseconds timeout) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Hosts the relay unless another process serves `options.socketName` already (then nullptr:
+// use that one). Throws ds::Error for any other failure.
+std::unique_ptr<RelayHost> hostRelayUnlessServed(NodeRelayOptions options);
+
+}  // namespace ds::worker

@@ -1,0 +1,105 @@
+#include "worker/relay_protocol.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/fnv1a.h"
+
+namespace ds::worker {
+
+namespace {
+
+struct MethodInfo {
+  CoordinatorMethod method;
+  const char* name;
+  const char* path;
+};
+
+constexpr MethodInfo kMethods[] = {
+    {CoordinatorMethod::Join, "Join", "/ds.proto.Coordinator/Join"},
+    {CoordinatorMethod::KvSet, "KvSet", "/ds.proto.Coordinator/KvSet"},
+    {CoordinatorMethod::KvGet, "KvGet", "/ds.proto.Coordinator/KvGet"},
+    {CoordinatorMethod::KvWait, "KvWait", "/ds.proto.Coordinator/KvWait"},
+    {CoordinatorMethod::KvAdd, "KvAdd", "/ds.proto.Coordinator/KvAdd"},
+    {CoordinatorMethod::KvMultiSet, "KvMultiSet", "/ds.proto.Coordinator/KvMultiSet"},
+    {CoordinatorMethod::KvMultiGet, "KvMultiGet", "/ds.proto.Coordinator/KvMultiGet"},
+    {CoordinatorMethod::Heartbeat, "Heartbeat", "/ds.proto.Coordinator/Heartbeat"},
+    {CoordinatorMethod::Report, "Report", "/ds.proto.Coordinator/Report"},
+    {CoordinatorMethod::Watch, "Watch", "/ds.proto.Coordinator/Watch"},
+    {CoordinatorMethod::Offer, "Offer", "/ds.proto.Coordinator/Offer"},
+    {CoordinatorMethod::Command, "Command", ""},
+};
+
+const MethodInfo* infoOf(CoordinatorMethod method) {
+  for (const auto& info : kMethods)
+    if (info.method == method) return &info;
+  return nullptr;
+}
+
+void sendAll(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::send(fd, p, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(std::string("node relay: connection lost: ") + std::strerror(errno));
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void receiveAll(int fd, void* data, size_t size) {
+  char* p = static_cast<char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::recv(fd, p, size, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) throw Error("node relay: connection closed");
+    if (n < 0) throw Error(std::string("node relay: connection lost: ") + std::strerror(errno));
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+const char* grpcMethodPath(CoordinatorMethod method) {
+  const MethodInfo* info = infoOf(method);
+  return info ? info->path : "";
+}
+
+const char* methodName(CoordinatorMethod method) {
+  const MethodInfo* info = infoOf(method);
+  return info ? info->name : "unknown";
+}
+
+std::string relaySocketName(const std::string& nonce, const std::string& node) {
+  // sun_path holds 107 bytes: the node name is hashed so any host name fits.
+  return std::string(1, '\0') + "ds-relay-" + nonce.substr(0, 32) + "-" +
+         hex64(fnv1a64(node.data(), node.size()));
+}
+
+void writeFrame(int fd, const FrameHeader& header, const std::string& payload) {
+  if (payload.size() > kMaxFramePayload)
+    throw Error("node relay: a " + std::to_string(payload.size()) +
+                "-byte message is over the limit of " + std::to_string(kMaxFramePayload));
+  FrameHeader out = header;
+  out.length = static_cast<uint32_t>(payload.size());
+  sendAll(fd, &out, sizeof out);
+  sendAll(fd, payload.data(), payload.size());
+}
+
+FrameHeader readFrame(int fd, std::string& payload) {
+  FrameHeader header;
+  receiveAll(fd, &header, sizeof header);
+  if (header.length > kMaxFramePayload)
+    throw Error("node relay: a " + std::to_string(header.length) +
+                "-byte frame is over the limit of " + std::to_string(kMaxFramePayload));
+  payload.resize(header.length);
+  receiveAll(fd, payload.data(), payload.size());
+  return header;
+}
+
+}  // namespace ds::worker

@@ -1,0 +1,60 @@
+// The node relay's local protocol: how a rank's worker talks to its node's relay
+// (worker/node_relay.h) over a Unix socket, with no gRPC in between.
+//
+// Every frame is a 16-byte header and a payload. A request carries a serialized request message
+// of proto/coordinator.proto; its reply carries the same call id, the gRPC status code the
+// coordinator (or the relay) gave, and the serialized reply message, or the error text when the
+// code is not OK. A Watch request is answered by Command frames (one serialized proto::Command
+// each) and finally by a Watch frame whose status ends the stream. Both sides run on one machine
+// and one build, so the header is in host byte order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ds::worker {
+
+enum class CoordinatorMethod : uint8_t {
+  Join = 1,
+  KvSet,
+  KvGet,
+  KvWait,
+  KvAdd,
+  KvMultiSet,
+  KvMultiGet,
+  Heartbeat,
+  Report,
+  Watch,
+  Offer,    // `ds-worker --join`: always direct, never through a relay
+  Command,  // relay to rank only: one command of a Watch
+};
+
+// The gRPC method a request is forwarded to ("/ds.proto.Coordinator/KvSet"); "" for Command or
+// an unknown value.
+const char* grpcMethodPath(CoordinatorMethod method);
+const char* methodName(CoordinatorMethod method);  // "KvSet", for messages
+
+struct FrameHeader {
+  uint32_t length = 0;      // payload bytes
+  uint32_t call = 0;        // the caller's id; replies and commands repeat it
+  uint32_t deadlineMs = 0;  // requests: how long the caller waits for the reply
+  uint8_t method = 0;       // a CoordinatorMethod
+  uint8_t status = 0;       // replies: a grpc::StatusCode (0 OK)
+  uint16_t reserved = 0;
+};
+static_assert(sizeof(FrameHeader) == 16);
+
+// Larger frames are refused (gRPC's own default limit is 4 MiB a message).
+constexpr uint32_t kMaxFramePayload = 8u << 20;
+
+// The relay's socket in Linux's abstract namespace: nothing on disk to clean up, gone with the
+// process that bound it. `nonce` is ds-launch's per-launch --relay value, `node` the machine's
+// name, so two jobs or two nodes on one machine (loopback tests) never share a relay.
+std::string relaySocketName(const std::string& nonce, const std::string& node);
+
+// Blocking frame I/O on a socket, for the rank's side. Both throw ds::Error when the relay is
+// gone; readFrame also when the peer sends an oversized frame.
+void writeFrame(int fd, const FrameHeader& header, const std::string& payload);
+FrameHeader readFrame(int fd, std::string& payload);
+
+}  // namespace ds::worker
