@@ -241,9 +241,10 @@ TEST_CASE("elastic: nodes beyond the largest valid world are spares that replace
   for (const auto& w : findWorkers(job.pid))
     if (w.host == "127.0.0.2") killed += ::kill(w.pid, SIGKILL) == 0;
   REQUIRE(killed == 2);
-  REQUIRE(waitExit(job, 120s) == 0);
+  const auto status = waitExit(job, 120s);
   const std::string out = readFile(dir + "/stdout");
   INFO(out << readFile(dir + "/stderr"));
+  REQUIRE(status == 0);
   CHECK(out.find("elastic job on 3 node(s) with 6 slots") != std::string::npos);
   CHECK(out.find("elastic epoch 1: 4 ranks on 2 nodes") != std::string::npos);
   CHECK(out.find("elastic epoch 2: 4 ranks on 2 nodes") != std::string::npos);

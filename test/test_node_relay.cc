@@ -112,6 +112,15 @@ TEST_CASE("node relay: heartbeats reach the coordinator batched, and bad ones ar
   CHECK(status.loss == 0.4);
   CHECK(status.phase == "optimizer");
   CHECK(status.residentBytes == 4096);
+  // Several ranks' beats in one flush: each rank's own.
+  REQUIRE(a.heartbeat({RankState::Training, 3, 0.3, 11.0, 4096, "a"}));
+  REQUIRE(b.heartbeat({RankState::Training, 5, 0.6, 11.0, 8192, "b"}));
+  REQUIRE(eventually([&] {
+    const auto ranks = coordinator.snapshot();
+    return ranks[0].step == 3 && ranks[1].step == 5;
+  }));
+  CHECK(coordinator.snapshot()[0].phase == "a");
+  CHECK(coordinator.snapshot()[1].phase == "b");
 
   // A heartbeat with the wrong token, or from a connection that never joined, stops at the relay.
   CoordinatorClient intruder(coordinator.address(), "not-the-token", ViaRelay{socket});

@@ -315,14 +315,15 @@ struct NodeRelay::Core : std::enable_shared_from_this<Core> {
     if (sessionEnd)
       return reply(c, call, CoordinatorMethod::Heartbeat, grpc::StatusCode::UNAVAILABLE,
                    "the node relay lost the coordinator: " + sessionEnd->error_message());
-    const auto last = lastSent.find(beat.rank());
+    const int rank = beat.rank();
+    const auto last = lastSent.find(rank);
     // A state change or a first step goes up at once: the launcher's view and its start-up
     // figure should not lag an interval behind.
     const bool urgent = last == lastSent.end() || last->second.first != beat.state() ||
                         (last->second.second == 0 && beat.step() > 0);
-    lastSent[beat.rank()] = {beat.state(), beat.step()};
+    lastSent[rank] = {beat.state(), beat.step()};
     beat.clear_auth();
-    beats[beat.rank()] = {std::move(beat), std::chrono::steady_clock::now()};
+    beats[rank] = {std::move(beat), std::chrono::steady_clock::now()};
     reply(c, call, CoordinatorMethod::Heartbeat, grpc::StatusCode::OK, "");
     if (urgent) flushBeats();
   }
