@@ -97,6 +97,8 @@ std::shared_ptr<grpc::Channel> makeCoordinatorChannel(const std::string& address
   // A connection of its own per channel, so that relays simulated in one process (the bench)
   // each hold one, as real ones do.
   arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // Control messages are small: no bandwidth-delay probe pings (the coordinator skips them too).
+  arguments.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   prepareGrpcProcess();
   return grpc::CreateCustomChannel(address, credentials, arguments);
 }

@@ -38,13 +38,6 @@ bool constantTimeEquals(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-std::string frame(FrameHeader header, const std::string& payload) {
-  header.length = static_cast<uint32_t>(payload.size());
-  std::string bytes(sizeof header, '\0');
-  std::memcpy(bytes.data(), &header, sizeof header);
-  return bytes + payload;
-}
-
 std::string bytesOf(const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;
   std::string bytes;
@@ -61,7 +54,8 @@ struct NodeRelay::Core : std::enable_shared_from_this<Core> {
   struct Connection {
     explicit Connection(asio::io_context& io) : socket(io) {}
     Local::socket socket;
-    FrameHeader header;
+    FrameBuffer in;
+    FrameHeader header;  // the frame being handled
     std::string payload;
     std::deque<std::string> writes;
     bool writing = false, open = true;
@@ -158,45 +152,52 @@ struct NodeRelay::Core : std::enable_shared_from_this<Core> {
                          peer.pid == getpid();
       self->connections.insert(connection);
       self->connectionCount = self->connections.size();
-      self->readHeader(connection);
+      self->readMore(connection);
       self->accept();
     });
   }
 
-  void readHeader(const ConnectionPtr& c) {
-    asio::async_read(c->socket, asio::buffer(&c->header, sizeof c->header),
-                     [self = shared_from_this(), c](const boost::system::error_code& error,
-                                                    size_t) {
-                       if (error || c->header.length > kMaxFramePayload) return self->drop(c);
-                       c->payload.resize(c->header.length);
-                       asio::async_read(c->socket, asio::buffer(c->payload),
-                                        [self, c](const boost::system::error_code& error, size_t) {
-                                          if (error) return self->drop(c);
-                                          self->handle(c);
-                                          if (c->open) self->readHeader(c);
-                                        });
-                     });
+  // Reads whatever the socket has and handles every complete frame in it.
+  void readMore(const ConnectionPtr& c) {
+    const auto [data, size] = c->in.space();
+    c->socket.async_read_some(
+        asio::buffer(data, size),
+        [self = shared_from_this(), c](const boost::system::error_code& error, size_t bytes) {
+          if (error) return self->drop(c);
+          c->in.added(bytes);
+          try {
+            while (c->open && c->in.next(c->header, c->payload)) self->handle(c);
+          } catch (const Error&) {  // an oversized frame: not a rank of ours
+            return self->drop(c);
+          }
+          if (c->open) self->readMore(c);
+        });
   }
 
-  void send(const ConnectionPtr& c, FrameHeader header, const std::string& payload) {
+  void send(const ConnectionPtr& c, const FrameHeader& header, const std::string& payload) {
     if (!c->open) return;
-    c->writes.push_back(frame(header, payload));
+    c->writes.push_back(encodeFrame(header, payload));
     ++queued;
     pumpWrites(c);
   }
 
+  // Everything queued for a rank goes out in one write.
   void pumpWrites(const ConnectionPtr& c) {
     if (c->writing || c->writes.empty() || !c->open) return;
     c->writing = true;
-    asio::async_write(c->socket, asio::buffer(c->writes.front()),
-                      [self = shared_from_this(), c](const boost::system::error_code& error,
-                                                     size_t) {
+    std::vector<asio::const_buffer> buffers;
+    for (const auto& frame : c->writes) buffers.push_back(asio::buffer(frame));
+    asio::async_write(c->socket, buffers,
+                      [self = shared_from_this(), c, count = buffers.size()](
+                          const boost::system::error_code& error, size_t) {
                         c->writing = false;
-                        if (!c->writes.empty()) {
-                          c->writes.pop_front();
-                          --self->queued;
+                        if (error) {
+                          self->queued -= c->writes.size();
+                          c->writes.clear();
+                          return self->drop(c);
                         }
-                        if (error) return self->drop(c);
+                        c->writes.erase(c->writes.begin(), c->writes.begin() + count);
+                        self->queued -= count;
                         self->pumpWrites(c);
                       });
   }
@@ -214,8 +215,10 @@ struct NodeRelay::Core : std::enable_shared_from_this<Core> {
   void drop(const ConnectionPtr& c) {
     if (!c->open) return;
     c->open = false;
-    queued -= c->writes.size();
-    c->writes.clear();
+    if (!c->writing) {  // else the write in flight still reads them; it clears them
+      queued -= c->writes.size();
+      c->writes.clear();
+    }
     boost::system::error_code ignored;
     c->socket.close(ignored);
     connections.erase(c);
@@ -238,53 +241,195 @@ struct NodeRelay::Core : std::enable_shared_from_this<Core> {
       case CoordinatorMethod::Watch:
         return watch(c, call);
       case CoordinatorMethod::Join:
+        return joins.add(*this, c, method);
       case CoordinatorMethod::KvSet:
+      case CoordinatorMethod::KvMultiSet:
+        return sets.add(*this, c, method);
       case CoordinatorMethod::KvGet:
       case CoordinatorMethod::KvWait:
       case CoordinatorMethod::KvAdd:
-      case CoordinatorMethod::KvMultiSet:
       case CoordinatorMethod::KvMultiGet:
       case CoordinatorMethod::Report:
-        return forward(c, call, method);
+        return forward({c, call, method, c->payload, c->header.deadlineMs});
       default:
         return reply(c, call, method, grpc::StatusCode::UNIMPLEMENTED,
                      std::string("the node relay does not carry ") + methodName(method));
     }
   }
 
-  // Upstream unchanged; the answer comes back on the io thread.
-  void forward(const ConnectionPtr& c, uint32_t call, CoordinatorMethod method) {
-    struct Forward {
+  // One rank's call on its way up.
+  struct Call {
+    std::weak_ptr<Connection> connection;
+    uint32_t call;
+    CoordinatorMethod method;
+    std::string payload;
+    uint32_t deadlineMs;
+  };
+
+  // One gRPC call; `done(code, reply bytes or error text)` runs on the io thread.
+  void upstream(const char* path, const std::string& request, uint32_t deadlineMs,
+                bool waitForReady, std::function<void(Core&, int, const std::string&)> done) {
+    struct Pending {
       grpc::ClientContext context;
       grpc::ByteBuffer request, response;
     };
-    auto f = std::make_shared<Forward>();
-    f->context.set_deadline(std::chrono::system_clock::now() +
-                            std::chrono::milliseconds(c->header.deadlineMs));
-    // The coordinator may still be starting when the first ranks join.
-    if (method == CoordinatorMethod::Join) f->context.set_wait_for_ready(true);
-    grpc::Slice slice(c->payload);
-    f->request = grpc::ByteBuffer(&slice, 1);
+    auto p = std::make_shared<Pending>();
+    p->context.set_deadline(std::chrono::system_clock::now() +
+                            std::chrono::milliseconds(deadlineMs));
+    p->context.set_wait_for_ready(waitForReady);
+    grpc::Slice slice(request);
+    p->request = grpc::ByteBuffer(&slice, 1);
     {
       std::lock_guard lock(forwardsMutex);
-      forwards.insert(&f->context);
+      forwards.insert(&p->context);
     }
     ++*inFlight;
-    generic->UnaryCall(
-        &f->context, grpcMethodPath(method), grpc::StubOptions(), &f->request, &f->response,
-        [weak = weak_from_this(), connection = std::weak_ptr<Connection>(c), f, call, method,
-         inFlight = inFlight](grpc::Status status) {
-          std::string payload = status.ok() ? bytesOf(f->response) : status.error_message();
-          if (auto core = weak.lock()) {
-            std::lock_guard lock(core->forwardsMutex);
-            core->forwards.erase(&f->context);
-          }
-          postTo(weak, [connection, call, method, code = status.error_code(),
-                        payload = std::move(payload)](Core& core) {
-            if (auto c = connection.lock()) core.answered(c, call, method, code, payload);
-          });
-          --*inFlight;
-        });
+    generic->UnaryCall(&p->context, path, grpc::StubOptions(), &p->request, &p->response,
+                       [weak = weak_from_this(), p, done = std::move(done),
+                        inFlight = inFlight](grpc::Status status) {
+                         std::string payload =
+                             status.ok() ? bytesOf(p->response) : status.error_message();
+                         if (auto core = weak.lock()) {
+                           std::lock_guard lock(core->forwardsMutex);
+                           core->forwards.erase(&p->context);
+                         }
+                         postTo(weak, [done, code = status.error_code(),
+                                       payload = std::move(payload)](Core& core) {
+                           done(core, code, payload);
+                         });
+                         --*inFlight;
+                       });
+  }
+
+  // Upstream unchanged, answered as the coordinator answers.
+  void forward(Call call) {
+    // The coordinator may still be starting when the first ranks join.
+    const bool waitForReady = call.method == CoordinatorMethod::Join;
+    upstream(grpcMethodPath(call.method), call.payload, call.deadlineMs, waitForReady,
+             [call](Core& core, int code, const std::string& payload) {
+               if (auto c = call.connection.lock())
+                 core.answered(c, call.call, call.method, code, payload);
+             });
+  }
+
+  // Calls of one kind that go up as one request: the first at once, those that arrive while it
+  // is out together when it returns. Under load that is one request per node; alone, no delay.
+  class Batch {
+   public:
+    // Sends `calls` as one request; each gets its answer through core.answered.
+    using Send = void (Core::*)(std::vector<Call> calls);
+    explicit Batch(Send send) : send_(send) {}
+    void add(Core& core, const ConnectionPtr& c, CoordinatorMethod method) {
+      waiting_.push_back({c, c->header.call, method, c->payload, c->header.deadlineMs});
+      pump(core);
+    }
+    void returned(Core& core) {
+      inFlight_ = false;
+      pump(core);
+    }
+
+   private:
+    void pump(Core& core) {
+      if (inFlight_ || waiting_.empty()) return;
+      inFlight_ = true;
+      (core.*send_)(std::exchange(waiting_, {}));
+    }
+    Send send_;
+    bool inFlight_ = false;
+    std::vector<Call> waiting_;
+  };
+
+  static uint32_t longestDeadline(const std::vector<Call>& calls) {
+    uint32_t longest = 0;
+    for (const auto& call : calls) longest = std::max(longest, call.deadlineMs);
+    return longest;
+  }
+
+  void sendJoins(std::vector<Call> waiting) {
+    proto::NodeJoinRequest request;
+    std::vector<Call> calls;
+    for (auto& call : waiting) {
+      if (request.add_joins()->ParseFromString(call.payload)) {
+        calls.push_back(std::move(call));
+        continue;
+      }
+      request.mutable_joins()->RemoveLast();
+      if (auto c = call.connection.lock())
+        reply(c, call.call, CoordinatorMethod::Join, grpc::StatusCode::INVALID_ARGUMENT,
+              "unreadable join request");
+    }
+    if (calls.empty()) return joins.returned(*this);
+    upstream("/ds.proto.Coordinator/NodeJoin", request.SerializeAsString(),
+             longestDeadline(calls), true,
+             [calls](Core& core, int code, const std::string& payload) {
+               proto::NodeJoinReply reply;
+               if (code == grpc::StatusCode::OK &&
+                   (!reply.ParseFromString(payload) ||
+                    reply.results_size() != static_cast<int>(calls.size())))
+                 code = grpc::StatusCode::INTERNAL;
+               for (size_t i = 0; i < calls.size(); ++i) {
+                 auto c = calls[i].connection.lock();
+                 if (!c) continue;
+                 if (code != grpc::StatusCode::OK) {
+                   core.answered(c, calls[i].call, CoordinatorMethod::Join, code,
+                                 code == grpc::StatusCode::INTERNAL
+                                     ? "the coordinator's batched join reply is unreadable"
+                                     : payload);
+                   continue;
+                 }
+                 const auto& result = reply.results(static_cast<int>(i));
+                 core.answered(c, calls[i].call, CoordinatorMethod::Join, result.code(),
+                               result.code() == grpc::StatusCode::OK
+                                   ? result.reply().SerializeAsString()
+                                   : result.message());
+               }
+               core.joins.returned(core);
+             });
+  }
+
+  // KvSet and KvMultiSet calls with the same auth as one KvMultiSet, their entries in order. If
+  // it is refused (a limit), each call goes again on its own, so each gets its own answer.
+  void sendSets(std::vector<Call> calls) {
+    proto::KvMultiSetRequest request;
+    std::vector<Call> together, alone;
+    for (auto& call : calls) {
+      proto::KvMultiSetRequest one;
+      bool parsed = false;
+      if (call.method == CoordinatorMethod::KvSet) {
+        proto::KvSetRequest set;
+        parsed = set.ParseFromString(call.payload);
+        *one.mutable_auth() = set.auth();
+        auto* entry = one.add_entries();
+        entry->set_key(set.key());
+        entry->set_value(set.value());
+      } else {
+        parsed = one.ParseFromString(call.payload);
+      }
+      const bool sameAuth = together.empty() ||
+                            (one.auth().token() == request.auth().token() &&
+                             one.auth().epoch() == request.auth().epoch());
+      if (!parsed || !sameAuth) {
+        alone.push_back(std::move(call));
+        continue;
+      }
+      if (together.empty()) *request.mutable_auth() = one.auth();
+      for (auto& entry : *one.mutable_entries()) *request.add_entries() = std::move(entry);
+      together.push_back(std::move(call));
+    }
+    for (auto& call : alone) forward(std::move(call));
+    if (together.empty()) return sets.returned(*this);
+    upstream(grpcMethodPath(CoordinatorMethod::KvMultiSet), request.SerializeAsString(),
+             longestDeadline(together), false,
+             [together](Core& core, int code, const std::string&) {
+               for (const auto& call : together) {
+                 if (code != grpc::StatusCode::OK) {
+                   core.forward(call);
+                 } else if (auto c = call.connection.lock()) {
+                   core.answered(c, call.call, call.method, code, "");
+                 }
+               }
+               core.sets.returned(core);
+             });
   }
 
   void answered(const ConnectionPtr& c, uint32_t call, CoordinatorMethod method, int code,
@@ -451,6 +596,7 @@ struct NodeRelay::Core : std::enable_shared_from_this<Core> {
   std::map<int, std::pair<proto::WorkerState, int64_t>> lastSent;     // state and step, by rank
   std::vector<proto::Command> commands;                               // every one so far
   std::chrono::milliseconds beatInterval{1000};
+  Batch joins{&Core::sendJoins}, sets{&Core::sendSets};
 
   // Read from other threads.
   std::atomic<size_t> connectionCount{0}, queued{0};

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -79,6 +80,48 @@ std::string relaySocketName(const std::string& nonce, const std::string& node) {
   // sun_path holds 107 bytes: the node name is hashed so any host name fits.
   return std::string(1, '\0') + "ds-relay-" + nonce.substr(0, 32) + "-" +
          hex64(fnv1a64(node.data(), node.size()));
+}
+
+std::pair<char*, size_t> FrameBuffer::space() {
+  constexpr size_t kReadSize = 4 << 10;  // a page: thousands of connections each hold one
+  size_t wanted = kReadSize;
+  if (end_ - begin_ >= sizeof(FrameHeader)) {
+    FrameHeader header;
+    std::memcpy(&header, data_.data() + begin_, sizeof header);
+    if (header.length <= kMaxFramePayload)
+      wanted = std::max(wanted, sizeof header + header.length - (end_ - begin_));
+  }
+  if (begin_ == end_) begin_ = end_ = 0;
+  if (data_.size() - end_ < wanted) {
+    // Move the unread bytes to the front before growing.
+    std::memmove(data_.data(), data_.data() + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+    if (data_.size() - end_ < wanted) data_.resize(end_ + wanted);
+  }
+  return {data_.data() + end_, data_.size() - end_};
+}
+
+void FrameBuffer::added(size_t bytes) { end_ += bytes; }
+
+bool FrameBuffer::next(FrameHeader& header, std::string& payload) {
+  if (end_ - begin_ < sizeof header) return false;
+  std::memcpy(&header, data_.data() + begin_, sizeof header);
+  if (header.length > kMaxFramePayload)
+    throw Error("node relay: a " + std::to_string(header.length) +
+                "-byte frame is over the limit of " + std::to_string(kMaxFramePayload));
+  if (end_ - begin_ < sizeof header + header.length) return false;
+  payload.assign(data_.data() + begin_ + sizeof header, header.length);
+  begin_ += sizeof header + header.length;
+  return true;
+}
+
+std::string encodeFrame(FrameHeader header, const std::string& payload) {
+  header.length = static_cast<uint32_t>(payload.size());
+  std::string bytes(sizeof header + payload.size(), '\0');
+  std::memcpy(bytes.data(), &header, sizeof header);
+  std::memcpy(bytes.data() + sizeof header, payload.data(), payload.size());
+  return bytes;
 }
 
 void writeFrame(int fd, const FrameHeader& header, const std::string& payload) {

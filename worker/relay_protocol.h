@@ -9,8 +9,11 @@
 // and one build, so the header is in host byte order.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ds::worker {
 
@@ -51,6 +54,25 @@ constexpr uint32_t kMaxFramePayload = 8u << 20;
 // process that bound it. `nonce` is ds-launch's per-launch --relay value, `node` the machine's
 // name, so two jobs or two nodes on one machine (loopback tests) never share a relay.
 std::string relaySocketName(const std::string& nonce, const std::string& node);
+
+// Frames out of a byte stream that arrives in pieces of any size, so that an event loop reads
+// whatever a socket has in one call (one system call for many small frames, not two per frame).
+class FrameBuffer {
+ public:
+  // Where the next read goes: at least 4 KiB, and room for the whole frame being read.
+  std::pair<char*, size_t> space();
+  void added(size_t bytes);
+  // Takes the next complete frame; false when none is complete yet. Throws ds::Error for a frame
+  // over kMaxFramePayload.
+  bool next(FrameHeader& header, std::string& payload);
+
+ private:
+  std::vector<char> data_;
+  size_t begin_ = 0, end_ = 0;  // the unread bytes
+};
+
+// A frame's bytes, header first, ready to write.
+std::string encodeFrame(FrameHeader header, const std::string& payload);
 
 // Blocking frame I/O on a socket, for the rank's side. Both throw ds::Error when the relay is
 // gone; readFrame also when the peer sends an oversized frame.

@@ -46,6 +46,7 @@
 #include "coordinator.grpc.pb.h"
 #include "grpc_process.h"
 #include "launcher/coordinator.h"
+#include "runtime/common/allocator_policy.h"
 #include "worker/node_relay.h"
 #include "worker/relay_protocol.h"
 
@@ -289,36 +290,36 @@ class RelayRoute final : public Route, public std::enable_shared_from_this<Relay
  private:
   void send(CoordinatorMethod method, uint32_t id, const std::string& payload) {
     FrameHeader header;
-    header.length = static_cast<uint32_t>(payload.size());
     header.call = id;
     header.method = static_cast<uint8_t>(method);
     header.deadlineMs = 5 * 60 * 1000;
-    std::string frame(sizeof header, '\0');
-    std::memcpy(frame.data(), &header, sizeof header);
-    writes_.push_back(frame + payload);
-    if (writes_.size() == 1) writeNext();
+    writes_.push_back(ds::worker::encodeFrame(header, payload));
+    writeNext();
   }
   void writeNext() {
-    asio::async_write(socket_, asio::buffer(writes_.front()),
-                      [self = shared_from_this()](const boost::system::error_code& error, size_t) {
+    if (writing_ || writes_.empty()) return;
+    writing_ = true;
+    std::vector<asio::const_buffer> buffers;
+    for (const auto& frame : writes_) buffers.push_back(asio::buffer(frame));
+    asio::async_write(socket_, buffers,
+                      [self = shared_from_this(), count = buffers.size()](
+                          const boost::system::error_code& error, size_t) {
+                        self->writing_ = false;
                         if (error) return;
-                        self->writes_.pop_front();
-                        if (!self->writes_.empty()) self->writeNext();
+                        self->writes_.erase(self->writes_.begin(), self->writes_.begin() + count);
+                        self->writeNext();
                       });
   }
   void readNext() {
-    asio::async_read(
-        socket_, asio::buffer(&header_, sizeof header_),
-        [self = shared_from_this()](const boost::system::error_code& error, size_t) {
-          if (error) return self->ended();
-          self->payload_.resize(self->header_.length);
-          asio::async_read(self->socket_, asio::buffer(self->payload_),
-                           [self](const boost::system::error_code& error, size_t) {
-                             if (error) return self->ended();
-                             self->dispatch();
-                             self->readNext();
-                           });
-        });
+    const auto [data, size] = in_.space();
+    socket_.async_read_some(asio::buffer(data, size), [self = shared_from_this()](
+                                                          const boost::system::error_code& error,
+                                                          size_t bytes) {
+      if (error) return self->ended();
+      self->in_.added(bytes);
+      while (self->in_.next(self->header_, self->payload_)) self->dispatch();
+      self->readNext();
+    });
   }
   void dispatch() {
     const auto method = static_cast<CoordinatorMethod>(header_.method);
@@ -336,6 +337,8 @@ class RelayRoute final : public Route, public std::enable_shared_from_this<Relay
   }
 
   asio::local::stream_protocol::socket socket_;
+  ds::worker::FrameBuffer in_;
+  bool writing_ = false;
   FrameHeader header_;
   std::string payload_;
   std::deque<std::string> writes_;
@@ -526,6 +529,9 @@ int run(const Options& o) {
   const int control = pair[0];
   const std::string address = "127.0.0.1:" + readLine(control);
   ds::prepareGrpcProcess();  // the simulated workers' settings, as ds-worker's
+  // As the coordinator does: thousands of connections allocate and free the same sizes, and
+  // growing the heap again costs page faults (sysmalloc was 6% of this process's start-up).
+  ds::runtime::keepFreedMemoryForReuse();
 
   Tally tally;
   // Relay mode: one NodeRelay per node, all on one io_context with their ranks' local sockets.
