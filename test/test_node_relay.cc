@@ -1,9 +1,13 @@
 // The node relay between real CoordinatorClients (over its Unix socket) and a real coordinator
 // (over gRPC on loopback): calls pass through unchanged, heartbeats arrive batched, commands
 // reach every rank's watch, and a rank or a relay that goes away is seen at once.
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstring>
 #include <catch2/catch.hpp>
 #include <future>
 #include <thread>
@@ -217,4 +221,102 @@ TEST_CASE("node relay: when the relay goes, its ranks' watches end and the coord
   // With nobody serving the name, a call fails at once instead of hanging.
   CoordinatorClient late(coordinator.address(), kToken, ViaRelay{socket});
   CHECK_THROWS_WITH(late.kvSet("k", "v"), Catch::Contains("not listening"));
+}
+
+TEST_CASE("node relay: joins and sets that arrive together are answered each on its own") {
+  Coordinator coordinator(oneNodeOptions());
+  const std::string socket = freshSocket("node-a");
+  RelayHost relay(relayOptions(coordinator, socket));
+  // Four joins at once (two for slot 0): whether they go up batched or not, each gets its own
+  // answer, and exactly one of the twins is refused.
+  std::vector<std::unique_ptr<CoordinatorClient>> clients;
+  for (int i = 0; i < 4; ++i)
+    clients.push_back(std::make_unique<CoordinatorClient>(coordinator.address(), kToken,
+                                                          ViaRelay{socket}));
+  const int slots[] = {0, 1, 2, 0};
+  std::vector<std::future<int>> joins;
+  for (int i = 0; i < 4; ++i)
+    joins.push_back(std::async(std::launch::async, [&, i] {
+      try {
+        return clients[i]->join({"node-a", slots[i]}, 5s).rank;
+      } catch (const ds::Error& e) {
+        return std::string(e.what()).find("already joined") != std::string::npos ? -1 : -2;
+      }
+    }));
+  std::vector<int> ranks;
+  for (auto& join : joins) ranks.push_back(join.get());
+  CHECK(ranks[1] == 1);
+  CHECK(ranks[2] == 2);
+  CHECK(((ranks[0] == 0 && ranks[3] == -1) || (ranks[0] == -1 && ranks[3] == 0)));
+  CoordinatorClient& a = *clients[ranks[0] == 0 ? 0 : 3];
+
+  // Sets at once, one of them over the store's 4 MiB value limit: that one alone fails.
+  std::vector<std::future<bool>> sets;
+  for (int i = 0; i < 6; ++i)
+    sets.push_back(std::async(std::launch::async, [&, i] {
+      try {
+        if (i == 3)
+          a.kvSet("big", std::string((4 << 20) + 1, 'x'));
+        else
+          clients[1 + i % 2]->kvMultiSet({{"s/" + std::to_string(i), std::to_string(i)}});
+        return true;
+      } catch (const ds::Error&) {
+        return false;
+      }
+    }));
+  for (int i = 0; i < 6; ++i) CHECK(sets[i].get() == (i != 3));
+  for (int i = 0; i < 6; ++i)
+    if (i != 3) CHECK(a.kvGet("s/" + std::to_string(i), 1s) == std::to_string(i));
+}
+
+TEST_CASE("node relay: garbage on its socket is refused and the relay serves on") {
+  Coordinator coordinator(oneNodeOptions());
+  const std::string socket = freshSocket("node-a");
+  RelayHost relay(relayOptions(coordinator, socket));
+  auto connectRaw = [&] {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path, socket.data(), socket.size());
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address),
+                      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + socket.size())) ==
+            0);
+    return fd;
+  };
+  // An unknown method and an unreadable join: each answered with an error, the connection kept.
+  const int fd = connectRaw();
+  FrameHeader header;
+  header.call = 7;
+  header.method = 200;
+  writeFrame(fd, header, "junk");
+  std::string payload;
+  FrameHeader answer = readFrame(fd, payload);
+  CHECK(answer.call == 7);
+  CHECK(answer.status != 0);
+  header.method = static_cast<uint8_t>(CoordinatorMethod::Join);
+  header.call = 8;
+  header.deadlineMs = 1000;
+  writeFrame(fd, header, "\xff\xff\xff");
+  answer = readFrame(fd, payload);
+  CHECK(answer.call == 8);
+  CHECK(answer.status != 0);
+  // A watch and a heartbeat before any join: refused.
+  header.method = static_cast<uint8_t>(CoordinatorMethod::Heartbeat);
+  header.call = 9;
+  writeFrame(fd, header, "");
+  CHECK(readFrame(fd, payload).status != 0);
+  ::close(fd);
+  // An oversized frame: that connection is dropped.
+  const int greedy = connectRaw();
+  FrameHeader huge;
+  huge.length = kMaxFramePayload + 1;
+  REQUIRE(::send(greedy, &huge, sizeof huge, MSG_NOSIGNAL) == sizeof huge);
+  char byte = 0;
+  CHECK(::recv(greedy, &byte, 1, 0) == 0);  // closed by the relay
+  ::close(greedy);
+  // A real rank is still served.
+  CoordinatorClient client(coordinator.address(), kToken, ViaRelay{socket});
+  CHECK(client.join({"node-a", 1}, 5s).rank == 1);
+  client.kvSet("k", "v");
+  CHECK(client.kvGet("k", 1s) == "v");
 }
