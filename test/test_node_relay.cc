@@ -65,7 +65,7 @@ bool eventually(Predicate done, std::chrono::milliseconds limit = 3s) {
 TEST_CASE("node relay: joins, the store and reports pass through it unchanged") {
   Coordinator coordinator(oneNodeOptions());
   const std::string socket = freshSocket("node-a");
-  RelayHost relay(relayOptions(coordinator, socket));
+  const auto relay = hostRelay(relayOptions(coordinator, socket));
   CoordinatorClient a(coordinator.address(), kToken, ViaRelay{socket});
   CoordinatorClient b(coordinator.address(), kToken, ViaRelay{socket});
   const JoinResult joinA = a.join({"node-a", 0}, 5s);
@@ -99,7 +99,7 @@ TEST_CASE("node relay: joins, the store and reports pass through it unchanged") 
 TEST_CASE("node relay: heartbeats reach the coordinator batched, and bad ones are refused") {
   Coordinator coordinator(oneNodeOptions());
   const std::string socket = freshSocket("node-a");
-  RelayHost relay(relayOptions(coordinator, socket));
+  const auto relay = hostRelay(relayOptions(coordinator, socket));
   CoordinatorClient a(coordinator.address(), kToken, ViaRelay{socket});
   CoordinatorClient b(coordinator.address(), kToken, ViaRelay{socket});
   a.join({"node-a", 0}, 5s);
@@ -138,7 +138,7 @@ TEST_CASE("node relay: heartbeats reach the coordinator batched, and bad ones ar
 TEST_CASE("node relay: commands reach every rank's watch in order, and shutdown ends them") {
   Coordinator coordinator(oneNodeOptions());
   const std::string socket = freshSocket("node-a");
-  RelayHost relay(relayOptions(coordinator, socket));
+  const auto relay = hostRelay(relayOptions(coordinator, socket));
   coordinator.broadcast(CommandKind::Stop, "resize");  // before any stream: still delivered
   struct Rank {
     std::unique_ptr<CoordinatorClient> client;
@@ -179,7 +179,7 @@ TEST_CASE("node relay: commands reach every rank's watch in order, and shutdown 
 TEST_CASE("node relay: a rank that goes before it reported is lost at once, one that reported is not") {
   Coordinator coordinator(oneNodeOptions());
   const std::string socket = freshSocket("node-a");
-  RelayHost relay(relayOptions(coordinator, socket));
+  const auto relay = hostRelay(relayOptions(coordinator, socket));
   auto crashed = std::make_unique<CoordinatorClient>(coordinator.address(), kToken,
                                                      ViaRelay{socket});
   auto finished = std::make_unique<CoordinatorClient>(coordinator.address(), kToken,
@@ -198,7 +198,7 @@ TEST_CASE("node relay: a rank that goes before it reported is lost at once, one 
 TEST_CASE("node relay: when the relay goes, its ranks' watches end and the coordinator loses them") {
   Coordinator coordinator(oneNodeOptions());
   const std::string socket = freshSocket("node-a");
-  auto relay = std::make_unique<RelayHost>(relayOptions(coordinator, socket));
+  auto relay = hostRelay(relayOptions(coordinator, socket));
   // One relay per name: a second host finds it served.
   CHECK(hostRelayUnlessServed(relayOptions(coordinator, socket)) == nullptr);
   CoordinatorClient client(coordinator.address(), kToken, ViaRelay{socket});
@@ -226,7 +226,7 @@ TEST_CASE("node relay: when the relay goes, its ranks' watches end and the coord
 TEST_CASE("node relay: joins and sets that arrive together are answered each on its own") {
   Coordinator coordinator(oneNodeOptions());
   const std::string socket = freshSocket("node-a");
-  RelayHost relay(relayOptions(coordinator, socket));
+  const auto relay = hostRelay(relayOptions(coordinator, socket));
   // Four joins at once (two for slot 0): whether they go up batched or not, each gets its own
   // answer, and exactly one of the twins is refused.
   std::vector<std::unique_ptr<CoordinatorClient>> clients;
@@ -272,7 +272,7 @@ TEST_CASE("node relay: joins and sets that arrive together are answered each on 
 TEST_CASE("node relay: garbage on its socket is refused and the relay serves on") {
   Coordinator coordinator(oneNodeOptions());
   const std::string socket = freshSocket("node-a");
-  RelayHost relay(relayOptions(coordinator, socket));
+  const auto relay = hostRelay(relayOptions(coordinator, socket));
   auto connectRaw = [&] {
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_un address{};

@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "worker/coordinator_transport.h"
+#include "worker/grpc_entry.h"
 
 namespace ds::worker {
 namespace {
@@ -71,7 +72,7 @@ CoordinatorClient::CoordinatorClient(const std::string& address, std::string tok
     : impl_(std::make_unique<Impl>()) {
   impl_->address = address;
   impl_->token = std::move(token);
-  impl_->transport = makeGrpcTransport(address, tls);
+  impl_->transport = grpcEntryPoints().makeGrpcTransport(address, tls);
 }
 
 CoordinatorClient::CoordinatorClient(const std::string& address, std::string token,

@@ -31,6 +31,7 @@
 #include "worker/external_program.h"
 #include "worker/local_address.h"
 #include "worker/node_agent.h"
+#include "worker/grpc_entry.h"
 #include "worker/node_relay.h"
 #include "worker/relay_protocol.h"
 #include "worker/output_tagger.h"
@@ -306,13 +307,20 @@ int run(int argc, char** argv) {
 
   std::unique_ptr<CoordinatorClient> connection;
   if (relay.empty()) {
-    connection = std::make_unique<CoordinatorClient>(coordinatorAddress, jobToken, tls);
+    try {
+      connection = std::make_unique<CoordinatorClient>(coordinatorAddress, jobToken, tls);
+    } catch (const ds::Error& e) {
+      leaveNow(kJoinRefused, e.what());
+    }
   } else {
     // The node is the plan's host, or this machine for ranks mpirun or srun placed.
     const std::string socket = relaySocketName(relay, rankFromEnv ? machineName() : host);
     try {
-      gRelay = hostRelayUnlessServed({socket, coordinatorAddress, jobToken, tls,
-                                      std::chrono::milliseconds(relayKeepaliveMs)});
+      // gRPC is loaded only by the worker that gets the socket.
+      if (const int listening = listenOnRelaySocket(socket); listening >= 0)
+        gRelay = grpcEntryPoints().hostRelay({socket, coordinatorAddress, jobToken, tls,
+                                              std::chrono::milliseconds(relayKeepaliveMs),
+                                              listening});
     } catch (const ds::Error& e) {
       leaveNow(kJoinRefused, e.what());
     }

@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "common/spawn.h"
 #include "contract/world_info.h"
+#include "worker/grpc_entry.h"
 #include "worker/relay_protocol.h"
 
 namespace ds::worker {
@@ -47,7 +48,8 @@ int runNodeAgent(const std::string& workerPath, const std::vector<std::string>& 
   std::unique_ptr<RelayHost> relayHost;
   if (relay) {
     relay->socketName = relaySocketName(relayNonce, host);
-    relayHost = hostRelayUnlessServed(std::move(*relay));
+    relay->listeningFd = listenOnRelaySocket(relay->socketName);
+    if (relay->listeningFd >= 0) relayHost = grpcEntryPoints().hostRelay(std::move(*relay));
   }
 
   struct sigaction action {};

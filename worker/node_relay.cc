@@ -123,16 +123,11 @@ struct NodeRelay::Core : std::enable_shared_from_this<Core> {
   }
 
   void listen() {
-    Local::endpoint endpoint(options.socketName);
-    acceptor.open(endpoint.protocol());
-    // Not inherited by what this process starts (spawn closes the rest anyway).
-    fcntl(acceptor.native_handle(), F_SETFD, FD_CLOEXEC);
-    boost::system::error_code error;
-    acceptor.bind(endpoint, error);
-    if (error == asio::error::address_in_use)
+    int fd = options.listeningFd;
+    if (fd < 0) fd = listenOnRelaySocket(options.socketName);
+    if (fd < 0)
       throw RelaySocketTaken("node relay: its socket is taken: another process serves this node");
-    if (error) throw Error("node relay: cannot bind its socket: " + error.message());
-    acceptor.listen(asio::socket_base::max_listen_connections);
+    acceptor.assign(Local(), fd);
     channel = makeCoordinatorChannel(options.coordinatorAddress, options.tls, options.keepalive);
     stub = proto::Coordinator::NewStub(channel);
     generic = std::make_unique<grpc::GenericStub>(channel);
@@ -630,44 +625,53 @@ std::shared_ptr<const std::atomic<int>> NodeRelay::grpcCallsInFlight() const {
   return core_->inFlight;
 }
 
-struct RelayHost::Impl {
-  asio::io_context io;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  std::unique_ptr<NodeRelay> relay;
-  std::thread thread;
+namespace {
+
+class ThreadRelayHost final : public RelayHost {
+ public:
+  explicit ThreadRelayHost(NodeRelayOptions options)
+      : relay_(std::make_unique<NodeRelay>(io_, std::move(options))),
+        work_(io_.get_executor()),
+        thread_([this] { io_.run(); }) {}
+
+  ~ThreadRelayHost() override {
+    const auto inFlight = relay_->grpcCallsInFlight();
+    relay_.reset();  // its close runs on the io thread and cancels the gRPC calls
+    // No gRPC callback may run once the io_context is gone.
+    while (*inFlight > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    work_.reset();
+    thread_.join();  // returns once every handler has run out
+  }
+
+  void waitForConnections(size_t connections, std::chrono::milliseconds timeout) const override {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (relay_->connections() > connections && !relay_->sessionEnded() &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+
+  void flush(std::chrono::milliseconds timeout) const override {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (relay_->queuedWrites() > 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+
+ private:
+  asio::io_context io_;
+  std::unique_ptr<NodeRelay> relay_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::thread thread_;
 };
 
-RelayHost::RelayHost(NodeRelayOptions options) : impl_(std::make_unique<Impl>()) {
-  impl_->relay = std::make_unique<NodeRelay>(impl_->io, std::move(options));
-  impl_->work.emplace(impl_->io.get_executor());
-  impl_->thread = std::thread([io = &impl_->io] { io->run(); });
-}
+}  // namespace
 
-RelayHost::~RelayHost() {
-  const auto inFlight = impl_->relay->grpcCallsInFlight();
-  impl_->relay.reset();  // its close runs on the io thread and cancels the gRPC calls
-  // No gRPC callback may run once the io_context is gone.
-  while (*inFlight > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  impl_->work.reset();
-  impl_->thread.join();  // returns once every handler has run out
-}
-
-void RelayHost::waitForConnections(size_t connections, std::chrono::milliseconds timeout) const {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (impl_->relay->connections() > connections && !impl_->relay->sessionEnded() &&
-         std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-}
-
-void RelayHost::flush(std::chrono::milliseconds timeout) const {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (impl_->relay->queuedWrites() > 0 && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+std::unique_ptr<RelayHost> hostRelay(NodeRelayOptions options) {
+  return std::make_unique<ThreadRelayHost>(std::move(options));
 }
 
 std::unique_ptr<RelayHost> hostRelayUnlessServed(NodeRelayOptions options) {
   try {
-    return std::make_unique<RelayHost>(std::move(options));
+    return hostRelay(std::move(options));
   } catch (const RelaySocketTaken&) {
     return nullptr;
   }

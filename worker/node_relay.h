@@ -37,6 +37,9 @@ struct NodeRelayOptions {
   // The upstream channel's ping period and ping timeout: a frozen coordinator is noticed within
   // two of them (the relay answers heartbeats itself, so it must notice in its ranks' stead).
   std::chrono::milliseconds keepalive{5000};
+  // The socket already bound and listening (listenOnRelaySocket), which the relay then owns; -1:
+  // the relay binds socketName itself.
+  int listeningFd = -1;
 };
 
 // Another process already serves the relay's socket.
@@ -67,22 +70,21 @@ class NodeRelay {
   std::shared_ptr<Core> core_;
 };
 
-// A relay on its own thread and io_context: what a node agent or a worker hosts.
+// A relay on its own thread and io_context: what a node agent or a worker hosts. An interface, so
+// that a worker that loads gRPC only to host its relay (worker/grpc_entry.h) calls it through
+// virtual functions, needing none of the relay's symbols at link time.
 class RelayHost {
  public:
-  explicit RelayHost(NodeRelayOptions options);  // throws as NodeRelay does
-  ~RelayHost();
+  virtual ~RelayHost() = default;
   // Returns when at most `connections` local connections are left, the upstream stream has
   // ended, or `timeout` has passed.
-  void waitForConnections(size_t connections, std::chrono::milliseconds timeout) const;
+  virtual void waitForConnections(size_t connections, std::chrono::milliseconds timeout) const = 0;
   // Returns when every frame queued for the local ranks is written, or `timeout` has passed.
-  void flush(std::chrono::milliseconds timeout) const;
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  virtual void flush(std::chrono::milliseconds timeout) const = 0;
 };
 
+// Hosts the relay; throws as NodeRelay does (RelaySocketTaken when another process serves it).
+std::unique_ptr<RelayHost> hostRelay(NodeRelayOptions options);
 // Hosts the relay unless another process serves `options.socketName` already (then nullptr:
 // use that one). Throws ds::Error for any other failure.
 std::unique_ptr<RelayHost> hostRelayUnlessServed(NodeRelayOptions options);

@@ -1,10 +1,12 @@
 #include "worker/relay_protocol.h"
 
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "common/error.h"
@@ -122,6 +124,29 @@ std::string encodeFrame(FrameHeader header, const std::string& payload) {
   std::memcpy(bytes.data(), &header, sizeof header);
   std::memcpy(bytes.data() + sizeof header, payload.data(), payload.size());
   return bytes;
+}
+
+int listenOnRelaySocket(const std::string& socketName) {
+  sockaddr_un address{};
+  if (socketName.size() > sizeof address.sun_path)
+    throw Error("node relay: socket name too long");
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, socketName.data(), socketName.size());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw Error(std::string("node relay: socket: ") + std::strerror(errno));
+  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + socketName.size());
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0) {
+    const int error = errno;
+    ::close(fd);
+    if (error == EADDRINUSE) return -1;
+    throw Error(std::string("node relay: cannot bind its socket: ") + std::strerror(error));
+  }
+  if (::listen(fd, SOMAXCONN) != 0) {
+    const int error = errno;
+    ::close(fd);
+    throw Error(std::string("node relay: listen: ") + std::strerror(error));
+  }
+  return fd;
 }
 
 void writeFrame(int fd, const FrameHeader& header, const std::string& payload) {

@@ -55,6 +55,11 @@ constexpr uint32_t kMaxFramePayload = 8u << 20;
 // name, so two jobs or two nodes on one machine (loopback tests) never share a relay.
 std::string relaySocketName(const std::string& nonce, const std::string& node);
 
+// Binds and listens on the relay's socket: the listening descriptor, or -1 when another process
+// serves it already. Needs no gRPC, so a worker learns whether it is to host the relay before it
+// loads any. Throws ds::Error for any other failure.
+int listenOnRelaySocket(const std::string& socketName);
+
 // Frames out of a byte stream that arrives in pieces of any size, so that an event loop reads
 // whatever a socket has in one call (one system call for many small frames, not two per frame).
 class FrameBuffer {
