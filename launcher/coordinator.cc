@@ -33,6 +33,7 @@
 #include <optional>
 #include <set>
 
+#include "common/constant_time.h"
 #include "common/error.h"
 #include "coordinator.grpc.pb.h"
 #include "grpc_process.h"
@@ -46,14 +47,6 @@ namespace {
 constexpr uint32_t kMaxStoreWaitMs = 10 * 60 * 1000;
 // A node has at most this many ranks (slot ids are below 65536 too).
 constexpr int kMaxJoinsPerBatch = 65536;
-
-bool constantTimeEquals(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]);
-  return diff == 0;
-}
 
 RankState fromProto(proto::WorkerState state) {
   switch (state) {

@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "common/constant_time.h"
 #include "common/error.h"
 #include "coordinator.grpc.pb.h"
 #include "worker/coordinator_channel.h"
@@ -29,14 +30,6 @@ namespace asio = boost::asio;
 using Local = asio::local::stream_protocol;
 
 namespace {
-
-bool constantTimeEquals(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    diff |= static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i]);
-  return diff == 0;
-}
 
 std::string bytesOf(const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;
