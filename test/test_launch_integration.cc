@@ -5,6 +5,9 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <set>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -161,6 +164,76 @@ TEST_CASE("launch: SIGKILL of one worker ends the job within 5 s naming that ran
   REQUIRE(err.find("rank 2 (host 127.0.0.2) killed by signal 9") != std::string::npos);
   REQUIRE(err.find("last lines of rank 2") != std::string::npos);
   for (const auto& worker : workers) REQUIRE_FALSE(processExists(worker.pid));
+}
+
+// Whether `pid` has loaded the worker's gRPC side (only a relay host, or a direct worker, does).
+bool mapsGrpc(pid_t pid) {
+  return readFile("/proc/" + std::to_string(pid) + "/maps").find("libds-worker-grpc.so") !=
+         std::string::npos;
+}
+
+// TCP connections of `pid` to `port` on the peer side, from its descriptors and /proc/net/tcp.
+int connectionsTo(pid_t pid, int port) {
+  std::set<std::string> inodes;
+  std::error_code ignored;
+  for (const auto& fd :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ignored)) {
+    const std::string target = std::filesystem::read_symlink(fd.path(), ignored).string();
+    if (target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+  }
+  int count = 0;
+  char hexPort[8];
+  std::snprintf(hexPort, sizeof hexPort, "%04X", port);
+  // gRPC's sockets are IPv6 ones (IPv4-mapped) where the kernel allows: both tables.
+  for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::istringstream table(readFile(path));
+    std::string line;
+    std::getline(table, line);  // the header
+    while (std::getline(table, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
+          timeout >> inode;
+      if (state == "01" && remote.substr(remote.find(':') + 1) == hexPort && inodes.count(inode))
+        ++count;
+    }
+  }
+  return count;
+}
+
+TEST_CASE("launch: one coordinator connection per node, held by the worker that hosts its relay, "
+          "and killing that worker ends the job naming it") {
+  const auto job = startTraining("relayhost", 0, 1000000);
+  const auto workers = workersOnceTraining(job, 3);
+  REQUIRE(workers.size() == 4);
+  const std::string address = coordinatorAddressOf(job, 10s);
+  REQUIRE_FALSE(address.empty());
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  std::map<std::string, std::vector<pid_t>> hosts;
+  for (const auto& worker : workers) {
+    INFO("worker " << worker.pid << " on " << worker.host << " slot " << worker.slot);
+    if (mapsGrpc(worker.pid)) {
+      hosts[worker.host].push_back(worker.pid);
+      CHECK(connectionsTo(worker.pid, port) == 1);
+    } else {
+      CHECK(connectionsTo(worker.pid, port) == 0);  // behind the relay, without gRPC
+    }
+  }
+  REQUIRE(hosts["127.0.0.1"].size() == 1);
+  REQUIRE(hosts["127.0.0.2"].size() == 1);
+
+  const pid_t victim = hosts["127.0.0.2"].front();
+  int rank = -1;
+  for (const auto& worker : workers)
+    if (worker.pid == victim) rank = 2 + worker.slot;
+  ::kill(victim, SIGKILL);
+  const auto status = waitExit(job, 10s);
+  const std::string err = readFile(job.dir + "/stderr");
+  INFO(err);
+  REQUIRE(status == 128 + SIGKILL);
+  CHECK(err.find("rank " + std::to_string(rank) + " (host 127.0.0.2) killed by signal 9") !=
+        std::string::npos);
+  for (const auto& worker : workers) CHECK_FALSE(processExists(worker.pid));
 }
 
 TEST_CASE("launch: SIGTERM to ds-launch stops every worker within 5 s") {
