@@ -1,18 +1,17 @@
 // Node agent: one worker per slot through the spawn helper; children get PDEATHSIG so killing the
 // agent (ssh session gone, pdsh killed) takes them along; SIGTERM/SIGINT/SIGHUP are passed on.
+// Its loop is Boost.Asio's, as ds-launch's supervisor's is.
 #include "worker/node_agent.h"
 
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
-#include <thread>
+#include <utility>  // before asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
+
+#include <boost/asio.hpp>
 
 #include "common/error.h"
 #include "common/spawn.h"
@@ -24,13 +23,89 @@ namespace ds::worker {
 
 namespace {
 
+namespace asio = boost::asio;
+
 constexpr auto kSiblingGrace = std::chrono::seconds(3);
-volatile sig_atomic_t gForwardSignal = 0;
-void onSignal(int signal) { gForwardSignal = signal; }
+constexpr auto kKillGrace = std::chrono::seconds(2);
 
 int statusOf(int waitStatus) {
   return WIFSIGNALED(waitStatus) ? 128 + WTERMSIG(waitStatus) : WEXITSTATUS(waitStatus);
 }
+
+// The agent's one event loop: children's exits (SIGCHLD), the signals it passes on, and the two
+// grace timers, in one io_context.
+class Supervision {
+ public:
+  explicit Supervision(asio::io_context& io)
+      : signals_(io, SIGCHLD, SIGTERM, SIGINT), grace_(io), kill_(io) {
+    signals_.add(SIGHUP);
+  }
+
+  // Runs until every child has been reaped; returns the agent's exit status.
+  int run(asio::io_context& io, std::vector<pid_t> children) {
+    children_ = std::move(children);
+    running_ = children_.size();
+    waitForSignal();
+    reap();  // an exit before the signal handler was in place
+    if (running_ > 0) io.run();
+    return result_;
+  }
+
+ private:
+  void waitForSignal() {
+    signals_.async_wait([this](const boost::system::error_code& error, int signal) {
+      if (error) return;
+      if (signal == SIGCHLD)
+        reap();
+      else
+        stop(128 + signal);
+      if (running_ > 0) waitForSignal();
+    });
+  }
+
+  void reap() {
+    int status = 0;
+    pid_t pid;
+    while (running_ > 0 && (pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      --running_;
+      // A reaped PID may be reused by an unrelated process: never signal it again.
+      children_.erase(std::remove(children_.begin(), children_.end(), pid), children_.end());
+      if (statusOf(status) == 0 || result_ != 0) continue;
+      result_ = statusOf(status);
+      // A failed rank: the coordinator sees it and aborts every rank, so the others normally
+      // leave on their own within a second, each reporting why; that keeps the blame on the rank
+      // that died. Only if they linger (or we are told to stop) are they terminated here.
+      grace_.expires_after(kSiblingGrace);
+      grace_.async_wait([this](const boost::system::error_code& error) {
+        if (!error) stop(result_);
+      });
+    }
+    if (running_ == 0) {
+      signals_.cancel();
+      grace_.cancel();
+      kill_.cancel();
+    }
+  }
+
+  void stop(int status) {
+    if (stopping_) return;
+    stopping_ = true;
+    if (result_ == 0) result_ = status;
+    for (pid_t child : children_) kill(child, SIGTERM);
+    kill_.expires_after(kKillGrace);
+    kill_.async_wait([this](const boost::system::error_code& error) {
+      if (!error)
+        for (pid_t child : children_) kill(child, SIGKILL);
+    });
+  }
+
+  asio::signal_set signals_;
+  asio::steady_timer grace_, kill_;
+  std::vector<pid_t> children_;
+  size_t running_ = 0;
+  int result_ = 0;
+  bool stopping_ = false;
+};
 
 }  // namespace
 
@@ -52,10 +127,8 @@ int runNodeAgent(const std::string& workerPath, const std::vector<std::string>& 
     if (relay->listeningFd >= 0) relayHost = grpcEntryPoints().hostRelay(std::move(*relay));
   }
 
-  struct sigaction action {};
-  action.sa_handler = onSignal;
-  for (int signal : {SIGTERM, SIGINT, SIGHUP}) sigaction(signal, &action, nullptr);
-
+  asio::io_context io;
+  Supervision supervision(io);  // its signal handlers are in place before any child exists
   std::vector<pid_t> children;
   for (int slot : slots) {
     std::vector<std::string> args = {workerPath};
@@ -68,38 +141,7 @@ int runNodeAgent(const std::string& workerPath, const std::vector<std::string>& 
     options.label = "ds-worker node agent";
     children.push_back(spawnProcess(options).pid);
   }
-
-  int result = 0;
-  size_t running = children.size();
-  bool stopping = false;
-  std::chrono::steady_clock::time_point killAt{}, firstFailure{};
-  while (running > 0) {
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      --running;
-      // A reaped PID may be reused by an unrelated process: never signal it again.
-      children.erase(std::remove(children.begin(), children.end(), pid), children.end());
-      if (statusOf(status) != 0 && result == 0) result = statusOf(status);
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (result != 0 && firstFailure == std::chrono::steady_clock::time_point{}) firstFailure = now;
-    // A failed rank: the coordinator sees it and aborts every rank, so the others normally leave on
-    // their own within a second, each reporting why; that keeps the blame on the rank that died.
-    // Only if they linger (or we are told to stop) are they terminated here.
-    const bool lingering = result != 0 && now - firstFailure > kSiblingGrace;
-    if (!stopping && (lingering || gForwardSignal != 0)) {
-      stopping = true;
-      if (result == 0) result = 128 + gForwardSignal;
-      for (pid_t child : children) kill(child, SIGTERM);
-      killAt = now + std::chrono::seconds(2);
-    }
-    if (stopping && std::chrono::steady_clock::now() > killAt)
-      for (pid_t child : children) kill(child, SIGKILL);
-  }
-  return result;
+  return supervision.run(io, std::move(children));
 }
 
 }  // namespace ds::worker
