@@ -1,6 +1,8 @@
 // ds-worker: one per rank. Joins the coordinator, keeps its command stream and heartbeats going,
 // runs the job (the built-in trainer or an external program), reports, exits. Started with
-// --world_info/--node_rank it is a node agent that starts one worker per slot instead.
+// --world_info/--node_rank it is a node agent that starts one worker per slot instead. With --relay
+// it reaches the coordinator through its node's relay (worker/node_relay.h), hosting it if it is
+// the first of the node to bind its socket; only then does it load gRPC.
 // Exit status: 0 done, 1 job failed (or the program's own status), 2 bad usage, 3 join refused,
 // 10 aborted by the coordinator, 11 coordinator gone.
 #include <sys/stat.h>
