@@ -16,7 +16,6 @@
 #include <mutex>
 #include <optional>
 #include <set>
-#include <thread>
 
 #include "common/constant_time.h"
 #include "common/error.h"
@@ -616,58 +615,6 @@ bool NodeRelay::sessionEnded() const { return core_->ended; }
 size_t NodeRelay::queuedWrites() const { return core_->queued; }
 std::shared_ptr<const std::atomic<int>> NodeRelay::grpcCallsInFlight() const {
   return core_->inFlight;
-}
-
-namespace {
-
-class ThreadRelayHost final : public RelayHost {
- public:
-  explicit ThreadRelayHost(NodeRelayOptions options)
-      : relay_(std::make_unique<NodeRelay>(io_, std::move(options))),
-        work_(io_.get_executor()),
-        thread_([this] { io_.run(); }) {}
-
-  ~ThreadRelayHost() override {
-    const auto inFlight = relay_->grpcCallsInFlight();
-    relay_.reset();  // its close runs on the io thread and cancels the gRPC calls
-    // No gRPC callback may run once the io_context is gone.
-    while (*inFlight > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    work_.reset();
-    thread_.join();  // returns once every handler has run out
-  }
-
-  void waitForConnections(size_t connections, std::chrono::milliseconds timeout) const override {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (relay_->connections() > connections && !relay_->sessionEnded() &&
-           std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-
-  void flush(std::chrono::milliseconds timeout) const override {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    while (relay_->queuedWrites() > 0 && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-
- private:
-  asio::io_context io_;
-  std::unique_ptr<NodeRelay> relay_;
-  asio::executor_work_guard<asio::io_context::executor_type> work_;
-  std::thread thread_;
-};
-
-}  // namespace
-
-std::unique_ptr<RelayHost> hostRelay(NodeRelayOptions options) {
-  return std::make_unique<ThreadRelayHost>(std::move(options));
-}
-
-std::unique_ptr<RelayHost> hostRelayUnlessServed(NodeRelayOptions options) {
-  try {
-    return hostRelay(std::move(options));
-  } catch (const RelaySocketTaken&) {
-    return nullptr;
-  }
 }
 
 }  // namespace ds::worker
