@@ -10,6 +10,7 @@
 #include "contract/rank_contract.h"
 
 namespace grpc {
+class ByteBuffer;
 class Channel;
 }
 
@@ -18,5 +19,8 @@ namespace ds::worker {
 std::shared_ptr<grpc::Channel> makeCoordinatorChannel(
     const std::string& address, const TlsFiles& tls,
     std::chrono::milliseconds keepalive = std::chrono::seconds(5));
+
+// A generic call's message as one string (the relay forwards replies as bytes).
+std::string bytesOf(const grpc::ByteBuffer& buffer);
 
 }  // namespace ds::worker

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "worker/coordinator_transport.h"
 #include "worker/grpc_entry.h"
+#include "worker/local_address.h"
 
 namespace ds::worker {
 namespace {
@@ -92,9 +93,7 @@ JoinResult CoordinatorClient::join(const JoinIdentity& identity,
   request.set_local_slot(identity.slot);
   request.set_by_rank(identity.rank >= 0);
   request.set_rank(identity.rank);
-  char nodeName[256] = {};
-  gethostname(nodeName, sizeof(nodeName) - 1);
-  request.set_node_name(nodeName);
+  request.set_node_name(machineName());
   request.set_pid(static_cast<int32_t>(::getpid()));
   proto::JoinReply reply;
   // Wait for ready: the coordinator (or the node's relay) may still be starting.

@@ -1,5 +1,5 @@
 // The direct route: one gRPC channel to the coordinator, blocking calls on its generated stub;
-// and the channel itself, which the node relay opens the same way.
+// and the channel itself, which the node relay opens the same way (with its bytes helper).
 #include <grpcpp/grpcpp.h>
 
 #include "coordinator.grpc.pb.h"
@@ -101,6 +101,15 @@ std::shared_ptr<grpc::Channel> makeCoordinatorChannel(const std::string& address
   arguments.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   prepareGrpcProcess();
   return grpc::CreateCustomChannel(address, credentials, arguments);
+}
+
+std::string bytesOf(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (!buffer.Dump(&slices).ok()) return bytes;
+  for (const auto& slice : slices)
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  return bytes;
 }
 
 std::unique_ptr<CoordinatorTransport> makeGrpcTransport(const std::string& address,

@@ -59,4 +59,10 @@ std::string localBindAddress(const std::string& planHost, const std::string& coo
   return text;
 }
 
+std::string machineName() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
 }  // namespace ds::worker

@@ -14,4 +14,7 @@ std::string localBindAddress(const std::string& planHost, const std::string& coo
 // A free TCP port on `host` (bound and released), for the program's MASTER_PORT.
 int freePortOn(const std::string& host);
 
+// This machine's own name (gethostname).
+std::string machineName();
+
 }  // namespace ds::worker

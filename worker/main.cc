@@ -183,12 +183,6 @@ std::pair<std::string, int> programMaster(const JoinResult& join, const std::str
   return {value.substr(0, colon), std::stoi(value.substr(colon + 1))};
 }
 
-std::string machineName() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
-
 TlsFiles readTlsFiles(const std::string& cert, const std::string& key, const std::string& ca) {
   TlsFiles tls;
   if (!cert.empty()) tls.certPem = ds::readWholeFile(cert, "PEM certificate (--tls_cert)", 1 << 20);

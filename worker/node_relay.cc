@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "common/constant_time.h"
 #include "common/error.h"
@@ -27,19 +28,6 @@ namespace ds::worker {
 
 namespace asio = boost::asio;
 using Local = asio::local::stream_protocol;
-
-namespace {
-
-std::string bytesOf(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  std::string bytes;
-  if (!buffer.Dump(&slices).ok()) return bytes;
-  for (const auto& slice : slices)
-    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-  return bytes;
-}
-
-}  // namespace
 
 struct NodeRelay::Core : std::enable_shared_from_this<Core> {
   // One rank's local connection.
@@ -426,7 +414,7 @@ struct NodeRelay::Core : std::enable_shared_from_this<Core> {
       if (join.ParseFromString(payload)) {
         c->rank = join.rank();
         if (c->host) pendingUp.set_host_rank(c->rank);
-        if (!sessionStarted) startSession(join);
+        if (!session) startSession(join);
         sendUp();
       }
     }
@@ -448,12 +436,12 @@ struct NodeRelay::Core : std::enable_shared_from_this<Core> {
       return reply(c, call, CoordinatorMethod::Heartbeat, grpc::StatusCode::UNAVAILABLE,
                    "the node relay lost the coordinator: " + sessionEnd->error_message());
     const int rank = beat.rank();
-    const auto last = lastSent.find(rank);
+    const auto last = lastBeat.find(rank);
     // A state change or a first step goes up at once: the launcher's view and its start-up
     // figure should not lag an interval behind.
-    const bool urgent = last == lastSent.end() || last->second.first != beat.state() ||
+    const bool urgent = last == lastBeat.end() || last->second.first != beat.state() ||
                         (last->second.second == 0 && beat.step() > 0);
-    lastSent[rank] = {beat.state(), beat.step()};
+    lastBeat[rank] = {beat.state(), beat.step()};
     beat.clear_auth();
     beats[rank] = {std::move(beat), std::chrono::steady_clock::now()};
     reply(c, call, CoordinatorMethod::Heartbeat, grpc::StatusCode::OK, "");
@@ -490,7 +478,6 @@ struct NodeRelay::Core : std::enable_shared_from_this<Core> {
   }
 
   void startSession(const proto::JoinReply& join) {
-    sessionStarted = true;
     if (join.heartbeat_interval_ms() > 0)
       beatInterval = std::chrono::milliseconds(join.heartbeat_interval_ms());
     session = std::make_shared<Session>(weak_from_this(), inFlight);
@@ -575,12 +562,12 @@ struct NodeRelay::Core : std::enable_shared_from_this<Core> {
   // The io thread's state.
   std::set<ConnectionPtr> connections;
   std::shared_ptr<Session> session;
-  bool sessionStarted = false, upstreamWriting = false;
+  bool upstreamWriting = false;
   std::optional<grpc::Status> sessionEnd;
   proto::NodeUp pendingUp;
   // Since the last message, each with when it arrived.
   std::map<int, std::pair<proto::HeartbeatRequest, std::chrono::steady_clock::time_point>> beats;
-  std::map<int, std::pair<proto::WorkerState, int64_t>> lastSent;     // state and step, by rank
+  std::map<int, std::pair<proto::WorkerState, int64_t>> lastBeat;     // state and step, by rank
   std::vector<proto::Command> commands;                               // every one so far
   std::chrono::milliseconds beatInterval{1000};
   Batch joins{&Core::sendJoins}, sets{&Core::sendSets};
@@ -613,8 +600,13 @@ NodeRelay::~NodeRelay() {
 size_t NodeRelay::connections() const { return core_->connectionCount; }
 bool NodeRelay::sessionEnded() const { return core_->ended; }
 size_t NodeRelay::queuedWrites() const { return core_->queued; }
-std::shared_ptr<const std::atomic<int>> NodeRelay::grpcCallsInFlight() const {
-  return core_->inFlight;
+
+void closeRelays(std::vector<std::unique_ptr<NodeRelay>> relays) {
+  std::vector<std::shared_ptr<std::atomic<int>>> inFlight;
+  for (const auto& relay : relays) inFlight.push_back(relay->core_->inFlight);
+  relays.clear();  // each one's close runs on the io thread and cancels its gRPC calls
+  for (const auto& calls : inFlight)
+    while (*calls > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
 }  // namespace ds::worker

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "contract/rank_contract.h"
@@ -61,14 +62,16 @@ class NodeRelay {
   size_t connections() const;  // local connections open now
   bool sessionEnded() const;   // the upstream stream ended (coordinator gone or job over)
   size_t queuedWrites() const; // local frames not yet written
-  // gRPC calls whose callbacks have not finished. After the relay is destroyed, its io_context
-  // must keep running (or live) until this is 0: the callbacks post to it.
-  std::shared_ptr<const std::atomic<int>> grpcCallsInFlight() const;
 
  private:
+  friend void closeRelays(std::vector<std::unique_ptr<NodeRelay>> relays);
   struct Core;
   std::shared_ptr<Core> core_;
 };
+
+// Destroys the relays and returns once none of their gRPC callbacks can still post to their
+// io_context, which must be running on another thread meanwhile: only then may it stop.
+void closeRelays(std::vector<std::unique_ptr<NodeRelay>> relays);
 
 // A relay on its own thread and io_context: what a node agent or a worker hosts. An interface, so
 // that a worker that loads gRPC only to host its relay (worker/grpc_entry.h) calls it through

@@ -21,10 +21,9 @@ class ThreadRelayHost final : public RelayHost {
         thread_([this] { io_.run(); }) {}
 
   ~ThreadRelayHost() override {
-    const auto inFlight = relay_->grpcCallsInFlight();
-    relay_.reset();  // its close runs on the io thread and cancels the gRPC calls
-    // No gRPC callback may run once the io_context is gone.
-    while (*inFlight > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::vector<std::unique_ptr<NodeRelay>> relays;
+    relays.push_back(std::move(relay_));
+    closeRelays(std::move(relays));  // no gRPC callback may run once the io_context is gone
     work_.reset();
     thread_.join();  // returns once every handler has run out
   }

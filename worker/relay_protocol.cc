@@ -66,6 +66,12 @@ void receiveAll(int fd, void* data, size_t size) {
   }
 }
 
+void checkFrameLength(size_t length) {
+  if (length > kMaxFramePayload)
+    throw Error("node relay: a " + std::to_string(length) + "-byte frame is over the limit of " +
+                std::to_string(kMaxFramePayload));
+}
+
 }  // namespace
 
 const char* grpcMethodPath(CoordinatorMethod method) {
@@ -109,9 +115,7 @@ void FrameBuffer::added(size_t bytes) { end_ += bytes; }
 bool FrameBuffer::next(FrameHeader& header, std::string& payload) {
   if (end_ - begin_ < sizeof header) return false;
   std::memcpy(&header, data_.data() + begin_, sizeof header);
-  if (header.length > kMaxFramePayload)
-    throw Error("node relay: a " + std::to_string(header.length) +
-                "-byte frame is over the limit of " + std::to_string(kMaxFramePayload));
+  checkFrameLength(header.length);
   if (end_ - begin_ < sizeof header + header.length) return false;
   payload.assign(data_.data() + begin_ + sizeof header, header.length);
   begin_ += sizeof header + header.length;
@@ -150,21 +154,15 @@ int listenOnRelaySocket(const std::string& socketName) {
 }
 
 void writeFrame(int fd, const FrameHeader& header, const std::string& payload) {
-  if (payload.size() > kMaxFramePayload)
-    throw Error("node relay: a " + std::to_string(payload.size()) +
-                "-byte message is over the limit of " + std::to_string(kMaxFramePayload));
-  FrameHeader out = header;
-  out.length = static_cast<uint32_t>(payload.size());
-  sendAll(fd, &out, sizeof out);
-  sendAll(fd, payload.data(), payload.size());
+  checkFrameLength(payload.size());
+  const std::string frame = encodeFrame(header, payload);
+  sendAll(fd, frame.data(), frame.size());  // one system call, not two
 }
 
 FrameHeader readFrame(int fd, std::string& payload) {
   FrameHeader header;
   receiveAll(fd, &header, sizeof header);
-  if (header.length > kMaxFramePayload)
-    throw Error("node relay: a " + std::to_string(header.length) +
-                "-byte frame is over the limit of " + std::to_string(kMaxFramePayload));
+  checkFrameLength(header.length);
   payload.resize(header.length);
   receiveAll(fd, payload.data(), payload.size());
   return header;

@@ -47,6 +47,7 @@
 #include "grpc_process.h"
 #include "launcher/coordinator.h"
 #include "runtime/common/allocator_policy.h"
+#include "worker/coordinator_channel.h"
 #include "worker/node_relay.h"
 #include "worker/relay_protocol.h"
 
@@ -215,12 +216,8 @@ class DirectRoute final : public Route {
     c->request = grpc::ByteBuffer(&slice, 1);
     generic_->UnaryCall(&c->context, ds::worker::grpcMethodPath(method), grpc::StubOptions(),
                         &c->request, &c->reply, [c, done](grpc::Status status) {
-                          std::string bytes;
-                          std::vector<grpc::Slice> slices;
-                          if (status.ok() && c->reply.Dump(&slices).ok())
-                            for (const auto& s : slices)
-                              bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-                          done(status.error_code(), status.ok() ? bytes : status.error_message());
+                          done(status.error_code(), status.ok() ? ds::worker::bytesOf(c->reply)
+                                                                : status.error_message());
                         });
   }
   void watch(std::string request, std::function<void(const std::string&)> onCommand,
@@ -623,12 +620,7 @@ int run(const Options& o) {
   int status = 0;
   waitpid(child, &status, 0);
   close(control);
-  // The relays close on the io thread; their gRPC callbacks must be done before it stops.
-  std::vector<std::shared_ptr<const std::atomic<int>>> inFlight;
-  for (auto& relay : relays) inFlight.push_back(relay->grpcCallsInFlight());
-  relays.clear();
-  for (auto& calls : inFlight)
-    while (*calls > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ds::worker::closeRelays(std::move(relays));
   asio::post(io, [&] { ranks.clear(); });
   work.reset();
   ioThread.join();
