@@ -1,6 +1,6 @@
 // Coordinator: the job's gRPC server. Assigns ranks to joining workers from the launch plan, serves
 // the key-value store, records heartbeats and final reports, and pushes commands (stop, abort) to
-// every worker's open Watch stream. gRPC stays in coordinator.cc.
+// every worker's open Watch stream. gRPC stays in coordinator*.cc.
 #pragma once
 
 #include <chrono>
