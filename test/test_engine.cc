@@ -4,6 +4,8 @@
 // bigger micro-batch.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "engine_harness.h"
 #include "runtime/zero/memory_estimate.h"
@@ -39,6 +41,50 @@ TEST_CASE("engine: ZeRO stages 0-3 train to bitwise identical parameters on ever
         }
       }
       CHECK(reference[0].losses.back() < reference[0].losses.front());
+    }
+  }
+}
+
+TEST_CASE("engine: each rank initialises a share of the tensors, and all start from the model's values") {
+  // The MLP, recording which tensors this rank initialised.
+  struct RecordingMlp : ds::runtime::Mlp {
+    using Mlp::Mlp;
+    void initTensor(const ds::runtime::ParamSpec& spec, float* values,
+                    uint64_t seed) const override {
+      initialised.push_back(spec.name);
+      Mlp::initTensor(spec, values, seed);
+    }
+    mutable std::vector<std::string> initialised;
+  };
+  const std::vector<int> widths = {16, 64, 64, 4};
+  const ds::runtime::Mlp reference(widths);
+  std::vector<float> expected(reference.parameterCount());
+  reference.initParameters(expected.data(), 7);
+  for (int world : {1, 2, 3, 4}) {
+    for (int stage : {0, 3}) {
+      INFO("world " << world << " stage " << stage);
+      ds::runtime::ShmOptions options;
+      options.chunkBytes = kTestChunkBytes;
+      auto group = ds::runtime::ShmCommunicator::inProcessGroup(world, options);
+      std::vector<std::vector<float>> params(world);
+      std::vector<std::vector<std::string>> initialised(world);
+      onThreads(world, [&](int r) {
+        const auto config = ds::runtime::parseDeepSpeedConfig(engineConfig(stage, "fp32"), world,
+                                                              "test-config");
+        RecordingMlp model(widths);
+        ds::runtime::Engine engine(model, config, group[r], 7);
+        params[r] = engine.fullParameters();
+        initialised[r] = model.initialised;
+      });
+      std::multiset<std::string> all;
+      for (int r = 0; r < world; ++r) {
+        CHECK(params[r] == expected);
+        CHECK_FALSE(initialised[r].empty());  // 6 tensors: every rank of up to 4 gets a share
+        all.insert(initialised[r].begin(), initialised[r].end());
+      }
+      std::multiset<std::string> once;
+      for (const auto& spec : reference.parameters()) once.insert(spec.name);
+      CHECK(all == once);  // each tensor by exactly one rank
     }
   }
 }

@@ -167,7 +167,8 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   };
 
   board.setState(RankState::Training);
-  if (engine.globalSteps() == 0) evaluate(0);
+  // As GPT-NeoX: the first evaluation comes after eval-interval iterations, none before the first
+  // step (it would delay every start for a figure the first iteration line gives too).
   const auto start = std::chrono::steady_clock::now();
   const StepRecord record{start, engine.globalSteps(), options.printParamHash, "iteration"};
   TrainResult result;

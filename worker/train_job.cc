@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "kernels/cpu/matmul.h"
 #include "runtime/comm/comms_logger.h"
 #include "runtime/comm/store_barrier.h"
 #include "runtime/config/job_config.h"
@@ -36,8 +37,14 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   const runtime::DeepSpeedConfig& config = job.deepspeed;
 
   board.setState(RankState::Rendezvous);
-  runtime::GroupFactory groups = makeGroupFactory(join, store, bindAddress, config.commBackend);
-  const std::unique_ptr<runtime::Communicator> world = groups.world();
+  std::unique_ptr<runtime::Communicator> world;
+  {
+    // The GPT's first matmul has a one-time cost: paid on a spare thread while the collectives
+    // connect (joined when this block ends, however it ends).
+    std::jthread matmulReady;
+    if (job.gpt) matmulReady = std::jthread(kernels::prepareMatmul);
+    world = makeGroupFactory(join, store, bindAddress, config.commBackend).world();
+  }
   runtime::CommsLogger logger(config.commsLogger, join.worldSize);
   runtime::LoggingCommunicator logged(*world, logger);
   runtime::Communicator& comm =

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 
@@ -77,6 +78,21 @@ int matmulThreads() {
 }
 
 bool matmulNestsInOpenMP() { return useOneDnn(); }
+
+void prepareMatmul() noexcept {
+#if DS_HAVE_DNNL
+  try {
+    if (!useOneDnn()) return;
+  } catch (const Error&) {
+    return;  // a bad DS_MATMUL: the first real matmul reports it
+  }
+  omp_set_num_threads(1);  // this thread's own setting: it starts no OpenMP team of its own
+  // Smaller products take oneDNN's reference path and compile nothing.
+  constexpr dnnl_dim_t n = 128;
+  std::vector<float> a(n * n, 0.0f), c(n * n);
+  dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, a.data(), n, 0.0f, c.data(), n);
+#endif
+}
 
 const char* matmulLibrary() {
 #if DS_HAVE_DNNL

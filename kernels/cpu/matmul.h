@@ -19,5 +19,9 @@ const char* matmulLibrary();  // e.g. "OpenBLAS 0.3.21 (pthreads, Haswell)"
 // Whether matmul may be called from several OpenMP threads at once, running single-threaded
 // inside them (oneDNN: yes; OpenBLAS's own pthreads would fight over the cores).
 bool matmulNestsInOpenMP();
+// Does the one-time work of the first matmul of a process (oneDNN JIT-compiles its sgemm kernels
+// then: about 20 ms here), so that a spare thread can do it while the process waits for its peers.
+// Thread-safe; calling matmul without it is fine.
+void prepareMatmul() noexcept;
 
 }  // namespace ds::kernels

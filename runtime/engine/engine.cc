@@ -23,6 +23,24 @@ double elapsedMs(Clock::time_point since) {
   return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
 }
 
+// The rank that initialises each tensor: the largest tensors first, each to the rank with the
+// fewest elements so far (ties to the lowest rank), so that every rank does about 1/N of the work
+// and all compute the same assignment.
+std::vector<int> initialisingRanks(const std::vector<ParamSpec>& specs, int worldSize) {
+  std::vector<size_t> order(specs.size());
+  for (size_t t = 0; t < order.size(); ++t) order[t] = t;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return specs[a].numel > specs[b].numel; });
+  std::vector<size_t> load(static_cast<size_t>(std::max(1, worldSize)), 0);
+  std::vector<int> rankOf(specs.size(), 0);
+  for (size_t t : order) {
+    const auto least = std::min_element(load.begin(), load.end());
+    rankOf[t] = static_cast<int>(least - load.begin());
+    *least += specs[t].numel;
+  }
+  return rankOf;
+}
+
 }  // namespace
 
 Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, uint64_t seed)
@@ -73,11 +91,17 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
     largestGroup = std::max(largestGroup, shard.shardBegin(t1) - shard.shardBegin(t0));
   checkMemoryBudget(optimizer, runs.size(), largestGroup);
   {
-    // Every rank initialises identically, then rank 0's values win, as DeepSpeed broadcasts the
-    // model at initialize(). The full fp32 copy is gone before any optimizer state exists.
+    // Every rank starts from the same values, as after DeepSpeed's broadcast at initialize(), but
+    // no rank computes them all: each initialises its share of the tensors, the rest stay zero,
+    // and one all-reduce sums the shares into every rank's copy. A tensor's values depend on the
+    // seed and its name only, and adding zeros is exact, so they equal one rank initialising all.
+    // The full fp32 copy is gone before any optimizer state exists.
     std::vector<float> init(count_);
-    model.initParameters(init.data(), seed);
-    comm.broadcast(init.data(), count_, 0);
+    const std::vector<int> initialisers = initialisingRanks(specs_, comm.size());
+    for (size_t t = 0; t < specs_.size(); ++t)
+      if (initialisers[t] == comm.rank())
+        model.initTensor(specs_[t], init.data() + specs_[t].offset, seed);
+    comm.allReduce(init.data(), count_);
     zero_->initialise(init.data());
   }
 

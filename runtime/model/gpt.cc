@@ -133,29 +133,26 @@ int Gpt::maxPositions() const {
   return std::max(config_.seqLength, config_.maxPositionEmbeddings);
 }
 
-void Gpt::initParameters(float* params, uint64_t seed) const {
-  for (const ParamSpec& s : specs_) {
-    float* p = params + s.offset;
-    const auto endsWith = [&](const char* suffix) {
-      const size_t n = std::strlen(suffix);
-      return s.name.size() >= n && s.name.compare(s.name.size() - n, n, suffix) == 0;
-    };
-    if (s.shape.size() == 1) {  // norm weights start at one, biases at zero
-      const float v = endsWith("layernorm.weight") || endsWith("layer_norm.weight") ? 1.0f : 0.0f;
-      std::fill(p, p + s.numel, v);
-      continue;
-    }
-    const bool output = endsWith("attention.dense.weight") || endsWith("dense_4h_to_h.weight");
-    const float std = initStd(output ? config_.outputLayerInitMethod : config_.initMethod, config_);
-    // Each tensor's stream depends on the seed and its name only: adding a tensor changes no other.
-    std::mt19937_64 rng(seed ^ fnv1a64(s.name.data(), s.name.size()));
-    for (size_t i = 0; i < s.numel; i += 2) {  // Box-Muller, written out for the same values everywhere
-      const double u1 = (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53;
-      const double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
-      const double r = std::sqrt(-2.0 * std::log(u1)), a = 2.0 * M_PI * u2;
-      p[i] = static_cast<float>(r * std::cos(a)) * std;
-      if (i + 1 < s.numel) p[i + 1] = static_cast<float>(r * std::sin(a)) * std;
-    }
+void Gpt::initTensor(const ParamSpec& s, float* p, uint64_t seed) const {
+  const auto endsWith = [&](const char* suffix) {
+    const size_t n = std::strlen(suffix);
+    return s.name.size() >= n && s.name.compare(s.name.size() - n, n, suffix) == 0;
+  };
+  if (s.shape.size() == 1) {  // norm weights start at one, biases at zero
+    const float v = endsWith("layernorm.weight") || endsWith("layer_norm.weight") ? 1.0f : 0.0f;
+    std::fill(p, p + s.numel, v);
+    return;
+  }
+  const bool output = endsWith("attention.dense.weight") || endsWith("dense_4h_to_h.weight");
+  const float std = initStd(output ? config_.outputLayerInitMethod : config_.initMethod, config_);
+  // Each tensor's stream depends on the seed and its name only: adding a tensor changes no other.
+  std::mt19937_64 rng(seed ^ fnv1a64(s.name.data(), s.name.size()));
+  for (size_t i = 0; i < s.numel; i += 2) {  // Box-Muller, written out for the same values everywhere
+    const double u1 = (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53;
+    const double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+    const double r = std::sqrt(-2.0 * std::log(u1)), a = 2.0 * M_PI * u2;
+    p[i] = static_cast<float>(r * std::cos(a)) * std;
+    if (i + 1 < s.numel) p[i + 1] = static_cast<float>(r * std::sin(a)) * std;
   }
 }
 

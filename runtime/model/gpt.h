@@ -28,7 +28,7 @@ class Gpt : public Model {
 
   const std::vector<ParamSpec>& parameters() const override { return specs_; }
   int layerCount() const override { return config_.numLayers + 2; }
-  void initParameters(float* params, uint64_t seed) const override;
+  void initTensor(const ParamSpec& spec, float* values, uint64_t seed) const override;
   float forwardBackward(const Batch& batch, LayerAccess& access, float gradScale) override;
 
   // Mean loss of the batch without gradients or dropout (evaluation): acquires and releases

@@ -17,7 +17,7 @@ class Mlp : public Model {
 
   const std::vector<ParamSpec>& parameters() const override { return specs_; }
   int layerCount() const override { return static_cast<int>(sizes_.size()) - 1; }
-  void initParameters(float* params, uint64_t seed) const override;
+  void initTensor(const ParamSpec& spec, float* values, uint64_t seed) const override;
   float forwardBackward(const Batch& batch, LayerAccess& access, float gradScale) override;
 
   // Forward pass only over the flat parameters; returns the outputs (batch x outputDim), valid

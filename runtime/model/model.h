@@ -58,8 +58,13 @@ class Model {
     const auto& specs = parameters();
     return specs.empty() ? 0 : specs.back().offset + specs.back().numel;
   }
+  // Writes the initial values of one tensor of parameters() (`values`: its first element). They
+  // depend on the seed and the tensor only, so ranks can each initialise a share of the tensors.
+  virtual void initTensor(const ParamSpec& spec, float* values, uint64_t seed) const = 0;
   // Writes the initial values of all parameters (flat layout), identical for the same seed.
-  virtual void initParameters(float* params, uint64_t seed) const = 0;
+  void initParameters(float* params, uint64_t seed) const {
+    for (const ParamSpec& spec : parameters()) initTensor(spec, params + spec.offset, seed);
+  }
   // Forward layers 0..L-1, then backward L-1..0, through `access`. Returns the batch's mean loss;
   // gradients are of loss * gradScale.
   virtual float forwardBackward(const Batch& batch, LayerAccess& access, float gradScale) = 0;
