@@ -15,7 +15,6 @@
 // Usage: bench_control_plane [--nodes N] [--ranks-per-node R] [--heartbeat-ms MS]
 //                            [--heartbeat-timeout-ms MS] [--measure-s S] [--batched] [--direct]
 //                            [--json]
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -25,23 +24,23 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
-#include <cstring>
-#include <deque>
-#include <functional>
-#include <map>
-#include <optional>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench/bench_flags.h"
+#include "bench/control_plane/sim_routes.h"
 #include "common/guarded_main.h"
 #include "coordinator.grpc.pb.h"
 #include "grpc_process.h"
@@ -156,8 +155,8 @@ int runCoordinator(const Options& o, int control) {
 // ---- the simulated ranks ----
 
 namespace asio = boost::asio;
+using ds::bench::Route;
 using ds::worker::CoordinatorMethod;
-using ds::worker::FrameHeader;
 
 struct Tally {
   std::mutex mutex;
@@ -183,174 +182,11 @@ struct Tally {
   }
 };
 
-// How a simulated rank reaches the coordinator: serialized requests in, serialized replies out,
-// each answered once through `done(status code, reply bytes or error text)`.
-class Route {
- public:
-  using Done = std::function<void(int code, const std::string& reply)>;
-  virtual ~Route() = default;
-  virtual void call(CoordinatorMethod method, std::string request, Done done) = 0;
-  // Opens the command stream: every command's bytes to onCommand, then onEnd once.
-  virtual void watch(std::string request, std::function<void(const std::string&)> onCommand,
-                     std::function<void()> onEnd) = 0;
-  virtual void cancelWatch() = 0;
-};
-
-// A worker as it was before node relays: its own gRPC connection, its own Watch stream.
-class DirectRoute final : public Route {
- public:
-  explicit DirectRoute(const std::string& address) {
-    grpc::ChannelArguments arguments;
-    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
-    channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
-    generic_ = std::make_unique<grpc::GenericStub>(channel_);
-  }
-  void call(CoordinatorMethod method, std::string request, Done done) override {
-    struct Call {
-      grpc::ClientContext context;
-      grpc::ByteBuffer request, reply;
-    };
-    auto c = std::make_shared<Call>();
-    c->context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
-    grpc::Slice slice(request);
-    c->request = grpc::ByteBuffer(&slice, 1);
-    generic_->UnaryCall(&c->context, ds::worker::grpcMethodPath(method), grpc::StubOptions(),
-                        &c->request, &c->reply, [c, done](grpc::Status status) {
-                          done(status.error_code(), status.ok() ? ds::worker::bytesOf(c->reply)
-                                                                : status.error_message());
-                        });
-  }
-  void watch(std::string request, std::function<void(const std::string&)> onCommand,
-             std::function<void()> onEnd) override {
-    watch_ = std::make_unique<Reader>(*channel_, std::move(request), std::move(onCommand),
-                                      std::move(onEnd));
-  }
-  void cancelWatch() override {
-    if (watch_) watch_->context.TryCancel();
-  }
-
- private:
-  struct Reader final : grpc::ClientReadReactor<ds::proto::Command> {
-    Reader(grpc::Channel& channel, std::string bytes,
-           std::function<void(const std::string&)> onCommand, std::function<void()> onEnd)
-        : onCommand(std::move(onCommand)), onEnd(std::move(onEnd)) {
-      request.ParseFromString(bytes);
-      ds::proto::Coordinator::NewStub(std::shared_ptr<grpc::Channel>(&channel, [](auto*) {}))
-          ->async()
-          ->Watch(&context, &request, this);
-      StartRead(&command);
-      StartCall();
-    }
-    void OnReadDone(bool ok) override {
-      if (!ok) return;
-      onCommand(command.SerializeAsString());
-      StartRead(&command);
-    }
-    void OnDone(const grpc::Status&) override { onEnd(); }
-    grpc::ClientContext context;
-    ds::proto::WatchRequest request;
-    ds::proto::Command command;
-    std::function<void(const std::string&)> onCommand;
-    std::function<void()> onEnd;
-  };
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<grpc::GenericStub> generic_;
-  std::unique_ptr<Reader> watch_;
-};
-
-// A worker behind its node's relay: the relay's local protocol on a Unix socket, driven by the
-// bench's io_context (the same thread the relays run on, as a relay and its ranks would share a
-// node's cores).
-class RelayRoute final : public Route, public std::enable_shared_from_this<RelayRoute> {
- public:
-  RelayRoute(asio::io_context& io, const std::string& socketName) : socket_(io) {
-    socket_.connect(asio::local::stream_protocol::endpoint(socketName));
-  }
-  void start() { readNext(); }
-  void call(CoordinatorMethod method, std::string request, Done done) override {
-    const uint32_t id = nextCall_++;
-    calls_[id] = std::move(done);
-    send(method, id, request);
-  }
-  void watch(std::string request, std::function<void(const std::string&)> onCommand,
-             std::function<void()> onEnd) override {
-    watchCall_ = nextCall_++;
-    onCommand_ = std::move(onCommand);
-    onEnd_ = std::move(onEnd);
-    send(CoordinatorMethod::Watch, watchCall_, request);
-  }
-  void cancelWatch() override {
-    boost::system::error_code ignored;
-    socket_.close(ignored);
-  }
-
- private:
-  void send(CoordinatorMethod method, uint32_t id, const std::string& payload) {
-    FrameHeader header;
-    header.call = id;
-    header.method = static_cast<uint8_t>(method);
-    header.deadlineMs = 5 * 60 * 1000;
-    writes_.push_back(ds::worker::encodeFrame(header, payload));
-    writeNext();
-  }
-  void writeNext() {
-    if (writing_ || writes_.empty()) return;
-    writing_ = true;
-    std::vector<asio::const_buffer> buffers;
-    for (const auto& frame : writes_) buffers.push_back(asio::buffer(frame));
-    asio::async_write(socket_, buffers,
-                      [self = shared_from_this(), count = buffers.size()](
-                          const boost::system::error_code& error, size_t) {
-                        self->writing_ = false;
-                        if (error) return;
-                        self->writes_.erase(self->writes_.begin(), self->writes_.begin() + count);
-                        self->writeNext();
-                      });
-  }
-  void readNext() {
-    const auto [data, size] = in_.space();
-    socket_.async_read_some(asio::buffer(data, size), [self = shared_from_this()](
-                                                          const boost::system::error_code& error,
-                                                          size_t bytes) {
-      if (error) return self->ended();
-      self->in_.added(bytes);
-      while (self->in_.next(self->header_, self->payload_)) self->dispatch();
-      self->readNext();
-    });
-  }
-  void dispatch() {
-    const auto method = static_cast<CoordinatorMethod>(header_.method);
-    if (header_.call == watchCall_ && method == CoordinatorMethod::Command)
-      return onCommand_(payload_);
-    if (header_.call == watchCall_) return ended();
-    auto it = calls_.find(header_.call);
-    if (it == calls_.end()) return;
-    Done done = std::move(it->second);
-    calls_.erase(it);
-    done(header_.status, payload_);
-  }
-  void ended() {
-    if (onEnd_) std::exchange(onEnd_, nullptr)();
-  }
-
-  asio::local::stream_protocol::socket socket_;
-  ds::worker::FrameBuffer in_;
-  bool writing_ = false;
-  FrameHeader header_;
-  std::string payload_;
-  std::deque<std::string> writes_;
-  uint32_t nextCall_ = 1, watchCall_ = 0;
-  std::map<uint32_t, Done> calls_;
-  std::function<void(const std::string&)> onCommand_;
-  std::function<void()> onEnd_;
-};
-
 // What a ds-worker does, over either route.
 class SimRank {
  public:
   SimRank(std::shared_ptr<Route> route, int rank, const Options& o, Tally& tally)
-      : route_(std::move(route)), rank_(rank), node_(rank / o.ranksPerNode), o_(o),
-        tally_(tally) {}
+      : route_(std::move(route)), rank_(rank), node_(rank / o.ranksPerNode), o_(o), tally_(tally) {}
 
   void start() { join(); }
   void heartbeat() {
@@ -542,16 +378,14 @@ int run(const Options& o) {
   for (int r = 0; r < o.ranks(); ++r) {
     std::shared_ptr<Route> route;
     if (o.direct) {
-      route = std::make_shared<DirectRoute>(address);
+      route = ds::bench::directRoute(address);
     } else {
       const std::string node = "node-" + std::to_string(r / o.ranksPerNode);
       const std::string socket = ds::worker::relaySocketName(nonce, node);
       if (r % o.ranksPerNode == 0)
         relays.push_back(std::make_unique<ds::worker::NodeRelay>(
             io, ds::worker::NodeRelayOptions{socket, address, kToken, {}}));
-      auto local = std::make_shared<RelayRoute>(io, socket);
-      asio::post(io, [local] { local->start(); });
-      route = local;
+      route = ds::bench::relayRoute(io, socket);
     }
     ranks.push_back(std::make_unique<SimRank>(route, r, o, tally));
   }
@@ -563,7 +397,8 @@ int run(const Options& o) {
       asio::post(io, std::move(work));
   };
   for (auto& rank : ranks) onRankThread([r = rank.get()] { r->start(); });
-  const bool allReady = waitFor(tally, std::chrono::seconds(600), [&] { return tally.ready == o.ranks(); });
+  const bool allReady =
+      waitFor(tally, std::chrono::seconds(600), [&] { return tally.ready == o.ranks(); });
   const double readyS = (tally.lastReadyNs - startNs) / 1e9;
   CoordinatorStats peak = stats(control);
   auto keepPeak = [&](const CoordinatorStats& s) {
@@ -630,23 +465,25 @@ int run(const Options& o) {
                     (tally.firstError.empty() ? "" : "; first error: " + tally.firstError));
 
   if (o.json) {
-    std::printf("{\"ranks\": %ld, \"nodes\": %ld, \"relays\": %s, \"ready_s\": %.3f, \"coordinator_cpu_s\": %.2f, "
-                "\"coordinator_rss_mib\": %.0f, \"threads\": %ld, \"heartbeat_core_fraction\": "
-                "%.4f, \"detect_silent_node_s\": %.3f, \"abort_all_s\": %.3f}\n",
-                o.ranks(), o.nodes, o.direct ? "false" : "true", readyS, peak.cpu, peak.rssMiB, peak.threads,
-                heartbeatFraction, detectS, abortS);
+    std::printf(
+        "{\"ranks\": %ld, \"nodes\": %ld, \"relays\": %s, \"ready_s\": %.3f, "
+        "\"coordinator_cpu_s\": %.2f, "
+        "\"coordinator_rss_mib\": %.0f, \"threads\": %ld, \"heartbeat_core_fraction\": "
+        "%.4f, \"detect_silent_node_s\": %.3f, \"abort_all_s\": %.3f}\n",
+        o.ranks(), o.nodes, o.direct ? "false" : "true", readyS, peak.cpu, peak.rssMiB,
+        peak.threads, heartbeatFraction, detectS, abortS);
     return 0;
   }
-  std::printf("bench_control_plane: %ld ranks (%ld nodes x %ld), %s, "
-              "heartbeat every %ld ms, timeout %ld ms, leaders read %s\n",
-              o.ranks(), o.nodes, o.ranksPerNode,
-              o.direct ? "one connection per rank" : "one relay and connection per node",
-              o.heartbeatMs, o.heartbeatTimeoutMs,
-              o.batched ? "in one KvMultiGet" : "one KvGet per peer");
+  std::printf(
+      "bench_control_plane: %ld ranks (%ld nodes x %ld), %s, "
+      "heartbeat every %ld ms, timeout %ld ms, leaders read %s\n",
+      o.ranks(), o.nodes, o.ranksPerNode,
+      o.direct ? "one connection per rank" : "one relay and connection per node", o.heartbeatMs,
+      o.heartbeatTimeoutMs, o.batched ? "in one KvMultiGet" : "one KvGet per peer");
   std::printf("  every rank ready          %8.3f s   (join, watch, publish, read the addresses)\n",
               readyS);
-  std::printf("  coordinator               %8.2f CPU s, peak RSS %.0f MiB, %ld threads\n",
-              peak.cpu, peak.rssMiB, peak.threads);
+  std::printf("  coordinator               %8.2f CPU s, peak RSS %.0f MiB, %ld threads\n", peak.cpu,
+              peak.rssMiB, peak.threads);
   std::printf("  heartbeat load            %8.1f %% of one core (target < 10%% at 8192 ranks)\n",
               100 * heartbeatFraction);
   std::printf("  silent node detected in   %8.3f s   (timeout %.3f s)\n", detectS,
@@ -669,12 +506,18 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) throw ds::Error(a + ": unknown flag or missing value");
       const std::string v = argv[++i];
       using ds::bench::flagNumber;
-      if (a == "--nodes") o.nodes = flagNumber(a, v, 1, 4096);
-      else if (a == "--ranks-per-node") o.ranksPerNode = flagNumber(a, v, 1, 64);
-      else if (a == "--heartbeat-ms") o.heartbeatMs = flagNumber(a, v, 20, 60000);
-      else if (a == "--heartbeat-timeout-ms") o.heartbeatTimeoutMs = flagNumber(a, v, 100, 600000);
-      else if (a == "--measure-s") o.measureS = flagNumber(a, v, 1, 600);
-      else throw ds::Error(a + ": unknown flag (see the usage at the top of bench_control_plane.cc)");
+      if (a == "--nodes")
+        o.nodes = flagNumber(a, v, 1, 4096);
+      else if (a == "--ranks-per-node")
+        o.ranksPerNode = flagNumber(a, v, 1, 64);
+      else if (a == "--heartbeat-ms")
+        o.heartbeatMs = flagNumber(a, v, 20, 60000);
+      else if (a == "--heartbeat-timeout-ms")
+        o.heartbeatTimeoutMs = flagNumber(a, v, 100, 600000);
+      else if (a == "--measure-s")
+        o.measureS = flagNumber(a, v, 1, 600);
+      else
+        throw ds::Error(a + ": unknown flag (see the usage at the top of bench_control_plane.cc)");
     }
     return run(o);
   });
