@@ -168,7 +168,7 @@ grpc::Status Coordinator::State::join(grpc::CallbackServerContext* context,
     status.pid = request->pid();
     status.nodeName = request->node_name();
     status.state = RankState::Starting;
-    status.lastHeartbeat = status.lastProgress = std::chrono::steady_clock::now();
+    status.joinedAt = status.lastHeartbeat = status.lastProgress = std::chrono::steady_clock::now();
   }
   reply->set_rank(slot->rank);
   reply->set_world_size(static_cast<int>(options.ranks.size()));
@@ -230,6 +230,7 @@ bool Coordinator::State::recordHeartbeat(const proto::HeartbeatRequest& beat) {
   const auto now = std::chrono::steady_clock::now() -
                    std::chrono::milliseconds(std::min<uint32_t>(beat.age_ms(), 3600 * 1000));
   if (beat.step() != status.step) status.lastProgress = now;
+  if (status.state == RankState::Training && !status.trainingAt) status.trainingAt = now;
   if (beat.step() > 0 && !status.firstStepAt) status.firstStepAt = now;
   status.phase = beat.phase();
   status.step = beat.step();

@@ -72,6 +72,8 @@ struct RankStatus {
   std::chrono::steady_clock::time_point lostAt{};
   std::chrono::steady_clock::time_point lastHeartbeat{};
   std::chrono::steady_clock::time_point lastProgress{};  // when `step` last changed
+  std::chrono::steady_clock::time_point joinedAt{};
+  std::optional<std::chrono::steady_clock::time_point> trainingAt;   // first heartbeat in Training
   std::optional<std::chrono::steady_clock::time_point> firstStepAt;  // first heartbeat past step 0
   std::optional<RankReport> report;
 };

@@ -9,6 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -20,11 +24,6 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
-
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include "common/error.h"
 #include "contract/rank_tag.h"
@@ -53,7 +52,7 @@ void onDumpSignal(int) { gDumpRequested = 1; }
 void onShrinkSignal(int) { gShrinkRequested = 1; }
 
 struct ProcessIo {
-  std::string pending;  // bytes after the last newline
+  std::string pending;                                          // bytes after the last newline
   std::unique_ptr<boost::asio::posix::stream_descriptor> pipe;  // owns the output fd while open
   std::vector<char> chunk;
   bool open = true;
@@ -94,6 +93,42 @@ std::filesystem::path logPathFor(const SupervisorOptions& options, const std::st
     return std::filesystem::path(options.eachRankLogDir) /
            (prefix + "_rank" + std::to_string(rank) + ".log");
   return std::filesystem::path(options.logDir) / ("rank-" + std::to_string(rank) + ".log");
+}
+
+// Once every rank has done its first step: "ds-launch: start-up S s (...)", S (into `seconds`)
+// from ds-launch's start to the last rank's first step, with when the last rank joined and when
+// the last began training (its model and engine built), from the first heartbeat in each state.
+std::optional<std::string> startupLine(const std::vector<RankStatus>& health,
+                                       std::chrono::steady_clock::time_point started,
+                                       std::optional<double>& seconds) {
+  using TimePoint = std::chrono::steady_clock::time_point;
+  const auto latest = [&](auto when) -> std::optional<TimePoint> {
+    std::optional<TimePoint> last;
+    for (const RankStatus& status : health) {
+      const std::optional<TimePoint> at = when(status);
+      if (!at) return std::nullopt;
+      last = std::max(last.value_or(*at), *at);
+    }
+    return last;
+  };
+  const auto since = [&](TimePoint at) {
+    return std::chrono::duration<double>(at - started).count();
+  };
+  const auto firstStep = latest([](const RankStatus& s) { return s.firstStepAt; });
+  if (health.empty() || !firstStep) return std::nullopt;
+  seconds = since(*firstStep);
+  char line[200];
+  int used = std::snprintf(
+      line, sizeof(line),
+      "ds-launch: start-up %.2f s (ds-launch start to the first step of every "
+      "rank; all joined at %.2f s",
+      *seconds,
+      since(*latest([](const RankStatus& s) { return std::optional<TimePoint>(s.joinedAt); })));
+  if (const auto training = latest([](const RankStatus& s) { return s.trainingAt; }))
+    used += std::snprintf(line + used, sizeof(line) - used, ", all training at %.2f s",
+                          since(*training));
+  std::snprintf(line + used, sizeof(line) - used, ")");
+  return std::string(line);
 }
 
 }  // namespace
@@ -408,18 +443,11 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
       gDumpRequested = 0;
       std::cerr << "ds-launch: state of every rank (SIGUSR1)\n" << formatRankTable(ranks, health);
     }
-    if (options.launchStarted && !outcome.startupSeconds &&
-        std::all_of(health.begin(), health.end(),
-                    [](const RankStatus& status) { return status.firstStepAt.has_value(); })) {
-      auto last = *health.front().firstStepAt;
-      for (const RankStatus& status : health) last = std::max(last, *status.firstStepAt);
-      outcome.startupSeconds = std::chrono::duration<double>(last - *options.launchStarted).count();
-      char line[128];
-      std::snprintf(line, sizeof(line),
-                    "ds-launch: start-up %.2f s (ds-launch start to the first step of every rank)",
-                    *outcome.startupSeconds);
-      view.printLine(line);
-      std::cout.flush();
+    if (options.launchStarted && !outcome.startupSeconds) {
+      if (const auto line = startupLine(health, *options.launchStarted, outcome.startupSeconds)) {
+        view.printLine(*line);
+        std::cout.flush();
+      }
     }
     if (now - lastView >= kViewInterval) {
       view.update(ranks, health);

@@ -356,7 +356,7 @@ int run(int argc, char** argv) {
   std::mutex heartbeatMutex;
   std::condition_variable heartbeatWake;
   bool heartbeatStop = false, beatNow = false;
-  board.onFirstStep([&] {
+  board.onMilestone([&] {
     {
       std::lock_guard lock(heartbeatMutex);
       beatNow = true;

@@ -18,14 +18,20 @@ class ProgressBoard {
       first = progress_.step == 0 && progress.step > 0;
       progress_ = progress;
     }
-    if (first && onFirstStep_) onFirstStep_();
+    if (first && onMilestone_) onMilestone_();
   }
-  // Called once, when the first step is done: the heartbeat goes out at once, so that ds-launch
-  // sees the job's start-up end to the millisecond, not at the next interval.
-  void onFirstStep(std::function<void()> callback) { onFirstStep_ = std::move(callback); }
+  // Called when the state changes and when the first step is done: the heartbeat goes out at
+  // once, so that ds-launch sees the job's start-up and its phases to the millisecond, not at the
+  // next interval.
+  void onMilestone(std::function<void()> callback) { onMilestone_ = std::move(callback); }
   void setState(RankState state) {
-    std::lock_guard lock(mutex_);
-    progress_.state = state;
+    bool changed = false;
+    {
+      std::lock_guard lock(mutex_);
+      changed = progress_.state != state;
+      progress_.state = state;
+    }
+    if (changed && onMilestone_) onMilestone_();
   }
   void setPhase(std::string phase) {
     std::lock_guard lock(mutex_);
@@ -39,7 +45,7 @@ class ProgressBoard {
  private:
   mutable std::mutex mutex_;
   Progress progress_;
-  std::function<void()> onFirstStep_;
+  std::function<void()> onMilestone_;
 };
 
 }  // namespace ds::worker
