@@ -225,6 +225,9 @@ bool Coordinator::State::recordHeartbeat(const proto::HeartbeatRequest& beat) {
   std::lock_guard lock(mutex);
   if (!validRank(beat.rank())) return false;
   auto& status = ranks[beat.rank()];
+  // The report is a rank's last word: a relay holds heartbeats up to an interval, so an older one
+  // can arrive after it (on the relay's stream, while the report went up on its own call).
+  if (status.report) return true;
   status.state = fromProto(beat.state());
   // When the rank sent it: a relay holds heartbeats up to an interval before passing them on.
   const auto now = std::chrono::steady_clock::now() -

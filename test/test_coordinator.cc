@@ -150,6 +150,13 @@ TEST_CASE("coordinator: heartbeats and reports show up in the snapshot") {
   REQUIRE(status.state == RankState::Finished);
   REQUIRE(status.report);
   REQUIRE(status.report->steps == 9);
+  // A heartbeat that arrives after the report (a relay holds beats up to an interval, and a
+  // report overtakes them) changes nothing: the report is the rank's last word.
+  REQUIRE(client.heartbeat({RankState::Training, 8, 0.75, 100.0, 4096, "step 8 done"}));
+  status = coordinator.snapshot()[0];
+  CHECK(status.state == RankState::Finished);
+  CHECK(status.step == 9);
+  CHECK(status.loss == 0.25);
 }
 
 TEST_CASE("coordinator: stop and abort reach a watcher in order, and shutdown ends the stream") {
