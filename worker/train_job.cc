@@ -37,14 +37,13 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   const runtime::DeepSpeedConfig& config = job.deepspeed;
 
   board.setState(RankState::Rendezvous);
-  std::unique_ptr<runtime::Communicator> world;
-  {
-    // The GPT's first matmul has a one-time cost: paid on a spare thread while the collectives
-    // connect (joined when this block ends, however it ends).
-    std::jthread matmulReady;
-    if (job.gpt) matmulReady = std::jthread(kernels::prepareMatmul);
-    world = makeGroupFactory(join, store, bindAddress, config.commBackend).world();
-  }
+  // The GPT's first matmul has a one-time cost: paid on a spare thread while the collectives
+  // connect and the model and engine are built, which mostly wait on other ranks. A matmul that
+  // comes first waits for it inside oneDNN; the thread is joined when this function returns.
+  std::jthread matmulReady;
+  if (job.gpt) matmulReady = std::jthread(kernels::prepareMatmul);
+  const std::unique_ptr<runtime::Communicator> world =
+      makeGroupFactory(join, store, bindAddress, config.commBackend).world();
   runtime::CommsLogger logger(config.commsLogger, join.worldSize);
   runtime::LoggingCommunicator logged(*world, logger);
   runtime::Communicator& comm =
