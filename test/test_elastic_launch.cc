@@ -3,7 +3,6 @@
 // and ends with the parameters of a job started fresh from that checkpoint at 4 ranks; a failure that
 // leaves no valid world stops the job with exit 3 and the reason.
 #include <signal.h>
-
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
@@ -40,7 +39,8 @@ std::map<int, std::string> paramHashes(const std::string& log) {
 }
 
 // SIGKILLs every worker of `host`; returns how many there were. One may have gone by itself
-// between the kills (and been reaped): the one that hosted its node's relay takes the other with it.
+// between the kills (and been reaped): the one that hosted its node's relay takes the other with
+// it.
 int killWorkersOf(const LaunchedJob& job, const std::string& host) {
   int found = 0;
   for (const auto& w : findWorkers(job.pid))

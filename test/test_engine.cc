@@ -45,7 +45,8 @@ TEST_CASE("engine: ZeRO stages 0-3 train to bitwise identical parameters on ever
   }
 }
 
-TEST_CASE("engine: each rank initialises a share of the tensors, and all start from the model's values") {
+TEST_CASE(
+    "engine: each rank initialises a share of the tensors, and all start from the model's values") {
   // The MLP, recording which tensors this rank initialised.
   struct RecordingMlp : ds::runtime::Mlp {
     using Mlp::Mlp;
@@ -69,8 +70,8 @@ TEST_CASE("engine: each rank initialises a share of the tensors, and all start f
       std::vector<std::vector<float>> params(world);
       std::vector<std::vector<std::string>> initialised(world);
       onThreads(world, [&](int r) {
-        const auto config = ds::runtime::parseDeepSpeedConfig(engineConfig(stage, "fp32"), world,
-                                                              "test-config");
+        const auto config =
+            ds::runtime::parseDeepSpeedConfig(engineConfig(stage, "fp32"), world, "test-config");
         RecordingMlp model(widths);
         ds::runtime::Engine engine(model, config, group[r], 7);
         params[r] = engine.fullParameters();

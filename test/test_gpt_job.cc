@@ -101,7 +101,8 @@ TEST_CASE("gpt job: a NeoX YAML job at ZeRO 3 trains, evaluates, and resumes bit
   std::smatch startup;
   REQUIRE(std::regex_search(
       out, startup,
-      std::regex(R"(ds-launch: start-up ([0-9.]+) s \(ds-launch start to the first step of every rank; all joined at ([0-9.]+) s, all training at ([0-9.]+) s\))")));
+      std::regex(
+          R"(ds-launch: start-up ([0-9.]+) s \(ds-launch start to the first step of every rank; all joined at ([0-9.]+) s, all training at ([0-9.]+) s\))")));
   CHECK(std::stod(startup[1]) > 0.0);
   CHECK(std::stod(startup[1]) < 120.0);
   CHECK(std::stod(startup[2]) <= std::stod(startup[3]));

@@ -18,9 +18,9 @@
 #include "runtime/config/job_config.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
+#include "worker/gpt_train_job.h"
 #include "worker/training_monitors.h"
 #include "worker/training_step.h"
-#include "worker/gpt_train_job.h"
 #include "worker/world_communicator.h"
 
 namespace ds::worker {

@@ -147,7 +147,8 @@ void Gpt::initTensor(const ParamSpec& s, float* p, uint64_t seed) const {
   const float std = initStd(output ? config_.outputLayerInitMethod : config_.initMethod, config_);
   // Each tensor's stream depends on the seed and its name only: adding a tensor changes no other.
   std::mt19937_64 rng(seed ^ fnv1a64(s.name.data(), s.name.size()));
-  for (size_t i = 0; i < s.numel; i += 2) {  // Box-Muller, written out for the same values everywhere
+  // Box-Muller, written out for the same values everywhere.
+  for (size_t i = 0; i < s.numel; i += 2) {
     const double u1 = (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53;
     const double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
     const double r = std::sqrt(-2.0 * std::log(u1)), a = 2.0 * M_PI * u2;
