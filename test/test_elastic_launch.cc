@@ -39,8 +39,7 @@ std::map<int, std::string> paramHashes(const std::string& log) {
 }
 
 // SIGKILLs every worker of `host`; returns how many there were. One may have gone by itself
-// between the kills (and been reaped): the one that hosted its node's relay takes the other with
-// it.
+// between the kills (and been reaped): its node's relay host, killed first, takes it along.
 int killWorkersOf(const LaunchedJob& job, const std::string& host) {
   int found = 0;
   for (const auto& w : findWorkers(job.pid))
