@@ -117,18 +117,19 @@ std::optional<std::string> startupLine(const std::vector<RankStatus>& health,
   const auto firstStep = latest([](const RankStatus& s) { return s.firstStepAt; });
   if (health.empty() || !firstStep) return std::nullopt;
   seconds = since(*firstStep);
-  char line[200];
-  int used = std::snprintf(
-      line, sizeof(line),
-      "ds-launch: start-up %.2f s (ds-launch start to the first step of every "
-      "rank; all joined at %.2f s",
-      *seconds,
-      since(*latest([](const RankStatus& s) { return std::optional<TimePoint>(s.joinedAt); })));
+  const auto format = [](double value) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.2f s", value);
+    return std::string(text);
+  };
+  std::string line =
+      "ds-launch: start-up " + format(*seconds) +
+      " (ds-launch start to the first step of every rank; all joined at " +
+      format(
+          since(*latest([](const RankStatus& s) { return std::optional<TimePoint>(s.joinedAt); })));
   if (const auto training = latest([](const RankStatus& s) { return s.trainingAt; }))
-    used += std::snprintf(line + used, sizeof(line) - used, ", all training at %.2f s",
-                          since(*training));
-  std::snprintf(line + used, sizeof(line) - used, ")");
-  return std::string(line);
+    line += ", all training at " + format(since(*training));
+  return line + ")";
 }
 
 }  // namespace
