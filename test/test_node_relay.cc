@@ -2,18 +2,18 @@
 // (over gRPC on loopback): calls pass through unchanged, heartbeats arrive batched, commands
 // reach every rank's watch, and a rank or a relay that goes away is seen at once.
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstring>
-#include <catch2/catch.hpp>
 #include <future>
 #include <thread>
 
 #include "launcher/coordinator.h"
 #include "worker/coordinator_client.h"
+#include "worker/grpc_entry.h"
 #include "worker/node_relay.h"
 #include "worker/relay_protocol.h"
 
@@ -200,7 +200,7 @@ TEST_CASE("node relay: when the relay goes, its ranks' watches end and the coord
   const std::string socket = freshSocket("node-a");
   auto relay = hostRelay(relayOptions(coordinator, socket));
   // One relay per name: a second host finds it served.
-  CHECK(hostRelayUnlessServed(relayOptions(coordinator, socket)) == nullptr);
+  CHECK(hostRelayIfFirst(relayOptions(coordinator, socket)) == nullptr);
   CoordinatorClient client(coordinator.address(), kToken, ViaRelay{socket});
   client.join({"node-a", 2}, 5s);
   std::promise<std::string> gone;
@@ -274,13 +274,8 @@ TEST_CASE("node relay: garbage on its socket is refused and the relay serves on"
   const std::string socket = freshSocket("node-a");
   const auto relay = hostRelay(relayOptions(coordinator, socket));
   auto connectRaw = [&] {
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    std::memcpy(address.sun_path, socket.data(), socket.size());
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&address),
-                      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + socket.size())) ==
-            0);
+    const int fd = connectToRelaySocket(socket);
+    REQUIRE(fd >= 0);
     return fd;
   };
   // An unknown method and an unreadable join: each answered with an error, the connection kept.

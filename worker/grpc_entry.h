@@ -25,6 +25,11 @@ struct GrpcEntryPoints {
 // naming the library when it cannot be loaded.
 const GrpcEntryPoints& grpcEntryPoints();
 
+// Hosts the node's relay if this process is the first to bind `options.socketName` (binding needs
+// no gRPC: only the process that gets the socket loads the gRPC side); nullptr when another
+// process serves the node already. Throws ds::Error for any other failure.
+std::unique_ptr<RelayHost> hostRelayIfFirst(NodeRelayOptions options);
+
 }  // namespace ds::worker
 
 extern "C" const ds::worker::GrpcEntryPoints* ds_worker_grpc_entry();

@@ -1,4 +1,5 @@
-// Finds the gRPC side: linked in (tests, benches), or loaded from beside the executable.
+// Finds the gRPC side: linked in (tests, benches), or loaded from beside the executable; and
+// hosts a relay through it only once this process has its socket.
 #include <dlfcn.h>
 
 #include <filesystem>
@@ -6,6 +7,7 @@
 
 #include "common/error.h"
 #include "worker/grpc_entry.h"
+#include "worker/relay_protocol.h"
 
 // Weak: defined only where the gRPC side is linked in; ds-worker itself leaves it null.
 extern "C" const ds::worker::GrpcEntryPoints* ds_worker_grpc_entry() __attribute__((weak));
@@ -42,6 +44,12 @@ const GrpcEntryPoints& grpcEntryPoints() {
   });
   if (entry == nullptr) throw Error(failure);
   return *entry;
+}
+
+std::unique_ptr<RelayHost> hostRelayIfFirst(NodeRelayOptions options) {
+  options.listeningFd = listenOnRelaySocket(options.socketName);
+  if (options.listeningFd < 0) return nullptr;
+  return grpcEntryPoints().hostRelay(std::move(options));
 }
 
 }  // namespace ds::worker

@@ -1,6 +1,9 @@
-// The direct route: one gRPC channel to the coordinator, blocking calls on its generated stub;
-// and the channel itself, which the node relay opens the same way (with its bytes helper).
+// The direct route: one gRPC channel to the coordinator, unary calls as serialized bytes (the
+// relay's way too) and the Watch stream on the generated stub; and the channel and the call
+// helper themselves, which the node relay and the bench use as well.
 #include <grpcpp/grpcpp.h>
+
+#include <future>
 
 #include "coordinator.grpc.pb.h"
 #include "grpc_process.h"
@@ -13,7 +16,9 @@ namespace {
 class GrpcTransport final : public CoordinatorTransport {
  public:
   GrpcTransport(const std::string& address, const TlsFiles& tls)
-      : stub_(proto::Coordinator::NewStub(makeCoordinatorChannel(address, tls))) {}
+      : channel_(makeCoordinatorChannel(address, tls)),
+        stub_(proto::Coordinator::NewStub(channel_)),
+        generic_(channel_) {}
 
   TransportStatus call(CoordinatorMethod method, const google::protobuf::Message& request,
                        google::protobuf::Message* reply, std::chrono::milliseconds deadline,
@@ -21,8 +26,18 @@ class GrpcTransport final : public CoordinatorTransport {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + deadline);
     context.set_wait_for_ready(waitForReady);
-    const grpc::Status status = invoke(method, &context, request, reply);
-    return {static_cast<int>(status.error_code()), status.error_message()};
+    std::promise<TransportStatus> answered;
+    std::string bytes;
+    startUnaryCall(generic_, &context, grpcMethodPath(method), request.SerializeAsString(),
+                   [&](int code, std::string payload) {
+                     bytes = std::move(payload);
+                     answered.set_value({code, code == 0 ? "" : bytes});
+                   });
+    const TransportStatus status = answered.get_future().get();
+    if (status.ok() && reply != nullptr && !reply->ParseFromString(bytes))
+      return {static_cast<int>(grpc::StatusCode::INTERNAL),
+              std::string("unreadable ") + methodName(method) + " reply"};
+    return status;
   }
 
   TransportStatus watch(const proto::WatchRequest& request,
@@ -36,45 +51,19 @@ class GrpcTransport final : public CoordinatorTransport {
   }
 
  private:
-  template <class Request, class Reply, class Method>
-  grpc::Status typed(Method method, grpc::ClientContext* context,
-                     const google::protobuf::Message& request, google::protobuf::Message* reply) {
-    return (stub_.get()->*method)(context, static_cast<const Request&>(request),
-                                  static_cast<Reply*>(reply));
-  }
-
-  grpc::Status invoke(CoordinatorMethod method, grpc::ClientContext* context,
-                      const google::protobuf::Message& q, google::protobuf::Message* p) {
-    using S = proto::Coordinator::Stub;
-    using namespace proto;
-    switch (method) {
-      case CoordinatorMethod::Join:
-        return typed<JoinRequest, JoinReply>(&S::Join, context, q, p);
-      case CoordinatorMethod::KvSet:
-        return typed<KvSetRequest, KvSetReply>(&S::KvSet, context, q, p);
-      case CoordinatorMethod::KvGet:
-        return typed<KvGetRequest, KvGetReply>(&S::KvGet, context, q, p);
-      case CoordinatorMethod::KvWait:
-        return typed<KvWaitRequest, KvWaitReply>(&S::KvWait, context, q, p);
-      case CoordinatorMethod::KvAdd:
-        return typed<KvAddRequest, KvAddReply>(&S::KvAdd, context, q, p);
-      case CoordinatorMethod::KvMultiSet:
-        return typed<KvMultiSetRequest, KvMultiSetReply>(&S::KvMultiSet, context, q, p);
-      case CoordinatorMethod::KvMultiGet:
-        return typed<KvMultiGetRequest, KvMultiGetReply>(&S::KvMultiGet, context, q, p);
-      case CoordinatorMethod::Heartbeat:
-        return typed<HeartbeatRequest, HeartbeatReply>(&S::Heartbeat, context, q, p);
-      case CoordinatorMethod::Report:
-        return typed<ReportRequest, ReportReply>(&S::Report, context, q, p);
-      case CoordinatorMethod::Offer:
-        return typed<OfferRequest, OfferReply>(&S::Offer, context, q, p);
-      default:
-        return grpc::Status(grpc::StatusCode::INTERNAL, "not a unary call");
-    }
-  }
-
-  std::unique_ptr<proto::Coordinator::Stub> stub_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<proto::Coordinator::Stub> stub_;  // the Watch stream's
+  grpc::GenericStub generic_;                       // every unary call's
 };
+
+std::string bytesOf(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (!buffer.Dump(&slices).ok()) return bytes;
+  for (const auto& slice : slices)
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  return bytes;
+}
 
 }  // namespace
 
@@ -103,13 +92,20 @@ std::shared_ptr<grpc::Channel> makeCoordinatorChannel(const std::string& address
   return grpc::CreateCustomChannel(address, credentials, arguments);
 }
 
-std::string bytesOf(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  std::string bytes;
-  if (!buffer.Dump(&slices).ok()) return bytes;
-  for (const auto& slice : slices)
-    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-  return bytes;
+void startUnaryCall(grpc::GenericStub& stub, grpc::ClientContext* context, const char* path,
+                    const std::string& request,
+                    std::function<void(int code, std::string reply)> done) {
+  struct Buffers {
+    grpc::ByteBuffer request, reply;
+  };
+  auto buffers = std::make_shared<Buffers>();
+  grpc::Slice slice(request);
+  buffers->request = grpc::ByteBuffer(&slice, 1);
+  stub.UnaryCall(context, path, grpc::StubOptions(), &buffers->request, &buffers->reply,
+                 [buffers, done = std::move(done)](grpc::Status status) {
+                   done(status.error_code(),
+                        status.ok() ? bytesOf(buffers->reply) : status.error_message());
+                 });
 }
 
 std::unique_ptr<CoordinatorTransport> makeGrpcTransport(const std::string& address,

@@ -312,11 +312,8 @@ int run(int argc, char** argv) {
     // The node is the plan's host, or this machine for ranks mpirun or srun placed.
     const std::string socket = relaySocketName(relay, rankFromEnv ? machineName() : host);
     try {
-      // gRPC is loaded only by the worker that gets the socket.
-      if (const int listening = listenOnRelaySocket(socket); listening >= 0)
-        gRelay = grpcEntryPoints().hostRelay({socket, coordinatorAddress, jobToken, tls,
-                                              std::chrono::milliseconds(relayKeepaliveMs),
-                                              listening});
+      gRelay = hostRelayIfFirst(
+          {socket, coordinatorAddress, jobToken, tls, std::chrono::milliseconds(relayKeepaliveMs)});
     } catch (const ds::Error& e) {
       leaveNow(kJoinRefused, e.what());
     }

@@ -123,8 +123,7 @@ int runNodeAgent(const std::string& workerPath, const std::vector<std::string>& 
   std::unique_ptr<RelayHost> relayHost;
   if (relay) {
     relay->socketName = relaySocketName(relayNonce, host);
-    relay->listeningFd = listenOnRelaySocket(relay->socketName);
-    if (relay->listeningFd >= 0) relayHost = grpcEntryPoints().hostRelay(std::move(*relay));
+    relayHost = hostRelayIfFirst(std::move(*relay));
   }
 
   asio::io_context io;

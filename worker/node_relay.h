@@ -88,8 +88,5 @@ class RelayHost {
 
 // Hosts the relay; throws as NodeRelay does (RelaySocketTaken when another process serves it).
 std::unique_ptr<RelayHost> hostRelay(NodeRelayOptions options);
-// Hosts the relay unless another process serves `options.socketName` already (then nullptr:
-// use that one). Throws ds::Error for any other failure.
-std::unique_ptr<RelayHost> hostRelayUnlessServed(NodeRelayOptions options);
 
 }  // namespace ds::worker

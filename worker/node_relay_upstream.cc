@@ -62,34 +62,26 @@ class NodeRelay::Core::Session final
 void NodeRelay::Core::upstream(const char* path, const std::string& request, uint32_t deadlineMs,
                                bool waitForReady,
                                std::function<void(Core&, int, const std::string&)> done) {
-  struct Pending {
-    grpc::ClientContext context;
-    grpc::ByteBuffer request, response;
-  };
-  auto p = std::make_shared<Pending>();
-  p->context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadlineMs));
-  p->context.set_wait_for_ready(waitForReady);
-  grpc::Slice slice(request);
-  p->request = grpc::ByteBuffer(&slice, 1);
+  auto context = std::make_shared<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadlineMs));
+  context->set_wait_for_ready(waitForReady);
   {
     std::lock_guard lock(forwardsMutex);
-    forwards.insert(&p->context);
+    forwards.insert(context.get());
   }
   ++*inFlight;
-  generic->UnaryCall(
-      &p->context, path, grpc::StubOptions(), &p->request, &p->response,
-      [weak = weak_from_this(), p, done = std::move(done),
-       inFlight = inFlight](grpc::Status status) {
-        std::string payload = status.ok() ? bytesOf(p->response) : status.error_message();
-        if (auto core = weak.lock()) {
-          std::lock_guard lock(core->forwardsMutex);
-          core->forwards.erase(&p->context);
-        }
-        postTo(weak, [done, code = status.error_code(), payload = std::move(payload)](Core& core) {
-          done(core, code, payload);
-        });
-        --*inFlight;
-      });
+  startUnaryCall(*generic, context.get(), path, request,
+                 [weak = weak_from_this(), context, done = std::move(done), inFlight = inFlight](
+                     int code, std::string payload) {
+                   if (auto core = weak.lock()) {
+                     std::lock_guard lock(core->forwardsMutex);
+                     core->forwards.erase(context.get());
+                   }
+                   postTo(weak, [done, code, payload = std::move(payload)](Core& core) {
+                     done(core, code, payload);
+                   });
+                   --*inFlight;
+                 });
 }
 
 void NodeRelay::Core::forward(Call call) {

@@ -54,12 +54,4 @@ std::unique_ptr<RelayHost> hostRelay(NodeRelayOptions options) {
   return std::make_unique<ThreadRelayHost>(std::move(options));
 }
 
-std::unique_ptr<RelayHost> hostRelayUnlessServed(NodeRelayOptions options) {
-  try {
-    return hostRelay(std::move(options));
-  } catch (const RelaySocketTaken&) {
-    return nullptr;
-  }
-}
-
 }  // namespace ds::worker

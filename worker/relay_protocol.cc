@@ -66,6 +66,15 @@ void receiveAll(int fd, void* data, size_t size) {
   }
 }
 
+// The relay's socket address in the abstract namespace, and its length.
+std::pair<sockaddr_un, socklen_t> relayAddress(const std::string& socketName) {
+  sockaddr_un address{};
+  if (socketName.size() > sizeof address.sun_path) throw Error("node relay: socket name too long");
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, socketName.data(), socketName.size());
+  return {address, static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + socketName.size())};
+}
+
 void checkFrameLength(size_t length) {
   if (length > kMaxFramePayload)
     throw Error("node relay: a " + std::to_string(length) + "-byte frame is over the limit of " +
@@ -131,14 +140,9 @@ std::string encodeFrame(FrameHeader header, const std::string& payload) {
 }
 
 int listenOnRelaySocket(const std::string& socketName) {
-  sockaddr_un address{};
-  if (socketName.size() > sizeof address.sun_path)
-    throw Error("node relay: socket name too long");
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, socketName.data(), socketName.size());
+  auto [address, length] = relayAddress(socketName);
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw Error(std::string("node relay: socket: ") + std::strerror(errno));
-  const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + socketName.size());
   if (::bind(fd, reinterpret_cast<sockaddr*>(&address), length) != 0) {
     const int error = errno;
     ::close(fd);
@@ -151,6 +155,17 @@ int listenOnRelaySocket(const std::string& socketName) {
     throw Error(std::string("node relay: listen: ") + std::strerror(error));
   }
   return fd;
+}
+
+int connectToRelaySocket(const std::string& socketName) {
+  auto [address, length] = relayAddress(socketName);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), length) == 0) return fd;
+  const int error = errno;
+  ::close(fd);
+  errno = error;
+  return -1;
 }
 
 void writeFrame(int fd, const FrameHeader& header, const std::string& payload) {

@@ -59,6 +59,9 @@ std::string relaySocketName(const std::string& nonce, const std::string& node);
 // serves it already. Needs no gRPC, so a worker learns whether it is to host the relay before it
 // loads any. Throws ds::Error for any other failure.
 int listenOnRelaySocket(const std::string& socketName);
+// Connects to the relay's socket: the connected descriptor, or -1 with errno set (nobody listens
+// yet: ECONNREFUSED).
+int connectToRelaySocket(const std::string& socketName);
 
 // Frames out of a byte stream that arrives in pieces of any size, so that an event loop reads
 // whatever a socket has in one call (one system call for many small frames, not two per frame).

@@ -1,8 +1,8 @@
 // The route through the node relay: one Unix socket, calls multiplexed by id. A reader thread
 // hands each reply to the caller waiting for it and each command to the watcher; when the relay
 // goes away every waiting call fails and the command stream ends, as a broken gRPC channel would.
+#include <grpcpp/support/status_code_enum.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,10 +21,10 @@
 namespace ds::worker {
 namespace {
 
-// gRPC's codes, without gRPC's headers.
-constexpr int kDeadlineExceeded = 4;
-constexpr int kUnavailable = 14;
-constexpr int kInternal = 13;
+// gRPC's codes (the enum's header alone: no gRPC library behind it).
+constexpr int kDeadlineExceeded = grpc::StatusCode::DEADLINE_EXCEEDED;
+constexpr int kUnavailable = grpc::StatusCode::UNAVAILABLE;
+constexpr int kInternal = grpc::StatusCode::INTERNAL;
 
 using Clock = std::chrono::steady_clock;
 
@@ -109,24 +109,17 @@ class RelayTransport final : public CoordinatorTransport {
       if (fd_ >= 0) return {};
       if (gone_) return *gone_;
     }
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    std::memcpy(address.sun_path, socketName_.data(), socketName_.size());
-    const auto length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + socketName_.size());
     while (true) {
-      const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (fd < 0) return {kUnavailable, std::string("socket: ") + std::strerror(errno)};
-      if (::connect(fd, reinterpret_cast<sockaddr*>(&address), length) == 0) {
+      const int fd = connectToRelaySocket(socketName_);
+      if (fd >= 0) {
         std::lock_guard lock(mutex_);
         fd_ = fd;
         reader_ = std::thread([this] { readReplies(); });
         return {};
       }
-      const int error = errno;
-      ::close(fd);
       if (Clock::now() >= until)
-        return {kUnavailable, std::string("the node relay is not listening: ") +
-                                  std::strerror(error)};
+        return {kUnavailable,
+                std::string("the node relay is not listening: ") + std::strerror(errno)};
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }

@@ -31,19 +31,11 @@ class DirectRoute final : public Route {
     generic_ = std::make_unique<grpc::GenericStub>(channel_);
   }
   void call(CoordinatorMethod method, std::string request, Done done) override {
-    struct Call {
-      grpc::ClientContext context;
-      grpc::ByteBuffer request, reply;
-    };
-    auto c = std::make_shared<Call>();
-    c->context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
-    grpc::Slice slice(request);
-    c->request = grpc::ByteBuffer(&slice, 1);
-    generic_->UnaryCall(&c->context, ds::worker::grpcMethodPath(method), grpc::StubOptions(),
-                        &c->request, &c->reply, [c, done](grpc::Status status) {
-                          done(status.error_code(), status.ok() ? ds::worker::bytesOf(c->reply)
-                                                                : status.error_message());
-                        });
+    auto context = std::make_shared<grpc::ClientContext>();
+    context->set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(5));
+    ds::worker::startUnaryCall(*generic_, context.get(), ds::worker::grpcMethodPath(method),
+                               request,
+                               [context, done](int code, std::string reply) { done(code, reply); });
   }
   void watch(std::string request, std::function<void(const std::string&)> onCommand,
              std::function<void()> onEnd) override {
