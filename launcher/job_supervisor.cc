@@ -96,8 +96,11 @@ std::filesystem::path logPathFor(const SupervisorOptions& options, const std::st
 }
 
 // Once every rank has done its first step: "ds-launch: start-up S s (...)", S (into `seconds`)
-// from ds-launch's start to the last rank's first step, with when the last rank joined and when
-// the last began training (its model and engine built), from the first heartbeat in each state.
+// from ds-launch's start until the last rank began training (model and engine built, its first
+// step about to run): where GPT-NeoX's and Megatron's set-up timers stop, and what the job's size
+// does not change. Beside it, when the last rank joined and when the last one's first step ended.
+// Each comes from the rank's first heartbeat in that state; a rank seen past step 0 without a
+// Training beat began training by then.
 std::optional<std::string> startupLine(const std::vector<RankStatus>& health,
                                        std::chrono::steady_clock::time_point started,
                                        std::optional<double>& seconds) {
@@ -116,20 +119,19 @@ std::optional<std::string> startupLine(const std::vector<RankStatus>& health,
   };
   const auto firstStep = latest([](const RankStatus& s) { return s.firstStepAt; });
   if (health.empty() || !firstStep) return std::nullopt;
-  seconds = since(*firstStep);
+  const TimePoint training =
+      *latest([](const RankStatus& s) { return s.trainingAt ? s.trainingAt : s.firstStepAt; });
+  const TimePoint joined =
+      *latest([](const RankStatus& s) { return std::optional<TimePoint>(s.joinedAt); });
+  seconds = since(training);
   const auto format = [](double value) {
     char text[32];
     std::snprintf(text, sizeof(text), "%.2f s", value);
     return std::string(text);
   };
-  std::string line =
-      "ds-launch: start-up " + format(*seconds) +
-      " (ds-launch start to the first step of every rank; all joined at " +
-      format(
-          since(*latest([](const RankStatus& s) { return std::optional<TimePoint>(s.joinedAt); })));
-  if (const auto training = latest([](const RankStatus& s) { return s.trainingAt; }))
-    line += ", all training at " + format(since(*training));
-  return line + ")";
+  return "ds-launch: start-up " + format(*seconds) +
+         " (ds-launch start until every rank began training; all joined at " +
+         format(since(joined)) + ", step 1 done by all at " + format(since(*firstStep)) + ")";
 }
 
 }  // namespace

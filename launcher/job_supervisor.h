@@ -31,8 +31,8 @@ struct SupervisorOptions {
   bool stopOnShrinkSignal = false;
   std::function<std::string()> stopWhen;
   LiveViewOptions view;
-  // Set: once every rank has done its first step, "start-up: S s" (from this moment) is printed
-  // and kept in JobOutcome::startupSeconds.
+  // Set: once every rank has done its first step, "start-up: S s" (from this moment until every
+  // rank began training) is printed and kept in JobOutcome::startupSeconds.
   std::optional<std::chrono::steady_clock::time_point> launchStarted;
 };
 
@@ -64,7 +64,7 @@ struct JobOutcome {
   bool stoppedOnRequest = false;      // STOP was sent (SIGUSR2, or stopWhen)
   bool shrinkRequested = false;       // ... because of SIGUSR2
   std::string stopReason;
-  std::optional<double> startupSeconds;  // launchStarted to every rank's first step
+  std::optional<double> startupSeconds;  // launchStarted until every rank began training
 };
 
 // Installs SIGINT/SIGTERM/SIGHUP handlers that ask a running superviseJob to tear down, and
