@@ -22,6 +22,13 @@ std::vector<float> randoms(size_t n, uint64_t seed, float scale = 1.0f) {
   return v;
 }
 
+std::vector<uint64_t> uniformDraws(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> v(n);
+  for (uint64_t& x : v) x = rng();
+  return v;
+}
+
 bool bitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -75,6 +82,23 @@ std::vector<float> runAll(const TransformerKernels& k) {
   k.biasGradient(db.data(), g.data(), rows, dim);
   k.add(y.data(), x.data(), y.size());
   append(y), append(db);
+  const std::vector<uint64_t> draws = uniformDraws(38, 14);
+  std::vector<float> normal(37);  // odd: the last pair's sine is dropped
+  k.normalFromDraws(normal.data(), normal.size(), draws.data(), 0.02f);
+  append(normal);
+  return out;
+}
+
+// libm's Box-Muller, as Gpt initialised parameters before the kernel existed.
+std::vector<float> libmBoxMuller(const std::vector<uint64_t>& draws, size_t n, float scale) {
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; i += 2) {
+    const double u1 = (static_cast<double>(draws[i] >> 11) + 1.0) * 0x1.0p-53;
+    const double u2 = static_cast<double>(draws[i + 1] >> 11) * 0x1.0p-53;
+    const double r = std::sqrt(-2.0 * std::log(u1)), a = 2.0 * M_PI * u2;
+    out[i] = static_cast<float>(r * std::cos(a)) * scale;
+    if (i + 1 < n) out[i + 1] = static_cast<float>(r * std::sin(a)) * scale;
+  }
   return out;
 }
 
@@ -146,5 +170,36 @@ TEST_CASE("transformer kernels: the scalar path matches double-precision formula
     k.causalSoftmaxForward(s.data(), 2);
     CHECK(s[0] == 1.0f);
     CHECK(std::isnan(s[3]));
+  }
+}
+
+TEST_CASE("transformer kernels: normal draws equal libm's Box-Muller after the rounding to float",
+          "[kernels]") {
+  // A million random draws, then the edges: u1 = 1 (radius 0), u1 at its smallest (the largest
+  // radius), angles at 0 and at every multiple of pi/2 (where the reduction cancels), and 2 pi.
+  std::vector<uint64_t> draws = uniformDraws(1 << 20, 15);
+  const uint64_t top = ~0ull, bottom = 0;
+  for (uint64_t angle : std::vector<uint64_t>{bottom, top, 1ull << 61, 1ull << 62, 3ull << 61,
+                                              (1ull << 61) + 2048, (1ull << 62) - 2048})
+    for (uint64_t radius : std::vector<uint64_t>{top, bottom, 1ull << 63})
+      draws.insert(draws.end(), {radius, angle});
+  const size_t n = draws.size() - 1;  // odd again
+  const std::vector<float> want = libmBoxMuller(draws, n, 0.02f);
+  for (KernelIsa isa : {KernelIsa::Scalar, KernelIsa::Avx2, KernelIsa::Avx512}) {
+    if (!ds::kernels::kernelIsaSupported(isa)) continue;
+    INFO(ds::kernels::kernelIsaName(isa));
+    std::vector<float> got(n);
+    ds::kernels::transformerKernels(isa).normalFromDraws(got.data(), n, draws.data(), 0.02f);
+    // fdlibm's functions and glibc's (whose variants differ by CPU) may disagree in a last double
+    // bit; after the rounding to float that shows in a few values in a million at most, by one
+    // float ulp. Here none differed; a wrong coefficient or reduction would differ in thousands.
+    size_t differing = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (got[i] == want[i]) continue;
+      ++differing;
+      CHECK(std::nextafter(got[i], want[i]) == want[i]);
+    }
+    CHECK(differing <= 4);
+    CHECK(got[1 << 20] == 0.0f);  // the first edge pair: u1 = 1, radius 0
   }
 }

@@ -63,6 +63,9 @@ struct TransformerKernels {
   void (*biasGradient)(float* dbias, const float* dout, size_t rows, size_t dim);
   // y += x (residual connections and gradient sums).
   void (*add)(float* y, const float* x, size_t n);
+  // Parameter initialisation: out[0, n) = scale * N(0, 1) samples, Box-Muller pairs (cos, sin) from
+  // draws[2i] (radius) and draws[2i + 1] (angle), 2 * ceil(n / 2) 64-bit uniform draws in all.
+  void (*normalFromDraws)(float* out, size_t n, const uint64_t* draws, float scale);
 };
 
 const TransformerKernels& transformerKernels(KernelIsa isa);

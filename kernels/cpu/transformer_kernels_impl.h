@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/box_muller_impl.h"
 #include "kernels/cpu/transformer_kernels.h"
 
 namespace {
@@ -276,11 +277,33 @@ void add(float* y, const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-constexpr ds::kernels::TransformerKernels kTable = {
-    layerNormForward, layerNormBackward, rmsNormForward, rmsNormBackward,
-    geluForward,      geluBackward,      gegluForward,   gegluBackward,
-    causalSoftmaxForward, softmaxBackward, rotary,      crossEntropy,
-    embeddingForward, embeddingBackward, addBias,        biasGradient,
-    add};
+void normalFromDraws(float* out, size_t n, const uint64_t* draws, float scale) {
+  const size_t pairs = n / 2;
+  for (size_t p = 0; p < pairs; ++p)
+    boxMullerPair(draws[2 * p], draws[2 * p + 1], scale, out[2 * p], out[2 * p + 1]);
+  if (n % 2 != 0) {
+    float unused;
+    boxMullerPair(draws[n - 1], draws[n], scale, out[n - 1], unused);
+  }
+}
+
+constexpr ds::kernels::TransformerKernels kTable = {layerNormForward,
+                                                    layerNormBackward,
+                                                    rmsNormForward,
+                                                    rmsNormBackward,
+                                                    geluForward,
+                                                    geluBackward,
+                                                    gegluForward,
+                                                    gegluBackward,
+                                                    causalSoftmaxForward,
+                                                    softmaxBackward,
+                                                    rotary,
+                                                    crossEntropy,
+                                                    embeddingForward,
+                                                    embeddingBackward,
+                                                    addBias,
+                                                    biasGradient,
+                                                    add,
+                                                    normalFromDraws};
 
 }  // namespace

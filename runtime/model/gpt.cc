@@ -2,6 +2,7 @@
 // LayerAccess (embedding, blocks in gpt_block.cc, head with the fused cross-entropy).
 #include "runtime/model/gpt.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -146,14 +147,15 @@ void Gpt::initTensor(const ParamSpec& s, float* p, uint64_t seed) const {
   const bool output = endsWith("attention.dense.weight") || endsWith("dense_4h_to_h.weight");
   const float std = initStd(output ? config_.outputLayerInitMethod : config_.initMethod, config_);
   // Each tensor's stream depends on the seed and its name only: adding a tensor changes no other.
+  // Two draws per pair of values, in blocks; the kernel makes the same values on every CPU.
   std::mt19937_64 rng(seed ^ fnv1a64(s.name.data(), s.name.size()));
-  // Box-Muller, written out for the same values everywhere.
-  for (size_t i = 0; i < s.numel; i += 2) {
-    const double u1 = (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53;
-    const double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
-    const double r = std::sqrt(-2.0 * std::log(u1)), a = 2.0 * M_PI * u2;
-    p[i] = static_cast<float>(r * std::cos(a)) * std;
-    if (i + 1 < s.numel) p[i + 1] = static_cast<float>(r * std::sin(a)) * std;
+  const kernels::TransformerKernels& k = kernels::transformerKernels();
+  constexpr size_t kBlock = 4096;  // values per kernel call (even: pairs never straddle calls)
+  uint64_t draws[kBlock];
+  for (size_t i = 0; i < s.numel; i += kBlock) {
+    const size_t n = std::min(kBlock, s.numel - i);
+    for (size_t d = 0; d < n + n % 2; ++d) draws[d] = rng();
+    k.normalFromDraws(p + i, n, draws, std);
   }
 }
 

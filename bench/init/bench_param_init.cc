@@ -1,0 +1,148 @@
+// bench_param_init: a GPT's parameter initialisation (Gpt::initParameters, normal values through
+// the transformer kernels' Box-Muller) against the loop it replaced, libm's log, cos and sin per
+// pair, in the same run and on the same draws. The floor is drawing the 64-bit uniforms
+// (std::mt19937_64, sequential per tensor), timed alone. Checks that both give the same values.
+//
+//   bench_param_init [--layers 12] [--hidden 768] [--heads 12] [--repeats 3]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/bench_flags.h"
+#include "common/fnv1a.h"
+#include "common/guarded_main.h"
+#include "kernels/cpu/transformer_kernels.h"
+#include "runtime/model/gpt.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The loop Gpt used before the kernel: libm per pair, unscaled. The normal tensors only (the
+// others are constant fills, the same in both).
+void libmInit(const ds::runtime::Gpt& model, float* params, uint64_t seed) {
+  for (const ds::runtime::ParamSpec& s : model.parameters()) {
+    float* p = params + s.offset;
+    if (s.shape.size() == 1) continue;
+    std::mt19937_64 rng(seed ^ ds::fnv1a64(s.name.data(), s.name.size()));
+    for (size_t i = 0; i < s.numel; i += 2) {
+      const double u1 = (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53;
+      const double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+      const double r = std::sqrt(-2.0 * std::log(u1)), a = 2.0 * M_PI * u2;
+      p[i] = static_cast<float>(r * std::cos(a));
+      if (i + 1 < s.numel) p[i + 1] = static_cast<float>(r * std::sin(a));
+    }
+  }
+}
+
+// Draws into a reused block, as Gpt does: the time of generating them alone.
+uint64_t drawsOnly(const ds::runtime::Gpt& model, uint64_t seed) {
+  uint64_t block[4096], sink = 0;
+  for (const ds::runtime::ParamSpec& s : model.parameters()) {
+    if (s.shape.size() == 1) continue;
+    std::mt19937_64 rng(seed ^ ds::fnv1a64(s.name.data(), s.name.size()));
+    for (size_t i = 0; i < s.numel; i += 4096) {
+      const size_t n = std::min<size_t>(4096, s.numel - i);
+      for (size_t d = 0; d < n + n % 2; ++d) block[d] = rng();
+      sink ^= block[n / 2];
+    }
+  }
+  return sink;
+}
+
+std::vector<uint64_t> tensorDraws(const ds::runtime::ParamSpec& s, uint64_t seed) {
+  std::mt19937_64 rng(seed ^ ds::fnv1a64(s.name.data(), s.name.size()));
+  std::vector<uint64_t> draws(s.numel + s.numel % 2);
+  for (uint64_t& d : draws) d = rng();
+  return draws;
+}
+
+template <class Fn>
+double best(int repeats, Fn fn) {
+  double fastest = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = Clock::now();
+    fn();
+    fastest = std::min(fastest, secondsSince(start));
+  }
+  return fastest;
+}
+
+int run(int argc, char** argv) {
+  ds::runtime::GptConfig c;
+  c.numLayers = 12;
+  c.hiddenSize = 768;
+  c.numAttentionHeads = 12;
+  c.vocabSize = 50257;
+  c.seqLength = c.maxPositionEmbeddings = 2048;
+  c.posEmb = ds::runtime::PositionEmbedding::Rotary;
+  int repeats = 3;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    const bool hasValue = i + 1 < argc;
+    if (flag == "--layers" && hasValue) {
+      c.numLayers = static_cast<int>(ds::bench::flagNumber(flag, argv[++i], 1, 1000));
+    } else if (flag == "--hidden" && hasValue) {
+      c.hiddenSize = static_cast<int>(ds::bench::flagNumber(flag, argv[++i], 1, 1 << 16));
+    } else if (flag == "--heads" && hasValue) {
+      c.numAttentionHeads = static_cast<int>(ds::bench::flagNumber(flag, argv[++i], 1, 1024));
+    } else if (flag == "--repeats" && hasValue) {
+      repeats = static_cast<int>(ds::bench::flagNumber(flag, argv[++i], 1, 100));
+    } else {
+      std::fprintf(stderr,
+                   "bench_param_init: unknown or incomplete option '%s'; usage: bench_param_init "
+                   "[--layers 12] [--hidden 768] [--heads 12] [--repeats 3]\n",
+                   flag.c_str());
+      return 2;
+    }
+  }
+  const ds::runtime::Gpt model(c);  // throws on a bad shape (guardedMain reports it)
+  const size_t count = model.parameterCount();
+  const uint64_t seed = 1234;
+  std::vector<float> kernel(count), libm(count);
+
+  const double tLibm = best(repeats, [&] { libmInit(model, libm.data(), seed); });
+  const double tKernel = best(repeats, [&] { model.initParameters(kernel.data(), seed); });
+  uint64_t sink = 0;
+  const double tDraws = best(repeats, [&] { sink ^= drawsOnly(model, seed); });
+  // The check: the kernel's unscaled values against libm's, bit for bit.
+  const ds::kernels::TransformerKernels& k = ds::kernels::transformerKernels();
+  size_t normal = 0, differing = 0;
+  std::vector<float> unscaled;
+  for (const ds::runtime::ParamSpec& s : model.parameters()) {
+    if (s.shape.size() == 1) continue;
+    const std::vector<uint64_t> draws = tensorDraws(s, seed);
+    unscaled.resize(s.numel);
+    k.normalFromDraws(unscaled.data(), s.numel, draws.data(), 1.0f);
+    for (size_t i = 0; i < s.numel; ++i) differing += unscaled[i] != libm[s.offset + i];
+    normal += s.numel;
+  }
+  const double ns = 1e9 / static_cast<double>(normal);
+  std::printf("GPT %s: %zu parameters, %zu of them drawn from a normal distribution\n",
+              c.describe().c_str(), count, normal);
+  std::printf("kernels %s, one thread, best of %d\n",
+              ds::kernels::kernelIsaName(ds::kernels::bestKernelIsa()), repeats);
+  std::printf("  libm loop (the baseline)  %7.3f s  %6.2f ns/value\n", tLibm, tLibm * ns);
+  std::printf("  initParameters (kernel)   %7.3f s  %6.2f ns/value  %.1fx the baseline's speed\n",
+              tKernel, tKernel * ns, tLibm / tKernel);
+  std::printf("  the draws alone (floor)   %7.3f s  %6.2f ns/value  %.0f%% of the kernel's time\n",
+              tDraws, tDraws * ns, 100.0 * tDraws / tKernel);
+  std::printf("  values differing from the baseline's: %zu of %zu%s\n", differing, normal,
+              sink == 1 ? " " : "");  // (sink: keeps the draws from being optimised away)
+  return differing * 100000 > normal ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return ds::guardedMain("bench_param_init", [&] { return run(argc, argv); });
+}
