@@ -97,8 +97,8 @@ std::filesystem::path logPathFor(const SupervisorOptions& options, const std::st
 
 // Once every rank has done its first step: "ds-launch: start-up S s (...)", S (into `seconds`)
 // from ds-launch's start until the last rank began training (model and engine built, its first
-// step about to run): where GPT-NeoX's and Megatron's set-up timers stop, and what the job's size
-// does not change. Beside it, when the last rank joined and when the last one's first step ended.
+// step about to run): where GPT-NeoX's and Megatron's set-up timers stop, and so independent of how
+// long a step takes. Beside it, when the last rank joined and when the last first step ended.
 // Each comes from the rank's first heartbeat in that state; a rank seen past step 0 without a
 // Training beat began training by then.
 std::optional<std::string> startupLine(const std::vector<RankStatus>& health,
