@@ -74,8 +74,9 @@ inline double kernelCos(double x, double y) {
   return w + (((1.0 - w) - hz) + (z * r - x * y));
 }
 
-// sin(a) and cos(a) for 0 <= a < 2^20: a = n pi/2 + (y0 + y1) with pi/2 in three parts (fdlibm's
-// rem_pio2, its second iteration always: 118 bits of pi/2), then the quadrant n mod 4.
+// sin(a) and cos(a) for Box-Muller's angles, 0 <= a < 2 pi: a = n pi/2 + (y0 + y1) with pi/2 in
+// three parts (fdlibm's rem_pio2, its second iteration always: 118 bits of pi/2, ample for n <= 4
+// even where a is within an ulp of a multiple of pi/2), then the quadrant n mod 4.
 inline void sinCos(double a, double& sine, double& cosine) {
   const double shifted = a * 6.36619772367581382433e-01 + 0x1.8p52;  // round(a * 2/pi) below
   const uint64_t quadrant = doubleToBits(shifted) & 3;
