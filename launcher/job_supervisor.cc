@@ -118,7 +118,7 @@ std::optional<std::string> startupLine(const std::vector<RankStatus>& health,
     return std::chrono::duration<double>(at - started).count();
   };
   const auto firstStep = latest([](const RankStatus& s) { return s.firstStepAt; });
-  if (health.empty() || !firstStep) return std::nullopt;
+  if (!firstStep) return std::nullopt;  // also when there are no ranks
   const TimePoint training =
       *latest([](const RankStatus& s) { return s.trainingAt ? s.trainingAt : s.firstStepAt; });
   const TimePoint joined =

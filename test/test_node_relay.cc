@@ -11,6 +11,7 @@
 #include <future>
 #include <thread>
 
+#include "common/error.h"
 #include "launcher/coordinator.h"
 #include "worker/coordinator_client.h"
 #include "worker/grpc_entry.h"

@@ -26,8 +26,7 @@ void NodeRelay::Core::postTo(const std::weak_ptr<Core>& weak, std::function<void
 void NodeRelay::Core::listen() {
   int fd = options.listeningFd;
   if (fd < 0) fd = listenOnRelaySocket(options.socketName);
-  if (fd < 0)
-    throw RelaySocketTaken("node relay: its socket is taken: another process serves this node");
+  if (fd < 0) throw Error("node relay: its socket is taken: another process serves this node");
   acceptor.assign(Local(), fd);
   channel = makeCoordinatorChannel(options.coordinatorAddress, options.tls, options.keepalive);
   stub = proto::Coordinator::NewStub(channel);

@@ -21,7 +21,6 @@
 #include <string>
 #include <vector>
 
-#include "common/error.h"
 #include "contract/rank_contract.h"
 
 namespace boost::asio {
@@ -41,11 +40,6 @@ struct NodeRelayOptions {
   // The socket already bound and listening (listenOnRelaySocket), which the relay then owns; -1:
   // the relay binds socketName itself.
   int listeningFd = -1;
-};
-
-// Another process already serves the relay's socket.
-struct RelaySocketTaken : Error {
-  using Error::Error;
 };
 
 class NodeRelay {
@@ -86,7 +80,7 @@ class RelayHost {
   virtual void flush(std::chrono::milliseconds timeout) const = 0;
 };
 
-// Hosts the relay; throws as NodeRelay does (RelaySocketTaken when another process serves it).
+// Hosts the relay; throws as NodeRelay does.
 std::unique_ptr<RelayHost> hostRelay(NodeRelayOptions options);
 
 }  // namespace ds::worker
