@@ -145,6 +145,7 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
     scheduler_ = makeLrSchedule(*config_.scheduler, lr_, optimizer.momentum());
     lr_ = scheduler_->lr();
   }
+  queue_->waitIdle();  // stage 3's persistent layers are gathered
 }
 
 void Engine::checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
@@ -227,11 +228,25 @@ float Engine::forwardBackward(const Batch& batch) {
   const float loss = model_.forwardBackward(batch, *this, gradScale);
   // layerGradients() closed the forward phase at the first backward layer.
   times_.backwardMs += elapsedMs(backwardStart_);
+  queue_->waitIdle();  // the last buckets' reductions
+  return loss;
+}
+
+float Engine::evaluate(const Batch& batch) {
+  inBackward_ = false;
+  const float loss = model_.evaluate(batch, *this);
+  queue_->waitIdle();  // stage 3's prefetches
   return loss;
 }
 
 bool Engine::step() {
   if (++microSteps_ % config_.batch.gradientAccumulationSteps != 0) return false;
+  stepAtBoundary();
+  queue_->waitIdle();  // stage 3's persistent layers are gathered again
+  return true;
+}
+
+void Engine::stepAtBoundary() {
   const auto reduceStart = Clock::now();
   zero_->reduceGradientsForStep();
   times_.allreduceMs += elapsedMs(reduceStart);
@@ -261,7 +276,7 @@ bool Engine::step() {
     ++skippedSteps_;
     zero_->zeroGradients();
     scaler_.update(true);  // throws at the minimum scale
-    return true;
+    return;
   }
   // The norm over all shards: every rank summed the squares of its own slices, in shard order.
   float total = static_cast<float>(statistics.sumSquares);
@@ -330,7 +345,6 @@ bool Engine::step() {
     scheduler_->step();
     lr_ = scheduler_->lr();
   }
-  return true;
 }
 
 bool Engine::anyRankOverflowed(bool local) {

@@ -10,6 +10,9 @@
 //            overlap_comm) and released after, within stage3_max_live_parameters.
 // Partitioning is by equal slices of every tensor (runtime/zero/partition_layout.h); each stage is
 // a strategy of its own (runtime/zero/zero_stage.h), the engine has no per-stage branches.
+// Every public call returns with none of the engine's collectives in flight (overlap_comm runs
+// them on a thread of their own): the caller's own collectives on the same communicator, such as
+// a trainer's loss average, must never interleave with a prefetch or a reduction.
 #pragma once
 
 #include <chrono>
@@ -60,10 +63,7 @@ class Engine : private LayerAccess {
   // Returns true at an accumulation boundary (the update was applied or, on overflow, skipped).
   bool step();
   // The batch's mean loss without gradients (evaluation); collective at stage 3 like a forward.
-  float evaluate(const Batch& batch) {
-    inBackward_ = false;
-    return model_.evaluate(batch, *this);
-  }
+  float evaluate(const Batch& batch);
 
   // Collective: every rank calls them. The checkpoint goes to dir/tag (see checkpoint_files.h);
   // load with an empty tag reads dir/latest, and works at any data-parallel size and stage.
@@ -117,6 +117,7 @@ class Engine : private LayerAccess {
     std::unique_ptr<Optimizer> optimizer;
   };
   bool anyRankOverflowed(bool local);
+  void stepAtBoundary();
   std::vector<std::pair<size_t, size_t>> groupRanges() const;
 
   Model& model_;

@@ -99,6 +99,7 @@ auto Engine::withStateResident(Body body) {
   try {
     auto result = body();
     swapStateOut();
+    queue_->waitIdle();  // stage 3's persistent layers are gathered
     return result;
   } catch (...) {
     try {

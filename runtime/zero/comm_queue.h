@@ -24,6 +24,10 @@ class CommQueue {
   std::shared_future<void> submit(std::function<void()> op);
   // Runs `op` after everything submitted so far and waits for it.
   void run(std::function<void()> op) { submit(std::move(op)).get(); }
+  // Returns once everything submitted so far has run.
+  void waitIdle() {
+    run([] {});
+  }
 
  private:
   void loop();

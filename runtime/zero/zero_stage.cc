@@ -146,6 +146,7 @@ MemoryUsage ZeroStage::memory() const {
   m.gradients = grads_.size();
   m.masterWeights = master_.size() * sizeof(float);
   m.buffers = layerScratch_.capacity() * sizeof(float) + halfShard_.capacity();
+  for (const ConvertedLayer& c : converted_) m.buffers += c.values.capacity() * sizeof(float);
   for (const auto& v : staging_) m.buffers += v.capacity();
   for (const auto& v : received_) m.buffers += v.capacity();
   return m;
@@ -224,11 +225,27 @@ void ZeroStage::waitForBackwardReductions() {
 const float* ZeroStage::convertedParameters(int layer) {
   const size_t base = layerBase(layer);
   if (ctx_.modelType == DType::F32) return reinterpret_cast<const float*>(working_.data()) + base;
-  // 16-bit working copy: the model computes in fp32 on the rounded values.
-  converted_.resize(layerNumel(layer));
-  convertElements(working_.data() + base * dtypeBytes(ctx_.modelType), ctx_.modelType,
-                  converted_.data(), DType::F32, converted_.size());
-  return converted_.data();
+  // 16-bit working copy: the model computes in fp32 on the rounded values, in a view of its own
+  // until released: an earlier layer's view may still be in use (tied embeddings in the head).
+  ConvertedLayer* view = nullptr;
+  for (ConvertedLayer& c : converted_)
+    if (c.layer == layer) view = &c;
+  if (view == nullptr) {
+    for (ConvertedLayer& c : converted_)
+      if (c.layer < 0 && view == nullptr) view = &c;
+    if (view == nullptr) view = &converted_.emplace_back();
+    view->layer = layer;
+    view->values.resize(layerNumel(layer));
+    convertElements(working_.data() + base * dtypeBytes(ctx_.modelType), ctx_.modelType,
+                    view->values.data(), DType::F32, view->values.size());
+  }
+  ++view->holds;
+  return view->values.data();
+}
+
+void ZeroStage::releaseConverted(int layer) {
+  for (ConvertedLayer& c : converted_)
+    if (c.layer == layer && --c.holds <= 0) c = {-1, 0, std::move(c.values)};
 }
 
 void ZeroStage::allGatherShards(bool halfWritten) {

@@ -72,7 +72,8 @@ class ZeroStage {
 
   // The model's layer access (runtime/model/model.h), stage by stage.
   virtual const float* acquireParameters(int layer, bool inBackward) = 0;
-  virtual void releaseParameters(int layer) {}
+  // Stages 0-2: the layer's fp32 view (16-bit models) may be reused.
+  virtual void releaseParameters(int layer) { releaseConverted(layer); }
   float* layerGradients(int layer);  // zeroed fp32 scratch for the layer's backward
   virtual void gradientsDone(int layer) = 0;
 
@@ -137,6 +138,7 @@ class ZeroStage {
   void packForReductionDuringBackward(int layer);               // stages 2, 3: gradientsDone
   void waitForBackwardReductions();                             // stages 2, 3
   const float* convertedParameters(int layer);                  // stages 0-2: acquire
+  void releaseConverted(int layer);                             // stages 0-2: release, done
   void allGatherShards(bool halfWritten);                       // stages 1, 2: publish
   void convertMasterToWorking(size_t count, bool halfWritten);  // stages 0, 3: publish
 
@@ -149,7 +151,14 @@ class ZeroStage {
   AlignedVector<float> master_;      // S; empty when the working copy is the master itself
   AlignedVector<char> halfShard_;    // S, model dtype: CPU-Adam's fused copy at stages 1-2
   std::vector<float> layerScratch_;  // fp32 gradients of the layer being back-propagated
-  std::vector<float> converted_;     // fp32 view of one layer of a 16-bit working copy
+  // 16-bit working copy: an fp32 view of each layer the model holds. More than one at a time:
+  // tied weights hold the embedding while the head's parameters are in use.
+  struct ConvertedLayer {
+    int layer = -1;  // -1: free
+    int holds = 0;   // acquires not yet released
+    std::vector<float> values;
+  };
+  std::vector<ConvertedLayer> converted_;
   std::vector<Bucket> buckets_;      // backward order
   std::vector<int> bucketOfLayer_;
   std::vector<std::vector<char>> staging_, received_;  // two slots each: double buffering

@@ -14,7 +14,10 @@ class ZeroStage0 : public ZeroStage {
   int stage() const override { return 0; }
   void initialise(const float* init) override;
   const float* acquireParameters(int layer, bool) override { return convertedParameters(layer); }
-  void gradientsDone(int layer) override { accumulateWholeGradients(layer); }
+  void gradientsDone(int layer) override {
+    accumulateWholeGradients(layer);
+    releaseConverted(layer);
+  }
   void reduceGradientsForStep() override { reduceBucketsAtBoundary(false); }
   GradientStatistics gradientStatistics(const std::vector<std::pair<size_t, size_t>>& groups,
                                         float unscale, std::vector<float>& scratch) override;
@@ -34,7 +37,10 @@ class ZeroStage1 : public ZeroStage {
   int stage() const override { return 1; }
   void initialise(const float* init) override;
   const float* acquireParameters(int layer, bool) override { return convertedParameters(layer); }
-  void gradientsDone(int layer) override { accumulateWholeGradients(layer); }
+  void gradientsDone(int layer) override {
+    accumulateWholeGradients(layer);
+    releaseConverted(layer);
+  }
   void reduceGradientsForStep() override { reduceBucketsAtBoundary(true); }
   void loadGroupGradients(size_t t0, size_t t1, std::vector<float>& out, float unscale) override;
   char* halfCopyTarget() override;
@@ -49,7 +55,10 @@ class ZeroStage2 : public ZeroStage {
   int stage() const override { return 2; }
   void initialise(const float* init) override;
   const float* acquireParameters(int layer, bool) override { return convertedParameters(layer); }
-  void gradientsDone(int layer) override { packForReductionDuringBackward(layer); }
+  void gradientsDone(int layer) override {
+    packForReductionDuringBackward(layer);
+    releaseConverted(layer);
+  }
   void reduceGradientsForStep() override { waitForBackwardReductions(); }
   char* halfCopyTarget() override;
   void publishParameters(bool halfWritten) override { allGatherShards(halfWritten); }
