@@ -9,8 +9,8 @@
 #include <map>
 #include <regex>
 
-#include "runtime/data/indexed_dataset.h"
 #include "test/bpe_test_files.h"
+#include "test/byte_corpus.h"
 #include "test/launch_harness.h"
 #include "test/scratch_dir.h"
 
@@ -46,18 +46,7 @@ zero_optimization:
 }
 
 void writeCorpus(const std::string& dir) {
-  std::filesystem::create_directories(dir + "/data");
-  ds::runtime::IndexedDatasetWriter w(dir + "/data/corpus", ds::runtime::TokenType::UInt16);
-  const std::string text = "the quick brown fox jumps over the lazy dog; ";
-  for (int d = 0; d < 40; ++d) {
-    std::vector<int32_t> tokens;
-    for (int i = 0; i < 3 + d % 4; ++i)
-      for (char c : text) tokens.push_back(static_cast<unsigned char>(c));
-    tokens.push_back(256);
-    w.addSequence(tokens);
-    w.endDocument();
-  }
-  w.finish();
+  writeByteCorpus(dir + "/data/corpus", 40, [](int d) { return 3 + d % 4; });
 }
 
 LaunchedJob startGpt(const std::string& dir, const std::string& extra) {
@@ -155,7 +144,8 @@ TEST_CASE("gpt job: a NeoX YAML job at ZeRO 3 trains, evaluates, and resumes bit
   const auto fresh = startGpt(resumeDir, "load: ckpt\nno-load-optim: true\n");
   REQUIRE(waitExit(fresh, 180s) == 0);
   const std::string freshOut = readFile(resumeDir + "/stdout");
-  CHECK(freshOut.find("at iteration 3 (no-load-optim: fresh optimizer states)") != std::string::npos);
+  CHECK(freshOut.find("at iteration 3 (no-load-optim: fresh optimizer states)") !=
+        std::string::npos);
   const auto freshLosses = matches(freshOut, loss);
   CHECK(freshLosses.count(1) == 0);
   CHECK(freshLosses.at(4) == straightLosses.at(4));  // the same weights see the same batch
@@ -177,7 +167,8 @@ TEST_CASE("gpt job: GPT-2 BPE data and tokenizer from vocab-file/merge-file, the
   const std::string dir = makeScratchDir("gpt-bpe");
   const SmallBpe bpe = writeSmallBpe(dir);
   std::string text;
-  for (int d = 0; d < 30; ++d) text += "abab aba the lazy dog said ab " + std::to_string(d) + "\n\n";
+  for (int d = 0; d < 30; ++d)
+    text += "abab aba the lazy dog said ab " + std::to_string(d) + "\n\n";
   writeFile(dir + "/corpus.txt", text);
   std::filesystem::create_directories(dir + "/data");
   const std::string pre = "cd " + dir + " && " + DS_BIN_DIR +
@@ -187,8 +178,9 @@ TEST_CASE("gpt job: GPT-2 BPE data and tokenizer from vocab-file/merge-file, the
   INFO(readFile(dir + "/pre.out"));
   REQUIRE(std::system(pre.c_str()) == 0);
   writeFile(dir + "/hostfile", kHostfile);
-  std::string config = yaml("save: ckpt\ntokenizer-type: GPT2BPETokenizer\nvocab-file: " +
-                            bpe.vocabFile + "\nmerge-file: " + bpe.mergeFile + "\n");
+  std::string config =
+      yaml("save: ckpt\ntokenizer-type: GPT2BPETokenizer\nvocab-file: " + bpe.vocabFile +
+           "\nmerge-file: " + bpe.mergeFile + "\n");
   config = std::regex_replace(config, std::regex("data/corpus"), "data/bpe_text_document");
   writeFile(dir + "/gpt.yml", config);
   const auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir",

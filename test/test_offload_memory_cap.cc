@@ -13,7 +13,7 @@
 #include <optional>
 #include <regex>
 
-#include "runtime/data/indexed_dataset.h"
+#include "test/byte_corpus.h"
 #include "test/launch_harness.h"
 #include "test/run_command.h"
 #include "test/scratch_dir.h"
@@ -82,24 +82,15 @@ zero_optimization:
 }
 
 void writeCorpus(const std::string& dir) {
-  fs::create_directories(dir + "/data");
-  ds::runtime::IndexedDatasetWriter w(dir + "/data/corpus", ds::runtime::TokenType::UInt16);
-  const std::string text = "the quick brown fox jumps over the lazy dog; ";
-  for (int d = 0; d < 20; ++d) {
-    std::vector<int32_t> tokens;
-    for (char c : text + text) tokens.push_back(static_cast<unsigned char>(c));
-    tokens.push_back(256);
-    w.addSequence(tokens);
-    w.endDocument();
-  }
-  w.finish();
+  writeByteCorpus(dir + "/data/corpus", 20, [](int) { return 2; });
 }
 
 }  // namespace
 
-TEST_CASE("offload_optimizer nvme: a model whose optimizer state does not fit under a memory "
-          "limit trains, and without offload it fails by name, not by the OOM killer",
-          "[offload][launch]") {
+TEST_CASE(
+    "offload_optimizer nvme: a model whose optimizer state does not fit under a memory "
+    "limit trains, and without offload it fails by name, not by the OOM killer",
+    "[offload][launch]") {
   const std::string dir = makeScratchDir("memcap");
   struct statfs fsInfo {};
   REQUIRE(statfs(dir.c_str(), &fsInfo) == 0);
@@ -107,18 +98,20 @@ TEST_CASE("offload_optimizer nvme: a model whose optimizer state does not fit un
                  "the scratch directory is tmpfs: swapped state would count against the limit"))
     return;
   std::optional<MemoryCgroup> cgroup = MemoryCgroup::make(760ull << 20);
-  if (skipUnless(cgroup.has_value(), "no memory cgroup can be created here (needs root and a "
-                                     "writable cgroup v1 memory or v2 hierarchy)"))
+  if (skipUnless(cgroup.has_value(),
+                 "no memory cgroup can be created here (needs root and a "
+                 "writable cgroup v1 memory or v2 hierarchy)"))
     return;
   writeCorpus(dir);
   fs::create_directories(dir + "/swap");
   writeFile(dir + "/hostfile", "127.0.0.1 slots=1\n");
   writeFile(dir + "/resident.yml", yaml(""));
-  writeFile(dir + "/nvme.yml", yaml("  offload_optimizer:\n    device: nvme\n    nvme_path: swap\n"));
+  writeFile(dir + "/nvme.yml",
+            yaml("  offload_optimizer:\n    device: nvme\n    nvme_path: swap\n"));
   auto launch = [&](const std::string& config) {
     return runCommand("cd " + dir + " && sh -c '" + cgroup->enter() + "exec " + DS_BIN_DIR +
-                      "/ds-launch --hostfile hostfile --log_dir logs-" + config + " train --config " +
-                      config + ".yml'");
+                      "/ds-launch --hostfile hostfile --log_dir logs-" + config +
+                      " train --config " + config + ".yml'");
   };
 
   const CommandOutcome resident = launch("resident");

@@ -167,8 +167,7 @@ void Engine::checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
   const double slots =
       offloaded ? static_cast<double>(std::min<size_t>(
                       static_cast<size_t>(config_.zero.offloadOptimizer.bufferCount), groups)) *
-                      static_cast<double>(largestGroup) *
-                      swapSlotBytesPerElement(e, stateBytes)
+                      static_cast<double>(largestGroup) * swapSlotBytesPerElement(e, stateBytes)
                 : 0.0;
   const double need = e.parameters + e.gradients +
                       (offloaded ? slots : e.masterWeights + e.optimizerStates) + halfCopy +
@@ -176,14 +175,12 @@ void Engine::checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
   const MemoryBudget budget = memoryBudget();
   if (need <= static_cast<double>(budget.availableBytes)) return;
   throw Error(
-      "the training state needs " + humanBytes(need) +
-      " of memory (parameters " + humanBytes(e.parameters) + ", gradients " +
-      humanBytes(e.gradients) + ", master weights " + humanBytes(e.masterWeights) +
-      ", optimizer states " + humanBytes(e.optimizerStates) +
-      (offloaded ? ", the last two on NVMe through " + humanBytes(slots) + " of swap slots"
-                 : "") +
-      "), but only " +
-      humanBytes(static_cast<double>(budget.availableBytes)) + " is left under " + budget.source +
+      "the training state needs " + humanBytes(need) + " of memory (parameters " +
+      humanBytes(e.parameters) + ", gradients " + humanBytes(e.gradients) + ", master weights " +
+      humanBytes(e.masterWeights) + ", optimizer states " + humanBytes(e.optimizerStates) +
+      (offloaded ? ", the last two on NVMe through " + humanBytes(slots) + " of swap slots" : "") +
+      "), but only " + humanBytes(static_cast<double>(budget.availableBytes)) + " is left under " +
+      budget.source +
       (offloaded ? "; use a higher ZeRO stage or more ranks, a smaller sub_group_size or "
                    "offload_optimizer.buffer_count, or raise the limit"
                  : "; offload the optimizer state (zero_optimization.offload_optimizer: "
@@ -282,6 +279,14 @@ void Engine::stepAtBoundary() {
   float total = static_cast<float>(statistics.sumSquares);
   queue_->run([&] { comm_.allReduce(&total, 1); });
   lastGradNorm_ = std::sqrt(static_cast<double>(total));
+  // Every rank summed the same totals, so all stop here together. fp16 skips such a step and
+  // lowers its loss scale instead (above); bf16 and fp32 have nothing that could recover.
+  if (!std::isfinite(lastGradNorm_))
+    throw Error("step " + std::to_string(globalSteps_) + ": the gradient norm is " +
+                (std::isnan(lastGradNorm_) ? "nan" : "inf") + " in " + dtypeName(modelType_) +
+                ", which has no loss scaler to skip the step: training diverged or a non-finite "
+                "value entered the model; lower the learning rate, check the optimizer's eps and "
+                "the init method's std, or train in fp16 with dynamic loss scaling");
   float clip = 1.0f;
   if (config_.gradientClipping > 0.0) {
     const double coefficient = config_.gradientClipping / (lastGradNorm_ + 1e-6);

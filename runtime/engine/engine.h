@@ -130,7 +130,7 @@ class Engine : private LayerAccess {
   std::unique_ptr<CommQueue> queue_;  // every collective of this engine, in one order
   std::unique_ptr<ZeroStage> zero_;   // where the state lives and how it is reduced/published
 
-  std::vector<SubGroup> groups_;   // the optimizer, by sub_group_size runs of the shard
+  std::vector<SubGroup> groups_;  // the optimizer, by sub_group_size runs of the shard
   // offload_optimizer nvme: the groups' master slices and states between steps (after groups_:
   // destroyed first, while the arrays it points into still exist).
   std::unique_ptr<SlotSwapper> swapper_;

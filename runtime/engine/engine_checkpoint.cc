@@ -207,8 +207,7 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
   failTogether(problem);
 }
 
-std::string Engine::loadCheckpointResident(const std::string& dir,
-                                           const std::string& requestedTag,
+std::string Engine::loadCheckpointResident(const std::string& dir, const std::string& requestedTag,
                                            CheckpointLoadScope scope) {
   const std::string tag = requestedTag.empty() ? readLatestTag(dir) : requestedTag;
   checkTag(tag);
@@ -227,7 +226,8 @@ std::string Engine::loadCheckpointResident(const std::string& dir,
                   specs_[t].name + "\" with " + std::to_string(specs_[t].numel) + " elements");
   Optimizer& first = *groups_.front().optimizer;
   const size_t nStates = first.stateArrays().size();
-  if (scope.optimizerStates && (m.optimizerName != first.name() || m.optimizerArrays.size() != nStates))
+  if (scope.optimizerStates &&
+      (m.optimizerName != first.name() || m.optimizerArrays.size() != nStates))
     throw Error(manifestPath + ": saved with optimizer \"" + m.optimizerName +
                 "\", this run uses \"" + first.name() + "\"");
 
@@ -248,7 +248,7 @@ std::string Engine::loadCheckpointResident(const std::string& dir,
   // this rank's new slices are read: any world size and stage, memory bounded by the own shard.
   const int oldParts = static_cast<int>(m.partitions);
   const auto& files = m.files;
-  const size_t nArrays = 1 + m.optimizerArrays.size();    // in the files
+  const size_t nArrays = 1 + m.optimizerArrays.size();         // in the files
   const size_t nLoaded = scope.optimizerStates ? nArrays : 1;  // master weights first
   const int newPart = zero_->shardLayout().parts() == 1 ? 0 : zero_->shardLayout().rank();
   for (size_t a = 0; a < nLoaded; ++a)  // padding of the new slices: zero

@@ -159,7 +159,7 @@ class ZeroStage {
     std::vector<float> values;
   };
   std::vector<ConvertedLayer> converted_;
-  std::vector<Bucket> buckets_;      // backward order
+  std::vector<Bucket> buckets_;  // backward order
   std::vector<int> bucketOfLayer_;
   std::vector<std::vector<char>> staging_, received_;  // two slots each: double buffering
   std::vector<std::shared_future<void>> slotBusy_;

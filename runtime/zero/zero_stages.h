@@ -87,7 +87,6 @@ class ZeroStage3 : public ZeroStage {
   MemoryUsage memory() const override;
 
  private:
-
   void gatherLayer(int layer);
   void waitLayer(int layer);
   void dropLayer(int layer);  // unless persistent
