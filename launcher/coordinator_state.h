@@ -35,6 +35,8 @@ struct Coordinator::State final : proto::Coordinator::CallbackService {
   class CommandWriter;
   class WatchStream;
   class NodeSessionStream;
+  class RefusedWatch;
+  class RefusedSession;
 
   CoordinatorOptions options;
   runtime::MemoryStore store;
@@ -48,6 +50,7 @@ struct Coordinator::State final : proto::Coordinator::CallbackService {
   bool shuttingDown = false;
   std::mutex streamsMutex;
   std::set<CommandSink*> streams;
+  size_t openStreams = 0;  // reserved by reserveStream, given back when a stream is done
   std::unique_ptr<grpc::Server> server;
   int port = 0;
   // Refusals are logged at most kRefusalsPerSecond a second: a flood of bad requests must not
@@ -127,6 +130,9 @@ struct Coordinator::State final : proto::Coordinator::CallbackService {
   // Registers a stream admitted to receive commands: it gets every command queued so far, or
   // ends at once when shutdown() has already ended the others.
   void openStream(CommandSink* stream);
+  // Takes one of the job's bounded command-stream places (given back in the stream's OnDone), or
+  // says why not.
+  grpc::Status reserveStream(grpc::CallbackServerContext* context, const char* rpc);
 };
 
 }  // namespace ds::launcher

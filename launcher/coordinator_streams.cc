@@ -1,12 +1,17 @@
 // The coordinator's command streams: each rank's Watch, and each node relay's NodeSession (which
 // also carries the relay's attached ranks, batched heartbeats and losses up). The threading model
 // and lock order are at the top of coordinator.cc.
+#include <malloc.h>
+
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
 
+#include "common/constant_time.h"
 #include "launcher/coordinator_state.h"
+#include "proto/call_metadata.h"
 
 namespace ds::launcher {
 
@@ -72,6 +77,26 @@ class Coordinator::State::NodeSessionStream final
   int hostRank_ = -1;  // the rank whose process hosts the relay, if one does
 };
 
+// A Watch refused before anything of it exists: it frees itself once finished.
+class Coordinator::State::RefusedWatch final : public grpc::ServerWriteReactor<proto::Command> {
+ public:
+  void OnDone() override { delete this; }
+};
+
+// A NodeSession refused before anything of it exists: it finishes at once and frees itself.
+class Coordinator::State::RefusedSession final
+    : public grpc::ServerBidiReactor<proto::NodeUp, proto::Command> {
+ public:
+  explicit RefusedSession(const grpc::Status& why) { Finish(why); }
+  void OnDone() override {
+    // The launcher keeps freed memory for reuse (allocator_policy.h); a flood of refused streams
+    // is not worth keeping: give it back now and then.
+    static std::atomic<unsigned> refused{0};
+    if (++refused % 1024 == 0) malloc_trim(0);
+    delete this;
+  }
+};
+
 template <class Reactor>
 void Coordinator::State::CommandWriter<Reactor>::pump() {
   std::unique_lock lock(mutex_);
@@ -121,6 +146,7 @@ void Coordinator::State::CommandWriter<Reactor>::OnDone() {
   {
     std::lock_guard lock(state_.streamsMutex);
     state_.streams.erase(this);
+    --state_.openStreams;  // reserved before the stream was made
   }
   delete this;
 }
@@ -164,18 +190,48 @@ void Coordinator::State::NodeSessionStream::loseRanks() {
 
 grpc::ServerWriteReactor<proto::Command>* Coordinator::State::Watch(
     grpc::CallbackServerContext* context, const proto::WatchRequest* request) {
-  auto* stream = new WatchStream(*this, request->rank());
-  if (auto status = admit(context, request->auth(), "Watch"); !status.ok()) {
-    stream->end(status);
-    return stream;
+  grpc::Status status = admit(context, request->auth(), "Watch");
+  if (status.ok()) status = reserveStream(context, "Watch");
+  if (!status.ok()) {
+    auto* refused = new RefusedWatch;
+    refused->Finish(status);
+    return refused;
   }
+  auto* stream = new WatchStream(*this, request->rank());
   openStream(stream);
   return stream;
 }
 
 grpc::ServerBidiReactor<proto::NodeUp, proto::Command>* Coordinator::State::NodeSession(
     grpc::CallbackServerContext* context) {
-  return new NodeSessionStream(*this, context);  // admitted on its first message
+  // The token comes with the call's metadata, so a client without it costs no stream object, no
+  // read buffer and no slot: a flood of such streams must not grow the launcher.
+  const auto& metadata = context->client_metadata();
+  const auto token = metadata.find(proto::kJobTokenMetadata);
+  if (token == metadata.end() ||
+      !constantTimeEquals(std::string(token->second.data(), token->second.size()), options.token)) {
+    logRefusal(context, "NodeSession", "wrong job token");
+    return new RefusedSession(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "wrong job token"));
+  }
+  if (auto status = reserveStream(context, "NodeSession"); !status.ok())
+    return new RefusedSession(status);
+  return new NodeSessionStream(*this, context);  // its epoch is checked on its first message
+}
+
+grpc::Status Coordinator::State::reserveStream(grpc::CallbackServerContext* context,
+                                               const char* rpc) {
+  // Every rank's Watch, or its node's NodeSession, is one stream: more than one per rank, plus a
+  // margin for streams of a broken connection not yet seen gone, is no legitimate job.
+  const size_t limit = 2 * options.ranks.size() + 64;
+  std::lock_guard lock(streamsMutex);
+  if (openStreams < limit) {
+    ++openStreams;
+    return grpc::Status::OK;
+  }
+  logRefusal(context, rpc, std::to_string(openStreams) + " command streams already open");
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                      "too many command streams (" + std::to_string(limit) + ") for a job of " +
+                          std::to_string(options.ranks.size()) + " ranks");
 }
 
 void Coordinator::State::openStream(CommandSink* stream) {

@@ -4,6 +4,7 @@
 // up and the commands down. gRPC's callbacks post their results to the io thread.
 #include <algorithm>
 
+#include "proto/call_metadata.h"
 #include "worker/coordinator_channel.h"
 #include "worker/node_relay_core.h"
 
@@ -23,8 +24,10 @@ class NodeRelay::Core::Session final
       : core_(std::move(core)), inFlight_(std::move(inFlight)) {
     ++*inFlight_;
   }
-  void start(proto::Coordinator::Stub& stub, std::shared_ptr<Session> self) {
+  void start(proto::Coordinator::Stub& stub, std::shared_ptr<Session> self,
+             const std::string& token) {
     self_ = std::move(self);
+    context_.AddMetadata(proto::kJobTokenMetadata, token);  // checked before the stream exists
     stub.async()->NodeSession(&context_, this);
     StartRead(&command_);
     StartCall();
@@ -195,7 +198,7 @@ void NodeRelay::Core::startSession(const proto::JoinReply& join) {
   if (join.heartbeat_interval_ms() > 0)
     beatInterval = std::chrono::milliseconds(join.heartbeat_interval_ms());
   session = std::make_shared<Session>(weak_from_this(), inFlight);
-  session->start(*stub, session);
+  session->start(*stub, session, options.token);
   pendingUp.mutable_auth()->set_token(options.token);
   pendingUp.mutable_auth()->set_epoch(join.epoch());
   sendUp();
