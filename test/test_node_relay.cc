@@ -1,17 +1,22 @@
 // The node relay between real CoordinatorClients (over its Unix socket) and a real coordinator
 // (over gRPC on loopback): calls pass through unchanged, heartbeats arrive batched, commands
 // reach every rank's watch, and a rank or a relay that goes away is seen at once.
+#include <grpcpp/support/status_code_enum.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <thread>
 
 #include "common/error.h"
+#include "coordinator.pb.h"
 #include "launcher/coordinator.h"
 #include "worker/coordinator_client.h"
 #include "worker/grpc_entry.h"
@@ -151,8 +156,8 @@ TEST_CASE("node relay: commands reach every rank's watch in order, and shutdown 
   std::vector<std::unique_ptr<Rank>> ranks;
   for (int slot = 0; slot < 3; ++slot) {
     auto rank = std::make_unique<Rank>();
-    rank->client = std::make_unique<CoordinatorClient>(coordinator.address(), kToken,
-                                                       ViaRelay{socket});
+    rank->client =
+        std::make_unique<CoordinatorClient>(coordinator.address(), kToken, ViaRelay{socket});
     rank->client->join({"node-a", slot}, 5s);
     rank->watcher = std::thread([r = rank.get()] {
       r->client->watch([r](CommandKind kind, const std::string& reason) {
@@ -177,14 +182,15 @@ TEST_CASE("node relay: commands reach every rank's watch in order, and shutdown 
   }
 }
 
-TEST_CASE("node relay: a rank that goes before it reported is lost at once, one that reported is not") {
+TEST_CASE(
+    "node relay: a rank that goes before it reported is lost at once, one that reported is not") {
   Coordinator coordinator(oneNodeOptions());
   const std::string socket = freshSocket("node-a");
   const auto relay = hostRelay(relayOptions(coordinator, socket));
-  auto crashed = std::make_unique<CoordinatorClient>(coordinator.address(), kToken,
-                                                     ViaRelay{socket});
-  auto finished = std::make_unique<CoordinatorClient>(coordinator.address(), kToken,
-                                                      ViaRelay{socket});
+  auto crashed =
+      std::make_unique<CoordinatorClient>(coordinator.address(), kToken, ViaRelay{socket});
+  auto finished =
+      std::make_unique<CoordinatorClient>(coordinator.address(), kToken, ViaRelay{socket});
   crashed->join({"node-a", 0}, 5s);
   finished->join({"node-a", 1}, 5s);
   finished->report(RankReport{});
@@ -196,7 +202,8 @@ TEST_CASE("node relay: a rank that goes before it reported is lost at once, one 
   CHECK_FALSE(coordinator.snapshot()[2].lost);  // never joined: nothing to lose
 }
 
-TEST_CASE("node relay: when the relay goes, its ranks' watches end and the coordinator loses them") {
+TEST_CASE(
+    "node relay: when the relay goes, its ranks' watches end and the coordinator loses them") {
   Coordinator coordinator(oneNodeOptions());
   const std::string socket = freshSocket("node-a");
   auto relay = hostRelay(relayOptions(coordinator, socket));
@@ -232,8 +239,8 @@ TEST_CASE("node relay: joins and sets that arrive together are answered each on 
   // answer, and exactly one of the twins is refused.
   std::vector<std::unique_ptr<CoordinatorClient>> clients;
   for (int i = 0; i < 4; ++i)
-    clients.push_back(std::make_unique<CoordinatorClient>(coordinator.address(), kToken,
-                                                          ViaRelay{socket}));
+    clients.push_back(
+        std::make_unique<CoordinatorClient>(coordinator.address(), kToken, ViaRelay{socket}));
   const int slots[] = {0, 1, 2, 0};
   std::vector<std::future<int>> joins;
   for (int i = 0; i < 4; ++i)
@@ -313,6 +320,100 @@ TEST_CASE("node relay: garbage on its socket is refused and the relay serves on"
   // A real rank is still served.
   CoordinatorClient client(coordinator.address(), kToken, ViaRelay{socket});
   CHECK(client.join({"node-a", 1}, 5s).rank == 1);
+  client.kvSet("k", "v");
+  CHECK(client.kvGet("k", 1s) == "v");
+}
+
+TEST_CASE(
+    "node relay: another user, connections without the token and half-sent frames cannot "
+    "take its memory or descriptors") {
+  Coordinator coordinator(oneNodeOptions());
+  const std::string socket = freshSocket("node-a");
+  const auto relay = hostRelay(relayOptions(coordinator, socket));
+  // Whether the relay closed `fd` within `limit` (recv sees the end, or a reset).
+  auto closedByRelay = [](int fd, int limitMs) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, limitMs) != 1) return false;
+    char byte = 0;
+    return ::recv(fd, &byte, 1, MSG_DONTWAIT) <= 0;
+  };
+  auto residentMiB = [] {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+    return 0.0;
+  };
+
+  // Another uid: closed at once, before it can send anything (root can become one; others can't).
+  if (geteuid() == 0) {
+    const pid_t child = fork();
+    if (child == 0) {
+      if (setuid(65534) != 0) _exit(2);
+      const int fd = connectToRelaySocket(socket);
+      if (fd < 0) _exit(3);
+      pollfd p{fd, POLLIN, 0};
+      char byte = 0;
+      _exit(::poll(&p, 1, 3000) == 1 && ::recv(fd, &byte, 1, 0) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+
+  // 150 connections announcing 8 MiB frames and sending a little: dropped, nothing reserved.
+  const double before = residentMiB();
+  std::vector<int> greedy;
+  for (int i = 0; i < 150; ++i) {
+    const int fd = connectToRelaySocket(socket);
+    REQUIRE(fd >= 0);
+    FrameHeader header;
+    header.length = kMaxFramePayload;
+    header.method = static_cast<uint8_t>(CoordinatorMethod::KvSet);
+    REQUIRE(::send(fd, &header, sizeof header, MSG_NOSIGNAL) == sizeof header);
+    REQUIRE(::send(fd, "abc", 3, MSG_NOSIGNAL) == 3);
+    greedy.push_back(fd);
+  }
+  size_t dropped = 0;
+  for (int fd : greedy) dropped += closedByRelay(fd, 2000);
+  for (int fd : greedy) ::close(fd);
+  CHECK(dropped == greedy.size());
+  INFO("resident " << before << " MiB before, " << residentMiB() << " after");
+  CHECK(residentMiB() - before < 32.0);  // was 1.25 GB: each kept an 8 MiB buffer
+
+  // 200 idle connections: only the first 64 are kept until they authenticate.
+  std::vector<int> idle;
+  for (int i = 0; i < 200; ++i) idle.push_back(connectToRelaySocket(socket));
+  size_t closed = 0;
+  std::this_thread::sleep_for(300ms);  // the relay has accepted (and closed) them all
+  for (int fd : idle) closed += fd < 0 || closedByRelay(fd, 0);
+  CHECK(closed == 200 - 64);
+  for (int fd : idle) ::close(fd);
+  REQUIRE(eventually([&] {
+    const int fd = connectToRelaySocket(socket);
+    const bool kept = fd >= 0 && !closedByRelay(fd, 100);
+    if (fd >= 0) ::close(fd);
+    return kept;
+  }));
+  // A request with a wrong token is refused on its connection.
+  const int wrong = connectToRelaySocket(socket);
+  REQUIRE(wrong >= 0);
+  ds::proto::KvSetRequest set;
+  set.mutable_auth()->set_token("not-the-token");
+  set.set_key("k");
+  FrameHeader header;
+  header.call = 5;
+  header.method = static_cast<uint8_t>(CoordinatorMethod::KvSet);
+  header.deadlineMs = 1000;
+  writeFrame(wrong, header, set.SerializeAsString());
+  std::string payload;
+  const FrameHeader answer = readFrame(wrong, payload);
+  CHECK(answer.call == 5);
+  CHECK(answer.status == grpc::StatusCode::PERMISSION_DENIED);
+  ::close(wrong);
+  // A real rank is served.
+  CoordinatorClient client(coordinator.address(), kToken, ViaRelay{socket});
+  CHECK(client.join({"node-a", 0}, 5s).rank == 0);
   client.kvSet("k", "v");
   CHECK(client.kvGet("k", 1s) == "v");
 }

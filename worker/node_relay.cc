@@ -42,9 +42,17 @@ void NodeRelay::Core::accept() {
     fcntl(connection->socket.native_handle(), F_SETFD, FD_CLOEXEC);
     ucred peer{};
     socklen_t size = sizeof peer;
-    connection->host = getsockopt(connection->socket.native_handle(), SOL_SOCKET, SO_PEERCRED,
-                                  &peer, &size) == 0 &&
-                       peer.pid == getpid();
+    const bool known =
+        getsockopt(connection->socket.native_handle(), SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0;
+    // Another user's process never speaks for a rank of this job.
+    if (!known || peer.uid != geteuid() || self->unauthenticated >= kMaxUnauthenticated) {
+      boost::system::error_code ignored;
+      connection->socket.close(ignored);
+      return self->accept();
+    }
+    connection->host = peer.pid == getpid();
+    connection->in.limitPayload(kUnauthenticatedFramePayload);
+    ++self->unauthenticated;
     self->connections.insert(connection);
     self->connectionCount = self->connections.size();
     self->readMore(connection);
@@ -116,6 +124,7 @@ void NodeRelay::Core::drop(const ConnectionPtr& c) {
   c->socket.close(ignored);
   connections.erase(c);
   connectionCount = connections.size();
+  if (!c->authenticated) --unauthenticated;
   if (c->rank >= 0) {
     beats.erase(c->rank);
     if (!c->reported) {
@@ -128,6 +137,15 @@ void NodeRelay::Core::drop(const ConnectionPtr& c) {
 void NodeRelay::Core::handle(const ConnectionPtr& c) {
   const auto method = static_cast<CoordinatorMethod>(c->header.method);
   const uint32_t call = c->header.call;
+  if (!c->authenticated) {
+    proto::AnyRequest request;
+    if (!request.ParseFromString(c->payload) ||
+        !constantTimeEquals(request.auth().token(), options.token))
+      return reply(c, call, method, grpc::StatusCode::PERMISSION_DENIED, "wrong job token");
+    c->authenticated = true;
+    --unauthenticated;
+    c->in.limitPayload(kMaxFramePayload);
+  }
   switch (method) {
     case CoordinatorMethod::Heartbeat:
       return heartbeat(c, call);
@@ -220,6 +238,7 @@ void NodeRelay::Core::close() {
   }
   connections.clear();
   connectionCount = 0;
+  unauthenticated = 0;
   cancelUpstream();
 }
 

@@ -40,12 +40,20 @@ struct NodeRelay::Core : std::enable_shared_from_this<Core> {
     std::string payload;
     std::deque<std::string> writes;
     bool writing = false, open = true;
-    bool host = false;       // the relay's own process: the rank it joins as hosts the relay
-    int rank = -1;           // known once its Join went through
-    bool reported = false;   // its Report went through: its exit is not a loss
-    uint32_t watchCall = 0;  // its Watch's call id, 0 while it has none
+    bool host = false;           // the relay's own process: the rank it joins as hosts the relay
+    bool authenticated = false;  // a request of it carried the job's token
+    int rank = -1;               // known once its Join went through
+    bool reported = false;       // its Report went through: its exit is not a loss
+    uint32_t watchCall = 0;      // its Watch's call id, 0 while it has none
   };
   using ConnectionPtr = std::shared_ptr<Connection>;
+  // The socket's abstract name is visible to every local user, and until a connection's first
+  // request shows the job's token it may be anyone's of this uid: such connections are bounded
+  // in number and in frame size, so idle or half-sent ones cannot take the rank's memory or
+  // descriptors (a real rank's first call follows its connect at once).
+  static constexpr size_t kMaxUnauthenticated = 64;
+  static constexpr uint32_t kUnauthenticatedFramePayload = 64 << 10;
+  size_t unauthenticated = 0;  // open connections not yet authenticated
 
   // One rank's call on its way up.
   struct Call {

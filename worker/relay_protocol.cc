@@ -75,10 +75,10 @@ std::pair<sockaddr_un, socklen_t> relayAddress(const std::string& socketName) {
   return {address, static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + socketName.size())};
 }
 
-void checkFrameLength(size_t length) {
-  if (length > kMaxFramePayload)
+void checkFrameLength(size_t length, size_t limit = kMaxFramePayload) {
+  if (length > limit)
     throw Error("node relay: a " + std::to_string(length) + "-byte frame is over the limit of " +
-                std::to_string(kMaxFramePayload));
+                std::to_string(limit));
 }
 
 }  // namespace
@@ -105,7 +105,7 @@ std::pair<char*, size_t> FrameBuffer::space() {
   if (end_ - begin_ >= sizeof(FrameHeader)) {
     FrameHeader header;
     std::memcpy(&header, data_.data() + begin_, sizeof header);
-    if (header.length <= kMaxFramePayload)
+    if (header.length <= limit_)
       wanted = std::max(wanted, sizeof header + header.length - (end_ - begin_));
   }
   if (begin_ == end_) begin_ = end_ = 0;
@@ -124,7 +124,7 @@ void FrameBuffer::added(size_t bytes) { end_ += bytes; }
 bool FrameBuffer::next(FrameHeader& header, std::string& payload) {
   if (end_ - begin_ < sizeof header) return false;
   std::memcpy(&header, data_.data() + begin_, sizeof header);
-  checkFrameLength(header.length);
+  checkFrameLength(header.length, limit_);
   if (end_ - begin_ < sizeof header + header.length) return false;
   payload.assign(data_.data() + begin_ + sizeof header, header.length);
   begin_ += sizeof header + header.length;

@@ -67,16 +67,19 @@ int connectToRelaySocket(const std::string& socketName);
 // whatever a socket has in one call (one system call for many small frames, not two per frame).
 class FrameBuffer {
  public:
+  // The largest payload accepted (kMaxFramePayload unless lowered).
+  void limitPayload(uint32_t bytes) { limit_ = bytes; }
   // Where the next read goes: at least 4 KiB, and room for the whole frame being read.
   std::pair<char*, size_t> space();
   void added(size_t bytes);
   // Takes the next complete frame; false when none is complete yet. Throws ds::Error for a frame
-  // over kMaxFramePayload.
+  // over the limit.
   bool next(FrameHeader& header, std::string& payload);
 
  private:
   std::vector<char> data_;
   size_t begin_ = 0, end_ = 0;  // the unread bytes
+  uint32_t limit_ = kMaxFramePayload;
 };
 
 // A frame's bytes, header first, ready to write.
