@@ -204,6 +204,7 @@ std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
         if (request.sshPort) argv.insert(argv.end(), {"-p", std::to_string(*request.sshPort)});
         argv.insert(argv.end(), {"-o", std::string("SendEnv=") + kForwardedSendEnv});
         argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
+        argv.push_back("--");  // whatever the host's name, ssh reads no option from it
         argv.push_back(plan.nodes[n].host);
         argv.push_back(remotePrefix + "exec " +
                        shellLine(nodeAgentCommand(request, std::to_string(n))));

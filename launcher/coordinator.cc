@@ -33,6 +33,7 @@
 #include "common/error.h"
 #include "grpc_process.h"
 #include "launcher/coordinator_state.h"
+#include "launcher/hostfile.h"
 #include "runtime/common/allocator_policy.h"
 
 namespace ds::launcher {
@@ -283,8 +284,11 @@ grpc::Status Coordinator::State::offer(grpc::CallbackServerContext* context,
   const std::string host = request->host();
   const int slots = request->slots();
   std::string refusal;
-  if (host.empty() || host.size() > 253 || slots < 1 || slots > 65536)
-    refusal = "an offer needs a host name and 1..65536 slots";
+  // A joining node's name reaches the same command lines as the hostfile's names: the same rules.
+  if (const std::string problem = hostNameProblem(host); !problem.empty())
+    refusal = "host " + printable(host) + ": " + problem;
+  else if (slots < 1 || slots > 65536)
+    refusal = "an offer needs 1..65536 slots, not " + std::to_string(slots);
   else if (!options.admitOffer)
     refusal = "this job is not elastic (ds-launch --elastic_training takes nodes that join)";
   else

@@ -72,7 +72,7 @@ TEST_CASE("backend: ssh runs one node agent per node, token and exports by SendE
   const auto commands = buildLaunchCommands(request);
   REQUIRE(commands.size() == 2);
   const auto& argv = commands[1].argv;
-  REQUIRE(contains(argv, {"ssh", "-p", "2222", "-o", "SendEnv=LC_DS_*", "worker-1"}));
+  REQUIRE(contains(argv, {"ssh", "-p", "2222", "-o", "SendEnv=LC_DS_*", "--", "worker-1"}));
   const std::string& remote = argv.back();
   REQUIRE_THAT(remote, Catch::StartsWith("cd /home/me/run; exec /opt/ds/bin/ds-worker "
                                          "--coordinator 10.0.0.1:29500 --world_info "));

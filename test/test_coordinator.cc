@@ -113,7 +113,8 @@ TEST_CASE("coordinator: parked reads hold no server thread each") {
   a.join({"127.0.0.1", 0}, 5s);
   auto threads = [] {
     size_t n = 0;
-    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator("/proc/self/task"))
+    for ([[maybe_unused]] const auto& entry :
+         std::filesystem::directory_iterator("/proc/self/task"))
       ++n;
     return n;
   };
@@ -192,4 +193,26 @@ TEST_CASE("coordinator: a port already in use is an error naming the address, no
   REQUIRE_THROWS_WITH(Coordinator(options),
                       Catch::Contains("127.0.0.1:" + std::to_string(first.port())) &&
                           Catch::Contains("--master_port"));
+}
+
+TEST_CASE("coordinator: a joining node's name obeys the hostfile's rules") {
+  CoordinatorOptions options = twoRankOptions();
+  options.admitOffer = [](const std::string&, int) { return std::string(); };
+  Coordinator coordinator(options);
+  CoordinatorClient client(coordinator.address(), options.token);
+  // Each would reach ssh's option position, a shell or pdsh's host list.
+  const std::pair<const char*, const char*> refused[] = {
+      {"-oProxyCommand=touch /tmp/pwned", "may not start with '-'"},
+      {"node;reboot", "shell metacharacter ';'"},
+      {"a,b", "may not contain ','"},
+      {"", "empty host name"}};
+  for (const auto& [host, reason] : refused) {
+    INFO(host);
+    const auto [accepted, message] = client.offer(host, 1);
+    CHECK_FALSE(accepted);
+    CHECK(message.find(reason) != std::string::npos);
+  }
+  CHECK_FALSE(coordinator.hasOffers());
+  CHECK(client.offer("node-9", 2).first);
+  CHECK(coordinator.hasOffers());
 }
