@@ -9,14 +9,16 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "common/error.h"
+#include "runtime/common/files.h"
 
 namespace ds::runtime {
 namespace {
 
 namespace fs = std::filesystem;
+
+constexpr size_t kMaxTagFileBytes = 4096;
 
 std::string errnoText() { return std::strerror(errno); }
 
@@ -62,14 +64,12 @@ WrittenFile writeFileSynced(const std::string& path,
 }
 
 void verifyCheckpointFile(const std::string& path, uint64_t bytes, uint64_t checksum) {
-  std::error_code ec;
-  const auto size = fs::file_size(path, ec);
-  if (ec) throw Error(path + ": cannot read checkpoint file: " + ec.message());
+  CheckpointReader reader(path);
+  const uint64_t size = reader.size();
   if (size != bytes)
     throw Error(path + ": checkpoint file is " + std::to_string(size) +
                 " bytes, the manifest says " + std::to_string(bytes) +
                 (size < bytes ? " (truncated)" : " (extra bytes)"));
-  CheckpointReader reader(path);
   std::vector<char> block(1 << 20);
   uint64_t actual = kFnv1a64Offset;
   for (uint64_t done = 0; done < bytes;) {
@@ -81,26 +81,6 @@ void verifyCheckpointFile(const std::string& path, uint64_t bytes, uint64_t chec
   if (actual != checksum)
     throw Error(path + ": checkpoint file is corrupted (checksum " + hex64(actual) +
                 ", the manifest says " + hex64(checksum) + ")");
-}
-
-CheckpointReader::CheckpointReader(const std::string& path)
-    : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-  if (fd_ < 0) throw Error(path + ": cannot open checkpoint file: " + errnoText());
-}
-
-CheckpointReader::~CheckpointReader() { ::close(fd_); }
-
-void CheckpointReader::read(uint64_t offset, size_t bytes, void* out) {
-  char* p = static_cast<char*>(out);
-  for (size_t done = 0; done < bytes;) {
-    const ssize_t n = ::pread(fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      throw Error(path_ + ": cannot read " + std::to_string(bytes) + " bytes at offset " +
-                  std::to_string(offset) + ": " +
-                  (n == 0 ? "unexpected end of file" : errnoText()));
-    done += static_cast<size_t>(n);
-  }
 }
 
 void writeTextAtomically(const std::string& path, const std::string& text) {
@@ -130,12 +110,12 @@ void publishCheckpointDirectory(const std::string& staging, const std::string& d
 
 std::string readLatestTag(const std::string& dir) {
   const std::string path = (fs::path(dir) / "latest").string();
-  std::ifstream in(path);
-  if (!in)
+  if (::access(path.c_str(), F_OK) != 0 && errno == ENOENT)
     throw Error(path + ": cannot read (no checkpoint saved in " + dir +
                 "? pass a tag to load a specific one)");
-  std::string tag;
-  std::getline(in, tag);
+  // A tag file holds one short name: a link to a device or a huge file is refused unread.
+  const std::string text = readWholeFile(path, "latest-checkpoint tag file", kMaxTagFileBytes);
+  std::string tag = text.substr(0, text.find('\n'));
   while (!tag.empty() && (tag.back() == '\r' || tag.back() == ' ')) tag.pop_back();
   if (tag.empty()) throw Error(path + ": empty; expected the tag of the latest checkpoint");
   return tag;

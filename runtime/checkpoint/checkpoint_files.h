@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/fnv1a.h"
+#include "runtime/common/files.h"
 
 namespace ds::runtime {
 
@@ -26,18 +27,15 @@ WrittenFile writeFileSynced(const std::string& path,
 // mismatch is an error naming the file and what differs (truncated, corrupted).
 void verifyCheckpointFile(const std::string& path, uint64_t bytes, uint64_t checksum);
 
-// Reads byte ranges of one checkpoint file; errors name the file.
+// Reads byte ranges of one checkpoint file (a regular file only); errors name the file.
 class CheckpointReader {
  public:
-  explicit CheckpointReader(const std::string& path);
-  ~CheckpointReader();
-  CheckpointReader(const CheckpointReader&) = delete;
-  CheckpointReader& operator=(const CheckpointReader&) = delete;
-  void read(uint64_t offset, size_t bytes, void* out);
+  explicit CheckpointReader(const std::string& path) : file_(path, "checkpoint file") {}
+  uint64_t size() const { return file_.size(); }
+  void read(uint64_t offset, size_t bytes, void* out) { file_.readAt(offset, bytes, out); }
 
  private:
-  std::string path_;
-  int fd_;
+  RegularFile file_;
 };
 
 // Makes `staging` the directory dir/tag atomically (an existing dir/tag is swapped out and then
@@ -45,7 +43,8 @@ class CheckpointReader {
 void publishCheckpointDirectory(const std::string& staging, const std::string& dir,
                                 const std::string& tag);
 
-// The tag dir/latest names; an error naming the file when it is missing or empty.
+// The tag dir/latest names; an error naming the file when it is missing, empty, larger than a
+// tag file can be (4 KiB) or not a regular file.
 std::string readLatestTag(const std::string& dir);
 
 // Writes text to path through a temporary file + fsync + rename.

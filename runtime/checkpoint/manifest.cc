@@ -3,6 +3,7 @@
 // range. The checksum covers dump() of everything but itself.
 #include "runtime/checkpoint/manifest.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -19,8 +20,34 @@ using Json = nlohmann::json;
 constexpr int kFormatVersion = 1;
 constexpr const char* kFormatName = "deepspeed-native checkpoint";
 constexpr const char* kChecksumKey = "manifest_fnv1a64";
-constexpr size_t kMaxManifestBytes = size_t{64} << 20;
+// 65536 partitions' file entries take about 7 MiB, a model's tensor table far less.
+constexpr size_t kMaxManifestBytes = size_t{16} << 20;
 constexpr int kMaxDepth = 16;
+
+// The deepest nesting of brackets outside strings, found before parsing so that a file of
+// nested brackets never reaches the parser. (nlohmann's callback parser could stop it as it goes,
+// but rescans an array for discarded values on every element it adds: quadratic, a minute for
+// 16 MiB of shard entries.)
+int nestingDepth(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
 
 uint64_t checksumOf(const Json& withoutChecksum) {
   const std::string text = withoutChecksum.dump();
@@ -124,18 +151,19 @@ std::string manifestText(const CheckpointManifest& c) {
 CheckpointManifest parseManifest(std::string_view text, const std::string& path) {
   Json m;
   try {
-    // Depth-limited: a hostile file of nested brackets must not exhaust the stack.
-    int depth = 0;
-    m = Json::parse(text.begin(), text.end(), [&](int d, Json::parse_event_t, Json&) {
-      depth = d;
-      if (depth > kMaxDepth) throw Error(path + ": nested deeper than any manifest");
-      return true;
-    });
+    if (nestingDepth(text) > kMaxDepth) throw Error(path + ": nested deeper than any manifest");
+    m = Json::parse(text.begin(), text.end());
   } catch (const Json::exception& e) {
     throw Error(path + ": invalid manifest: " + e.what());
   }
   const Reader r(path);
   if (!m.is_object()) r.fail("(top level)", "expected an object");
+  // The count first: nothing is checksummed or built for more shards than a job has ranks.
+  if (const auto files = m.find("files");
+      files != m.end() && files->is_array() &&
+      files->size() > static_cast<size_t>(kMaxCheckpointPartitions))
+    r.fail("files", "lists " + std::to_string(files->size()) + " shard files, more than the " +
+                        std::to_string(kMaxCheckpointPartitions) + " ranks a job can have");
   const std::string stored = r.text(m, "", kChecksumKey);
   Json rest = m;
   rest.erase(kChecksumKey);
@@ -151,9 +179,9 @@ CheckpointManifest parseManifest(std::string_view text, const std::string& path)
                 ", this build reads version " + std::to_string(kFormatVersion));
 
   CheckpointManifest c;
-  c.worldSize = r.integer(m, "", "world_size", 1, 1 << 20);
+  c.worldSize = r.integer(m, "", "world_size", 1, kMaxCheckpointPartitions);
   c.zeroStage = r.integer(m, "", "zero_stage", 0, 3);
-  c.partitions = r.integer(m, "", "partitions", 1, 1 << 20);
+  c.partitions = r.integer(m, "", "partitions", 1, kMaxCheckpointPartitions);
   if (c.partitions != 1 && c.partitions != c.worldSize)
     r.fail("partitions", std::to_string(c.partitions) + " for world size " +
                              std::to_string(c.worldSize) + " (expected 1 or the world size)");

@@ -42,6 +42,9 @@ struct CheckpointManifest {
   std::vector<ManifestFile> files;
 };
 
+// The most partitions (and saving ranks) a manifest may list: ds-launch's most ranks per job.
+inline constexpr int64_t kMaxCheckpointPartitions = 65536;
+
 // "shard_00003.bin": the only shard file names a manifest may list.
 std::string shardFileName(int partition);
 
@@ -51,7 +54,7 @@ std::string manifestText(const CheckpointManifest& manifest);
 // Parses and validates manifest text; `path` names it in every message.
 CheckpointManifest parseManifest(std::string_view text, const std::string& path);
 
-// Reads (at most 64 MiB) and parses `path`.
+// Reads (a regular file of at most 16 MiB) and parses `path`.
 CheckpointManifest readManifest(const std::string& path);
 
 }  // namespace ds::runtime

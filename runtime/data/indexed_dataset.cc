@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -120,61 +121,56 @@ void IndexedDatasetWriter::finish() {
 }
 
 IndexedDataset::IndexedDataset(const std::string& prefix) : binPath_(prefix + ".bin") {
-  const std::string idxPath = prefix + ".idx";
-  const std::string text = readWholeFile(idxPath, "indexed dataset index", size_t{1} << 32);
-  if (text.compare(0, sizeof(kMagic), std::string(kMagic, sizeof(kMagic))) != 0)
+  // The header first: its counts fix the index's size, which must be the file's exactly, so a
+  // damaged or planted index (a huge sparse file, a link to a device) is refused unread.
+  const RegularFile idx(prefix + ".idx", "indexed dataset index");
+  const std::string& idxPath = idx.path();
+  constexpr size_t kHeaderBytes = sizeof(kMagic) + 8 + 1 + 8 + 8;
+  std::string header(static_cast<size_t>(std::min<uint64_t>(idx.size(), kHeaderBytes)), '\0');
+  idx.readAt(0, header.size(), header.data());
+  if (header.compare(0, sizeof(kMagic), std::string(kMagic, sizeof(kMagic))) != 0)
     throw Error(idxPath + ": not an mmap indexed dataset index (magic MMIDIDX)");
   size_t at = sizeof(kMagic);
-  if (const auto version = take<uint64_t>(text, at, idxPath, "the version"); version != kVersion)
+  if (const auto version = take<uint64_t>(header, at, idxPath, "the version"); version != kVersion)
     throw Error(idxPath + ": index version " + std::to_string(version) + ", this build reads 1");
-  const auto code = take<uint8_t>(text, at, idxPath, "the dtype");
+  const auto code = take<uint8_t>(header, at, idxPath, "the dtype");
   if (code != static_cast<uint8_t>(TokenType::UInt16) &&
       code != static_cast<uint8_t>(TokenType::Int32))
     throw Error(idxPath + ": token dtype code " + std::to_string(code) +
                 " (only 8 = uint16 and 4 = int32 hold token ids)");
   type_ = static_cast<TokenType>(code);
-  const auto count = take<uint64_t>(text, at, idxPath, "the sequence count");
-  const auto docCount = take<uint64_t>(text, at, idxPath, "the document count");
-  const uint64_t expected = at + count * 12 + docCount * 8;
-  if (count > text.size() || docCount > text.size() || expected != text.size())
+  const auto count = take<uint64_t>(header, at, idxPath, "the sequence count");
+  const auto docCount = take<uint64_t>(header, at, idxPath, "the document count");
+  const uint64_t size = idx.size();
+  if (count > size / 12 || docCount > size / 8 || at + count * 12 + docCount * 8 != size)
     throw Error(idxPath + ": " + std::to_string(count) + " sequences and " +
                 std::to_string(docCount) + " document entries do not match its " +
-                std::to_string(text.size()) + " bytes");
+                std::to_string(size) + " bytes (the index is damaged; preprocess the data again)");
   sizes_.resize(count);
   pointers_.resize(count);
   docIdx_.resize(docCount);
-  std::memcpy(sizes_.data(), text.data() + at, count * 4);
-  std::memcpy(pointers_.data(), text.data() + at + count * 4, count * 8);
-  std::memcpy(docIdx_.data(), text.data() + at + count * 12, docCount * 8);
+  idx.readAt(at, count * 4, sizes_.data());
+  idx.readAt(at + count * 4, count * 8, pointers_.data());
+  idx.readAt(at + count * 12, docCount * 8, docIdx_.data());
   if (docIdx_.empty() || docIdx_.front() != 0)
     throw Error(idxPath + ": the document index must start at 0");
   for (size_t d = 1; d < docIdx_.size(); ++d)
     if (docIdx_[d] < docIdx_[d - 1] || docIdx_[d] > static_cast<int64_t>(count))
       throw Error(idxPath + ": document index entry " + std::to_string(d) + " is out of order");
 
-  const int fd = ::open(binPath_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(binPath_ + ": cannot open: " + std::strerror(errno));
-  struct stat info {};
-  ::fstat(fd, &info);
-  binBytes_ = static_cast<size_t>(info.st_size);
+  const RegularFile bin(binPath_, "indexed dataset tokens");
+  binBytes_ = static_cast<size_t>(bin.size());
   const size_t width = tokenBytes(type_);
   for (size_t i = 0; i < count; ++i)
     if (sizes_[i] < 0 || pointers_[i] < 0 || pointers_[i] % width != 0 ||
-        static_cast<uint64_t>(pointers_[i]) + static_cast<uint64_t>(sizes_[i]) * width >
-            binBytes_) {
-      ::close(fd);
+        static_cast<uint64_t>(pointers_[i]) + static_cast<uint64_t>(sizes_[i]) * width > binBytes_)
       throw Error(idxPath + ": sequence " + std::to_string(i) + " lies outside " + binPath_ + " (" +
                   std::to_string(binBytes_) + " bytes)");
-    }
   if (binBytes_ > 0) {
-    void* map = ::mmap(nullptr, binBytes_, PROT_READ, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-      ::close(fd);
-      throw Error(binPath_ + ": cannot map: " + std::strerror(errno));
-    }
+    void* map = ::mmap(nullptr, binBytes_, PROT_READ, MAP_SHARED, bin.fd(), 0);
+    if (map == MAP_FAILED) throw Error(binPath_ + ": cannot map: " + std::strerror(errno));
     bin_ = static_cast<const unsigned char*>(map);
   }
-  ::close(fd);
 }
 
 IndexedDataset::~IndexedDataset() {

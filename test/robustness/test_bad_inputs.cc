@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -53,8 +54,7 @@ TEST_CASE("robustness: hostile configs through ds-config and ds-launch exit 2, n
       {"NUL and garbage", "nul.json", std::string(R"({"train_batch_size": 4})") + '\0' + "garbage",
        "a NUL byte at offset 23"},
       {"not UTF-8", "utf.json", "{\"train_batch_size\": 4, \"\xff\": 1}", "utf.json: invalid JSON"},
-      {"switched-on feature", "tb.json",
-       R"({"train_batch_size": 4, "wandb": {"enabled": true}})",
+      {"switched-on feature", "tb.json", R"({"train_batch_size": 4, "wandb": {"enabled": true}})",
        "wandb: the Weights & Biases monitor is not implemented"},
       {"elastic placeholder", "el.json",
        R"({"train_batch_size": 4, "elasticity": {"enabled": true, "max_train_batch_size": "seqlen", "micro_batch_sizes": [2]}})",
@@ -73,10 +73,16 @@ TEST_CASE("robustness: hostile configs through ds-config and ds-launch exit 2, n
       CHECK(outcome.output.find("[rank") == std::string::npos);
     }
   }
-  // A device file is read with a bound, not until memory runs out.
+  // A device file is refused unread, a large file before it is read.
   const Outcome zero = run(dir, bin + "/ds-config check /dev/zero");
   CHECK(zero.status == 2);
-  CHECK(zero.output.find("/dev/zero: larger than 16 MiB") != std::string::npos);
+  CHECK(zero.output.find("/dev/zero: cannot read DeepSpeed config: is a character device") !=
+        std::string::npos);
+  writeBytes(dir + "/huge.json", "{");
+  std::filesystem::resize_file(dir + "/huge.json", size_t{1} << 30);  // sparse
+  const Outcome huge = run(dir, bin + "/ds-config check huge.json");
+  CHECK(huge.status == 2);
+  CHECK(huge.output.find("huge.json: larger than 16 MiB") != std::string::npos);
 }
 
 TEST_CASE("robustness: hostile hostfiles exit 2 naming the line, before anything is built") {
