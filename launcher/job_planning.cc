@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <unistd.h>
 
-#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -14,6 +13,7 @@
 #include "common/error.h"
 #include "launcher/exported_env.h"
 #include "launcher/hostfile.h"
+#include "launcher/log_files.h"
 #include "launcher/worker_process.h"
 #include "runtime/common/files.h"
 #include "runtime/config/job_config.h"
@@ -22,25 +22,6 @@ extern char** environ;
 
 namespace ds::launcher {
 namespace {
-
-// Per user and outside the working directory, so a run inside a checkout dirties nothing, yet
-// kept after the job (unlike torchrun's temporary directory) for the post-mortem:
-// $XDG_STATE_HOME/ds-launch/<time>-<pid>, by default ~/.local/state/ds-launch/..., or
-// $TMPDIR/ds-launch-<uid>/... when there is no home directory.
-std::string defaultLogDir() {
-  char stamp[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", std::localtime(&now));
-  const std::string run = std::string(stamp) + "-" + std::to_string(getpid());
-  const char* state = std::getenv("XDG_STATE_HOME");
-  const char* home = std::getenv("HOME");
-  if (state != nullptr && state[0] == '/') return std::string(state) + "/ds-launch/" + run;
-  if (home != nullptr && home[0] == '/')
-    return std::string(home) + "/.local/state/ds-launch/" + run;
-  const char* tmp = std::getenv("TMPDIR");
-  return std::string(tmp != nullptr && tmp[0] == '/' ? tmp : "/tmp") + "/ds-launch-" +
-         std::to_string(getuid()) + "/" + run;
-}
 
 // No hostfile: one slot per GPU the NVIDIA driver lists, else one per core.
 int localSlotCount() {

@@ -138,13 +138,16 @@ std::vector<LaunchedProcess> startProcesses(BackendRequest request,
   return processes;
 }
 
+// --enable_each_rank_log's directory, or empty for DIR/rank-N.log.
+std::string eachRankLogDir(const LaunchOptions& flags) {
+  return flags.eachRankLog != "None" ? flags.eachRankLog : "";
+}
+
 SupervisorOptions supervisorOptionsFor(const JobPlan& p, const LaunchOptions& flags) {
   SupervisorOptions o;
   o.printAllRanks = flags.printAllRanks;
   o.heartbeatTimeout = millisecondsOf(flags.heartbeatTimeout);
   o.stallTimeout = millisecondsOf(flags.stallTimeout);
-  o.logDir = flags.logDir;
-  if (flags.eachRankLog != "None") o.eachRankLogDir = flags.eachRankLog;
   o.view.terminal = isatty(STDOUT_FILENO) == 1;
   if (winsize size{}; ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0) o.view.columns = size.ws_col;
   o.view.totalSteps = p.job.kind == JobKind::Train ? p.job.train.steps : 0;
@@ -290,6 +293,7 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
               << batch.microBatchPerGpu << " x accumulation " << batch.gradientAccumulationSteps
               << " x " << plan->worldSize() << " ranks" << std::endl;
     writeRunnerHostfile(p);
+    RankLogs rankLogs(flags.logDir, eachRankLogDir(flags), plan->ranks.size());
     std::vector<LaunchedProcess> processes = startProcesses(p.request, options.heartbeatTimeout);
     if (failedAt) {
       rescales.back().newWorld = plan->worldSize();
@@ -324,7 +328,8 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
       return now > *checkpointWhenOffered ? "a node joins at the checkpoint of step " + std::to_string(now)
                                           : "";
     };
-    const JobOutcome outcome = superviseJob(coordinator, plan->ranks, processes, supervision);
+    const JobOutcome outcome =
+        superviseJob(coordinator, plan->ranks, processes, rankLogs, supervision);
     int64_t reached = 0;  // the furthest step any rank reported before the end
     for (const RankStatus& status : coordinator.snapshot()) reached = std::max(reached, status.step);
     const std::vector<NodeOffer> joined = coordinator.takeOffers();
@@ -409,11 +414,13 @@ int runJob(JobPlan& p, const CommandLine& line) {
 
   writeRunnerHostfile(p);
   installTerminationHandlers();
+  RankLogs rankLogs(flags.logDir, eachRankLogDir(flags), p.plan.ranks.size());
   std::vector<LaunchedProcess> processes =
       startProcesses(p.request, coordinatorOptions.heartbeatTimeout);
   SupervisorOptions supervision = supervisorOptionsFor(p, flags);
   supervision.launchStarted = flags.started;
-  const JobOutcome outcome = superviseJob(coordinator, p.plan.ranks, processes, supervision);
+  const JobOutcome outcome =
+      superviseJob(coordinator, p.plan.ranks, processes, rankLogs, supervision);
   coordinator.shutdown();
   return report(outcome, coordinator, logs);
 }

@@ -17,9 +17,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -78,21 +76,6 @@ std::string describeExit(const RankOutcome& outcome) {
   if (outcome.signal) return "killed by signal " + signalName(*outcome.signal);
   if (outcome.exitCode) return "exited with status " + std::to_string(*outcome.exitCode);
   return "still running";
-}
-
-std::string eachRankLogPrefix() {
-  char stamp[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(stamp, sizeof(stamp), "%Y%m%d%H%M%S", std::localtime(&now));
-  return stamp;
-}
-
-std::filesystem::path logPathFor(const SupervisorOptions& options, const std::string& prefix,
-                                 size_t rank) {
-  if (!options.eachRankLogDir.empty())
-    return std::filesystem::path(options.eachRankLogDir) /
-           (prefix + "_rank" + std::to_string(rank) + ".log");
-  return std::filesystem::path(options.logDir) / ("rank-" + std::to_string(rank) + ".log");
 }
 
 // Once every rank has done its first step: "ds-launch: start-up S s (...)", S (into `seconds`)
@@ -154,32 +137,19 @@ void installShrinkHandler() {
 }
 
 JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& ranks,
-                        std::vector<LaunchedProcess>& processes, const SupervisorOptions& options) {
+                        std::vector<LaunchedProcess>& processes, RankLogs& logs,
+                        const SupervisorOptions& options) {
   const size_t n = ranks.size();
   JobOutcome outcome;
   outcome.ranks.resize(n);
-  std::vector<std::ofstream> logs(n);
   std::vector<int> processOfRank(n, -1);  // only for processes that carry exactly one rank
   for (size_t p = 0; p < processes.size(); ++p)
     if (processes[p].ranks.size() == 1) processOfRank[processes[p].ranks[0]] = static_cast<int>(p);
-  for (const std::string& dir : {options.logDir, options.eachRankLogDir}) {
-    if (dir.empty()) continue;
-    if (std::filesystem::exists(dir) && !std::filesystem::is_directory(dir))
-      throw Error(dir + " should not be a file, it should be a directory.");
-    std::error_code error;
-    std::filesystem::create_directories(dir, error);
-    if (error)
-      throw Error("unable to create directory " + dir + " for each rank log: " + error.message());
-  }
-  const std::string prefix = eachRankLogPrefix();
   for (size_t r = 0; r < n; ++r) {
     outcome.ranks[r].rank = ranks[r].rank;
     outcome.ranks[r].host = ranks[r].host;
-    const auto path = logPathFor(options, prefix, r);
-    logs[r].open(path);
-    if (!logs[r]) throw Error("cannot write log file " + path.string());
-    outcome.logFiles.push_back(path.string());
   }
+  outcome.logFiles = logs.paths();
 
   LiveView view(std::cout, options.view);
   std::vector<ProcessIo> io(processes.size());
@@ -192,7 +162,7 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
     std::string text;
     const int tagged = parseRankTag(line, text);
     if (tagged >= 0 && tagged < static_cast<int>(n)) {
-      logs[tagged] << text << '\n';
+      logs.write(tagged, text);
       keep(tagged, text);
       if (options.printAllRanks || tagged == 0)
         view.printLine("[rank " + std::to_string(tagged) + "] " + text);
@@ -200,7 +170,7 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
     }
     // Untagged: the runner's own words (ssh, mpirun) or a worker before it knew its rank.
     for (int r : processes[p].ranks) {
-      logs[r] << line << '\n';
+      logs.write(r, line);
       keep(r, line);
     }
     view.printLine("[" + processes[p].label + "] " + line);
@@ -209,7 +179,7 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
   // What was read reaches the files and the console now, not when a buffer fills: logs are
   // followed live (tail -f, CI) and must survive ds-launch being killed.
   auto flushLogs = [&](size_t p) {
-    for (int r : processes[p].ranks) logs[r].flush();
+    for (int r : processes[p].ranks) logs.flush(r);
     std::cout.flush();
   };
   auto closePipe = [&](size_t p) {

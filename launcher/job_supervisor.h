@@ -14,14 +14,13 @@
 
 #include "launcher/coordinator.h"
 #include "launcher/live_view.h"
+#include "launcher/log_files.h"
 #include "launcher/worker_process.h"
 
 namespace ds::launcher {
 
 struct SupervisorOptions {
   bool printAllRanks = false;  // default: rank 0 only on the console
-  std::string logDir;          // rank-N.log for every rank
-  std::string eachRankLogDir;  // --enable_each_rank_log: <stamp>_rank<N>.log there instead
   std::chrono::milliseconds heartbeatTimeout{10000};
   std::chrono::milliseconds stallTimeout{0};  // 0: off
   std::chrono::milliseconds joinTimeout{60000};
@@ -73,8 +72,10 @@ void installTerminationHandlers();
 // SIGUSR2 asks a running superviseJob with stopOnShrinkSignal to stop the job gracefully.
 void installShrinkHandler();
 
+// `logs` has one file per rank, opened before the processes started.
 JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& ranks,
-                        std::vector<LaunchedProcess>& processes, const SupervisorOptions& options);
+                        std::vector<LaunchedProcess>& processes, RankLogs& logs,
+                        const SupervisorOptions& options);
 
 // The final table: rank, host, exit, steps, last loss, wall time.
 std::string formatSummary(const JobOutcome& outcome);
