@@ -1,7 +1,14 @@
 // ds-nvme-tune through the real binary: a small sweep ends with the best read and write figures
-// and an `aio` block the config parser takes; bad sweeps and flags exit 2 with the reason.
+// and an `aio` block the config parser takes; bad sweeps and flags exit 2 with the reason; a
+// sweep ended by a signal leaves no test file behind.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -66,5 +73,35 @@ TEST_CASE("ds-nvme-tune: bad sweeps and flags exit 2 naming the problem", "[aio]
     INFO(c.args);
     CHECK(runTune(c.args, out) == 2);
     CHECK(out.find(c.message) != std::string::npos);
+  }
+}
+
+TEST_CASE("ds-nvme-tune: SIGINT or SIGTERM during the sweep removes its test file", "[aio]") {
+  const std::string dir = ds::test::makeScratchDir("nvme-tune-signal");
+  for (const int signal : {SIGINT, SIGTERM}) {
+    INFO("signal " << signal);
+    const pid_t child = fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      const int null = open("/dev/null", O_WRONLY);
+      dup2(null, STDOUT_FILENO);
+      dup2(null, STDERR_FILENO);
+      const std::string bin = std::string(DS_BIN_DIR) + "/ds-nvme-tune";
+      execl(bin.c_str(), bin.c_str(), "--nvme_dir", dir.c_str(), "--io_size", "16M", "--loops",
+            "1000", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    const std::string file = dir + "/ds-nvme-tune-" + std::to_string(child);
+    bool created = false;
+    for (int i = 0; i < 1000 && !created; ++i) {
+      created = std::filesystem::exists(file);
+      if (!created) usleep(10000);
+    }
+    CHECK(created);
+    REQUIRE(kill(child, signal) == 0);
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    CHECK(WIFSIGNALED(status));
+    CHECK(std::filesystem::is_empty(dir));
   }
 }

@@ -4,6 +4,7 @@
 // same knobs when fio is installed).
 //   ds-nvme-tune --nvme_dir DIR [--io_size BYTES] [--sweep_config FILE] [--no_read] [--no_write]
 //                [--loops N]
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -74,6 +75,26 @@ Sweep readSweep(const std::string& path) {
   return s;
 }
 
+// The test file's path, for the handlers below: Ctrl-C, SIGTERM or SIGHUP during the sweep
+// remove it (it can be hundreds of MiB on the device being tuned). The engines and fio open it by
+// name, so it cannot simply be unlinked once open.
+char gTestFile[4096];
+
+extern "C" void removeTestFileAndStop(int signal) {
+  ::unlink(gTestFile);  // async-signal-safe, as are the two calls after it
+  ::signal(signal, SIG_DFL);
+  ::raise(signal);
+}
+
+void removeTestFileOnSignals(const std::string& file) {
+  if (file.size() >= sizeof(gTestFile)) throw ds::Error(file + ": path too long");
+  file.copy(gTestFile, file.size());
+  struct sigaction action {};
+  action.sa_handler = removeTestFileAndStop;
+  sigemptyset(&action.sa_mask);
+  for (const int signal : {SIGINT, SIGTERM, SIGHUP}) sigaction(signal, &action, nullptr);
+}
+
 std::string sizeText(int64_t bytes) {
   if (bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + "M";
   return std::to_string(bytes >> 10) + "K";
@@ -125,6 +146,7 @@ int main(int argc, char** argv) {
       std::string f;
       ~Remove() { std::filesystem::remove(f); }
     } remove{file};
+    removeTestFileOnSignals(file);
     const bool direct = ds::runtime::directIoSupported(dir);
     std::fprintf(stderr, "ds-nvme-tune: %zu settings x %s in %s (%s)\n", settings.size(),
                  noRead ? "write" : noWrite ? "read" : "read+write", dir.c_str(),
