@@ -1,6 +1,9 @@
 // Checkpoints: bit-exact resume for every stage and precision, loading at another world size and
-// stage, damaged files named by the loader, and a crashed save that leaves the last good
-// checkpoint loadable.
+// stage, damaged files named by the loader, a crashed save that leaves the last good checkpoint
+// loadable, and a save that runs out of disk space that leaves nothing behind.
+#include <sys/mount.h>
+#include <sys/statvfs.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
@@ -9,6 +12,7 @@
 #include "common/error.h"
 #include "engine_harness.h"
 #include "test/scratch_dir.h"
+#include "test/skip.h"
 
 using namespace ds::test;
 namespace fs = std::filesystem;
@@ -141,4 +145,52 @@ TEST_CASE("checkpoint: a truncated or corrupted shard is named, a crashed save l
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
   for (const auto& message : messages)
     CHECK_THAT(message, Catch::Contains("cannot create checkpoint directory"));
+}
+
+TEST_CASE("checkpoint: a save that runs out of space leaves no staging directory and frees it") {
+  TempDir dir;
+  const fs::path small = dir.path / "small";
+  fs::create_directories(small);
+  if (skipUnless(mount("tmpfs", small.c_str(), "tmpfs", 0, "size=16m") == 0,
+                 "cannot mount a tmpfs to fill (needs root or CAP_SYS_ADMIN)"))
+    return;
+  struct Unmount {
+    fs::path path;
+    ~Unmount() { umount2(path.c_str(), MNT_DETACH); }
+  } unmount{small};
+  const std::string json = engineConfig(2, "fp32");
+  // Room for one checkpoint and half of another: the second save runs out part-way.
+  trainRanks(2, json, 1, {}, saver(dir.path / "probe", "p"));
+  uintmax_t pages = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir.path / "probe"))
+    if (entry.is_regular_file()) pages += (entry.file_size() + 4095) / 4096;
+  const std::string size = "size=" + std::to_string(pages * 3 / 2 * 4096);
+  REQUIRE(mount("tmpfs", small.c_str(), "tmpfs", MS_REMOUNT, size.c_str()) == 0);
+  const auto saved = trainRanks(2, json, 1, {}, saver(small, "first"));
+  auto freeBytes = [&] {
+    struct statvfs info {};
+    REQUIRE(statvfs(small.c_str(), &info) == 0);
+    return static_cast<uintmax_t>(info.f_bavail) * info.f_frsize;
+  };
+  const uintmax_t before = freeBytes();
+
+  std::vector<std::string> messages(2);
+  trainRanks(2, json, 1, {}, [&](ds::runtime::Engine& e, int r) {
+    try {
+      e.saveCheckpoint(small.string(), "second");
+    } catch (const ds::Error& error) {
+      messages[r] = error.what();
+    }
+  });
+  for (const auto& message : messages) CHECK_THAT(message, Catch::Contains("No space left"));
+  CHECK_FALSE(fs::exists(small / ".tmp-second"));
+  CHECK_FALSE(fs::exists(small / "second"));
+  CHECK(freeBytes() == before);
+  // The previous checkpoint is untouched and still the latest.
+  std::vector<float> loaded;
+  trainRanks(2, json, 0, [&](ds::runtime::Engine& e, int r) {
+    CHECK(e.loadCheckpoint(small.string()) == "first");
+    if (r == 0) loaded = e.fullParameters();
+  });
+  CHECK(loaded == saved[0].params);
 }

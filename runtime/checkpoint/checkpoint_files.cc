@@ -85,9 +85,14 @@ void verifyCheckpointFile(const std::string& path, uint64_t bytes, uint64_t chec
 
 void writeTextAtomically(const std::string& path, const std::string& text) {
   const std::string temporary = path + ".tmp";
-  writeFileSynced(temporary, {{text.data(), text.size()}});
-  if (::rename(temporary.c_str(), path.c_str()) != 0)
-    throw Error(path + ": cannot rename " + temporary + " into place: " + errnoText());
+  try {
+    writeFileSynced(temporary, {{text.data(), text.size()}});
+    if (::rename(temporary.c_str(), path.c_str()) != 0)
+      throw Error(path + ": cannot rename " + temporary + " into place: " + errnoText());
+  } catch (...) {
+    ::unlink(temporary.c_str());  // a full disk must not keep a half-written copy
+    throw;
+  }
 }
 
 void publishCheckpointDirectory(const std::string& staging, const std::string& dir,

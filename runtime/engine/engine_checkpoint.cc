@@ -148,63 +148,73 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
       if (!fs::create_directories(staging, ec))
         throw Error(staging + ": cannot create checkpoint directory: " + ec.message());
     });
-  failTogether(problem);  // also: the directory exists for everyone now
+  // A failed save (a full disk on any rank, a peer lost) leaves nothing behind: each rank removes
+  // its own shard, rank 0 the staging directory, after failTogether so no rank is still writing.
+  // Otherwise a full disk would stay full, holding the half-written checkpoint.
+  try {
+    failTogether(problem);  // also: the directory exists for everyone now
 
-  FileRecord mine{0, 0};
-  const auto arrays = groups_.front().optimizer->stateArrays();
-  problem = problemOf([&] {
-    if (rank >= partitions) return;
-    const size_t shard = zero_->shardLayout().shardSize();
-    std::vector<std::pair<const void*, size_t>> pieces = {
-        {zero_->masterData(), shard * sizeof(float)}};
-    // Each state array over the whole shard: the sub-groups' pieces are consecutive runs of it.
-    for (size_t a = 0; a < arrays.size(); ++a)
-      for (const SubGroup& group : groups_) {
-        const auto piece = group.optimizer->stateArrays()[a];
-        pieces.push_back({piece.data, piece.count * sizeof(float)});
-      }
-    const WrittenFile written =
-        writeFileSynced((fs::path(staging) / shardFileName(rank)).string(), pieces);
-    mine = {written.bytes, written.checksum};
-  });
-  failTogether(problem);
-  std::vector<FileRecord> records(world);
-  queue_->run([&] {
-    comm_.allGather(&mine, records.data(), sizeof(FileRecord) / sizeof(float), DType::F32);
-  });
+    FileRecord mine{0, 0};
+    const auto arrays = groups_.front().optimizer->stateArrays();
+    problem = problemOf([&] {
+      if (rank >= partitions) return;
+      const size_t shard = zero_->shardLayout().shardSize();
+      std::vector<std::pair<const void*, size_t>> pieces = {
+          {zero_->masterData(), shard * sizeof(float)}};
+      // Each state array over the whole shard: the sub-groups' pieces are consecutive runs of it.
+      for (size_t a = 0; a < arrays.size(); ++a)
+        for (const SubGroup& group : groups_) {
+          const auto piece = group.optimizer->stateArrays()[a];
+          pieces.push_back({piece.data, piece.count * sizeof(float)});
+        }
+      const WrittenFile written =
+          writeFileSynced((fs::path(staging) / shardFileName(rank)).string(), pieces);
+      mine = {written.bytes, written.checksum};
+    });
+    failTogether(problem);
+    std::vector<FileRecord> records(world);
+    queue_->run([&] {
+      comm_.allGather(&mine, records.data(), sizeof(FileRecord) / sizeof(float), DType::F32);
+    });
 
-  problem = problemOf([&] {
-    if (rank != 0) return;
-    CheckpointManifest m;
-    m.worldSize = world;
-    m.zeroStage = zero_->stage();
-    m.partitions = partitions;
-    m.modelDtype = dtypeName(modelType_);
-    m.configHash = config_.configHash;
-    m.globalSteps = globalSteps_;
-    m.skippedSteps = skippedSteps_;
-    m.microSteps = microSteps_;
-    m.lastGradNorm = lastGradNorm_;
-    m.parameters = count_;
-    for (const auto& s : specs_) m.tensors.push_back({s.name, s.numel});
-    m.optimizerName = groups_.front().optimizer->name();
-    m.optimizerSteps = groups_.front().optimizer->steps();
-    for (const auto& a : arrays) m.optimizerArrays.push_back(a.name);
-    const LossScaler::State s = scaler_.state();
-    m.lossScale = s.scale;
-    m.lossScalerIteration = s.iteration;
-    m.lastOverflowIteration = s.lastOverflowIteration;
-    m.hysteresis = s.hysteresis;
-    if (scheduler_) m.lrLastBatchIteration = scheduler_->lastBatchIteration();
-    for (int q = 0; q < partitions; ++q)
-      m.files.push_back({shardFileName(q), records[q].bytes, records[q].checksum});
-    const std::string text = manifestText(m);
-    writeFileSynced((fs::path(staging) / "manifest.json").string(), {{text.data(), text.size()}});
-    publishCheckpointDirectory(staging, dir, tag);
-  });
-  // Nobody returns (and perhaps loads or exits) before the checkpoint is in place, and a failure
-  // to publish fails every rank.
-  failTogether(problem);
+    problem = problemOf([&] {
+      if (rank != 0) return;
+      CheckpointManifest m;
+      m.worldSize = world;
+      m.zeroStage = zero_->stage();
+      m.partitions = partitions;
+      m.modelDtype = dtypeName(modelType_);
+      m.configHash = config_.configHash;
+      m.globalSteps = globalSteps_;
+      m.skippedSteps = skippedSteps_;
+      m.microSteps = microSteps_;
+      m.lastGradNorm = lastGradNorm_;
+      m.parameters = count_;
+      for (const auto& s : specs_) m.tensors.push_back({s.name, s.numel});
+      m.optimizerName = groups_.front().optimizer->name();
+      m.optimizerSteps = groups_.front().optimizer->steps();
+      for (const auto& a : arrays) m.optimizerArrays.push_back(a.name);
+      const LossScaler::State s = scaler_.state();
+      m.lossScale = s.scale;
+      m.lossScalerIteration = s.iteration;
+      m.lastOverflowIteration = s.lastOverflowIteration;
+      m.hysteresis = s.hysteresis;
+      if (scheduler_) m.lrLastBatchIteration = scheduler_->lastBatchIteration();
+      for (int q = 0; q < partitions; ++q)
+        m.files.push_back({shardFileName(q), records[q].bytes, records[q].checksum});
+      const std::string text = manifestText(m);
+      writeFileSynced((fs::path(staging) / "manifest.json").string(), {{text.data(), text.size()}});
+      publishCheckpointDirectory(staging, dir, tag);
+    });
+    // Nobody returns (and perhaps loads or exits) before the checkpoint is in place, and a failure
+    // to publish fails every rank.
+    failTogether(problem);
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove(fs::path(staging) / shardFileName(rank), ignored);
+    if (rank == 0) fs::remove_all(staging, ignored);
+    throw;
+  }
 }
 
 std::string Engine::loadCheckpointResident(const std::string& dir, const std::string& requestedTag,
