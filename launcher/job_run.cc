@@ -330,8 +330,11 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
     };
     const JobOutcome outcome =
         superviseJob(coordinator, plan->ranks, processes, rankLogs, supervision);
-    int64_t reached = 0;  // the furthest step any rank reported before the end
+    // The furthest step any rank reached: heartbeats carry it once a second, so the lines the
+    // ranks logged (routed here as they came) may be newer.
+    int64_t reached = 0;
     for (const RankStatus& status : coordinator.snapshot()) reached = std::max(reached, status.step);
+    for (const RankOutcome& r : outcome.ranks) reached = std::max(reached, r.loggedStep);
     const std::vector<NodeOffer> joined = coordinator.takeOffers();
     coordinator.shutdown();
     int64_t finished = 0;
@@ -345,6 +348,7 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
         hosts += (hosts.empty() ? "" : ", ") + offer.host;
       }
       beginRescale(plan->worldSize(), "joined: " + hosts, std::max(reached, finished));
+      keepMembershipLogs(outcome.logFiles, epoch);
       continue;
     }
     // Asked to shrink (SIGUSR2): every rank checkpointed and stopped; go on without the last node.
@@ -354,6 +358,7 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
                 << plan->nodes.back().host << "\n";
       const std::string dropped = plan->nodes.back().host;
       std::erase_if(alive, [&](const NodeResources& node) { return node.host == dropped; });
+      keepMembershipLogs(outcome.logFiles, epoch);
       continue;
     }
     // Success, an interruption (no failed rank) or the restart budget spent: the job ends here.
@@ -368,9 +373,11 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
     // Heartbeats carry the step once a second: a checkpoint may be newer than the last one seen.
     beginRescale(plan->worldSize(), outcome.failure,
                  std::max(reached, latestCheckpointStep(checkpoints)));
+    const std::vector<std::string> kept = keepMembershipLogs(outcome.logFiles, epoch);
     std::cerr << "ds-launch: elastic: " << outcome.failure << "; dropping node " << failed.host
               << " and restarting from the latest checkpoint (restart " << restarts << " of "
-              << flags.maxRestarts << ")\n";
+              << flags.maxRestarts << "); epoch " << epoch << "'s logs kept, rank "
+              << *outcome.failedRank << "'s in " << kept[*outcome.failedRank] << "\n";
     std::erase_if(alive, [&](const NodeResources& node) { return node.host == failed.host; });
     for (const NodeOffer& offer : joined) alive.push_back(nodeOf(offer));  // accepted before it
   }

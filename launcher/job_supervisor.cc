@@ -25,6 +25,7 @@
 
 #include "common/error.h"
 #include "contract/rank_tag.h"
+#include "contract/step_line.h"
 
 namespace ds::launcher {
 namespace {
@@ -163,6 +164,8 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
     const int tagged = parseRankTag(line, text);
     if (tagged >= 0 && tagged < static_cast<int>(n)) {
       logs.write(tagged, text);
+      auto& logged = outcome.ranks[tagged].loggedStep;
+      logged = std::max(logged, loggedStep(text));
       keep(tagged, text);
       if (options.printAllRanks || tagged == 0)
         view.printLine("[rank " + std::to_string(tagged) + "] " + text);

@@ -50,6 +50,7 @@ struct RankOutcome {
   std::optional<int> signal;    // set when its process was killed by a signal
   double wallSeconds = 0.0;
   int64_t steps = 0;
+  int64_t loggedStep = 0;  // the last finished step its output reported (contract/step_line.h)
   double lastLoss = 0.0;
   std::deque<std::string> lastLines;
 };

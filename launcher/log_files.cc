@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <iostream>
 
 #include "common/error.h"
 
@@ -141,6 +142,26 @@ void RankLogs::flush(size_t rank) {
     done += static_cast<size_t>(n);
   }
   text.clear();
+}
+
+std::vector<std::string> keepMembershipLogs(const std::vector<std::string>& paths, uint64_t epoch) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> kept;
+  for (const std::string& path : paths) {
+    const fs::path dir = fs::path(path).parent_path() / ("epoch-" + std::to_string(epoch));
+    const fs::path target = dir / fs::path(path).filename();
+    std::error_code error;
+    fs::create_directories(dir, error);
+    if (!error) fs::rename(path, target, error);
+    if (error) {
+      std::cerr << "ds-launch: warning: cannot keep " << path << " in " << dir.string() << ": "
+                << error.message() << "; the next membership overwrites it\n";
+      kept.push_back(path);
+    } else {
+      kept.push_back(target.string());
+    }
+  }
+  return kept;
 }
 
 }  // namespace ds::launcher

@@ -1,8 +1,10 @@
 // Where ds-launch writes each rank's output, and how: the default directory (the $TMPDIR
 // fallback only when it is this user's private directory), one file per rank opened before any
-// process starts and never through a symbolic link. Knows nothing of what the lines say.
+// process starts and never through a symbolic link, and an elastic job's earlier memberships'
+// logs kept under epoch-K/. Knows nothing of what the lines say.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,5 +36,10 @@ class RankLogs {
   std::vector<int> fds_;
   std::vector<std::string> pending_;
 };
+
+// An elastic job's membership `epoch` ended and another starts: its logs move into epoch-<epoch>/
+// beside them, so the next membership's rank-N.log starts empty while the failed rank's output is
+// kept. Returns the new paths (the old one where a move failed, with a warning on stderr).
+std::vector<std::string> keepMembershipLogs(const std::vector<std::string>& paths, uint64_t epoch);
 
 }  // namespace ds::launcher

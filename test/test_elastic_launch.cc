@@ -1,7 +1,8 @@
 // ds-launch --elastic_training with real processes on 3 loopback nodes x 2 ranks: every rank of one
-// node is killed, the job goes on with 4 ranks and the same global batch from the latest checkpoint,
-// and ends with the parameters of a job started fresh from that checkpoint at 4 ranks; a failure that
-// leaves no valid world stops the job with exit 3 and the reason.
+// node is killed, the job goes on with 4 ranks and the same global batch from the latest
+// checkpoint, and ends with the parameters of a job started fresh from that checkpoint at 4 ranks,
+// the first membership's logs kept and the steps lost counted from the last step logged; a failure
+// that leaves no valid world stops the job with exit 3 and the reason.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -86,6 +87,23 @@ TEST_CASE("elastic: a node's failure shrinks the job to 4 ranks, same batch, fro
   CHECK(from >= 10);
   CHECK(from % 10 == 0);  // the automatic interval
   CHECK(out.find("rescales:") != std::string::npos);
+
+  // Each membership's logs are kept: epoch 1's (the killed ranks' included) under epoch-1/.
+  const std::string epoch1 = dir + "/logs/epoch-1";
+  const auto beforeFailure = paramHashes(readFile(epoch1 + "/rank-0.log"));
+  REQUIRE(!beforeFailure.empty());
+  CHECK(beforeFailure.rbegin()->first >= 15);
+  for (const char* killed : {"/rank-4.log", "/rank-5.log"})
+    CHECK(!paramHashes(readFile(epoch1 + killed)).empty());
+  CHECK(err.find("epoch 1's logs kept, rank ") != std::string::npos);
+  CHECK(readFile(dir + "/logs/rank-0.log").find("resumed from") != std::string::npos);
+  // Steps lost: from the last step logged before the failure to the step resumed from.
+  std::smatch row;
+  REQUIRE(std::regex_search(out, row, std::regex(R"(\n +[0-9.]+ +6 -> 4 +(\d+) +(\d+) +(\d+) )")));
+  const int failedAt = std::stoi(row[1]), resumedFrom = std::stoi(row[2]);
+  CHECK(resumedFrom == from);
+  CHECK(failedAt >= beforeFailure.rbegin()->first);
+  CHECK(std::stoi(row[3]) == failedAt - resumedFrom);
 
   // The loss goes on from where the checkpoint was, not from the start.
   std::vector<double> losses;
