@@ -48,13 +48,15 @@ TEST_CASE("bpe files: a bad vocab.json is refused naming the file and the token"
     std::vector<std::string> message;
   };
   const std::vector<Case> cases = {
-      {"not JSON", "{\"a\": 1,\n \"b\": }", {"vocab.json:2:", "not JSON", "GPT-2's vocab.json"}},
+      {"not JSON",
+       "{\"a\": 1,\n \"b\": }",
+       {"vocab.json: invalid JSON", "line 2", "GPT-2's vocab.json"}},
       {"an array", "[1, 2]", {"vocab.json: expected a JSON object of token -> id, got array"}},
       {"a string id", "{\"a\": \"1\"}", {"token \"a\": the id must be an integer, got \"1\""}},
       {"a fractional id", "{\"a\": 1.5}", {"token \"a\": the id must be an integer, got 1.5"}},
       {"a negative id", "{\"a\": -1}", {"token \"a\": id -1 is outside 0..16777215"}},
       {"a huge id", "{\"a\": 4294967296}", {"id 4294967296 is outside"}},
-      {"a repeated key", "{\"a\": 1, \"b\": 2, \"a\": 3}", {"token \"a\" appears twice"}},
+      {"a repeated key", "{\"a\": 1, \"b\": 2, \"a\": 3}", {"vocab.json: duplicate key \"a\""}},
       {"an empty token", "{\"\": 1}", {"the empty string is not a token"}},
       {"a repeated id",
        byteVocabulary("\"ab\": 97"),

@@ -145,3 +145,16 @@ TEST_CASE("neox config: the launcher's shipped form parses to the same job", "[n
   CHECK_THROWS_WITH(ds::runtime::readJobConfigText(y + "," + f.write("d.json", "{}")),
                     Catch::Contains("NeoX configs are YAML"));
 }
+
+TEST_CASE("neox config: a deepspeed_config JSON is parsed with bounded nesting", "[neox]") {
+  Files f;
+  const auto deep =
+      f.write("deep.json", "{\"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  CHECK_THROWS_WITH(
+      readNeoxYaml({f.write("a.yml", std::string(kBase) + "deepspeed_config: " + deep + "\n")}),
+      Catch::Contains("deep.json: nested more than 64 levels deep at line 1, column 70"));
+  const auto twice = f.write("twice.json", R"({"gradient_clipping": 1, "gradient_clipping": 2})");
+  CHECK_THROWS_WITH(
+      readNeoxYaml({f.write("b.yml", std::string(kBase) + "deepspeed_config: " + twice + "\n")}),
+      Catch::Contains("twice.json: duplicate key \"gradient_clipping\""));
+}

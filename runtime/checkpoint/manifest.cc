@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/fnv1a.h"
 #include "runtime/common/files.h"
+#include "runtime/common/json_text.h"
 
 namespace ds::runtime {
 namespace {
@@ -23,31 +24,6 @@ constexpr const char* kChecksumKey = "manifest_fnv1a64";
 // 65536 partitions' file entries take about 7 MiB, a model's tensor table far less.
 constexpr size_t kMaxManifestBytes = size_t{16} << 20;
 constexpr int kMaxDepth = 16;
-
-// The deepest nesting of brackets outside strings, found before parsing so that a file of
-// nested brackets never reaches the parser. (nlohmann's callback parser could stop it as it goes,
-// but rescans an array for discarded values on every element it adds: quadratic, a minute for
-// 16 MiB of shard entries.)
-int nestingDepth(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool inString = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (inString) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        inString = false;
-    } else if (c == '"') {
-      inString = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
 
 uint64_t checksumOf(const Json& withoutChecksum) {
   const std::string text = withoutChecksum.dump();
@@ -149,13 +125,8 @@ std::string manifestText(const CheckpointManifest& c) {
 }
 
 CheckpointManifest parseManifest(std::string_view text, const std::string& path) {
-  Json m;
-  try {
-    if (nestingDepth(text) > kMaxDepth) throw Error(path + ": nested deeper than any manifest");
-    m = Json::parse(text.begin(), text.end());
-  } catch (const Json::exception& e) {
-    throw Error(path + ": invalid manifest: " + e.what());
-  }
+  // Bounded nesting: a hostile file of nested brackets must not exhaust the stack.
+  const Json m = parseJsonText(text, path, {kMaxDepth, DuplicateKeys::Refuse});
   const Reader r(path);
   if (!m.is_object()) r.fail("(top level)", "expected an object");
   // The count first: nothing is checksummed or built for more shards than a job has ranks.

@@ -11,12 +11,12 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 
 #include "common/error.h"
 #include "common/fnv1a.h"
 #include "runtime/common/files.h"
+#include "runtime/common/json_text.h"
 #include "runtime/config/config_blocks.h"
 #include "runtime/elastic/elastic_batch.h"
 
@@ -67,42 +67,8 @@ const std::vector<std::string_view> kZeroKeys = {
 
 // FusedAdam's constructor arguments plus DeepSpeed's own torch_adam / adam_w_mode.
 
-// Deeper than any config; keeps a hostile file of nested brackets from exhausting the stack of
-// the recursive code that walks parsed values.
-constexpr int kMaxConfigDepth = 64;
 // Far larger than any real config; /dev/zero or a log file given by mistake stops here.
 constexpr size_t kMaxConfigBytes = size_t{16} << 20;
-
-Json parseJson(std::string_view text, const std::string& source) {
-  // A NUL byte ends the text for C-string readers; anything after it would be ignored by some
-  // tools and read by others, so a config may not contain one.
-  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
-    throw Error(source + ": a NUL byte at offset " + std::to_string(nul) +
-                " (not a JSON text file)");
-  // DeepSpeed loads configs with a hook that refuses duplicate keys; nlohmann would keep one
-  // silently, so track the keys seen in each open object.
-  std::vector<std::set<std::string>> open;
-  auto onEvent = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    if (depth > kMaxConfigDepth)
-      throw Error(source + ": nested more than " + std::to_string(kMaxConfigDepth) +
-                  " levels deep");
-    if (event == Json::parse_event_t::object_start) open.emplace_back();
-    if (event == Json::parse_event_t::object_end) open.pop_back();
-    if (event == Json::parse_event_t::key &&
-        !open.back().insert(parsed.get<std::string>()).second) {
-      throw Error(source + ": duplicate key \"" + parsed.get<std::string>() +
-                  "\" in a JSON object (DeepSpeed refuses duplicate keys)");
-    }
-    return true;
-  };
-  try {
-    return Json::parse(text.begin(), text.end(), onEvent);
-  } catch (const Json::parse_error& e) {
-    throw Error(source + ": invalid JSON at byte " + std::to_string(e.byte) + ": " + e.what());
-  } catch (const Json::exception& e) {  // e.g. out_of_range: a number beyond double (1e400)
-    throw Error(source + ": invalid JSON: " + e.what());
-  }
-}
 
 CommsLoggerConfig parseCommsLogger(JsonReader& r, const Json& block) {
   r.object(block, "comms_logger");
@@ -126,7 +92,8 @@ CommsLoggerConfig parseCommsLogger(JsonReader& r, const Json& block) {
 DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSize,
                                      std::string_view source) {
   const std::string src(source);
-  const Json root = parseJson(jsonText, src);
+  // DeepSpeed loads configs with a hook that refuses duplicate keys (the default rules).
+  const Json root = parseOrderedJsonText(jsonText, src);
   if (!root.is_object()) {
     throw Error(src + ": expected a JSON object at the top level, got " + describeJson(root));
   }
@@ -247,7 +214,7 @@ DeepSpeedConfig loadDeepSpeedConfig(const std::string& path, int64_t worldSize) 
 }
 
 ElasticityConfig readElasticityConfig(std::string_view jsonText, const std::string& source) {
-  const Json root = parseJson(jsonText, source);
+  const Json root = parseOrderedJsonText(jsonText, source);
   if (!root.is_object())
     throw Error(source + ": expected a JSON object at the top level, got " + describeJson(root));
   const Json* block = JsonReader::member(root, "elasticity");

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "runtime/common/json_text.h"
 
 namespace ds::runtime {
 namespace {
@@ -34,13 +35,17 @@ std::string readJobConfigText(const std::string& paths) {
 
 JobConfig parseJobConfig(const std::string& text, int64_t worldSize, const std::string& where) {
   JobConfig out;
-  nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
-  if (doc.is_object() && doc.size() == 1 && doc.contains("neox")) {
-    NeoxConfig neox = parseNeoxConfig(doc["neox"], worldSize);
-    out.deepspeed = std::move(neox.deepspeed);
-    out.gpt = std::move(neox.train);
-    out.notes = std::move(neox.notes);
-    return out;
+  // readJobConfigText's wrapping of NeoX YAML (dumped compactly, so it starts so); anything else
+  // is a DeepSpeed JSON file as given, parsed with its own bounds.
+  if (text.rfind("{\"neox\":", 0) == 0) {
+    const nlohmann::json doc = parseJsonText(text, where, {kMaxShippedConfigDepth});
+    if (doc.is_object() && doc.size() == 1 && doc.contains("neox")) {
+      NeoxConfig neox = parseNeoxConfig(doc["neox"], worldSize);
+      out.deepspeed = std::move(neox.deepspeed);
+      out.gpt = std::move(neox.train);
+      out.notes = std::move(neox.notes);
+      return out;
+    }
   }
   out.deepspeed = parseDeepSpeedConfig(text, worldSize, where);
   return out;

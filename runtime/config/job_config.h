@@ -12,6 +12,10 @@
 
 namespace ds::runtime {
 
+// Nesting of the shipped text: NeoX YAML of up to 64 levels (neox_config.cc) inside {"neox": ...},
+// or a DeepSpeed JSON of up to 64. Also bounds the neox_config.json the GPT trainer saves.
+constexpr int kMaxShippedConfigDepth = 128;
+
 struct JobConfig {
   DeepSpeedConfig deepspeed;
   std::optional<GptTrainConfig> gpt;  // set for NeoX configs

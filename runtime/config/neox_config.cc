@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "runtime/common/files.h"
+#include "runtime/common/json_text.h"
 #include "runtime/config/closest_key.h"
 #include "runtime/config/config_policy.h"
 
@@ -231,12 +232,8 @@ Json readNeoxYaml(const std::vector<std::string>& paths) {
       doc.erase(spelling);
       if (!ref.is_string()) throw Error(path + ": " + spelling + ": expected a JSON file path");
       const std::string jsonPath = ref.get<std::string>();
-      Json ds;
-      try {
-        ds = Json::parse(readWholeFile(jsonPath, "DeepSpeed config", kMaxConfigBytes));
-      } catch (const Json::exception& e) {
-        throw Error(jsonPath + ": not valid JSON (" + e.what() + ")");
-      }
+      const Json ds =
+          parseJsonText(readWholeFile(jsonPath, "DeepSpeed config", kMaxConfigBytes), jsonPath);
       if (!ds.is_object()) throw Error(jsonPath + ": expected a JSON object");
       for (auto& [k, v] : ds.items()) {
         if (doc.contains(k)) throw Error(path + ": " + k + " is set both inline and in " + jsonPath);

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string_view>
-#include <unordered_set>
 
 #include "common/error.h"
 #include "runtime/common/files.h"
+#include "runtime/common/json_text.h"
 #include "runtime/data/utf8.h"
 
 namespace ds::runtime {
@@ -86,34 +86,19 @@ std::string toAlphabet(std::string_view bytes) {
   return token;
 }
 
-std::string lineAndColumn(const std::string& text, size_t byte) {
-  const size_t end = std::min(byte, text.size());
-  size_t line = 1, column = 1;
-  for (size_t i = 0; i + 1 < end; ++i) text[i] == '\n' ? (++line, column = 1) : ++column;
-  return std::to_string(line) + ":" + std::to_string(column);
-}
-
 void readVocabulary(const std::string& path, BpeVocabulary& v) {
   const std::string text = readWholeFile(path, "GPT-2 vocabulary (vocab-file)");
   const std::string fix = " (vocab-file must be GPT-2's vocab.json: {\"token\": id, ...})";
-  std::unordered_set<std::string> keys;
-  std::string repeated;
   Json tokens;
   try {
-    tokens = Json::parse(text, [&](int depth, Json::parse_event_t event, Json& parsed) {
-      if (event == Json::parse_event_t::key && depth == 1 && repeated.empty() &&
-          !keys.insert(parsed.get<std::string>()).second)
-        repeated = parsed.get<std::string>();
-      return true;
-    });
-  } catch (const Json::parse_error& e) {
-    throw Error(path + ":" + lineAndColumn(text, e.byte) + ": not JSON: " + e.what() + fix);
+    // GPT-2's vocab.json is one flat object; a token given twice would have two ids.
+    tokens = parseJsonText(text, path);
+  } catch (const Error& e) {
+    throw Error(e.what() + fix);
   }
   if (!tokens.is_object())
     throw Error(path + ": expected a JSON object of token -> id, got " +
                 std::string(tokens.type_name()) + fix);
-  if (!repeated.empty())
-    throw Error(path + ": token " + quote(repeated) + " appears twice; each token has one id");
   for (const auto& [key, value] : tokens.items()) {
     const std::string where = path + ": token " + quote(key);
     if (key.empty()) throw Error(path + ": the empty string is not a token; remove it");

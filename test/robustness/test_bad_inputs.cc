@@ -131,3 +131,73 @@ TEST_CASE("robustness: bad rank variables and flags of ds-worker exit 2, named")
   INFO(include.output);
   CHECK(include.output.find("not a slot number") == std::string::npos);
 }
+
+namespace {
+
+const char* kGptYaml =
+    "num-layers: 2\nhidden-size: 32\nnum-attention-heads: 2\nseq-length: 16\n"
+    "max-position-embeddings: 16\ndata-path: data/x\ntrain-iters: 10\n";
+
+}  // namespace
+
+TEST_CASE("robustness: 100,000-deep JSON in any file a user gives is refused, never crashed on") {
+  const std::string dir = ds::test::makeScratchDir("deep-json");
+  const std::string bin = DS_BIN_DIR;
+  std::string vocab;  // {"a": {"a": ... 1 ...}}: an object, so the reader looks at its values
+  for (int i = 0; i < 100000; ++i) vocab += "{\"a\": ";
+  vocab += "1" + std::string(100000, '}');
+  writeBytes(dir + "/vocab.json", vocab);
+  writeBytes(dir + "/merges.txt", "#version: 0.2\n");
+  const std::string bpe =
+      "tokenizer-type: GPT2BPETokenizer\nvocab-file: vocab.json\nmerge-file: merges.txt\n";
+  writeBytes(dir + "/bpe.yml", std::string(kGptYaml) + "batch-size: 1\n" + bpe);
+  writeBytes(dir + "/deep.json", "{\"train_batch_size\": 4, \"x\": " + std::string(100000, '[') +
+                                     std::string(100000, ']') + "}");
+  writeBytes(dir + "/inline.yml",
+             std::string(kGptYaml) + "batch-size: 1\ndeepspeed_config: deep.json\n");
+  writeBytes(dir + "/hostfile", "127.0.0.1 slots=1\n");
+  writeBytes(dir + "/c.jsonl", "{\"text\": \"x\", \"meta\": " + std::string(100000, '[') +
+                                   std::string(100000, ']') + "}\n");
+  std::filesystem::create_directories(dir + "/ck");
+  writeBytes(dir + "/ck/neox_config.json",
+             R"({"num-layers": 1, "hidden-size": 16, "num-attention-heads": 2, "seq-length": 8,
+                 "max-position-embeddings": 8, "data-path": "x", "train-iters": 1,
+                 "batch-size": 1, "tokenizer-type": "GPT2BPETokenizer",
+                 "vocab-file": "vocab.json", "merge-file": "merges.txt"})");
+  std::filesystem::create_directories(dir + "/ck2");
+  writeBytes(dir + "/ck2/neox_config.json", vocab);
+  struct Command {
+    std::string line, message;
+  };
+  const std::vector<Command> commands = {
+      {"ds-config check bpe.yml", "vocab.json: nested more than 64 levels deep"},
+      {"ds-config check deep.json", "deep.json: nested more than 64 levels deep"},
+      {"ds-config check inline.yml", "deep.json: nested more than 64 levels deep"},
+      {"ds-launch -H hostfile --master_port 0 train --config deep.json",
+       "deep.json: nested more than 64 levels deep"},
+      {"ds-launch -H hostfile --master_port 0 train --config inline.yml",
+       "deep.json: nested more than 64 levels deep"},
+      {"ds-preprocess --input c.jsonl --output-prefix o/b",
+       "c.jsonl:1: nested more than 256 levels deep"},
+      {"ds-preprocess --input c.jsonl --output-prefix o/b --tokenizer-type GPT2BPETokenizer "
+       "--vocab-file vocab.json --merge-file merges.txt",
+       "vocab.json: nested more than 64 levels deep"},
+      {"ds-generate ck --prompt hi", "vocab.json: nested more than 64 levels deep"},
+      {"ds-generate ck2 --prompt hi", "ck2/neox_config.json: nested more than 128"},
+  };
+  for (const Command& c : commands) {
+    const Outcome outcome = run(dir, bin + "/" + c.line);
+    INFO(c.line << "\n" << outcome.output.substr(0, 2000));
+    CHECK(outcome.status == 2);
+    CHECK(outcome.output.find(c.message) != std::string::npos);
+    CHECK(outcome.output.find("levels deep") != std::string::npos);
+  }
+  // Every rank reads the vocabulary itself: each refuses it, none crashes.
+  const Outcome ranks =
+      run(dir, bin + "/ds-launch -H hostfile --master_port 0 train --config bpe.yml");
+  INFO(ranks.output.substr(0, 4000));
+  CHECK(ranks.status != 0);
+  CHECK(ranks.status < 128);
+  CHECK(ranks.output.find("vocab.json: nested more than 64 levels deep") != std::string::npos);
+  CHECK(ranks.output.find("signal") == std::string::npos);
+}

@@ -33,7 +33,7 @@ TEST_CASE("ds-generate: bad model configs, checkpoints and flags exit 2 naming t
   const Case cases[] = {
       {nullptr, "--prompt hi", "neox_config.json: missing"},
       {"[1, 2]", "--prompt hi", "expected a JSON object of NeoX config keys"},
-      {"{not json", "--prompt hi", "expected a JSON object of NeoX config keys"},
+      {"{not json", "--prompt hi", "neox_config.json: invalid JSON at byte 3"},
       {R"({"num-layers": -3})", "--prompt hi", "num-layers: expected an integer"},
       {R"({"num-layers": 1000000, "hidden-size": 1000000, "num-attention-heads": 1,
            "data-path": "x", "train-iters": 1, "batch-size": 1})",

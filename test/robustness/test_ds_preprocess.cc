@@ -59,7 +59,7 @@ TEST_CASE("ds-preprocess: bad input exits 2 naming the file and line, and writes
   CHECK(runTool(dir, "--input bad.jsonl --output-prefix o/b", out) == 2);
   CHECK(out.find("bad.jsonl:2: no string \"text\"") != std::string::npos);
   CHECK(runTool(dir, "--input broken.jsonl --output-prefix o/b", out) == 2);
-  CHECK(out.find("broken.jsonl:2: not a JSON object") != std::string::npos);
+  CHECK(out.find("broken.jsonl:2: invalid JSON") != std::string::npos);
   CHECK(runTool(dir, "--input bad.jsonl --output-prefix o/b --json-keys body", out) == 2);
   CHECK(out.find("bad.jsonl:1: no string \"body\"") != std::string::npos);
   CHECK(runTool(dir, "--input bad.jsonl --output-prefix o/b --tokenizer-type GPT2BPETokenizer",

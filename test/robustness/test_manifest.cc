@@ -95,8 +95,9 @@ TEST_CASE("manifest: damaged or hostile manifests are refused, naming the key") 
       {"huge unsigned", edited([](Json& m) { m["global_steps"] = 18446744073709551615ULL; }),
        "global_steps: out of range"},
       {"not an object", "[1, 2]", "expected an object"},
-      {"deep nesting", std::string(100000, '[') + std::string(100000, ']'), "nested deeper"},
-      {"trailing garbage", manifestText(sample()) + "x", "invalid manifest"},
+      {"deep nesting", std::string(100000, '[') + std::string(100000, ']'),
+       "m.json: nested more than 16 levels deep at line 1, column 17"},
+      {"trailing garbage", manifestText(sample()) + "x", "m.json: invalid JSON"},
   };
   for (const auto& c : cases) {
     INFO(c.name);

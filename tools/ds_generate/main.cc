@@ -13,6 +13,8 @@
 #include "common/guarded_main.h"
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/common/files.h"
+#include "runtime/common/json_text.h"
+#include "runtime/config/job_config.h"
 #include "runtime/config/neox_config.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/gpt.h"
@@ -33,9 +35,9 @@ int run(const Options& o) {
     throw ds::Error(configPath + ": missing; ds-generate reads the model from the neox_config.json "
                                  "the GPT trainer writes into its save directory");
   nlohmann::json merged =
-      nlohmann::json::parse(ds::readWholeFile(configPath, "model config", size_t{16} << 20), nullptr,
-                            false);
-  if (merged.is_discarded() || !merged.is_object())
+      parseJsonText(ds::readWholeFile(configPath, "model config", size_t{16} << 20), configPath,
+                    {kMaxShippedConfigDepth});
+  if (!merged.is_object())
     throw ds::Error(configPath + ": expected a JSON object of NeoX config keys");
   // One rank, whole parameters: stage 0 and one micro-batch, whatever trained it.
   merged["zero_optimization"] = {{"stage", 0}};

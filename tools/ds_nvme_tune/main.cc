@@ -19,6 +19,7 @@
 #include "common/guarded_main.h"
 #include "contract/job_args.h"
 #include "runtime/common/files.h"
+#include "runtime/common/json_text.h"
 #include "runtime/offload/aio_engine.h"
 #include "runtime/offload/fio_baseline.h"
 
@@ -38,8 +39,8 @@ struct Sweep {
 // DeepSpeed's sweep file: lists per knob (block sizes as "1M" strings or numbers; io_parallel is
 // thread_count, sequential_requests the opposite of overlap_events). Unknown keys are errors.
 Sweep readSweep(const std::string& path) {
-  const Json j = Json::parse(ds::readWholeFile(path, "sweep config", 1 << 20), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) throw ds::Error(path + ": expected a JSON object");
+  const Json j = ds::runtime::parseJsonText(ds::readWholeFile(path, "sweep config", 1 << 20), path);
+  if (!j.is_object()) throw ds::Error(path + ": expected a JSON object of knob lists");
   Sweep s;
   auto ints = [&](const std::string& key, const Json& v, bool sizes) {
     if (!v.is_array() || v.empty()) throw ds::Error(path + ": " + key + ": expected a non-empty list");

@@ -18,11 +18,16 @@
 
 #include "common/error.h"
 #include "common/guarded_main.h"
+#include "runtime/common/json_text.h"
 #include "runtime/data/indexed_dataset.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/data/utf8.h"
 
 namespace {
+
+// A corpus record is a flat object with a text field, perhaps some metadata; deeper nesting is
+// refused before it is parsed.
+constexpr int kMaxRecordDepth = 256;
 
 using ds::runtime::IndexedDatasetWriter;
 using ds::runtime::TokenType;
@@ -119,12 +124,11 @@ int run(int argc, char** argv) {
       doneBytes += line.size() + 1;
       if (jsonl) {
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-        nlohmann::json record;
-        try {
-          record = nlohmann::json::parse(line);
-        } catch (const nlohmann::json::exception& e) {
-          throw ds::Error(path + ":" + std::to_string(number) + ": not a JSON object: " + e.what());
-        }
+        // As NeoX's json.loads: a repeated key keeps its last value. Records may nest
+        // (metadata), but not without bound.
+        const nlohmann::json record =
+            ds::runtime::parseJsonText(line, path + ":" + std::to_string(number),
+                                       {kMaxRecordDepth, ds::runtime::DuplicateKeys::LastWins});
         for (const auto& key : o.jsonKeys) {
           const auto it = record.is_object() ? record.find(key) : record.end();
           if (it == record.end() || !it->is_string())
