@@ -146,6 +146,36 @@ TEST_CASE("neox config: the launcher's shipped form parses to the same job", "[n
                     Catch::Contains("NeoX configs are YAML"));
 }
 
+TEST_CASE("neox config: a key given twice in one file is refused by file, line and key", "[neox]") {
+  Files f;
+  CHECK_THROWS_WITH(readNeoxYaml({f.write("a.yml", std::string(kBase) + "train-iters: 200\n")}),
+                    Catch::Contains("a.yml:9: train-iters is already set on line 7 of this file"));
+  CHECK_THROWS_WITH(
+      readNeoxYaml({f.write("b.yml", "zero_optimization:\n  stage: 1\n  stage: 2\n")}),
+      Catch::Contains("b.yml:3: zero_optimization.stage is already set on line 2"));
+  // Two spellings of one key are two keys to YAML; the merge refuses them as before.
+  CHECK_THROWS_WITH(readNeoxYaml({f.write("c.yml", "train-iters: 1\ntrain_iters: 2\n")}),
+                    Catch::Contains("train_iters is already set by"));
+}
+
+TEST_CASE("neox config: YAML aliases cannot expand a file without bound", "[neox]") {
+  // The "billion laughs": 9 levels of 9 aliases are 387 million values from 9 lines.
+  std::string bomb = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (char c = 'b'; c <= 'i'; ++c) {
+    bomb += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 9; ++i) bomb += std::string(i ? ", " : "") + "*" + char(c - 1);
+    bomb += "]\n";
+  }
+  Files f;
+  CHECK_THROWS_WITH(readNeoxYaml({f.write("bomb.yml", bomb)}),
+                    Catch::Contains("bomb.yml:6: f: the file expands to more than 100000 values"));
+  // An alias used as intended is fine.
+  const auto ok = f.write("ok.yml", std::string(kBase) +
+                                        "x-common: &c {stage: 1}\n"
+                                        "zero_optimization: *c\n");
+  CHECK_THROWS_WITH(parseNeoxConfig(readNeoxYaml({ok}), 1), Catch::Contains("x-common: unknown"));
+}
+
 TEST_CASE("neox config: a deepspeed_config JSON is parsed with bounded nesting", "[neox]") {
   Files f;
   const auto deep =

@@ -50,8 +50,28 @@ Json scalarToJson(const YAML::Node& node) {
   return s;
 }
 
-Json yamlToJson(const YAML::Node& node, const std::string& where, int depth = 0) {
-  if (depth > 64) throw Error(where + ": nested deeper than 64 levels");
+// Values one file may expand to. An alias (*name) is the node its anchor (&name) names, visited
+// again: nine nested levels of nine aliases each are 387 million values from twelve lines (the
+// "billion laughs"). Real configs have a few hundred.
+constexpr size_t kMaxYamlValues = 100000;
+
+struct YamlWalk {
+  const std::string& path;  // the file, for messages
+  size_t values = 0;
+  std::string keyLine = "1";  // the line of the key whose value is being read
+};
+
+std::string lineOf(const YAML::Node& node) { return std::to_string(node.Mark().line + 1); }
+
+// `where` is the dotted key path of `node` ("" at the top).
+Json yamlToJson(const YAML::Node& node, YamlWalk& walk, const std::string& where, int depth = 0) {
+  const std::string at =
+      walk.path + ":" + walk.keyLine + ": " + (where.empty() ? "" : where + ": ");
+  if (depth > 64) throw Error(at + "nested deeper than 64 levels");
+  if (++walk.values > kMaxYamlValues)
+    throw Error(at + "the file expands to more than " + std::to_string(kMaxYamlValues) +
+                " values (YAML aliases *name repeat what &name names, and nested ones multiply); "
+                "write the values out instead of aliasing aliases");
   switch (node.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
@@ -60,16 +80,28 @@ Json yamlToJson(const YAML::Node& node, const std::string& where, int depth = 0)
       return scalarToJson(node);
     case YAML::NodeType::Sequence: {
       Json a = Json::array();
-      for (const auto& item : node) a.push_back(yamlToJson(item, where, depth + 1));
+      const std::string line = walk.keyLine;  // a map item moves it
+      for (const auto& item : node) {
+        walk.keyLine = line;
+        a.push_back(yamlToJson(item, walk, where, depth + 1));
+      }
       return a;
     }
     case YAML::NodeType::Map: {
       Json o = Json::object();
+      std::map<std::string, std::string> lines;  // key -> the line it was first given on
       for (const auto& kv : node) {
+        walk.keyLine = lineOf(kv.first);
         if (!kv.first.IsScalar())
-          throw Error(where + ": a key is not a plain name (line " +
-                      std::to_string(kv.first.Mark().line + 1) + ")");
-        o[kv.first.Scalar()] = yamlToJson(kv.second, where + "." + kv.first.Scalar(), depth + 1);
+          throw Error(walk.path + ":" + walk.keyLine + ": " + where + (where.empty() ? "" : ": ") +
+                      "a key is not a plain name");
+        const std::string& key = kv.first.Scalar();
+        const std::string name = where.empty() ? key : where + "." + key;
+        // yaml-cpp keeps both; NeoX's yaml.load would silently take the last.
+        if (auto [it, first] = lines.emplace(key, walk.keyLine); !first)
+          throw Error(walk.path + ":" + walk.keyLine + ": " + name + " is already set on line " +
+                      it->second + " of this file; set it once");
+        o[key] = yamlToJson(kv.second, walk, name, depth + 1);
       }
       return o;
     }
@@ -224,7 +256,8 @@ Json readNeoxYaml(const std::vector<std::string>& paths) {
     }
     if (root.IsNull()) continue;
     if (!root.IsMap()) throw Error(path + ": expected a mapping of config keys at the top level");
-    Json doc = yamlToJson(root, path);
+    YamlWalk walk{path};
+    Json doc = yamlToJson(root, walk, "");
     // A deepspeed_config JSON file contributes its keys as if written inline.
     for (const char* spelling : {"deepspeed_config", "deepspeed-config"}) {
       if (!doc.contains(spelling)) continue;
