@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "runtime/config/gpt_job_memory.h"
 #include "runtime/config/job_config.h"
 #include "runtime/lr/lr_schedule.h"
 #include "test/scratch_dir.h"
@@ -187,4 +188,72 @@ TEST_CASE("neox config: a deepspeed_config JSON is parsed with bounded nesting",
   CHECK_THROWS_WITH(
       readNeoxYaml({f.write("b.yml", std::string(kBase) + "deepspeed_config: " + twice + "\n")}),
       Catch::Contains("twice.json: duplicate key \"gradient_clipping\""));
+}
+
+TEST_CASE("neox config: a split every rank would refuse is refused when the config is read",
+          "[neox]") {
+  CHECK_THAT(errorOf("split: 0,0,0\n"), Catch::Contains("split \"0,0,0\": expected 1 to 3") &&
+                                            Catch::Contains("with a positive sum"));
+  CHECK_THAT(errorOf("split: -1,2,3\n"), Catch::Contains("\"-1\" is not a non-negative number"));
+  CHECK_THAT(errorOf("split: 1,nan,1\n"), Catch::Contains("\"nan\" is not a non-negative"));
+  CHECK_THAT(errorOf("split: 1,2,3,4\n"), Catch::Contains("expected 1 to 3"));
+  CHECK(errorOf("split: 100,0,0\n") == "no error");
+}
+
+TEST_CASE("neox config: sample tables and activations beyond the memory left are refused",
+          "[neox]") {
+  using namespace ds::runtime;
+  GptTrainConfig t;  // 2 layers, hidden 64, 4 heads, seq 64; eval-iters 100 every 1000, 969,30,1
+  t.trainIters = 100;
+  const GptJobMemory e = estimateGptJobMemory(t, BatchConfig{8, 4, 1});  // 4 x 1 x 2 ranks
+  CHECK(e.trainSamples == 800);
+  CHECK(e.validSamples == 800);  // one evaluation (at the end) of 100 batches of 8
+  CHECK(e.sampleIndex == 1600 * 24);
+  const double block = 4 * 64 * (6 * 64 + 4 * 64 + 4 * 64) + 4 * 4 * 64 * 64;  // floats, 4 samples
+  CHECK(e.trainActivations == 2 * block * 4);
+  CHECK(e.evalActivations == 2 * block * 4);  // micro 4 x accumulation 1
+  t.model.checkpointActivations = true;
+  CHECK(estimateGptJobMemory(t, BatchConfig{8, 4, 1}).trainActivations ==
+        (2 * 4 * 64 * 64 + block) * 4);
+  t.model.checkpointActivations = false;
+
+  const MemoryBudget gib{uint64_t{1} << 30, "a test budget"};
+  CHECK_NOTHROW(checkGptJobMemory(t, BatchConfig{8, 4, 1}, gib));
+  struct Case {
+    int64_t evalIters, evalInterval;
+    BatchConfig batch;
+    std::vector<std::string> message;
+  };
+  const std::vector<Case> cases = {
+      {100,
+       1000,
+       {2000000000, 1000000000, 1},
+       {"batch-size 1000000000 x seq-length 64 tokens needs at least",
+        "of activations for one micro-batch", "checkpoint-activations: true",
+        "only 1.00 GiB is left under a test budget"}},
+      {100,
+       1000,
+       {8000000000, 4, 1000000000},
+       {"an evaluation runs a rank's whole share of the batch at once: batch-size 4 x "
+        "gradient_accumulation_steps 1000000000"}},
+      {0,
+       1000,
+       {8000000000, 4, 1000000000},
+       {"the sample index of 800000000000 samples (train-iters 100 x train_batch_size "
+        "8000000000) needs at least 17881.39 GiB"}},
+      {100000000,
+       10,
+       {8, 4, 1},
+       {"eval-iters 100000000 x train_batch_size per evaluation) needs at least"}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.message.front());
+    t.evalIters = c.evalIters;
+    t.evalInterval = c.evalInterval;
+    for (const std::string& part : c.message)
+      CHECK_THROWS_WITH(checkGptJobMemory(t, c.batch, gib), Catch::Contains(part));
+  }
+  // No validation split: eval-iters allocates nothing.
+  t.split = "100,0,0";
+  CHECK_NOTHROW(checkGptJobMemory(t, BatchConfig{8, 4, 1}, gib));
 }

@@ -17,6 +17,8 @@
 #include "runtime/common/json_text.h"
 #include "runtime/config/closest_key.h"
 #include "runtime/config/config_policy.h"
+#include "runtime/config/gpt_job_memory.h"
+#include "runtime/data/gpt_samples.h"
 
 namespace ds::runtime {
 namespace {
@@ -453,6 +455,10 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize) {
   if (!ds.contains("steps_per_print")) ds["steps_per_print"] = t.logInterval;
 
   out.deepspeed = parseDeepSpeedConfig(ds.dump(), worldSize, "NeoX config (DeepSpeed keys)");
+  // What every rank would otherwise find out for itself, after its start: a split it cannot cut
+  // and sample tables or activations larger than the memory left.
+  splitDocuments(t.split, 0);
+  checkGptJobMemory(t, out.deepspeed.batch, memoryBudget());
   if (!(warmup >= 0.0 && warmup <= 1.0))
     throw Error("warmup: expected a fraction of lr-decay-iters in [0, 1], got " + std::to_string(warmup));
   SchedulerConfig schedule;

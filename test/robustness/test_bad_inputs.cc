@@ -201,3 +201,45 @@ TEST_CASE("robustness: 100,000-deep JSON in any file a user gives is refused, ne
   CHECK(ranks.output.find("vocab.json: nested more than 64 levels deep") != std::string::npos);
   CHECK(ranks.output.find("signal") == std::string::npos);
 }
+
+TEST_CASE("robustness: configs the run cannot allocate or split are refused by the check") {
+  const std::string dir = ds::test::makeScratchDir("unbounded-configs");
+  const std::string bin = DS_BIN_DIR;
+  writeBytes(dir + "/hostfile", "127.0.0.1 slots=1\n");
+  std::string bomb = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (char c = 'b'; c <= 'i'; ++c) {
+    bomb += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 9; ++i) bomb += std::string(i ? ", " : "") + "*" + char(c - 1);
+    bomb += "]\n";
+  }
+  const std::vector<Case> cases = {
+      {"alias bomb", "bomb.yml", bomb, "bomb.yml:6: f: the file expands to more than 100000"},
+      {"micro-batch", "micro.yml", std::string(kGptYaml) + "batch-size: 1e9\n",
+       "batch-size 1000000000 x seq-length 16 tokens needs at least"},
+      {"accumulation", "gas.yml",
+       std::string(kGptYaml) + "batch-size: 4\ngradient_accumulation_steps: 1e9\n",
+       "gradient_accumulation_steps 1000000000"},
+      {"eval-iters", "eval.yml",
+       std::string(kGptYaml) + "batch-size: 4\neval-iters: 1e8\neval-interval: 1\n",
+       "eval-iters 100000000 x train_batch_size per evaluation"},
+      {"all-zero split", "zero.yml", std::string(kGptYaml) + "batch-size: 4\nsplit: 0,0,0\n",
+       "split \"0,0,0\": expected 1 to 3 comma-separated weights with a positive sum"},
+      {"negative split", "neg.yml", std::string(kGptYaml) + "batch-size: 4\nsplit: -1,2,3\n",
+       "split \"-1,2,3\": \"-1\" is not a non-negative number"},
+      {"key twice", "twice.yml", std::string(kGptYaml) + "batch-size: 4\nbatch-size: 8\n",
+       "twice.yml:9: batch-size is already set on line 8 of this file"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    writeBytes(dir + "/" + c.file, c.content);
+    for (const std::string& command :
+         {bin + "/ds-config check " + c.file,
+          bin + "/ds-launch -H hostfile --master_port 0 train --config " + c.file}) {
+      const Outcome outcome = run(dir, command);
+      INFO(command << "\n" << outcome.output.substr(0, 2000));
+      CHECK(outcome.status == 2);
+      CHECK(outcome.output.find(c.message) != std::string::npos);
+      CHECK(outcome.output.find("[rank") == std::string::npos);
+    }
+  }
+}

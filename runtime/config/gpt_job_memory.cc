@@ -1,0 +1,102 @@
+// estimateGptJobMemory / checkGptJobMemory: see the header. Everything is in doubles: the
+// products of hostile values (batch-size 1e9 x seq-length x layers) overflow 64-bit integers.
+#include "runtime/config/gpt_job_memory.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "common/error.h"
+#include "runtime/data/gpt_samples.h"
+
+namespace ds::runtime {
+namespace {
+
+// GptSamples keeps a (position, offset) start and a shuffled index per sample.
+constexpr double kIndexBytesPerSample = 2 * sizeof(size_t) + sizeof(uint64_t);
+
+// Floats a block keeps for the backward pass over `samples` sequences (BlockActivations: the
+// input, both normalised inputs, q/k/v, the attention output, the MLP's two activations, and the
+// softmax probabilities of every head).
+double blockActivationFloats(const GptConfig& m, double samples) {
+  const double rows = samples * m.seqLength, h = m.hiddenSize;
+  return rows * (6 * h + m.ffnInputSize() + m.ffnSize()) +
+         samples * m.numAttentionHeads * static_cast<double>(m.seqLength) * m.seqLength;
+}
+
+double activationBytes(const GptConfig& m, double samples, bool checkpointing) {
+  const double layers = m.numLayers;
+  const double kept = checkpointing ? layers * samples * m.seqLength * m.hiddenSize +
+                                          blockActivationFloats(m, samples)
+                                    : layers * blockActivationFloats(m, samples);
+  return kept * sizeof(float);
+}
+
+std::string count(double n) {
+  char text[32];
+  std::snprintf(text, sizeof text, n < 1e15 ? "%.0f" : "%.3g", n);
+  return text;
+}
+
+}  // namespace
+
+double GptJobMemory::total() const {
+  return sampleIndex + std::max(trainActivations, evalActivations);
+}
+
+GptJobMemory estimateGptJobMemory(const GptTrainConfig& train, const BatchConfig& batch) {
+  GptJobMemory e;
+  const double global = static_cast<double>(batch.trainBatchSize);
+  e.trainSamples = static_cast<double>(train.trainIters) * global;
+  const auto splits = splitDocuments(train.split, 1000000);  // the weights, as fractions
+  const bool validation = train.evalIters > 0 && splits[1].second > splits[1].first;
+  if (validation) {
+    const double evals = static_cast<double>(train.trainIters / train.evalInterval + 1);
+    e.validSamples = static_cast<double>(train.evalIters) * global * evals;
+    // One evaluation forward takes a rank's whole share of the global batch at once.
+    e.evalActivations = activationBytes(train.model,
+                                        static_cast<double>(batch.microBatchPerGpu) *
+                                            static_cast<double>(batch.gradientAccumulationSteps),
+                                        /*checkpointing=*/false);
+  }
+  e.sampleIndex = (e.trainSamples + e.validSamples) * kIndexBytesPerSample;
+  e.trainActivations = activationBytes(train.model, static_cast<double>(batch.microBatchPerGpu),
+                                       train.model.checkpointActivations);
+  return e;
+}
+
+void checkGptJobMemory(const GptTrainConfig& train, const BatchConfig& batch,
+                       const MemoryBudget& budget) {
+  const GptJobMemory e = estimateGptJobMemory(train, batch);
+  const double available = static_cast<double>(budget.availableBytes);
+  if (e.total() <= available) return;
+  const std::string seq = " x seq-length " + std::to_string(train.model.seqLength) + " tokens";
+  std::ostringstream why;
+  if (e.sampleIndex >= std::max(e.trainActivations, e.evalActivations)) {
+    why << "the sample index of " << count(e.trainSamples + e.validSamples)
+        << " samples (train-iters " << train.trainIters << " x train_batch_size "
+        << batch.trainBatchSize;
+    if (e.validSamples > 0)
+      why << ", plus eval-iters " << train.evalIters << " x train_batch_size per evaluation";
+    why << ") needs at least " << humanBytes(e.sampleIndex)
+        << "; lower train-iters, eval-iters, batch-size or gradient_accumulation_steps";
+  } else if (e.trainActivations >= e.evalActivations) {
+    why << "batch-size " << batch.microBatchPerGpu << seq << " needs at least "
+        << humanBytes(e.trainActivations) << " of activations for one micro-batch ("
+        << train.model.numLayers << " layers, hidden-size " << train.model.hiddenSize
+        << "); lower batch-size (the micro-batch per rank; gradient_accumulation_steps keeps the "
+           "global batch)"
+        << (train.model.checkpointActivations ? "" : " or set checkpoint-activations: true");
+  } else {
+    why << "an evaluation runs a rank's whole share of the batch at once: batch-size "
+        << batch.microBatchPerGpu << " x gradient_accumulation_steps "
+        << batch.gradientAccumulationSteps << seq << " needs at least "
+        << humanBytes(e.evalActivations)
+        << " of activations; lower gradient_accumulation_steps or batch-size, or set eval-iters: 0";
+  }
+  throw Error("GPT job: " + why.str() + " (at least " + humanBytes(e.total()) +
+              " per rank in all, but only " + humanBytes(available) + " is left under " +
+              budget.source + ")");
+}
+
+}  // namespace ds::runtime

@@ -1,0 +1,31 @@
+// What a GPT job allocates on each rank beyond its model states, from the config alone: the
+// sample index of the train and validation splits (built whole by every rank before the first
+// step) and the activations of one micro-batch and of one evaluation batch. Checked when the
+// config is parsed, so `ds-config check` and ds-launch refuse a job that cannot allocate them
+// instead of every rank running out of memory. The model states are the engine's check.
+#pragma once
+
+#include "runtime/common/memory_budget.h"
+#include "runtime/config/batch_size.h"
+#include "runtime/config/neox_config.h"
+
+namespace ds::runtime {
+
+struct GptJobMemory {
+  double trainSamples = 0, validSamples = 0;  // entries of the sample index
+  double sampleIndex = 0;                     // bytes
+  double trainActivations = 0;                // bytes, one micro-batch forward and backward
+  double evalActivations = 0;                 // bytes, one evaluation batch (micro x accumulation)
+  double total() const;
+};
+
+// Lower bounds: what the sample tables and the kept activations take at the least (the document
+// order, which depends on the data, and the workspaces are left out).
+GptJobMemory estimateGptJobMemory(const GptTrainConfig& train, const BatchConfig& batch);
+
+// Throws ds::Error naming the keys that drive the largest part and what to change when the
+// estimate is more than `budget` has left.
+void checkGptJobMemory(const GptTrainConfig& train, const BatchConfig& batch,
+                       const MemoryBudget& budget);
+
+}  // namespace ds::runtime
