@@ -43,9 +43,9 @@ std::vector<std::string_view> splitLines(std::string_view text) {
   return lines;
 }
 
-// Matches a stripped line against ^(\S+)\s+slots=(\d+). \S+ can only end where whitespace starts
-// and \s+ must eat all of it before "slots=", so the regex has no real backtracking.
-bool matchEntry(std::string_view line, std::string_view& host, std::string_view& digits) {
+// Matches a stripped line against ^(\S+)\s+slots=([^\s#]+). \S+ can only end where whitespace
+// starts and \s+ must eat all of it before "slots=", so the regex has no real backtracking.
+bool matchEntry(std::string_view line, std::string_view& host, std::string_view& slots) {
   size_t i = 0;
   while (i < line.size() && !isSpace(line[i])) ++i;
   if (i == 0) return false;
@@ -56,10 +56,12 @@ bool matchEntry(std::string_view line, std::string_view& host, std::string_view&
   constexpr std::string_view kSlots = "slots=";
   if (line.substr(i, kSlots.size()) != kSlots) return false;
   i += kSlots.size();
-  const size_t digitStart = i;
-  while (i < line.size() && isDigit(line[i])) ++i;
-  if (i == digitStart) return false;
-  digits = line.substr(digitStart, i - digitStart);
+  // The whole word after "slots=", up to a space or a comment: DeepSpeed's \d+ would read "1e3"
+  // as 1 and "0x10" as 0, so the caller refuses anything but digits.
+  const size_t valueStart = i;
+  while (i < line.size() && !isSpace(line[i]) && line[i] != '#') ++i;
+  if (i == valueStart) return false;
+  slots = line.substr(valueStart, i - valueStart);
   return true;
 }
 
@@ -120,6 +122,10 @@ std::vector<HostEntry> parseHostfile(std::string_view text, std::string_view pat
   std::vector<HostEntry> entries;
   std::unordered_map<std::string, size_t> firstLine;  // host -> line it was first seen on
   int64_t totalSlots = 0;
+  // A byte-order mark some editors write would otherwise be part of the first host's name (and
+  // 127.0.0.1 would no longer be a loopback host).
+  constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+  if (text.substr(0, kUtf8Bom.size()) == kUtf8Bom) text.remove_prefix(kUtf8Bom.size());
   const std::vector<std::string_view> lines = splitLines(text);
   for (size_t n = 0; n < lines.size(); ++n) {
     const size_t lineNo = n + 1;
@@ -132,6 +138,10 @@ std::vector<HostEntry> parseHostfile(std::string_view text, std::string_view pat
     if (!matchEntry(line, host, digits)) {
       throw Error(at + "bad entry \"" + std::string(line) + "\": expected \"HOST slots=N\"");
     }
+    for (char c : digits)
+      if (!isDigit(c))
+        throw Error(at + "slots=" + std::string(digits) +
+                    ": expected a whole number in plain decimal digits, e.g. slots=4");
     // Python's int() takes any number of digits; leading zeros are fine ("007" is 7).
     int64_t slots = 0;
     for (char c : digits) {

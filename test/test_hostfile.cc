@@ -48,9 +48,11 @@ TEST_CASE("hostfile: accepted lines", "[hostfile]") {
       {"CRLF", "w0 slots=4\r\nw1 slots=2\r\n", {{"w0", 4}, {"w1", 2}}},
       {"lone CR is a line break", "w0 slots=4\rw1 slots=2\r", {{"w0", 4}, {"w1", 2}}},
       {"tabs and surrounding spaces", "\t w0\t\tslots=8  \t\n", {{"w0", 8}}},
-      {"trailing text ignored",
-       "w0 slots=4 max_slots=8\nw1 slots=2# c\nw2 slots=3abc\n",
-       {{"w0", 4}, {"w1", 2}, {"w2", 3}}},
+      {"trailing text ignored", "w0 slots=4 max_slots=8\nw1 slots=2# c\n", {{"w0", 4}, {"w1", 2}}},
+      {"a byte-order mark before the first host",
+       "\xEF\xBB\xBF"
+       "127.0.0.1 slots=2\n",
+       {{"127.0.0.1", 2}}},
       {"second slots ignored", "w0 slots=2 slots=3\n", {{"w0", 2}}},
       {"leading zeros", "w0 slots=007\n", {{"w0", 7}}},
       {"slots=0 accepted", "w0 slots=0\nw1 slots=1\n", {{"w0", 0}, {"w1", 1}}},
@@ -78,7 +80,7 @@ TEST_CASE("hostfile: bad entries name the file, line and text", "[hostfile]") {
       {"w0 max_slots=4 slots=2\n", "hostfiles/x:1: bad entry \"w0 max_slots=4 slots=2\""},
       {"w0slots=4\n", "hostfiles/x:1: bad entry \"w0slots=4\""},
       {"slots=4\n", "hostfiles/x:1: bad entry \"slots=4\""},
-      {"w0 slots=-1\n", "hostfiles/x:1: bad entry \"w0 slots=-1\""},
+      {"w0 slots=-1\n", "hostfiles/x:1: slots=-1: expected a whole number"},
       {"w0 slots=\n", "hostfiles/x:1: bad entry \"w0 slots=\""},
       {"w0\n", "hostfiles/x:1: bad entry \"w0\""},
       {"w0 w1 slots=4\n", "hostfiles/x:1: bad entry \"w0 w1 slots=4\""},
@@ -86,6 +88,12 @@ TEST_CASE("hostfile: bad entries name the file, line and text", "[hostfile]") {
       {"w0 slots=4\r\n\r\nbad\r\n", "hostfiles/x:3: bad entry \"bad\""},
       {"w0 slots=99999999999\n",
        "hostfiles/x:1: slots value in \"w0 slots=99999999999\" is too large"},
+      // DeepSpeed's \d+ reads the digits these begin with (1, 0, 3); only digits are taken here.
+      {"w0 slots=1e3\n",
+       "hostfiles/x:1: slots=1e3: expected a whole number in plain decimal digits"},
+      {"w0 slots=4\nw1 slots=0x10\n", "hostfiles/x:2: slots=0x10: expected a whole number"},
+      {"w0 slots=3abc\n", "hostfiles/x:1: slots=3abc: expected"},
+      {"w0 slots=٣\n", "hostfiles/x:1: slots=٣: expected"},
   };
   for (const auto& c : cases) {
     INFO("text: " << c.text);
