@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "common/error.h"
+#include "common/printable.h"
 
 namespace ds {
 
@@ -16,10 +17,11 @@ int guardedMain(const char* program, Body&& body) noexcept {
   try {
     return body();
   } catch (const Error& e) {
-    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    // Messages quote input text (a hostfile line, a config key): print its control bytes escaped.
+    std::fprintf(stderr, "%s: error: %s\n", program, printable(e.what()).c_str());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: internal error: %s\n", program, e.what());
+    std::fprintf(stderr, "%s: internal error: %s\n", program, printable(e.what()).c_str());
   } catch (...) {
     std::fprintf(stderr, "%s: internal error: unknown exception\n", program);
   }

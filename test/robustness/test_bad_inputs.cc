@@ -138,6 +138,13 @@ const char* kGptYaml =
     "num-layers: 2\nhidden-size: 32\nnum-attention-heads: 2\nseq-length: 16\n"
     "max-position-embeddings: 16\ndata-path: data/x\ntrain-iters: 10\n";
 
+// No control byte but newline and tab reaches the terminal (error messages quote input text).
+bool printable(const std::string& output) {
+  for (const char c : output)
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') || c == 0x7f) return false;
+  return true;
+}
+
 }  // namespace
 
 TEST_CASE("robustness: 100,000-deep JSON in any file a user gives is refused, never crashed on") {
@@ -242,4 +249,34 @@ TEST_CASE("robustness: configs the run cannot allocate or split are refused by t
       CHECK(outcome.output.find("[rank") == std::string::npos);
     }
   }
+}
+
+TEST_CASE("robustness: hostfile quirks: slots in other notations, a BOM, escape bytes") {
+  const std::string dir = ds::test::makeScratchDir("hostfile-quirks");
+  const std::string bin = DS_BIN_DIR;
+  const std::vector<Case> cases = {
+      {"exponent", "h1", "w0 slots=1e3\n", "h1:1: slots=1e3: expected a whole number"},
+      {"hex", "h2", "w0 slots=1\nw1 slots=0x10\n", "h2:2: slots=0x10: expected a whole number"},
+      {"terminal escapes", "h3", "\x1b]0;owned\x07\x1b[2J w0 slotz=1\n",
+       "h3:1: bad entry \"\\x1b]0;owned\\x07\\x1b[2J w0 slotz=1\""},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    writeBytes(dir + "/" + c.file, c.content);
+    const Outcome outcome = run(dir, bin + "/ds-launch -H " + c.file + " --dry-run -- /bin/true");
+    INFO(outcome.output);
+    CHECK(outcome.status == 2);
+    CHECK(outcome.output.find(c.message) != std::string::npos);
+    CHECK(printable(outcome.output));
+  }
+  // A byte-order mark is not part of the first host's name: 127.0.0.1 stays a loopback host.
+  writeBytes(dir + "/bom",
+             "\xEF\xBB\xBF"
+             "127.0.0.1 slots=1\n");
+  const Outcome bom = run(dir, bin + "/ds-launch -H bom --dry-run --json -- /bin/true");
+  INFO(bom.output);
+  CHECK(bom.status == 0);
+  CHECK(bom.output.find("\"backend\":\"local\"") != std::string::npos);
+  CHECK(bom.output.find("\"host\":\"127.0.0.1\"") != std::string::npos);
+  CHECK(bom.output.find("\xEF\xBB\xBF") == std::string::npos);
 }

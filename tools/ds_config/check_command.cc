@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "common/printable.h"
 #include "runtime/config/job_config.h"
 #include "runtime/model/gpt.h"
 #include "tools/ds_config/commands.h"
@@ -39,8 +40,10 @@ void runCheck(const CheckOptions& o) {
   const runtime::JobConfig job =
       runtime::parseJobConfig(runtime::readJobConfigText(o.config), o.worldSize, o.config);
   const runtime::DeepSpeedConfig& c = job.deepspeed;
-  for (const std::string& warning : c.warnings) std::cerr << "warning: " << warning << '\n';
-  for (const std::string& note : job.notes) std::cerr << "note: " << note << '\n';
+  // Warnings quote the config's keys: print their control bytes escaped.
+  for (const std::string& warning : c.warnings)
+    std::cerr << "warning: " << printable(warning) << '\n';
+  for (const std::string& note : job.notes) std::cerr << "note: " << printable(note) << '\n';
   size_t gptParameters = 0;
   if (job.gpt) {  // NeoX YAML: the model it builds (byte-level vocabulary)
     const runtime::GptConfig model =
