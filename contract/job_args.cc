@@ -77,8 +77,7 @@ const char* commOpName(CommOp op) {
 }
 
 uint64_t parseByteSize(const std::string& flag, const std::string& text) {
-  const std::string bad =
-      "ds-comm-bench " + flag + ": \"" + text + "\" is not a size (e.g. 1K, 64M, 1G)";
+  const std::string bad = flag + ": \"" + text + "\" is not a size (e.g. 1K, 64M, 1G)";
   if (text.empty() || text[0] < '0' || text[0] > '9') throw Error(bad);
   char* end = nullptr;
   errno = 0;
@@ -94,7 +93,7 @@ uint64_t parseByteSize(const std::string& flag, const std::string& text) {
   else if (!suffix.empty())
     throw Error(bad);
   if (errno == ERANGE || value > (uint64_t{1} << 40) / scale)
-    throw Error("ds-comm-bench " + flag + ": \"" + text + "\" is larger than 1T");
+    throw Error(flag + ": \"" + text + "\" is larger than 1T");
   return value * scale;
 }
 
@@ -130,8 +129,8 @@ JobSpec parseJobArgs(const std::vector<std::string>& jobArgs) {
     o.op = parseCommOp(op);
     o.dtype = parseDType(dtype, "ds-comm-bench --dtype");
     o.backend = runtime::parseCommBackend(backend, "ds-comm-bench --backend");
-    o.minBytes = parseByteSize("--min", minSize);
-    o.maxBytes = parseByteSize("--max", maxSize);
+    o.minBytes = parseByteSize("ds-comm-bench --min", minSize);
+    o.maxBytes = parseByteSize("ds-comm-bench --max", maxSize);
     if (o.minBytes < dtypeBytes(o.dtype) || o.maxBytes < o.minBytes)
       throw Error("ds-comm-bench: --min " + std::to_string(o.minBytes) + " / --max " +
                   std::to_string(o.maxBytes) + ": need one element <= min <= max bytes");

@@ -105,3 +105,32 @@ TEST_CASE("ds-nvme-tune: SIGINT or SIGTERM during the sweep removes its test fil
     CHECK(std::filesystem::is_empty(dir));
   }
 }
+
+TEST_CASE("ds-nvme-tune: hostile sweeps and sizes are refused in its own name", "[aio]") {
+  const std::string dir = ds::test::makeScratchDir("nvme-tune-hostile");
+  // 400,000 levels: printing the value in the message used to recurse once per level.
+  std::ofstream(dir + "/deep.json")
+      << "{\"block_size\": " << std::string(400000, '[') << "1" << std::string(400000, ']') << "}";
+  std::ofstream(dir + "/zero.json") << R"({"block_size": ["0K"]})";
+  struct Case {
+    std::string args;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"--sweep_config " + dir + "/deep.json",
+       "deep.json: nested more than 64 levels deep at line 1, column 79"},
+      {"--io_size 0", "ds-nvme-tune --io_size: 0 bytes measures nothing"},
+      {"--io_size 0M", "ds-nvme-tune --io_size: 0 bytes"},
+      {"--io_size -4K", "ds-nvme-tune --io_size: \"-4K\" is not a size"},
+      {"--io_size 2T", "ds-nvme-tune --io_size: \"2T\" is not a size"},
+      {"--sweep_config " + dir + "/zero.json", "block_size"},
+  };
+  for (const Case& c : cases) {
+    std::string out;
+    INFO(c.args);
+    CHECK(runTune("--nvme_dir " + dir + " " + c.args, out) == 2);
+    INFO(out);
+    CHECK(out.find(c.message) != std::string::npos);
+    CHECK(out.find("ds-comm-bench") == std::string::npos);
+  }
+}

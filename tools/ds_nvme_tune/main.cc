@@ -46,7 +46,8 @@ Sweep readSweep(const std::string& path) {
     if (!v.is_array() || v.empty()) throw ds::Error(path + ": " + key + ": expected a non-empty list");
     std::vector<int64_t> out;
     for (const Json& x : v) {
-      if (sizes && x.is_string()) out.push_back(static_cast<int64_t>(ds::parseByteSize(key, x)));
+      if (sizes && x.is_string())
+        out.push_back(static_cast<int64_t>(ds::parseByteSize(path + ": " + key, x)));
       else if (x.is_number_integer() && x.get<int64_t>() > 0) out.push_back(x.get<int64_t>());
       else throw ds::Error(path + ": " + key + ": expected positive whole numbers, got " + x.dump());
     }
@@ -123,7 +124,11 @@ int main(int argc, char** argv) {
     }
     if (noRead && noWrite) throw ds::Error("--no_read and --no_write leave nothing to measure");
     if (!std::filesystem::is_directory(dir)) throw ds::Error("--nvme_dir " + dir + ": not a directory");
-    const size_t bytes = ds::parseByteSize("--io_size", ioSize);
+    const size_t bytes = ds::parseByteSize("ds-nvme-tune --io_size", ioSize);
+    if (bytes == 0)
+      throw ds::Error(
+          "ds-nvme-tune --io_size: 0 bytes measures nothing; give the bytes per "
+          "measurement, e.g. --io_size 256M");
     const Sweep sweep = sweepFile.empty() ? Sweep{} : readSweep(sweepFile);
     std::vector<ds::runtime::AioConfig> settings;
     for (int64_t b : sweep.blockSize)
