@@ -3,9 +3,11 @@
 #include "launcher/exported_env.h"
 
 #include <algorithm>
-#include <fstream>
+#include <filesystem>
+#include <sstream>
 
 #include "common/error.h"
+#include "runtime/common/files.h"
 
 namespace ds::launcher {
 namespace {
@@ -49,8 +51,10 @@ void addExport(EnvList& exports, std::string key, std::string value) {
 }
 
 void readEnvFile(const std::string& path, EnvList& exports) {
-  std::ifstream in(path);
-  if (!in) return;
+  std::error_code missing;
+  if (!std::filesystem::exists(path, missing)) return;
+  // Read as a regular file of bounded size: a FIFO or /dev/zero put there is refused, not read.
+  std::istringstream in(readWholeFile(path, "DeepSpeed environment file", size_t{1} << 20));
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     const std::string stripped = strip(line);

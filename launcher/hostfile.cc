@@ -3,15 +3,13 @@
 // str.strip() are not reproduced for non-ASCII characters (e.g. U+00A0 counts as part of a name).
 #include "launcher/hostfile.h"
 
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <unordered_map>
 
 #include "common/error.h"
+#include "runtime/common/files.h"
 
 namespace ds::launcher {
 namespace {
@@ -175,12 +173,8 @@ std::optional<std::vector<HostEntry>> readHostfile(const std::string& path) {
   // os.path.isfile: follows symlinks; a missing path or a directory means local mode.
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot open hostfile: " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw Error(path + ": cannot read hostfile: " + std::strerror(errno));
-  return parseHostfile(text.str(), path);
+  // A million hosts fit in 64 MiB; a larger file is not a hostfile (and never read whole).
+  return parseHostfile(readWholeFile(path, "hostfile"), path);
 }
 
 }  // namespace ds::launcher

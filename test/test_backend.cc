@@ -1,5 +1,6 @@
 // Backend command shapes (DEEPSPEED-SEMANTICS.md section 9), world_info encoding (section 6) and
 // the exported environment (section 8).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -204,4 +205,20 @@ TEST_CASE("exports: a .deepspeed_env key that is not a plain variable name is re
   std::ofstream(dir / ".deepspeed_env") << "_Under_9=x\n";
   CHECK(collectExports({}, dir.string(), "", ".deepspeed_env").back() ==
         std::pair<std::string, std::string>{"_Under_9", "x"});
+}
+
+TEST_CASE("exports: a .deepspeed_env that is a FIFO, a device or too large is refused unread") {
+  const std::filesystem::path dir = ds::test::makeScratchDir("envfile");
+  const std::string path = (dir / ".deepspeed_env").string();
+  REQUIRE(mkfifo(path.c_str(), 0600) == 0);  // reading it would block for ever
+  CHECK_THROWS_WITH(collectExports({}, dir.string(), "", ".deepspeed_env"),
+                    Catch::Contains("not a regular file"));
+  std::filesystem::remove(path);
+  std::filesystem::create_symlink("/dev/zero", path);  // reading it would never end
+  CHECK_THROWS_WITH(collectExports({}, dir.string(), "", ".deepspeed_env"),
+                    Catch::Contains("not a regular file"));
+  std::filesystem::remove(path);
+  std::ofstream(path) << std::string(2 << 20, '#');
+  CHECK_THROWS_WITH(collectExports({}, dir.string(), "", ".deepspeed_env"),
+                    Catch::Contains("larger than 1 MiB"));
 }

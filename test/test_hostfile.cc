@@ -143,6 +143,12 @@ TEST_CASE("readHostfile: local mode and real files", "[hostfile]") {
   SECTION("a directory is not a hostfile either") {
     CHECK_FALSE(readHostfile(dir.string()).has_value());
   }
+  SECTION("a regular file larger than any hostfile is refused unread") {
+    const fs::path huge = dir / "huge";
+    { std::ofstream(huge) << "w0 slots=2\n"; }
+    fs::resize_file(huge, (size_t{64} << 20) + 1);  // sparse: nothing is written
+    REQUIRE_THROWS_WITH(readHostfile(huge.string()), Catch::Contains("larger than 64 MiB"));
+  }
   SECTION("an existing file is parsed, errors carry its path") {
     const fs::path good = dir / "good";
     std::ofstream(good) << "# nodes\nw0 slots=2\nw1 slots=4\n";

@@ -16,6 +16,52 @@ std::string lineAndColumn(std::string_view text, size_t offset) {
   return "line " + std::to_string(line) + ", column " + std::to_string(column);
 }
 
+// A pass over the text that only looks at keys: a key given twice in one object throws.
+// (nlohmann's callback parser could refuse it while building, but on every object it closes it
+// rescans the parent for discarded values: quadratic, a minute for 13 MB of shard entries.)
+template <class J>
+struct DuplicateKeyFinder : nlohmann::json_sax<J> {
+  using typename nlohmann::json_sax<J>::number_integer_t;
+  using typename nlohmann::json_sax<J>::number_unsigned_t;
+  using typename nlohmann::json_sax<J>::number_float_t;
+  using typename nlohmann::json_sax<J>::string_t;
+  using typename nlohmann::json_sax<J>::binary_t;
+
+  explicit DuplicateKeyFinder(const std::string& source) : source_(source) {}
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    open_.emplace_back();
+    return true;
+  }
+  bool key(string_t& name) override {
+    if (!open_.back().insert(name).second)
+      throw Error(source_ + ": duplicate key " +
+                  J(name).dump(-1, ' ', false, J::error_handler_t::replace) +
+                  " in a JSON object; give each key once");
+    return true;
+  }
+  bool end_object() override {
+    open_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  // Invalid JSON is reported by the parse that follows, with nlohmann's own message.
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  const std::string& source_;
+  std::vector<std::set<std::string>> open_;  // the keys seen so far in each open object
+};
+
 template <class J>
 J parseWith(std::string_view text, const std::string& source, const JsonTextRules& rules) {
   // A NUL byte ends the text for C-string readers; anything after it would be ignored by some
@@ -24,21 +70,12 @@ J parseWith(std::string_view text, const std::string& source, const JsonTextRule
     throw Error(source + ": a NUL byte at offset " + std::to_string(nul) +
                 " (not a JSON text file)");
   checkJsonNesting(text, source, rules.maxDepth);
-  // nlohmann keeps one of two equal keys silently; the keys seen so far in each open object.
-  std::vector<std::set<std::string>> open;
-  auto onEvent = [&](int, typename J::parse_event_t event, J& parsed) {
-    if (event == J::parse_event_t::object_start) open.emplace_back();
-    if (event == J::parse_event_t::object_end) open.pop_back();
-    if (event == J::parse_event_t::key &&
-        !open.back().insert(parsed.template get<std::string>()).second)
-      throw Error(source + ": duplicate key " +
-                  parsed.dump(-1, ' ', false, J::error_handler_t::replace) +
-                  " in a JSON object; give each key once");
-    return true;
-  };
   try {
-    if (rules.duplicateKeys == DuplicateKeys::LastWins) return J::parse(text.begin(), text.end());
-    return J::parse(text.begin(), text.end(), onEvent);
+    if (rules.duplicateKeys == DuplicateKeys::Refuse) {
+      DuplicateKeyFinder<J> finder(source);
+      J::sax_parse(text.begin(), text.end(), &finder);
+    }
+    return J::parse(text.begin(), text.end());
   } catch (const typename J::parse_error& e) {
     throw Error(source + ": invalid JSON at byte " + std::to_string(e.byte) + ": " + e.what());
   } catch (const typename J::exception& e) {  // e.g. out_of_range: a number beyond double (1e400)
