@@ -60,7 +60,7 @@ RankState fromProto(proto::WorkerState state) {
 }
 
 // Text from a client, fit for one log line: at most 120 bytes, control bytes as '?'.
-std::string printable(const std::string& text) {
+std::string oneLogLine(const std::string& text) {
   std::string out = text.substr(0, 120);
   for (char& c : out)
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
@@ -81,8 +81,8 @@ void Coordinator::State::logRefusal(grpc::CallbackServerContext* context, const 
     ++refusalsSuppressed;
     return;
   }
-  std::cerr << "ds-launch: coordinator refused " << rpc << " from " << printable(context->peer())
-            << ": " << printable(why);
+  std::cerr << "ds-launch: coordinator refused " << rpc << " from " << oneLogLine(context->peer())
+            << ": " << oneLogLine(why);
   if (refusalsSuppressed > 0)
     std::cerr << " (" << refusalsSuppressed << " more refusals not shown)";
   std::cerr << '\n';
@@ -152,7 +152,7 @@ grpc::Status Coordinator::State::join(grpc::CallbackServerContext* context,
                "host " + request->host() + " slot " + std::to_string(request->local_slot()) +
                    " is not in the plan");
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                        "host " + printable(request->host()) + " slot " +
+                        "host " + oneLogLine(request->host()) + " slot " +
                             std::to_string(request->local_slot()) + " is not part of this job");
   }
   {
@@ -286,7 +286,7 @@ grpc::Status Coordinator::State::offer(grpc::CallbackServerContext* context,
   std::string refusal;
   // A joining node's name reaches the same command lines as the hostfile's names: the same rules.
   if (const std::string problem = hostNameProblem(host); !problem.empty())
-    refusal = "host " + printable(host) + ": " + problem;
+    refusal = "host " + oneLogLine(host) + ": " + problem;
   else if (slots < 1 || slots > 65536)
     refusal = "an offer needs 1..65536 slots, not " + std::to_string(slots);
   else if (!options.admitOffer)
@@ -307,7 +307,7 @@ grpc::Status Coordinator::State::offer(grpc::CallbackServerContext* context,
       return grpc::Status::OK;
     }
   offers.push_back({host, slots});
-  std::cerr << "ds-launch: elastic: " << printable(host) << " offers " << slots
+  std::cerr << "ds-launch: elastic: " << oneLogLine(host) << " offers " << slots
             << " slots; it joins at the next checkpoint\n";
   reply->set_accepted(true);
   reply->set_message("accepted: ds-launch starts " + std::to_string(slots) + " ranks on " + host +

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/printable.h"
 #include "contract/rank_contract.h"
 #include "launcher/comms_summary.h"
 #include "launcher/coordinator.h"
@@ -164,13 +165,14 @@ int report(const JobOutcome& outcome, Coordinator& coordinator, const std::strin
   if (const std::string table = formatCommsSummary(commStats); !table.empty())
     std::cout << '\n' << table;
   if (outcome.failure.empty()) return 0;
-  std::cerr << "ds-launch: job failed: " << outcome.failure << '\n';
+  // The failure and the log's tail may quote hostile input: printed escaped.
+  std::cerr << "ds-launch: job failed: " << printable(outcome.failure) << '\n';
   std::cerr << "ds-launch: every rank's output is in " << logs << '\n';
   if (outcome.failedRank) {
     std::cerr << "ds-launch: last lines of rank " << *outcome.failedRank << " ("
               << outcome.logFiles[*outcome.failedRank] << "):\n";
     for (const auto& line : outcome.ranks[*outcome.failedRank].lastLines)
-      std::cerr << "  " << line << '\n';
+      std::cerr << "  " << printable(line) << '\n';
   }
   return outcome.exitStatus != 0 ? outcome.exitStatus : 1;
 }

@@ -1,6 +1,7 @@
 // Robustness of rank output: a line of megabytes without a newline is neither buffered whole nor
 // lost, and the unfinished last line of a program is written even when a child it left behind
-// still holds the output pipe.
+// still holds the output pipe; a failed rank's tail reaches the terminal with its control bytes
+// escaped.
 #include <catch2/catch.hpp>
 #include <sstream>
 #include <string>
@@ -49,4 +50,18 @@ TEST_CASE("robustness: the last unfinished line is kept when a child still holds
                  "subprocess.Popen(['sleep', '5'])\n"
                  "sys.stdout.write('no newline at the end'); sys.stdout.flush()\n");
   CHECK(log.find("no newline at the end") != std::string::npos);
+}
+
+TEST_CASE("robustness: a failed rank's message and log tail reach ds-launch's stderr escaped") {
+  const std::string dir = makeScratchDir("escapes");
+  writeFile(dir + "/hostfile", "127.0.0.1 slots=1\n");
+  auto job = startLaunch(
+      dir, {"-H", "hostfile", "--master_port", "0", "--log_dir", "logs", "--no_local_rank",
+            "/bin/sh", "-c", "printf '\\033[2J\\033]0;owned\\007boom\\n'; exit 3"});
+  REQUIRE(waitExit(job, 60s) == 3);
+  const std::string err = readFile(dir + "/stderr");
+  INFO(err);
+  CHECK(err.find("\\x1b[2J\\x1b]0;owned\\x07boom") != std::string::npos);
+  CHECK(err.find('\x1b') == std::string::npos);
+  CHECK(err.find('\x07') == std::string::npos);
 }
