@@ -10,26 +10,18 @@
 #include <string>
 #include <vector>
 
+#include "test/run_command.h"
 #include "test/scratch_dir.h"
 
 namespace {
 
-struct Outcome {
-  int status;  // 124: timed out; 128 + signal for a signal death
-  std::string output;
-};
+using ds::test::CommandOutcome;
+using Outcome = CommandOutcome;  // status 124: timed out
 
 // Runs `command` in `dir` under a 20 s timeout and a 4 GiB address-space limit.
 Outcome run(const std::string& dir, const std::string& command) {
-  const std::string line = "cd " + dir + " && ulimit -v 4194304 && timeout 20 " + command + " 2>&1";
-  std::string output;
-  FILE* pipe = popen(line.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;)
-    if (output.size() < (1 << 16)) output.append(buffer, n);
-  const int raw = pclose(pipe);
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), output};
+  return ds::test::runCommand("cd " + dir + " && ulimit -v 4194304 && timeout 20 " + command,
+                              1 << 16);
 }
 
 void writeBytes(const std::string& path, const std::string& bytes) {
@@ -39,6 +31,25 @@ void writeBytes(const std::string& path, const std::string& bytes) {
 struct Case {
   std::string name, file, content, message;
 };
+
+// Each case's file, given to ds-config check and to ds-launch (hostfile in `dir`): exit 2 with
+// the message, and no rank started.
+void checkRefusedByCheckAndLaunch(const std::string& dir, const std::vector<Case>& cases) {
+  const std::string bin = DS_BIN_DIR;
+  for (const Case& c : cases) {
+    INFO(c.name);
+    writeBytes(dir + "/" + c.file, c.content);
+    for (const std::string& command :
+         {bin + "/ds-config check " + c.file,
+          bin + "/ds-launch -H hostfile --master_port 0 train --config " + c.file}) {
+      const Outcome outcome = run(dir, command);
+      INFO(command << "\n" << outcome.output.substr(0, 2000));
+      CHECK(outcome.status == 2);
+      CHECK(outcome.output.find(c.message) != std::string::npos);
+      CHECK(outcome.output.find("[rank") == std::string::npos);
+    }
+  }
+}
 
 }  // namespace
 
@@ -60,19 +71,7 @@ TEST_CASE("robustness: hostile configs through ds-config and ds-launch exit 2, n
        R"({"train_batch_size": 4, "elasticity": {"enabled": true, "max_train_batch_size": "seqlen", "micro_batch_sizes": [2]}})",
        "elasticity.max_train_batch_size: expected an integer, got \"seqlen\""},
   };
-  for (const Case& c : cases) {
-    INFO(c.name);
-    writeBytes(dir + "/" + c.file, c.content);
-    for (const std::string& command :
-         {bin + "/ds-config check " + c.file,
-          bin + "/ds-launch -H hostfile --master_port 0 train --config " + c.file}) {
-      const Outcome outcome = run(dir, command);
-      INFO(command << "\n" << outcome.output.substr(0, 2000));
-      CHECK(outcome.status == 2);
-      CHECK(outcome.output.find(c.message) != std::string::npos);
-      CHECK(outcome.output.find("[rank") == std::string::npos);
-    }
-  }
+  checkRefusedByCheckAndLaunch(dir, cases);
   // A device file is refused unread, a large file before it is read.
   const Outcome zero = run(dir, bin + "/ds-config check /dev/zero");
   CHECK(zero.status == 2);
@@ -236,19 +235,7 @@ TEST_CASE("robustness: configs the run cannot allocate or split are refused by t
       {"key twice", "twice.yml", std::string(kGptYaml) + "batch-size: 4\nbatch-size: 8\n",
        "twice.yml:9: batch-size is already set on line 8 of this file"},
   };
-  for (const Case& c : cases) {
-    INFO(c.name);
-    writeBytes(dir + "/" + c.file, c.content);
-    for (const std::string& command :
-         {bin + "/ds-config check " + c.file,
-          bin + "/ds-launch -H hostfile --master_port 0 train --config " + c.file}) {
-      const Outcome outcome = run(dir, command);
-      INFO(command << "\n" << outcome.output.substr(0, 2000));
-      CHECK(outcome.status == 2);
-      CHECK(outcome.output.find(c.message) != std::string::npos);
-      CHECK(outcome.output.find("[rank") == std::string::npos);
-    }
-  }
+  checkRefusedByCheckAndLaunch(dir, cases);
 }
 
 TEST_CASE("robustness: hostfile quirks: slots in other notations, a BOM, escape bytes") {

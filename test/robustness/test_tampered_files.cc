@@ -16,6 +16,7 @@
 #include <string>
 
 #include "runtime/data/indexed_dataset.h"
+#include "test/run_command.h"
 #include "test/scratch_dir.h"
 
 namespace {
@@ -30,17 +31,12 @@ struct Outcome {
 
 // ds-generate DIR under a 20 s timeout and a 4 GiB address-space limit.
 Outcome generate(const std::string& dir) {
-  const std::string line = "ulimit -v 4194304 && timeout 20 " + std::string(DS_BIN_DIR) +
-                           "/ds-generate " + dir + " --prompt hi 2>&1";
   const auto start = std::chrono::steady_clock::now();
-  std::string output;
-  FILE* pipe = popen(line.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;)
-    if (output.size() < (1 << 16)) output.append(buffer, n);
-  const int raw = pclose(pipe);
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), output,
+  const ds::test::CommandOutcome outcome =
+      ds::test::runCommand("ulimit -v 4194304 && timeout 20 " + std::string(DS_BIN_DIR) +
+                               "/ds-generate " + dir + " --prompt hi",
+                           1 << 16);
+  return {outcome.status, outcome.output,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
 }
 
