@@ -52,19 +52,23 @@ std::string prepareElasticJob(CommandLine& line, JobSpec& job,
                               std::vector<std::string>& notices) {
   constexpr int kElasticSaveInterval = 10;
   if (job.kind != JobKind::Train)
-    throw ds::Error("--elastic_training: only the built-in train job resumes from a checkpoint "
-                    "on fewer nodes; run it without --elastic_training");
+    throw ds::Error(
+        "--elastic_training: only the built-in train job resumes from a checkpoint "
+        "on fewer nodes; run it without --elastic_training");
   if (!parsed || !parsed->deepspeed.elasticity.enabled)
     throw ds::Error("--elastic_training needs \"elasticity\": {\"enabled\": true, ...} in " +
                     job.configPath + " (the batch size every world size must divide)");
   std::string dir = job.train.saveDir;
   if (dir.empty() && parsed->gpt) dir = parsed->gpt->save;
-  if (dir.empty()) dir = std::filesystem::absolute(line.flags.logDir + "/elastic-checkpoints").string();
+  if (dir.empty())
+    dir = std::filesystem::absolute(line.flags.logDir + "/elastic-checkpoints").string();
   if (job.train.saveDir.empty()) line.jobArgs.insert(line.jobArgs.end(), {"--save_dir", dir});
   if (job.train.loadDir.empty()) line.jobArgs.insert(line.jobArgs.end(), {"--load_dir", dir});
-  const bool interval = job.train.saveInterval > 0 || (parsed->gpt && parsed->gpt->saveInterval > 0);
+  const bool interval =
+      job.train.saveInterval > 0 || (parsed->gpt && parsed->gpt->saveInterval > 0);
   if (!interval) {
-    line.jobArgs.insert(line.jobArgs.end(), {"--save_interval", std::to_string(kElasticSaveInterval)});
+    line.jobArgs.insert(line.jobArgs.end(),
+                        {"--save_interval", std::to_string(kElasticSaveInterval)});
     notices.push_back("elastic: no checkpoint interval configured; saving every " +
                       std::to_string(kElasticSaveInterval) + " steps to " + dir +
                       " (the most a node failure can cost)");
@@ -81,7 +85,10 @@ ValidWorld largestValidWorld(const Resources& nodes, int minNodes, int maxNodes,
   for (int n = std::min<int>(maxNodes, static_cast<int>(nodes.size())); n >= minNodes; --n) {
     LaunchPlan candidate = makeLaunchPlan(Resources(nodes.begin(), nodes.begin() + n));
     try {
-      w.batch = ds::runtime::parseJobConfig(configJson, candidate.worldSize(), "config").deepspeed.batch;
+      // Only the batch rules decide a world here; memory was checked at the start and by ranks.
+      w.batch = ds::runtime::parseJobConfig(configJson, candidate.worldSize(), "config",
+                                            ds::runtime::MemoryCheck::Elsewhere)
+                    .deepspeed.batch;
       w.plan = std::move(candidate);
       return w;
     } catch (const ds::Error& e) {
@@ -137,29 +144,38 @@ JobPlan planJob(CommandLine& line) {
     // rest are spares), so the config is checked at that world size.
     int worldSize = plan.worldSize();
     if (flags.elasticTraining)
-      if (const ValidWorld w = largestValidWorld(plan.nodes, 1, std::numeric_limits<int>::max(),
-                                                 configJson);
+      if (const ValidWorld w =
+              largestValidWorld(plan.nodes, 1, std::numeric_limits<int>::max(), configJson);
           w.plan)
         worldSize = w.plan->worldSize();
-    parsed = ds::runtime::parseJobConfig(configJson, worldSize, path);
+    parsed = ds::runtime::parseJobConfig(configJson, worldSize, path,
+                                         allLoopback(plan) ? ds::runtime::MemoryCheck::ThisMachine
+                                                           : ds::runtime::MemoryCheck::Elsewhere);
     const auto& config = parsed->deepspeed;
     for (const auto& note : parsed->notes) notices.push_back("config: " + note);
     const auto& offload = config.zero.offloadOptimizer;
     if (offload.device == ds::runtime::OffloadDevice::Nvme)
-      notices.push_back("offload_optimizer nvme: each rank keeps its master weights and optimizer "
-                        "states in a swap file in " + offload.nvmePath +
-                        " between steps (ds-config memory " + path + " --params N shows the size)");
+      notices.push_back(
+          "offload_optimizer nvme: each rank keeps its master weights and optimizer "
+          "states in a swap file in " +
+          offload.nvmePath + " between steps (ds-config memory " + path +
+          " --params N shows the size)");
     else if (offload.device == ds::runtime::OffloadDevice::Cpu)
-      notices.push_back("offload_optimizer cpu: the optimizer state lives in CPU memory, as "
-                        "everything does here");
+      notices.push_back(
+          "offload_optimizer cpu: the optimizer state lives in CPU memory, as "
+          "everything does here");
     const auto& param = config.zero.offloadParam;
     if (param.device == ds::runtime::OffloadDevice::Nvme)
-      notices.push_back("offload_param nvme: each rank keeps its parameter shard in a swap file "
-                        "in " + param.nvmePath + ", reading each layer's part before its "
-                        "all-gather");
+      notices.push_back(
+          "offload_param nvme: each rank keeps its parameter shard in a swap file "
+          "in " +
+          param.nvmePath +
+          ", reading each layer's part before its "
+          "all-gather");
     else if (param.device == ds::runtime::OffloadDevice::Cpu)
-      notices.push_back("offload_param cpu: the parameters live in CPU memory, as everything "
-                        "does here");
+      notices.push_back(
+          "offload_param cpu: the parameters live in CPU memory, as everything "
+          "does here");
     if (parsed->gpt && job.kind == JobKind::Train) {
       // A NeoX YAML's train-iters also sizes the data and the LR decay: one source of the count.
       if (job.train.stepsGiven && job.train.steps != parsed->gpt->trainIters)
@@ -210,8 +226,15 @@ JobPlan planJob(CommandLine& line) {
                                      envFile ? envFile : ".deepspeed_env");
   }
 
-  return {std::move(job), pool,    plan,   backend, std::move(configJson),
-          batch,          notices, request, std::move(elasticCheckpointDir)};
+  return {std::move(job),
+          pool,
+          plan,
+          backend,
+          std::move(configJson),
+          batch,
+          notices,
+          request,
+          std::move(elasticCheckpointDir)};
 }
 
 int printDryRun(JobPlan& p, const LaunchOptions& flags) {

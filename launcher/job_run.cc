@@ -74,9 +74,9 @@ void addRelay(BackendRequest& request, std::chrono::milliseconds heartbeatTimeou
   const char* setting = std::getenv("DS_NODE_RELAY");
   if (setting != nullptr && std::string(setting) == "0") return;
   const auto keepalive = std::max<int64_t>(50, heartbeatTimeout.count() / 3);
-  request.workerArgs.insert(request.workerArgs.end(),
-                            {"--relay", randomToken().substr(0, 16), "--relay_keepalive_ms",
-                             std::to_string(keepalive)});
+  request.workerArgs.insert(
+      request.workerArgs.end(),
+      {"--relay", randomToken().substr(0, 16), "--relay_keepalive_ms", std::to_string(keepalive)});
 }
 
 // --no_ssh on node N > 0: this process becomes the node agent for its ranks.
@@ -127,7 +127,7 @@ void writeRunnerHostfile(const JobPlan& p) {
 }
 
 std::vector<LaunchedProcess> startProcesses(BackendRequest request,
-                                           std::chrono::milliseconds heartbeatTimeout) {
+                                            std::chrono::milliseconds heartbeatTimeout) {
   addRelay(request, heartbeatTimeout);
   std::vector<LaunchedProcess> processes;
   for (const auto& command : buildLaunchCommands(request)) {
@@ -184,8 +184,9 @@ struct Rescale {
   std::string cause;
   int64_t failedAtStep, resumedFromStep;
   double restartSeconds;  // from the failure to the new membership's processes started
-  double resumeSeconds;  // ... to its first step past the checkpoint (seen in heartbeats); -1: not yet
-  std::string batchPlan;      // the new membership's micro x accumulation x ranks
+  double
+      resumeSeconds;  // ... to its first step past the checkpoint (seen in heartbeats); -1: not yet
+  std::string batchPlan;  // the new membership's micro x accumulation x ranks
 };
 
 // The checkpoint step the next membership starts from ("global_stepN" in DIR/latest), 0 if none.
@@ -211,8 +212,9 @@ std::string formatRescales(const std::vector<Rescale>& rescales) {
          "resume s   batch plan          cause\n";
   for (const Rescale& r : rescales) {
     char line[256];
-    std::snprintf(line, sizeof line, "  %6.1f  %2d -> %-3d %9lld %14lld %12lld %11.2f %10s   %-19s ",
-                  r.atSeconds, r.oldWorld, r.newWorld, static_cast<long long>(r.failedAtStep),
+    std::snprintf(line, sizeof line,
+                  "  %6.1f  %2d -> %-3d %9lld %14lld %12lld %11.2f %10s   %-19s ", r.atSeconds,
+                  r.oldWorld, r.newWorld, static_cast<long long>(r.failedAtStep),
                   static_cast<long long>(r.resumedFromStep),
                   static_cast<long long>(std::max<int64_t>(0, r.failedAtStep - r.resumedFromStep)),
                   r.restartSeconds,
@@ -234,7 +236,8 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
   const std::string& checkpoints = p.elasticCheckpointDir;
   Resources alive = p.plan.nodes;
   const int minNodes = flags.minElasticNodes > 0 ? flags.minElasticNodes : 1;
-  const int maxNodes = flags.maxElasticNodes > 0 ? flags.maxElasticNodes : std::numeric_limits<int>::max();
+  const int maxNodes =
+      flags.maxElasticNodes > 0 ? flags.maxElasticNodes : std::numeric_limits<int>::max();
   std::vector<Rescale> rescales;
   const auto jobStart = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> failedAt;
@@ -273,7 +276,7 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
     options.epoch = epoch;
     // A node offered by `ds-worker --join` is taken when the world with it is valid.
     options.admitOffer = [nodes = plan->nodes, &alive, &p, maxNodes](const std::string& host,
-                                                                    int slots) -> std::string {
+                                                                     int slots) -> std::string {
       for (const NodeResources& node : alive)
         if (node.host == host) return host + " is part of the job already";
       if (static_cast<int>(nodes.size()) >= maxNodes)
@@ -282,9 +285,10 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
       grown.push_back(nodeOf({host, slots}));
       const int world = makeLaunchPlan(grown).worldSize();
       try {
-        runtime::parseJobConfig(p.configJson, world, "config");
+        runtime::parseJobConfig(p.configJson, world, "config", runtime::MemoryCheck::Elsewhere);
       } catch (const Error& e) {
-        return "a world of " + std::to_string(world) + " ranks is not valid for the job: " + e.what();
+        return "a world of " + std::to_string(world) +
+               " ranks is not valid for the job: " + e.what();
       }
       return "";
     };
@@ -327,15 +331,17 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
       if (flags.rescaleNow) return "a node joins (--rescale_now)";
       const int64_t now = latestCheckpointStep(checkpoints);
       if (!checkpointWhenOffered) checkpointWhenOffered = now;
-      return now > *checkpointWhenOffered ? "a node joins at the checkpoint of step " + std::to_string(now)
-                                          : "";
+      return now > *checkpointWhenOffered
+                 ? "a node joins at the checkpoint of step " + std::to_string(now)
+                 : "";
     };
     const JobOutcome outcome =
         superviseJob(coordinator, plan->ranks, processes, rankLogs, supervision);
     // The furthest step any rank reached: heartbeats carry it once a second, so the lines the
     // ranks logged (routed here as they came) may be newer.
     int64_t reached = 0;
-    for (const RankStatus& status : coordinator.snapshot()) reached = std::max(reached, status.step);
+    for (const RankStatus& status : coordinator.snapshot())
+      reached = std::max(reached, status.step);
     for (const RankOutcome& r : outcome.ranks) reached = std::max(reached, r.loggedStep);
     const std::vector<NodeOffer> joined = coordinator.takeOffers();
     coordinator.shutdown();
@@ -356,8 +362,8 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
     // Asked to shrink (SIGUSR2): every rank checkpointed and stopped; go on without the last node.
     if (outcome.failure.empty() && outcome.shrinkRequested && finished < p.job.train.steps) {
       beginRescale(plan->worldSize(), "asked to shrink (SIGUSR2)", std::max(reached, finished));
-      std::cerr << "ds-launch: elastic: shrinking by one node: dropping "
-                << plan->nodes.back().host << "\n";
+      std::cerr << "ds-launch: elastic: shrinking by one node: dropping " << plan->nodes.back().host
+                << "\n";
       const std::string dropped = plan->nodes.back().host;
       std::erase_if(alive, [&](const NodeResources& node) { return node.host == dropped; });
       keepMembershipLogs(outcome.logFiles, epoch);

@@ -24,8 +24,9 @@ std::string readJobConfigText(const std::string& paths) {
   if (!list.empty() && isNeoxConfigPath(list.front())) {
     for (const auto& p : list)
       if (!isNeoxConfigPath(p))
-        throw Error(p + ": NeoX configs are YAML (.yml/.yaml); a DeepSpeed JSON goes into them "
-                        "as deepspeed_config: FILE");
+        throw Error(p +
+                    ": NeoX configs are YAML (.yml/.yaml); a DeepSpeed JSON goes into them "
+                    "as deepspeed_config: FILE");
     return nlohmann::json{{"neox", readNeoxYaml(list)}}.dump();
   }
   if (list.size() != 1)
@@ -33,14 +34,15 @@ std::string readJobConfigText(const std::string& paths) {
   return readDeepSpeedConfigText(list.front());
 }
 
-JobConfig parseJobConfig(const std::string& text, int64_t worldSize, const std::string& where) {
+JobConfig parseJobConfig(const std::string& text, int64_t worldSize, const std::string& where,
+                         MemoryCheck memory) {
   JobConfig out;
   // readJobConfigText's wrapping of NeoX YAML (dumped compactly, so it starts so); anything else
   // is a DeepSpeed JSON file as given, parsed with its own bounds.
   if (text.rfind("{\"neox\":", 0) == 0) {
     const nlohmann::json doc = parseJsonText(text, where, {kMaxShippedConfigDepth});
     if (doc.is_object() && doc.size() == 1 && doc.contains("neox")) {
-      NeoxConfig neox = parseNeoxConfig(doc["neox"], worldSize);
+      NeoxConfig neox = parseNeoxConfig(doc["neox"], worldSize, memory);
       out.deepspeed = std::move(neox.deepspeed);
       out.gpt = std::move(neox.train);
       out.notes = std::move(neox.notes);

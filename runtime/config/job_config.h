@@ -25,6 +25,7 @@ struct JobConfig {
 // `paths`: one DeepSpeed JSON file, or one or more NeoX YAML files separated by commas
 // ("base.yml,small.yml", merged in order). Returns the text to ship.
 std::string readJobConfigText(const std::string& paths);
-JobConfig parseJobConfig(const std::string& text, int64_t worldSize, const std::string& where);
+JobConfig parseJobConfig(const std::string& text, int64_t worldSize, const std::string& where,
+                         MemoryCheck memory = MemoryCheck::ThisMachine);
 
 }  // namespace ds::runtime

@@ -120,18 +120,66 @@ std::set<std::string> deepspeedTopLevelKeys() {
 
 // The NeoX keys this trainer implements (hyphenated). Their handlers are in parseNeoxConfig.
 const std::vector<std::string>& implementedKeys() {
-  static const std::vector<std::string> keys = {
-      "num-layers", "hidden-size", "num-attention-heads", "seq-length", "max-position-embeddings",
-      "pos-emb", "sinusoidal-pos-emb", "rotary-pct", "rotary-emb-base", "norm", "rms-norm",
-      "layernorm-epsilon", "rms-norm-epsilon", "activation", "geglu", "no-weight-tying",
-      "attention-dropout", "hidden-dropout", "init-method", "output-layer-init-method",
-      "init-method-std", "make-vocab-size-divisible-by", "gpt-j-residual", "seed",
-      "checkpoint-activations", "checkpoint-num-layers", "data-path", "split", "tokenizer-type",
-      "vocab-file", "merge-file", "train-iters", "lr-decay-style", "lr-decay-iters", "min-lr",
-      "warmup", "lr", "log-interval", "eval-interval", "eval-iters", "save", "save-interval",
-      "load", "finetune", "no-load-optim", "weight-decay", "adam-beta1", "adam-beta2", "adam-eps",
-      "clip-grad", "precision", "batch-size", "loss-scale", "loss-scale-window", "hysteresis",
-      "min-scale", "fp32-allreduce", "tensorboard-dir", "deepspeed-config", "exit-interval"};
+  static const std::vector<std::string> keys = {"num-layers",
+                                                "hidden-size",
+                                                "num-attention-heads",
+                                                "seq-length",
+                                                "max-position-embeddings",
+                                                "pos-emb",
+                                                "sinusoidal-pos-emb",
+                                                "rotary-pct",
+                                                "rotary-emb-base",
+                                                "norm",
+                                                "rms-norm",
+                                                "layernorm-epsilon",
+                                                "rms-norm-epsilon",
+                                                "activation",
+                                                "geglu",
+                                                "no-weight-tying",
+                                                "attention-dropout",
+                                                "hidden-dropout",
+                                                "init-method",
+                                                "output-layer-init-method",
+                                                "init-method-std",
+                                                "make-vocab-size-divisible-by",
+                                                "gpt-j-residual",
+                                                "seed",
+                                                "checkpoint-activations",
+                                                "checkpoint-num-layers",
+                                                "data-path",
+                                                "split",
+                                                "tokenizer-type",
+                                                "vocab-file",
+                                                "merge-file",
+                                                "train-iters",
+                                                "lr-decay-style",
+                                                "lr-decay-iters",
+                                                "min-lr",
+                                                "warmup",
+                                                "lr",
+                                                "log-interval",
+                                                "eval-interval",
+                                                "eval-iters",
+                                                "save",
+                                                "save-interval",
+                                                "load",
+                                                "finetune",
+                                                "no-load-optim",
+                                                "weight-decay",
+                                                "adam-beta1",
+                                                "adam-beta2",
+                                                "adam-eps",
+                                                "clip-grad",
+                                                "precision",
+                                                "batch-size",
+                                                "loss-scale",
+                                                "loss-scale-window",
+                                                "hysteresis",
+                                                "min-scale",
+                                                "fp32-allreduce",
+                                                "tensorboard-dir",
+                                                "deepspeed-config",
+                                                "exit-interval"};
   return keys;
 }
 
@@ -147,7 +195,8 @@ const std::map<std::string, std::string>& noEffectKeys() {
       {"mmap-warmup", "datasets are memory-mapped on demand"},
       {"num-workers", "samples are read in the training thread"},
       {"data-impl", "datasets are NeoX's mmap layout"},
-      {"distributed-backend", "collectives follow the DeepSpeed config's communication_data_type and the launcher"},
+      {"distributed-backend",
+       "collectives follow the DeepSpeed config's communication_data_type and the launcher"},
       {"ddp-impl", "data parallelism is the ZeRO engine's"},
       {"local-rank", "ds-launch sets ranks"},
       {"lazy-mpu-init", "no model parallelism"},
@@ -161,21 +210,61 @@ const std::map<std::string, std::string>& noEffectKeys() {
 
 // NeoX keys known here but not implemented: refused when switched on (true, non-zero, non-empty).
 const std::vector<std::string>& unimplementedKeys() {
-  static const std::vector<std::string> keys = {
-      "num-unique-layers", "param-sharing-style", "apply-residual-connection-post-layernorm",
-      "openai-gelu", "onebitadam", "distribute-checkpointed-activations", "rpe",
-      "rpe-causal", "rpe-num-buckets", "rpe-max-distance", "sparsity", "cpu-optimizer",
-      "override-lr-scheduler", "use-checkpoint-lr-scheduler", "no-save-optim", "no-save-rng",
-      "no-load-rng", "fp16-lm-cross-entropy", "model-parallel-size", "pipe-parallel-size",
-      "mask-prob", "short-seq-prob", "reset-position-ids", "reset-attention-mask",
-      "eod-mask-loss", "adlr-autoresume", "adlr-autoresume-interval", "ict-head-size", "ict-load",
-      "bert-load", "titles-data-path", "query-in-block-prob", "use-one-sent-docs",
-      "report-topk-accuracies", "faiss-use-gpu", "block-data-path", "indexer-batch-size",
-      "indexer-log-interval", "deepspeed-activation-checkpointing", "partition-activations",
-      "contigious-checkpointing", "checkpoint-in-cpu", "synchronize-each-layer",
-      "profile-backward", "train-data-paths", "valid-data-paths", "test-data-paths",
-      "hostfile", "include", "exclude", "num-nodes", "num-gpus", "master-port", "master-addr",
-      "launcher"};
+  static const std::vector<std::string> keys = {"num-unique-layers",
+                                                "param-sharing-style",
+                                                "apply-residual-connection-post-layernorm",
+                                                "openai-gelu",
+                                                "onebitadam",
+                                                "distribute-checkpointed-activations",
+                                                "rpe",
+                                                "rpe-causal",
+                                                "rpe-num-buckets",
+                                                "rpe-max-distance",
+                                                "sparsity",
+                                                "cpu-optimizer",
+                                                "override-lr-scheduler",
+                                                "use-checkpoint-lr-scheduler",
+                                                "no-save-optim",
+                                                "no-save-rng",
+                                                "no-load-rng",
+                                                "fp16-lm-cross-entropy",
+                                                "model-parallel-size",
+                                                "pipe-parallel-size",
+                                                "mask-prob",
+                                                "short-seq-prob",
+                                                "reset-position-ids",
+                                                "reset-attention-mask",
+                                                "eod-mask-loss",
+                                                "adlr-autoresume",
+                                                "adlr-autoresume-interval",
+                                                "ict-head-size",
+                                                "ict-load",
+                                                "bert-load",
+                                                "titles-data-path",
+                                                "query-in-block-prob",
+                                                "use-one-sent-docs",
+                                                "report-topk-accuracies",
+                                                "faiss-use-gpu",
+                                                "block-data-path",
+                                                "indexer-batch-size",
+                                                "indexer-log-interval",
+                                                "deepspeed-activation-checkpointing",
+                                                "partition-activations",
+                                                "contigious-checkpointing",
+                                                "checkpoint-in-cpu",
+                                                "synchronize-each-layer",
+                                                "profile-backward",
+                                                "train-data-paths",
+                                                "valid-data-paths",
+                                                "test-data-paths",
+                                                "hostfile",
+                                                "include",
+                                                "exclude",
+                                                "num-nodes",
+                                                "num-gpus",
+                                                "master-port",
+                                                "master-addr",
+                                                "launcher"};
   return keys;
 }
 
@@ -198,9 +287,12 @@ struct Reader {
   int64_t integer(int64_t lo, int64_t hi) const {
     const Json& v = value();
     double d = 0;
-    if (v.is_number_integer()) d = static_cast<double>(v.get<int64_t>());
-    else if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()) d = v.get<double>();
-    else fail("an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    if (v.is_number_integer())
+      d = static_cast<double>(v.get<int64_t>());
+    else if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())
+      d = v.get<double>();
+    else
+      fail("an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     if (d < static_cast<double>(lo) || d > static_cast<double>(hi))
       fail("an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return static_cast<int64_t>(d);
@@ -271,7 +363,8 @@ Json readNeoxYaml(const std::vector<std::string>& paths) {
           parseJsonText(readWholeFile(jsonPath, "DeepSpeed config", kMaxConfigBytes), jsonPath);
       if (!ds.is_object()) throw Error(jsonPath + ": expected a JSON object");
       for (auto& [k, v] : ds.items()) {
-        if (doc.contains(k)) throw Error(path + ": " + k + " is set both inline and in " + jsonPath);
+        if (doc.contains(k))
+          throw Error(path + ": " + k + " is set both inline and in " + jsonPath);
         doc[k] = v;
       }
     }
@@ -288,7 +381,7 @@ Json readNeoxYaml(const std::vector<std::string>& paths) {
   return merged;
 }
 
-NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize) {
+NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck memory) {
   if (!merged.is_object()) throw Error("NeoX config: expected an object");
   const std::set<std::string> dsKeys = deepspeedTopLevelKeys();
   NeoxConfig out;
@@ -296,8 +389,7 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize) {
   GptConfig& m = t.model;
   Json ds = Json::object();
   auto optimizerParams = [&]() -> Json& {
-    if (!ds.contains("optimizer"))
-      ds["optimizer"] = {{"type", "Adam"}, {"params", Json::object()}};
+    if (!ds.contains("optimizer")) ds["optimizer"] = {{"type", "Adam"}, {"params", Json::object()}};
     if (!ds["optimizer"].is_object()) throw Error("optimizer: expected an object");
     return ds["optimizer"]["params"];
   };
@@ -344,81 +436,134 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize) {
                   (near.empty() ? std::string() : "; did you mean \"" + near + "\"?"));
     }
     const int64_t kBig = int64_t{1} << 40;
-    if (key == "num-layers") m.numLayers = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "hidden-size") m.hiddenSize = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "num-attention-heads") m.numAttentionHeads = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "seq-length") m.seqLength = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "max-position-embeddings") m.maxPositionEmbeddings = static_cast<int>(r.integer(1, 1 << 20));
+    if (key == "num-layers")
+      m.numLayers = static_cast<int>(r.integer(1, 1 << 20));
+    else if (key == "hidden-size")
+      m.hiddenSize = static_cast<int>(r.integer(1, 1 << 20));
+    else if (key == "num-attention-heads")
+      m.numAttentionHeads = static_cast<int>(r.integer(1, 1 << 20));
+    else if (key == "seq-length")
+      m.seqLength = static_cast<int>(r.integer(1, 1 << 20));
+    else if (key == "max-position-embeddings")
+      m.maxPositionEmbeddings = static_cast<int>(r.integer(1, 1 << 20));
     else if (key == "pos-emb")
       m.posEmb = r.choice<PositionEmbedding>({{"learned", PositionEmbedding::Learned},
                                               {"sinusoidal", PositionEmbedding::Sinusoidal},
                                               {"rotary", PositionEmbedding::Rotary},
                                               {"none", PositionEmbedding::None}});
-    else if (key == "sinusoidal-pos-emb") { if (r.boolean()) m.posEmb = PositionEmbedding::Sinusoidal; }
-    else if (key == "rotary-pct") m.rotaryPct = r.number();
-    else if (key == "rotary-emb-base") m.rotaryEmbBase = r.number();
+    else if (key == "sinusoidal-pos-emb") {
+      if (r.boolean()) m.posEmb = PositionEmbedding::Sinusoidal;
+    } else if (key == "rotary-pct")
+      m.rotaryPct = r.number();
+    else if (key == "rotary-emb-base")
+      m.rotaryEmbBase = r.number();
     else if (key == "norm")
-      m.norm = r.choice<NormKind>({{"layernorm", NormKind::LayerNorm}, {"rmsnorm", NormKind::RmsNorm}});
-    else if (key == "rms-norm") { if (r.boolean()) m.norm = NormKind::RmsNorm; }
-    else if (key == "layernorm-epsilon") m.layernormEpsilon = r.number();
-    else if (key == "rms-norm-epsilon") m.rmsNormEpsilon = r.number();
+      m.norm =
+          r.choice<NormKind>({{"layernorm", NormKind::LayerNorm}, {"rmsnorm", NormKind::RmsNorm}});
+    else if (key == "rms-norm") {
+      if (r.boolean()) m.norm = NormKind::RmsNorm;
+    } else if (key == "layernorm-epsilon")
+      m.layernormEpsilon = r.number();
+    else if (key == "rms-norm-epsilon")
+      m.rmsNormEpsilon = r.number();
     else if (key == "activation")
-      m.activation = r.choice<Activation>({{"gelu", Activation::Gelu}, {"geglu", Activation::Geglu}});
-    else if (key == "geglu") { if (r.boolean()) m.activation = Activation::Geglu; }
-    else if (key == "no-weight-tying") m.weightTying = !r.boolean();
-    else if (key == "attention-dropout") m.attentionDropout = r.number();
-    else if (key == "hidden-dropout") m.hiddenDropout = r.number();
-    else if (key == "init-method") m.initMethod = r.choice(kInitMethods);
-    else if (key == "output-layer-init-method") m.outputLayerInitMethod = r.choice(kInitMethods);
-    else if (key == "init-method-std") m.initMethodStd = r.number();
-    else if (key == "make-vocab-size-divisible-by") m.makeVocabSizeDivisibleBy = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "gpt-j-residual") m.gptjResidual = r.boolean();
-    else if (key == "seed") t.seed = static_cast<uint64_t>(r.integer(0, kBig));
-    else if (key == "checkpoint-activations") m.checkpointActivations = r.boolean();
+      m.activation =
+          r.choice<Activation>({{"gelu", Activation::Gelu}, {"geglu", Activation::Geglu}});
+    else if (key == "geglu") {
+      if (r.boolean()) m.activation = Activation::Geglu;
+    } else if (key == "no-weight-tying")
+      m.weightTying = !r.boolean();
+    else if (key == "attention-dropout")
+      m.attentionDropout = r.number();
+    else if (key == "hidden-dropout")
+      m.hiddenDropout = r.number();
+    else if (key == "init-method")
+      m.initMethod = r.choice(kInitMethods);
+    else if (key == "output-layer-init-method")
+      m.outputLayerInitMethod = r.choice(kInitMethods);
+    else if (key == "init-method-std")
+      m.initMethodStd = r.number();
+    else if (key == "make-vocab-size-divisible-by")
+      m.makeVocabSizeDivisibleBy = static_cast<int>(r.integer(1, 1 << 20));
+    else if (key == "gpt-j-residual")
+      m.gptjResidual = r.boolean();
+    else if (key == "seed")
+      t.seed = static_cast<uint64_t>(r.integer(0, kBig));
+    else if (key == "checkpoint-activations")
+      m.checkpointActivations = r.boolean();
     else if (key == "checkpoint-num-layers") {
       if (r.integer(1, 1 << 20) != 1)
         throw Error("checkpoint-num-layers: only 1 (every layer a checkpoint) is implemented");
-    }
-    else if (key == "data-path") t.dataPath = r.string();
-    else if (key == "split") t.split = r.string();
-    else if (key == "tokenizer-type") t.tokenizerType = r.string();
-    else if (key == "vocab-file") t.vocabFile = r.string();
-    else if (key == "merge-file") t.mergeFile = r.string();
-    else if (key == "train-iters") t.trainIters = r.integer(1, kBig);
-    else if (key == "lr-decay-style") decayStyle = r.string();
-    else if (key == "lr-decay-iters") decayIters = r.integer(1, kBig);
-    else if (key == "min-lr") minLr = r.number();
-    else if (key == "warmup") warmup = r.number();
-    else if (key == "lr") lr = r.number();
-    else if (key == "log-interval") t.logInterval = r.integer(1, kBig);
-    else if (key == "eval-interval") t.evalInterval = r.integer(1, kBig);
-    else if (key == "eval-iters") t.evalIters = r.integer(0, kBig);
-    else if (key == "save") t.save = r.string();
-    else if (key == "save-interval") t.saveInterval = r.integer(0, kBig);
-    else if (key == "exit-interval") { if (!value.is_null()) t.exitInterval = r.integer(1, kBig); }
-    else if (key == "load") t.load = r.string();
-    else if (key == "finetune") t.finetune = r.boolean();
-    else if (key == "no-load-optim") t.noLoadOptim = r.boolean();
-    else if (key == "weight-decay") optimizerParams()["weight_decay"] = r.number();
+    } else if (key == "data-path")
+      t.dataPath = r.string();
+    else if (key == "split")
+      t.split = r.string();
+    else if (key == "tokenizer-type")
+      t.tokenizerType = r.string();
+    else if (key == "vocab-file")
+      t.vocabFile = r.string();
+    else if (key == "merge-file")
+      t.mergeFile = r.string();
+    else if (key == "train-iters")
+      t.trainIters = r.integer(1, kBig);
+    else if (key == "lr-decay-style")
+      decayStyle = r.string();
+    else if (key == "lr-decay-iters")
+      decayIters = r.integer(1, kBig);
+    else if (key == "min-lr")
+      minLr = r.number();
+    else if (key == "warmup")
+      warmup = r.number();
+    else if (key == "lr")
+      lr = r.number();
+    else if (key == "log-interval")
+      t.logInterval = r.integer(1, kBig);
+    else if (key == "eval-interval")
+      t.evalInterval = r.integer(1, kBig);
+    else if (key == "eval-iters")
+      t.evalIters = r.integer(0, kBig);
+    else if (key == "save")
+      t.save = r.string();
+    else if (key == "save-interval")
+      t.saveInterval = r.integer(0, kBig);
+    else if (key == "exit-interval") {
+      if (!value.is_null()) t.exitInterval = r.integer(1, kBig);
+    } else if (key == "load")
+      t.load = r.string();
+    else if (key == "finetune")
+      t.finetune = r.boolean();
+    else if (key == "no-load-optim")
+      t.noLoadOptim = r.boolean();
+    else if (key == "weight-decay")
+      optimizerParams()["weight_decay"] = r.number();
     else if (key == "adam-beta1" || key == "adam-beta2") {
       Json& p = optimizerParams();
       if (!p.contains("betas")) p["betas"] = {0.9, 0.999};
       p["betas"][key == "adam-beta1" ? 0 : 1] = r.number();
-    }
-    else if (key == "adam-eps") optimizerParams()["eps"] = r.number();
-    else if (key == "clip-grad") ds["gradient_clipping"] = r.number();
+    } else if (key == "adam-eps")
+      optimizerParams()["eps"] = r.number();
+    else if (key == "clip-grad")
+      ds["gradient_clipping"] = r.number();
     else if (key == "precision") {
       const std::string p = r.string();
-      if (p == "fp16") fp16()["enabled"] = true;
-      else if (p == "bfloat16" || p == "bf16") ds["bf16"] = {{"enabled", true}};
-      else if (p != "fp32") r.fail("fp16, bfloat16 or fp32");
-    }
-    else if (key == "batch-size") ds["train_micro_batch_size_per_gpu"] = r.integer(1, kBig);
-    else if (key == "loss-scale") { if (!value.is_null()) fp16()["loss_scale"] = r.number(); }
-    else if (key == "loss-scale-window") fp16()["loss_scale_window"] = r.number();
-    else if (key == "hysteresis") fp16()["hysteresis"] = r.number();
-    else if (key == "min-scale") fp16()["min_loss_scale"] = r.number();
-    else if (key == "fp32-allreduce") ds["fp32_allreduce"] = r.boolean();
+      if (p == "fp16")
+        fp16()["enabled"] = true;
+      else if (p == "bfloat16" || p == "bf16")
+        ds["bf16"] = {{"enabled", true}};
+      else if (p != "fp32")
+        r.fail("fp16, bfloat16 or fp32");
+    } else if (key == "batch-size")
+      ds["train_micro_batch_size_per_gpu"] = r.integer(1, kBig);
+    else if (key == "loss-scale") {
+      if (!value.is_null()) fp16()["loss_scale"] = r.number();
+    } else if (key == "loss-scale-window")
+      fp16()["loss_scale_window"] = r.number();
+    else if (key == "hysteresis")
+      fp16()["hysteresis"] = r.number();
+    else if (key == "min-scale")
+      fp16()["min_loss_scale"] = r.number();
+    else if (key == "fp32-allreduce")
+      ds["fp32_allreduce"] = r.boolean();
     else if (key == "tensorboard-dir") {
       if (!value.is_null()) ds["tensorboard"] = {{"enabled", true}, {"output_path", r.string()}};
     }
@@ -430,37 +575,43 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize) {
     if (!block.is_object()) throw Error("activation_checkpointing: expected an object");
     for (auto& [k, v] : block.items()) {
       static const std::set<std::string> known = {
-          "partition_activations", "contiguous_memory_optimization", "cpu_checkpointing",
-          "number_checkpoints", "synchronize_checkpoint_boundary", "profile"};
+          "partition_activations", "contiguous_memory_optimization",  "cpu_checkpointing",
+          "number_checkpoints",    "synchronize_checkpoint_boundary", "profile"};
       if (!known.count(k)) throw Error("activation_checkpointing." + k + ": unknown key");
       if (k == "partition_activations" && switchedOn(v))
-        throw Error("activation_checkpointing.partition_activations: partitions activations "
-                    "across model-parallel ranks, and this job is data parallelism only; set it "
-                    "to false");
+        throw Error(
+            "activation_checkpointing.partition_activations: partitions activations "
+            "across model-parallel ranks, and this job is data parallelism only; set it "
+            "to false");
     }
   }
   parseTokenizerType(t.tokenizerType);  // a misspelt name fails at launch, not on every rank
   m.validate();                         // so does an impossible model
   if (t.trainIters <= 0) throw Error("train-iters: required (the number of optimizer steps)");
-  if (t.dataPath.empty()) throw Error("data-path: required (an indexed dataset prefix; make one with ds-preprocess)");
+  if (t.dataPath.empty())
+    throw Error("data-path: required (an indexed dataset prefix; make one with ds-preprocess)");
   if (ds.contains("scheduler"))
-    throw Error("scheduler: the NeoX trainer schedules the lr itself (lr-decay-style, warmup, "
-                "min-lr); remove the scheduler block");
+    throw Error(
+        "scheduler: the NeoX trainer schedules the lr itself (lr-decay-style, warmup, "
+        "min-lr); remove the scheduler block");
   if (lr) optimizerParams()["lr"] = *lr;
   const bool elastic = ds.contains("elasticity") && ds["elasticity"].is_object() &&
                        ds["elasticity"].value("enabled", false) == true;
-  if (!elastic && !ds.contains("train_micro_batch_size_per_gpu") && !ds.contains("train_batch_size"))
-    throw Error("batch-size (or train_micro_batch_size_per_gpu): required (or an enabled "
-                "elasticity block, which computes it)");
+  if (!elastic && !ds.contains("train_micro_batch_size_per_gpu") &&
+      !ds.contains("train_batch_size"))
+    throw Error(
+        "batch-size (or train_micro_batch_size_per_gpu): required (or an enabled "
+        "elasticity block, which computes it)");
   if (!ds.contains("steps_per_print")) ds["steps_per_print"] = t.logInterval;
 
   out.deepspeed = parseDeepSpeedConfig(ds.dump(), worldSize, "NeoX config (DeepSpeed keys)");
   // What every rank would otherwise find out for itself, after its start: a split it cannot cut
   // and sample tables or activations larger than the memory left.
   splitDocuments(t.split, 0);
-  checkGptJobMemory(t, out.deepspeed.batch, memoryBudget());
+  if (memory == MemoryCheck::ThisMachine) checkGptJobMemory(t, out.deepspeed.batch, memoryBudget());
   if (!(warmup >= 0.0 && warmup <= 1.0))
-    throw Error("warmup: expected a fraction of lr-decay-iters in [0, 1], got " + std::to_string(warmup));
+    throw Error("warmup: expected a fraction of lr-decay-iters in [0, 1], got " +
+                std::to_string(warmup));
   SchedulerConfig schedule;
   schedule.type = SchedulerType::NeoxAnnealing;
   NeoxAnnealingParams& a = schedule.neoxAnnealing;
@@ -469,12 +620,17 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize) {
   a.decayIters = decayIters.value_or(t.trainIters);
   a.warmupIters = static_cast<int64_t>(warmup * static_cast<double>(a.decayIters));
   const std::string style = decayStyle.value_or("linear");
-  if (style == "linear") a.style = LrDecayStyle::Linear;
-  else if (style == "cosine") a.style = LrDecayStyle::Cosine;
-  else if (style == "constant") a.style = LrDecayStyle::Constant;
-  else throw Error("lr-decay-style: expected linear, cosine or constant, got \"" + style + "\"");
+  if (style == "linear")
+    a.style = LrDecayStyle::Linear;
+  else if (style == "cosine")
+    a.style = LrDecayStyle::Cosine;
+  else if (style == "constant")
+    a.style = LrDecayStyle::Constant;
+  else
+    throw Error("lr-decay-style: expected linear, cosine or constant, got \"" + style + "\"");
   if (minLr < 0 || minLr > a.maxLr)
-    throw Error("min-lr: expected 0..lr (" + std::to_string(a.maxLr) + "), got " + std::to_string(minLr));
+    throw Error("min-lr: expected 0..lr (" + std::to_string(a.maxLr) + "), got " +
+                std::to_string(minLr));
   out.deepspeed.scheduler = schedule;
   return out;
 }

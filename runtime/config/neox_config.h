@@ -39,7 +39,7 @@ struct GptTrainConfig {
 
 struct NeoxConfig {
   GptTrainConfig train;
-  DeepSpeedConfig deepspeed;  // with the NeoX lr schedule set as its scheduler
+  DeepSpeedConfig deepspeed;       // with the NeoX lr schedule set as its scheduler
   std::vector<std::string> notes;  // keys accepted without effect here, one line each
 };
 
@@ -48,8 +48,15 @@ struct NeoxConfig {
 // Throws ds::Error naming the file and key.
 nlohmann::json readNeoxYaml(const std::vector<std::string>& paths);
 
+// Whether parsing also checks that a rank's sample tables and activations fit in the memory this
+// machine has left (runtime/config/gpt_job_memory.h): yes where the ranks run here (a rank, a
+// local job, ds-config check), no where they run elsewhere (a launcher on a login node, whose
+// memory says nothing of the compute nodes': each rank then checks its own).
+enum class MemoryCheck { ThisMachine, Elsewhere };
+
 // The merged object (readNeoxYaml's) -> the job's configuration for `worldSize` ranks.
-NeoxConfig parseNeoxConfig(const nlohmann::json& merged, int64_t worldSize);
+NeoxConfig parseNeoxConfig(const nlohmann::json& merged, int64_t worldSize,
+                           MemoryCheck memory = MemoryCheck::ThisMachine);
 
 bool isNeoxConfigPath(const std::string& path);  // .yml / .yaml
 

@@ -236,6 +236,12 @@ TEST_CASE("robustness: configs the run cannot allocate or split are refused by t
        "twice.yml:9: batch-size is already set on line 8 of this file"},
   };
   checkRefusedByCheckAndLaunch(dir, cases);
+  // Ranks on other machines: the launcher's memory says nothing of theirs, so it plans the job
+  // (each rank checks its own at its start).
+  writeBytes(dir + "/remote", "node-a slots=1\nnode-b slots=1\n");
+  const Outcome remote = run(dir, bin + "/ds-launch -H remote --dry_run train --config micro.yml");
+  INFO(remote.output);
+  CHECK(remote.status == 0);
 }
 
 TEST_CASE("robustness: hostfile quirks: slots in other notations, a BOM, escape bytes") {
