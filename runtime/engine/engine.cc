@@ -267,9 +267,9 @@ void Engine::stepAtBoundary() {
 
   const GradientStatistics statistics =
       zero_->gradientStatistics(groupRanges(), unscale_, groupGrads_);
-  lastStepSkipped_ = modelType_ == DType::F16 && anyRankOverflowed(statistics.overflow);
+  const bool skipped = modelType_ == DType::F16 && anyRankOverflowed(statistics.overflow);
   ++globalSteps_;
-  if (lastStepSkipped_) {
+  if (skipped) {
     ++skippedSteps_;
     zero_->zeroGradients();
     scaler_.update(true);  // throws at the minimum scale

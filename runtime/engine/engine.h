@@ -93,7 +93,6 @@ class Engine : private LayerAccess {
   double lr() const { return lr_; }
   double lossScale() const { return scaler_.scale(); }
   double lastGradNorm() const { return lastGradNorm_; }
-  bool lastStepSkipped() const { return lastStepSkipped_; }
   MemoryUsage memory() const;
   StepTimes lastStepTimes() const { return lastTimes_; }
   // dump_state: the resolved engine state, one "key: value" per line.
@@ -155,7 +154,6 @@ class Engine : private LayerAccess {
   int64_t globalSteps_ = 0;
   int64_t skippedSteps_ = 0;
   double lastGradNorm_ = 0.0;
-  bool lastStepSkipped_ = false;
   bool inBackward_ = false;
   StepTimes times_, lastTimes_;
   std::chrono::steady_clock::time_point forwardStart_, backwardStart_;

@@ -27,7 +27,6 @@ class PartitionLayout {
 
   int parts() const { return parts_; }
   int rank() const { return rank_; }
-  size_t tensorCount() const { return tensors_.size(); }
   const TensorPlacement& tensor(size_t t) const { return tensors_[t]; }
   size_t shardSize() const { return shardOffsets_.back(); }
   // Elements per rank of tensors [t0, t1): the shard chunk they occupy, starting at shardBegin.
