@@ -169,7 +169,14 @@ TEST_CASE("elasticity: DeepSpeed's keys, defaults and rules") {
       {R"("elasticity": {"micro_batch_sizes": 5})",
        "elasticity.micro_batch_sizes: expected a list"},
       {R"("elasticity": {"micro_batch_sizes": [2, 0.5]})",
-       "elasticity.micro_batch_sizes[1]: expected a whole number, got 0.5"},
+       "elasticity.micro_batch_sizes[1]: expected an integer, got 0.5"},
+      // DeepSpeed: "Elasticity expected micro_batch_sizes to only contain a list of integers".
+      {R"("elasticity": {"enabled": true, "max_train_batch_size": 8, "micro_batch_sizes": [2.0, 4]})",
+       "elasticity.micro_batch_sizes[0]: expected an integer, got 2.0 (DeepSpeed refuses a float "
+       "here too); write 2"},
+      // Every element's type is checked before any element's sign, as DeepSpeed does.
+      {R"("elasticity": {"micro_batch_sizes": [0, 4e0]})",
+       "elasticity.micro_batch_sizes[1]: expected an integer, got 4.0"},
       {R"("elasticity": {"micro_batch_sizes": [2, 0]})",
        "elasticity.micro_batch_sizes[1]: expected a positive integer, got 0"},
       {R"("elasticity": {"micro_batch_sizes": []})", "expected at least one micro batch size"},

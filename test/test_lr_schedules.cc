@@ -261,7 +261,26 @@ TEST_CASE("scheduler config: defaults, required params and errors name the JSON 
       {R"({"type": "WarmupLR", "params": {"last_batch_iteration": -2}})",
        "scheduler.params.last_batch_iteration: expected an integer >= -1, got -2"},
       {R"({"type": "LRRangeTest", "params": {"lr_range_test_step_size": 2.5}})",
-       "scheduler.params.lr_range_test_step_size: expected a whole number, got 2.5"},
+       "scheduler.params.lr_range_test_step_size: expected an integer, got 2.5"},
+      // DeepSpeed refuses any non-int here ("must be a positive integer, got 5.0"), so do we.
+      {R"({"type": "LRRangeTest", "params": {"lr_range_test_step_size": 5.0}})",
+       "scheduler.params.lr_range_test_step_size: expected an integer, got 5.0 (DeepSpeed "
+       "refuses a float here too); write 5"},
+      {R"({"type": "LRRangeTest", "params": {"lr_range_test_step_size": 0}})",
+       "scheduler.params.lr_range_test_step_size: expected an integer >= 1, got 0"},
+      {R"({"type": "WarmupLR", "params": {"warmup_num_steps": 10.0}})",
+       "scheduler.params.warmup_num_steps: expected an integer, got 10.0 (DeepSpeed refuses a "
+       "float here too); write 10"},
+      {R"({"type": "WarmupLR", "params": {"warmup_num_steps": 1e3}})",
+       "scheduler.params.warmup_num_steps: expected an integer, got 1000.0 (DeepSpeed refuses a "
+       "float here too); write 1000"},
+      {R"({"type": "WarmupDecayLR", "params": {"total_num_steps": 40, "warmup_num_steps": 4.0}})",
+       "scheduler.params.warmup_num_steps: expected an integer, got 4.0"},
+      {R"({"type": "WarmupCosineLR", "params": {"total_num_steps": 40, "warmup_num_steps": 4.0}})",
+       "scheduler.params.warmup_num_steps: expected an integer, got 4.0"},
+      // DeepSpeed checks warmup_num_steps before anything else of these schedules.
+      {R"({"type": "WarmupLR", "params": {"warmup_min_lr": -1, "warmup_num_steps": 2.0}})",
+       "scheduler.params.warmup_num_steps: expected an integer, got 2.0"},
       {R"({"type": "LRRangeTest", "params": {"lr_range_test_staircase": "yes"}})",
        R"(scheduler.params.lr_range_test_staircase: expected true or false, got "yes")"},
       {R"({"type": "LRRangeTest", "params": [1]})",
@@ -336,12 +355,24 @@ TEST_CASE("scheduler config: stair counts of -1 (DeepSpeed's default) mean no st
                     Catch::Contains("cycle_first_stair_count: expected an integer >= -1, got -2"));
 }
 
-TEST_CASE("scheduler config: integral floats for counts", "[lr]") {
+// Except warmup_num_steps and lr_range_test_step_size, which DeepSpeed itself refuses as floats.
+TEST_CASE("scheduler config: integral floats for counts DeepSpeed does not type-check", "[lr]") {
   const json scheduler = {
       {"type", "WarmupDecayLR"},
-      {"params", {{"total_num_steps", 40.0}, {"warmup_num_steps", 4.0}, {"warmup_max_lr", 0.01}}}};
+      {"params", {{"total_num_steps", 40.0}, {"warmup_num_steps", 4}, {"warmup_max_lr", 0.01}}}};
   const json exact = {
       {"type", "WarmupDecayLR"},
       {"params", {{"total_num_steps", 40}, {"warmup_num_steps", 4}, {"warmup_max_lr", 0.01}}}};
   CHECK(traceOf(scheduler, 45).lr == traceOf(exact, 45).lr);
+  // OneCycle: DeepSpeed takes float(cycle_first_step_size).
+  const json cycle = {{"type", "OneCycle"},
+                      {"params",
+                       {{"cycle_min_lr", 0.001},
+                        {"cycle_max_lr", 0.01},
+                        {"cycle_first_step_size", 5.0},
+                        {"decay_step_size", 2.0}}}};
+  json cycleExact = cycle;
+  cycleExact["params"]["cycle_first_step_size"] = 5;
+  cycleExact["params"]["decay_step_size"] = 2;
+  CHECK(traceOf(cycle, 20).lr == traceOf(cycleExact, 20).lr);
 }

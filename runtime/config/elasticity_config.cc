@@ -59,13 +59,17 @@ ElasticityConfig parseElasticityConfig(JsonReader& r, const Json& block) {
              "expected a list of micro batch sizes, got " + describeJson(*v));
     if (v->empty())
       r.fail("elasticity.micro_batch_sizes", "expected at least one micro batch size");
+    // DeepSpeed first requires every element to be an int (2.0 is refused), then every one to be
+    // positive, so [0, 2.0] fails on the type of 2.0.
     c.microBatchSizes.clear();
-    for (size_t i = 0; i < v->size(); ++i) {
-      const std::string path = "elasticity.micro_batch_sizes[" + std::to_string(i) + "]";
-      const int64_t size = r.integer((*v)[i], path);
-      if (size <= 0) r.fail(path, "expected a positive integer, got " + describeJson((*v)[i]));
-      c.microBatchSizes.push_back(size);
-    }
+    auto pathOf = [](size_t i) {
+      return "elasticity.micro_batch_sizes[" + std::to_string(i) + "]";
+    };
+    for (size_t i = 0; i < v->size(); ++i)
+      c.microBatchSizes.push_back(r.exactInteger((*v)[i], pathOf(i)));
+    for (size_t i = 0; i < v->size(); ++i)
+      if (c.microBatchSizes[i] <= 0)
+        r.fail(pathOf(i), "expected a positive integer, got " + describeJson((*v)[i]));
   }
   r.readInt(block, kBlock, "min_gpus", c.minGpus, std::numeric_limits<int64_t>::min());
   r.readInt(block, kBlock, "max_gpus", c.maxGpus, std::numeric_limits<int64_t>::min());

@@ -80,6 +80,18 @@ int64_t JsonReader::integer(const Json& v, const std::string& path) const {
   return v.get<int64_t>();
 }
 
+int64_t JsonReader::exactInteger(const Json& v, const std::string& path) const {
+  if (v.is_number_float()) {
+    const double x = v.get<double>();
+    std::string message =
+        "expected an integer, got " + describeJson(v) + " (DeepSpeed refuses a float here too)";
+    if (std::fabs(x) < 9.0e18 && x == std::trunc(x))
+      message += "; write " + std::to_string(static_cast<int64_t>(x));
+    fail(path, message);
+  }
+  return integer(v, path);
+}
+
 bool JsonReader::boolean(const Json& v, const std::string& path) const {
   if (!v.is_boolean()) fail(path, "expected true or false, got " + describeJson(v));
   return v.get<bool>();
@@ -105,6 +117,17 @@ void JsonReader::readInt(const Json& obj, const std::string& prefix, std::string
   const Json* v = member(obj, key);
   if (!v) return;
   out = integer(*v, joinPath(prefix, key));
+  if (out < min) {
+    fail(joinPath(prefix, key),
+         "expected an integer >= " + std::to_string(min) + ", got " + describeJson(*v));
+  }
+}
+
+void JsonReader::readExactInt(const Json& obj, const std::string& prefix, std::string_view key,
+                              int64_t& out, int64_t min) const {
+  const Json* v = member(obj, key);
+  if (!v) return;
+  out = exactInteger(*v, joinPath(prefix, key));
   if (out < min) {
     fail(joinPath(prefix, key),
          "expected an integer >= " + std::to_string(min) + ", got " + describeJson(*v));

@@ -36,6 +36,10 @@ class JsonReader {
   double nonNegative(const Json& v, const std::string& path) const;
   // An integer, also written as an integral float (40.0, 5e8); fractional values are errors.
   int64_t integer(const Json& v, const std::string& path) const;
+  // An integer written as one: 10.0 and 1e3 are refused too, for the keys where DeepSpeed checks
+  // isinstance(value, int) (elasticity.micro_batch_sizes, warmup_num_steps,
+  // lr_range_test_step_size); the message says what to write instead.
+  int64_t exactInteger(const Json& v, const std::string& path) const;
   bool boolean(const Json& v, const std::string& path) const;
   std::string string(const Json& v, const std::string& path) const;
 
@@ -46,6 +50,8 @@ class JsonReader {
                        double& out) const;
   void readInt(const Json& obj, const std::string& prefix, std::string_view key, int64_t& out,
                int64_t min) const;
+  void readExactInt(const Json& obj, const std::string& prefix, std::string_view key, int64_t& out,
+                    int64_t min) const;
   void readBool(const Json& obj, const std::string& prefix, std::string_view key, bool& out) const;
   // A number >= 0 that DeepSpeed also takes as a list with one value per parameter group
   // (warmup_min_lr, cycle_max_lr, ...): a one-element list is that value, a longer one an error.

@@ -67,11 +67,13 @@ SchedulerType parseType(const JsonReader& r, const Json& block) {
   r.fail("scheduler.type", message);
 }
 
-// DeepSpeed refuses warmup_num_steps <= 0 and then uses max(2, warmup_num_steps).
+// WarmupLR, WarmupDecayLR and WarmupCosineLR check warmup_num_steps first: DeepSpeed raises
+// "warmup_num_steps must be a positive integer" for anything but an int > 0 (10.0 and 1e3
+// included), then uses max(2, warmup_num_steps).
 void readWarmup(const JsonReader& r, const Json& params, double* minLr, int64_t& numSteps,
                 WarmupType& type) {
+  r.readExactInt(params, kPrefix, "warmup_num_steps", numSteps, 1);
   if (minLr) r.readPerGroupNonNegative(params, kPrefix, "warmup_min_lr", *minLr);
-  r.readInt(params, kPrefix, "warmup_num_steps", numSteps, 1);
   if (const Json* v = JsonReader::member(params, "warmup_type")) {
     const std::string t = r.string(*v, "scheduler.params.warmup_type");
     if (t == "log") {
@@ -195,7 +197,8 @@ SchedulerConfig parseSchedulerConfig(JsonReader& r, const Json& block) {
       LrRangeTestParams& p = out.lrRangeTest;
       r.rejectUnknownKeys(params, kPrefix, kLrRangeTestKeys);
       r.readPerGroupNonNegative(params, kPrefix, "lr_range_test_min_lr", p.lrRangeTestMinLr);
-      r.readInt(params, kPrefix, "lr_range_test_step_size", p.lrRangeTestStepSize, 1);
+      // DeepSpeed: "lr_range_test_step_size must be a positive integer" unless an int > 0.
+      r.readExactInt(params, kPrefix, "lr_range_test_step_size", p.lrRangeTestStepSize, 1);
       r.readNumber(params, kPrefix, "lr_range_test_step_rate", p.lrRangeTestStepRate);
       r.readBool(params, kPrefix, "lr_range_test_staircase", p.lrRangeTestStaircase);
       break;
