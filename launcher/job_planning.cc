@@ -138,6 +138,7 @@ JobPlan planJob(CommandLine& line) {
   std::string configJson;
   std::optional<BatchPlan> batch;
   std::optional<ds::runtime::JobConfig> parsed;
+  std::string elasticityConfig;
   if (const std::string& path = job.configPath; !path.empty()) {
     configJson = ds::runtime::readJobConfigText(path);
     // An elastic job starts on the largest prefix of the nodes its elasticity block accepts (the
@@ -188,6 +189,17 @@ JobPlan planJob(CommandLine& line) {
     for (const auto& warning : config.warnings) notices.push_back("config: " + warning);
     batch = BatchPlan{config.batch.trainBatchSize, config.batch.microBatchPerGpu,
                       config.batch.gradientAccumulationSteps};
+    // ds-launch chose the world size from this elasticity block, so it is the resource scheduler
+    // DeepSpeed's runtime asks about; a scheduler above it that already set the variable wins,
+    // and a config that has changed since it looked is refused before anything starts.
+    if (config.elasticity.enabled) {
+      if (const char* seen = std::getenv(ds::runtime::kElasticityConfigVariable)) {
+        ds::runtime::ensureImmutableElasticConfig(seen, config.elasticity, path);
+        elasticityConfig = seen;
+      } else {
+        elasticityConfig = config.elasticityJson;
+      }
+    }
   }
 
   if (flags.masterAddr.empty()) flags.masterAddr = defaultMasterAddress(plan);
@@ -224,6 +236,9 @@ JobPlan planJob(CommandLine& line) {
     const char* envFile = std::getenv("DS_ENV_FILE");
     request.exports = collectExports(environment, workDir, home ? home : "",
                                      envFile ? envFile : ".deepspeed_env");
+    // Local workers inherit it from ds-launch (runJob sets it); other nodes get it as an export.
+    if (!elasticityConfig.empty())
+      addExport(request.exports, ds::runtime::kElasticityConfigVariable, elasticityConfig);
   }
 
   return {std::move(job),
@@ -234,7 +249,8 @@ JobPlan planJob(CommandLine& line) {
           batch,
           notices,
           request,
-          std::move(elasticCheckpointDir)};
+          std::move(elasticCheckpointDir),
+          std::move(elasticityConfig)};
 }
 
 int printDryRun(JobPlan& p, const LaunchOptions& flags) {

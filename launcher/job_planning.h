@@ -28,6 +28,9 @@ struct JobPlan {
   std::vector<std::string> notices;  // printed before the job starts
   BackendRequest request;            // all but the coordinator's address
   std::string elasticCheckpointDir;  // --elastic_training: where every membership saves and loads
+  // DEEPSPEED_ELASTICITY_CONFIG for every rank when the config enables elasticity ("" otherwise):
+  // the value inherited from a scheduler above ds-launch, else the config's elasticity block.
+  std::string elasticityConfig;
 };
 
 // The largest prefix of `nodes` (between minNodes and maxNodes of them) whose world size the

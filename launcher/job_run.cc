@@ -403,6 +403,8 @@ int runJob(JobPlan& p, const CommandLine& line) {
   const std::string token = jobToken(flags);
   setenv(kJobTokenVariable, token.c_str(), 1);
   setenv(kSshTokenVariable, token.c_str(), 1);
+  if (!p.elasticityConfig.empty())  // local workers and their programs inherit it
+    setenv(runtime::kElasticityConfigVariable, p.elasticityConfig.c_str(), 1);
   if (flags.noSsh && flags.nodeRank > 0) becomeNodeAgent(p.request, flags);
 
   CoordinatorOptions coordinatorOptions = coordinatorOptionsFor(p, line, token);

@@ -202,6 +202,70 @@ TEST_CASE("elasticity: DeepSpeed's keys, defaults and rules") {
   CHECK(parse(R"("elasticity": {"version": "0.1"})").elasticity.version == 0.1);
 }
 
+// DeepSpeed's ensure_immutable_elastic_config: only max_train_batch_size, micro_batch_sizes (in
+// order) and version are compared, in that order, with DeepSpeed's field names in the message.
+TEST_CASE("elasticity: the block the scheduler saw must match the one the runtime runs") {
+  const DeepSpeedConfig runtime = parse(R"("elasticity": {"enabled": true,
+      "max_train_batch_size": 48, "micro_batch_sizes": [2, 4], "version": 0.1,
+      "ignore_non_elastic_batch_info": true})");
+  const ElasticityConfig& e = runtime.elasticity;
+  const std::string given = R"({"enabled": true, "max_train_batch_size": 48,
+      "micro_batch_sizes": [2, 4], "version": 0.1, "ignore_non_elastic_batch_info": true})";
+  CHECK_NOTHROW(ensureImmutableElasticConfig(given, e, "cfg.json"));
+  CHECK_NOTHROW(ensureImmutableElasticConfig(runtime.elasticityJson, e, "cfg.json"));
+  // Fields DeepSpeed does not compare may differ; 48.0 and "0.1" are the same values here.
+  CHECK_NOTHROW(ensureImmutableElasticConfig(
+      R"({"enabled": true, "max_train_batch_size": 48.0, "micro_batch_sizes": [2, 4],
+          "version": "0.1", "min_gpus": 2, "max_gpus": 8, "prefer_larger_batch": false})",
+      e, "cfg.json"));
+
+  struct Case {
+    const char* scheduler;
+    const char* message;
+  };
+  const Case cases[] = {
+      {R"({"enabled": true, "max_train_batch_size": 27, "micro_batch_sizes": [2, 4],
+           "version": 0.1})",
+       "cfg.json: elasticity.max_train_batch_size: elastic config 'max_acceptable_batch_size=27' "
+       "seen by the resource scheduler (DEEPSPEED_ELASTICITY_CONFIG) does not match "
+       "max_acceptable_batch_size=48 in the config passed to the runtime; the config changed "
+       "after the job was scheduled: restore it, or relaunch the job so that the scheduler sees "
+       "this one"},
+      {R"({"enabled": true, "max_train_batch_size": 48, "micro_batch_sizes": [4, 2],
+           "version": 0.1})",
+       "elasticity.micro_batch_sizes: elastic config 'micro_batches=[4, 2]' seen by the resource "
+       "scheduler (DEEPSPEED_ELASTICITY_CONFIG) does not match micro_batches=[2, 4]"},
+      {R"({"enabled": true, "max_train_batch_size": 48, "micro_batch_sizes": [2, 4]})",
+       "elasticity.version: elastic config 'version=0.2' seen by the resource scheduler "
+       "(DEEPSPEED_ELASTICITY_CONFIG) does not match version=0.1"},
+      // The first difference in DeepSpeed's order is the one named.
+      {R"({"enabled": true, "max_train_batch_size": 16, "micro_batch_sizes": [8],
+           "version": 0.2})",
+       "'max_acceptable_batch_size=16'"},
+      // Without "enabled" the scheduler's block takes DeepSpeed's defaults (2000, [2, 4, 6]).
+      {R"({"max_train_batch_size": 48})", "'micro_batches=[2, 4, 6]'"},
+      // DeepSpeed's own test puts the whole config there; the defaults then differ.
+      {R"({"train_batch_size": 4, "elasticity": {"enabled": true, "max_train_batch_size": 48,
+           "micro_batch_sizes": [2, 4], "version": 0.1}})",
+       "'max_acceptable_batch_size=2000' seen by the resource scheduler "
+       "(DEEPSPEED_ELASTICITY_CONFIG) does not match max_acceptable_batch_size=48 in the config "
+       "passed to the runtime; the variable holds a whole config: set it to the config's "
+       "elasticity block alone"},
+      // The scheduler's block is validated as DeepSpeed's ElasticityConfig validates it.
+      {R"({"enabled": true, "max_train_batch_size": 48, "micro_batch_sizes": [2.0, 4]})",
+       "DEEPSPEED_ELASTICITY_CONFIG: elasticity.micro_batch_sizes[0]: expected an integer"},
+      {R"({"enabled": true, "micro_batch_sizes": [2]})",
+       "DEEPSPEED_ELASTICITY_CONFIG: elasticity.max_train_batch_size: missing"},
+      {"[1, 2]", "DEEPSPEED_ELASTICITY_CONFIG: elasticity: expected an object, got [1,2]"},
+      {"{not json", "DEEPSPEED_ELASTICITY_CONFIG: "},
+  };
+  for (const Case& c : cases) {
+    INFO(c.scheduler);
+    CHECK_THROWS_WITH(ensureImmutableElasticConfig(c.scheduler, e, "cfg.json"),
+                      Catch::Contains(c.message));
+  }
+}
+
 TEST_CASE("config policy: the flops_profiler block is read with DeepSpeed's keys and types") {
   const DeepSpeedConfig c = parse(R"("flops_profiler": {"enabled": true, "profile_step": 5,
       "module_depth": 2, "top_modules": 3, "detailed": false, "output_file": "p.txt"})");

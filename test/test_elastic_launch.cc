@@ -2,12 +2,14 @@
 // node is killed, the job goes on with 4 ranks and the same global batch from the latest
 // checkpoint, and ends with the parameters of a job started fresh from that checkpoint at 4 ranks,
 // the first membership's logs kept and the steps lost counted from the last step logged; a failure
-// that leaves no valid world stops the job with exit 3 and the reason.
+// that leaves no valid world stops the job with exit 3 and the reason. Ranks get
+// DEEPSPEED_ELASTICITY_CONFIG, and a config changed since the scheduler saw it is refused.
 #include <signal.h>
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
 #include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -272,4 +274,42 @@ TEST_CASE("elastic: nodes beyond the largest valid world are spares that replace
   CHECK(out.find("elastic epoch 1: 4 ranks on 2 nodes") != std::string::npos);
   CHECK(out.find("elastic epoch 2: 4 ranks on 2 nodes") != std::string::npos);
   CHECK(std::regex_search(out, std::regex(R"(\n2 +127\.0\.0\.3 +0 +2000 )")));
+}
+
+// DeepSpeed's runtime compares the elasticity block it runs with DEEPSPEED_ELASTICITY_CONFIG, the
+// one the resource scheduler saw: ds-launch sets it for every rank of a job whose config enables
+// elasticity, and refuses to start when a scheduler above it saw a different block.
+TEST_CASE("elastic: ranks get DEEPSPEED_ELASTICITY_CONFIG; a changed config is refused",
+          "[elastic][launch]") {
+  const std::string dir = makeScratchDir("elastic-env");
+  writeFile(dir + "/hostfile", "127.0.0.1 slots=2\n");
+  const std::string block =
+      R"({"enabled":true,"max_train_batch_size":8,"micro_batch_sizes":[2,4],"version":0.1})";
+  writeFile(dir + "/elastic.json", R"({"elasticity": )" + block + "}");
+  // The program's --deepspeed_config is the config ds-launch plans with (sh ignores it).
+  auto launch = [&] {
+    return startLaunch(
+        dir, {"--hostfile", "hostfile", "--master_port", "0", "--print_all_ranks",
+              "--no_local_rank", "--", "/bin/sh", "-c", "echo ELASTIC=$DEEPSPEED_ELASTICITY_CONFIG",
+              "--deepspeed_config", "elastic.json"});
+  };
+  {
+    auto job = launch();
+    REQUIRE(waitExit(job, 30s) == 0);
+    const std::string out = readFile(dir + "/stdout");
+    INFO(out);
+    CHECK(out.find("[rank 0] ELASTIC=" + block) != std::string::npos);
+    CHECK(out.find("[rank 1] ELASTIC=" + block) != std::string::npos);
+  }
+  // A scheduler above ds-launch saw max_train_batch_size 16: nothing starts.
+  ::setenv("DEEPSPEED_ELASTICITY_CONFIG",
+           R"({"enabled":true,"max_train_batch_size":16,"micro_batch_sizes":[2,4],"version":0.1})",
+           1);
+  auto refused = launch();
+  ::unsetenv("DEEPSPEED_ELASTICITY_CONFIG");
+  CHECK(waitExit(refused, 30s) == 2);
+  CHECK_THAT(readFile(dir + "/stderr"),
+             Catch::Contains("elastic.json: elasticity.max_train_batch_size: elastic config "
+                             "'max_acceptable_batch_size=16' seen by the resource scheduler"));
+  CHECK(readFile(dir + "/stdout").find("ELASTIC=") == std::string::npos);
 }

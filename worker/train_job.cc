@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -35,6 +36,10 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
                         const std::atomic<bool>& stopRequested) {
   const runtime::JobConfig job = runtime::parseJobConfig(join.configJson, join.worldSize, "config");
   const runtime::DeepSpeedConfig& config = job.deepspeed;
+  // DeepSpeed's runtime check: the elasticity block this rank runs is the one the scheduler saw.
+  if (const char* seen = std::getenv(runtime::kElasticityConfigVariable);
+      seen && config.elasticity.enabled)
+    runtime::ensureImmutableElasticConfig(seen, config.elasticity, "config");
 
   board.setState(RankState::Rendezvous);
   // The GPT's first matmul has a one-time cost: paid on a spare thread while the collectives

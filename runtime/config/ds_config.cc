@@ -110,8 +110,10 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
   const auto train = optionalInt("train_batch_size");
   const auto micro = optionalInt("train_micro_batch_size_per_gpu");
   const auto gas = optionalInt("gradient_accumulation_steps");
-  if (const Json* v = JsonReader::member(root, "elasticity"))
+  if (const Json* v = JsonReader::member(root, "elasticity")) {
     cfg.elasticity = parseElasticityConfig(r, *v);
+    cfg.elasticityJson = v->dump();
+  }
   try {
     if (cfg.elasticity.enabled) {
       // DeepSpeed's elastic override (section 15.2): the elastic batch for this world size

@@ -55,6 +55,7 @@ struct DeepSpeedConfig {
   // enabled: the batch is the elastic one for this world size (DeepSpeed section 15.2); the world
   // itself stays as launched (rescaling a running job is ds-launch's, not yet implemented).
   ElasticityConfig elasticity;
+  std::string elasticityJson;  // the "elasticity" block as written (compact JSON), "" without one
   std::vector<KeyVerdict> keyEffects;  // what each key the config sets does here (config_policy.h)
   std::string configHash;              // FNV-1a of the config text, recorded in checkpoints
   std::vector<std::string> warnings;   // unknown keys etc., one message each, ready to print

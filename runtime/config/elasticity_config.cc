@@ -2,8 +2,11 @@
 // and the value rules are DeepSpeed's, in its order. Errors name the key path.
 #include "runtime/config/elasticity_config.h"
 
+#include <cstdio>
 #include <limits>
 
+#include "common/error.h"
+#include "runtime/common/json_text.h"
 #include "runtime/config/config_blocks.h"
 
 namespace ds::runtime {
@@ -38,6 +41,19 @@ double readVersion(const JsonReader& r, const Json& v) {
   if (version != 0.1 && version != 0.2)
     r.fail(path, "no elasticity algorithm for version " + describeJson(v) + "; use 0.1 or 0.2");
   return version;
+}
+
+// As Python prints them: [2, 4] and 0.1.
+std::string pythonList(const std::vector<int64_t>& values) {
+  std::string text = "[";
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
+  return text + "]";
+}
+
+std::string pythonFloat(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);  // versions are 0.1 or 0.2
+  return text;
 }
 
 }  // namespace
@@ -91,6 +107,36 @@ ElasticityConfig parseElasticityConfig(JsonReader& r, const Json& block) {
   r.readBool(block, kBlock, "prefer_larger_batch", c.preferLargerBatch);
   r.readBool(block, kBlock, "ignore_non_elastic_batch_info", c.ignoreNonElasticBatchInfo);
   return c;
+}
+
+void ensureImmutableElasticConfig(std::string_view schedulerJson, const ElasticityConfig& runtime,
+                                  const std::string& source) {
+  const Json block = parseOrderedJsonText(schedulerJson, kElasticityConfigVariable);
+  std::vector<std::string> warnings;  // unknown keys: DeepSpeed ignores them here too
+  JsonReader r(kElasticityConfigVariable, warnings);
+  const ElasticityConfig scheduler = parseElasticityConfig(r, block);
+  // DeepSpeed's own test puts a whole config in the variable; its keys then take their defaults.
+  const std::string fix =
+      JsonReader::member(block, "elasticity")
+          ? "; the variable holds a whole config: set it to the config's elasticity block alone"
+          : "; the config changed after the job was scheduled: restore it, or relaunch the job "
+            "so that the scheduler sees this one";
+  auto refuse = [&](const char* key, const char* field, const std::string& seen,
+                    const std::string& given) {
+    throw Error(source + ": elasticity." + key + ": elastic config '" + field + "=" + seen +
+                "' seen by the resource scheduler (" + kElasticityConfigVariable +
+                ") does not match " + field + "=" + given + " in the config passed to the runtime" +
+                fix);
+  };
+  // DeepSpeed's order and field names.
+  if (scheduler.maxTrainBatchSize != runtime.maxTrainBatchSize)
+    refuse("max_train_batch_size", "max_acceptable_batch_size",
+           std::to_string(scheduler.maxTrainBatchSize), std::to_string(runtime.maxTrainBatchSize));
+  if (scheduler.microBatchSizes != runtime.microBatchSizes)
+    refuse("micro_batch_sizes", "micro_batches", pythonList(scheduler.microBatchSizes),
+           pythonList(runtime.microBatchSizes));
+  if (scheduler.version != runtime.version)
+    refuse("version", "version", pythonFloat(scheduler.version), pythonFloat(runtime.version));
 }
 
 }  // namespace ds::runtime
