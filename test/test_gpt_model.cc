@@ -309,7 +309,25 @@ TEST_CASE("GPT: the flops profiler's module tree adds up and prints as DeepSpeed
   const auto modules = model.profileModules(3, 12);
   const auto& root = modules.front();
   CHECK(root.params == static_cast<double>(model.parameterCount()));
-  CHECK(root.macs == Approx(3 * model.forwardMacsPerSample(12).total()));
+  // The forward MACs counted independently, from the shapes (one MAC is one multiply-add; a Linear
+  // of in x out inputs costs in * out per token; lookups, norms, activations, softmax, bias and
+  // residual adds cost none). This config: h = 32, 2 layers, seq 12, 3 samples, ffn = 4h = 128,
+  // GeGLU (dense_h_to_4h makes 2 * ffn = 256 outputs: gate and value), vocab 50 padded to 64.
+  // Per token and layer:
+  //   QKV projection           3 * h * h  = 3072
+  //   scores Q K^T + P V       2 * seq * h = 768 (the full seq x seq matrix, as gpt.cc counts: the
+  //                            causal upper half is computed and masked, not skipped)
+  //   output projection        h * h       = 1024
+  //   MLP in, MLP out          h * 2 ffn + ffn * h = 8192 + 4096
+  // then the logits over the padded vocabulary: h * 64 = 2048 per token.
+  const double perToken = 2 * (3072 + 768 + 1024 + 8192 + 4096) + 2048;  // 36352
+  CHECK(root.macs == Approx(36 * perToken));                             // 3 samples x 12
+  CHECK(model.forwardMacsPerSample(12).total() == Approx(12 * perToken));
+  // The same count with GeLU (dense_h_to_4h makes ffn outputs) and a longer sequence.
+  GptConfig gelu = smallConfig();
+  gelu.activation = Activation::Gelu;
+  CHECK(Gpt(gelu).forwardMacsPerSample(16).total() ==
+        Approx(16 * (2 * (3072 + 2 * 16 * 32 + 1024 + 4096 + 4096) + 2048)));
   CHECK(root.forwardSeconds > 0.0);
   // Every parent's params and MACs are its children's sums (the root's include the embedding).
   std::vector<double> params_(modules.size()), macs(modules.size()), seconds(modules.size());
