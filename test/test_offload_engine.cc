@@ -1,7 +1,10 @@
-// offload_optimizer: training with the optimizer state on NVMe (a swap file per rank) or "cpu"
-// gives bitwise the parameters of training without it, at every stage that allows it, in fp32
-// and bf16, with several sub-groups streamed; checkpoints move between offloaded and resident
-// runs; no swap file is ever left behind; bad settings are refused by name.
+// offload_optimizer: training with the optimizer state on NVMe (a swap file per rank) gives
+// bitwise the parameters of training without it, at every stage that allows it, in fp32 and
+// bf16, with several sub-groups streamed; checkpoints move between offloaded and resident runs;
+// no swap file is ever left behind; bad settings are refused by name. The "cpu" device of either
+// offload is not trained here: in this CPU-only runtime it is the no-offload path itself (only
+// Nvme changes what the engine and stage 3 do), so comparing it with no offload could not fail;
+// its config handling is tested below.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -38,8 +41,7 @@ size_t filesIn(const std::string& dir) {
 
 }  // namespace
 
-TEST_CASE("offload_optimizer: nvme and cpu train to bitwise the parameters of no offload",
-          "[offload]") {
+TEST_CASE("offload_optimizer: nvme trains to bitwise the parameters of no offload", "[offload]") {
   const std::string dir = ds::test::makeScratchDir("offload-nvme");
   for (int stage : {1, 2, 3})
     for (const std::string precision : {"fp32", "bf16"}) {
@@ -52,11 +54,9 @@ TEST_CASE("offload_optimizer: nvme and cpu train to bitwise the parameters of no
                                      CHECK(e.optimizerSwapEngine() != "");
                                    });
       CHECK(swapBytes > 0);  // the state really went through the swap files
-      const auto cpu = trainRanks(2, config(stage, precision, offload("cpu", dir)), 6);
       for (int r = 0; r < 2; ++r) {
         CHECK(nvme[r].params == plain[r].params);
         CHECK(nvme[r].losses == plain[r].losses);
-        CHECK(cpu[r].params == plain[r].params);
       }
       CHECK(filesIn(dir) == 0);  // swap files are unlinked from the start
     }
@@ -133,13 +133,10 @@ TEST_CASE("offload_param: nvme at stage 3 trains to bitwise the parameters of no
     CHECK(paramBytes > 0);  // the shards really went through the swap files
     const auto both = trainRanks(2, config(3, precision, param + ", " + offload("nvme", swap)), 4,
                                  {}, {}, widths);
-    const auto cpu = trainRanks(
-        2, config(3, precision, R"("offload_param": {"device": "cpu"})"), 4, {}, {}, widths);
     for (int r = 0; r < 2; ++r) {
       CHECK(nvme[r].params == plain[r].params);
       CHECK(nvme[r].losses == plain[r].losses);
       CHECK(both[r].params == plain[r].params);
-      CHECK(cpu[r].params == plain[r].params);
     }
     CHECK(filesIn(swap) == 0);
   }
