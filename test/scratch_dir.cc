@@ -2,6 +2,7 @@
 // destructor at exit.
 #include "test/scratch_dir.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -26,18 +27,44 @@ ScratchOwner& owner() {
   return instance;
 }
 
-}  // namespace
-
-std::string makeScratchDir(const std::string& name) {
+std::filesystem::path makeScratchDirIn(const std::filesystem::path& parent,
+                                       const std::string& name) {
   ScratchOwner& o = owner();
   std::lock_guard lock(o.mutex);
-  const auto dir =
-      std::filesystem::temp_directory_path() /
-      ("ds-test-" + name + "-" + std::to_string(getpid()) + "-" + std::to_string(o.next++));
+  const auto dir = parent / ("ds-test-" + name + "-" + std::to_string(getpid()) + "-" +
+                             std::to_string(o.next++));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   o.dirs.push_back(dir);
-  return dir.string();
+  return dir;
+}
+
+// Whether a file in `dir` opens with O_DIRECT: written here rather than taken from the runtime's
+// directIoSupported(), so that a wrong answer there cannot choose the test's own directory.
+bool takesDirectIo(const std::filesystem::path& dir) {
+  const std::string probe = (dir / "o_direct-probe").string();
+  const int fd = ::open(probe.c_str(), O_CREAT | O_RDWR | O_DIRECT, 0600);
+  if (fd >= 0) ::close(fd);
+  ::unlink(probe.c_str());
+  return fd >= 0;
+}
+
+}  // namespace
+
+std::string makeScratchDir(const std::string& name) {
+  return makeScratchDirIn(std::filesystem::temp_directory_path(), name).string();
+}
+
+std::string makeDirectIoScratchDir(const std::string& name, std::string& whyNot) {
+  const std::filesystem::path temp = std::filesystem::temp_directory_path();
+  // DS_TEST_BUILD_DIR: the build tree's test folder (test/CMakeLists.txt).
+  for (const std::filesystem::path& parent : {temp, std::filesystem::path(DS_TEST_BUILD_DIR)}) {
+    const std::filesystem::path dir = makeScratchDirIn(parent, name);
+    if (takesDirectIo(dir)) return dir.string();
+  }
+  whyNot = "neither " + temp.string() + " nor " + DS_TEST_BUILD_DIR +
+           " takes O_DIRECT files (tmpfs?): the libaio engine is not tested here";
+  return "";
 }
 
 }  // namespace ds::test

@@ -1,6 +1,7 @@
 // The offload I/O engines: libaio (O_DIRECT) and pread/pwrite give back exactly what was written
 // for every combination of the aio block's knobs; non-blocking submission; every error names the
-// file, offset and length; the config's rules.
+// file, offset and length; the config's rules. The libaio cases run in a directory that takes
+// O_DIRECT (test/scratch_dir.h) and are skipped by name, never passed, where none does.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
@@ -8,6 +9,7 @@
 
 #include "common/error.h"
 #include "runtime/offload/aio_engine.h"
+#include "test/libaio_dir.h"
 #include "test/scratch_dir.h"
 
 using ds::runtime::AioConfig;
@@ -22,40 +24,58 @@ void fillRandom(AlignedBuffer& b, uint64_t seed) {
   for (size_t i = 0; i < b.size() / 8; ++i) words[i] = rng();
 }
 
-}  // namespace
-
-TEST_CASE("aio engines: what is written is read back, for every knob", "[aio]") {
-  const std::string dir = ds::test::makeScratchDir("aio");
-  const bool direct = ds::runtime::directIoSupported(dir);
-  if (!direct) WARN(dir << " takes no O_DIRECT files: only the pread/pwrite engine is tested");
+void checkEveryKnob(bool libaio, const std::string& dir) {
   const size_t bytes = 9 * (1 << 20) + 3 * 4096;  // not a whole number of blocks
   AlignedBuffer out(bytes), in(bytes);
   fillRandom(out, 7);
   int cases = 0;
-  for (bool libaio : {true, false}) {
-    if (libaio && !direct) continue;
-    for (int64_t threads : {1, 3})
-      for (int64_t depth : {1, 4})
-        for (bool single : {false, true})
-          for (bool overlap : {true, false}) {
-            AioConfig c;
-            c.blockSize = 1 << 20;
-            c.queueDepth = depth;
-            c.threadCount = threads;
-            c.singleSubmit = single;
-            c.overlapEvents = overlap;
-            auto engine = libaio ? ds::runtime::makeLibaioEngine(c) : ds::runtime::makePlainEngine(c);
-            INFO(engine->name() << " threads " << threads << " depth " << depth << " single "
-                                << single << " overlap " << overlap);
-            const std::string path = dir + "/swap-" + std::to_string(cases++);
-            engine->write(path, out.data(), bytes, 8192);
-            std::memset(in.data(), 0, bytes);
-            engine->read(path, in.data(), bytes, 8192);
-            REQUIRE(std::memcmp(in.data(), out.data(), bytes) == 0);
-            CHECK(std::filesystem::file_size(path) == bytes + 8192);
-          }
-  }
-  CHECK(cases == (direct ? 32 : 16));
+  for (int64_t threads : {1, 3})
+    for (int64_t depth : {1, 4})
+      for (bool single : {false, true})
+        for (bool overlap : {true, false}) {
+          AioConfig c;
+          c.blockSize = 1 << 20;
+          c.queueDepth = depth;
+          c.threadCount = threads;
+          c.singleSubmit = single;
+          c.overlapEvents = overlap;
+          auto engine = libaio ? ds::runtime::makeLibaioEngine(c) : ds::runtime::makePlainEngine(c);
+          INFO(engine->name() << " threads " << threads << " depth " << depth << " single "
+                              << single << " overlap " << overlap);
+          const std::string path = dir + "/swap-" + std::to_string(cases++);
+          engine->write(path, out.data(), bytes, 8192);
+          std::memset(in.data(), 0, bytes);
+          engine->read(path, in.data(), bytes, 8192);
+          REQUIRE(std::memcmp(in.data(), out.data(), bytes) == 0);
+          CHECK(std::filesystem::file_size(path) == bytes + 8192);
+        }
+  CHECK(cases == 16);
+}
+
+void checkErrors(bool libaio, const std::string& dir) {
+  AlignedBuffer buffer(1 << 20);
+  AioConfig c;
+  auto engine = libaio ? ds::runtime::makeLibaioEngine(c) : ds::runtime::makePlainEngine(c);
+  const std::string path = dir + std::string("/short-") + (libaio ? "a" : "p");
+  engine->write(path, buffer.data(), 64 << 10, 0);  // a 64 KiB file
+  CHECK_THROWS_WITH(engine->read(path, buffer.data(), 1 << 20, 0),
+                    Catch::Contains(path) && Catch::Contains("short read") &&
+                        Catch::Contains("the file ends at 65536"));
+  if (libaio)
+    CHECK_THROWS_WITH(engine->read(path, static_cast<char*>(buffer.data()) + 512, 4096, 0),
+                      Catch::Contains("multiples of 4096"));
+}
+
+}  // namespace
+
+TEST_CASE("aio engines: libaio: what is written is read back, for every knob", "[aio]") {
+  const std::string dir = ds::test::libaioScratchDir("aio-libaio");
+  if (dir.empty()) return;
+  checkEveryKnob(true, dir);
+}
+
+TEST_CASE("aio engines: pread/pwrite: what is written is read back, for every knob", "[aio]") {
+  checkEveryKnob(false, ds::test::makeScratchDir("aio-plain"));
 }
 
 TEST_CASE("aio engines: non-blocking submissions complete and rethrow", "[aio]") {
@@ -77,24 +97,15 @@ TEST_CASE("aio engines: non-blocking submissions complete and rethrow", "[aio]")
                                                    "open for reading: No such file"));
 }
 
-TEST_CASE("aio engines: short reads, misalignment and bad knobs are errors that say where",
+TEST_CASE("aio engines: libaio: short reads and misalignment are errors that say where", "[aio]") {
+  const std::string dir = ds::test::libaioScratchDir("aio-libaio-errors");
+  if (dir.empty()) return;
+  checkErrors(true, dir);
+}
+
+TEST_CASE("aio engines: pread/pwrite: short reads and bad knobs are errors that say where",
           "[aio]") {
-  const std::string dir = ds::test::makeScratchDir("aio-errors");
-  AlignedBuffer buffer(1 << 20);
-  for (bool libaio : {true, false}) {
-    if (libaio && !ds::runtime::directIoSupported(dir)) continue;
-    AioConfig c;
-    auto engine = libaio ? ds::runtime::makeLibaioEngine(c) : ds::runtime::makePlainEngine(c);
-    INFO(engine->name());
-    const std::string path = dir + std::string("/short-") + (libaio ? "a" : "p");
-    engine->write(path, buffer.data(), 64 << 10, 0);  // a 64 KiB file
-    CHECK_THROWS_WITH(engine->read(path, buffer.data(), 1 << 20, 0),
-                      Catch::Contains(path) && Catch::Contains("short read") &&
-                          Catch::Contains("the file ends at 65536"));
-    if (libaio)
-      CHECK_THROWS_WITH(engine->read(path, static_cast<char*>(buffer.data()) + 512, 4096, 0),
-                        Catch::Contains("multiples of 4096"));
-  }
+  checkErrors(false, ds::test::makeScratchDir("aio-errors"));
   auto bad = [](auto change) {
     AioConfig c;
     change(c);
