@@ -1,7 +1,7 @@
-// DeepSpeed's elastic batch computation: DeepSpeed's own worked example, 600 random configs
-// against an independent Python transcription of the algorithms (test/reference/
-// elasticity_reference.py), the config override of section 15.2, and ds-elastic's output and
-// exit codes.
+// DeepSpeed's elastic batch computation: DeepSpeed's own worked example and unit-test cases
+// (test_elastic.py, as data), 600 random configs against a Python transcription of the
+// algorithms (test/reference/elasticity_reference.py), the config override of section 15.2, and
+// ds-elastic's output and exit codes.
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
@@ -46,6 +46,69 @@ Run runTool(const std::string& dir, const std::string& args, const std::string& 
   return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(dir + "/out"), slurp(dir + "/err")};
 }
 
+// DeepSpeed's own unit tests, tests/unit/elasticity/test_elastic.py (deepspeedai/DeepSpeed at
+// c5601dbe079597b9, after PR #8237 "Keep the elastic batch size within max_train_batch_size",
+// which elastic_batch.cc follows), transcribed as data: each case's change to the file's
+// ds_config fixture (a JSON merge patch: null deletes a key), the world size it passes (or
+// WORLD_SIZE it sets), and what it asserts. Before #8237 (e.g. 38327e07f6cd) test_proper_mbsz
+// passed world size 7 and expected micro-batch 3: the batch came back as 42, over the config's
+// own max of 32; #8237 changed the test to world size 4, as here. Not transcribed:
+// test_old_version (target_deepspeed_version), the return_microbatch tests and
+// test_model_parallel_v2_microbatch_is_per_dp_rank (return_microbatch=True, which this API does
+// not take), and TestElasticConfigChanged (DEEPSPEED_ELASTICITY_CONFIG, not checked here yet).
+struct DeepSpeedCase {
+  const char* test;
+  const char* change;
+  int64_t worldSize;
+  const char* envWorldSize;
+  bool error;
+  int64_t finalBatchSize;  // 0: not asserted by DeepSpeed's test
+  size_t validGpus;        // how many; 0: not asserted
+  int64_t microBatchSize;  // 0: not asserted
+  int64_t finalAtMost;     // 0: not asserted
+};
+
+const DeepSpeedCase kDeepSpeedCases[] = {
+    {"test_basic_10k", "{}", 0, nullptr, false, 9792, 23, 0, 0},
+    {"test_disabled", R"({"enabled": false})", 0, nullptr, true, 0, 0, 0, 0},
+    {"test_valid_world_size", "{}", 64, nullptr, false, 0, 0, 17, 0},
+    {"test_invalid_world_size", "{}", 128, nullptr, true, 0, 0, 0, 0},
+    {"test_future_elastic_version", R"({"version": "0.3"})", 0, nullptr, true, 0, 0, 0, 0},
+    {"test_missing_max_batch", R"({"max_train_batch_size": null})", 0, nullptr, true, 0, 0, 0, 0},
+    {"test_missing_micro_batch", R"({"micro_batch_sizes": null})", 0, nullptr, true, 0, 0, 0, 0},
+    {"test_empty_config",
+     R"({"max_train_batch_size": null, "micro_batch_sizes": null, "min_gpus": null,
+         "max_gpus": null, "min_time": null, "version": null})",
+     0, nullptr, true, 0, 0, 0, 0},
+    {"test_model_parallel_v1_invalid",
+     R"({"model_parallel_size": 4, "num_gpus_per_node": 8, "version": 0.1})", 0, nullptr, true, 0,
+     0, 0, 0},
+    {"test_model_parallel_v2_invalid",
+     R"({"model_parallel_size": 16, "num_gpus_per_node": 8, "version": 0.2})", 16, nullptr, true, 0,
+     0, 0, 0},
+    {"test_model_parallel_v2_valid",
+     R"({"model_parallel_size": 4, "num_gpus_per_node": 8, "version": 0.2})", 0, "16", false, 0, 0,
+     0, 0},
+    {"test_invalid_config_values[micro_batch_sizes-value0]",
+     R"({"micro_batch_sizes": [1, 4, -1, 2, -10]})", 0, nullptr, true, 0, 0, 0, 0},
+    {"test_invalid_config_values[min_gpus--1]", R"({"min_gpus": -1})", 0, nullptr, true, 0, 0, 0,
+     0},
+    {"test_invalid_config_values[max_gpus--1]", R"({"max_gpus": -1})", 0, nullptr, true, 0, 0, 0,
+     0},
+    {"test_invalid_config_values[micro_batch_sizes-5]", R"({"micro_batch_sizes": 5})", 0, nullptr,
+     true, 0, 0, 0, 0},
+    {"test_invalid_config_values[micro_batch_sizes-value4]",
+     R"({"micro_batch_sizes": ["a", null, 0.5]})", 0, nullptr, true, 0, 0, 0, 0},
+    {"test_invalid_config_values[micro_batch_sizes-value5]",
+     R"({"micro_batch_sizes": [2, 0.5, 4]})", 0, nullptr, true, 0, 0, 0, 0},
+    {"test_proper_mbsz",
+     R"({"max_train_batch_size": 32, "micro_batch_sizes": [1, 2, 3, 7], "min_gpus": 1})", 4,
+     nullptr, false, 0, 0, 3, 0},
+    {"test_batch_size_within_max",
+     R"({"max_train_batch_size": 100, "micro_batch_sizes": [8, 10, 12], "min_gpus": 1})", 0,
+     nullptr, false, 0, 0, 0, 100},
+};
+
 }  // namespace
 
 TEST_CASE("elastic batch: DeepSpeed's worked example", "[elastic]") {
@@ -65,6 +128,60 @@ TEST_CASE("elastic batch: DeepSpeed's worked example", "[elastic]") {
   CHECK_THROWS_WITH(computeElasticBatch(c, 63, nullptr),
                     Catch::Contains("World size (63) is not valid with the current list of valid "
                                     "GPU counts: [32, 34, 36,"));
+}
+
+TEST_CASE("elastic batch: DeepSpeed's test_elastic.py cases give its expected values",
+          "[elastic]") {
+  // test_elastic.py's ds_config fixture.
+  const Json base = {{"enabled", true},
+                     {"max_train_batch_size", 10000},
+                     {"micro_batch_sizes", {8, 12, 16, 17}},
+                     {"min_gpus", 32},
+                     {"max_gpus", 1500},
+                     {"min_time", 20},
+                     {"version", 0.1}};
+  for (const DeepSpeedCase& t : kDeepSpeedCases) {
+    Json e = base;
+    e.merge_patch(Json::parse(t.change));
+    INFO(t.test << ": " << e.dump() << ", world size " << t.worldSize << ", WORLD_SIZE "
+                << (t.envWorldSize ? t.envWorldSize : "unset"));
+    if (t.error) {
+      CHECK_THROWS_AS(computeElasticBatch(fromJson(e), t.worldSize, t.envWorldSize), ds::Error);
+      continue;
+    }
+    ds::runtime::ElasticBatch got;
+    REQUIRE_NOTHROW(got = computeElasticBatch(fromJson(e), t.worldSize, t.envWorldSize));
+    if (t.finalBatchSize) CHECK(got.finalBatchSize == t.finalBatchSize);
+    if (t.validGpus) CHECK(got.validGpus.size() == t.validGpus);
+    if (t.microBatchSize) CHECK(got.microBatchSize == t.microBatchSize);
+    if (t.finalAtMost) CHECK(got.finalBatchSize <= t.finalAtMost);
+    // test_basic_10k's property, asserted for every case that computes a batch: each valid GPU
+    // count divides the batch, and some micro-batch size divides each GPU's share.
+    for (int64_t gpus : got.validGpus) {
+      INFO(gpus << " GPUs");
+      REQUIRE(got.finalBatchSize % gpus == 0);
+      bool divisible = false;
+      for (int64_t mb : e["micro_batch_sizes"].get<std::vector<int64_t>>())
+        divisible = divisible || (got.finalBatchSize / gpus) % mb == 0;
+      CHECK(divisible);
+    }
+  }
+}
+
+// TestNonElasticBatchParams and TestNonElasticBatchParamsWithOverride (2 ranks): a config with
+// train_batch_size beside an enabled elasticity block is refused unless the block says
+// ignore_non_elastic_batch_info.
+TEST_CASE("elastic batch: DeepSpeed's non-elastic batch params tests", "[elastic]") {
+  const std::string block =
+      R"("elasticity": {"enabled": true, "max_train_batch_size": 4,
+         "micro_batch_sizes": [1, 2, 3, 4], "min_gpus": 1, "max_gpus": 4, "min_time": 20,
+         "version": 0.1)";
+  const std::string rest = R"(, "train_batch_size": 2, "steps_per_print": 1,
+      "optimizer": {"type": "Lamb", "params": {"lr": 0.00015}}, "gradient_clipping": 1.0})";
+  CHECK_THROWS_AS(ds::runtime::parseDeepSpeedConfig("{" + block + "}" + rest, 2, "c.json"),
+                  ds::Error);
+  CHECK_NOTHROW(ds::runtime::parseDeepSpeedConfig(
+      "{" + block + R"(, "ignore_non_elastic_batch_info": true})" + rest, 2, "c.json"));
 }
 
 TEST_CASE("elastic batch: 600 random configs agree with the Python transcription", "[elastic]") {
