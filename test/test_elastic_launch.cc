@@ -289,13 +289,15 @@ TEST_CASE("elastic: ranks get DEEPSPEED_ELASTICITY_CONFIG; a changed config is r
   // The program's --deepspeed_config is the config ds-launch plans with (sh ignores it).
   auto launch = [&] {
     return startLaunch(
-        dir, {"--hostfile", "hostfile", "--master_port", "0", "--print_all_ranks",
-              "--no_local_rank", "--", "/bin/sh", "-c", "echo ELASTIC=$DEEPSPEED_ELASTICITY_CONFIG",
-              "--deepspeed_config", "elastic.json"});
+        dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir", "logs",
+              "--print_all_ranks", "--no_local_rank", "--", "/bin/sh", "-c",
+              "echo ELASTIC=$DEEPSPEED_ELASTICITY_CONFIG", "--deepspeed_config", "elastic.json"});
   };
   {
     auto job = launch();
-    REQUIRE(waitExit(job, 30s) == 0);
+    const auto status = waitExit(job, 60s);
+    INFO(readFile(dir + "/stderr"));
+    REQUIRE(status == 0);
     const std::string out = readFile(dir + "/stdout");
     INFO(out);
     CHECK(out.find("[rank 0] ELASTIC=" + block) != std::string::npos);
