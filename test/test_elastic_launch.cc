@@ -279,7 +279,7 @@ TEST_CASE("elastic: nodes beyond the largest valid world are spares that replace
 // DeepSpeed's runtime compares the elasticity block it runs with DEEPSPEED_ELASTICITY_CONFIG, the
 // one the resource scheduler saw: ds-launch sets it for every rank of a job whose config enables
 // elasticity, and refuses to start when a scheduler above it saw a different block.
-TEST_CASE("elastic: ranks get DEEPSPEED_ELASTICITY_CONFIG; a changed config is refused",
+TEST_CASE("elastic: ranks get DEEPSPEED_ELASTICITY_CONFIG, and a changed config is refused",
           "[elastic][launch]") {
   const std::string dir = makeScratchDir("elastic-env");
   writeFile(dir + "/hostfile", "127.0.0.1 slots=2\n");
