@@ -114,24 +114,22 @@ void JsonReader::readNonNegative(const Json& obj, const std::string& prefix, std
 
 void JsonReader::readInt(const Json& obj, const std::string& prefix, std::string_view key,
                          int64_t& out, int64_t min) const {
-  const Json* v = member(obj, key);
-  if (!v) return;
-  out = integer(*v, joinPath(prefix, key));
-  if (out < min) {
-    fail(joinPath(prefix, key),
-         "expected an integer >= " + std::to_string(min) + ", got " + describeJson(*v));
-  }
+  readIntAtLeast(obj, prefix, key, out, min, &JsonReader::integer);
 }
 
 void JsonReader::readExactInt(const Json& obj, const std::string& prefix, std::string_view key,
                               int64_t& out, int64_t min) const {
+  readIntAtLeast(obj, prefix, key, out, min, &JsonReader::exactInteger);
+}
+
+void JsonReader::readIntAtLeast(const Json& obj, const std::string& prefix, std::string_view key,
+                                int64_t& out, int64_t min, IntegerRule rule) const {
   const Json* v = member(obj, key);
   if (!v) return;
-  out = exactInteger(*v, joinPath(prefix, key));
-  if (out < min) {
+  out = (this->*rule)(*v, joinPath(prefix, key));
+  if (out < min)
     fail(joinPath(prefix, key),
          "expected an integer >= " + std::to_string(min) + ", got " + describeJson(*v));
-  }
 }
 
 void JsonReader::readPerGroupNonNegative(const Json& obj, const std::string& prefix,

@@ -67,6 +67,10 @@ class JsonReader {
                          const std::vector<std::string_view>& known) const;
 
  private:
+  // readInt and readExactInt: the key read by `rule` (integer or exactInteger), then >= min.
+  using IntegerRule = int64_t (JsonReader::*)(const Json&, const std::string&) const;
+  void readIntAtLeast(const Json& obj, const std::string& prefix, std::string_view key,
+                      int64_t& out, int64_t min, IntegerRule rule) const;
   std::string source_;
   std::vector<std::string>& warnings_;
 };
