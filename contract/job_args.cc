@@ -128,7 +128,7 @@ JobSpec parseJobArgs(const std::vector<std::string>& jobArgs) {
     CommBenchOptions& o = spec.bench;
     o.op = parseCommOp(op);
     o.dtype = parseDType(dtype, "ds-comm-bench --dtype");
-    o.backend = runtime::parseCommBackend(backend, "ds-comm-bench --backend");
+    o.backend = ds::parseCommBackend(backend, "ds-comm-bench --backend");
     o.minBytes = parseByteSize("ds-comm-bench --min", minSize);
     o.maxBytes = parseByteSize("ds-comm-bench --max", maxSize);
     if (o.minBytes < dtypeBytes(o.dtype) || o.maxBytes < o.minBytes)

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/comm/comm_backend.h"
-#include "runtime/common/dtype.h"
+#include "common/comm_backend.h"
+#include "common/dtype.h"
 
 namespace ds {
 
@@ -41,7 +41,7 @@ struct TrainOptions {
 struct CommBenchOptions {
   CommOp op = CommOp::AllReduce;
   DType dtype = DType::F32;
-  runtime::CommBackend backend = runtime::CommBackend::Auto;
+  ds::CommBackend backend = ds::CommBackend::Auto;
   uint64_t minBytes = 1024;
   uint64_t maxBytes = uint64_t{64} << 20;
   int iters = 20;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/comm/comm_stat.h"
+#include "common/comm_stat.h"
 
 namespace ds {
 
@@ -35,7 +35,7 @@ struct RankReport {
   double lastLoss = 0.0;
   double wallSeconds = 0.0;
   std::map<std::string, double> metrics;
-  std::vector<runtime::CommStat> commStats;
+  std::vector<ds::CommStat> commStats;
 };
 
 // What the coordinator tells ranks. CoordinatorGone is never sent: a worker's client reports it

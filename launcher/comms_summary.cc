@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <map>
 
-#include "runtime/comm/comms_logger.h"
+#include "common/comm_stat.h"
 
 namespace ds::launcher {
 namespace {
@@ -23,7 +23,7 @@ std::string humanSize(uint64_t bytes) {
 
 }  // namespace
 
-std::string formatCommsSummary(const std::vector<std::vector<runtime::CommStat>>& perRank) {
+std::string formatCommsSummary(const std::vector<std::vector<ds::CommStat>>& perRank) {
   struct Row {
     std::vector<std::pair<double, int>> averages;  // (avg seconds, rank)
     uint64_t minCount = UINT64_MAX, maxCount = 0;
@@ -50,7 +50,7 @@ std::string formatCommsSummary(const std::vector<std::vector<runtime::CommStat>>
     std::sort(row.averages.begin(), row.averages.end());
     const double median = row.averages[row.averages.size() / 2].first;
     const double busbw =
-        median > 0 ? key.second / median / 1e9 * runtime::busBandwidthFactor(key.first, ranks)
+        median > 0 ? key.second / median / 1e9 * busBandwidthFactor(key.first, ranks)
                    : 0.0;
     const std::string count = row.minCount == row.maxCount ? std::to_string(row.minCount)
                                                            : std::to_string(row.minCount) + "-" +

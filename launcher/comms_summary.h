@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/comm/comm_stat.h"
+#include "common/comm_stat.h"
 
 namespace ds::launcher {
 
 // perRank[r] is rank r's summary (empty when it reported none). "" when nobody logged anything.
-std::string formatCommsSummary(const std::vector<std::vector<runtime::CommStat>>& perRank);
+std::string formatCommsSummary(const std::vector<std::vector<ds::CommStat>>& perRank);
 
 }  // namespace ds::launcher

@@ -34,7 +34,7 @@
 #include "grpc_process.h"
 #include "launcher/coordinator_state.h"
 #include "launcher/hostfile.h"
-#include "runtime/common/allocator_policy.h"
+#include "common/allocator_policy.h"
 
 namespace ds::launcher {
 namespace {
@@ -328,7 +328,7 @@ Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<S
   prepareGrpcProcess();
   // Thousands of calls allocate and free the same sizes: keep freed memory for reuse rather than
   // trimming and growing the heaps again (sysmalloc was 9% of a 8192-rank start-up).
-  runtime::keepFreedMemoryForReuse();
+  ds::keepFreedMemoryForReuse();
   const std::string listen =
       state_->options.bindAddress + ":" + std::to_string(state_->options.port);
   grpc::ServerBuilder builder;

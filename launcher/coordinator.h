@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "contract/rank_contract.h"
-#include "runtime/comm/comm_stat.h"
+#include "common/comm_stat.h"
 
 namespace ds::launcher {
 

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "runtime/common/files.h"
+#include "common/files.h"
 
 namespace ds::launcher {
 namespace {

@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
-#include "runtime/common/files.h"
+#include "common/files.h"
 
 namespace ds::launcher {
 namespace {

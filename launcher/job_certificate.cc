@@ -12,7 +12,7 @@
 
 #include "common/error.h"
 #include "common/spawn.h"
-#include "runtime/common/files.h"
+#include "common/files.h"
 
 namespace ds::launcher {
 namespace {

@@ -15,7 +15,7 @@
 #include "launcher/hostfile.h"
 #include "launcher/log_files.h"
 #include "launcher/worker_process.h"
-#include "runtime/common/files.h"
+#include "common/files.h"
 #include "runtime/config/job_config.h"
 
 extern char** environ;

@@ -25,7 +25,7 @@
 #include "launcher/job_supervisor.h"
 #include "launcher/worker_process.h"
 #include "runtime/checkpoint/checkpoint_files.h"
-#include "runtime/common/files.h"
+#include "common/files.h"
 #include "runtime/config/job_config.h"
 
 namespace ds::launcher {
@@ -158,10 +158,10 @@ SupervisorOptions supervisorOptionsFor(const JobPlan& p, const LaunchOptions& fl
 // The summary table, the comms summary, and for a failed job what failed and where its output is.
 int report(const JobOutcome& outcome, Coordinator& coordinator, const std::string& logs) {
   std::cout << '\n' << formatSummary(outcome);
-  std::vector<std::vector<runtime::CommStat>> commStats;
+  std::vector<std::vector<ds::CommStat>> commStats;
   for (const auto& status : coordinator.snapshot())
     commStats.push_back(status.report ? status.report->commStats
-                                      : std::vector<runtime::CommStat>{});
+                                      : std::vector<ds::CommStat>{});
   if (const std::string table = formatCommsSummary(commStats); !table.empty())
     std::cout << '\n' << table;
   if (outcome.failure.empty()) return 0;

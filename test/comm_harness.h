@@ -52,9 +52,9 @@ void runGroup(Backend backend, const std::vector<int>& nodeSizes, Body body,
   runtime::MemoryStore store;
   onThreads(world, [&](int r) {
     runtime::GroupOptions options;
-    options.backend = backend == Backend::Shm    ? runtime::CommBackend::Shm
-                      : backend == Backend::Gloo ? runtime::CommBackend::Gloo
-                                                 : runtime::CommBackend::Hierarchical;
+    options.backend = backend == Backend::Shm    ? ds::CommBackend::Shm
+                      : backend == Backend::Gloo ? ds::CommBackend::Gloo
+                                                 : ds::CommBackend::Hierarchical;
     options.bindAddress = "127.0.0.1";
     options.storePrefix = "test";
     options.timeout = timeout;

@@ -7,10 +7,12 @@
 #include "common/error.h"
 #include "launcher/comms_summary.h"
 #include "runtime/comm/comms_logger.h"
+#include "runtime/config/ds_config.h"
 #include "runtime/comm/memory_store.h"
 #include "runtime/comm/shm_communicator.h"
 #include "test/rank_threads.h"
 
+using namespace ds;
 using namespace ds::runtime;
 
 TEST_CASE("comms logger: a known sequence of ops gives the right counts and bytes") {

@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "runtime/common/files.h"
+#include "common/files.h"
 #include "runtime/monitor/csv_monitor.h"
 #include "runtime/monitor/tensorboard_monitor.h"
 #include "test/scratch_dir.h"

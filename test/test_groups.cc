@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "test/comm_harness.h"
 
+using namespace ds;
 using namespace ds::runtime;
 
 TEST_CASE("groups: data-parallel subgroups over two nodes of two ranks") {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "runtime/common/files.h"
+#include "common/files.h"
 #include "runtime/data/byte_tokenizer.h"
 #include "runtime/data/indexed_dataset.h"
 #include "test/scratch_dir.h"

@@ -8,7 +8,7 @@
 #include "runtime/config/ds_config.h"
 
 using namespace ds;
-using ds::runtime::CommBackend;
+using ds::CommBackend;
 
 TEST_CASE("job args: train options, defaults and errors") {
   const JobSpec spec = parseJobArgs({"train", "--config", "c.json", "--steps", "40", "--seed", "7",

@@ -202,6 +202,7 @@ TEST_CASE("neox config: a split every rank would refuse is refused when the conf
 
 TEST_CASE("neox config: sample tables and activations beyond the memory left are refused",
           "[neox]") {
+  using namespace ds;
   using namespace ds::runtime;
   GptTrainConfig t;  // 2 layers, hidden 64, 4 heads, seq 64; eval-iters 100 every 1000, 969,30,1
   t.trainIters = 100;

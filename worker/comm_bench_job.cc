@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "common/error.h"
-#include "runtime/comm/comms_logger.h"
+#include "common/comm_stat.h"
 #include "runtime/comm/elementwise_reduce.h"
 
 namespace ds::worker {
@@ -126,7 +126,7 @@ bool runCommBench(const CommBenchOptions& options, runtime::Communicator& comm) 
       allCorrect = allCorrect && errors[0] == 0.0f;
     }
     const double algbw = bytes / seconds / 1e9;
-    const double busbw = algbw * runtime::busBandwidthFactor(opName, n);
+    const double busbw = algbw * busBandwidthFactor(opName, n);
     if (printing && options.json) {
       std::printf(
           "{\"op\": \"%s\", \"dtype\": \"%s\", \"bytes\": %llu, \"ranks\": %d, "

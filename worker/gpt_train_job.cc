@@ -20,7 +20,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/checkpoint/checkpoint_files.h"
-#include "runtime/common/json_text.h"
+#include "common/json_text.h"
 #include "runtime/config/job_config.h"
 #include "runtime/data/gpt_samples.h"
 #include "runtime/data/indexed_dataset.h"
@@ -139,7 +139,7 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   if (!saveDir.empty() && join.rank == 0) {
     // What ds-generate (and a human) needs to rebuild the model from these checkpoints.
     std::filesystem::create_directories(saveDir);
-    const auto shipped = runtime::parseJsonText(join.configJson, "the job's config",
+    const auto shipped = ds::parseJsonText(join.configJson, "the job's config",
                                                 {runtime::kMaxShippedConfigDepth});
     runtime::writeTextAtomically(saveDir + "/neox_config.json", shipped.at("neox").dump(2) + "\n");
   }

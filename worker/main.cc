@@ -26,7 +26,7 @@
 #include "contract/forwarded_env.h"
 #include "runtime/comm/shm_segment.h"
 #include "runtime/comm/store_barrier.h"
-#include "runtime/common/files.h"
+#include "common/files.h"
 #include "worker/comm_bench_job.h"
 #include "worker/coordinator_client.h"
 #include "worker/coordinator_store.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "contract/job_args.h"
-#include "runtime/comm/comm_stat.h"
+#include "common/comm_stat.h"
 #include "runtime/comm/store.h"
 #include "worker/coordinator_client.h"
 #include "worker/progress_board.h"
@@ -20,7 +20,7 @@ struct TrainResult {
   double lastLoss = 0.0;
   double wallSeconds = 0.0;
   double samplesPerSecond = 0.0;
-  std::vector<runtime::CommStat> commStats;  // comms_logger summary (empty when disabled)
+  std::vector<ds::CommStat> commStats;  // comms_logger summary (empty when disabled)
 };
 
 TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, runtime::Store& store,

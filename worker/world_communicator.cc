@@ -4,7 +4,7 @@ namespace ds::worker {
 
 runtime::GroupFactory makeGroupFactory(const JoinResult& join, runtime::Store& store,
                                        const std::string& bindAddress,
-                                       runtime::CommBackend backend) {
+                                       ds::CommBackend backend) {
   runtime::GroupOptions options;
   options.backend = backend;
   options.bindAddress = bindAddress;

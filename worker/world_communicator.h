@@ -14,6 +14,6 @@ namespace ds::worker {
 // by the membership epoch so a re-formed world never meets the old one's keys.
 runtime::GroupFactory makeGroupFactory(const JoinResult& join, runtime::Store& store,
                                        const std::string& bindAddress,
-                                       runtime::CommBackend backend = runtime::CommBackend::Auto);
+                                       ds::CommBackend backend = ds::CommBackend::Auto);
 
 }  // namespace ds::worker

@@ -12,7 +12,7 @@
 #include "bench/bench_flags.h"
 #include "common/guarded_main.h"
 #include "runtime/offload/aio_engine.h"
-#include "runtime/offload/fio_baseline.h"
+#include "bench/fio_baseline.h"
 
 namespace {
 
@@ -48,9 +48,9 @@ int run(const Options& o) {
   double write = 0, read = 0, fioWrite = 0, fioRead = 0;
   for (int rep = 0; rep < kRounds; ++rep) {
     write = std::max(write, timed([&] { engine->write(file, buffer.data(), bytes, 0); }));
-    fioWrite = std::max(fioWrite, ds::runtime::fioBandwidthGBps(file, true, c.blockSize, o.depth, bytes));
+    fioWrite = std::max(fioWrite, ds::fioBandwidthGBps(file, true, c.blockSize, o.depth, bytes));
     read = std::max(read, timed([&] { engine->read(file, buffer.data(), bytes, 0); }));
-    fioRead = std::max(fioRead, ds::runtime::fioBandwidthGBps(file, false, c.blockSize, o.depth, bytes));
+    fioRead = std::max(fioRead, ds::fioBandwidthGBps(file, false, c.blockSize, o.depth, bytes));
   }
   if (o.json) {
     std::printf("{\"read_GBps\": %.3f, \"write_GBps\": %.3f, \"fio_read_GBps\": %.3f, "

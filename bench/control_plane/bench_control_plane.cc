@@ -45,7 +45,7 @@
 #include "coordinator.grpc.pb.h"
 #include "grpc_process.h"
 #include "launcher/coordinator.h"
-#include "runtime/common/allocator_policy.h"
+#include "common/allocator_policy.h"
 #include "worker/coordinator_channel.h"
 #include "worker/node_relay.h"
 #include "worker/relay_protocol.h"
@@ -364,7 +364,7 @@ int run(const Options& o) {
   ds::prepareGrpcProcess();  // the simulated workers' settings, as ds-worker's
   // As the coordinator does: thousands of connections allocate and free the same sizes, and
   // growing the heap again costs page faults (sysmalloc was 6% of this process's start-up).
-  ds::runtime::keepFreedMemoryForReuse();
+  ds::keepFreedMemoryForReuse();
 
   Tally tally;
   // Relay mode: one NodeRelay per node, all on one io_context with their ranks' local sockets.

@@ -21,7 +21,7 @@
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
-#include "runtime/offload/fio_baseline.h"
+#include "bench/fio_baseline.h"
 
 namespace {
 
@@ -91,8 +91,8 @@ int run(const Options& o) {
           .iterationMs;
   const size_t probe = std::min<size_t>(swapBytes, size_t{1} << 30);
   const std::string probeFile = o.dir + "/bench-offload-fio-" + std::to_string(getpid());
-  const double fioWrite = ds::runtime::fioBandwidthGBps(probeFile, true, 1 << 20, 8, probe);
-  const double fioRead = ds::runtime::fioBandwidthGBps(probeFile, false, 1 << 20, 8, probe);
+  const double fioWrite = ds::fioBandwidthGBps(probeFile, true, 1 << 20, 8, probe);
+  const double fioRead = ds::fioBandwidthGBps(probeFile, false, 1 << 20, 8, probe);
   std::filesystem::remove(probeFile);
   std::printf("bench_offload: MLP %ld x %ld = %.0fM parameters, fp32 AdamW, ZeRO 1, sub-groups of "
               "%ldM, best of %ld steps, swap in %s\n",

@@ -11,7 +11,7 @@
 #include <filesystem>
 
 #include "common/error.h"
-#include "runtime/common/files.h"
+#include "common/files.h"
 
 namespace ds::runtime {
 namespace {

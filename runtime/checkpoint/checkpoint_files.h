@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/fnv1a.h"
-#include "runtime/common/files.h"
+#include "common/files.h"
 
 namespace ds::runtime {
 

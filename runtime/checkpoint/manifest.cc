@@ -11,8 +11,8 @@
 
 #include "common/error.h"
 #include "common/fnv1a.h"
-#include "runtime/common/files.h"
-#include "runtime/common/json_text.h"
+#include "common/files.h"
+#include "common/json_text.h"
 
 namespace ds::runtime {
 namespace {

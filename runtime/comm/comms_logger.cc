@@ -5,14 +5,6 @@
 
 namespace ds::runtime {
 
-double busBandwidthFactor(const std::string& op, int ranks) {
-  if (ranks <= 1) return 0.0;
-  if (op == "all_reduce") return 2.0 * (ranks - 1) / ranks;
-  if (op == "all_gather" || op == "reduce_scatter") return static_cast<double>(ranks - 1) / ranks;
-  if (op == "broadcast" || op == "send" || op == "recv") return 1.0;
-  return 0.0;
-}
-
 CommsLogger::CommsLogger(CommsLoggerConfig config, int ranks, std::FILE* verboseOut)
     : config_(std::move(config)), ranks_(ranks), verboseOut_(verboseOut) {}
 

@@ -11,15 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/comm/comm_stat.h"
+#include "common/comm_stat.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/config/ds_config.h"
+#include "runtime/comm/comms_logger_config.h"
 
 namespace ds::runtime {
-
-// nccl-tests' bus bandwidth factor: all_reduce 2(n-1)/n, all_gather and reduce_scatter (n-1)/n,
-// broadcast, send and recv 1, barrier 0.
-double busBandwidthFactor(const std::string& op, int ranks);
 
 class CommsLogger {
  public:

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/common/dtype.h"
+#include "common/dtype.h"
 
 namespace ds::runtime {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/comm/comm_backend.h"
+#include "common/comm_backend.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/comm/store.h"

@@ -15,8 +15,8 @@
 
 #include "common/error.h"
 #include "common/fnv1a.h"
-#include "runtime/common/files.h"
-#include "runtime/common/json_text.h"
+#include "common/files.h"
+#include "common/json_text.h"
 #include "runtime/config/config_blocks.h"
 #include "runtime/elastic/elastic_batch.h"
 

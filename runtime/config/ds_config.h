@@ -10,11 +10,12 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/comm/comm_backend.h"
+#include "common/comm_backend.h"
+#include "runtime/comm/comms_logger_config.h"
 #include "runtime/config/batch_size.h"
 #include "runtime/monitor/csv_monitor.h"
 #include "runtime/monitor/tensorboard_monitor.h"
-#include "runtime/offload/aio_engine.h"
+#include "runtime/offload/aio_config.h"
 #include "runtime/profiler/flops_profiler.h"
 #include "runtime/config/config_policy.h"
 #include "runtime/config/elasticity_config.h"
@@ -24,15 +25,6 @@
 #include "runtime/config/zero_config.h"
 
 namespace ds::runtime {
-
-// DeepSpeed's comms_logger block.
-struct CommsLoggerConfig {
-  bool enabled = false;
-  bool verbose = false;  // print every op as it happens
-  bool profAll = true;   // false: only the ops in profOps
-  bool debug = false;    // accepted; there is no Python caller to append
-  std::vector<std::string> profOps;
-};
 
 struct DeepSpeedConfig {
   BatchConfig batch;

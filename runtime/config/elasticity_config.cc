@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "common/error.h"
-#include "runtime/common/json_text.h"
+#include "common/json_text.h"
 #include "runtime/config/config_blocks.h"
 
 namespace ds::runtime {

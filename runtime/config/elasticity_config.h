@@ -1,32 +1,14 @@
-// The "elasticity" block with DeepSpeed's keys, types, defaults and validation rules (checked in
-// DeepSpeed's order, first failure wins). This is the input of the elastic batch computation;
-// parsing it does not make a job elastic.
+// The "elasticity" block's checks beyond parsing (parseElasticityConfig, config_blocks.h, applies
+// DeepSpeed's keys, types and value rules in DeepSpeed's order). The typed block itself lives
+// beside the elastic batch computation that consumes it (runtime/elastic/elasticity_config.h).
 #pragma once
 
-#include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
+
+#include "runtime/elastic/elasticity_config.h"
 
 namespace ds::runtime {
-
-struct ElasticityConfig {
-  bool enabled = false;
-  int64_t maxTrainBatchSize = 2000;
-  std::vector<int64_t> microBatchSizes = {2, 4, 6};
-  int64_t minGpus = 1;
-  int64_t maxGpus = 10000;
-  int64_t minTime = 0;
-  double version = 0.2;  // DeepSpeed's latest elasticity version is the default
-  bool preferLargerBatch = true;
-  bool ignoreNonElasticBatchInfo = false;
-  int64_t numGpusPerNode = 1;
-  int64_t modelParallelSize = 1;
-};
-
-// DeepSpeed's variable for the elasticity block the resource scheduler saw (JSON text). ds-launch
-// sets it for a job whose config enables elasticity, unless a scheduler above it already did.
-inline constexpr const char* kElasticityConfigVariable = "DEEPSPEED_ELASTICITY_CONFIG";
 
 // DeepSpeed's ensure_immutable_elastic_config: `schedulerJson` is parsed as an elasticity block
 // (with the same defaults and rules as the config's own), and its max_train_batch_size,

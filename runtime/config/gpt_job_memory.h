@@ -5,7 +5,7 @@
 // instead of every rank running out of memory. The model states are the engine's check.
 #pragma once
 
-#include "runtime/common/memory_budget.h"
+#include "common/memory_budget.h"
 #include "runtime/config/batch_size.h"
 #include "runtime/config/neox_config.h"
 

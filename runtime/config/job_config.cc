@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "runtime/common/json_text.h"
+#include "common/json_text.h"
 
 namespace ds::runtime {
 namespace {

@@ -13,8 +13,8 @@
 #include <set>
 
 #include "common/error.h"
-#include "runtime/common/files.h"
-#include "runtime/common/json_text.h"
+#include "common/files.h"
+#include "common/json_text.h"
 #include "runtime/config/closest_key.h"
 #include "runtime/config/config_policy.h"
 #include "runtime/config/gpt_job_memory.h"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "runtime/common/dtype.h"
+#include "common/dtype.h"
 
 namespace ds::runtime {
 

@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "common/error.h"
-#include "runtime/common/files.h"
-#include "runtime/common/json_text.h"
+#include "common/files.h"
+#include "common/json_text.h"
 #include "runtime/data/utf8.h"
 
 namespace ds::runtime {

@@ -14,7 +14,7 @@
 #include <limits>
 
 #include "common/error.h"
-#include "runtime/common/files.h"
+#include "common/files.h"
 
 namespace ds::runtime {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/config/elasticity_config.h"
+#include "runtime/elastic/elasticity_config.h"
 
 namespace ds::runtime {
 

@@ -9,8 +9,8 @@
 
 #include "common/error.h"
 #include "common/fnv1a.h"
-#include "runtime/common/allocator_policy.h"
-#include "runtime/common/memory_budget.h"
+#include "common/allocator_policy.h"
+#include "common/memory_budget.h"
 #include "runtime/optim/make_optimizer.h"
 #include "runtime/zero/memory_estimate.h"
 

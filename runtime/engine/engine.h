@@ -134,7 +134,7 @@ class Engine : private LayerAccess {
   // destroyed first, while the arrays it points into still exist).
   std::unique_ptr<SlotSwapper> swapper_;
   // Throws, before anything big is allocated, when the model states cannot fit in the memory
-  // this process may still take (runtime/common/memory_budget.h).
+  // this process may still take (common/memory_budget.h).
   void checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
                          size_t largestGroup) const;
   // NVMe offload: every swapped state in memory for `body` (a checkpoint), out again after.

@@ -13,18 +13,9 @@
 #include <memory>
 #include <string>
 
-namespace ds::runtime {
+#include "runtime/offload/aio_config.h"
 
-// DeepSpeed's `aio` block, with its defaults.
-struct AioConfig {
-  int64_t blockSize = 1 << 20;
-  int64_t queueDepth = 8;
-  int64_t threadCount = 1;
-  bool singleSubmit = false;   // one io_submit per request instead of a batch per refill
-  bool overlapEvents = true;   // refill the queue as completions arrive, not when it drains
-  bool useGds = false;         // GPU direct storage: not here (no GPU)
-  void validate() const;       // throws ds::Error naming the aio key
-};
+namespace ds::runtime {
 
 // Page-aligned memory for O_DIRECT, locked in RAM when the memlock limit allows (else plain).
 class AlignedBuffer {

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "runtime/common/dtype.h"
+#include "common/dtype.h"
 
 namespace ds::runtime {
 

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "runtime/common/dtype.h"
+#include "common/dtype.h"
 #include "runtime/model/model.h"
 
 namespace ds::runtime {

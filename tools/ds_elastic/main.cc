@@ -12,8 +12,8 @@
 
 #include "common/error.h"
 #include "common/guarded_main.h"
-#include "runtime/common/files.h"
-#include "runtime/common/json_text.h"
+#include "common/files.h"
+#include "common/json_text.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/elastic/elastic_batch.h"
 
@@ -42,7 +42,7 @@ int run(const Options& o) {
     std::printf("}\n");
     return 0;
   }
-  const auto block = ds::runtime::parseJsonText(text, o.config)["elasticity"];  // valid: read above
+  const auto block = ds::parseJsonText(text, o.config)["elasticity"];  // valid: read above
   const char* rule = "------------------------------------------";
   std::printf("%s\nElasticity config:\n%s\n%s\n%s\n", rule, rule, block.dump(4).c_str(), rule);
   if (o.worldSize > 0)

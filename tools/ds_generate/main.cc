@@ -12,8 +12,8 @@
 #include "common/error.h"
 #include "common/guarded_main.h"
 #include "runtime/comm/shm_communicator.h"
-#include "runtime/common/files.h"
-#include "runtime/common/json_text.h"
+#include "common/files.h"
+#include "common/json_text.h"
 #include "runtime/config/job_config.h"
 #include "runtime/config/neox_config.h"
 #include "runtime/engine/engine.h"
@@ -29,6 +29,7 @@ struct Options {
 };
 
 int run(const Options& o) {
+  using namespace ds;
   using namespace ds::runtime;
   const std::string configPath = o.checkpoint + "/neox_config.json";
   if (!std::filesystem::exists(configPath))

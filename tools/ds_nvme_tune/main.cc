@@ -18,10 +18,10 @@
 #include "common/error.h"
 #include "common/guarded_main.h"
 #include "contract/job_args.h"
-#include "runtime/common/files.h"
-#include "runtime/common/json_text.h"
+#include "common/files.h"
+#include "common/json_text.h"
 #include "runtime/offload/aio_engine.h"
-#include "runtime/offload/fio_baseline.h"
+#include "bench/fio_baseline.h"
 
 namespace {
 
@@ -39,7 +39,7 @@ struct Sweep {
 // DeepSpeed's sweep file: lists per knob (block sizes as "1M" strings or numbers; io_parallel is
 // thread_count, sequential_requests the opposite of overlap_events). Unknown keys are errors.
 Sweep readSweep(const std::string& path) {
-  const Json j = ds::runtime::parseJsonText(ds::readWholeFile(path, "sweep config", 1 << 20), path);
+  const Json j = ds::parseJsonText(ds::readWholeFile(path, "sweep config", 1 << 20), path);
   if (!j.is_object()) throw ds::Error(path + ": expected a JSON object of knob lists");
   Sweep s;
   auto ints = [&](const std::string& key, const Json& v, bool sizes) {
@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
                   static_cast<long long>(b.config.queueDepth),
                   static_cast<long long>(b.config.threadCount),
                   b.config.singleSubmit ? "true" : "false", b.config.overlapEvents ? "true" : "false");
-      if (fio) std::printf("; fio, same block and depth: %.2f GB/s", ds::runtime::fioBandwidthGBps(file, write, b.config.blockSize, b.config.queueDepth, rounded));
+      if (fio) std::printf("; fio, same block and depth: %.2f GB/s", ds::fioBandwidthGBps(file, write, b.config.blockSize, b.config.queueDepth, rounded));
       std::printf("\n");
     };
     if (!noRead) report("read", bestRead, false);

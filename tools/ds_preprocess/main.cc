@@ -18,7 +18,7 @@
 
 #include "common/error.h"
 #include "common/guarded_main.h"
-#include "runtime/common/json_text.h"
+#include "common/json_text.h"
 #include "runtime/data/indexed_dataset.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/data/utf8.h"
@@ -127,8 +127,8 @@ int run(int argc, char** argv) {
         // As NeoX's json.loads: a repeated key keeps its last value. Records may nest
         // (metadata), but not without bound.
         const nlohmann::json record =
-            ds::runtime::parseJsonText(line, path + ":" + std::to_string(number),
-                                       {kMaxRecordDepth, ds::runtime::DuplicateKeys::LastWins});
+            ds::parseJsonText(line, path + ":" + std::to_string(number),
+                                       {kMaxRecordDepth, ds::DuplicateKeys::LastWins});
         for (const auto& key : o.jsonKeys) {
           const auto it = record.is_object() ? record.find(key) : record.end();
           if (it == record.end() || !it->is_string())

@@ -1,11 +1,11 @@
-#include "runtime/offload/fio_baseline.h"
+#include "bench/fio_baseline.h"
 
 #include <nlohmann/json.hpp>
 
 #include "common/command_output.h"
-#include "runtime/common/files.h"
+#include "common/files.h"
 
-namespace ds::runtime {
+namespace ds {
 
 double fioBandwidthGBps(const std::string& file, bool write, size_t blockBytes, int64_t queueDepth,
                         size_t bytes) {
@@ -23,4 +23,4 @@ double fioBandwidthGBps(const std::string& file, bool write, size_t blockBytes, 
   return j["jobs"][0][direction]["bw_bytes"].get<double>() / 1e9;
 }
 
-}  // namespace ds::runtime
+}  // namespace ds

@@ -1,9 +1,9 @@
 // CommBackend names: one table for parsing and printing.
-#include "runtime/comm/comm_backend.h"
+#include "common/comm_backend.h"
 
 #include "common/error.h"
 
-namespace ds::runtime {
+namespace ds {
 namespace {
 
 struct Entry {
@@ -30,4 +30,4 @@ CommBackend parseCommBackend(const std::string& text, const std::string& where) 
               "\"");
 }
 
-}  // namespace ds::runtime
+}  // namespace ds

@@ -1,10 +1,10 @@
-#include "runtime/common/allocator_policy.h"
+#include "common/allocator_policy.h"
 
 #include <malloc.h>
 
 #include <mutex>
 
-namespace ds::runtime {
+namespace ds {
 
 void keepFreedMemoryForReuse() {
   static std::once_flag once;
@@ -15,4 +15,4 @@ void keepFreedMemoryForReuse() {
   });
 }
 
-}  // namespace ds::runtime
+}  // namespace ds

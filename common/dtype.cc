@@ -1,4 +1,4 @@
-#include "runtime/common/dtype.h"
+#include "common/dtype.h"
 
 #include "common/error.h"
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-namespace ds::runtime {
+namespace ds {
 
 struct MemoryBudget {
   uint64_t availableBytes = 0;
@@ -20,4 +20,4 @@ MemoryBudget memoryBudget();
 // "1.25 GiB", "300 MiB": for messages.
 std::string humanBytes(double bytes);
 
-}  // namespace ds::runtime
+}  // namespace ds

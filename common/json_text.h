@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace ds::runtime {
+namespace ds {
 
 enum class DuplicateKeys {
   Refuse,    // as DeepSpeed's config loader: a key given twice in one object is an error
@@ -31,4 +31,4 @@ nlohmann::json parseJsonText(std::string_view text, const std::string& source,
 nlohmann::ordered_json parseOrderedJsonText(std::string_view text, const std::string& source,
                                             const JsonTextRules& rules = {});
 
-}  // namespace ds::runtime
+}  // namespace ds

@@ -1,5 +1,5 @@
 // RegularFile, readWholeFile, isExecutableOnPath.
-#include "runtime/common/files.h"
+#include "common/files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace ds::runtime {
+namespace ds {
 
 enum class CommBackend { Auto, Shm, Hierarchical, Gloo };
 
@@ -13,4 +13,4 @@ const char* commBackendName(CommBackend backend);  // "auto", "shm", "hierarchic
 // Throws ds::Error "WHERE: expected ..., got ..." for anything else.
 CommBackend parseCommBackend(const std::string& text, const std::string& where);
 
-}  // namespace ds::runtime
+}  // namespace ds

@@ -6,11 +6,11 @@
 #include <cstdint>
 #include <string>
 
-namespace ds::runtime {
+namespace ds {
 
 // GB/s of one fio run writing or reading `bytes` of `file` in `blockBytes` requests with
 // `queueDepth` in flight (a read needs the file to exist); 0 when fio is missing or fails.
 double fioBandwidthGBps(const std::string& file, bool write, size_t blockBytes, int64_t queueDepth,
                         size_t bytes);
 
-}  // namespace ds::runtime
+}  // namespace ds

@@ -10,8 +10,8 @@
 // Process-wide; the engine and the coordinator call it (once is enough).
 #pragma once
 
-namespace ds::runtime {
+namespace ds {
 
 void keepFreedMemoryForReuse();
 
-}  // namespace ds::runtime
+}  // namespace ds

@@ -1,12 +1,12 @@
 // parseJsonText: see the header.
-#include "runtime/common/json_text.h"
+#include "common/json_text.h"
 
 #include <set>
 #include <vector>
 
 #include "common/error.h"
 
-namespace ds::runtime {
+namespace ds {
 namespace {
 
 std::string lineAndColumn(std::string_view text, size_t offset) {
@@ -117,4 +117,4 @@ nlohmann::ordered_json parseOrderedJsonText(std::string_view text, const std::st
   return parseWith<nlohmann::ordered_json>(text, source, rules);
 }
 
-}  // namespace ds::runtime
+}  // namespace ds

@@ -1,4 +1,4 @@
-#include "runtime/common/memory_budget.h"
+#include "common/memory_budget.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -6,7 +6,7 @@
 #include <limits>
 #include <sstream>
 
-namespace ds::runtime {
+namespace ds {
 namespace {
 
 namespace fs = std::filesystem;
@@ -116,4 +116,4 @@ MemoryBudget memoryBudget() {
   return budget;
 }
 
-}  // namespace ds::runtime
+}  // namespace ds
