@@ -1,8 +1,9 @@
-// trainGpt: the GPT trainer's loop. Data: the train split of an indexed dataset cut into
-// seq-length + 1 token samples (runtime/data/gpt_samples.h); global sample i of step s goes to the
-// rank that owns its place in the global batch (step, micro-step, rank, position), so any world
-// size sees the same samples in the same order. Evaluation: eval-iters global batches of the
-// validation split every eval-interval steps and at the end, averaged over ranks.
+// trainGpt: the GPT trainer around the shared step loop (worker/training_loop.h). Data: the train
+// split of an indexed dataset cut into seq-length + 1 token samples (runtime/data/gpt_samples.h);
+// global sample i of step s goes to the rank that owns its place in the global batch (step,
+// micro-step, rank, position), so any world size sees the same samples in the same order.
+// Evaluation: eval-iters global batches of the validation split every eval-interval steps and at
+// the end, averaged over ranks.
 #include "worker/gpt_train_job.h"
 
 #include <sys/resource.h>
@@ -27,6 +28,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/model/gpt.h"
 #include "runtime/model/sampler.h"
+#include "worker/training_loop.h"
 #include "worker/training_monitors.h"
 #include "worker/training_step.h"
 
@@ -82,6 +84,93 @@ void printFlopsProfile(const runtime::Gpt& model, const runtime::Engine& engine,
                 config.flopsProfiler.outputFile.c_str());
   }
 }
+
+// The train split's samples, in the global order firstSampleOf sets.
+class GptBatches final : public BatchSource {
+ public:
+  GptBatches(const runtime::GptSamples& samples, const JoinResult& join,
+             const runtime::BatchConfig& batch, size_t seq)
+      : samples_(samples), join_(join), batch_(batch), seq_(seq) {}
+  runtime::Batch microBatch(int64_t step, int64_t micro) override {
+    const uint64_t first = firstSampleOf(step, micro, join_.rank, join_.worldSize, batch_);
+    return makeBatch(samples_, first, static_cast<size_t>(batch_.microBatchPerGpu), seq_);
+  }
+
+ private:
+  const runtime::GptSamples& samples_;
+  const JoinResult& join_;
+  const runtime::BatchConfig& batch_;
+  size_t seq_;
+};
+
+// What the GPT trainer needs from the loop's hooks.
+struct GptJobParts {
+  const runtime::GptTrainConfig& gpt;
+  const runtime::DeepSpeedConfig& config;
+  const JoinResult& join;
+  runtime::Gpt& model;
+  runtime::Engine& engine;
+  runtime::Communicator& comm;
+  ProgressBoard& board;
+  TrainingMonitors& monitors;
+  const runtime::GptSamples* valid;  // null: no validation split
+  size_t seq;
+};
+
+// Megatron's iteration line (rank 0), the flops profile of one step and evaluation on the
+// validation split.
+class GptHooks final : public TrainingHooks {
+ public:
+  explicit GptHooks(const GptJobParts& parts) : p_(parts) {}
+
+  void beforeMicroBatch(int64_t step, int64_t micro) override {
+    p_.model.setProfiling(profiling(step) && micro == 0);  // DeepSpeed profiles one micro-batch
+  }
+  void afterMicroBatches(int64_t step) override {
+    if (!profiling(step)) return;
+    p_.model.setProfiling(false);
+    printFlopsProfile(p_.model, p_.engine, p_.config, p_.join, p_.seq, step);
+  }
+  void printProgress(const LossWindow& window) override {
+    if (p_.join.rank == 0)
+      std::printf("iteration %" PRId64 "/%" PRId64 " | lm_loss %.6f | lr %.3e | grad_norm %.4f | "
+                  "tokens/s %.0f\n",
+                  window.steps, window.lastStep, window.meanLoss, p_.engine.lr(),
+                  p_.engine.lastGradNorm(),
+                  window.samplesPerSecond * static_cast<double>(p_.seq));
+  }
+  // eval-iters global batches, the next ones of the validation samples, averaged over ranks.
+  void evaluate(int64_t iteration) override {
+    if (!p_.valid) return;
+    p_.board.setPhase("iteration " + std::to_string(iteration) + ": evaluation");
+    const uint64_t globalBatch = static_cast<uint64_t>(p_.config.batch.trainBatchSize);
+    const int64_t iters = p_.gpt.evalIters;
+    double sum = 0.0;
+    const uint64_t base = round_++ * static_cast<uint64_t>(iters) * globalBatch;
+    const uint64_t perRank = globalBatch / static_cast<uint64_t>(p_.join.worldSize);
+    for (int64_t i = 0; i < iters; ++i) {
+      const uint64_t first = base + static_cast<uint64_t>(i) * globalBatch +
+                             static_cast<uint64_t>(p_.join.rank) * perRank;
+      sum += p_.engine.evaluate(makeBatch(*p_.valid, first, perRank, p_.seq));
+    }
+    float mean[1] = {static_cast<float>(sum / static_cast<double>(iters))};
+    p_.comm.allReduce(mean, 1);
+    mean[0] /= static_cast<float>(p_.join.worldSize);
+    if (p_.join.rank == 0) {
+      std::printf("validation at iteration %" PRId64 " | lm_loss %.6f | ppl %.3f\n", iteration,
+                  mean[0], std::exp(static_cast<double>(mean[0])));
+      p_.monitors.write({{"validation/lm_loss", mean[0], p_.engine.globalSamples()}});
+    }
+  }
+
+ private:
+  bool profiling(int64_t step) const {
+    return p_.config.flopsProfiler.enabled && step == p_.config.flopsProfiler.profileStep;
+  }
+
+  GptJobParts p_;
+  uint64_t round_ = 0;  // evaluations so far: each reads the next validation batches
+};
 
 }  // namespace
 
@@ -147,89 +236,23 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
     std::printf("engine state (dump_state):\n%s", engine.describeState().c_str());
   TrainingMonitors monitors(config, join.rank);
 
-  uint64_t evalRound = 0;
-  auto evaluate = [&](int64_t iteration) {
-    if (!valid) return;
-    board.setPhase("iteration " + std::to_string(iteration) + ": evaluation");
-    double sum = 0.0;
-    const uint64_t base = evalRound++ * static_cast<uint64_t>(gpt.evalIters) * globalBatch;
-    const uint64_t perRank = globalBatch / static_cast<uint64_t>(join.worldSize);
-    for (int64_t i = 0; i < gpt.evalIters; ++i) {
-      const uint64_t first = base + static_cast<uint64_t>(i) * globalBatch +
-                             static_cast<uint64_t>(join.rank) * perRank;
-      sum += engine.evaluate(makeBatch(*valid, first, perRank, seq));
-    }
-    float mean[1] = {static_cast<float>(sum / static_cast<double>(gpt.evalIters))};
-    comm.allReduce(mean, 1);
-    mean[0] /= static_cast<float>(join.worldSize);
-    if (join.rank == 0) {
-      std::printf("validation at iteration %" PRId64 " | lm_loss %.6f | ppl %.3f\n", iteration,
-                  mean[0], std::exp(static_cast<double>(mean[0])));
-      monitors.write({{"validation/lm_loss", mean[0], engine.globalSamples()}});
-    }
-  };
-
-  board.setState(RankState::Training);
-  // As GPT-NeoX: the first evaluation comes after eval-interval iterations, none before the first
-  // step (it would delay every start for a figure the first iteration line gives too).
-  const auto start = std::chrono::steady_clock::now();
-  const StepRecord record{start, engine.globalSteps(), options.printParamHash, "iteration"};
-  TrainResult result;
-  double windowLoss = 0.0;
-  int64_t windowSteps = 0;
-  for (int64_t step = engine.globalSteps(); step < gpt.trainIters; ++step) {
-    board.setPhase("iteration " + std::to_string(step + 1) + ": stop-vote all_reduce");
-    if (everyRankStops(comm, stopRequested)) {
-      checkpointOnStop(engine, saveDir, join.rank);
-      break;
-    }
-    board.setPhase("iteration " + std::to_string(step + 1) + ": forward/backward");
-    const bool profiling = config.flopsProfiler.enabled && step == config.flopsProfiler.profileStep;
-    double loss = 0.0;
-    for (int64_t micro = 0; micro < batch.gradientAccumulationSteps; ++micro) {
-      model.setProfiling(profiling && micro == 0);  // DeepSpeed profiles one micro-batch
-      const uint64_t first = firstSampleOf(step, micro, join.rank, join.worldSize, batch);
-      loss += engine.forwardBackward(
-          makeBatch(train, first, static_cast<size_t>(batch.microBatchPerGpu), seq));
-      engine.step();
-    }
-    loss /= static_cast<double>(batch.gradientAccumulationSteps);
-    if (profiling) {
-      model.setProfiling(false);
-      printFlopsProfile(model, engine, config, join, seq, step);
-    }
-    result.steps = step + 1;
-    recordStep(result, loss, engine, record, board, monitors);
-    windowLoss += loss;
-    ++windowSteps;
-    if (result.steps == 1 || result.steps % gpt.logInterval == 0 || result.steps == gpt.trainIters) {
-      if (join.rank == 0)
-        std::printf("iteration %" PRId64 "/%" PRId64 " | lm_loss %.6f | lr %.3e | grad_norm %.4f | "
-                    "tokens/s %.0f\n",
-                    result.steps, gpt.trainIters, windowLoss / windowSteps, engine.lr(),
-                    engine.lastGradNorm(), result.samplesPerSecond * static_cast<double>(seq));
-      windowLoss = 0.0;
-      windowSteps = 0;
-    }
-    if (result.steps % gpt.evalInterval == 0 && result.steps != gpt.trainIters)
-      evaluate(result.steps);
-    const bool last = result.steps == gpt.trainIters;
-    const bool exiting = gpt.exitInterval > 0 && result.steps % gpt.exitInterval == 0;
-    if (!saveDir.empty() &&
-        (last || exiting || (saveInterval > 0 && result.steps % saveInterval == 0))) {
-      board.setPhase("iteration " + std::to_string(result.steps) + ": saving checkpoint");
-      engine.saveCheckpoint(saveDir, "global_step" + std::to_string(result.steps));
-      if (join.rank == 0)
-        std::printf("saved checkpoint %s/global_step%" PRId64 "\n", saveDir.c_str(), result.steps);
-    }
-    std::fflush(stdout);
-    if (gpt.exitInterval > 0 && result.steps % gpt.exitInterval == 0 && !last) {
-      if (join.rank == 0)
-        std::printf("exit-interval: stopping after iteration %" PRId64 "\n", result.steps);
-      break;
-    }
-  }
-  if (result.steps == gpt.trainIters) evaluate(result.steps);
+  GptBatches batches(train, join, batch, seq);
+  GptHooks hooks({gpt, config, join, model, engine, comm, board, monitors, valid.get(), seq});
+  LoopSettings settings;
+  settings.lastStep = gpt.trainIters;
+  settings.printInterval = gpt.logInterval;
+  settings.evalInterval = gpt.evalInterval;
+  settings.saveInterval = saveInterval;
+  settings.exitInterval = gpt.exitInterval;
+  settings.saveDir = saveDir;
+  settings.printParamHash = options.printParamHash;
+  settings.hangAtStep = options.hangAtStep;
+  settings.hangRank = options.hangRank;
+  settings.unit = "iteration";
+  settings.stepPhase = "forward/backward";
+  TrainResult result = runTrainingLoop(
+      settings, {engine, comm, board, monitors, join.rank, stopRequested}, batches, hooks);
+  const auto trained = std::chrono::steady_clock::now();
 
   // A sample of what the model learned, from the start of a validation (or training) sample.
   const std::vector<float> params = engine.fullParameters();  // collective at stage 3
@@ -258,8 +281,9 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
               m.parameters / kMiB, m.gradients / kMiB, m.masterWeights / kMiB,
               m.optimizerStates / kMiB, swapped ? ", these two in an NVMe swap file" : "",
               m.buffers / kMiB, model.peakActivationBytes() / kMiB);
-  result.wallSeconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // The job's wall time covers the sample and the memory report too.
+  result.wallSeconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - trained).count();
   std::fflush(stdout);
   return result;
 }

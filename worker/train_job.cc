@@ -1,6 +1,6 @@
-// runTrainJob: config -> Gloo communicator -> Engine, then the step loop. Ranks agree on stopping
-// through a one-element all-reduce each step, so a stop request never leaves a rank in a
-// collective the others have abandoned.
+// runTrainJob: config -> Gloo communicator -> Engine, then the shared step loop
+// (worker/training_loop.h) over the teacher task's batches; the GPT job (worker/gpt_train_job.h)
+// when the config is a NeoX YAML.
 #include "worker/train_job.h"
 
 #include <charconv>
@@ -20,6 +20,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
 #include "worker/gpt_train_job.h"
+#include "worker/training_loop.h"
 #include "worker/training_monitors.h"
 #include "worker/training_step.h"
 #include "worker/world_communicator.h"
@@ -28,6 +29,47 @@ namespace ds::worker {
 namespace {
 
 constexpr uint64_t kTaskSeed = 2024;
+
+// The teacher task's samples, in the global order firstSampleOf sets.
+class TeacherBatches final : public BatchSource {
+ public:
+  TeacherBatches(const runtime::TeacherTask& task, const JoinResult& join,
+                 const runtime::BatchConfig& batch)
+      : task_(task), join_(join), batch_(batch) {}
+  runtime::Batch microBatch(int64_t step, int64_t micro) override {
+    const uint64_t first = firstSampleOf(step, micro, join_.rank, join_.worldSize, batch_);
+    return task_.batch(first, batch_.microBatchPerGpu);
+  }
+
+ private:
+  const runtime::TeacherTask& task_;
+  const JoinResult& join_;
+  const runtime::BatchConfig& batch_;
+};
+
+// The MLP job's progress line, on every rank, and with wall_clock_breakdown DeepSpeed's timer line
+// for the last step.
+class MlpHooks final : public TrainingHooks {
+ public:
+  MlpHooks(const runtime::Engine& engine, const runtime::DeepSpeedConfig& config)
+      : engine_(engine), config_(config) {}
+  void printProgress(const LossWindow& window) override {
+    std::printf("step %" PRId64 "/%" PRId64 " loss %.6f lr %.3e grad_norm %.4f samples/s %.0f\n",
+                window.steps, window.lastStep, window.meanLoss, engine_.lr(), engine_.lastGradNorm(),
+                window.samplesPerSecond);
+    if (config_.wallClockBreakdown) {
+      const runtime::StepTimes t = engine_.lastStepTimes();
+      std::printf(
+          "time (ms) | forward: %.2f | backward: %.2f | backward_allreduce: %.2f | "
+          "step: %.2f\n",
+          t.forwardMs, t.backwardMs, t.allreduceMs, t.stepMs);
+    }
+  }
+
+ private:
+  const runtime::Engine& engine_;
+  const runtime::DeepSpeedConfig& config_;
+};
 
 }  // namespace
 
@@ -86,66 +128,19 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
     std::printf("engine state (dump_state):\n%s", engine.describeState().c_str());
 
   TrainingMonitors monitors(config, join.rank);
-
-  board.setState(RankState::Training);
-  const auto& batch = config.batch;
-  const auto start = std::chrono::steady_clock::now();
-  const StepRecord record{start, engine.globalSteps(), options.printParamHash, "step"};
-  TrainResult result;
-  double windowLoss = 0.0;  // mean over the steps since the last print: less noisy than one step
-  int64_t windowSteps = 0;
-  for (int64_t step = engine.globalSteps(); step < options.steps; ++step) {
-    if (step == options.hangAtStep && join.rank == options.hangRank) {
-      board.setPhase("step " + std::to_string(step + 1) + ": hanging (--hang_at_step)");
-      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
-    }
-    board.setPhase("step " + std::to_string(step + 1) + ": stop-vote all_reduce");
-    if (everyRankStops(comm, stopRequested)) {
-      checkpointOnStop(engine, options.saveDir, join.rank);
-      break;
-    }
-
-    board.setPhase("step " + std::to_string(step + 1) +
-                   ": forward/backward and gradient all_reduce");
-    double loss = 0.0;
-    for (int64_t micro = 0; micro < batch.gradientAccumulationSteps; ++micro) {
-      const uint64_t first = firstSampleOf(step, micro, join.rank, join.worldSize, batch);
-      loss += engine.forwardBackward(task.batch(first, batch.microBatchPerGpu));
-      engine.step();
-    }
-    loss /= static_cast<double>(batch.gradientAccumulationSteps);
-    result.steps = step + 1;
-    recordStep(result, loss, engine, record, board, monitors);
-    windowLoss += loss;
-    ++windowSteps;
-    if (result.steps == 1 || result.steps % config.stepsPerPrint == 0 ||
-        result.steps == options.steps) {
-      std::printf("step %" PRId64 "/%" PRId64 " loss %.6f lr %.3e grad_norm %.4f samples/s %.0f\n",
-                  result.steps, options.steps, windowLoss / windowSteps, engine.lr(),
-                  engine.lastGradNorm(), result.samplesPerSecond);
-      windowLoss = 0.0;
-      windowSteps = 0;
-      if (config.wallClockBreakdown) {  // DeepSpeed's timer line, for the last step
-        const runtime::StepTimes t = engine.lastStepTimes();
-        std::printf(
-            "time (ms) | forward: %.2f | backward: %.2f | backward_allreduce: %.2f | "
-            "step: %.2f\n",
-            t.forwardMs, t.backwardMs, t.allreduceMs, t.stepMs);
-      }
-    }
-    const bool last = result.steps == options.steps;
-    if (!options.saveDir.empty() &&
-        (last || (options.saveInterval > 0 && result.steps % options.saveInterval == 0))) {
-      board.setPhase("step " + std::to_string(result.steps) + ": saving checkpoint");
-      engine.saveCheckpoint(options.saveDir, "global_step" + std::to_string(result.steps));
-      if (join.rank == 0)
-        std::printf("saved checkpoint %s/global_step%" PRId64 "\n", options.saveDir.c_str(),
-                    result.steps);
-    }
-    std::fflush(stdout);
-  }
-  result.wallSeconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  TeacherBatches batches(task, join, config.batch);
+  MlpHooks hooks(engine, config);
+  LoopSettings settings;
+  settings.lastStep = options.steps;
+  settings.printInterval = config.stepsPerPrint;
+  settings.saveInterval = options.saveInterval;
+  settings.saveDir = options.saveDir;
+  settings.printParamHash = options.printParamHash;
+  settings.hangAtStep = options.hangAtStep;
+  settings.hangRank = options.hangRank;
+  settings.stepPhase = "forward/backward and gradient all_reduce";
+  TrainResult result = runTrainingLoop(
+      settings, {engine, comm, board, monitors, join.rank, stopRequested}, batches, hooks);
   result.commStats = logger.summary();
   // Nobody leaves (closing sockets a peer may still be reading) until everyone is done.
   runtime::storeBarrier(store, "epoch" + std::to_string(join.epoch) + "/train/finished",

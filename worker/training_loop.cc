@@ -1,0 +1,105 @@
+// The step loop shared by the built-in trainers. The order of its calls is part of the behaviour:
+// every rank votes before a step's collectives, saves after the step is recorded, and flushes its
+// lines before it may leave, so ranks never part inside a collective.
+#include "worker/training_loop.h"
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <thread>
+
+#include "worker/training_step.h"
+
+namespace ds::worker {
+namespace {
+
+std::string phaseAt(const LoopSettings& settings, int64_t step, const std::string& what) {
+  return settings.unit + " " + std::to_string(step) + ": " + what;
+}
+
+bool every(int64_t steps, int64_t interval) { return interval > 0 && steps % interval == 0; }
+
+}  // namespace
+
+double AccumulatingStep::runStep(int64_t step) {
+  const int64_t count = engine_.config().batch.gradientAccumulationSteps;
+  double loss = 0.0;
+  for (int64_t micro = 0; micro < count; ++micro) {
+    hooks_.beforeMicroBatch(step, micro);
+    loss += engine_.forwardBackward(source_.microBatch(step, micro));
+    engine_.step();
+  }
+  return loss / static_cast<double>(count);
+}
+
+TrainResult runTrainingLoop(const LoopSettings& settings, const LoopParts& parts,
+                            BatchSource& source, TrainingHooks& hooks) {
+  AccumulatingStep accumulating(parts.engine, source, hooks);
+  return runTrainingLoop(settings, parts, accumulating, hooks);
+}
+
+TrainResult runTrainingLoop(const LoopSettings& settings, const LoopParts& parts,
+                            StepSchedule& schedule, TrainingHooks& hooks) {
+  runtime::Engine& engine = parts.engine;
+  ProgressBoard& board = parts.board;
+  board.setState(RankState::Training);
+  const auto start = std::chrono::steady_clock::now();
+  const StepRecord record{start, engine.globalSteps(), settings.printParamHash, settings.unit};
+  TrainResult result;
+  LossWindow window{0, settings.lastStep, 0.0, 0.0};
+  double windowLoss = 0.0;
+  int64_t windowSteps = 0;
+  for (int64_t step = engine.globalSteps(); step < settings.lastStep; ++step) {
+    if (step == settings.hangAtStep && parts.rank == settings.hangRank) {
+      board.setPhase(phaseAt(settings, step + 1, "hanging (--hang_at_step)"));
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    board.setPhase(phaseAt(settings, step + 1, "stop-vote all_reduce"));
+    if (everyRankStops(parts.comm, parts.stopRequested)) {
+      checkpointOnStop(engine, settings.saveDir, parts.rank);
+      break;
+    }
+
+    board.setPhase(phaseAt(settings, step + 1, settings.stepPhase));
+    const double loss = schedule.runStep(step);
+    hooks.afterMicroBatches(step);
+    result.steps = step + 1;
+    recordStep(result, loss, engine, record, board, parts.monitors);
+    windowLoss += loss;
+    ++windowSteps;
+    const bool last = result.steps == settings.lastStep;
+    if (result.steps == 1 || result.steps % settings.printInterval == 0 || last) {
+      window.steps = result.steps;
+      window.meanLoss = windowLoss / static_cast<double>(windowSteps);
+      window.samplesPerSecond = result.samplesPerSecond;
+      hooks.printProgress(window);
+      windowLoss = 0.0;
+      windowSteps = 0;
+    }
+    if (every(result.steps, settings.evalInterval) && !last) hooks.evaluate(result.steps);
+    const bool exiting = every(result.steps, settings.exitInterval);
+    if (!settings.saveDir.empty() &&
+        (last || exiting || every(result.steps, settings.saveInterval))) {
+      board.setPhase(phaseAt(settings, result.steps, "saving checkpoint"));
+      engine.saveCheckpoint(settings.saveDir, "global_step" + std::to_string(result.steps));
+      if (parts.rank == 0)
+        std::printf("saved checkpoint %s/global_step%" PRId64 "\n", settings.saveDir.c_str(),
+                    result.steps);
+    }
+    std::fflush(stdout);
+    if (exiting && !last) {
+      if (parts.rank == 0)
+        std::printf("exit-interval: stopping after %s %" PRId64 "\n", settings.unit.c_str(),
+                    result.steps);
+      break;
+    }
+  }
+  // As GPT-NeoX: an evaluation at the end of training, none before the first step (it would delay
+  // every start for a figure the first progress line gives too).
+  if (settings.evalInterval > 0 && result.steps == settings.lastStep) hooks.evaluate(result.steps);
+  result.wallSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace ds::worker
