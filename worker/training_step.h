@@ -1,6 +1,6 @@
-// What both built-in trainers (the MLP's and the GPT's) do around each step: agree on stopping,
-// keep the work since the last checkpoint when they stop, and record a finished step (result,
-// progress board, parameter hash, monitors).
+// What the training loop (worker/training_loop.h) does around each step: agree on stopping, keep
+// the work since the last checkpoint when stopping, and record a finished step (result, progress
+// board, parameter hash, monitors); and where a rank's samples of a step start.
 #pragma once
 
 #include <atomic>
