@@ -1,6 +1,6 @@
 // The offload I/O engines: libaio (O_DIRECT) and pread/pwrite give back exactly what was written
-// for every combination of the aio block's knobs; non-blocking submission; every error names the
-// file, offset and length; the config's rules. The libaio cases run in a directory that takes
+// for every combination of the aio block's knobs; every error names the file, offset and length;
+// the config's rules. The libaio cases run in a directory that takes
 // O_DIRECT (test/scratch_dir.h) and are skipped by name, never passed, where none does.
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -76,25 +76,6 @@ TEST_CASE("aio engines: libaio: what is written is read back, for every knob", "
 
 TEST_CASE("aio engines: pread/pwrite: what is written is read back, for every knob", "[aio]") {
   checkEveryKnob(false, ds::test::makeScratchDir("aio-plain"));
-}
-
-TEST_CASE("aio engines: non-blocking submissions complete and rethrow", "[aio]") {
-  const std::string dir = ds::test::makeScratchDir("aio-async");
-  AioConfig c;
-  c.threadCount = 2;
-  auto engine = ds::runtime::makeAioEngine(c, dir);
-  AlignedBuffer a(4 << 20), b(4 << 20), back(4 << 20);
-  fillRandom(a, 1);
-  fillRandom(b, 2);
-  auto wa = engine->submitWrite(dir + "/a", a.data(), a.size(), 0);
-  auto wb = engine->submitWrite(dir + "/b", b.data(), b.size(), 0);
-  wa.get();
-  wb.get();
-  engine->submitRead(dir + "/b", back.data(), back.size(), 0).get();
-  CHECK(std::memcmp(back.data(), b.data(), b.size()) == 0);
-  auto missing = engine->submitRead(dir + "/missing", back.data(), back.size(), 0);
-  CHECK_THROWS_WITH(missing.get(), Catch::Contains("missing (offset 0, 4194304 bytes): cannot "
-                                                   "open for reading: No such file"));
 }
 
 TEST_CASE("aio engines: libaio: short reads and misalignment are errors that say where", "[aio]") {

@@ -1,5 +1,5 @@
-// What both AIO engines share: the aio block's rules, aligned (locked) buffers, non-blocking
-// submission, and the choice between libaio and plain I/O for a directory.
+// What both AIO engines share: the aio block's rules, aligned (locked) buffers, and the choice
+// between libaio and plain I/O for a directory.
 #include "runtime/offload/aio_engine.h"
 
 #include <fcntl.h>
@@ -43,18 +43,6 @@ AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
       bytes_(other.bytes_),
       capacity_(other.capacity_),
       locked_(other.locked_) {}
-
-std::future<void> AioEngine::submitRead(const std::string& path, void* buffer, size_t bytes,
-                                        uint64_t offset) {
-  return std::async(std::launch::async,
-                    [this, path, buffer, bytes, offset] { read(path, buffer, bytes, offset); });
-}
-
-std::future<void> AioEngine::submitWrite(const std::string& path, const void* buffer,
-                                         size_t bytes, uint64_t offset) {
-  return std::async(std::launch::async,
-                    [this, path, buffer, bytes, offset] { write(path, buffer, bytes, offset); });
-}
 
 bool directIoSupported(const std::string& directory) {
   std::string probe = directory + "/.ds-odirect-probe-XXXXXX";

@@ -9,7 +9,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <future>
 #include <memory>
 #include <string>
 
@@ -45,11 +44,6 @@ class AioEngine {
   virtual void read(const std::string& path, void* buffer, size_t bytes, uint64_t offset) = 0;
   virtual void write(const std::string& path, const void* buffer, size_t bytes,
                      uint64_t offset) = 0;
-  // Non-blocking: the future completes (or rethrows the error) when the I/O has.
-  std::future<void> submitRead(const std::string& path, void* buffer, size_t bytes,
-                               uint64_t offset);
-  std::future<void> submitWrite(const std::string& path, const void* buffer, size_t bytes,
-                                uint64_t offset);
 };
 
 // The libaio engine when `directory` takes O_DIRECT files, else the plain one (and a notice on
