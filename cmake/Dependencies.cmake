@@ -15,16 +15,20 @@ find_package(yaml-cpp CONFIG REQUIRED)
 find_package(nlohmann_json 3 CONFIG REQUIRED)
 find_package(Catch2 2 CONFIG REQUIRED)
 
-# libaio ships no CMake or pkg-config file.
-find_path(LIBAIO_INCLUDE_DIR libaio.h)
-find_library(LIBAIO_LIBRARY aio)
-if(LIBAIO_INCLUDE_DIR AND LIBAIO_LIBRARY)
-  add_library(ds_libaio INTERFACE IMPORTED)
-  target_include_directories(ds_libaio INTERFACE ${LIBAIO_INCLUDE_DIR})
-  target_link_libraries(ds_libaio INTERFACE ${LIBAIO_LIBRARY})
-  set(DS_LIBAIO_FOUND ON)
-else()
-  set(DS_LIBAIO_FOUND OFF)
+# libaio ships no CMake or pkg-config file. Without it (or with DS_LIBAIO=OFF) offload I/O runs
+# on the pread/pwrite engine (runtime/offload/libaio_missing.cc).
+set(DS_LIBAIO_FOUND OFF)
+if(NOT DS_LIBAIO STREQUAL "OFF")
+  find_path(LIBAIO_INCLUDE_DIR libaio.h)
+  find_library(LIBAIO_LIBRARY aio)
+  if(LIBAIO_INCLUDE_DIR AND LIBAIO_LIBRARY)
+    add_library(ds_libaio INTERFACE IMPORTED)
+    target_include_directories(ds_libaio INTERFACE ${LIBAIO_INCLUDE_DIR})
+    target_link_libraries(ds_libaio INTERFACE ${LIBAIO_LIBRARY})
+    set(DS_LIBAIO_FOUND ON)
+  elseif(DS_LIBAIO STREQUAL "ON")
+    message(FATAL_ERROR "DS_LIBAIO=ON but libaio.h or libaio.so was not found; install libaio-dev or use -DDS_LIBAIO=AUTO")
+  endif()
 endif()
 
 # CUDA and NCCL: only when asked for (ON) or when nvcc is present (AUTO). The CPU build never needs them.

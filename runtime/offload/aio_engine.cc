@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <utility>
 
 #include "common/error.h"
@@ -56,14 +57,40 @@ bool directIoSupported(const std::string& directory) {
   return ok;
 }
 
-std::unique_ptr<AioEngine> makeAioEngine(const AioConfig& config, const std::string& directory) {
+AioBackend chooseAioBackend(bool libaioBuilt, bool directIo) {
+  return libaioBuilt && directIo ? AioBackend::kLibaio : AioBackend::kPlain;
+}
+
+std::unique_ptr<AioEngine> makeAioEngine(const AioConfig& config, AioBackend backend) {
+  return backend == AioBackend::kLibaio ? makeLibaioEngine(config) : makePlainEngine(config);
+}
+
+std::unique_ptr<AioEngine> makeAioEngine(const AioConfig& config, const std::string& directory,
+                                         bool libaioBuilt) {
   config.validate();
-  if (directIoSupported(directory)) return makeLibaioEngine(config);
-  std::fprintf(stderr,
-               "ds: %s does not take O_DIRECT files (tmpfs?): offload I/O uses pread/pwrite "
-               "through the page cache\n",
-               directory.c_str());
-  return makePlainEngine(config);
+  // Without libaio the O_DIRECT probe cannot change the answer: the build decides, and says so
+  // once, not once per swap file.
+  const bool directIo = libaioBuilt && directIoSupported(directory);
+  const AioBackend backend = chooseAioBackend(libaioBuilt, directIo);
+  if (!libaioBuilt) {
+    static std::once_flag noticed;
+    std::call_once(noticed, [] {
+      std::fprintf(stderr,
+                   "ds: this build has no libaio (libaio-dev was missing at configure time): "
+                   "offload I/O uses pread/pwrite through the page cache; install libaio-dev and "
+                   "rebuild for O_DIRECT\n");
+    });
+  } else if (backend == AioBackend::kPlain) {
+    std::fprintf(stderr,
+                 "ds: %s does not take O_DIRECT files (tmpfs?): offload I/O uses pread/pwrite "
+                 "through the page cache\n",
+                 directory.c_str());
+  }
+  return makeAioEngine(config, backend);
+}
+
+std::unique_ptr<AioEngine> makeAioEngine(const AioConfig& config, const std::string& directory) {
+  return makeAioEngine(config, directory, libaioBuilt());
 }
 
 }  // namespace ds::runtime

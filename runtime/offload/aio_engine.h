@@ -2,7 +2,8 @@
 // engine opens files with O_DIRECT and keeps queue_depth requests of block_size bytes in flight on
 // each of thread_count threads, each thread taking its own contiguous part of a request (DeepSpeed's
 // intra-request parallelism). Where the file system refuses O_DIRECT (tmpfs, some overlays) the
-// plain engine (pread/pwrite) takes over with a one-line notice. Errors name the file, offset,
+// plain engine (pread/pwrite) takes over with a one-line notice, as it does in a build without
+// libaio (the factory, makeAioEngine, is the one place that chooses). Errors name the file, offset,
 // length and errno text; a short read or write is resumed, and one that cannot be (end of file)
 // is an error, never silently accepted. Not here: what is offloaded (the engine's swapper).
 #pragma once
@@ -46,10 +47,24 @@ class AioEngine {
                      uint64_t offset) = 0;
 };
 
-// The libaio engine when `directory` takes O_DIRECT files, else the plain one (and a notice on
-// stderr). Throws ds::Error for an invalid config or use_gds.
+enum class AioBackend { kLibaio, kPlain };
+
+// Whether this build links libaio (libaio-dev found at configure time and DS_LIBAIO not OFF).
+bool libaioBuilt();
+// The one rule for which engine serves a directory: libaio needs both the library in this build
+// and a directory that takes O_DIRECT files; anything else gets pread/pwrite.
+AioBackend chooseAioBackend(bool libaioBuilt, bool directIo);
+
+// The engine chooseAioBackend picks for `directory`; a fallback to pread/pwrite says why on stderr
+// (a build without libaio once per process, a directory without O_DIRECT on every call). Throws
+// ds::Error for an invalid config or use_gds. The three-argument form overrides libaioBuilt()
+// (tests: the choice a build without libaio makes).
 std::unique_ptr<AioEngine> makeAioEngine(const AioConfig& config, const std::string& directory);
-// Either engine explicitly (tests and benchmarks compare them).
+std::unique_ptr<AioEngine> makeAioEngine(const AioConfig& config, const std::string& directory,
+                                         bool libaioBuilt);
+std::unique_ptr<AioEngine> makeAioEngine(const AioConfig& config, AioBackend backend);
+// Either engine explicitly (tests and benchmarks compare them); in a build without libaio the
+// libaio one throws ds::Error saying so.
 std::unique_ptr<AioEngine> makeLibaioEngine(const AioConfig& config);
 std::unique_ptr<AioEngine> makePlainEngine(const AioConfig& config);
 // Whether files in `directory` can be opened with O_DIRECT.

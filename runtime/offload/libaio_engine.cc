@@ -169,6 +169,8 @@ class LibaioEngine final : public AioEngine {
 
 }  // namespace
 
+bool libaioBuilt() { return true; }
+
 std::unique_ptr<AioEngine> makeLibaioEngine(const AioConfig& config) {
   return std::make_unique<LibaioEngine>(config);
 }

@@ -153,10 +153,14 @@ int main(int argc, char** argv) {
       ~Remove() { std::filesystem::remove(f); }
     } remove{file};
     removeTestFileOnSignals(file);
+    const bool built = ds::runtime::libaioBuilt();
     const bool direct = ds::runtime::directIoSupported(dir);
+    const ds::runtime::AioBackend backend = ds::runtime::chooseAioBackend(built, direct);
     std::fprintf(stderr, "ds-nvme-tune: %zu settings x %s in %s (%s)\n", settings.size(),
                  noRead ? "write" : noWrite ? "read" : "read+write", dir.c_str(),
-                 direct ? "libaio, O_DIRECT" : "pread/pwrite: the directory refuses O_DIRECT");
+                 backend == ds::runtime::AioBackend::kLibaio ? "libaio, O_DIRECT"
+                 : !built ? "pread/pwrite: this build has no libaio"
+                          : "pread/pwrite: the directory refuses O_DIRECT");
     struct Best {
       double gbps = 0;
       ds::runtime::AioConfig config;
@@ -164,7 +168,7 @@ int main(int argc, char** argv) {
     const bool tty = isatty(STDERR_FILENO);
     for (size_t i = 0; i < settings.size(); ++i) {
       const auto& c = settings[i];
-      auto engine = direct ? ds::runtime::makeLibaioEngine(c) : ds::runtime::makePlainEngine(c);
+      auto engine = ds::runtime::makeAioEngine(c, backend);
       if (!std::filesystem::exists(file)) engine->write(file, buffer.data(), rounded, 0);
       auto measure = [&](bool write) {
         double best = 0;
