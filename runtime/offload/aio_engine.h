@@ -3,9 +3,9 @@
 // each of thread_count threads, each thread taking its own contiguous part of a request (DeepSpeed's
 // intra-request parallelism). Where the file system refuses O_DIRECT (tmpfs, some overlays) the
 // plain engine (pread/pwrite) takes over with a one-line notice, as it does in a build without
-// libaio (the factory, makeAioEngine, is the one place that chooses). Errors name the file, offset,
-// length and errno text; a short read or write is resumed, and one that cannot be (end of file)
-// is an error, never silently accepted. Not here: what is offloaded (the engine's swapper).
+// libaio (the factory, makeAioEngine, is the one place that chooses). Errors name the file,
+// offset, length and errno text; a short read or write is resumed, and one that cannot be (end of
+// file) is an error, never silently accepted. Not here: what is offloaded (the engine's swapper).
 #pragma once
 
 #include <cstddef>

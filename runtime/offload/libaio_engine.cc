@@ -19,7 +19,8 @@ namespace {
 
 class LibaioEngine final : public AioEngine {
  public:
-  explicit LibaioEngine(const AioConfig& config) : c_(config) { c_.validate(); }
+  explicit LibaioEngine(const AioConfig& config)
+      : c_((config.validate(), config)), helpers_(makeTransferHelpers(c_.threadCount)) {}
   ~LibaioEngine() override {
     for (io_context_t ctx : idle_) io_destroy(ctx);
   }
@@ -40,7 +41,7 @@ class LibaioEngine final : public AioEngine {
                   ": O_DIRECT I/O needs the buffer address, offset and length in multiples of "
                   "4096 (use AlignedBuffer and whole blocks)");
     transferInParts(path, write, O_DIRECT, offset, bytes, static_cast<size_t>(c_.blockSize),
-                    c_.threadCount, [&](int fd, size_t begin, size_t end) {
+                    c_.threadCount, helpers_.get(), [&](int fd, size_t begin, size_t end) {
                       runPart(write, fd, path, buffer + begin, end - begin, offset + begin);
                     });
   }
@@ -165,6 +166,7 @@ class LibaioEngine final : public AioEngine {
   AioConfig c_;
   mutable std::mutex mutex_;
   mutable std::vector<io_context_t> idle_;
+  std::unique_ptr<IoPool> helpers_;  // thread_count - 1 threads for the parts beside the caller
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The plain engine: pread/pwrite through the page cache, for file systems without O_DIRECT.
-// thread_count threads take contiguous parts of a request; short transfers are resumed.
+// thread_count threads (the caller and the engine's helpers) take contiguous parts of a request;
+// short transfers are resumed.
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,7 +16,8 @@ namespace {
 
 class PlainEngine final : public AioEngine {
  public:
-  explicit PlainEngine(const AioConfig& config) : c_(config) { c_.validate(); }
+  explicit PlainEngine(const AioConfig& config)
+      : c_((config.validate(), config)), helpers_(makeTransferHelpers(c_.threadCount)) {}
   const char* name() const override { return "pread/pwrite"; }
 
   void read(const std::string& path, void* buffer, size_t bytes, uint64_t offset) override {
@@ -28,7 +30,7 @@ class PlainEngine final : public AioEngine {
  private:
   void transfer(bool write, const std::string& path, char* buffer, size_t bytes, uint64_t offset) {
     const size_t block = static_cast<size_t>(c_.blockSize);
-    transferInParts(path, write, 0, offset, bytes, block, c_.threadCount,
+    transferInParts(path, write, 0, offset, bytes, block, c_.threadCount, helpers_.get(),
                     [&](int fd, size_t at, size_t end) {
       while (at < end) {
         const size_t want = std::min(block, end - at);
@@ -48,6 +50,7 @@ class PlainEngine final : public AioEngine {
   }
 
   AioConfig c_;
+  std::unique_ptr<IoPool> helpers_;  // thread_count - 1 threads for the parts beside the caller
 };
 
 }  // namespace

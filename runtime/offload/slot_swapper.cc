@@ -1,5 +1,6 @@
 #include "runtime/offload/slot_swapper.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
@@ -11,13 +12,17 @@ constexpr size_t kPage = AlignedBuffer::kAlignment;
 // Array i of a group starts at i * kStagger modulo a page: ten cache lines apart, so that element
 // j of every array maps to a different cache set (and no two streams alias at 4 KiB).
 constexpr size_t kStagger = 640;
+// A slot has at most one transfer in flight, so one thread per slot never queues one; past this
+// many they would only queue for the same disk anyway.
+constexpr int kMaxIoThreads = 8;
 
 }  // namespace
 
 SlotSwapper::SlotSwapper(const AioConfig& aio, const std::string& directory, int rank,
                          uint64_t reserveBytes, std::string what, const std::string& stem,
                          int slotCount)
-    : file_(aio, directory, rank, reserveBytes, std::move(what), stem) {
+    : file_(aio, directory, rank, reserveBytes, std::move(what), stem),
+      io_(std::clamp(slotCount, 1, kMaxIoThreads)) {
   if (slotCount < 1)
     throw Error(file_.what() + ".buffer_count: " + std::to_string(slotCount) +
                 " slots; at least 1 is needed (3 or more overlap reads, updates and writes)");
@@ -103,8 +108,7 @@ void SlotSwapper::startRead(size_t g) {
   const size_t bytes = groups_[g].bytes;
   const uint64_t offset = groups_[g].fileOffset;
   bytesRead_ += bytes;
-  slotIo_[s] = std::async(std::launch::async,
-                          [this, at, bytes, offset] { file_.read(at, bytes, offset); });
+  slotIo_[s] = io_.submit([this, at, bytes, offset] { file_.read(at, bytes, offset); });
 }
 
 const std::vector<void*>& SlotSwapper::acquire(size_t g) {
@@ -122,8 +126,7 @@ void SlotSwapper::release(size_t g) {
   const uint64_t offset = groups_[g].fileOffset;
   const char* at = slot(s);
   bytesWritten_ += bytes;
-  slotIo_[s] = std::async(std::launch::async,
-                          [this, at, bytes, offset] { file_.write(at, bytes, offset); });
+  slotIo_[s] = io_.submit([this, at, bytes, offset] { file_.write(at, bytes, offset); });
 }
 
 void SlotSwapper::endStep() {

@@ -16,6 +16,8 @@
 // writes them out again and gives the pages back. In a slot, and so in the file, a group's arrays
 // lie one after the other, each on a 64-byte boundary and staggered by a few cache lines so that
 // the optimizer's streams at the same index never share a cache set; a group is one transfer.
+// Transfers run on the swapper's own I/O threads (one per slot up to 8, made once): a slot has at
+// most one transfer in flight, and a new one on it starts only after the last one was waited for.
 // Not thread-safe: the engine's step and checkpoints call it from one thread.
 #pragma once
 
@@ -25,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/offload/io_pool.h"
 #include "runtime/offload/swap_file.h"
 
 namespace ds::runtime {
@@ -84,6 +87,8 @@ class SlotSwapper {
   std::vector<std::future<void>> slotIo_;
   std::vector<void*> acquired_;
   uint64_t bytesRead_ = 0, bytesWritten_ = 0;
+  // Last: destroyed first, so that its threads are joined while the file and slots still exist.
+  IoPool io_;
 };
 
 }  // namespace ds::runtime
