@@ -7,7 +7,7 @@ find_package(Boost 1.74 REQUIRED)
 # OpenBLAS for the GPT model's matrix products (Debian: libopenblas-dev).
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
-# oneDNN's sgemm where Debian has it (libdnnl-dev): the faster of the two here (README).
+# oneDNN's sgemm where Debian has it (libdnnl-dev): the faster of the two here (docs/benchmarks.md).
 find_package(dnnl CONFIG QUIET)
 find_package(OpenMP QUIET)
 find_package(CLI11 CONFIG REQUIRED)

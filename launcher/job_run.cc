@@ -228,7 +228,7 @@ std::string formatRescales(const std::vector<Rescale>& rescales) {
 // --elastic_training: memberships one after another, each with the next epoch, on the largest
 // prefix of the surviving nodes (within --min/--max_elastic_nodes) whose world size the
 // elasticity block accepts. A failed node is dropped and every rank restarts from the latest
-// checkpoint (resharded by the loader); see the README for why survivors restart as processes.
+// checkpoint (resharded by the loader); see docs/elasticity.md for why survivors restart as processes.
 int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions options,
                   const std::string& logs) {
   constexpr int kNoValidWorld = 3;
