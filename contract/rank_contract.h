@@ -4,11 +4,14 @@
 // their gRPC code; everything else uses these types.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/collective_op.h"
 #include "common/comm_stat.h"
 
 namespace ds {
@@ -16,6 +19,16 @@ namespace ds {
 // Waiting exists only on the coordinator's side: a rank that has not joined yet.
 enum class RankState { Waiting, Starting, Rendezvous, Training, Finished, Failed };
 const char* rankStateName(RankState state);  // "waiting", "starting", ...
+
+// The collective a rank is in, as its communicators recorded it (not read from `phase`): a rank
+// in one waits for its peers, so a stall is not its own fault.
+struct CollectiveWait {
+  CollectiveOp op = CollectiveOp::AllReduce;
+  std::string group;  // "world", "ranks 0,2"; empty: an unnamed group
+  // When the rank entered it, in the holder's steady clock: the wire carries how long the rank
+  // had waited when it sent the heartbeat, and the receiver counts back from its arrival.
+  std::chrono::steady_clock::time_point since{};
+};
 
 // A heartbeat's content.
 struct Progress {
@@ -25,6 +38,7 @@ struct Progress {
   double samplesPerSecond = 0.0;
   int64_t residentBytes = 0;
   std::string phase;  // what the rank is doing now ("step 12: all_reduce"), for stall reports
+  std::optional<CollectiveWait> collective;  // set while the rank is in a collective
 };
 
 // A rank's final report.

@@ -59,6 +59,18 @@ RankState fromProto(proto::WorkerState state) {
   }
 }
 
+// `sentAt`: when the rank sent the heartbeat, in this process's clock. Nothing for an op this
+// build does not know.
+std::optional<CollectiveWait> fromProto(const proto::InCollective& in,
+                                        std::chrono::steady_clock::time_point sentAt) {
+  if (in.op() <= proto::COLLECTIVE_OP_UNSPECIFIED || in.op() > kCollectiveOpCount)
+    return std::nullopt;
+  constexpr uint64_t kLongestWaitMs = uint64_t{30} * 24 * 3600 * 1000;  // keeps the sum in range
+  return CollectiveWait{
+      static_cast<CollectiveOp>(in.op() - 1), in.group(),
+      sentAt - std::chrono::milliseconds(std::min(in.waited_ms(), kLongestWaitMs))};
+}
+
 // Text from a client, fit for one log line: at most 120 bytes, control bytes as '?'.
 std::string oneLogLine(const std::string& text) {
   std::string out = text.substr(0, 120);
@@ -237,6 +249,8 @@ bool Coordinator::State::recordHeartbeat(const proto::HeartbeatRequest& beat) {
   if (status.state == RankState::Training && !status.trainingAt) status.trainingAt = now;
   if (beat.step() > 0 && !status.firstStepAt) status.firstStepAt = now;
   status.phase = beat.phase();
+  status.collective =
+      beat.has_collective() ? fromProto(beat.collective(), now) : std::optional<CollectiveWait>();
   status.step = beat.step();
   status.loss = beat.loss();
   status.samplesPerSecond = beat.samples_per_sec();

@@ -76,6 +76,7 @@ struct RankStatus {
   std::optional<std::chrono::steady_clock::time_point> trainingAt;   // first heartbeat in Training
   std::optional<std::chrono::steady_clock::time_point> firstStepAt;  // first heartbeat past step 0
   std::optional<RankReport> report;
+  std::optional<CollectiveWait> collective;  // from its last heartbeat, as Progress carries it
 };
 
 class Coordinator {

@@ -38,6 +38,13 @@ proto::WorkerState toProto(RankState state) {
   return proto::WORKER_STATE_UNSPECIFIED;
 }
 
+static_assert(proto::CollectiveOp_ARRAYSIZE == kCollectiveOpCount + 1,
+              "proto CollectiveOp: UNSPECIFIED, then ds::CollectiveOp's values in order");
+
+proto::CollectiveOp toProto(CollectiveOp op) {
+  return static_cast<proto::CollectiveOp>(static_cast<int>(op) + 1);
+}
+
 }  // namespace
 
 struct CoordinatorClient::Impl {
@@ -202,6 +209,14 @@ bool CoordinatorClient::heartbeat(const Progress& progress) {
   request.set_samples_per_sec(progress.samplesPerSecond);
   request.set_resident_bytes(progress.residentBytes);
   request.set_phase(progress.phase);
+  if (progress.collective) {
+    proto::InCollective* in = request.mutable_collective();
+    in->set_op(toProto(progress.collective->op));
+    in->set_group(progress.collective->group);
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - progress.collective->since);
+    in->set_waited_ms(static_cast<uint64_t>(std::max<int64_t>(0, waited.count())));
+  }
   proto::HeartbeatReply reply;
   return impl_->transport
       ->call(CoordinatorMethod::Heartbeat, request, &reply, heartbeatDeadline_, false)

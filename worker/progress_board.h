@@ -1,10 +1,12 @@
-// ProgressBoard: the latest training progress, written by the job and read by the heartbeat thread.
+// ProgressBoard: the latest training progress, written by the job and read by the heartbeat thread,
+// with the collective the process's communicators are in at that moment.
 #pragma once
 
 #include <functional>
 #include <mutex>
 #include <string>
 
+#include "runtime/comm/collective_tracker.h"
 #include "worker/coordinator_client.h"
 
 namespace ds::worker {
@@ -37,9 +39,16 @@ class ProgressBoard {
     std::lock_guard lock(mutex_);
     progress_.phase = std::move(phase);
   }
+  // The collective comes from the process's communicators at this moment, not from the job.
   Progress snapshot() const {
-    std::lock_guard lock(mutex_);
-    return progress_;
+    Progress progress;
+    {
+      std::lock_guard lock(mutex_);
+      progress = progress_;
+    }
+    if (auto in = runtime::CollectiveTracker::process().longest())
+      progress.collective = CollectiveWait{in->op, std::move(in->group), in->since};
+    return progress;
   }
 
  private:

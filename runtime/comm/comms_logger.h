@@ -34,7 +34,10 @@ class CommsLogger {
 
 class LoggingCommunicator : public Communicator {
  public:
-  LoggingCommunicator(Communicator& inner, CommsLogger& logger) : inner_(inner), logger_(logger) {}
+  // Takes the inner group's name: its ops are tracked under the wrapper's, the outermost call.
+  LoggingCommunicator(Communicator& inner, CommsLogger& logger) : inner_(inner), logger_(logger) {
+    setGroupName(inner.groupName());
+  }
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   std::string backendName() const override { return inner_.backendName(); }

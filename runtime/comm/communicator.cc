@@ -36,36 +36,46 @@ const char* reduceOpName(ReduceOp op) {
 }
 
 void Communicator::allReduce(void* data, size_t count, DType dtype, ReduceOp op) {
-  if (size() > 1 && count > 0) doAllReduce(data, count, dtype, op);
+  if (size() == 1 || count == 0) return;
+  const CollectiveTracker::Scope tracked(CollectiveTracker::process(), CollectiveOp::AllReduce,
+                                         group_);
+  doAllReduce(data, count, dtype, op);
 }
 
 void Communicator::allGather(const void* in, void* out, size_t countPerRank, DType dtype) {
-  if (size() == 1)
-    copyLocal(out, in, countPerRank * dtypeBytes(dtype));
-  else if (countPerRank > 0)
-    doAllGather(in, out, countPerRank, dtype);
+  if (size() == 1) return copyLocal(out, in, countPerRank * dtypeBytes(dtype));
+  if (countPerRank == 0) return;
+  const CollectiveTracker::Scope tracked(CollectiveTracker::process(), CollectiveOp::AllGather,
+                                         group_);
+  doAllGather(in, out, countPerRank, dtype);
 }
 
 void Communicator::reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype,
                                  ReduceOp op) {
-  if (size() == 1)
-    copyLocal(out, in, countPerRank * dtypeBytes(dtype));
-  else if (countPerRank > 0)
-    doReduceScatter(in, out, countPerRank, dtype, op);
+  if (size() == 1) return copyLocal(out, in, countPerRank * dtypeBytes(dtype));
+  if (countPerRank == 0) return;
+  const CollectiveTracker::Scope tracked(CollectiveTracker::process(), CollectiveOp::ReduceScatter,
+                                         group_);
+  doReduceScatter(in, out, countPerRank, dtype, op);
 }
 
 void Communicator::broadcast(void* data, size_t count, DType dtype, int root) {
   checkRoot(root, size(), "broadcast");
-  if (size() > 1 && count > 0) doBroadcast(data, count, dtype, root);
+  if (size() == 1 || count == 0) return;
+  const CollectiveTracker::Scope tracked(CollectiveTracker::process(), CollectiveOp::Broadcast,
+                                         group_);
+  doBroadcast(data, count, dtype, root);
 }
 
 void Communicator::send(const void* data, size_t count, DType dtype, int peer) {
   checkPeer(peer, rank(), size(), "send");
+  const CollectiveTracker::Scope tracked(CollectiveTracker::process(), CollectiveOp::Send, group_);
   doSend(data, count, dtype, peer);
 }
 
 void Communicator::recv(void* data, size_t count, DType dtype, int peer) {
   checkPeer(peer, rank(), size(), "recv");
+  const CollectiveTracker::Scope tracked(CollectiveTracker::process(), CollectiveOp::Recv, group_);
   doRecv(data, count, dtype, peer);
 }
 
@@ -74,7 +84,10 @@ void Communicator::copyLocal(void* to, const void* from, size_t bytes) {
 }
 
 void Communicator::barrier() {
-  if (size() > 1) doBarrier();
+  if (size() == 1) return;
+  const CollectiveTracker::Scope tracked(CollectiveTracker::process(), CollectiveOp::Barrier,
+                                         group_);
+  doBarrier();
 }
 
 void reduceScatterByAllReduce(Communicator& comm, const void* in, void* out, size_t countPerRank,

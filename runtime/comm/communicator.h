@@ -4,15 +4,18 @@
 // blocking and every one is bounded by the communicator's timeout: a dead or silent peer fails the
 // op with a ds::Error (TimeoutError when it is silent) naming it, never hangs it.
 //
-// The public calls check their arguments and handle the one-rank group; backends implement the
+// The public calls check their arguments, handle the one-rank group and record each op in the
+// process's CollectiveTracker while it runs (the heartbeat reports it); backends implement the
 // protected do* hooks for groups of two or more with valid arguments.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "common/dtype.h"
+#include "runtime/comm/collective_tracker.h"
 
 namespace ds::runtime {
 
@@ -27,6 +30,10 @@ class Communicator {
   virtual int size() const = 0;
   // For messages: "shared memory", "gloo (tcp)", ...
   virtual std::string backendName() const = 0;
+  // Which group this is ("world", "ranks 0,2"), as the tracker reports the ops on it. Set by
+  // whoever makes the group (GroupFactory); unnamed groups report "".
+  void setGroupName(const std::string& name) { group_ = CollectiveTracker::internGroup(name); }
+  std::string groupName() const { return CollectiveTracker::groupName(group_); }
 
   // In place: data[i] = sum (average, maximum) over ranks of data[i]. Every rank gets
   // bitwise-identical results.
@@ -71,6 +78,9 @@ class Communicator {
   virtual void doSend(const void* data, size_t count, DType dtype, int peer) = 0;
   virtual void doRecv(void* data, size_t count, DType dtype, int peer) = 0;
   virtual void doBarrier() = 0;
+
+ private:
+  uint32_t group_ = 0;  // CollectiveTracker's id of the group name
 };
 
 // Reduce-scatter as an all_reduce of a copy of `in`, keeping this rank's block: correct, at twice

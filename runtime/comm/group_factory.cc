@@ -27,6 +27,18 @@ std::string groupId(const std::vector<int>& members) {
   return std::to_string(members.size()) + "r-" + hex64(hash);
 }
 
+// "ranks 0,2,4": the members a tracked op names; a long list keeps its first and last four.
+std::string groupName(const std::vector<int>& members) {
+  constexpr size_t kEnds = 4;
+  std::string name = "ranks ";
+  for (size_t i = 0; i < members.size(); ++i) {
+    const bool cut = members.size() > 2 * kEnds && i >= kEnds && i < members.size() - kEnds;
+    if (cut && i == kEnds) name += "...,";
+    if (!cut) name += std::to_string(members[i]) + (i + 1 < members.size() ? "," : "");
+  }
+  return name;
+}
+
 }  // namespace
 
 GroupFactory::GroupFactory(Store& store, JobLayout layout, GroupOptions options)
@@ -42,7 +54,9 @@ GroupFactory::GroupFactory(Store& store, JobLayout layout, GroupOptions options)
 std::unique_ptr<Communicator> GroupFactory::world() {
   std::vector<int> all(nodeOf_.size());
   std::iota(all.begin(), all.end(), 0);
-  return build(all, options_.storePrefix + "/world");
+  std::unique_ptr<Communicator> comm = build(all, options_.storePrefix + "/world");
+  comm->setGroupName("world");
+  return comm;
 }
 
 std::unique_ptr<Communicator> GroupFactory::group(std::vector<int> ranks) {
@@ -59,7 +73,10 @@ std::unique_ptr<Communicator> GroupFactory::group(std::vector<int> ranks) {
   if (!std::binary_search(ranks.begin(), ranks.end(), layout_.rank)) return nullptr;
   const std::string id = groupId(ranks);
   const int made = madeBefore_[id]++;
-  return build(ranks, options_.storePrefix + "/group/" + id + "." + std::to_string(made));
+  std::unique_ptr<Communicator> comm =
+      build(ranks, options_.storePrefix + "/group/" + id + "." + std::to_string(made));
+  comm->setGroupName(groupName(ranks));
+  return comm;
 }
 
 std::unique_ptr<Communicator> GroupFactory::build(const std::vector<int>& members,
