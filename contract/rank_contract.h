@@ -38,7 +38,7 @@ struct Progress {
   double samplesPerSecond = 0.0;
   int64_t residentBytes = 0;
   std::string phase;  // what the rank is doing now ("step 12: all_reduce"), for stall reports
-  std::optional<CollectiveWait> collective;  // set while the rank is in a collective
+  std::optional<CollectiveWait> collective{};  // set while the rank is in a collective
 };
 
 // A rank's final report.

@@ -160,6 +160,29 @@ TEST_CASE("coordinator: heartbeats and reports show up in the snapshot") {
   CHECK(status.loss == 0.25);
 }
 
+TEST_CASE(
+    "coordinator: the collective a heartbeat names shows up, its start in the coordinator's "
+    "clock") {
+  Coordinator coordinator(twoRankOptions());
+  CoordinatorClient client(coordinator.address(), "secret-token-0123456789abcdef");
+  client.join({"127.0.0.1", 0}, 5s);
+  ds::Progress progress{RankState::Training, 3, 0.5, 1.0, 0, "iteration 4: forward/backward"};
+  const auto entered = std::chrono::steady_clock::now() - 2s;
+  progress.collective = ds::CollectiveWait{ds::CollectiveOp::AllGather, "ranks 0,1", entered};
+  REQUIRE(client.heartbeat(progress));
+  const auto status = coordinator.snapshot()[0];
+  REQUIRE(status.collective);
+  CHECK(status.collective->op == ds::CollectiveOp::AllGather);
+  CHECK(status.collective->group == "ranks 0,1");
+  // Sent as the time waited (2 s), counted back from the beat's arrival: the same clock here.
+  CHECK(status.collective->since >= entered - 50ms);
+  CHECK(status.collective->since <= entered + 1s);
+  // The next heartbeat outside any collective clears it.
+  progress.collective.reset();
+  REQUIRE(client.heartbeat(progress));
+  CHECK_FALSE(coordinator.snapshot()[0].collective);
+}
+
 TEST_CASE("coordinator: stop and abort reach a watcher in order, and shutdown ends the stream") {
   Coordinator coordinator(twoRankOptions());
   CoordinatorClient client(coordinator.address(), "secret-token-0123456789abcdef");

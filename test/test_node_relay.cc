@@ -131,6 +131,16 @@ TEST_CASE("node relay: heartbeats reach the coordinator batched, and bad ones ar
   }));
   CHECK(coordinator.snapshot()[0].phase == "a");
   CHECK(coordinator.snapshot()[1].phase == "b");
+  // The collective a rank is in travels with its beat.
+  ds::Progress waiting{RankState::Training, 6, 0.6, 11.0, 8192, "b"};
+  waiting.collective =
+      ds::CollectiveWait{ds::CollectiveOp::Barrier, "world", std::chrono::steady_clock::now()};
+  REQUIRE(b.heartbeat(waiting));
+  REQUIRE(eventually([&] { return coordinator.snapshot()[1].step == 6; }));
+  REQUIRE(coordinator.snapshot()[1].collective);
+  CHECK(coordinator.snapshot()[1].collective->op == ds::CollectiveOp::Barrier);
+  CHECK(coordinator.snapshot()[1].collective->group == "world");
+  CHECK_FALSE(coordinator.snapshot()[0].collective);
 
   // A heartbeat with the wrong token, or from a connection that never joined, stops at the relay.
   CoordinatorClient intruder(coordinator.address(), "not-the-token", ViaRelay{socket});

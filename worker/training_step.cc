@@ -30,7 +30,7 @@ void recordStep(TrainResult& result, double loss, runtime::Engine& engine,
   result.samplesPerSecond =
       elapsed > 0 ? (engine.globalSteps() - record.firstStep) * batch / elapsed : 0.0;
   board.update({RankState::Training, result.steps, loss, result.samplesPerSecond, 0,
-                record.unit + " " + std::to_string(result.steps) + " done", std::nullopt});
+                record.unit + " " + std::to_string(result.steps) + " done"});
   if (record.printParamHash)
     std::printf("step %" PRId64 " param_hash %016" PRIx64 "\n", result.steps,
                 engine.parameterHash());
