@@ -9,7 +9,8 @@
 #include <filesystem>
 #include <string>
 
-#include "bench/bench_flags.h"
+#include "bench/bench_cli.h"
+#include "bench/json_line.h"
 #include "common/guarded_main.h"
 #include "runtime/offload/aio_engine.h"
 #include "bench/fio_baseline.h"
@@ -53,9 +54,11 @@ int run(const Options& o) {
     fioRead = std::max(fioRead, ds::fioBandwidthGBps(file, false, c.blockSize, o.depth, bytes));
   }
   if (o.json) {
-    std::printf("{\"read_GBps\": %.3f, \"write_GBps\": %.3f, \"fio_read_GBps\": %.3f, "
-                "\"fio_write_GBps\": %.3f}\n",
-                read, write, fioRead, fioWrite);
+    using ds::bench::rounded;
+    ds::bench::printJsonLine({{"read_GBps", rounded(read, 3)},
+                              {"write_GBps", rounded(write, 3)},
+                              {"fio_read_GBps", rounded(fioRead, 3)},
+                              {"fio_write_GBps", rounded(fioWrite, 3)}});
     return 0;
   }
   std::printf("bench_aio: %s in %s, %ld MiB, block %ld KiB, queue depth %ld, %ld thread(s), "
@@ -79,22 +82,16 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   return ds::guardedMain("bench_aio", [&] {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      if (a == "--json") {
-        o.json = true;
-        continue;
-      }
-      if (i + 1 >= argc) throw ds::Error(a + ": unknown flag or missing value");
-      const std::string v = argv[++i];
-      using ds::bench::flagNumber;
-      if (a == "--dir") o.dir = v;
-      else if (a == "--size") o.sizeMiB = flagNumber(a, v, 1, 1 << 20);
-      else if (a == "--block") o.blockKiB = flagNumber(a, v, 4, 1 << 20);
-      else if (a == "--depth") o.depth = flagNumber(a, v, 1, 1024);
-      else if (a == "--threads") o.threads = flagNumber(a, v, 1, 256);
-      else throw ds::Error(a + ": unknown flag (see the usage at the top of bench_aio.cc)");
-    }
+    CLI::App app{"bench_aio: the offload I/O engine's sequential write and read GB/s beside fio's"};
+    ds::bench::showDefaults(app);
+    app.add_option("--dir", o.dir, "directory for the test file");
+    app.add_option("--size", o.sizeMiB, "file size in MiB")->check(CLI::Range(1L, 1L << 20));
+    app.add_option("--block", o.blockKiB, "block size in KiB (a multiple of 4)")
+        ->check(CLI::Range(4L, 1L << 20));
+    app.add_option("--depth", o.depth, "queue depth")->check(CLI::Range(1L, 1024L));
+    app.add_option("--threads", o.threads, "I/O threads")->check(CLI::Range(1L, 256L));
+    app.add_flag("--json", o.json, "print one JSON line");
+    if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
     if (o.blockKiB % 4 != 0) throw ds::Error("--block: expected a multiple of 4 KiB");
     return run(o);
   });

@@ -20,11 +20,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "bench/bench_flags.h"
+#include "bench/bench_cli.h"
 #include "bench/command_seconds.h"
 #include "bench/free_port.h"
 #include "common/guarded_main.h"
@@ -112,8 +113,9 @@ double glooAcrossNodes(size_t bytes, int iters) {
     std::ifstream log(dir + "/logs/rank-0.log");
     std::string line;
     std::getline(log, line);
-    const auto at = line.find("\"time_us\": ");
-    if (at != std::string::npos) seconds = std::atof(line.c_str() + at + 11) / 1e6;
+    const auto result = nlohmann::json::parse(line, nullptr, false);
+    if (result.is_object() && result.contains("time_us"))
+      seconds = result["time_us"].get<double>() / 1e6;
   }
   std::filesystem::remove_all(dir);
   return seconds;
@@ -126,20 +128,17 @@ int run(int argc, char** argv) {
   size_t bytes = size_t{64} << 20;
   int iters = 10;
   size_t chunkBytes = ShmOptions{}.chunkBytes;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--ranks") {
-      rankCounts = ds::bench::flagList(flag, argv[i + 1], 1, 64);
-    } else if (flag == "--bytes") {
-      bytes = static_cast<size_t>(ds::bench::flagNumber(flag, argv[i + 1], 4, 1L << 34));
-    } else if (flag == "--chunk") {
-      chunkBytes = static_cast<size_t>(ds::bench::flagNumber(flag, argv[i + 1], 4096, 1L << 30));
-    } else if (flag == "--iters") {
-      iters = static_cast<int>(ds::bench::flagNumber(flag, argv[i + 1], 1, 100000));
-    } else {
-      throw ds::Error("unknown flag " + flag + " (--ranks 2,4 --bytes N --chunk N --iters N)");
-    }
-  }
+  CLI::App app{"bench_comm: shared-memory and Gloo all_reduce beside PyTorch gloo's"};
+  ds::bench::showDefaults(app);
+  app.add_option("--ranks", rankCounts, "rank counts (comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
+  app.add_option("--bytes", bytes, "bytes per all_reduce")
+      ->check(CLI::Range(size_t{4}, size_t{1} << 34));
+  app.add_option("--chunk", chunkBytes, "shared-memory chunk size in bytes")
+      ->check(CLI::Range(size_t{4096}, size_t{1} << 30));
+  app.add_option("--iters", iters, "timed iterations")->check(CLI::Range(1, 100000));
+  if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
   const double copy = memcpyBandwidth(size_t{256} << 20);
   std::printf("bench_comm: all_reduce float32, %zu bytes, %d iterations; memcpy %.1f GB/s\n", bytes,
               iters, copy / 1e9);

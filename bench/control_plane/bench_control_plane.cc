@@ -39,7 +39,8 @@
 #include <thread>
 #include <vector>
 
-#include "bench/bench_flags.h"
+#include "bench/bench_cli.h"
+#include "bench/json_line.h"
 #include "bench/control_plane/sim_routes.h"
 #include "common/guarded_main.h"
 #include "coordinator.grpc.pb.h"
@@ -465,13 +466,17 @@ int run(const Options& o) {
                     (tally.firstError.empty() ? "" : "; first error: " + tally.firstError));
 
   if (o.json) {
-    std::printf(
-        "{\"ranks\": %ld, \"nodes\": %ld, \"relays\": %s, \"ready_s\": %.3f, "
-        "\"coordinator_cpu_s\": %.2f, "
-        "\"coordinator_rss_mib\": %.0f, \"threads\": %ld, \"heartbeat_core_fraction\": "
-        "%.4f, \"detect_silent_node_s\": %.3f, \"abort_all_s\": %.3f}\n",
-        o.ranks(), o.nodes, o.direct ? "false" : "true", readyS, peak.cpu, peak.rssMiB,
-        peak.threads, heartbeatFraction, detectS, abortS);
+    using ds::bench::rounded;
+    ds::bench::printJsonLine({{"ranks", o.ranks()},
+                              {"nodes", o.nodes},
+                              {"relays", !o.direct},
+                              {"ready_s", rounded(readyS, 3)},
+                              {"coordinator_cpu_s", rounded(peak.cpu, 2)},
+                              {"coordinator_rss_mib", std::lround(peak.rssMiB)},
+                              {"threads", peak.threads},
+                              {"heartbeat_core_fraction", rounded(heartbeatFraction, 4)},
+                              {"detect_silent_node_s", rounded(detectS, 3)},
+                              {"abort_all_s", rounded(abortS, 3)}});
     return 0;
   }
   std::printf(
@@ -497,28 +502,22 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   return ds::guardedMain("bench_control_plane", [&] {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      if (a == "--json" || a == "--batched" || a == "--direct") {
-        (a == "--json" ? o.json : a == "--batched" ? o.batched : o.direct) = true;
-        continue;
-      }
-      if (i + 1 >= argc) throw ds::Error(a + ": unknown flag or missing value");
-      const std::string v = argv[++i];
-      using ds::bench::flagNumber;
-      if (a == "--nodes")
-        o.nodes = flagNumber(a, v, 1, 4096);
-      else if (a == "--ranks-per-node")
-        o.ranksPerNode = flagNumber(a, v, 1, 64);
-      else if (a == "--heartbeat-ms")
-        o.heartbeatMs = flagNumber(a, v, 20, 60000);
-      else if (a == "--heartbeat-timeout-ms")
-        o.heartbeatTimeoutMs = flagNumber(a, v, 100, 600000);
-      else if (a == "--measure-s")
-        o.measureS = flagNumber(a, v, 1, 600);
-      else
-        throw ds::Error(a + ": unknown flag (see the usage at the top of bench_control_plane.cc)");
-    }
+    CLI::App app{"bench_control_plane: the coordinator under thousands of simulated ranks: "
+                 "rendezvous, heartbeats, detection, abort"};
+    ds::bench::showDefaults(app);
+    app.add_option("--nodes", o.nodes, "simulated nodes")->check(CLI::Range(1L, 4096L));
+    app.add_option("--ranks-per-node", o.ranksPerNode, "ranks on each node")
+        ->check(CLI::Range(1L, 64L));
+    app.add_option("--heartbeat-ms", o.heartbeatMs, "heartbeat interval")
+        ->check(CLI::Range(20L, 60000L));
+    app.add_option("--heartbeat-timeout-ms", o.heartbeatTimeoutMs, "heartbeat timeout")
+        ->check(CLI::Range(100L, 600000L));
+    app.add_option("--measure-s", o.measureS, "seconds of steady heartbeats measured")
+        ->check(CLI::Range(1L, 600L));
+    app.add_flag("--batched", o.batched, "leaders read their peers' addresses in one KvMultiGet");
+    app.add_flag("--direct", o.direct, "one gRPC connection per rank instead of one relay per node");
+    app.add_flag("--json", o.json, "print one JSON line");
+    if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
     return run(o);
   });
 }

@@ -18,8 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_flags.h"
+#include "bench/bench_cli.h"
 #include "bench/command_seconds.h"
+#include "bench/json_line.h"
 #include "common/guarded_main.h"
 #include "kernels/cpu/cpu_adam.h"
 #include "kernels/cpu/thread_pool.h"
@@ -99,28 +100,20 @@ int run(int argc, char** argv) {
   size_t n = 100'000'000;
   std::vector<int> threadCounts = {1, 2};
   int steps = 10;
-  bool json = false, withTorch = true;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    const bool hasValue = i + 1 < argc;
-    if (flag == "--json") {
-      json = true;
-    } else if (flag == "--no-torch") {
-      withTorch = false;
-    } else if (flag == "--params" && hasValue) {
-      n = static_cast<size_t>(ds::bench::flagNumber(flag, argv[++i], 1, 1L << 34));
-    } else if (flag == "--steps" && hasValue) {
-      steps = static_cast<int>(ds::bench::flagNumber(flag, argv[++i], 1, 100000));
-    } else if (flag == "--threads" && hasValue) {
-      threadCounts = ds::bench::flagList(flag, argv[++i], 1, 1024);
-    } else {
-      std::fprintf(stderr,
-                   "bench_cpu_adam: unknown or incomplete option '%s'; usage: bench_cpu_adam "
-                   "[--params N] [--threads 1,2] [--steps K] [--json] [--no-torch]\n",
-                   flag.c_str());
-      return 2;
-    }
-  }
+  bool json = false;
+  CLI::App app{"bench_cpu_adam: CPU-Adam parameters per second beside its memory roofline and "
+               "torch.optim.Adam"};
+  ds::bench::showDefaults(app);
+  app.add_option("--params", n, "fp32 parameters")->check(CLI::Range(size_t{1}, size_t{1} << 34));
+  app.add_option("--threads", threadCounts, "thread counts (comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--steps", steps, "timed steps (the best is kept)")->check(CLI::Range(1, 100000));
+  app.add_flag("--json", json, "print one JSON line per thread count");
+  bool noTorch = false;
+  app.add_flag("--no-torch", noTorch, "skip the torch baseline");
+  if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+  const bool withTorch = !noTorch;
 
   Buffer pBuf(n * 4), gBuf(n * 4), mBuf(n * 4), vBuf(n * 4), halfBuf(n * 2);
   auto* p = static_cast<float*>(pBuf.data);
@@ -169,11 +162,14 @@ int run(int argc, char** argv) {
     const double torchRate = torch > 0 ? n / torch / 1e6 : -1;
     const double copyRate = n / withCopy / 1e6, copyCeiling = ceilingRate * 28 / 30;
     if (json) {
-      std::printf(
-          "{\"threads\": %d, \"params\": %zu, \"mparams_per_s\": %.1f, "
-          "\"roofline_mparams_per_s\": %.1f, \"bf16_mparams_per_s\": %.1f, "
-          "\"bf16_roofline_mparams_per_s\": %.1f, \"torch_mparams_per_s\": %.1f}\n",
-          threads, n, adamRate, ceilingRate, copyRate, copyCeiling, torchRate);
+      using ds::bench::rounded;
+      ds::bench::printJsonLine({{"threads", threads},
+                                {"params", n},
+                                {"mparams_per_s", rounded(adamRate, 1)},
+                                {"roofline_mparams_per_s", rounded(ceilingRate, 1)},
+                                {"bf16_mparams_per_s", rounded(copyRate, 1)},
+                                {"bf16_roofline_mparams_per_s", rounded(copyCeiling, 1)},
+                                {"torch_mparams_per_s", rounded(torchRate, 1)}});
     } else if (torch > 0) {
       std::printf("%7d %10.1f %14.1f %13.2f %10.1f%% %15.1f %10.1f%% %11.1f %7.2fx\n", threads,
                   adamRate, ceilingRate, ceilingRate * 28 / 1e3, 100 * adamRate / ceilingRate,

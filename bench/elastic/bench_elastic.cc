@@ -19,8 +19,10 @@
 #include <string>
 #include <thread>
 
-#include "common/guarded_main.h"
+#include "bench/bench_cli.h"
 #include "bench/free_port.h"
+#include "bench/json_line.h"
+#include "common/guarded_main.h"
 #include "common/spawn.h"
 #include "bench/gpt_job_dir.h"
 
@@ -128,9 +130,13 @@ int run(bool json) {
   ds::waitForExit(job.pid);
   if (grow < 0) throw ds::Error("the job did not grow after the join:\n" + readAll(dir / "err"));
   if (json) {
-    std::printf("{\"shrink_s\": %.3f, \"grow_s\": %.3f, \"detect_s\": %.3f, \"restart_s\": %.3f, "
-                "\"reload_s\": %.3f, \"first_step_s\": %.3f}\n",
-                first, grow, detect, restart, reload, first);
+    using ds::bench::rounded;
+    ds::bench::printJsonLine({{"shrink_s", rounded(first, 3)},
+                              {"grow_s", rounded(grow, 3)},
+                              {"detect_s", rounded(detect, 3)},
+                              {"restart_s", rounded(restart, 3)},
+                              {"reload_s", rounded(reload, 3)},
+                              {"first_step_s", rounded(first, 3)}});
   } else {
     std::printf("bench_elastic: GPT 4x256 (3.3M parameters), 3 loopback nodes x 2 ranks -> 2 x 2, "
                 "ZeRO 2, bf16; both ranks of one node SIGKILLed\n"
@@ -151,10 +157,10 @@ int run(bool json) {
 int main(int argc, char** argv) {
   return ds::guardedMain("bench_elastic", [&] {
     bool json = false;
-    for (int i = 1; i < argc; ++i) {
-      if (std::string(argv[i]) == "--json") json = true;
-      else throw ds::Error(std::string(argv[i]) + ": unknown flag (usage: bench_elastic [--json])");
-    }
+    CLI::App app{"bench_elastic: how long an elastic GPT job takes to shrink after a node dies "
+                 "and to grow when it joins again"};
+    app.add_flag("--json", json, "print one JSON line");
+    if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
     return run(json);
   });
 }

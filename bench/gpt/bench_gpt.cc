@@ -14,8 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_flags.h"
+#include "bench/bench_cli.h"
 #include "bench/command_seconds.h"
+#include "bench/json_line.h"
 #include "common/command_output.h"
 #include "common/guarded_main.h"
 #include "kernels/cpu/matmul.h"
@@ -125,9 +126,13 @@ int run(const Options& o) {
     const double peak = sgemmPeakGflops(t);
     const double gflops = ours * flopsPerToken / 1e9;
     if (o.json) {
-      std::printf("{\"threads\": %d, \"params\": %zu, \"tokens_per_s\": %.1f, "
-                  "\"torch_tokens_per_s\": %.1f, \"gflops\": %.2f, \"sgemm_peak_gflops\": %.2f}\n",
-                  t, shape.parameterCount(), ours, torch, gflops, peak);
+      using ds::bench::rounded;
+      ds::bench::printJsonLine({{"threads", t},
+                                {"params", shape.parameterCount()},
+                                {"tokens_per_s", rounded(ours, 1)},
+                                {"torch_tokens_per_s", rounded(torch, 1)},
+                                {"gflops", rounded(gflops, 2)},
+                                {"sgemm_peak_gflops", rounded(peak, 2)}});
     } else {
       std::printf("%8d %14.0f %14.0f %7.2fx %10.1f %12.1f %7.0f%%\n", t, ours, torch,
                   torch > 0 ? ours / torch : 0.0, gflops, peak, 100.0 * gflops / peak);
@@ -141,24 +146,23 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   return ds::guardedMain("bench_gpt", [&] {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      auto value = [&]() -> std::string {
-        if (i + 1 >= argc) throw ds::Error(a + ": needs a value");
-        return argv[++i];
-      };
-      using ds::bench::flagNumber;
-      if (a == "--threads") o.threads = ds::bench::flagList(a, value(), 1, 1024);
-      else if (a == "--steps") o.steps = static_cast<int>(flagNumber(a, value(), 1, 100000));
-      else if (a == "--layers") o.layers = static_cast<int>(flagNumber(a, value(), 1, 1024));
-      else if (a == "--hidden") o.hidden = static_cast<int>(flagNumber(a, value(), 1, 65536));
-      else if (a == "--heads") o.heads = static_cast<int>(flagNumber(a, value(), 1, 1024));
-      else if (a == "--seq") o.seq = static_cast<int>(flagNumber(a, value(), 1, 65536));
-      else if (a == "--batch") o.batch = static_cast<int>(flagNumber(a, value(), 1, 65536));
-      else if (a == "--json") o.json = true;
-      else if (a == "--no-torch") o.torch = false;
-      else throw ds::Error(a + ": unknown flag (see the usage at the top of bench_gpt.cc)");
-    }
+    CLI::App app{"bench_gpt: GPT training tokens per second through the engine beside PyTorch "
+                 "eager and the sgemm peak"};
+    ds::bench::showDefaults(app);
+    app.add_option("--threads", o.threads, "thread counts (comma-separated)")
+        ->delimiter(',')
+        ->check(CLI::Range(1, 1024));
+    app.add_option("--steps", o.steps, "timed steps")->check(CLI::Range(1, 100000));
+    app.add_option("--layers", o.layers, "transformer layers")->check(CLI::Range(1, 1024));
+    app.add_option("--hidden", o.hidden, "hidden size")->check(CLI::Range(1, 65536));
+    app.add_option("--heads", o.heads, "attention heads")->check(CLI::Range(1, 1024));
+    app.add_option("--seq", o.seq, "sequence length")->check(CLI::Range(1, 65536));
+    app.add_option("--batch", o.batch, "micro-batch size")->check(CLI::Range(1, 65536));
+    app.add_flag("--json", o.json, "print one JSON line per thread count");
+    bool noTorch = false;
+    app.add_flag("--no-torch", noTorch, "skip the PyTorch baseline");
+    if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+    o.torch = !noTorch;
     return run(o);
   });
 }

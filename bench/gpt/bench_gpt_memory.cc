@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-#include "bench/bench_flags.h"
+#include "bench/bench_cli.h"
 #include "bench/command_seconds.h"
 #include "common/guarded_main.h"
 #include "bench/gpt_job_dir.h"
@@ -89,17 +89,14 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   return ds::guardedMain("bench_gpt_memory", [&] {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      if (i + 1 >= argc) throw ds::Error(a + ": unknown flag or missing value");
-      const std::string v = argv[++i];
-      using ds::bench::flagNumber;
-      if (a == "--layers") o.layers = static_cast<int>(flagNumber(a, v, 1, 1024));
-      else if (a == "--hidden") o.hidden = static_cast<int>(flagNumber(a, v, 8, 65536));
-      else if (a == "--batch") o.batch = static_cast<int>(flagNumber(a, v, 1, 65536));
-      else if (a == "--seq") o.seq = static_cast<int>(flagNumber(a, v, 1, 65536));
-      else throw ds::Error(a + ": unknown flag (see the usage at the top of bench_gpt_memory.cc)");
-    }
+    CLI::App app{"bench_gpt_memory: one rank's memory in GPT jobs on 2 loopback nodes x 2 ranks, "
+                 "ZeRO 0-3"};
+    ds::bench::showDefaults(app);
+    app.add_option("--layers", o.layers, "transformer layers")->check(CLI::Range(1, 1024));
+    app.add_option("--hidden", o.hidden, "hidden size")->check(CLI::Range(8, 65536));
+    app.add_option("--batch", o.batch, "micro-batch size")->check(CLI::Range(1, 65536));
+    app.add_option("--seq", o.seq, "sequence length")->check(CLI::Range(1, 65536));
+    if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
     return run(o);
   });
 }

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_flags.h"
+#include "bench/bench_cli.h"
 #include "common/fnv1a.h"
 #include "common/guarded_main.h"
 #include "kernels/cpu/transformer_kernels.h"
@@ -86,25 +86,15 @@ int run(int argc, char** argv) {
   c.seqLength = c.maxPositionEmbeddings = 2048;
   c.posEmb = ds::runtime::PositionEmbedding::Rotary;
   int repeats = 3;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    const bool hasValue = i + 1 < argc;
-    if (flag == "--layers" && hasValue) {
-      c.numLayers = static_cast<int>(ds::bench::flagNumber(flag, argv[++i], 1, 1000));
-    } else if (flag == "--hidden" && hasValue) {
-      c.hiddenSize = static_cast<int>(ds::bench::flagNumber(flag, argv[++i], 1, 1 << 16));
-    } else if (flag == "--heads" && hasValue) {
-      c.numAttentionHeads = static_cast<int>(ds::bench::flagNumber(flag, argv[++i], 1, 1024));
-    } else if (flag == "--repeats" && hasValue) {
-      repeats = static_cast<int>(ds::bench::flagNumber(flag, argv[++i], 1, 100));
-    } else {
-      std::fprintf(stderr,
-                   "bench_param_init: unknown or incomplete option '%s'; usage: bench_param_init "
-                   "[--layers 12] [--hidden 768] [--heads 12] [--repeats 3]\n",
-                   flag.c_str());
-      return 2;
-    }
-  }
+  CLI::App app{"bench_param_init: GPT parameter initialisation through the kernels' Box-Muller "
+               "beside libm's loop"};
+  ds::bench::showDefaults(app);
+  app.add_option("--layers", c.numLayers, "transformer layers")->check(CLI::Range(1, 1000));
+  app.add_option("--hidden", c.hiddenSize, "hidden size")->check(CLI::Range(1, 1 << 16));
+  app.add_option("--heads", c.numAttentionHeads, "attention heads")->check(CLI::Range(1, 1024));
+  app.add_option("--repeats", repeats, "runs of each (the best is kept)")
+      ->check(CLI::Range(1, 100));
+  if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
   const ds::runtime::Gpt model(c);  // throws on a bad shape (guardedMain reports it)
   const size_t count = model.parameterCount();
   const uint64_t seed = 1234;

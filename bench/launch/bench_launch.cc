@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/bench_flags.h"
+#include "bench/bench_cli.h"
 #include "bench/free_port.h"
 #include "common/guarded_main.h"
 
@@ -40,18 +40,18 @@ int run(int argc, char** argv) {
   std::vector<int> rankCounts = {2, 16, 64};
   int repeats = 3;
   int torchrunMaxRanks = 64;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--ranks")
-      rankCounts = ds::bench::flagList(flag, argv[i + 1], 1, 4096);
-    else if (flag == "--repeats")
-      repeats = static_cast<int>(ds::bench::flagNumber(flag, argv[i + 1], 1, 100));
-    else if (flag == "--torchrun_max_ranks")
-      torchrunMaxRanks = static_cast<int>(ds::bench::flagNumber(flag, argv[i + 1], 0, 4096));
-    else
-      throw ds::Error("unknown flag " + flag +
-                      " (--ranks 2,16,64 --repeats N --torchrun_max_ranks N)");
-  }
+  CLI::App app{"bench_launch: ds-launch start -> all ranks joined -> one barrier -> clean exit, "
+               "beside torchrun"};
+  ds::bench::showDefaults(app);
+  app.add_option("--ranks", rankCounts, "rank counts to time (comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--repeats", repeats, "runs per rank count (the median is printed)")
+      ->check(CLI::Range(1, 100));
+  app.add_option("--torchrun_max_ranks", torchrunMaxRanks,
+                 "largest rank count torchrun is timed at")
+      ->check(CLI::Range(0, 4096));
+  if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
   const std::string binDir = std::filesystem::canonical("/proc/self/exe").parent_path().string();
   const std::string launch = binDir + "/ds-launch";
   const std::string dir = "/tmp/bench-launch-" + std::to_string(getpid());

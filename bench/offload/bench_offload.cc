@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_flags.h"
+#include "bench/bench_cli.h"
 #include "common/guarded_main.h"
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/engine/engine.h"
@@ -129,18 +129,17 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   return ds::guardedMain("bench_offload", [&] {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-      const std::string a = argv[i];
-      if (i + 1 >= argc) throw ds::Error(a + ": unknown flag or missing value");
-      const std::string v = argv[++i];
-      using ds::bench::flagNumber;
-      if (a == "--dir") o.dir = v;
-      else if (a == "--width") o.width = flagNumber(a, v, 16, 1 << 16);
-      else if (a == "--layers") o.layers = flagNumber(a, v, 1, 1024);
-      else if (a == "--sub-group") o.subGroup = flagNumber(a, v, 1, 1L << 40);
-      else if (a == "--steps") o.steps = flagNumber(a, v, 1, 1000);
-      else throw ds::Error(a + ": unknown flag (see the usage at the top of bench_offload.cc)");
-    }
+    CLI::App app{"bench_offload: the optimizer step with offload to NVMe against its I/O bound, "
+                 "and to CPU against none"};
+    ds::bench::showDefaults(app);
+    app.add_option("--dir", o.dir, "directory for the swap files");
+    app.add_option("--width", o.width, "MLP width")->check(CLI::Range(16L, 1L << 16));
+    app.add_option("--layers", o.layers, "MLP layers")->check(CLI::Range(1L, 1024L));
+    app.add_option("--sub-group", o.subGroup, "sub_group_size in parameters")
+        ->check(CLI::Range(1L, 1L << 40));
+    app.add_option("--steps", o.steps, "timed steps (the best is kept)")
+        ->check(CLI::Range(1L, 1000L));
+    if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
     return run(o);
   });
 }

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/bench_flags.h"
+#include "bench/bench_cli.h"
 #include "common/guarded_main.h"
 #include "runtime/comm/comms_logger.h"
 #include "runtime/comm/shm_communicator.h"
@@ -75,20 +75,15 @@ Result run(int world, int stage, bool overlap, int steps, int hidden) {
 int run(int argc, char** argv) {
   int steps = 3, hidden = 4096;
   std::vector<int> worlds = {1, 2, 4};
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--steps") {
-      steps = static_cast<int>(ds::bench::flagNumber(flag, argv[i + 1], 1, 1000));
-    } else if (flag == "--hidden") {
-      hidden = static_cast<int>(ds::bench::flagNumber(flag, argv[i + 1], 1, 1 << 16));
-    } else if (flag == "--ranks") {
-      worlds = ds::bench::flagList(flag, argv[i + 1], 1, 64);
-    } else {
-      std::fprintf(stderr, "bench_zero: unknown flag %s (--steps N, --ranks 1,2,4, --hidden H)\n",
-                   flag.c_str());
-      return 2;
-    }
-  }
+  CLI::App app{"bench_zero: step time and per-rank memory of ZeRO stages 0-3, with and without "
+               "overlap_comm"};
+  ds::bench::showDefaults(app);
+  app.add_option("--steps", steps, "timed steps (the best is kept)")->check(CLI::Range(1, 1000));
+  app.add_option("--ranks", worlds, "world sizes (comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
+  app.add_option("--hidden", hidden, "MLP hidden width")->check(CLI::Range(1, 1 << 16));
+  if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
   const double psi = Mlp({1024, hidden, hidden, hidden, 1024}).parameterCount();
   std::printf(
       "bench_zero: MLP 1024-%d-%d-%d-1024 = %.1fM parameters, bf16, AdamW, micro-batch 2,"
