@@ -3,6 +3,7 @@
 // config sets does here: in effect, or not (no effect by nature, or switched off).
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "common/printable.h"
@@ -30,12 +31,6 @@ std::string whyNot(const runtime::KeyVerdict& v) {
   return "switched off (not implemented here)";
 }
 
-std::string jsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) out += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
-  return out + "\"";
-}
-
 void runCheck(const CheckOptions& o) {
   const runtime::JobConfig job =
       runtime::parseJobConfig(runtime::readJobConfigText(o.config), o.worldSize, o.config);
@@ -55,17 +50,16 @@ void runCheck(const CheckOptions& o) {
   }
   const runtime::BatchConfig& b = c.batch;
   if (o.json) {
-    std::string inList, outList;
-    for (const auto& v : c.keyEffects) {
-      std::string& list = inEffect(v) ? inList : outList;
-      list += (list.empty() ? "" : ", ") + jsonString(v.path);
-    }
-    std::cout << "{\"world_size\": " << o.worldSize
-              << ", \"train_batch_size\": " << b.trainBatchSize
-              << ", \"train_micro_batch_size_per_gpu\": " << b.microBatchPerGpu
-              << ", \"gradient_accumulation_steps\": " << b.gradientAccumulationSteps
-              << (job.gpt ? ", \"gpt_parameters\": " + std::to_string(gptParameters) : "")
-              << ", \"in_effect\": [" << inList << "], \"not_in_effect\": [" << outList << "]}\n";
+    nlohmann::ordered_json out = {{"world_size", o.worldSize},
+                                  {"train_batch_size", b.trainBatchSize},
+                                  {"train_micro_batch_size_per_gpu", b.microBatchPerGpu},
+                                  {"gradient_accumulation_steps", b.gradientAccumulationSteps}};
+    if (job.gpt) out["gpt_parameters"] = gptParameters;
+    auto& in = out["in_effect"] = nlohmann::ordered_json::array();
+    auto& notIn = out["not_in_effect"] = nlohmann::ordered_json::array();
+    for (const auto& v : c.keyEffects) (inEffect(v) ? in : notIn).push_back(v.path);
+    // A YAML key need not be UTF-8: its invalid bytes become U+FFFD rather than an exception.
+    std::cout << out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
     return;
   }
   std::cout << o.config << ": OK (world size " << o.worldSize << "): train_batch_size "
