@@ -1,6 +1,5 @@
-// TFRecord framing and the Event / Summary protocol buffers, written field by field:
-//   Event   { double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5; }
-//   Summary { repeated Value value = 1; }   Value { string tag = 1; float simple_value = 2; }
+// TFRecord framing around Event protocol buffers (tensorboard_event.proto, encoded by libprotobuf):
+// per record, the u64 length, its masked CRC32C, the record, the record's masked CRC32C.
 #include "runtime/monitor/tensorboard_monitor.h"
 
 #include <unistd.h>
@@ -10,43 +9,18 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "tensorboard_event.pb.h"
 
 namespace ds::runtime {
 namespace {
-
-void varint(std::string& out, uint64_t value) {
-  while (value >= 0x80) {
-    out += static_cast<char>((value & 0x7f) | 0x80);
-    value >>= 7;
-  }
-  out += static_cast<char>(value);
-}
 
 template <typename T>
 void little(std::string& out, T value) {
   out.append(reinterpret_cast<const char*>(&value), sizeof(value));
 }
 
-void lengthDelimited(std::string& out, int field, const std::string& bytes) {
-  varint(out, static_cast<uint64_t>(field) << 3 | 2);
-  varint(out, bytes.size());
-  out += bytes;
-}
-
 double wallTime() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// An Event with wall_time, step and either a file_version or a summary.
-std::string event(int64_t step, const std::string* fileVersion, const std::string* summary) {
-  std::string out;
-  varint(out, 1 << 3 | 1);  // wall_time, 64-bit
-  little(out, wallTime());
-  varint(out, 2 << 3 | 0);  // step, varint
-  varint(out, static_cast<uint64_t>(step));
-  if (fileVersion) lengthDelimited(out, 3, *fileVersion);
-  if (summary) lengthDelimited(out, 5, *summary);
-  return out;
 }
 
 }  // namespace
@@ -72,6 +46,24 @@ uint32_t maskedCrc32c(const void* data, size_t bytes) {
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
 }
 
+std::string fileVersionEvent(double wallTime) {
+  tensorboard::Event event;
+  event.set_wall_time(wallTime);
+  event.set_step(0);
+  event.set_file_version("brain.Event:2");
+  return event.SerializeAsString();
+}
+
+std::string scalarEvent(double wallTime, int64_t step, const std::string& tag, float value) {
+  tensorboard::Event event;
+  event.set_wall_time(wallTime);
+  event.set_step(step);
+  tensorboard::Summary::Value* v = event.mutable_summary()->add_value();
+  v->set_tag(tag);
+  v->set_simple_value(value);
+  return event.SerializeAsString();
+}
+
 TensorBoardMonitor::TensorBoardMonitor(const TensorBoardConfig& config) {
   const std::string dir = (std::filesystem::path(config.outputPath) / config.jobName).string();
   std::error_code ec;
@@ -83,8 +75,7 @@ TensorBoardMonitor::TensorBoardMonitor(const TensorBoardConfig& config) {
       dir + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(wallTime())) + "." + host;
   out_.open(path_, std::ios::binary | std::ios::trunc);
   if (!out_) throw Error("tensorboard: cannot create " + path_);
-  const std::string version = "brain.Event:2";
-  writeRecord(event(0, &version, nullptr));
+  writeRecord(fileVersionEvent(wallTime()));
 }
 
 void TensorBoardMonitor::writeRecord(const std::string& record) {
@@ -100,15 +91,8 @@ void TensorBoardMonitor::writeRecord(const std::string& record) {
 }
 
 void TensorBoardMonitor::write(const std::vector<MonitorEvent>& events) {
-  for (const MonitorEvent& e : events) {
-    std::string value;
-    lengthDelimited(value, 1, e.name);
-    varint(value, 2 << 3 | 5);  // simple_value, 32-bit
-    little(value, static_cast<float>(e.value));
-    std::string summary;
-    lengthDelimited(summary, 1, value);
-    writeRecord(event(e.step, nullptr, &summary));
-  }
+  for (const MonitorEvent& e : events)
+    writeRecord(scalarEvent(wallTime(), e.step, e.name, static_cast<float>(e.value)));
 }
 
 }  // namespace ds::runtime

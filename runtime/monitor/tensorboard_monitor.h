@@ -1,7 +1,8 @@
 // DeepSpeed's tensorboard monitor without TensorFlow: rank 0 writes a real TensorBoard event file,
 // OUTPUT_PATH/JOB_NAME/events.out.tfevents.<time>.<host>, in the TFRecord format (u64 length,
 // masked CRC32C of the length, the record, masked CRC32C of the record) holding Event protocol
-// buffers (wall_time, step, and a Summary with one simple_value per event), encoded by hand.
+// buffers (wall_time, step, and a Summary with one simple_value per event; the messages are
+// runtime/monitor/tensorboard_event.proto, a subset of TensorFlow's).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,10 @@ struct TensorBoardConfig {
 // CRC32C (Castagnoli), and TFRecord's masking of it.
 uint32_t crc32c(const void* data, size_t bytes);
 uint32_t maskedCrc32c(const void* data, size_t bytes);
+
+// One serialized Event: the file's first record ("brain.Event:2" at step 0), and a scalar's.
+std::string fileVersionEvent(double wallTime);
+std::string scalarEvent(double wallTime, int64_t step, const std::string& tag, float value);
 
 class TensorBoardMonitor {
  public:
