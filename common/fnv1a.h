@@ -1,5 +1,5 @@
-// FNV-1a 64: the one checksum/short-id hash of the project (checkpoint files, parameter hashes,
-// config hashes, group ids), and its fixed-width hex form.
+// FNV-1a 64: the project's short-id hash (parameter hashes, config hashes, group ids, init
+// seeds per tensor), and its fixed-width hex form. Checksums of data are CRC32C (crc32c.h).
 #pragma once
 
 #include <cstddef>

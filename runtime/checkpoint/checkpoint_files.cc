@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/crc32c.h"
 #include "common/error.h"
 #include "common/files.h"
 
@@ -37,9 +38,8 @@ WrittenFile writeFileSynced(const std::string& path,
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) throw Error(path + ": cannot create checkpoint file: " + errnoText());
   WrittenFile out;
-  out.checksum = kFnv1a64Offset;
   for (const auto& [data, size] : pieces) {
-    out.checksum = fnv1a64(data, size, out.checksum);
+    out.checksum = crc32c(data, size, out.checksum);
     const char* p = static_cast<const char*>(data);
     for (size_t done = 0; done < size;) {
       const ssize_t n = ::write(fd, p + done, size - done);
@@ -63,7 +63,7 @@ WrittenFile writeFileSynced(const std::string& path,
   return out;
 }
 
-void verifyCheckpointFile(const std::string& path, uint64_t bytes, uint64_t checksum) {
+void verifyCheckpointFile(const std::string& path, uint64_t bytes, uint32_t checksum) {
   CheckpointReader reader(path);
   const uint64_t size = reader.size();
   if (size != bytes)
@@ -71,16 +71,16 @@ void verifyCheckpointFile(const std::string& path, uint64_t bytes, uint64_t chec
                 " bytes, the manifest says " + std::to_string(bytes) +
                 (size < bytes ? " (truncated)" : " (extra bytes)"));
   std::vector<char> block(1 << 20);
-  uint64_t actual = kFnv1a64Offset;
+  uint32_t actual = 0;
   for (uint64_t done = 0; done < bytes;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(block.size(), bytes - done));
     reader.read(done, n, block.data());
-    actual = fnv1a64(block.data(), n, actual);
+    actual = crc32c(block.data(), n, actual);
     done += n;
   }
   if (actual != checksum)
-    throw Error(path + ": checkpoint file is corrupted (checksum " + hex64(actual) +
-                ", the manifest says " + hex64(checksum) + ")");
+    throw Error(path + ": checkpoint file is corrupted (crc32c " + hex32(actual) +
+                ", the manifest says " + hex32(checksum) + ")");
 }
 
 void writeTextAtomically(const std::string& path, const std::string& text) {

@@ -15,7 +15,7 @@ namespace ds::runtime {
 
 struct WrittenFile {
   uint64_t bytes = 0;
-  uint64_t checksum = 0;  // fnv1a64 of the content
+  uint32_t checksum = 0;  // CRC32C of the content
 };
 
 // Writes the pieces back to back to `path` (created or truncated), fsyncs, and returns the size
@@ -25,7 +25,7 @@ WrittenFile writeFileSynced(const std::string& path,
 
 // Checks `path`'s size and checksum against the manifest's, streaming (constant memory); a
 // mismatch is an error naming the file and what differs (truncated, corrupted).
-void verifyCheckpointFile(const std::string& path, uint64_t bytes, uint64_t checksum);
+void verifyCheckpointFile(const std::string& path, uint64_t bytes, uint32_t checksum);
 
 // Reads byte ranges of one checkpoint file (a regular file only); errors name the file.
 class CheckpointReader {

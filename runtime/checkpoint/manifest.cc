@@ -1,6 +1,7 @@
 // Manifest JSON: written by nlohmann::json (sorted keys, so dump() is canonical) and checked on
 // reading through one accessor that names the key path of anything missing, mistyped or out of
-// range. The checksum covers dump() of everything but itself.
+// range. Checksums are CRC32C, written with the algorithm's name ("crc32c:1a2b3c4d"); the
+// manifest's own covers dump() of everything but itself.
 #include "runtime/checkpoint/manifest.h"
 
 #include <algorithm>
@@ -9,25 +10,32 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "common/crc32c.h"
 #include "common/error.h"
 #include "common/fnv1a.h"
 #include "common/files.h"
 #include "common/json_text.h"
+#include "common/printable.h"
 
 namespace ds::runtime {
 namespace {
 
 using Json = nlohmann::json;
-constexpr int kFormatVersion = 1;
+// Version 1 named its checksums "fnv1a64" (FNV-1a 64); version 2 has "checksum": "crc32c:...".
+constexpr int kFormatVersion = 2;
 constexpr const char* kFormatName = "deepspeed-native checkpoint";
-constexpr const char* kChecksumKey = "manifest_fnv1a64";
+constexpr const char* kChecksumKey = "manifest_checksum";
+constexpr const char* kVersion1ChecksumKey = "manifest_fnv1a64";
+constexpr std::string_view kAlgorithmPrefix = "crc32c:";
 // 65536 partitions' file entries take about 7 MiB, a model's tensor table far less.
 constexpr size_t kMaxManifestBytes = size_t{16} << 20;
 constexpr int kMaxDepth = 16;
 
-uint64_t checksumOf(const Json& withoutChecksum) {
+std::string checksumText(uint32_t crc) { return std::string(kAlgorithmPrefix) + hex32(crc); }
+
+uint32_t checksumOf(const Json& withoutChecksum) {
   const std::string text = withoutChecksum.dump();
-  return fnv1a64(text.data(), text.size());
+  return crc32c(text.data(), text.size());
 }
 
 // Checked access to one manifest: every getter names the path of the value it reads.
@@ -74,10 +82,18 @@ class Reader {
     if (!v.is_array()) fail(parent.empty() ? key : parent + "." + key, "expected a list");
     return v;
   }
-  uint64_t hex64(const std::string& key, const std::string& digits) const {
-    if (digits.size() != 16 || digits.find_first_not_of("0123456789abcdef") != std::string::npos)
-      fail(key, "expected 16 lower-case hex digits, got \"" + digits.substr(0, 40) + "\"");
-    return std::stoull(digits, nullptr, 16);
+  // "crc32c:" and 8 lower-case hex digits; another algorithm's name is refused as such.
+  uint32_t crc32cText(const std::string& key, const std::string& text) const {
+    const size_t colon = text.find(':');
+    if (colon != std::string::npos && text.compare(0, colon + 1, kAlgorithmPrefix) != 0)
+      fail(key, "checksum algorithm \"" + printable(text.substr(0, std::min<size_t>(colon, 40))) +
+                    "\": this build verifies crc32c only");
+    const std::string digits = colon == std::string::npos ? "" : text.substr(colon + 1);
+    if (colon == std::string::npos || digits.size() != 8 ||
+        digits.find_first_not_of("0123456789abcdef") != std::string::npos)
+      fail(key, "expected \"crc32c:\" and 8 lower-case hex digits, got \"" +
+                    printable(text.substr(0, 40)) + "\"");
+    return static_cast<uint32_t>(std::stoul(digits, nullptr, 16));
   }
 
  private:
@@ -118,9 +134,9 @@ std::string manifestText(const CheckpointManifest& c) {
     m["lr_schedule"] = {{"last_batch_iteration", *c.lrLastBatchIteration}};
   Json files = Json::array();
   for (const auto& f : c.files)
-    files.push_back({{"name", f.name}, {"bytes", f.bytes}, {"fnv1a64", hex64(f.checksum)}});
+    files.push_back({{"name", f.name}, {"bytes", f.bytes}, {"checksum", checksumText(f.checksum)}});
   m["files"] = files;
-  m[kChecksumKey] = hex64(checksumOf(m));
+  m[kChecksumKey] = checksumText(checksumOf(m));
   return m.dump(2) + "\n";
 }
 
@@ -135,10 +151,18 @@ CheckpointManifest parseManifest(std::string_view text, const std::string& path)
       files->size() > static_cast<size_t>(kMaxCheckpointPartitions))
     r.fail("files", "lists " + std::to_string(files->size()) + " shard files, more than the " +
                         std::to_string(kMaxCheckpointPartitions) + " ranks a job can have");
+  // Refused, not verified with FNV-1a: one checksum algorithm is all this build carries.
+  if (m.contains(kVersion1ChecksumKey) && !m.contains(kChecksumKey))
+    throw Error(path +
+                ": written by an older version of deepspeed-native (format 1, checksums fnv1a64); "
+                "this build reads "
+                "format " +
+                std::to_string(kFormatVersion) +
+                " (crc32c checksums): load it with the build that saved it and save it again");
   const std::string stored = r.text(m, "", kChecksumKey);
   Json rest = m;
   rest.erase(kChecksumKey);
-  if (r.hex64(kChecksumKey, stored) != checksumOf(rest))
+  if (r.crc32cText(kChecksumKey, stored) != checksumOf(rest))
     throw Error(path +
                 ": the manifest's checksum does not match its content (edited or "
                 "damaged); restore it or use another checkpoint");
@@ -203,7 +227,7 @@ CheckpointManifest parseManifest(std::string_view text, const std::string& path)
       r.fail(at + ".name", "\"" + f.name.substr(0, 80) + "\" (expected \"" +
                                shardFileName(static_cast<int>(q)) + "\")");
     f.bytes = static_cast<uint64_t>(r.integer(files[q], at, "bytes", 0));
-    f.checksum = r.hex64(at + ".fnv1a64", r.text(files[q], at, "fnv1a64"));
+    f.checksum = r.crc32cText(at + ".checksum", r.text(files[q], at, "checksum"));
     c.files.push_back(std::move(f));
   }
   return c;

@@ -20,7 +20,7 @@ struct ManifestTensor {
 struct ManifestFile {
   std::string name;  // always shardFileName(its index)
   uint64_t bytes = 0;
-  uint64_t checksum = 0;  // fnv1a64 of the file
+  uint32_t checksum = 0;  // CRC32C of the file ("crc32c:%08x" in the JSON)
 };
 
 struct CheckpointManifest {
@@ -48,10 +48,12 @@ inline constexpr int64_t kMaxCheckpointPartitions = 65536;
 // "shard_00003.bin": the only shard file names a manifest may list.
 std::string shardFileName(int partition);
 
-// The manifest as JSON text, ending with its own checksum ("manifest_fnv1a64").
+// The manifest as JSON text, with its own checksum ("manifest_checksum": "crc32c:%08x").
 std::string manifestText(const CheckpointManifest& manifest);
 
-// Parses and validates manifest text; `path` names it in every message.
+// Parses and validates manifest text; `path` names it in every message. A checksum named with
+// another algorithm is refused, and so is a manifest of the FNV-1a format (version 1) that
+// earlier builds wrote, with a message saying to re-save it with the build that wrote it.
 CheckpointManifest parseManifest(std::string_view text, const std::string& path);
 
 // Reads (a regular file of at most 16 MiB) and parses `path`.

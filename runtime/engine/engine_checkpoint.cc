@@ -1,7 +1,7 @@
 // Engine checkpoints. Layout of dir/tag/:
 //   manifest.json      format version, world size, stage, partitions, steps, config hash, model
 //                      table, optimizer / scheduler / loss-scaler state, and per shard file its
-//                      size and FNV-1a checksum
+//                      size and CRC32C checksum
 //   shard_NNNNN.bin    one per partition (one in all at stage 0): the fp32 master shard followed
 //                      by each optimizer state array over the same shard, back to back
 // Written under dir/.tmp-tag and swapped into place by rank 0 once every rank has written and
@@ -201,7 +201,8 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
       m.hysteresis = s.hysteresis;
       if (scheduler_) m.lrLastBatchIteration = scheduler_->lastBatchIteration();
       for (int q = 0; q < partitions; ++q)
-        m.files.push_back({shardFileName(q), records[q].bytes, records[q].checksum});
+        m.files.push_back(
+            {shardFileName(q), records[q].bytes, static_cast<uint32_t>(records[q].checksum)});
       const std::string text = manifestText(m);
       writeFileSynced((fs::path(staging) / "manifest.json").string(), {{text.data(), text.size()}});
       publishCheckpointDirectory(staging, dir, tag);

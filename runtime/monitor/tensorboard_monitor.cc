@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/crc32c.h"
 #include "common/error.h"
 #include "tensorboard_event.pb.h"
 
@@ -24,27 +25,6 @@ double wallTime() {
 }
 
 }  // namespace
-
-uint32_t crc32c(const void* data, size_t bytes) {
-  static const auto table = [] {
-    std::vector<uint32_t> t(256);
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = c & 1 ? 0x82f63b78u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  uint32_t crc = 0xffffffffu;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
-  return crc ^ 0xffffffffu;
-}
-
-uint32_t maskedCrc32c(const void* data, size_t bytes) {
-  const uint32_t crc = crc32c(data, bytes);
-  return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
-}
 
 std::string fileVersionEvent(double wallTime) {
   tensorboard::Event event;

@@ -20,10 +20,6 @@ struct TensorBoardConfig {
   std::string jobName = "DeepSpeedJobName";
 };
 
-// CRC32C (Castagnoli), and TFRecord's masking of it.
-uint32_t crc32c(const void* data, size_t bytes);
-uint32_t maskedCrc32c(const void* data, size_t bytes);
-
 // One serialized Event: the file's first record ("brain.Event:2" at step 0), and a scalar's.
 std::string fileVersionEvent(double wallTime);
 std::string scalarEvent(double wallTime, int64_t step, const std::string& tag, float value);

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/crc32c.h"
 #include "common/error.h"
-#include "common/fnv1a.h"
 #include "runtime/checkpoint/manifest.h"
 
 using namespace ds::runtime;
@@ -31,17 +31,17 @@ CheckpointManifest sample() {
   c.lossScale = 65536;
   c.lastOverflowIteration = -1;
   c.lrLastBatchIteration = 9;
-  c.files = {{shardFileName(0), 72, 0x1234}, {shardFileName(1), 72, 0xabcdef0011223344ULL}};
+  c.files = {{shardFileName(0), 72, 0x1234}, {shardFileName(1), 72, 0xabcdef01u}};
   return c;
 }
 
 // The sample's JSON after `edit`, re-sealed with a valid checksum, so that only the edit is wrong.
 std::string edited(const std::function<void(Json&)>& edit) {
   Json m = Json::parse(manifestText(sample()));
-  m.erase("manifest_fnv1a64");
+  m.erase("manifest_checksum");
   edit(m);
   const std::string body = m.dump();
-  m["manifest_fnv1a64"] = ds::hex64(ds::fnv1a64(body.data(), body.size()));
+  m["manifest_checksum"] = "crc32c:" + ds::hex32(ds::crc32c(body.data(), body.size()));
   return m.dump();
 }
 
@@ -51,7 +51,14 @@ TEST_CASE("manifest: what is written is read back") {
   const CheckpointManifest c = parseManifest(manifestText(sample()), "m.json");
   CHECK(c.partitions == 2);
   CHECK(c.tensors.at(1).name == "b");
-  CHECK(c.files.at(1).checksum == 0xabcdef0011223344ULL);
+  CHECK(c.files.at(0).checksum == 0x1234u);
+  CHECK(c.files.at(1).checksum == 0xabcdef01u);
+  // Each checksum names its algorithm.
+  const Json m = Json::parse(manifestText(sample()));
+  CHECK(m["version"] == 2);
+  CHECK(m["files"][0]["checksum"] == "crc32c:00001234");
+  CHECK(m["files"][1]["checksum"] == "crc32c:abcdef01");
+  CHECK(m["manifest_checksum"].get<std::string>().starts_with("crc32c:"));
   CHECK(c.lastOverflowIteration == -1);
   CHECK(c.lrLastBatchIteration == 9);
   CHECK(c.lastGradNorm == 0.125);
@@ -86,8 +93,36 @@ TEST_CASE("manifest: damaged or hostile manifests are refused, naming the key") 
        "files[1].name: \"/etc/passwd\" (expected \"shard_00001.bin\")"},
       {"relative escape", edited([](Json& m) { m["files"][0]["name"] = "../x/shard_00000.bin"; }),
        "files[0].name"},
-      {"bad checksum digits", edited([](Json& m) { m["files"][0]["fnv1a64"] = "xyz"; }),
-       "files[0].fnv1a64: expected 16 lower-case hex digits"},
+      {"bad checksum digits", edited([](Json& m) { m["files"][0]["checksum"] = "crc32c:xyz"; }),
+       "files[0].checksum: expected \"crc32c:\" and 8 lower-case hex digits, got \"crc32c:xyz\""},
+      {"no algorithm named", edited([](Json& m) { m["files"][0]["checksum"] = "00001234"; }),
+       "files[0].checksum: expected \"crc32c:\" and 8 lower-case hex digits"},
+      {"a file checksum of another algorithm",
+       edited([](Json& m) { m["files"][1]["checksum"] = "sha256:00ff"; }),
+       "files[1].checksum: checksum algorithm \"sha256\": this build verifies crc32c only"},
+      {"a manifest sealed with another algorithm",
+       [] {
+         Json m = Json::parse(manifestText(sample()));
+         m["manifest_checksum"] = "xxhash64:0123456789abcdef";
+         return m.dump();
+       }(),
+       "m.json: manifest_checksum: checksum algorithm \"xxhash64\": this build verifies crc32c "
+       "only"},
+      {"an older version's manifest (FNV-1a checksums)",
+       [] {
+         Json m = Json::parse(manifestText(sample()));
+         m.erase("manifest_checksum");
+         m["version"] = 1;
+         for (Json& f : m["files"]) {
+           f.erase("checksum");
+           f["fnv1a64"] = "0000000000001234";
+         }
+         m["manifest_fnv1a64"] = "0123456789abcdef";
+         return m.dump();
+       }(),
+       "m.json: written by an older version of deepspeed-native (format 1, checksums fnv1a64); "
+       "this build reads format 2 (crc32c checksums): load it with the build that saved it and "
+       "save it again"},
       {"fewer files than partitions", edited([](Json& m) { m["files"].erase(1); }),
        "files: lists 1 shard files for 2 partitions"},
       {"stage out of range", edited([](Json& m) { m["zero_stage"] = 7; }),

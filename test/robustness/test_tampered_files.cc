@@ -124,7 +124,7 @@ TEST_CASE("robustness: tampered latest, manifest and config files make ds-genera
          out << R"({"files": [)";
          for (int q = 0; q < 500000; ++q)
            out << (q ? "," : "")
-               << R"({"bytes": 0, "fnv1a64": "0000000000000000", "name": "shard_00000.bin"})";
+               << R"({"bytes": 0, "checksum": "crc32c:00000000", "name": "shard_00000.bin"})";
          out << R"(], "partitions": 500000})";
        },
        "manifest.json: larger than 16 MiB; not a checkpoint manifest"},
@@ -143,7 +143,7 @@ TEST_CASE("robustness: tampered latest, manifest and config files make ds-genera
          for (int t = 0; t < 500000; ++t) out << (t ? "," : "") << R"({"name": "t", "numel": 1})";
          out << R"(]}, "files": []})";
        },
-       "manifest.json: manifest_fnv1a64: missing"},
+       "manifest.json: manifest_checksum: missing"},
   };
   for (const Case& c : cases) {
     INFO(c.name);

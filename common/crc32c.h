@@ -1,0 +1,32 @@
+// CRC32C (Castagnoli): the checksum of checkpoint files and manifests and of TensorBoard's
+// TFRecord frames. One implementation with two paths chosen at run time: the SSE4.2 crc32
+// instruction where the CPU has it, else a slicing-by-8 table; both give the same values.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ds {
+
+enum class Crc32cPath { Table, Sse42 };
+
+// The fastest path this CPU runs, and a path's name for logs and benches.
+Crc32cPath crc32cBestPath();
+const char* crc32cPathName(Crc32cPath path);
+
+// The CRC32C of `bytes` bytes, continuing from `crc` (0 to start): the CRC of a then b is
+// crc32c(b, nb, crc32c(a, na)).
+uint32_t crc32c(const void* data, size_t bytes, uint32_t crc = 0);
+
+// The same through one given path (tests compare the paths); Sse42 needs crc32cBestPath() ==
+// Crc32cPath::Sse42.
+uint32_t crc32cWith(Crc32cPath path, const void* data, size_t bytes, uint32_t crc = 0);
+
+// TFRecord's masked CRC32C: rotated and offset, because a CRC over data holding CRCs is weak.
+uint32_t maskedCrc32c(const void* data, size_t bytes);
+
+// 8 lower-case hex digits.
+std::string hex32(uint32_t value);
+
+}  // namespace ds
