@@ -100,9 +100,8 @@ TEST_CASE("ds-config check --json: control characters in the config still give v
           "[ds-config]") {
   // U+0001 and U+001F in keys and values, at the top level and inside known blocks: the keys are
   // warned about on stderr; stdout must stay one JSON object that a strict parser reads.
-  const fs::path config = writeConfig(
-      "control.json",
-      R"({"train_batch_size": 8, "a\u0001b": "x\u001fy",
+  const fs::path config = writeConfig("control.json",
+                                      R"({"train_batch_size": 8, "a\u0001b": "x\u001fy",
           "wandb": {"enabled": false, "project": "p\u0001q", "t\u0001": 1},
           "zero_optimization": {"stage": 1, "z\u0002": 3}})");
   const ToolRun r = runTool("check " + config.string() + " --json");

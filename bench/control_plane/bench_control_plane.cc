@@ -40,8 +40,8 @@
 #include <vector>
 
 #include "bench/bench_cli.h"
-#include "bench/json_line.h"
 #include "bench/control_plane/sim_routes.h"
+#include "bench/json_line.h"
 #include "common/guarded_main.h"
 #include "coordinator.grpc.pb.h"
 #include "grpc_process.h"
@@ -502,8 +502,9 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   return ds::guardedMain("bench_control_plane", [&] {
     Options o;
-    CLI::App app{"bench_control_plane: the coordinator under thousands of simulated ranks: "
-                 "rendezvous, heartbeats, detection, abort"};
+    CLI::App app{
+        "bench_control_plane: the coordinator under thousands of simulated ranks: "
+        "rendezvous, heartbeats, detection, abort"};
     ds::bench::showDefaults(app);
     app.add_option("--nodes", o.nodes, "simulated nodes")->check(CLI::Range(1L, 4096L));
     app.add_option("--ranks-per-node", o.ranksPerNode, "ranks on each node")
@@ -515,7 +516,8 @@ int main(int argc, char** argv) {
     app.add_option("--measure-s", o.measureS, "seconds of steady heartbeats measured")
         ->check(CLI::Range(1L, 600L));
     app.add_flag("--batched", o.batched, "leaders read their peers' addresses in one KvMultiGet");
-    app.add_flag("--direct", o.direct, "one gRPC connection per rank instead of one relay per node");
+    app.add_flag("--direct", o.direct,
+                 "one gRPC connection per rank instead of one relay per node");
     app.add_flag("--json", o.json, "print one JSON line");
     if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
     return run(o);

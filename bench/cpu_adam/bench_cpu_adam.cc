@@ -101,8 +101,9 @@ int run(int argc, char** argv) {
   std::vector<int> threadCounts = {1, 2};
   int steps = 10;
   bool json = false;
-  CLI::App app{"bench_cpu_adam: CPU-Adam parameters per second beside its memory roofline and "
-               "torch.optim.Adam"};
+  CLI::App app{
+      "bench_cpu_adam: CPU-Adam parameters per second beside its memory roofline and "
+      "torch.optim.Adam"};
   ds::bench::showDefaults(app);
   app.add_option("--params", n, "fp32 parameters")->check(CLI::Range(size_t{1}, size_t{1} << 34));
   app.add_option("--threads", threadCounts, "thread counts (comma-separated)")

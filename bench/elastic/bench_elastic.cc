@@ -21,10 +21,10 @@
 
 #include "bench/bench_cli.h"
 #include "bench/free_port.h"
+#include "bench/gpt_job_dir.h"
 #include "bench/json_line.h"
 #include "common/guarded_main.h"
 #include "common/spawn.h"
-#include "bench/gpt_job_dir.h"
 
 namespace {
 
@@ -157,8 +157,9 @@ int run(bool json) {
 int main(int argc, char** argv) {
   return ds::guardedMain("bench_elastic", [&] {
     bool json = false;
-    CLI::App app{"bench_elastic: how long an elastic GPT job takes to shrink after a node dies "
-                 "and to grow when it joins again"};
+    CLI::App app{
+        "bench_elastic: how long an elastic GPT job takes to shrink after a node dies "
+        "and to grow when it joins again"};
     app.add_flag("--json", json, "print one JSON line");
     if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
     return run(json);

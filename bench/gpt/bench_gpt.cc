@@ -146,8 +146,9 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   return ds::guardedMain("bench_gpt", [&] {
     Options o;
-    CLI::App app{"bench_gpt: GPT training tokens per second through the engine beside PyTorch "
-                 "eager and the sgemm peak"};
+    CLI::App app{
+        "bench_gpt: GPT training tokens per second through the engine beside PyTorch "
+        "eager and the sgemm peak"};
     ds::bench::showDefaults(app);
     app.add_option("--threads", o.threads, "thread counts (comma-separated)")
         ->delimiter(',')

@@ -15,8 +15,8 @@
 
 #include "bench/bench_cli.h"
 #include "bench/command_seconds.h"
-#include "common/guarded_main.h"
 #include "bench/gpt_job_dir.h"
+#include "common/guarded_main.h"
 
 namespace {
 
@@ -89,8 +89,9 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   return ds::guardedMain("bench_gpt_memory", [&] {
     Options o;
-    CLI::App app{"bench_gpt_memory: one rank's memory in GPT jobs on 2 loopback nodes x 2 ranks, "
-                 "ZeRO 0-3"};
+    CLI::App app{
+        "bench_gpt_memory: one rank's memory in GPT jobs on 2 loopback nodes x 2 ranks, "
+        "ZeRO 0-3"};
     ds::bench::showDefaults(app);
     app.add_option("--layers", o.layers, "transformer layers")->check(CLI::Range(1, 1024));
     app.add_option("--hidden", o.hidden, "hidden size")->check(CLI::Range(8, 65536));

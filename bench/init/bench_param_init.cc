@@ -86,8 +86,9 @@ int run(int argc, char** argv) {
   c.seqLength = c.maxPositionEmbeddings = 2048;
   c.posEmb = ds::runtime::PositionEmbedding::Rotary;
   int repeats = 3;
-  CLI::App app{"bench_param_init: GPT parameter initialisation through the kernels' Box-Muller "
-               "beside libm's loop"};
+  CLI::App app{
+      "bench_param_init: GPT parameter initialisation through the kernels' Box-Muller "
+      "beside libm's loop"};
   ds::bench::showDefaults(app);
   app.add_option("--layers", c.numLayers, "transformer layers")->check(CLI::Range(1, 1000));
   app.add_option("--hidden", c.hiddenSize, "hidden size")->check(CLI::Range(1, 1 << 16));

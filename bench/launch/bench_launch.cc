@@ -40,8 +40,9 @@ int run(int argc, char** argv) {
   std::vector<int> rankCounts = {2, 16, 64};
   int repeats = 3;
   int torchrunMaxRanks = 64;
-  CLI::App app{"bench_launch: ds-launch start -> all ranks joined -> one barrier -> clean exit, "
-               "beside torchrun"};
+  CLI::App app{
+      "bench_launch: ds-launch start -> all ranks joined -> one barrier -> clean exit, "
+      "beside torchrun"};
   ds::bench::showDefaults(app);
   app.add_option("--ranks", rankCounts, "rank counts to time (comma-separated)")
       ->delimiter(',')

@@ -129,8 +129,9 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   return ds::guardedMain("bench_offload", [&] {
     Options o;
-    CLI::App app{"bench_offload: the optimizer step with offload to NVMe against its I/O bound, "
-                 "and to CPU against none"};
+    CLI::App app{
+        "bench_offload: the optimizer step with offload to NVMe against its I/O bound, "
+        "and to CPU against none"};
     ds::bench::showDefaults(app);
     app.add_option("--dir", o.dir, "directory for the swap files");
     app.add_option("--width", o.width, "MLP width")->check(CLI::Range(16L, 1L << 16));

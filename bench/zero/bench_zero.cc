@@ -75,8 +75,9 @@ Result run(int world, int stage, bool overlap, int steps, int hidden) {
 int run(int argc, char** argv) {
   int steps = 3, hidden = 4096;
   std::vector<int> worlds = {1, 2, 4};
-  CLI::App app{"bench_zero: step time and per-rank memory of ZeRO stages 0-3, with and without "
-               "overlap_comm"};
+  CLI::App app{
+      "bench_zero: step time and per-rank memory of ZeRO stages 0-3, with and without "
+      "overlap_comm"};
   ds::bench::showDefaults(app);
   app.add_option("--steps", steps, "timed steps (the best is kept)")->check(CLI::Range(1, 1000));
   app.add_option("--ranks", worlds, "world sizes (comma-separated)")
