@@ -29,47 +29,19 @@
 #include <iostream>
 #include <mutex>
 
+#include "common/allocator_policy.h"
 #include "common/constant_time.h"
 #include "common/error.h"
 #include "grpc_process.h"
 #include "launcher/coordinator_state.h"
 #include "launcher/hostfile.h"
-#include "common/allocator_policy.h"
+#include "proto/contract_conversion.h"
 
 namespace ds::launcher {
 namespace {
 
 // A node has at most this many ranks (slot ids are below 65536 too).
 constexpr int kMaxJoinsPerBatch = 65536;
-
-RankState fromProto(proto::WorkerState state) {
-  switch (state) {
-    case proto::WORKER_STATE_STARTING:
-      return RankState::Starting;
-    case proto::WORKER_STATE_RENDEZVOUS:
-      return RankState::Rendezvous;
-    case proto::WORKER_STATE_TRAINING:
-      return RankState::Training;
-    case proto::WORKER_STATE_FINISHED:
-      return RankState::Finished;
-    case proto::WORKER_STATE_FAILED:
-      return RankState::Failed;
-    default:
-      return RankState::Starting;
-  }
-}
-
-// `sentAt`: when the rank sent the heartbeat, in this process's clock. Nothing for an op this
-// build does not know.
-std::optional<CollectiveWait> fromProto(const proto::InCollective& in,
-                                        std::chrono::steady_clock::time_point sentAt) {
-  if (in.op() <= proto::COLLECTIVE_OP_UNSPECIFIED || in.op() > kCollectiveOpCount)
-    return std::nullopt;
-  constexpr uint64_t kLongestWaitMs = uint64_t{30} * 24 * 3600 * 1000;  // keeps the sum in range
-  return CollectiveWait{
-      static_cast<CollectiveOp>(in.op() - 1), in.group(),
-      sentAt - std::chrono::milliseconds(std::min(in.waited_ms(), kLongestWaitMs))};
-}
 
 // Text from a client, fit for one log line: at most 120 bytes, control bytes as '?'.
 std::string oneLogLine(const std::string& text) {
@@ -142,7 +114,7 @@ grpc::ServerUnaryReactor* Coordinator::State::Join(grpc::CallbackServerContext* 
 grpc::Status Coordinator::State::join(grpc::CallbackServerContext* context,
                                       const proto::JoinRequest* request, proto::JoinReply* reply) {
   if (auto status = admit(context, request->auth(), "Join", true); !status.ok()) return status;
-  const RankSlot* slot = nullptr;
+  const RankPlacement* slot = nullptr;
   if (request->by_rank()) {
     if (request->rank() >= 0 && request->rank() < static_cast<int>(options.ranks.size()))
       slot = &options.ranks[request->rank()];
@@ -180,29 +152,18 @@ grpc::Status Coordinator::State::join(grpc::CallbackServerContext* context,
     status.joined = true;
     status.pid = request->pid();
     status.nodeName = request->node_name();
-    status.state = RankState::Starting;
+    status.progress.state = RankState::Starting;
     status.joinedAt = status.lastHeartbeat = status.lastProgress = std::chrono::steady_clock::now();
   }
-  reply->set_rank(slot->rank);
-  reply->set_world_size(static_cast<int>(options.ranks.size()));
-  reply->set_local_rank(slot->localRank);
-  reply->set_local_size(slot->localSize);
+  toProto(*slot, reply);
   reply->set_config_json(options.configJson);
   for (const auto& arg : options.jobArgs) reply->add_job_args(arg);
   reply->set_epoch(options.epoch);
   reply->set_heartbeat_interval_ms(static_cast<uint32_t>(options.heartbeatInterval.count()));
   reply->set_heartbeat_timeout_ms(static_cast<uint32_t>(options.heartbeatTimeout.count()));
-  reply->set_host(slot->host);
-  reply->set_slot(slot->slot);
-  reply->set_node_rank(slot->nodeRank);
-  reply->set_node_count(slot->nodeCount);
   for (int id : hostSlots.at(slot->host)) reply->add_node_slots(id);
   for (int size : nodeSizes) reply->add_node_sizes(size);
-  auto* program = reply->mutable_program();
-  program->set_module(options.programModule);
-  program->set_no_python(options.programNoPython);
-  program->set_no_local_rank(options.programNoLocalRank);
-  program->set_python(options.python);
+  toProto(options.program, reply->mutable_program());
   return grpc::Status::OK;
 }
 
@@ -241,20 +202,14 @@ bool Coordinator::State::recordHeartbeat(const proto::HeartbeatRequest& beat) {
   // The report is a rank's last word: a relay holds heartbeats up to an interval, so an older one
   // can arrive after it (on the relay's stream, while the report went up on its own call).
   if (status.report) return true;
-  status.state = fromProto(beat.state());
   // When the rank sent it: a relay holds heartbeats up to an interval before passing them on.
   const auto now = std::chrono::steady_clock::now() -
                    std::chrono::milliseconds(std::min<uint32_t>(beat.age_ms(), 3600 * 1000));
-  if (beat.step() != status.step) status.lastProgress = now;
-  if (status.state == RankState::Training && !status.trainingAt) status.trainingAt = now;
-  if (beat.step() > 0 && !status.firstStepAt) status.firstStepAt = now;
-  status.phase = beat.phase();
-  status.collective =
-      beat.has_collective() ? fromProto(beat.collective(), now) : std::optional<CollectiveWait>();
-  status.step = beat.step();
-  status.loss = beat.loss();
-  status.samplesPerSecond = beat.samples_per_sec();
-  status.residentBytes = beat.resident_bytes();
+  Progress progress = fromProto(beat, now);
+  if (progress.step != status.progress.step) status.lastProgress = now;
+  if (progress.state == RankState::Training && !status.trainingAt) status.trainingAt = now;
+  if (progress.step > 0 && !status.firstStepAt) status.firstStepAt = now;
+  status.progress = std::move(progress);
   status.lastHeartbeat = std::max(status.lastHeartbeat, now);
   return true;
 }
@@ -267,20 +222,11 @@ grpc::ServerUnaryReactor* Coordinator::State::Report(grpc::CallbackServerContext
   std::lock_guard lock(mutex);
   if (!validRank(request->rank()))
     return finished(context, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "unknown rank"));
-  RankReport report;
-  report.exitStatus = request->exit_status();
-  report.error = request->error();
-  report.steps = request->steps();
-  report.lastLoss = request->last_loss();
-  report.wallSeconds = request->wall_seconds();
-  report.metrics.insert(request->metrics().begin(), request->metrics().end());
-  for (const auto& row : request->comm_stats())
-    report.commStats.push_back({row.op(), row.bytes(), row.count(), row.total_seconds(),
-                                row.min_seconds(), row.max_seconds()});
+  RankReport report = fromProto(*request);
   auto& status = ranks[request->rank()];
-  status.state = report.exitStatus == 0 ? RankState::Finished : RankState::Failed;
-  status.step = report.steps;
-  status.loss = report.lastLoss;
+  status.progress.state = report.exitStatus == 0 ? RankState::Finished : RankState::Failed;
+  status.progress.step = report.steps;
+  status.progress.loss = report.lastLoss;
   status.report = std::move(report);
   return finished(context, grpc::Status::OK);
 }
@@ -332,7 +278,8 @@ grpc::Status Coordinator::State::offer(grpc::CallbackServerContext* context,
 Coordinator::Coordinator(CoordinatorOptions options) : state_(std::make_unique<State>()) {
   state_->options = std::move(options);
   state_->ranks.resize(state_->options.ranks.size());
-  for (const auto& rank : state_->options.ranks) {
+  for (auto& rank : state_->options.ranks) {
+    rank.worldSize = static_cast<int>(state_->options.ranks.size());  // the plan is the world
     if (rank.nodeRank >= static_cast<int>(state_->nodeSizes.size()))
       state_->nodeSizes.resize(rank.nodeRank + 1, 0);
     ++state_->nodeSizes[rank.nodeRank];

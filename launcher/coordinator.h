@@ -4,28 +4,20 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "contract/rank_contract.h"
 #include "common/comm_stat.h"
+#include "contract/program_options.h"
+#include "contract/rank_contract.h"
+#include "contract/rank_placement.h"
 
 namespace ds::launcher {
-
-struct RankSlot {
-  int rank = 0;
-  std::string host;
-  int slot = 0;  // slot index on the host, from the hostfile's slot numbering
-  int localRank = 0;
-  int localSize = 0;
-  int nodeRank = 0;  // CROSS_RANK: the host's index in the plan
-  int nodeCount = 1;
-};
 
 struct CoordinatorOptions {
   std::string bindAddress;
@@ -33,14 +25,10 @@ struct CoordinatorOptions {
   std::string token;
   std::string configJson;
   std::vector<std::string> jobArgs;
-  std::vector<RankSlot> ranks;
+  std::vector<RankPlacement> ranks;  // the plan, by rank; its size is the world size
   std::chrono::milliseconds heartbeatInterval{1000};
   std::chrono::milliseconds heartbeatTimeout{10000};
-  // How external programs are started (ignored by the built-in job).
-  bool programModule = false;
-  bool programNoPython = false;
-  bool programNoLocalRank = false;
-  std::string python = "python3";
+  ProgramOptions program;  // how external programs are started (ignored by the built-in job)
   // Mutual TLS when all three are set: PEM file contents, not paths.
   TlsFiles tls;
   // The membership epoch: every request must carry it (a worker learns it when it joins); an
@@ -58,25 +46,20 @@ struct NodeOffer {
 };
 
 struct RankStatus {
+  RankStatus() { progress.state = RankState::Waiting; }  // until the rank joins
   bool joined = false;
   int pid = 0;
-  RankState state = RankState::Waiting;
-  int64_t step = 0;
-  double loss = 0.0;
-  double samplesPerSecond = 0.0;
-  int64_t residentBytes = 0;
-  std::string phase;
+  Progress progress;     // the latest heartbeat's, or the report's
   std::string nodeName;  // the worker's own host name
   bool hostsRelay = false;  // its process hosts its node's relay: the node goes silent with it
   bool lost = false;     // its command stream broke before it reported: the process is gone
   std::chrono::steady_clock::time_point lostAt{};
   std::chrono::steady_clock::time_point lastHeartbeat{};
-  std::chrono::steady_clock::time_point lastProgress{};  // when `step` last changed
+  std::chrono::steady_clock::time_point lastProgress{};  // when progress.step last changed
   std::chrono::steady_clock::time_point joinedAt{};
   std::optional<std::chrono::steady_clock::time_point> trainingAt;   // first heartbeat in Training
   std::optional<std::chrono::steady_clock::time_point> firstStepAt;  // first heartbeat past step 0
   std::optional<RankReport> report;
-  std::optional<CollectiveWait> collective;  // from its last heartbeat, as Progress carries it
 };
 
 class Coordinator {

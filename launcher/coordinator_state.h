@@ -43,7 +43,7 @@ struct Coordinator::State final : proto::Coordinator::CallbackService {
   mutable std::mutex mutex;
   std::vector<RankStatus> ranks;
   std::vector<int> nodeSizes;  // ranks per node, by node rank: the same in every JoinReply
-  std::map<std::pair<std::string, int>, const RankSlot*> slotOf;  // (host, slot) -> plan entry
+  std::map<std::pair<std::string, int>, const RankPlacement*> slotOf;  // (host, slot) -> plan entry
   std::map<std::string, std::vector<int>> hostSlots;  // every slot id of each host, in plan order
   std::vector<std::pair<CommandKind, std::string>> commands;  // every worker receives all, in order
   std::vector<NodeOffer> offers;                              // accepted, not yet taken

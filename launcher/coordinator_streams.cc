@@ -12,6 +12,7 @@
 #include "common/constant_time.h"
 #include "launcher/coordinator_state.h"
 #include "proto/call_metadata.h"
+#include "proto/contract_conversion.h"
 
 namespace ds::launcher {
 
@@ -105,7 +106,7 @@ void Coordinator::State::CommandWriter<Reactor>::pump() {
     std::lock_guard job(state_.mutex);
     if (sent_ >= state_.commands.size()) return;
     const auto& [kind, reason] = state_.commands[sent_];
-    command_.set_kind(kind == CommandKind::Abort ? proto::Command::ABORT : proto::Command::STOP);
+    command_.set_kind(toProto(kind));
     command_.set_reason(reason);
   }
   ++sent_;

@@ -18,12 +18,12 @@ std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) +
 
 // ", in all_gather on world for 2.3 s": what the rank's communicators said it waits in.
 std::string collectiveText(const RankStatus& status, SteadyTime now) {
-  if (!status.collective) return "";
+  if (!status.progress.collective) return "";
   char waited[32];
   std::snprintf(waited, sizeof(waited), "%.1f s",
-                std::chrono::duration<double>(now - status.collective->since).count());
-  const std::string& group = status.collective->group;
-  return std::string(", in ") + collectiveOpName(status.collective->op) +
+                std::chrono::duration<double>(now - status.progress.collective->since).count());
+  const std::string& group = status.progress.collective->group;
+  return std::string(", in ") + collectiveOpName(status.progress.collective->op) +
          (group.empty() ? "" : " on " + group) + " for " + waited;
 }
 
@@ -103,14 +103,15 @@ void blameStall(const JobEvidence& e, size_t r, SteadyTime now, Verdict& verdict
     const RankStatus& status = e.health[other];
     if (!status.joined || now - status.lastProgress <= e.timeouts.stall / 2) continue;
     listed += "\n  rank " + std::to_string(other) + " (" + e.ranks[other].host + ") step " +
-              std::to_string(status.step) + ": " + status.phase + collectiveText(status, now);
-    if (!blamedOutsideCollective && !status.collective) {
+              std::to_string(status.progress.step) + ": " + status.progress.phase +
+              collectiveText(status, now);
+    if (!blamedOutsideCollective && !status.progress.collective) {
       blamed = other;
       blamedOutsideCollective = true;
     }
   }
   verdict.rootCause(blamed,
-                    "stalled: step " + std::to_string(e.health[blamed].step) +
+                    "stalled: step " + std::to_string(e.health[blamed].progress.step) +
                         " has not advanced for " + ms(e.timeouts.stall) +
                         " while still heartbeating; stalled ranks:" + listed,
                     1);
@@ -142,11 +143,11 @@ void checkRanks(const JobEvidence& e, SteadyTime now, Verdict& verdict) {
       const RankStatus& silent = e.health[blamed];
       verdict.rootCause(blamed,
                         "stopped heartbeating (no heartbeat for " + ms(e.timeouts.heartbeat) +
-                            ", at step " + std::to_string(silent.step) + ", state " +
-                            rankStateName(silent.state) + ", phase: " + silent.phase +
-                            collectiveText(silent, now) + ")",
+                            ", at step " + std::to_string(silent.progress.step) + ", state " +
+                            rankStateName(silent.progress.state) +
+                            ", phase: " + silent.progress.phase + collectiveText(silent, now) + ")",
                         1);
-    } else if (e.timeouts.stall.count() > 0 && status.step > 0 &&
+    } else if (e.timeouts.stall.count() > 0 && status.progress.step > 0 &&
                now - status.lastProgress > e.timeouts.stall) {
       blameStall(e, r, now, verdict);
     }

@@ -53,7 +53,7 @@ struct JobFailure {
 };
 
 struct JobEvidence {
-  const std::vector<RankSlot>& ranks;
+  const std::vector<RankPlacement>& ranks;
   const std::vector<RankStatus>& health;  // by rank
   const std::vector<RankExit>& exits;     // by rank
   const std::vector<RunnerExit>& runners;

@@ -103,10 +103,7 @@ CoordinatorOptions coordinatorOptionsFor(const JobPlan& p, const CommandLine& li
   o.ranks = p.plan.ranks;
   o.heartbeatInterval = millisecondsOf(flags.heartbeatInterval);
   o.heartbeatTimeout = millisecondsOf(flags.heartbeatTimeout);
-  o.programModule = flags.module;
-  o.programNoPython = flags.noPython;
-  o.programNoLocalRank = flags.noLocalRank;
-  o.python = flags.python;
+  o.program = flags.program;
   if (!flags.tlsCert.empty()) {
     o.tls.certPem = readWholeFile(flags.tlsCert, "PEM certificate (--tls-cert)", 1 << 20);
     o.tls.keyPem = readWholeFile(flags.tlsKey, "PEM key (--tls-key)", 1 << 20);
@@ -319,7 +316,7 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
       // The time to resume: until a heartbeat shows a step past the checkpoint resumed from.
       if (!rescales.empty() && rescales.back().resumeSeconds < 0) {
         for (const RankStatus& status : coordinator.snapshot())
-          if (status.step > rescales.back().resumedFromStep) {
+          if (status.progress.step > rescales.back().resumedFromStep) {
             rescales.back().resumeSeconds =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - *failedAt).count();
             std::cout << "ds-launch: elastic: resumed at " << plan->worldSize() << " ranks "
@@ -341,7 +338,7 @@ int runElasticJob(JobPlan& p, const CommandLine& line, CoordinatorOptions option
     // ranks logged (routed here as they came) may be newer.
     int64_t reached = 0;
     for (const RankStatus& status : coordinator.snapshot())
-      reached = std::max(reached, status.step);
+      reached = std::max(reached, status.progress.step);
     for (const RankOutcome& r : outcome.ranks) reached = std::max(reached, r.loggedStep);
     const std::vector<NodeOffer> joined = coordinator.takeOffers();
     coordinator.shutdown();

@@ -152,7 +152,7 @@ void installShrinkHandler() {
   sigaction(SIGUSR2, &action, nullptr);
 }
 
-JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& ranks,
+JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankPlacement>& ranks,
                         std::vector<LaunchedProcess>& processes, RankLogs& logs,
                         const SupervisorOptions& options) {
   const size_t n = ranks.size();
@@ -282,8 +282,8 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& r
   health = coordinator.snapshot();
   for (size_t r = 0; r < n; ++r) {
     auto& rank = outcome.ranks[r];
-    rank.steps = health[r].step;
-    rank.lastLoss = health[r].loss;
+    rank.steps = health[r].progress.step;
+    rank.lastLoss = health[r].progress.loss;
     if (!rank.exitCode && !rank.signal && health[r].report) {
       rank.exitCode = health[r].report->exitStatus;
       rank.wallSeconds = health[r].report->wallSeconds;

@@ -74,7 +74,7 @@ void installTerminationHandlers();
 void installShrinkHandler();
 
 // `logs` has one file per rank, opened before the processes started.
-JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankSlot>& ranks,
+JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankPlacement>& ranks,
                         std::vector<LaunchedProcess>& processes, RankLogs& logs,
                         const SupervisorOptions& options);
 

@@ -40,10 +40,11 @@ void addFlags(CLI::App& app, LaunchOptions& flags) {
                "the same DS_JOB_TOKEN)");
   app.add_option("--node_rank", flags.nodeRank, "this node's index, with --no_ssh");
   app.add_flag("--no_ssh_check", flags.noSshCheck, "accepted for DeepSpeed compatibility");
-  app.add_flag("--module", flags.module, "run PROGRAM as a Python module (python -m)");
-  app.add_flag("--no_python", flags.noPython, "run PROGRAM directly, not through python");
-  app.add_flag("--no_local_rank", flags.noLocalRank, "do not pass --local_rank=N to PROGRAM");
-  app.add_option("--python", flags.python, "interpreter for Python programs")
+  app.add_flag("--module", flags.program.module, "run PROGRAM as a Python module (python -m)");
+  app.add_flag("--no_python", flags.program.noPython, "run PROGRAM directly, not through python");
+  app.add_flag("--no_local_rank", flags.program.noLocalRank,
+               "do not pass --local_rank=N to PROGRAM");
+  app.add_option("--python", flags.program.python, "interpreter for Python programs")
       ->capture_default_str();
   app.add_option("--log_dir", flags.logDir,
                  "directory for rank-N.log files (default: ~/.local/state/ds-launch/<time>-<pid>, "
@@ -98,7 +99,7 @@ void checkFlags(const CommandLine& line) {
                 std::to_string(flags.heartbeatInterval) +
                 " s), or one late heartbeat fails the job");
   if (flags.json && !flags.dryRun) throw Error("--json only goes with --dry-run");
-  if (flags.module && flags.noPython)
+  if (flags.program.module && flags.program.noPython)
     throw Error("Don't use both the '--no_python' flag and the '--module' flag at the same time.");
   if ((flags.tlsCert.empty() != flags.tlsKey.empty()) ||
       (flags.tlsCert.empty() != flags.tlsCa.empty()))

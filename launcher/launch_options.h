@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "contract/program_options.h"
 #include "launcher/resources.h"
 
 namespace ds::launcher {
@@ -23,14 +24,13 @@ struct LaunchOptions {
   std::optional<int> sshPort;
   bool forceMulti = false, noSsh = false, noSshCheck = false;
   int nodeRank = -1;
-  bool module = false, noPython = false, noLocalRank = false;
+  ProgramOptions program;  // --module, --no_python, --no_local_rank, --python
   std::string logDir, eachRankLog = "None";
   bool printAllRanks = false;
   double heartbeatInterval = 1.0, heartbeatTimeout = 10.0, stallTimeout = 0.0;
   bool dryRun = false, json = false;
   std::string tlsCert, tlsKey, tlsCa;
   bool tlsAuto = false;  // a certificate made for this job (launcher/job_certificate.h)
-  std::string python = "python3";
   // Elastic training (DeepSpeed's runner flags): on a node failure the job goes on with the
   // largest valid world on the surviving nodes, from the latest checkpoint.
   bool elasticTraining = false;

@@ -22,7 +22,7 @@ LaunchPlan makeLaunchPlan(const Resources& selected) {
   for (size_t node = 0; node < selected.size(); ++node) {
     const auto& slots = selected[node].slots;
     for (size_t local = 0; local < slots.size(); ++local) {
-      RankSlot rank;
+      RankPlacement rank;
       rank.rank = static_cast<int>(plan.ranks.size());
       rank.host = selected[node].host;
       rank.slot = slots[local];

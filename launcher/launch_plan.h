@@ -12,7 +12,7 @@ namespace ds::launcher {
 
 struct LaunchPlan {
   Resources nodes;  // selected hosts and slot ids, hostfile order; node rank = index
-  std::vector<RankSlot> ranks;
+  std::vector<RankPlacement> ranks;
   int worldSize() const { return static_cast<int>(ranks.size()); }
 };
 

@@ -20,13 +20,14 @@ std::string humanBytes(int64_t bytes) {
 
 int64_t slowestStep(const std::vector<RankStatus>& status) {
   int64_t step = -1;
-  for (const auto& rank : status) step = step < 0 ? rank.step : std::min(step, rank.step);
+  for (const auto& rank : status)
+    step = step < 0 ? rank.progress.step : std::min(step, rank.progress.step);
   return std::max<int64_t>(step, 0);
 }
 
 }  // namespace
 
-std::string formatRankTable(const std::vector<RankSlot>& ranks,
+std::string formatRankTable(const std::vector<RankPlacement>& ranks,
                             const std::vector<RankStatus>& status) {
   std::ostringstream out;
   char line[256];
@@ -36,15 +37,18 @@ std::string formatRankTable(const std::vector<RankSlot>& ranks,
   const auto now = std::chrono::steady_clock::now();
   for (size_t r = 0; r < ranks.size() && r < status.size(); ++r) {
     const auto& s = status[r];
-    const std::string state = s.lost ? "lost" : s.joined ? rankStateName(s.state) : "waiting";
+    const std::string state = s.lost     ? "lost"
+                              : s.joined ? rankStateName(s.progress.state)
+                                         : "waiting";
     char age[16] = "-";
     if (s.joined)
       std::snprintf(age, sizeof(age), "%.1fs",
                     std::chrono::duration<double>(now - s.lastHeartbeat).count());
+    const Progress& p = s.progress;
     std::snprintf(line, sizeof(line), "%-5d %-16s %-10s %8lld %11.6f %10.0f %7s %6s  %s\n",
                   ranks[r].rank, ranks[r].host.c_str(), state.c_str(),
-                  static_cast<long long>(s.step), s.loss, s.samplesPerSecond,
-                  s.joined ? humanBytes(s.residentBytes).c_str() : "-", age, s.phase.c_str());
+                  static_cast<long long>(p.step), p.loss, p.samplesPerSecond,
+                  s.joined ? humanBytes(p.residentBytes).c_str() : "-", age, p.phase.c_str());
     out << line;
   }
   return out.str();
@@ -85,7 +89,8 @@ void LiveView::printLine(const std::string& line) {
   out_.flush();
 }
 
-void LiveView::update(const std::vector<RankSlot>& ranks, const std::vector<RankStatus>& status) {
+void LiveView::update(const std::vector<RankPlacement>& ranks,
+                      const std::vector<RankStatus>& status) {
   const auto now = std::chrono::steady_clock::now();
   const double elapsed = std::chrono::duration<double>(now - started_).count();
   const int64_t step = slowestStep(status);
@@ -93,10 +98,10 @@ void LiveView::update(const std::vector<RankSlot>& ranks, const std::vector<Rank
     if (now - lastPlain_ < options_.plainInterval) return;
     lastPlain_ = now;
     int training = 0;
-    for (const auto& s : status) training += s.state == RankState::Training;
+    for (const auto& s : status) training += s.progress.state == RankState::Training;
     // The trainer reports global samples/s and rank 0's loss is the one it prints.
-    const double samples = status.empty() ? 0 : status.front().samplesPerSecond;
-    const double loss = status.empty() ? 0 : status.front().loss;
+    const double samples = status.empty() ? 0 : status.front().progress.samplesPerSecond;
+    const double loss = status.empty() ? 0 : status.front().progress.loss;
     char line[256];
     std::snprintf(line, sizeof(line),
                   "ds-launch: %.0fs, %d/%zu ranks training, step %lld, loss %.6f, %.0f samples/s",

@@ -27,7 +27,7 @@ class LiveView {
   // A line of job output, printed above the table.
   void printLine(const std::string& line);
   // New state; redraws (terminal) or prints a progress line when one is due (plain).
-  void update(const std::vector<RankSlot>& ranks, const std::vector<RankStatus>& status);
+  void update(const std::vector<RankPlacement>& ranks, const std::vector<RankStatus>& status);
   // Removes the table before the final summary.
   void finish();
 
@@ -42,7 +42,7 @@ class LiveView {
 };
 
 // The state table (one row per rank); also what SIGUSR1 prints.
-std::string formatRankTable(const std::vector<RankSlot>& ranks,
+std::string formatRankTable(const std::vector<RankPlacement>& ranks,
                             const std::vector<RankStatus>& status);
 
 // "[#####-----] 120/400 30% ETA 3s" from the slowest rank's step.

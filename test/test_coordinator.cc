@@ -139,25 +139,25 @@ TEST_CASE("coordinator: heartbeats and reports show up in the snapshot") {
   client.join({"127.0.0.1", 0}, 5s);
   REQUIRE(client.heartbeat({RankState::Training, 7, 0.5, 123.0, 4096, "step 7 done"}));
   auto status = coordinator.snapshot()[0];
-  REQUIRE(status.state == RankState::Training);
-  REQUIRE(status.step == 7);
-  REQUIRE(status.loss == 0.5);
-  REQUIRE(status.residentBytes == 4096);
+  REQUIRE(status.progress.state == RankState::Training);
+  REQUIRE(status.progress.step == 7);
+  REQUIRE(status.progress.loss == 0.5);
+  REQUIRE(status.progress.residentBytes == 4096);
   RankReport report;
   report.steps = 9;
   report.lastLoss = 0.25;
   client.report(report);
   status = coordinator.snapshot()[0];
-  REQUIRE(status.state == RankState::Finished);
+  REQUIRE(status.progress.state == RankState::Finished);
   REQUIRE(status.report);
   REQUIRE(status.report->steps == 9);
   // A heartbeat that arrives after the report (a relay holds beats up to an interval, and a
   // report overtakes them) changes nothing: the report is the rank's last word.
   REQUIRE(client.heartbeat({RankState::Training, 8, 0.75, 100.0, 4096, "step 8 done"}));
   status = coordinator.snapshot()[0];
-  CHECK(status.state == RankState::Finished);
-  CHECK(status.step == 9);
-  CHECK(status.loss == 0.25);
+  CHECK(status.progress.state == RankState::Finished);
+  CHECK(status.progress.step == 9);
+  CHECK(status.progress.loss == 0.25);
 }
 
 TEST_CASE(
@@ -171,16 +171,16 @@ TEST_CASE(
   progress.collective = ds::CollectiveWait{ds::CollectiveOp::AllGather, "ranks 0,1", entered};
   REQUIRE(client.heartbeat(progress));
   const auto status = coordinator.snapshot()[0];
-  REQUIRE(status.collective);
-  CHECK(status.collective->op == ds::CollectiveOp::AllGather);
-  CHECK(status.collective->group == "ranks 0,1");
+  REQUIRE(status.progress.collective);
+  CHECK(status.progress.collective->op == ds::CollectiveOp::AllGather);
+  CHECK(status.progress.collective->group == "ranks 0,1");
   // Sent as the time waited (2 s), counted back from the beat's arrival: the same clock here.
-  CHECK(status.collective->since >= entered - 50ms);
-  CHECK(status.collective->since <= entered + 1s);
+  CHECK(status.progress.collective->since >= entered - 50ms);
+  CHECK(status.progress.collective->since <= entered + 1s);
   // The next heartbeat outside any collective clears it.
   progress.collective.reset();
   REQUIRE(client.heartbeat(progress));
-  CHECK_FALSE(coordinator.snapshot()[0].collective);
+  CHECK_FALSE(coordinator.snapshot()[0].progress.collective);
 }
 
 TEST_CASE("coordinator: stop and abort reach a watcher in order, and shutdown ends the stream") {

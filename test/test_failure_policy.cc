@@ -14,7 +14,7 @@ namespace {
 
 // n ranks on hosts h0, h1, ..., each its own process, joined and heartbeating at t0.
 struct Job {
-  std::vector<RankSlot> ranks;
+  std::vector<RankPlacement> ranks;
   std::vector<RankStatus> health;
   std::vector<RankExit> exits;
   std::vector<RunnerExit> runners;
@@ -27,8 +27,8 @@ struct Job {
       ranks[r].rank = r;
       ranks[r].host = "h" + std::to_string(r);
       health[r].joined = true;
-      health[r].state = RankState::Training;
-      health[r].step = 5;
+      health[r].progress.state = RankState::Training;
+      health[r].progress.step = 5;
       health[r].joinedAt = health[r].lastHeartbeat = health[r].lastProgress = t0;
       exits[r].ownProcess = true;
     }
@@ -40,10 +40,10 @@ struct Job {
     return decideFailure(evidence, now);
   }
   void inCollective(int r, CollectiveOp op, std::string group = "world") {
-    health[r].collective = CollectiveWait{op, std::move(group), t0};
+    health[r].progress.collective = CollectiveWait{op, std::move(group), t0};
   }
   void stall(int r, std::string phase) {
-    health[r].phase = std::move(phase);
+    health[r].progress.phase = std::move(phase);
     health[r].lastHeartbeat = t0 + 1s;  // still heartbeating, step unchanged since t0
   }
 };
@@ -162,7 +162,7 @@ TEST_CASE("failure policy: a rank that does not join within the join timeout is 
   Job job(2);
   job.timeouts.join = 5000ms;
   job.health[1].joined = false;
-  job.health[1].state = RankState::Waiting;
+  job.health[1].progress.state = RankState::Waiting;
   REQUIRE_FALSE(job.decide(job.t0 + job.timeouts.join).failure);
   const FailureDecision decision = job.decide(job.t0 + job.timeouts.join + 1ms);
   REQUIRE(decision.failure);
@@ -174,7 +174,7 @@ TEST_CASE("failure policy: a rank that does not join within the join timeout is 
 TEST_CASE("failure policy: a silent rank is blamed after the heartbeat timeout") {
   Job job(3);
   for (int r : {0, 2}) job.health[r].lastHeartbeat = job.t0 + 10s;
-  job.health[1].phase = "step 6: forward";
+  job.health[1].progress.phase = "step 6: forward";
   REQUIRE_FALSE(job.decide(job.t0 + 10s).failure);
   const FailureDecision decision = job.decide(job.t0 + 10s + 1ms);
   REQUIRE(decision.failure);
@@ -258,7 +258,7 @@ TEST_CASE("failure policy: no stall is judged when the stall timeout is off or b
   job.stall(1, "b");
   REQUIRE_FALSE(job.decide(job.t0 + 5s).failure);  // stall timeout 0: off
   job.timeouts.stall = 1000ms;
-  job.health[0].step = job.health[1].step = 0;
+  job.health[0].progress.step = job.health[1].progress.step = 0;
   REQUIRE_FALSE(job.decide(job.t0 + 5s).failure);
 }
 

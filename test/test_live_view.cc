@@ -7,26 +7,29 @@
 #include "launcher/live_view.h"
 
 using namespace ds::launcher;
+using ds::RankPlacement;
 using ds::RankState;
 using namespace std::chrono_literals;
 
 namespace {
 
-std::vector<RankSlot> twoRanks() { return {{0, "127.0.0.1", 0, 0, 1}, {1, "127.0.0.2", 0, 0, 1}}; }
+std::vector<RankPlacement> twoRanks() {
+  return {{0, "127.0.0.1", 0, 0, 1}, {1, "127.0.0.2", 0, 0, 1}};
+}
 
 std::vector<RankStatus> statusAt(int64_t step0, int64_t step1) {
   std::vector<RankStatus> status(2);
   for (auto& s : status) {
     s.joined = true;
-    s.state = RankState::Training;
+    s.progress.state = RankState::Training;
     s.lastHeartbeat = std::chrono::steady_clock::now();
-    s.residentBytes = 300 << 20;
-    s.samplesPerSecond = 1000;
-    s.loss = 0.5;
+    s.progress.residentBytes = 300 << 20;
+    s.progress.samplesPerSecond = 1000;
+    s.progress.loss = 0.5;
   }
-  status[0].step = step0;
-  status[1].step = step1;
-  status[1].phase = "step 8: forward";
+  status[0].progress.step = step0;
+  status[1].progress.step = step1;
+  status[1].progress.phase = "step 8: forward";
   return status;
 }
 

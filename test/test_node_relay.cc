@@ -113,34 +113,34 @@ TEST_CASE("node relay: heartbeats reach the coordinator batched, and bad ones ar
   REQUIRE(a.heartbeat({RankState::Training, 1, 0.5, 10.0, 4096, "forward"}));
   REQUIRE(b.heartbeat({RankState::Training, 1, 0.7, 10.0, 8192, "backward"}));
   // A first step goes up at once; a later one with the next flush (every 200 ms here).
-  REQUIRE(eventually([&] { return coordinator.snapshot()[1].step == 1; }));
+  REQUIRE(eventually([&] { return coordinator.snapshot()[1].progress.step == 1; }));
   CHECK(coordinator.snapshot()[0].firstStepAt);
   REQUIRE(a.heartbeat({RankState::Training, 2, 0.4, 11.0, 4096, "optimizer"}));
-  REQUIRE(eventually([&] { return coordinator.snapshot()[0].step == 2; }));
+  REQUIRE(eventually([&] { return coordinator.snapshot()[0].progress.step == 2; }));
   const auto status = coordinator.snapshot()[0];
-  CHECK(status.state == RankState::Training);
-  CHECK(status.loss == 0.4);
-  CHECK(status.phase == "optimizer");
-  CHECK(status.residentBytes == 4096);
+  CHECK(status.progress.state == RankState::Training);
+  CHECK(status.progress.loss == 0.4);
+  CHECK(status.progress.phase == "optimizer");
+  CHECK(status.progress.residentBytes == 4096);
   // Several ranks' beats in one flush: each rank's own.
   REQUIRE(a.heartbeat({RankState::Training, 3, 0.3, 11.0, 4096, "a"}));
   REQUIRE(b.heartbeat({RankState::Training, 5, 0.6, 11.0, 8192, "b"}));
   REQUIRE(eventually([&] {
     const auto ranks = coordinator.snapshot();
-    return ranks[0].step == 3 && ranks[1].step == 5;
+    return ranks[0].progress.step == 3 && ranks[1].progress.step == 5;
   }));
-  CHECK(coordinator.snapshot()[0].phase == "a");
-  CHECK(coordinator.snapshot()[1].phase == "b");
+  CHECK(coordinator.snapshot()[0].progress.phase == "a");
+  CHECK(coordinator.snapshot()[1].progress.phase == "b");
   // The collective a rank is in travels with its beat.
   ds::Progress waiting{RankState::Training, 6, 0.6, 11.0, 8192, "b"};
   waiting.collective =
       ds::CollectiveWait{ds::CollectiveOp::Barrier, "world", std::chrono::steady_clock::now()};
   REQUIRE(b.heartbeat(waiting));
-  REQUIRE(eventually([&] { return coordinator.snapshot()[1].step == 6; }));
-  REQUIRE(coordinator.snapshot()[1].collective);
-  CHECK(coordinator.snapshot()[1].collective->op == ds::CollectiveOp::Barrier);
-  CHECK(coordinator.snapshot()[1].collective->group == "world");
-  CHECK_FALSE(coordinator.snapshot()[0].collective);
+  REQUIRE(eventually([&] { return coordinator.snapshot()[1].progress.step == 6; }));
+  REQUIRE(coordinator.snapshot()[1].progress.collective);
+  CHECK(coordinator.snapshot()[1].progress.collective->op == ds::CollectiveOp::Barrier);
+  CHECK(coordinator.snapshot()[1].progress.collective->group == "world");
+  CHECK_FALSE(coordinator.snapshot()[0].progress.collective);
 
   // A heartbeat with the wrong token, or from a connection that never joined, stops at the relay.
   CoordinatorClient intruder(coordinator.address(), "not-the-token", ViaRelay{socket});
@@ -148,7 +148,7 @@ TEST_CASE("node relay: heartbeats reach the coordinator batched, and bad ones ar
   CoordinatorClient stranger(coordinator.address(), kToken, ViaRelay{socket});
   CHECK_FALSE(stranger.heartbeat({RankState::Training, 9, 0, 0, 0, ""}));
   std::this_thread::sleep_for(300ms);
-  CHECK(coordinator.snapshot()[2].step == 0);
+  CHECK(coordinator.snapshot()[2].progress.step == 0);
 }
 
 TEST_CASE("node relay: commands reach every rank's watch in order, and shutdown ends them") {
@@ -228,7 +228,8 @@ TEST_CASE(
     });
   });
   REQUIRE(client.heartbeat({RankState::Training, 1, 0, 0, 0, ""}));
-  REQUIRE(eventually([&] { return coordinator.snapshot()[2].step == 1; }));  // attached by now
+  REQUIRE(
+      eventually([&] { return coordinator.snapshot()[2].progress.step == 1; }));  // attached by now
   relay.reset();
   auto why = gone.get_future();
   REQUIRE(why.wait_for(3s) == std::future_status::ready);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "proto/contract_conversion.h"
 #include "worker/coordinator_transport.h"
 #include "worker/grpc_entry.h"
 #include "worker/local_address.h"
@@ -19,31 +20,6 @@ namespace {
 
 constexpr auto kRpcTimeout = std::chrono::seconds(10);
 constexpr auto kDeadlineSlack = std::chrono::seconds(5);
-
-proto::WorkerState toProto(RankState state) {
-  switch (state) {
-    case RankState::Starting:
-      return proto::WORKER_STATE_STARTING;
-    case RankState::Rendezvous:
-      return proto::WORKER_STATE_RENDEZVOUS;
-    case RankState::Training:
-      return proto::WORKER_STATE_TRAINING;
-    case RankState::Finished:
-      return proto::WORKER_STATE_FINISHED;
-    case RankState::Failed:
-      return proto::WORKER_STATE_FAILED;
-    case RankState::Waiting:  // never sent: a rank that runs has joined
-      break;
-  }
-  return proto::WORKER_STATE_UNSPECIFIED;
-}
-
-static_assert(proto::CollectiveOp_ARRAYSIZE == kCollectiveOpCount + 1,
-              "proto CollectiveOp: UNSPECIFIED, then ds::CollectiveOp's values in order");
-
-proto::CollectiveOp toProto(CollectiveOp op) {
-  return static_cast<proto::CollectiveOp>(static_cast<int>(op) + 1);
-}
 
 }  // namespace
 
@@ -107,26 +83,16 @@ JoinResult CoordinatorClient::join(const JoinIdentity& identity,
   impl_->call(CoordinatorMethod::Join, request, &reply, 0, timeout,
               "join as " + identity.describe(), true);
   JoinResult result;
-  result.rank = reply.rank();
-  result.worldSize = reply.world_size();
-  result.localRank = reply.local_rank();
-  result.localSize = reply.local_size();
+  static_cast<RankPlacement&>(result) = placementFromProto(reply);
   result.configJson = reply.config_json();
   result.jobArgs.assign(reply.job_args().begin(), reply.job_args().end());
   result.epoch = reply.epoch();
   result.heartbeatInterval = std::chrono::milliseconds(reply.heartbeat_interval_ms());
   if (reply.heartbeat_timeout_ms() > 0)
     result.heartbeatTimeout = std::chrono::milliseconds(reply.heartbeat_timeout_ms());
-  result.host = reply.host();
-  result.slot = reply.slot();
-  result.nodeRank = reply.node_rank();
-  result.nodeCount = reply.node_count();
   result.nodeSlots.assign(reply.node_slots().begin(), reply.node_slots().end());
   result.nodeSizes.assign(reply.node_sizes().begin(), reply.node_sizes().end());
-  result.programModule = reply.program().module();
-  result.programNoPython = reply.program().no_python();
-  result.programNoLocalRank = reply.program().no_local_rank();
-  result.python = reply.program().python();
+  result.program = fromProto(reply.program());
   rank_ = result.rank;
   epoch_ = result.epoch;
   heartbeatDeadline_ = std::min<std::chrono::milliseconds>(kRpcTimeout, result.heartbeatTimeout);
@@ -203,20 +169,7 @@ bool CoordinatorClient::heartbeat(const Progress& progress) {
   proto::HeartbeatRequest request;
   impl_->fill(request.mutable_auth(), epoch_);
   request.set_rank(rank_);
-  request.set_state(toProto(progress.state));
-  request.set_step(progress.step);
-  request.set_loss(progress.loss);
-  request.set_samples_per_sec(progress.samplesPerSecond);
-  request.set_resident_bytes(progress.residentBytes);
-  request.set_phase(progress.phase);
-  if (progress.collective) {
-    proto::InCollective* in = request.mutable_collective();
-    in->set_op(toProto(progress.collective->op));
-    in->set_group(progress.collective->group);
-    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::steady_clock::now() - progress.collective->since);
-    in->set_waited_ms(static_cast<uint64_t>(std::max<int64_t>(0, waited.count())));
-  }
+  toProto(progress, &request);
   proto::HeartbeatReply reply;
   return impl_->transport
       ->call(CoordinatorMethod::Heartbeat, request, &reply, heartbeatDeadline_, false)
@@ -226,21 +179,7 @@ bool CoordinatorClient::heartbeat(const Progress& progress) {
 void CoordinatorClient::report(const RankReport& report) {
   proto::ReportRequest request;
   request.set_rank(rank_);
-  request.set_exit_status(report.exitStatus);
-  request.set_error(report.error);
-  request.set_steps(report.steps);
-  request.set_last_loss(report.lastLoss);
-  request.set_wall_seconds(report.wallSeconds);
-  for (const auto& [name, value] : report.metrics) (*request.mutable_metrics())[name] = value;
-  for (const auto& stat : report.commStats) {
-    auto* row = request.add_comm_stats();
-    row->set_op(stat.op);
-    row->set_bytes(stat.bytes);
-    row->set_count(stat.count);
-    row->set_total_seconds(stat.totalSeconds);
-    row->set_min_seconds(stat.minSeconds);
-    row->set_max_seconds(stat.maxSeconds);
-  }
+  toProto(report, &request);
   proto::ReportReply reply;
   impl_->call(CoordinatorMethod::Report, request, &reply, epoch_, kRpcTimeout,
               "report");
@@ -263,9 +202,8 @@ void CoordinatorClient::watch(
   request.set_rank(rank_);
   const TransportStatus status =
       impl_->transport->watch(request, [&](const proto::Command& command) {
-        if (command.kind() == proto::Command::STOP) onCommand(CommandKind::Stop, command.reason());
-        if (command.kind() == proto::Command::ABORT)
-          onCommand(CommandKind::Abort, command.reason());
+        if (const std::optional<CommandKind> kind = fromProto(command.kind()))
+          onCommand(*kind, command.reason());
       });
   onCommand(CommandKind::CoordinatorGone,
             status.ok() ? "the coordinator closed the command stream" : status.message);

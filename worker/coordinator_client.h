@@ -11,30 +11,23 @@
 #include <utility>
 #include <vector>
 
+#include "contract/program_options.h"
 #include "contract/rank_contract.h"
+#include "contract/rank_placement.h"
 
 namespace ds::worker {
 
-struct JoinResult {
-  int rank = 0;
-  int worldSize = 0;
-  int localRank = 0;
-  int localSize = 0;
+// What a rank learns when it joins: where it runs (its placement, which it extends: the rank's
+// code reads join.rank, join.worldSize), the job, and how to start an external program.
+struct JoinResult : RankPlacement {
   std::string configJson;
   std::vector<std::string> jobArgs;
   uint64_t epoch = 0;
   std::chrono::milliseconds heartbeatInterval{1000};
   std::chrono::milliseconds heartbeatTimeout{10000};
-  std::string host;  // this rank's host in the plan
-  int slot = 0;      // its slot (device) id there
-  int nodeRank = 0;
-  int nodeCount = 1;
-  std::vector<int> nodeSlots;
+  std::vector<int> nodeSlots;  // every slot id of this rank's node (CUDA_VISIBLE_DEVICES)
   std::vector<int> nodeSizes;  // ranks per node, by node rank
-  bool programModule = false;
-  bool programNoPython = false;
-  bool programNoLocalRank = false;
-  std::string python = "python3";
+  ProgramOptions program;
 };
 
 // Who a worker is when it joins: a host and slot (started by ds-launch or a node agent), or a

@@ -18,15 +18,16 @@ std::vector<std::string> programArgv(const JoinResult& join) {
   const std::vector<std::string>& job = join.jobArgs;
   if (job.empty()) throw Error("no program to run");
   const std::string& program = job[0];
-  const bool python = !join.programNoPython && (join.programModule || program.ends_with(".py") ||
-                                                !ds::isExecutableOnPath(program));
+  const ProgramOptions& options = join.program;
+  const bool python = !options.noPython && (options.module || program.ends_with(".py") ||
+                                            !ds::isExecutableOnPath(program));
   std::vector<std::string> argv;
   if (python) {
-    argv = {join.python, "-u"};
-    if (join.programModule) argv.push_back("-m");
+    argv = {options.python, "-u"};
+    if (options.module) argv.push_back("-m");
   }
   argv.push_back(program);
-  if (!join.programNoLocalRank) argv.push_back("--local_rank=" + std::to_string(join.localRank));
+  if (!options.noLocalRank) argv.push_back("--local_rank=" + std::to_string(join.localRank));
   argv.insert(argv.end(), job.begin() + 1, job.end());
   return argv;
 }

@@ -99,8 +99,8 @@ long threadCount() {
   return n;
 }
 
-std::vector<ds::launcher::RankSlot> plan(const Options& o) {
-  std::vector<ds::launcher::RankSlot> ranks;
+std::vector<ds::RankPlacement> plan(const Options& o) {
+  std::vector<ds::RankPlacement> ranks;
   for (int node = 0; node < o.nodes; ++node)
     for (int slot = 0; slot < o.ranksPerNode; ++slot)
       ranks.push_back({static_cast<int>(ranks.size()), "node-" + std::to_string(node), slot, slot,
