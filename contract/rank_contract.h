@@ -1,7 +1,7 @@
 // The launcher-worker contract, free of gRPC: what a rank reports while it runs (RankState,
-// Progress) and when it ends (RankReport), and what it can be told (CommandKind). ds-launch's
-// coordinator and ds-worker's client convert these to and from proto/coordinator.proto next to
-// their gRPC code; everything else uses these types.
+// Progress) and when it ends (RankReport), and what it can be told (CommandKind). Their wire form
+// is proto/contract_conversion.h's, used by ds-launch's coordinator and ds-worker's client;
+// everything else uses these types.
 #pragma once
 
 #include <chrono>
