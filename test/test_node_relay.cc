@@ -10,6 +10,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstddef>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <future>
@@ -382,7 +383,12 @@ TEST_CASE(
     header.length = kMaxFramePayload;
     header.method = static_cast<uint8_t>(CoordinatorMethod::KvSet);
     REQUIRE(::send(fd, &header, sizeof header, MSG_NOSIGNAL) == sizeof header);
-    REQUIRE(::send(fd, "abc", 3, MSG_NOSIGNAL) == 3);
+    // The relay may refuse the announced length as soon as it has read the header, so the rest
+    // can meet a closed socket: either outcome is fine, what matters is what it keeps.
+    const ssize_t sent = ::send(fd, "abc", 3, MSG_NOSIGNAL);
+    const int sendError = errno;
+    INFO("send: " << std::strerror(sendError));
+    REQUIRE((sent == 3 || (sent < 0 && (sendError == EPIPE || sendError == ECONNRESET))));
     greedy.push_back(fd);
   }
   size_t dropped = 0;
