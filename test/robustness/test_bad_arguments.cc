@@ -33,7 +33,10 @@ TEST_CASE("robustness: benches refuse malformed numbers without crashing") {
     const Outcome outcome = runCommand(command);
     INFO(outcome.output);
     CHECK(outcome.status == 2);
-    CHECK(outcome.output.find("error: --") != std::string::npos);
+    CHECK(outcome.output.find("error: ") != std::string::npos);
+    // The message names the flag it refuses.
+    const std::string flag = command.substr(command.find(" --") + 1, command.find(' ', command.find(" --") + 1) - command.find(" --") - 1);
+    CHECK(outcome.output.find(flag) != std::string::npos);
   }
 }
 
