@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/allocator_policy.h"
 #include "common/error.h"
 #include "common/fnv1a.h"
-#include "common/allocator_policy.h"
 #include "common/memory_budget.h"
 #include "runtime/optim/make_optimizer.h"
 #include "runtime/zero/memory_estimate.h"
@@ -78,11 +78,11 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
   zero_ = ZeroStage::make(
       {config_, comm_, *queue_, specs_, layerTensors_, modelType_, gradType_, commType_, count_});
   const OptimizerConfig optimizer = config_.optimizer.value_or(OptimizerConfig{});
-  const OffloadOptimizerConfig& offload = config_.zero.offloadOptimizer;
   // The optimizer runs in sub-groups of whole tensor slices of at most sub_group_size elements
   // (a bigger tensor is a group of its own), each with its own state, as DeepSpeed's stage 3
-  // does: the fp32 gradients the update needs exist for one group at a time. With offload to
-  // NVMe each group's master slice and state go to the swap file as soon as they exist.
+  // does: the fp32 gradients the update needs exist for one group at a time. Each group's master
+  // slice and state go to the stage's optimizer-state home as soon as they exist (with offload to
+  // NVMe: the swap file, so they are never resident whole).
   const PartitionLayout& shard = zero_->shardLayout();
   const auto groupLimit = static_cast<size_t>(std::max<int64_t>(1, config_.zero.subGroupSize));
   const std::vector<std::pair<size_t, size_t>> runs = shard.tensorRuns(groupLimit);
@@ -105,39 +105,24 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
     zero_->initialise(init.data());
   }
 
-  // What each group swaps: its master slice (16-bit models: fp32 copies of their own), then every
+  // What each group has: its master slice (16-bit models: fp32 copies of their own), then every
   // optimizer state array, all of the group's length.
+  OptimizerStateHome& home = zero_->optimizerStates();
   const size_t regionsPerGroup =
       (zero_->separateMaster() ? 1 : 0) +
       static_cast<size_t>(optimizerStateBytesPerParameter(optimizer) / sizeof(float));
-  if (offload.device == OffloadDevice::Nvme) {
-    uint64_t reserve = 0;
-    for (const auto& [t0, t1] : runs)
-      reserve += SlotSwapper::groupBytes(std::vector<size_t>(
-          regionsPerGroup, (shard.shardBegin(t1) - shard.shardBegin(t0)) * sizeof(float)));
-    swapper_ = std::make_unique<SlotSwapper>(config_.aio, offload.nvmePath, comm_.rank(), reserve,
-                                             "offload_optimizer", "optimizer",
-                                             static_cast<int>(offload.bufferCount));
-  }
+  std::vector<size_t> groupElements;
+  for (const auto& [t0, t1] : runs)
+    groupElements.push_back(shard.shardBegin(t1) - shard.shardBegin(t0));
+  home.reserve(groupElements, regionsPerGroup);
   const std::vector<ParamSpec> shardSpecs = shard.shardSpecs(specs_);
   for (const auto& [t0, t1] : runs) {
     zero_->fillMaster(t0, t1);
+    const size_t begin = shard.shardBegin(t0), end = shard.shardBegin(t1);
     const std::vector<ParamSpec> groupSpecs(shardSpecs.begin() + t0, shardSpecs.begin() + t1);
-    groups_.push_back(
-        {t0, t1, makeOptimizer(optimizer, groupSpecs, shard.shardBegin(t0), shard.shardBegin(t1))});
-    if (!swapper_) continue;
-    std::vector<SwapRegion> arrays;
-    if (zero_->separateMaster()) {
-      const size_t begin = shard.shardBegin(t0), end = shard.shardBegin(t1);
-      arrays.push_back({zero_->masterData() + begin, (end - begin) * sizeof(float)});
-    }
-    for (const OptimizerStateArray& state : groups_.back().optimizer->stateArrays())
-      arrays.push_back({state.data, state.count * sizeof(float)});
-    if (arrays.size() != regionsPerGroup)
-      throw Error("offload_optimizer: " + std::to_string(arrays.size()) +
-                  " arrays per sub-group, the swap file was sized for " +
-                  std::to_string(regionsPerGroup) + " (a bug)");
-    swapper_->addGroup(arrays);
+    groups_.push_back({t0, t1, makeOptimizer(optimizer, groupSpecs, begin, end)});
+    home.addGroup(zero_->separateMaster() ? zero_->masterData() + begin : nullptr, end - begin,
+                  *groups_.back().optimizer);
   }
   zero_->startParameterOffload();
   lr_ = optimizer.lr();
@@ -151,41 +136,29 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
 void Engine::checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
                                size_t largestGroup) const {
   // What this rank will hold at its peak, activations aside: the model states it keeps resident,
-  // CPU-Adam's 16-bit copy of the shard (stages 1-2), one full fp32 copy of the parameters
-  // (the initial values at the start; fullParameters() for a trainer's sample or report) and,
-  // with offload to NVMe, the swap slots (buffer_count, or the number of sub-groups if fewer, of
-  // the largest sub-group's arrays).
+  // CPU-Adam's 16-bit copy of the shard (stages 1-2) and one full fp32 copy of the parameters
+  // (the initial values at the start; fullParameters() for a trainer's sample or report). The
+  // master weights and optimizer states take what their home says (with offload to NVMe: its
+  // swap slots).
   const int stage = config_.zero.stage;
   const double params = static_cast<double>(count_);
   const double stateBytes = optimizerStateBytesPerParameter(optimizer);
   const ModelStateEstimate e =
       estimateModelState(stage, modelType_, gradType_, params, comm_.size(), stateBytes);
-  const bool offloaded = config_.zero.offloadOptimizer.device == OffloadDevice::Nvme;
   const double halfCopy = (stage == 1 || stage == 2) && modelType_ != DType::F32
                               ? dtypeBytes(modelType_) * params / comm_.size()
                               : 0.0;
-  const double slots =
-      offloaded ? static_cast<double>(std::min<size_t>(
-                      static_cast<size_t>(config_.zero.offloadOptimizer.bufferCount), groups)) *
-                      static_cast<double>(largestGroup) * swapSlotBytesPerElement(e, stateBytes)
-                : 0.0;
-  const double need = e.parameters + e.gradients +
-                      (offloaded ? slots : e.masterWeights + e.optimizerStates) + halfCopy +
-                      sizeof(float) * params;
+  const StateFootprint states =
+      zero_->optimizerStates().footprint(e, stateBytes, groups, largestGroup);
+  const double need = e.parameters + e.gradients + states.bytes + halfCopy + sizeof(float) * params;
   const MemoryBudget budget = memoryBudget();
   if (need <= static_cast<double>(budget.availableBytes)) return;
-  throw Error(
-      "the training state needs " + humanBytes(need) + " of memory (parameters " +
-      humanBytes(e.parameters) + ", gradients " + humanBytes(e.gradients) + ", master weights " +
-      humanBytes(e.masterWeights) + ", optimizer states " + humanBytes(e.optimizerStates) +
-      (offloaded ? ", the last two on NVMe through " + humanBytes(slots) + " of swap slots" : "") +
-      "), but only " + humanBytes(static_cast<double>(budget.availableBytes)) + " is left under " +
-      budget.source +
-      (offloaded ? "; use a higher ZeRO stage or more ranks, a smaller sub_group_size or "
-                   "offload_optimizer.buffer_count, or raise the limit"
-                 : "; offload the optimizer state (zero_optimization.offload_optimizer: "
-                   "{\"device\": \"nvme\", \"nvme_path\": DIR}), use a higher ZeRO stage or more "
-                   "ranks, or raise the limit"));
+  throw Error("the training state needs " + humanBytes(need) + " of memory (parameters " +
+              humanBytes(e.parameters) + ", gradients " + humanBytes(e.gradients) +
+              ", master weights " + humanBytes(e.masterWeights) + ", optimizer states " +
+              humanBytes(e.optimizerStates) + states.where + "), but only " +
+              humanBytes(static_cast<double>(budget.availableBytes)) + " is left under " +
+              budget.source + "; " + states.advice);
 }
 
 Engine::~Engine() {
@@ -307,24 +280,18 @@ void Engine::stepAtBoundary() {
       for (size_t i = 0; i < count; ++i) values[i] = sums[i];
     };
   // CPU-Adam writes the 16-bit working values in the same pass as the update, where the stage
-  // wants them (the working copy itself, or a 16-bit shard to be all-gathered). With offload to
-  // NVMe the master slice lies in a swap slot only while its group is updated, so an optimizer
-  // that does not fuse the copy has it converted right after, group by group.
+  // wants them (the working copy itself, or a 16-bit shard to be all-gathered). Where the home
+  // streams the master (offload to NVMe) the slice lies in a swap slot only while its group is
+  // updated, so an optimizer that does not fuse the copy has it converted right after, group by
+  // group.
+  OptimizerStateHome& home = zero_->optimizerStates();
   const bool fused = modelType_ != DType::F32 && groups_.front().optimizer->fusesHalfCopy();
-  const bool convertPerGroup = swapper_ && zero_->separateMaster() && !fused;
+  const bool convertPerGroup = home.streamsMaster() && zero_->separateMaster() && !fused;
   char* halfOut = fused || convertPerGroup ? zero_->halfCopyTarget() : nullptr;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const SubGroup& group = groups_[gi];
     const size_t begin = zero_->shardLayout().shardBegin(group.t0);
-    float* master = zero_->masterData() + begin;
-    if (swapper_) {  // the group's arrays in a resident slot: master slice first, then the state
-      const std::vector<void*>& at = swapper_->acquire(gi);
-      size_t next = 0;
-      if (zero_->separateMaster()) master = static_cast<float*>(at[next++]);
-      std::vector<float*> states;
-      for (; next < at.size(); ++next) states.push_back(static_cast<float*>(at[next]));
-      group.optimizer->bindState(states);
-    }
+    float* master = home.acquire(gi, zero_->masterData() + begin, *group.optimizer);
     // With one sub-group (the usual case) its gradients are still loaded from the statistics.
     if (groups_.size() > 1 || !zero_->statisticsLoadGroups())
       zero_->loadGroupGradients(group.t0, group.t1, groupGrads_, unscale_);
@@ -335,15 +302,13 @@ void Engine::stepAtBoundary() {
           reinterpret_cast<uint16_t*>(halfOut + begin * dtypeBytes(modelType_)),
           modelType_ == DType::BF16 ? kernels::HalfFormat::Bf16 : kernels::HalfFormat::Fp16};
     group.optimizer->step(master, groupGrads_.data(), update);
-    if (!swapper_) continue;
     if (convertPerGroup)
       convertElements(master, DType::F32, halfOut + begin * dtypeBytes(modelType_), modelType_,
                       zero_->shardLayout().shardBegin(group.t1) - begin);
-    group.optimizer->unbindState();
-    swapper_->release(gi);
+    home.release(gi, *group.optimizer);
   }
   zero_->publishParameters(fused || convertPerGroup);
-  if (swapper_) swapper_->endStep();
+  home.endStep();  // after publishing: the next step's first read overlaps forward and backward
   zero_->zeroGradients();
   scaler_.update(false);
   if (scheduler_) {

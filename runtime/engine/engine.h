@@ -27,7 +27,6 @@
 #include "runtime/config/ds_config.h"
 #include "runtime/lr/lr_schedule.h"
 #include "runtime/model/model.h"
-#include "runtime/offload/slot_swapper.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/precision/loss_scaler.h"
 #include "runtime/zero/comm_queue.h"
@@ -129,17 +128,14 @@ class Engine : private LayerAccess {
   std::unique_ptr<CommQueue> queue_;  // every collective of this engine, in one order
   std::unique_ptr<ZeroStage> zero_;   // where the state lives and how it is reduced/published
 
-  std::vector<SubGroup> groups_;  // the optimizer, by sub_group_size runs of the shard
-  // offload_optimizer nvme: the groups' master slices and states between steps (after groups_:
-  // destroyed first, while the arrays it points into still exist).
-  std::unique_ptr<SlotSwapper> swapper_;
+  // The optimizer, by sub_group_size runs of the shard; where each group's master slice and state
+  // live between steps is the stage's (ZeroStage::optimizerStates()).
+  std::vector<SubGroup> groups_;
   // Throws, before anything big is allocated, when the model states cannot fit in the memory
   // this process may still take (common/memory_budget.h).
   void checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
                          size_t largestGroup) const;
-  // NVMe offload: every swapped state in memory for `body` (a checkpoint), out again after.
-  void swapStateIn();
-  void swapStateOut();
+  // Every offloaded state in memory for `body` (a checkpoint), out again after.
   template <class Body>
   auto withStateResident(Body body);
   void saveCheckpointResident(const std::string& dir, const std::string& tag);

@@ -81,29 +81,19 @@ void Engine::failTogether(const std::string& problem) {
     if (all[r * kMessageBytes] != 0) throw Error(std::string(all.data() + r * kMessageBytes));
 }
 
-// With NVMe offload the state is brought in for the checkpoint and swapped out again after,
-// whether the save or load succeeded or not.
-void Engine::swapStateIn() {
-  if (swapper_) swapper_->swapInAll();
-  zero_->bringParametersIn();
-}
-
-void Engine::swapStateOut() {
-  if (swapper_) swapper_->swapOutAll();
-  zero_->sendParametersOut();
-}
-
+// Offloaded state is brought in for the checkpoint and swapped out again after, whether the save
+// or load succeeded or not.
 template <class Body>
 auto Engine::withStateResident(Body body) {
-  swapStateIn();
+  zero_->bringStateIn();
   try {
     auto result = body();
-    swapStateOut();
+    zero_->sendStateOut();
     queue_->waitIdle();  // stage 3's persistent layers are gathered
     return result;
   } catch (...) {
     try {
-      swapStateOut();
+      zero_->sendStateOut();
     } catch (...) {  // the first error is the one to report
     }
     throw;
@@ -122,16 +112,16 @@ std::string Engine::loadCheckpoint(const std::string& dir, const std::string& ta
   return withStateResident([&] { return loadCheckpointResident(dir, tag, scope); });
 }
 
-size_t Engine::optimizerSwapBytes() const { return swapper_ ? swapper_->fileBytes() : 0; }
+size_t Engine::optimizerSwapBytes() const { return zero_->optimizerStates().fileBytes(); }
 
 size_t Engine::parameterSwapBytes() const { return zero_->parameterSwapBytes(); }
 
 Engine::SwapTraffic Engine::optimizerSwapTraffic() const {
-  if (!swapper_) return {};
-  return {swapper_->bytesRead(), swapper_->bytesWritten()};
+  const OptimizerStateHome::Traffic t = zero_->optimizerStates().traffic();
+  return {t.read, t.written};
 }
 
-std::string Engine::optimizerSwapEngine() const { return swapper_ ? swapper_->engineName() : ""; }
+std::string Engine::optimizerSwapEngine() const { return zero_->optimizerStates().engineName(); }
 
 void Engine::saveCheckpointResident(const std::string& dir, const std::string& tag) {
   checkTag(tag);

@@ -13,18 +13,37 @@
 namespace ds::runtime {
 
 std::unique_ptr<ZeroStage> ZeroStage::make(const ZeroContext& context) {
+  std::unique_ptr<ZeroStage> stage;
   switch (context.config.zero.stage) {
     case 0:
-      return std::make_unique<ZeroStage0>(context);
+      stage = std::make_unique<ZeroStage0>(context);
+      break;
     case 1:
-      return std::make_unique<ZeroStage1>(context);
+      stage = std::make_unique<ZeroStage1>(context);
+      break;
     case 2:
-      return std::make_unique<ZeroStage2>(context);
+      stage = std::make_unique<ZeroStage2>(context);
+      break;
     case 3:
-      return std::make_unique<ZeroStage3>(context);
+      stage = std::make_unique<ZeroStage3>(context);
+      break;
+    default:
+      throw Error("zero_optimization.stage: expected 0..3, got " +
+                  std::to_string(context.config.zero.stage));
   }
-  throw Error("zero_optimization.stage: expected 0..3, got " +
-              std::to_string(context.config.zero.stage));
+  // The offload axis: any stage with either home.
+  stage->states_ = OptimizerStateHome::make(context.config, context.comm.rank());
+  return stage;
+}
+
+void ZeroStage::bringStateIn() {
+  states_->swapInAll();
+  bringParametersIn();
+}
+
+void ZeroStage::sendStateOut() {
+  states_->swapOutAll();
+  sendParametersOut();
 }
 
 ZeroStage::ZeroStage(const ZeroContext& context, int shardParts) : ctx_(context) {

@@ -1,8 +1,9 @@
 // ZeroStage: one ZeRO stage's strategy: where each kind of training state lives on this rank
 // (working parameters, gradients, fp32 master weights) and how gradients are reduced and updated
 // parameters published. The Engine owns the optimizer, loss scaling, schedules and the step's
-// order; it asks its stage for everything that depends on partitioning. Offload (CPU, NVMe) is
-// meant as one more axis of these strategies, not more branches in the engine.
+// order; it asks its stage for everything that depends on partitioning. Offload is one more axis
+// of these strategies, not branches in the engine: the optimizer's sub-groups live in the stage's
+// OptimizerStateHome (optimizer_state_home.h), stage 3's parameters in its own swapper.
 //   stage 0 (zero_stage0.cc): everything replicated; gradients all-reduced at the boundary.
 //   stage 1 (zero_stage1.cc): master weights and optimizer states partitioned; gradients kept
 //            whole and reduce-scattered at the boundary; updated shards all-gathered.
@@ -21,6 +22,7 @@
 #include "runtime/config/ds_config.h"
 #include "runtime/model/model.h"
 #include "runtime/zero/comm_queue.h"
+#include "runtime/zero/optimizer_state_home.h"
 #include "runtime/zero/partition_layout.h"
 
 namespace ds::runtime {
@@ -100,12 +102,16 @@ class ZeroStage {
   void zeroGradients();
   // Collective at stage 3. The working parameters as fp32, flat layout.
   virtual std::vector<float> fullParameters();
+  // Where the optimizer's sub-groups live between steps (offload_optimizer), chosen by make().
+  OptimizerStateHome& optimizerStates() { return *states_; }
+  const OptimizerStateHome& optimizerStates() const { return *states_; }
   // offload_param nvme (stage 3): moves the layers' shards to the swap file once the master weights
-  // were filled from them; then every swapped shard can be read in (before a checkpoint
-  // reads or writes the working copy), and written back out and given back after.
+  // were filled from them.
   virtual void startParameterOffload() {}
-  virtual void bringParametersIn() {}
-  virtual void sendParametersOut() {}
+  // Every offloaded state (the optimizer's sub-groups, stage 3's parameters) into its own arrays,
+  // for a checkpoint to read or write them; out again, and their pages given back, after.
+  void bringStateIn();
+  void sendStateOut();
   virtual size_t parameterSwapBytes() const { return 0; }
 
   size_t reduceBucketCount() const { return buckets_.size(); }
@@ -119,6 +125,10 @@ class ZeroStage {
     int firstLayer, lastLayer;  // inclusive
     size_t t0, t1;              // tensor range
   };
+
+  // offload_param nvme (stage 3): every swapped shard read in, or written out and given back.
+  virtual void bringParametersIn() {}
+  virtual void sendParametersOut() {}
 
   size_t layerNumel(int layer) const;
   size_t layerBase(int layer) const {
@@ -169,6 +179,10 @@ class ZeroStage {
 
  private:
   void planBuckets();
+
+  // Last: destroyed first of the stage's own, while master_ still exists. It may outlive the
+  // Engine's optimizers: its transfers in flight only ever run between its slots and its file.
+  std::unique_ptr<OptimizerStateHome> states_;
 };
 
 }  // namespace ds::runtime

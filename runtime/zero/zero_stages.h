@@ -81,10 +81,12 @@ class ZeroStage3 : public ZeroStage {
   void publishParameters(bool halfWritten) override;
   std::vector<float> fullParameters() override;
   void startParameterOffload() override;
-  void bringParametersIn() override;
-  void sendParametersOut() override;
   size_t parameterSwapBytes() const override;
   MemoryUsage memory() const override;
+
+ protected:
+  void bringParametersIn() override;
+  void sendParametersOut() override;
 
  private:
   void gatherLayer(int layer);
