@@ -9,7 +9,8 @@
 //   stage 3: parameters partitioned too: each layer is gathered right before use (prefetched with
 //            overlap_comm) and released after, within stage3_max_live_parameters.
 // Partitioning is by equal slices of every tensor (runtime/zero/partition_layout.h); each stage is
-// a strategy of its own (runtime/zero/zero_stage.h), the engine has no per-stage branches.
+// a strategy of its own (runtime/zero/zero_stage.h), offload one axis of it, and the engine has
+// no per-stage or offload branches.
 // Every public call returns with none of the engine's collectives in flight (overlap_comm runs
 // them on a thread of their own): the caller's own collectives on the same communicator, such as
 // a trainer's loss average, must never interleave with a prefetch or a reduction.
