@@ -44,7 +44,7 @@ const std::vector<Layer> kLayers = {
     {"runtime/optim", {"common/", "kernels/", "runtime/config/", "runtime/model/"}},
     {"runtime/zero",
      {"common/", "kernels/", "runtime/comm/", "runtime/config/", "runtime/model/",
-      "runtime/offload/"}},
+      "runtime/offload/", "runtime/optim/"}},
     {"runtime/engine",
      {"common/", "kernels/", "runtime/checkpoint/", "runtime/comm/", "runtime/config/",
       "runtime/lr/", "runtime/model/", "runtime/offload/", "runtime/optim/", "runtime/precision/",
