@@ -65,7 +65,8 @@ std::string prepareElasticJob(CommandLine& line, JobSpec& job,
   if (job.train.saveDir.empty()) line.jobArgs.insert(line.jobArgs.end(), {"--save_dir", dir});
   if (job.train.loadDir.empty()) line.jobArgs.insert(line.jobArgs.end(), {"--load_dir", dir});
   const bool interval =
-      job.train.saveInterval > 0 || (parsed->gpt && parsed->gpt->saveInterval > 0);
+      job.train.saveInterval > 0 ||
+      (parsed->gpt && (parsed->gpt->saveInterval > 0 || parsed->gpt->checkpoints.periodic()));
   if (!interval) {
     line.jobArgs.insert(line.jobArgs.end(),
                         {"--save_interval", std::to_string(kElasticSaveInterval)});

@@ -243,6 +243,15 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   settings.printInterval = gpt.logInterval;
   settings.evalInterval = gpt.evalInterval;
   settings.saveInterval = saveInterval;
+  // NeoX's schedule; --save_interval on the command line replaces its periodic part (factor and
+  // scale) as it replaces save-interval, while extra-save-iters still apply.
+  runtime::CheckpointSchedule schedule = gpt.checkpoints;
+  if (options.saveInterval > 0) schedule.factor = 0.0;
+  if (schedule.periodic() || !schedule.extraSaveIters.empty())
+    settings.saveAt = [schedule, last = gpt.trainIters](int64_t steps) {
+      return runtime::isNeoxSaveIteration(schedule, steps, last);
+    };
+  settings.keepCheckpoints = gpt.checkpoints.keepLast;
   settings.exitInterval = gpt.exitInterval;
   settings.saveDir = saveDir;
   settings.printParamHash = options.printParamHash;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "runtime/checkpoint/checkpoint_retention.h"
 #include "worker/training_step.h"
 
 namespace ds::worker {
@@ -18,6 +19,28 @@ std::string phaseAt(const LoopSettings& settings, int64_t step, const std::strin
 }
 
 bool every(int64_t steps, int64_t interval) { return interval > 0 && steps % interval == 0; }
+
+void saveCheckpointAt(const LoopSettings& settings, const LoopParts& parts, int64_t steps) {
+  parts.board.setPhase(phaseAt(settings, steps, "saving checkpoint"));
+  parts.engine.saveCheckpoint(settings.saveDir, "global_step" + std::to_string(steps));
+  if (parts.rank == 0)
+    std::printf("saved checkpoint %s/global_step%" PRId64 "\n", settings.saveDir.c_str(), steps);
+}
+
+// Rank 0 only, after saveCheckpoint returned on every rank: the new checkpoint is published and
+// `latest` names it, so deleting older ones never leaves fewer than keepCheckpoints complete.
+// A failed deletion costs disk, not the run: it is reported and training goes on.
+void pruneCheckpoints(const LoopSettings& settings, const LoopParts& parts) {
+  if (parts.rank != 0 || settings.keepCheckpoints <= 0 || settings.saveDir.empty()) return;
+  try {
+    for (const std::string& tag :
+         runtime::deleteOldCheckpoints(settings.saveDir, settings.keepCheckpoints))
+      std::printf("keep-last-n-checkpoints: deleted %s/%s\n", settings.saveDir.c_str(),
+                  tag.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warning: keep-last-n-checkpoints: %s; training goes on\n", e.what());
+  }
+}
 
 }  // namespace
 
@@ -49,6 +72,11 @@ TrainResult runTrainingLoop(const LoopSettings& settings, const LoopParts& parts
   LossWindow window{0, settings.lastStep, 0.0, 0.0};
   double windowLoss = 0.0;
   int64_t windowSteps = 0;
+  if (!settings.saveDir.empty() && engine.globalSteps() == 0 && settings.saveAt &&
+      settings.saveAt(0)) {
+    saveCheckpointAt(settings, parts, 0);
+    pruneCheckpoints(settings, parts);
+  }
   for (int64_t step = engine.globalSteps(); step < settings.lastStep; ++step) {
     if (step == settings.hangAtStep && parts.rank == settings.hangRank) {
       board.setPhase(phaseAt(settings, step + 1, "hanging (--hang_at_step)"));
@@ -57,6 +85,7 @@ TrainResult runTrainingLoop(const LoopSettings& settings, const LoopParts& parts
     board.setPhase(phaseAt(settings, step + 1, "stop-vote all_reduce"));
     if (everyRankStops(parts.comm, parts.stopRequested)) {
       checkpointOnStop(engine, settings.saveDir, parts.rank);
+      pruneCheckpoints(settings, parts);
       break;
     }
 
@@ -79,12 +108,10 @@ TrainResult runTrainingLoop(const LoopSettings& settings, const LoopParts& parts
     if (every(result.steps, settings.evalInterval) && !last) hooks.evaluate(result.steps);
     const bool exiting = every(result.steps, settings.exitInterval);
     if (!settings.saveDir.empty() &&
-        (last || exiting || every(result.steps, settings.saveInterval))) {
-      board.setPhase(phaseAt(settings, result.steps, "saving checkpoint"));
-      engine.saveCheckpoint(settings.saveDir, "global_step" + std::to_string(result.steps));
-      if (parts.rank == 0)
-        std::printf("saved checkpoint %s/global_step%" PRId64 "\n", settings.saveDir.c_str(),
-                    result.steps);
+        (last || exiting || every(result.steps, settings.saveInterval) ||
+         (settings.saveAt && settings.saveAt(result.steps)))) {
+      saveCheckpointAt(settings, parts, result.steps);
+      pruneCheckpoints(settings, parts);
     }
     std::fflush(stdout);
     if (exiting && !last) {

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "runtime/comm/communicator.h"
@@ -77,8 +78,15 @@ struct LoopSettings {
   int64_t printInterval = 1;  // progress line every N steps (and at the first and the last)
   int64_t evalInterval = 0;   // 0: no evaluation
   int64_t saveInterval = 0;   // 0: a checkpoint at the last step only
-  int64_t exitInterval = 0;   // save and stop every N steps (NeoX's exit-interval); 0: never
-  std::string saveDir;        // "": no checkpoints, on stop neither
+  // Beside saveInterval: also save after the steps (counted from 1) it accepts (NeoX's
+  // checkpoint-factor and extra-save-iters); asked for 0 once, before the first step of a run
+  // that starts from 0 (NeoX's step-0 checkpoint). Empty: no such saves.
+  std::function<bool(int64_t steps)> saveAt;
+  // After each save, delete the oldest checkpoints of saveDir beyond this many (NeoX's
+  // keep-last-n-checkpoints; runtime/checkpoint/checkpoint_retention.h); 0: keep every one.
+  int64_t keepCheckpoints = 0;
+  int64_t exitInterval = 0;  // save and stop every N steps (NeoX's exit-interval); 0: never
+  std::string saveDir;       // "": no checkpoints, on stop neither
   bool printParamHash = false;
   // Fault injection (--hang_at_step): rank hangRank stops making progress at this step.
   int64_t hangAtStep = -1;

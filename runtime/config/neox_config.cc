@@ -162,6 +162,11 @@ const std::vector<std::string>& implementedKeys() {
                                                 "eval-iters",
                                                 "save",
                                                 "save-interval",
+                                                "checkpoint-factor",
+                                                "checkpoint-scale",
+                                                "extra-save-iters",
+                                                "keep-last-n-checkpoints",
+                                                "save-iters",
                                                 "load",
                                                 "finetune",
                                                 "no-load-optim",
@@ -309,6 +314,23 @@ struct Reader {
     if (!value().is_string()) fail("a string");
     return value().get<std::string>();
   }
+  // A list of iterations in [0, hi], in any order and with repeats, as NeoX takes it; returned
+  // ascending, each once.
+  std::vector<int64_t> iterationList(int64_t hi) const {
+    const std::string expected =
+        "a list of iterations in [0, " + std::to_string(hi) + "], e.g. [0, 500, 2000]";
+    if (!value().is_array()) fail(expected);
+    std::vector<int64_t> out;
+    for (const Json& v : value()) {
+      if (v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= hi)
+        out.push_back(v.get<int64_t>());
+      else
+        fail(expected);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
   template <class E>
   E choice(const std::vector<std::pair<std::string, E>>& options) const {
     std::string names;
@@ -414,6 +436,7 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
   std::optional<std::string> decayStyle;
   std::optional<int64_t> decayIters;
   double warmup = 0.01, minLr = 0.0;
+  std::optional<Json> saveIters;  // judged once the schedule it is derived from is known
   for (auto& [key, value] : merged.items()) {
     if (dsKeys.count(key)) continue;
     const Reader r{merged, key};
@@ -526,6 +549,17 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
       t.save = r.string();
     else if (key == "save-interval")
       t.saveInterval = r.integer(0, kBig);
+    else if (key == "checkpoint-factor") {
+      if (!value.is_null()) t.checkpoints.factor = r.number();
+    } else if (key == "checkpoint-scale")
+      t.checkpoints.scale = r.choice<CheckpointScale>(
+          {{"linear", CheckpointScale::Linear}, {"log", CheckpointScale::Log}});
+    else if (key == "extra-save-iters") {
+      if (!value.is_null()) t.checkpoints.extraSaveIters = r.iterationList(kBig);
+    } else if (key == "keep-last-n-checkpoints") {
+      if (!value.is_null()) t.checkpoints.keepLast = r.integer(1, kBig);
+    } else if (key == "save-iters")
+      saveIters = value;
     else if (key == "exit-interval") {
       if (!value.is_null()) t.exitInterval = r.integer(1, kBig);
     } else if (key == "load")
@@ -588,6 +622,21 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
   parseTokenizerType(t.tokenizerType);  // a misspelt name fails at launch, not on every rank
   m.validate();                         // so does an impossible model
   if (t.trainIters <= 0) throw Error("train-iters: required (the number of optimizer steps)");
+  validateCheckpointSchedule(t.checkpoints);
+  if (t.checkpoints.periodic() && t.saveInterval > 0)
+    throw Error("save-interval: NeoX's old name for checkpoint-factor (with checkpoint-scale "
+                "linear); set one of them, not both");
+  // NeoX derives save_iters from the keys above and overwrites any value given for it (newer
+  // NeoX has no such key at all); configs NeoX dumped from a run carry it.
+  if (saveIters && switchedOn(*saveIters)) {
+    if (!t.checkpoints.periodic() && t.checkpoints.extraSaveIters.empty())
+      throw Error("save-iters: NeoX computes this list itself and ignores a value given here; "
+                  "to save at chosen iterations list them in extra-save-iters, or set "
+                  "checkpoint-factor (and checkpoint-scale) for periodic saves");
+    out.notes.push_back(
+        "save-iters: no effect (derived from checkpoint-factor, checkpoint-scale and "
+        "extra-save-iters, as in NeoX)");
+  }
   if (t.dataPath.empty())
     throw Error("data-path: required (an indexed dataset prefix; make one with ds-preprocess)");
   if (ds.contains("scheduler"))

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/checkpoint_schedule.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/model/gpt_config.h"
@@ -30,7 +31,8 @@ struct GptTrainConfig {
   int64_t evalInterval = 1000;
   int64_t evalIters = 100;
   std::string save, load;
-  int64_t saveInterval = 0;
+  int64_t saveInterval = 0;        // NeoX's old name for a linear checkpoint-factor
+  CheckpointSchedule checkpoints;  // checkpoint-factor, -scale, extra-save-iters, keep-last-n
   int64_t exitInterval = 0;  // stop (after saving) at the first iteration divisible by it
   bool finetune = false;     // load weights only; start at iteration 0
   bool noLoadOptim = false;  // load weights and schedule position, not optimizer state
