@@ -1,5 +1,6 @@
 // GPT-NeoX YAML configs: merging, spellings, DeepSpeed keys inline or from deepspeed_config, the
 // NeoX lr schedule, and a clear refusal for every key this trainer does not implement.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -257,4 +258,51 @@ TEST_CASE("neox config: sample tables and activations beyond the memory left are
   // No validation split: eval-iters allocates nothing.
   t.split = "100,0,0";
   CHECK_NOTHROW(checkGptJobMemory(t, BatchConfig{8, 4, 1}, gib));
+}
+
+TEST_CASE("neox config: the checkpoint schedule keys", "[neox]") {
+  using ds::runtime::CheckpointScale;
+  const auto c = parse(
+      "save: ck\ncheckpoint_factor: 2\ncheckpoint-scale: log\nextra-save-iters: [50, 0, 7, 7]\n"
+      "keep-last-n-checkpoints: 3\n");
+  const auto& s = c.train.checkpoints;
+  CHECK(s.factor == 2.0);
+  CHECK(s.scale == CheckpointScale::Log);
+  CHECK(s.extraSaveIters == std::vector<int64_t>{0, 7, 50});
+  CHECK(s.keepLast == 3);
+  CHECK(ds::runtime::neoxSaveIterations(s, c.train.trainIters) ==
+        std::vector<int64_t>{0, 1, 2, 4, 7, 8, 16, 32, 50, 64, 100});
+  // NeoX's defaults: linear, no factor, no extras, keep everything; nulls are the same.
+  const auto d = parse("checkpoint-factor: null\nextra-save-iters: null\n"
+                       "keep-last-n-checkpoints: null\n");
+  CHECK_FALSE(d.train.checkpoints.periodic());
+  CHECK(d.train.checkpoints.scale == CheckpointScale::Linear);
+  CHECK(d.train.checkpoints.extraSaveIters.empty());
+  CHECK(d.train.checkpoints.keepLast == 0);
+  CHECK(parse("checkpoint-factor: 1000\n").train.checkpoints.factor == 1000.0);
+
+  CHECK_THAT(errorOf("checkpoint-factor: 2.5\n"), Catch::Contains("checkpoint-factor") &&
+                                                      Catch::Contains("whole number"));
+  CHECK_THAT(errorOf("checkpoint-factor: 1\ncheckpoint-scale: log\n"),
+             Catch::Contains("checkpoint-factor") && Catch::Contains("checkpoint-scale: linear"));
+  CHECK_THAT(errorOf("checkpoint-factor: -5\n"), Catch::Contains("checkpoint-factor: expected"));
+  CHECK_THAT(errorOf("checkpoint-factor: often\n"),
+             Catch::Contains("checkpoint-factor: expected a number"));
+  CHECK_THAT(errorOf("checkpoint-scale: exponential\n"),
+             Catch::Contains("checkpoint-scale: expected one of linear, log"));
+  CHECK_THAT(errorOf("extra-save-iters: 500\n"),
+             Catch::Contains("extra-save-iters: expected a list of iterations"));
+  CHECK_THAT(errorOf("extra-save-iters: [10, -1]\n"),
+             Catch::Contains("extra-save-iters: expected a list of iterations"));
+  CHECK_THAT(errorOf("keep-last-n-checkpoints: 0\n"),
+             Catch::Contains("keep-last-n-checkpoints: expected an integer in [1,"));
+  CHECK_THAT(errorOf("save-interval: 10\ncheckpoint-factor: 10\n"),
+             Catch::Contains("save-interval") && Catch::Contains("not both"));
+  // save_iters is NeoX's derived list: a dumped config carries it beside what it derives from.
+  const auto dumped = parse("checkpoint-factor: 10\nsave-iters: [10, 20]\n");
+  CHECK(std::find_if(dumped.notes.begin(), dumped.notes.end(), [](const std::string& n) {
+          return n.rfind("save-iters: no effect", 0) == 0;
+        }) != dumped.notes.end());
+  CHECK_THAT(errorOf("save-iters: [10, 20]\n"), Catch::Contains("list them in extra-save-iters"));
+  CHECK(errorOf("save-iters: null\n") == "no error");
 }
