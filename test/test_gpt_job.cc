@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <set>
+#include <vector>
 
 #include "test/bpe_test_files.h"
 #include "test/byte_corpus.h"
@@ -160,6 +162,42 @@ TEST_CASE("gpt job: a NeoX YAML job at ZeRO 3 trains, evaluates, and resumes bit
   const auto tunedLosses = matches(tunedOut, loss);
   REQUIRE(tunedLosses.count(1) == 1);
   CHECK(std::stod(tunedLosses.at(1)) < std::stod(straightLosses.at(1)) - 0.3);  // trained weights
+}
+
+TEST_CASE("gpt job: NeoX's checkpoint schedule saves at its iterations and keeps the last N",
+          "[gpt][launch]") {
+  const std::string dir = makeScratchDir("gpt-checkpoint-schedule");
+  writeCorpus(dir);
+  // log factor 2 over 6 iterations: 1, 2, 4, and 6 as the last; extras 0 (before training) and 3.
+  const auto job = startGpt(dir,
+                            "save: ckpt\ncheckpoint-factor: 2\ncheckpoint-scale: log\n"
+                            "extra-save-iters: [3, 0]\nkeep-last-n-checkpoints: 2\n");
+  const auto status = waitExit(job, 180s);
+  const std::string out = readFile(dir + "/stdout");
+  INFO(out << readFile(dir + "/stderr"));
+  REQUIRE(status == 0);
+  std::vector<int> saved;
+  const std::regex save(R"(saved checkpoint ckpt/global_step(\d+))");
+  for (std::sregex_iterator it(out.begin(), out.end(), save), end; it != end; ++it)
+    saved.push_back(std::stoi((*it)[1]));
+  CHECK(saved == std::vector<int>{0, 1, 2, 3, 4, 6});
+  std::vector<std::string> deleted;
+  const std::regex deletion(R"(keep-last-n-checkpoints: deleted ckpt/(global_step\d+))");
+  for (std::sregex_iterator it(out.begin(), out.end(), deletion), end; it != end; ++it)
+    deleted.push_back((*it)[1]);
+  CHECK(deleted ==
+        std::vector<std::string>{"global_step0", "global_step1", "global_step2", "global_step3"});
+  std::set<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/ckpt"))
+    left.insert(e.path().filename().string());
+  CHECK(left ==
+        std::set<std::string>{"global_step4", "global_step6", "latest", "neox_config.json"});
+  CHECK(readFile(dir + "/ckpt/latest") == "global_step6\n");
+  // What is kept is complete: a run resumes from it.
+  const auto resumed = startGpt(dir, "load: ckpt\n");
+  REQUIRE(waitExit(resumed, 180s) == 0);
+  CHECK(readFile(dir + "/stdout").find("resumed from ckpt/global_step6 at iteration 6") !=
+        std::string::npos);
 }
 
 TEST_CASE("gpt job: GPT-2 BPE data and tokenizer from vocab-file/merge-file, then ds-generate",
