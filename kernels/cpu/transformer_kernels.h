@@ -1,5 +1,5 @@
 // The fused element-wise and row-wise kernels of the GPT model (matrix products go to a BLAS):
-// layer and RMS norms, GeLU/GeGLU, causal softmax, rotary embedding, cross-entropy and embedding
+// layer, RMS and scale norms, GeLU/GeGLU and the other (gated) activations, causal softmax, rotary embedding, cross-entropy and embedding
 // gather/scatter, forward and backward, in fp32 over row-major [rows, dim] arrays.
 // One source (transformer_kernels_impl.h) is compiled three times: scalar (vectorisation off),
 // AVX2 and AVX-512; the run picks the widest the CPU has. Every sum uses 16 partial accumulators
@@ -13,6 +13,10 @@
 namespace ds::kernels {
 
 enum class KernelIsa { Scalar, Avx2, Avx512 };
+
+// The element-wise functions of the MLP beyond GeLU (which has its own kernels): ReLU, SiLU
+// (x * sigmoid(x)), sigmoid and identity (the gates of ReGLU, SwiGLU, GLU and bilinear).
+enum class Unit { Relu, Silu, Sigmoid, Identity };
 
 const char* kernelIsaName(KernelIsa isa);
 bool kernelIsaSupported(KernelIsa isa);
@@ -39,6 +43,20 @@ struct TransformerKernels {
   // GeGLU: in is [rows, 2 * ff] = [x | gate]; out [rows, ff] = x * gelu(gate).
   void (*gegluForward)(float* out, const float* in, size_t rows, size_t ff);
   void (*gegluBackward)(float* din, const float* dout, const float* in, size_t rows, size_t ff);
+  // out = f(in), din = dout * f'(in); out may alias in, din may alias dout. ReLU's derivative
+  // at 0 is 0 (PyTorch's).
+  void (*unitForward)(Unit f, float* out, const float* in, size_t n);
+  void (*unitBackward)(Unit f, float* din, const float* dout, const float* in, size_t n);
+  // Gated: in is [rows, 2 * ff] = [x | gate]; out [rows, ff] = x * f(gate) (NeoX's order).
+  void (*gatedForward)(Unit f, float* out, const float* in, size_t rows, size_t ff);
+  void (*gatedBackward)(Unit f, float* din, const float* dout, const float* in, size_t rows,
+                        size_t ff);
+  // GPT-NeoX's ScaleNorm: out = x / max(|x|, eps) * g with one scalar gain g; `norm` per row
+  // keeps |x|. Backward writes dx and adds d(loss)/dg into *dg.
+  void (*scaleNormForward)(float* out, float* norm, const float* x, float g, size_t rows,
+                           size_t dim, float eps);
+  void (*scaleNormBackward)(float* dx, float* dg, const float* dout, const float* x,
+                            const float* norm, float g, size_t rows, size_t dim, float eps);
   // Causal softmax of a [T, T] score block in place: row i over columns 0..i, zeros after.
   void (*causalSoftmaxForward)(float* scores, size_t t);
   // dscores = p * (dp - sum(p * dp)) per row, in place over dp.

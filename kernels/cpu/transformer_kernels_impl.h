@@ -179,6 +179,120 @@ void gegluBackward(float* din, const float* dout, const float* in, size_t rows, 
   }
 }
 
+inline float sigmoid(float x) { return 1.0f / (1.0f + expApprox(-x)); }
+
+// One struct per ds::kernels::Unit: f and its derivative, branch-free so that loops vectorise.
+struct ReluOp {
+  static float f(float x) { return x > 0.0f ? x : 0.0f; }
+  static float df(float x) { return x > 0.0f ? 1.0f : 0.0f; }
+};
+struct SiluOp {
+  static float f(float x) { return x * sigmoid(x); }
+  static float df(float x) {
+    const float s = sigmoid(x);
+    return s * (1.0f + x * (1.0f - s));
+  }
+};
+struct SigmoidOp {
+  static float f(float x) { return sigmoid(x); }
+  static float df(float x) {
+    const float s = sigmoid(x);
+    return s * (1.0f - s);
+  }
+};
+struct IdentityOp {
+  static float f(float x) { return x; }
+  static float df(float) { return 1.0f; }
+};
+
+template <class Fn>
+inline void withUnit(ds::kernels::Unit u, Fn fn) {
+  switch (u) {
+    case ds::kernels::Unit::Relu:
+      return fn(ReluOp{});
+    case ds::kernels::Unit::Silu:
+      return fn(SiluOp{});
+    case ds::kernels::Unit::Sigmoid:
+      return fn(SigmoidOp{});
+    case ds::kernels::Unit::Identity:
+      return fn(IdentityOp{});
+  }
+}
+
+void unitForward(ds::kernels::Unit u, float* out, const float* in, size_t n) {
+  withUnit(u, [&](auto op) {
+    for (size_t i = 0; i < n; ++i) out[i] = op.f(in[i]);
+  });
+}
+
+void unitBackward(ds::kernels::Unit u, float* din, const float* dout, const float* in, size_t n) {
+  withUnit(u, [&](auto op) {
+    for (size_t i = 0; i < n; ++i) din[i] = dout[i] * op.df(in[i]);
+  });
+}
+
+void gatedForward(ds::kernels::Unit u, float* out, const float* in, size_t rows, size_t ff) {
+  withUnit(u, [&](auto op) {
+    for (size_t r = 0; r < rows; ++r) {
+      const float* x = in + r * 2 * ff;
+      const float* gate = x + ff;
+      float* o = out + r * ff;
+      for (size_t i = 0; i < ff; ++i) o[i] = x[i] * op.f(gate[i]);
+    }
+  });
+}
+
+void gatedBackward(ds::kernels::Unit u, float* din, const float* dout, const float* in,
+                   size_t rows, size_t ff) {
+  withUnit(u, [&](auto op) {
+    for (size_t r = 0; r < rows; ++r) {
+      const float* x = in + r * 2 * ff;
+      const float* gate = x + ff;
+      const float* g = dout + r * ff;
+      float* dx = din + r * 2 * ff;
+      float* dgate = dx + ff;
+      for (size_t i = 0; i < ff; ++i) {
+        dx[i] = g[i] * op.f(gate[i]);
+        dgate[i] = g[i] * x[i] * op.df(gate[i]);
+      }
+    }
+  });
+}
+
+void scaleNormForward(float* out, float* norm, const float* x, float g, size_t rows, size_t dim,
+                      float eps) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* o = out + r * dim;
+    const float n = std::sqrt(laneSum(dim, [&](size_t i) { return xr[i] * xr[i]; }));
+    const float s = g / (n > eps ? n : eps);
+    for (size_t i = 0; i < dim; ++i) o[i] = xr[i] * s;
+    norm[r] = n;
+  }
+}
+
+void scaleNormBackward(float* dx, float* dg, const float* dout, const float* x, const float* norm,
+                       float g, size_t rows, size_t dim, float eps) {
+  float gain = 0.0f;  // d(loss)/dg, summed over the rows in order
+  for (size_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    const float* d = dout + r * dim;
+    float* o = dx + r * dim;
+    const float n = norm[r];
+    const float gx = laneSum(dim, [&](size_t i) { return d[i] * xr[i]; });
+    if (n > eps) {  // y = g x / |x|: dx = g / n (dout - x (x . dout) / n^2)
+      const float s = g / n, k = s * gx / (n * n);
+      for (size_t i = 0; i < dim; ++i) o[i] = s * d[i] - xr[i] * k;
+      gain += gx / n;
+    } else {  // clamped: y = g x / eps
+      const float s = g / eps;
+      for (size_t i = 0; i < dim; ++i) o[i] = s * d[i];
+      gain += gx / eps;
+    }
+  }
+  *dg += gain;
+}
+
 void causalSoftmaxForward(float* scores, size_t t) {
   for (size_t i = 0; i < t; ++i) {
     float* row = scores + i * t;
@@ -295,6 +409,12 @@ constexpr ds::kernels::TransformerKernels kTable = {layerNormForward,
                                                     geluBackward,
                                                     gegluForward,
                                                     gegluBackward,
+                                                    unitForward,
+                                                    unitBackward,
+                                                    gatedForward,
+                                                    gatedBackward,
+                                                    scaleNormForward,
+                                                    scaleNormBackward,
                                                     causalSoftmaxForward,
                                                     softmaxBackward,
                                                     rotary,

@@ -16,11 +16,11 @@ namespace {
 constexpr double kIndexBytesPerSample = 2 * sizeof(size_t) + sizeof(uint64_t);
 
 // Floats a block keeps for the backward pass over `samples` sequences (BlockActivations: the
-// input, both normalised inputs, q/k/v, the attention output, the MLP's two activations, and the
-// softmax probabilities of every head).
+// input, both normalised inputs, q/k/v (grouped-query: h + 2 kv wide), the MLP's two
+// activations, and the softmax probabilities of every query head).
 double blockActivationFloats(const GptConfig& m, double samples) {
   const double rows = samples * m.seqLength, h = m.hiddenSize;
-  return rows * (6 * h + m.ffnInputSize() + m.ffnSize()) +
+  return rows * (3 * h + m.qkvSize() + m.ffnInputSize() + m.ffnSize()) +
          samples * m.numAttentionHeads * static_cast<double>(m.seqLength) * m.seqLength;
 }
 

@@ -52,6 +52,29 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// The profiler's module type of the MLP's activation, as PyTorch's class names spell them.
+const char* activationModuleType(Activation a) {
+  switch (a) {
+    case Activation::Geglu:
+      return "GeGLU";
+    case Activation::Relu:
+      return "ReLU";
+    case Activation::Silu:
+      return "SiLU";
+    case Activation::Reglu:
+      return "ReGLU";
+    case Activation::Swiglu:
+      return "SwiGLU";
+    case Activation::Glu:
+      return "GLU";
+    case Activation::Bilinear:
+      return "Bilinear";
+    case Activation::Gelu:
+      break;
+  }
+  return "GeLU";
+}
+
 float initStd(InitMethod m, const GptConfig& c) {
   switch (m) {
     case InitMethod::Normal:
@@ -86,26 +109,29 @@ Gpt::Gpt(GptConfig config) : config_(std::move(config)) {
   add("embed.word_embeddings.weight", {static_cast<int64_t>(vocab), H}, true, 0);
   if (config_.posEmb == PositionEmbedding::Learned)
     add("embed.position_embeddings.weight", {config_.maxPositionEmbeddings, H}, true, 0);
-  const bool normBias = config_.norm == NormKind::LayerNorm;
+  const bool normBias = config_.normHasBias(), attnBias = config_.biasInAttnLinear,
+             mlpBias = config_.biasInMlp;
   const auto ff = static_cast<int64_t>(config_.ffnSize()),
-             ff1 = static_cast<int64_t>(config_.ffnInputSize());
+             ff1 = static_cast<int64_t>(config_.ffnInputSize()),
+             qkv = static_cast<int64_t>(config_.qkvSize()),
+             normWeights = static_cast<int64_t>(config_.normWeightSize());
   for (int l = 0; l < config_.numLayers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
-    add(p + "input_layernorm.weight", {H}, false, l + 1);
+    add(p + "input_layernorm.weight", {normWeights}, false, l + 1);
     if (normBias) add(p + "input_layernorm.bias", {H}, false, l + 1);
-    add(p + "attention.query_key_value.weight", {3 * H, H}, true, l + 1);
-    add(p + "attention.query_key_value.bias", {3 * H}, false, l + 1);
+    add(p + "attention.query_key_value.weight", {qkv, H}, true, l + 1);
+    if (attnBias) add(p + "attention.query_key_value.bias", {qkv}, false, l + 1);
     add(p + "attention.dense.weight", {H, H}, true, l + 1);
-    add(p + "attention.dense.bias", {H}, false, l + 1);
-    add(p + "post_attention_layernorm.weight", {H}, false, l + 1);
+    if (attnBias) add(p + "attention.dense.bias", {H}, false, l + 1);
+    add(p + "post_attention_layernorm.weight", {normWeights}, false, l + 1);
     if (normBias) add(p + "post_attention_layernorm.bias", {H}, false, l + 1);
     add(p + "mlp.dense_h_to_4h.weight", {ff1, H}, true, l + 1);
-    add(p + "mlp.dense_h_to_4h.bias", {ff1}, false, l + 1);
+    if (mlpBias) add(p + "mlp.dense_h_to_4h.bias", {ff1}, false, l + 1);
     add(p + "mlp.dense_4h_to_h.weight", {H, ff}, true, l + 1);
-    add(p + "mlp.dense_4h_to_h.bias", {H}, false, l + 1);
+    if (mlpBias) add(p + "mlp.dense_4h_to_h.bias", {H}, false, l + 1);
   }
   const int head = config_.numLayers + 1;
-  add("final_layer_norm.weight", {H}, false, head);
+  add("final_layer_norm.weight", {normWeights}, false, head);
   if (normBias) add("final_layer_norm.bias", {H}, false, head);
   if (!config_.weightTying) add("embed_out.weight", {static_cast<int64_t>(vocab), H}, true, head);
 
@@ -196,7 +222,7 @@ size_t Gpt::peakActivationBytes() const { return acts_->peakBytes; }
 Gpt::Macs Gpt::forwardMacsPerSample(size_t seq) const {
   const double T = static_cast<double>(seq), h = config_.hiddenSize, L = config_.numLayers;
   Macs m;
-  m.attentionProjections = L * T * (3 * h * h + h * h);
+  m.attentionProjections = L * T * (h * config_.qkvSize() + h * h);
   m.attentionScores = L * 2.0 * T * T * h;  // Q K^T and P V, causal half included (computed)
   m.mlp = L * T * h * (config_.ffnInputSize() + config_.ffnSize());
   m.head = T * h * config_.paddedVocabSize();
@@ -267,25 +293,21 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
   // Head: final norm, logits chunk by chunk, cross-entropy and (training) its backward at once.
   const int head = static_cast<int>(L + 1);
   const float* hp = access.acquireParameters(head);
-  const bool ln = config_.norm == NormKind::LayerNorm;
+  const size_t normWeights = static_cast<size_t>(config_.normWeightSize());
+  const size_t headNormNumel = normWeights + (config_.normHasBias() ? h : 0);
   const Clock::time_point headStart = Clock::now();
   const float* fw = hp;
-  const float* fbias = ln ? hp + h : nullptr;
+  const float* fbias = config_.normHasBias() ? hp + normWeights : nullptr;
   float* xf = sized(A.finalNorm, N * h);
-  if (ln)
-    k.layerNormForward(xf, sized(A.fa, N), sized(A.fb, N), A.last.data(), fw, fbias, N, h,
-                       static_cast<float>(config_.layernormEpsilon));
-  else
-    k.rmsNormForward(xf, sized(A.fa, N), A.last.data(), fw, N, h,
-                     static_cast<float>(config_.rmsNormEpsilon));
+  A.runner.norm(A.last.data(), fw, fbias, xf, sized(A.fa, N), sized(A.fb, N), N);
   const size_t finalModule = blockModule(L), outputModule = finalModule + 1;
   if (times) times[finalModule] += since(headStart);
   double outputSeconds = 0.0;  // the head's forward parts only (it interleaves its backward)
   float* hg = train ? access.layerGradients(head) : nullptr;  // opens the backward pass
-  const float* outW = config_.weightTying ? access.acquireParameters(0) : hp + (ln ? 2 * h : h);
+  const float* outW = config_.weightTying ? access.acquireParameters(0) : hp + headNormNumel;
   float* outG = nullptr;
   if (train) {
-    outG = config_.weightTying ? sized(A.tiedGrad, vocab * h) : hg + (ln ? 2 * h : h);
+    outG = config_.weightTying ? sized(A.tiedGrad, vocab * h) : hg + headNormNumel;
     if (config_.weightTying) std::fill(A.tiedGrad.begin(), A.tiedGrad.end(), 0.0f);
   }
   if (pass == Pass::Logits) {
@@ -323,11 +345,8 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
     return loss;
   }
   float* dx = sized(A.dy, N * h);
-  if (ln)
-    k.layerNormBackward(dx, hg, hg + h, dxf, A.last.data(), A.fa.data(), A.fb.data(), fw, N, h);
-  else
-    k.rmsNormBackward(dx, hg, dxf, A.last.data(), A.fa.data(), fw, N, h,
-                      static_cast<float>(config_.rmsNormEpsilon));
+  A.runner.normBackward(dxf, A.last.data(), fw, A.fa.data(), A.fb.data(), dx, hg,
+                        fbias ? hg + normWeights : nullptr, N);
   access.gradientsDone(head);
 
   // Backward through the blocks; dx holds d(loss)/d(block output), dIn goes to A.dx.
@@ -368,9 +387,14 @@ std::vector<ModuleProfile> Gpt::profileModules(size_t samples, size_t seq) const
   const double h = config_.hiddenSize, vocab = config_.paddedVocabSize();
   const double ff = config_.ffnSize(), ff1 = config_.ffnInputSize();
   const gpt::BlockLayout layout = gpt::blockLayout(config_);
-  const bool bias = config_.norm == NormKind::LayerNorm;
-  const char* normType = bias ? "LayerNorm" : "RMSNorm";
-  const double normParams = bias ? 2 * h : h;
+  const double qkvOut = config_.qkvSize();
+  const char* normType = config_.norm == NormKind::LayerNorm  ? "LayerNorm"
+                         : config_.norm == NormKind::RmsNorm ? "RMSNorm"
+                                                             : "ScaleNorm";
+  const double normParams = config_.normWeightSize() + (config_.normHasBias() ? h : 0);
+  const double attnBias = config_.biasInAttnLinear ? 1 : 0, mlpBias = config_.biasInMlp ? 1 : 0;
+  const double qkvParams = qkvOut * h + attnBias * qkvOut, denseParams = h * h + attnBias * h;
+  const double fc1Params = ff1 * h + mlpBias * ff1, fc2Params = h * ff + mlpBias * h;
   std::vector<ModuleProfile> m(blockModule(config_.numLayers) + 2);
   auto set = [&](size_t i, std::string name, std::string type, int depth, int parent,
                  double params, double macs) {
@@ -385,19 +409,19 @@ std::vector<ModuleProfile> Gpt::profileModules(size_t samples, size_t seq) const
     const size_t b = blockModule(l);
     const int layer = static_cast<int>(b), attention = layer + 2, mlp = layer + 7;
     const std::string p = "layers." + std::to_string(l);
-    const double qkv = N * h * 3 * h, core = 2 * N * T * h, dense = N * h * h;
+    const double qkv = N * h * qkvOut, core = 2 * N * T * h, dense = N * h * h;
     const double fc1 = N * h * ff1, fc2 = N * ff * h;
     set(b + 1, p + ".input_layernorm", normType, 2, layer, normParams, 0);
-    set(b + 2, p + ".attention", "SelfAttention", 2, layer, 3 * h * h + 3 * h + h * h + h,
+    set(b + 2, p + ".attention", "SelfAttention", 2, layer, qkvParams + denseParams,
         qkv + core + dense);
-    set(b + 3, p + ".attention.query_key_value", "Linear", 3, attention, 3 * h * h + 3 * h, qkv);
+    set(b + 3, p + ".attention.query_key_value", "Linear", 3, attention, qkvParams, qkv);
     set(b + 4, p + ".attention.core", "CausalAttention", 3, attention, 0, core);
-    set(b + 5, p + ".attention.dense", "Linear", 3, attention, h * h + h, dense);
+    set(b + 5, p + ".attention.dense", "Linear", 3, attention, denseParams, dense);
     set(b + 6, p + ".post_attention_layernorm", normType, 2, layer, normParams, 0);
-    set(b + 7, p + ".mlp", "MLP", 2, layer, ff1 * h + ff1 + h * ff + h, fc1 + fc2);
-    set(b + 8, p + ".mlp.dense_h_to_4h", "Linear", 3, mlp, ff1 * h + ff1, fc1);
-    set(b + 9, p + ".mlp.activation", activationName(config_.activation) == std::string("geglu") ? "GeGLU" : "GeLU", 3, mlp, 0, 0);
-    set(b + 10, p + ".mlp.dense_4h_to_h", "Linear", 3, mlp, h * ff + h, fc2);
+    set(b + 7, p + ".mlp", "MLP", 2, layer, fc1Params + fc2Params, fc1 + fc2);
+    set(b + 8, p + ".mlp.dense_h_to_4h", "Linear", 3, mlp, fc1Params, fc1);
+    set(b + 9, p + ".mlp.activation", activationModuleType(config_.activation), 3, mlp, 0, 0);
+    set(b + 10, p + ".mlp.dense_4h_to_h", "Linear", 3, mlp, fc2Params, fc2);
     set(b, p, "TransformerLayer", 1, 0, static_cast<double>(layout.numel), qkv + core + dense + fc1 + fc2);
     totalParams += static_cast<double>(layout.numel);
     totalMacs += qkv + core + dense + fc1 + fc2;

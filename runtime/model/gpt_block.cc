@@ -1,6 +1,7 @@
 // One transformer block, forward and backward (see gpt_block.h). Shapes: N = samples * seq rows,
-// h hidden, H heads of d = h / H, T = seq, ff = 4h (ff1 = 8h for geglu). Weights are [out, in]
-// (PyTorch's Linear), so y = x W^T + b.
+// h hidden, H query heads of d = h / H, KV key/value heads (grouped-query attention: query head i
+// reads key/value head i / (H / KV)), T = seq, Q = h + 2 KV d query_key_value outputs, ff and ff1
+// the MLP widths of GptConfig. Weights are [out, in] (PyTorch's Linear), so y = x W^T + b.
 //   sequential residual: mid = x + drop(attn(norm1(x))); out = mid + drop(mlp(norm2(mid)))
 //   gpt-j residual:      out = x + drop(attn(norm1(x))) + drop(mlp(norm2(x)))
 #include "runtime/model/gpt_block.h"
@@ -56,14 +57,33 @@ void parallelRows(size_t rows, Fn fn) {
   parallelFor(chunks, [&](size_t c) { fn(rows * c / chunks, rows * (c + 1) / chunks); });
 }
 
+kernels::Unit unitOf(Activation a) {
+  switch (a) {
+    case Activation::Relu:
+    case Activation::Reglu:
+      return kernels::Unit::Relu;
+    case Activation::Silu:
+    case Activation::Swiglu:
+      return kernels::Unit::Silu;
+    case Activation::Glu:
+      return kernels::Unit::Sigmoid;
+    case Activation::Bilinear:
+    case Activation::Gelu:
+    case Activation::Geglu:
+      break;
+  }
+  return kernels::Unit::Identity;
+}
+
 // The dropout sites of a block and of the embedding.
 constexpr uint64_t kSiteAttentionProbs = 1, kSiteAttentionOut = 2, kSiteMlpOut = 3;
 
 }  // namespace
 
 BlockLayout blockLayout(const GptConfig& c) {
-  const size_t h = c.hiddenSize, ff = c.ffnSize(), ff1 = c.ffnInputSize();
-  const bool bias = c.norm == NormKind::LayerNorm;
+  const size_t h = c.hiddenSize, ff = c.ffnSize(), ff1 = c.ffnInputSize(), qkv = c.qkvSize();
+  const size_t normWeights = c.normWeightSize();
+  const bool normBias = c.normHasBias(), attnBias = c.biasInAttnLinear, mlpBias = c.biasInMlp;
   BlockLayout l{};
   size_t o = 0;
   auto take = [&](size_t n) {
@@ -71,18 +91,19 @@ BlockLayout blockLayout(const GptConfig& c) {
     o += n;
     return at;
   };
-  l.ln1w = take(h);
-  l.ln1b = bias ? take(h) : BlockLayout::kNone;
-  l.qkvw = take(3 * h * h);
-  l.qkvb = take(3 * h);
+  auto maybe = [&](bool present, size_t n) { return present ? take(n) : BlockLayout::kNone; };
+  l.ln1w = take(normWeights);
+  l.ln1b = maybe(normBias, h);
+  l.qkvw = take(qkv * h);
+  l.qkvb = maybe(attnBias, qkv);
   l.densew = take(h * h);
-  l.denseb = take(h);
-  l.ln2w = take(h);
-  l.ln2b = bias ? take(h) : BlockLayout::kNone;
+  l.denseb = maybe(attnBias, h);
+  l.ln2w = take(normWeights);
+  l.ln2b = maybe(normBias, h);
   l.fc1w = take(ff1 * h);
-  l.fc1b = take(ff1);
+  l.fc1b = maybe(mlpBias, ff1);
   l.fc2w = take(h * ff);
-  l.fc2b = take(h);
+  l.fc2b = maybe(mlpBias, h);
   l.numel = o;
   return l;
 }
@@ -112,7 +133,12 @@ size_t BlockActivations::bytes() const {
 }
 
 BlockRunner::BlockRunner(const GptConfig& config, const kernels::TransformerKernels& k)
-    : c_(config), k_(k), layout_(blockLayout(config)) {}
+    : c_(config), k_(k), layout_(blockLayout(config)) {
+  if (c_.norm == NormKind::LayerNorm && !c_.normHasBias()) {
+    zeroBias_.assign(static_cast<size_t>(c_.hiddenSize), 0.0f);
+    unusedBiasGrad_.assign(zeroBias_.size(), 0.0f);
+  }
+}
 
 void BlockRunner::prepareRotary(size_t positions) {
   const size_t rot = static_cast<size_t>(c_.rotaryDim()), half = rot / 2;
@@ -132,20 +158,36 @@ void BlockRunner::prepareRotary(size_t positions) {
 void BlockRunner::norm(const float* x, const float* w, const float* b, float* out, float* sa,
                        float* sb, size_t rows) const {
   const size_t h = c_.hiddenSize;
-  if (c_.norm == NormKind::LayerNorm)
-    k_.layerNormForward(out, sa, sb, x, w, b, rows, h, static_cast<float>(c_.layernormEpsilon));
-  else
-    k_.rmsNormForward(out, sa, x, w, rows, h, static_cast<float>(c_.rmsNormEpsilon));
+  switch (c_.norm) {
+    case NormKind::LayerNorm:
+      k_.layerNormForward(out, sa, sb, x, w, b ? b : zeroBias_.data(), rows, h,
+                          static_cast<float>(c_.layernormEpsilon));
+      break;
+    case NormKind::RmsNorm:
+      k_.rmsNormForward(out, sa, x, w, rows, h, static_cast<float>(c_.rmsNormEpsilon));
+      break;
+    case NormKind::ScaleNorm:
+      k_.scaleNormForward(out, sa, x, w[0], rows, h, static_cast<float>(c_.scalenormEpsilon));
+      break;
+  }
 }
 
 void BlockRunner::normBackward(const float* dout, const float* x, const float* w, const float* sa,
                                const float* sb, float* dx, float* dw, float* db,
                                size_t rows) const {
   const size_t h = c_.hiddenSize;
-  if (c_.norm == NormKind::LayerNorm)
-    k_.layerNormBackward(dx, dw, db, dout, x, sa, sb, w, rows, h);
-  else
-    k_.rmsNormBackward(dx, dw, dout, x, sa, w, rows, h, static_cast<float>(c_.rmsNormEpsilon));
+  switch (c_.norm) {
+    case NormKind::LayerNorm:
+      k_.layerNormBackward(dx, dw, db ? db : unusedBiasGrad_.data(), dout, x, sa, sb, w, rows, h);
+      break;
+    case NormKind::RmsNorm:
+      k_.rmsNormBackward(dx, dw, dout, x, sa, w, rows, h, static_cast<float>(c_.rmsNormEpsilon));
+      break;
+    case NormKind::ScaleNorm:
+      k_.scaleNormBackward(dx, dw, dout, x, sa, w[0], rows, h,
+                           static_cast<float>(c_.scalenormEpsilon));
+      break;
+  }
 }
 
 void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspace& w,
@@ -161,20 +203,21 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   };
   const BlockLayout& L = layout_;
   const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = c_.numAttentionHeads,
-               d = c_.headDim(), ff = c_.ffnSize(), ff1 = c_.ffnInputSize();
+               d = c_.headDim(), ff = c_.ffnSize(), ff1 = c_.ffnInputSize(), Q = c_.qkvSize(),
+               kv = c_.kvSize(), group = H / c_.kvHeads();
   const float* x = a.input.data();
   auto P = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : params + offset; };
 
   // Attention.
   norm(x, P(L.ln1w), P(L.ln1b), sized(a.ln1, N * h), sized(a.stats1a, N), sized(a.stats1b, N), N);
   attentionStart = lap(kNorm1);
-  float* qkv = sized(a.qkv, N * 3 * h);
-  matmul(false, true, N, 3 * h, h, 1.0f, a.ln1.data(), h, P(L.qkvw), h, 0.0f, qkv, 3 * h);
-  k_.addBias(qkv, P(L.qkvb), N, 3 * h);
+  float* qkv = sized(a.qkv, N * Q);
+  matmul(false, true, N, Q, h, 1.0f, a.ln1.data(), h, P(L.qkvw), h, 0.0f, qkv, Q);
+  if (L.qkvb != BlockLayout::kNone) k_.addBias(qkv, P(L.qkvb), N, Q);
   lap(kQkv);
   if (const size_t rot = c_.rotaryDim()) {
-    k_.rotary(qkv, N, T, H, d, 3 * h, rot, cos_.data(), sin_.data(), false);
-    k_.rotary(qkv + h, N, T, H, d, 3 * h, rot, cos_.data(), sin_.data(), false);
+    k_.rotary(qkv, N, T, H, d, Q, rot, cos_.data(), sin_.data(), false);
+    k_.rotary(qkv + h, N, T, H / group, d, Q, rot, cos_.data(), sin_.data(), false);
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   float* probs = sized(a.probs, s.samples * H * T * T);
@@ -184,9 +227,10 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   float* ctx = sized(a.ctx, N * h);
   parallelFor(s.samples * H, [&](size_t bh) {
     const size_t b = bh / H, head = bh % H;
-    const float* q = qkv + b * T * 3 * h + head * d;
+    const float* q = qkv + b * T * Q + head * d;
+    const float* key = qkv + b * T * Q + h + (head / group) * d;
     float* p = probs + (b * H + head) * T * T;
-    matmul(false, true, T, T, d, scale, q, 3 * h, q + h, 3 * h, 0.0f, p, T);
+    matmul(false, true, T, T, d, scale, q, Q, key, Q, 0.0f, p, T);
     k_.causalSoftmaxForward(p, T);
   });
   if (attnDrop) {
@@ -196,14 +240,14 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   }
   parallelFor(s.samples * H, [&](size_t bh) {
     const size_t b = bh / H, head = bh % H;
-    const float* v = qkv + b * T * 3 * h + 2 * h + head * d;
-    matmul(false, false, T, d, T, 1.0f, used + (b * H + head) * T * T, T, v, 3 * h, 0.0f,
+    const float* v = qkv + b * T * Q + h + kv + (head / group) * d;
+    matmul(false, false, T, d, T, 1.0f, used + (b * H + head) * T * T, T, v, Q, 0.0f,
            ctx + b * T * h + head * d, h);
   });
   lap(kCore);
   float* attnOut = sized(w.attnOut, N * h);
   matmul(false, true, N, h, h, 1.0f, ctx, h, P(L.densew), h, 0.0f, attnOut, h);
-  k_.addBias(attnOut, P(L.denseb), N, h);
+  if (L.denseb != BlockLayout::kNone) k_.addBias(attnOut, P(L.denseb), N, h);
   if (dropout && c_.hiddenDropout > 0.0)
     applyDropout(attnOut, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
                  kSiteAttentionOut);
@@ -225,19 +269,24 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   mlpStart = lap(kNorm2);
   float* fc1 = sized(a.fc1, N * ff1);
   matmul(false, true, N, ff1, h, 1.0f, a.ln2.data(), h, P(L.fc1w), h, 0.0f, fc1, ff1);
-  k_.addBias(fc1, P(L.fc1b), N, ff1);
+  if (L.fc1b != BlockLayout::kNone) k_.addBias(fc1, P(L.fc1b), N, ff1);
   lap(kFc1);
   float* act = sized(a.act, N * ff);
+  const kernels::Unit unit = unitOf(c_.activation);
   parallelRows(N, [&](size_t r0, size_t r1) {
     if (c_.activation == Activation::Geglu)
       k_.gegluForward(act + r0 * ff, fc1 + r0 * ff1, r1 - r0, ff);
-    else
+    else if (c_.activation == Activation::Gelu)
       k_.geluForward(act + r0 * ff, fc1 + r0 * ff, (r1 - r0) * ff);
+    else if (c_.gated())
+      k_.gatedForward(unit, act + r0 * ff, fc1 + r0 * ff1, r1 - r0, ff);
+    else
+      k_.unitForward(unit, act + r0 * ff, fc1 + r0 * ff, (r1 - r0) * ff);
   });
   lap(kAct);
   float* mlpOut = sized(w.mlpOut, N * h);
   matmul(false, true, N, h, ff, 1.0f, act, ff, P(L.fc2w), ff, 0.0f, mlpOut, h);
-  k_.addBias(mlpOut, P(L.fc2b), N, h);
+  if (L.fc2b != BlockLayout::kNone) k_.addBias(mlpOut, P(L.fc2b), N, h);
   if (dropout && c_.hiddenDropout > 0.0)
     applyDropout(mlpOut, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
                  kSiteMlpOut);
@@ -254,7 +303,8 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
                            const DropoutKey* dropout) {
   const BlockLayout& L = layout_;
   const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = c_.numAttentionHeads,
-               d = c_.headDim(), ff = c_.ffnSize(), ff1 = c_.ffnInputSize();
+               d = c_.headDim(), ff = c_.ffnSize(), ff1 = c_.ffnInputSize(), Q = c_.qkvSize(),
+               kv = c_.kvSize(), KV = c_.kvHeads(), group = H / KV;
   auto P = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : params + offset; };
   auto G = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : grads + offset; };
   const bool hiddenDrop = dropout && c_.hiddenDropout > 0.0;
@@ -266,18 +316,24 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
     applyDropout(dMlp, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
                  kSiteMlpOut);
   matmul(true, false, h, ff, N, 1.0f, dMlp, h, a.act.data(), ff, 1.0f, G(L.fc2w), ff);
-  k_.biasGradient(G(L.fc2b), dMlp, N, h);
+  if (L.fc2b != BlockLayout::kNone) k_.biasGradient(G(L.fc2b), dMlp, N, h);
   float* dAct = sized(w.dact, N * ff);
   matmul(false, false, N, ff, h, 1.0f, dMlp, h, P(L.fc2w), ff, 0.0f, dAct, ff);
   float* dFc1 = sized(w.dfc1, N * ff1);
+  const kernels::Unit unit = unitOf(c_.activation);
   parallelRows(N, [&](size_t r0, size_t r1) {
+    const float* in = a.fc1.data();
     if (c_.activation == Activation::Geglu)
-      k_.gegluBackward(dFc1 + r0 * ff1, dAct + r0 * ff, a.fc1.data() + r0 * ff1, r1 - r0, ff);
+      k_.gegluBackward(dFc1 + r0 * ff1, dAct + r0 * ff, in + r0 * ff1, r1 - r0, ff);
+    else if (c_.activation == Activation::Gelu)
+      k_.geluBackward(dFc1 + r0 * ff, dAct + r0 * ff, in + r0 * ff, (r1 - r0) * ff);
+    else if (c_.gated())
+      k_.gatedBackward(unit, dFc1 + r0 * ff1, dAct + r0 * ff, in + r0 * ff1, r1 - r0, ff);
     else
-      k_.geluBackward(dFc1 + r0 * ff, dAct + r0 * ff, a.fc1.data() + r0 * ff, (r1 - r0) * ff);
+      k_.unitBackward(unit, dFc1 + r0 * ff, dAct + r0 * ff, in + r0 * ff, (r1 - r0) * ff);
   });
   matmul(true, false, ff1, h, N, 1.0f, dFc1, ff1, a.ln2.data(), h, 1.0f, G(L.fc1w), h);
-  k_.biasGradient(G(L.fc1b), dFc1, N, ff1);
+  if (L.fc1b != BlockLayout::kNone) k_.biasGradient(G(L.fc1b), dFc1, N, ff1);
   float* dLn = sized(w.dB, N * h);
   matmul(false, false, N, h, ff1, 1.0f, dFc1, ff1, P(L.fc1w), h, 0.0f, dLn, h);
   const float* mlpIn = c_.gptjResidual ? a.input.data() : a.mid.data();
@@ -293,40 +349,46 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
     applyDropout(dAttn, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
                  kSiteAttentionOut);
   matmul(true, false, h, h, N, 1.0f, dAttn, h, a.ctx.data(), h, 1.0f, G(L.densew), h);
-  k_.biasGradient(G(L.denseb), dAttn, N, h);
+  if (L.denseb != BlockLayout::kNone) k_.biasGradient(G(L.denseb), dAttn, N, h);
   float* dCtx = sized(w.dctx, N * h);
   matmul(false, false, N, h, h, 1.0f, dAttn, h, P(L.densew), h, 0.0f, dCtx, h);
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const float* qkv = a.qkv.data();
   const float* used = a.probsDrop.empty() ? a.probs.data() : a.probsDrop.data();
-  float* dqkv = sized(w.dqkv, N * 3 * h);
+  float* dqkv = sized(w.dqkv, N * Q);
   float* dProbs = sized(w.dprobs, s.samples * H * T * T);
-  parallelFor(s.samples * H, [&](size_t bh) {
-    const size_t b = bh / H, head = bh % H;
-    const size_t row = b * T * 3 * h + head * d, pAt = (b * H + head) * T * T;
-    const float* dc = dCtx + b * T * h + head * d;
-    matmul(false, true, T, T, d, 1.0f, dc, h, qkv + row + 2 * h, 3 * h, 0.0f, dProbs + pAt, T);
-    matmul(true, false, T, d, T, 1.0f, used + pAt, T, dc, h, 0.0f, dqkv + row + 2 * h, 3 * h);
+  // One task per key/value head: the query heads of its group add into its dK and dV in turn.
+  parallelFor(s.samples * KV, [&](size_t bk) {
+    const size_t b = bk / KV, kvHead = bk % KV, vAt = b * T * Q + h + kv + kvHead * d;
+    for (size_t j = 0; j < group; ++j) {
+      const size_t head = kvHead * group + j, pAt = (b * H + head) * T * T;
+      const float* dc = dCtx + b * T * h + head * d;
+      matmul(false, true, T, T, d, 1.0f, dc, h, qkv + vAt, Q, 0.0f, dProbs + pAt, T);
+      matmul(true, false, T, d, T, 1.0f, used + pAt, T, dc, h, j ? 1.0f : 0.0f, dqkv + vAt, Q);
+    }
   });
   if (!a.probsDrop.empty())
     applyDropout(dProbs, s.samples, H * T * T, static_cast<float>(c_.attentionDropout), *dropout,
                  kSiteAttentionProbs);
-  parallelFor(s.samples * H, [&](size_t bh) {
-    const size_t b = bh / H, head = bh % H;
-    const size_t row = b * T * 3 * h + head * d, pAt = (b * H + head) * T * T;
-    float* dS = dProbs + pAt;
-    k_.softmaxBackward(dS, a.probs.data() + pAt, T);
-    matmul(false, false, T, d, T, scale, dS, T, qkv + row + h, 3 * h, 0.0f, dqkv + row, 3 * h);
-    matmul(true, false, T, d, T, scale, dS, T, qkv + row, 3 * h, 0.0f, dqkv + row + h, 3 * h);
+  parallelFor(s.samples * KV, [&](size_t bk) {
+    const size_t b = bk / KV, kvHead = bk % KV, kAt = b * T * Q + h + kvHead * d;
+    for (size_t j = 0; j < group; ++j) {
+      const size_t head = kvHead * group + j, pAt = (b * H + head) * T * T;
+      const size_t qAt = b * T * Q + head * d;
+      float* dS = dProbs + pAt;
+      k_.softmaxBackward(dS, a.probs.data() + pAt, T);
+      matmul(false, false, T, d, T, scale, dS, T, qkv + kAt, Q, 0.0f, dqkv + qAt, Q);
+      matmul(true, false, T, d, T, scale, dS, T, qkv + qAt, Q, j ? 1.0f : 0.0f, dqkv + kAt, Q);
+    }
   });
   if (const size_t rot = c_.rotaryDim()) {
-    k_.rotary(dqkv, N, T, H, d, 3 * h, rot, cos_.data(), sin_.data(), true);
-    k_.rotary(dqkv + h, N, T, H, d, 3 * h, rot, cos_.data(), sin_.data(), true);
+    k_.rotary(dqkv, N, T, H, d, Q, rot, cos_.data(), sin_.data(), true);
+    k_.rotary(dqkv + h, N, T, KV, d, Q, rot, cos_.data(), sin_.data(), true);
   }
-  matmul(true, false, 3 * h, h, N, 1.0f, dqkv, 3 * h, a.ln1.data(), h, 1.0f, G(L.qkvw), h);
-  k_.biasGradient(G(L.qkvb), dqkv, N, 3 * h);
-  matmul(false, false, N, h, 3 * h, 1.0f, dqkv, 3 * h, P(L.qkvw), h, 0.0f, dLn, h);
+  matmul(true, false, Q, h, N, 1.0f, dqkv, Q, a.ln1.data(), h, 1.0f, G(L.qkvw), h);
+  if (L.qkvb != BlockLayout::kNone) k_.biasGradient(G(L.qkvb), dqkv, N, Q);
+  matmul(false, false, N, h, Q, 1.0f, dqkv, Q, P(L.qkvw), h, 0.0f, dLn, h);
   float* dNorm1 = sized(w.dA, N * h);
   normBackward(dLn, a.input.data(), P(L.ln1w), a.stats1a.data(), a.stats1b.data(), dNorm1,
                G(L.ln1w), G(L.ln1b), N);

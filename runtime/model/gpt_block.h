@@ -12,8 +12,8 @@
 
 namespace ds::runtime::gpt {
 
-// Element offsets of a block's tensors from its first parameter; a norm without a bias (rmsnorm)
-// has bias offset kNone.
+// Element offsets of a block's tensors from its first parameter; a tensor the config leaves out
+// (a norm's or a linear's bias) has offset kNone.
 struct BlockLayout {
   static constexpr size_t kNone = ~size_t{0};
   size_t ln1w, ln1b, qkvw, qkvb, densew, denseb, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b;
@@ -36,7 +36,7 @@ struct BlockActivations {
   std::vector<float> input;       // [N, h] the block's input
   std::vector<float> ln1, ln2;    // [N, h] normalised inputs of attention and MLP
   std::vector<float> stats1a, stats1b, stats2a, stats2b;  // [N] mean/rstd or norm
-  std::vector<float> qkv;         // [N, 3h] after rotary
+  std::vector<float> qkv;         // [N, h + 2 kv] after rotary: [q | k | v], kv = kvSize()
   std::vector<float> probs;       // [B, heads, T, T] softmax
   std::vector<float> probsDrop;   // same, after attention dropout (empty without it)
   std::vector<float> ctx;         // [N, h] attention output before the dense projection
@@ -73,16 +73,22 @@ class BlockRunner {
                 const BlockShape& s, const float* dOut, float* dIn, const DropoutKey* dropout);
   const BlockLayout& layout() const { return layout_; }
 
- private:
+  // The config's norm over `rows` rows of x (the blocks' two and the final one). sa, sb keep
+  // per-row statistics for the backward; b and db are null where the norm has no bias.
   void norm(const float* x, const float* w, const float* b, float* out, float* sa, float* sb,
             size_t rows) const;
   void normBackward(const float* dout, const float* x, const float* w, const float* sa,
                     const float* sb, float* dx, float* dw, float* db, size_t rows) const;
 
+ private:
   const GptConfig& c_;
   const kernels::TransformerKernels& k_;
   BlockLayout layout_;
   std::vector<float> cos_, sin_;
+  // A LayerNorm without bias (use-bias-in-norms: false) runs the biased kernel with zero bias
+  // and a gradient nobody reads.
+  std::vector<float> zeroBias_;
+  mutable std::vector<float> unusedBiasGrad_;
 };
 
 // Resizes v to n elements without shrinking its allocation (buffers are reused call after call).

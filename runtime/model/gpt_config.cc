@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "common/error.h"
 
@@ -13,12 +14,53 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw Error(message);
 }
 
+int64_t roundUp(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+// dense_h_to_4h's outputs and dense_4h_to_h's inputs, as NeoX's ParallelMLP sizes them: the base
+// width is intermediate-size (else 4h); gated activations take int(2/3 of it) outputs, to keep
+// the parameter count of an ungated MLP, and half that as inputs; then the outputs round up to a
+// multiple of 2 * mlp-multiple-of and the inputs to a multiple of mlp-multiple-of. The two
+// roundings can disagree (an odd 2/3 width); NeoX then fails, and validate() refuses the shape.
+// GeGLU with neither key set keeps the sizing of NeoX's first GeGLU (8h outputs, 4h inputs),
+// which this trainer's GeGLU models have always had.
+std::pair<int64_t, int64_t> mlpWidths(const GptConfig& c) {
+  const int64_t h = c.hiddenSize;
+  if (c.activation == Activation::Geglu && c.intermediateSize == 0 && c.mlpMultipleOf == 0)
+    return {8 * h, 4 * h};
+  const int64_t multiple = c.mlpMultipleOf > 0 ? c.mlpMultipleOf : 1;
+  int64_t out = c.intermediateSize > 0 ? c.intermediateSize : 4 * h, in = out;
+  if (c.gated()) {
+    out = 2 * out / 3;  // Python's int(x * 2 / 3): exact for these sizes
+    in = out / 2;
+  }
+  return {roundUp(out, 2 * multiple), roundUp(in, multiple)};
+}
+
 }  // namespace
 
 int GptConfig::paddedVocabSize() const {
   const int64_t d = makeVocabSizeDivisibleBy;
   return static_cast<int>((vocabSize + d - 1) / d * d);
 }
+
+bool GptConfig::gated() const {
+  switch (activation) {
+    case Activation::Geglu:
+    case Activation::Reglu:
+    case Activation::Swiglu:
+    case Activation::Glu:
+    case Activation::Bilinear:
+      return true;
+    case Activation::Gelu:
+    case Activation::Relu:
+    case Activation::Silu:
+      break;
+  }
+  return false;
+}
+
+int GptConfig::ffnInputSize() const { return static_cast<int>(mlpWidths(*this).first); }
+int GptConfig::ffnSize() const { return static_cast<int>(mlpWidths(*this).second); }
 
 int GptConfig::rotaryDim() const {
   if (posEmb != PositionEmbedding::Rotary) return 0;
@@ -57,6 +99,28 @@ void GptConfig::validate() const {
           "layernorm-epsilon: expected a positive number");
   require(rmsNormEpsilon >= 0.0 && std::isfinite(rmsNormEpsilon),
           "rms-norm-epsilon: expected a non-negative number");
+  require(scalenormEpsilon > 0.0 && std::isfinite(scalenormEpsilon),
+          "scalenorm-epsilon: expected a positive number");
+  require(numKvHeads >= 0 && numKvHeads <= numAttentionHeads &&
+              (numKvHeads == 0 || numAttentionHeads % numKvHeads == 0),
+          "num-kv-heads: " + std::to_string(numKvHeads) + " does not divide num-attention-heads " +
+              std::to_string(numAttentionHeads) + "; each key/value head serves a group of query "
+              "heads");
+  require(intermediateSize >= 0 && intermediateSize <= kMaxDimension,
+          "intermediate-size: expected 1.." + std::to_string(kMaxDimension) + ", got " +
+              std::to_string(intermediateSize));
+  require(mlpMultipleOf >= 0 && mlpMultipleOf <= kMaxDimension,
+          "mlp-multiple-of: expected 1.." + std::to_string(kMaxDimension) + ", got " +
+              std::to_string(mlpMultipleOf));
+  {
+    const auto [out, in] = mlpWidths(*this);
+    require(in > 0 && out == (gated() ? 2 : 1) * in,
+            "intermediate-size/mlp-multiple-of: NeoX's rounding gives dense_h_to_4h " +
+                std::to_string(out) + " outputs but dense_4h_to_h " + std::to_string(in) +
+                " inputs" + (gated() ? " (a gated MLP needs twice as many)" : "") +
+                ", which NeoX cannot build either; choose an intermediate-size whose 2/3 is even, "
+                "or another mlp-multiple-of");
+  }
   for (auto [key, p] : {std::pair{"attention-dropout", attentionDropout},
                         std::pair{"hidden-dropout", hiddenDropout}})
     require(p >= 0.0 && p < 1.0,
@@ -67,7 +131,10 @@ void GptConfig::validate() const {
   // with the count, rather than fail an allocation later.
   const double h = hiddenSize, layers = numLayers, vocab = paddedVocabSize();
   const double positions = std::max(seqLength, maxPositionEmbeddings);
-  const double params = layers * (12.0 * h * h + 13.0 * h) + 2.0 * vocab * h + positions * h;
+  const double ff = ffnSize(), ff1 = ffnInputSize(), qkv = qkvSize();
+  const double params =
+      layers * (h * qkv + h * h + h * (ff1 + ff) + qkv + ff1 + 6.0 * h) + 2.0 * vocab * h +
+      positions * h;
   char text[160];
   std::snprintf(text, sizeof text,
                 "num-layers/hidden-size: a model of about %.3g parameters; this trainer holds at "
@@ -87,6 +154,9 @@ std::string GptConfig::describe() const {
                   std::to_string(seqLength) + ", vocab " + std::to_string(paddedVocabSize()) +
                   ", " + positionEmbeddingName(posEmb) + " positions, " + normName(norm) + ", " +
                   activationName(activation);
+  if (numKvHeads > 0 && numKvHeads != numAttentionHeads)
+    s += ", " + std::to_string(numKvHeads) + " kv heads";
+  if (!biasInAttnLinear || !biasInMlp) s += ", no linear biases";
   if (!weightTying) s += ", untied output";
   if (gptjResidual) s += ", gpt-j residual";
   if (checkpointActivations) s += ", activation checkpointing";
@@ -107,9 +177,39 @@ const char* positionEmbeddingName(PositionEmbedding p) {
   return "none";
 }
 
-const char* normName(NormKind n) { return n == NormKind::RmsNorm ? "rmsnorm" : "layernorm"; }
+const char* normName(NormKind n) {
+  switch (n) {
+    case NormKind::RmsNorm:
+      return "rmsnorm";
+    case NormKind::ScaleNorm:
+      return "scalenorm";
+    case NormKind::LayerNorm:
+      break;
+  }
+  return "layernorm";
+}
 
-const char* activationName(Activation a) { return a == Activation::Geglu ? "geglu" : "gelu"; }
+const char* activationName(Activation a) {
+  switch (a) {
+    case Activation::Geglu:
+      return "geglu";
+    case Activation::Relu:
+      return "relu";
+    case Activation::Silu:
+      return "silu";
+    case Activation::Reglu:
+      return "reglu";
+    case Activation::Swiglu:
+      return "swiglu";
+    case Activation::Glu:
+      return "glu";
+    case Activation::Bilinear:
+      return "bilinear";
+    case Activation::Gelu:
+      break;
+  }
+  return "gelu";
+}
 
 const char* initMethodName(InitMethod m) {
   switch (m) {

@@ -9,8 +9,12 @@
 namespace ds::runtime {
 
 enum class PositionEmbedding { Learned, Sinusoidal, Rotary, None };
-enum class NormKind { LayerNorm, RmsNorm };
-enum class Activation { Gelu, Geglu };
+// NeoX's norms: LayerNorm, RMSNorm (per-dimension scale, no bias), ScaleNorm (one scalar gain:
+// x / max(|x|, eps) * g).
+enum class NormKind { LayerNorm, RmsNorm, ScaleNorm };
+// NeoX's MLP activations. The gated ones (GeGLU, ReGLU, SwiGLU, GLU, bilinear) split
+// dense_h_to_4h's outputs into [x | gate] and pass x * f(gate) on; swish is NeoX's name for SiLU.
+enum class Activation { Gelu, Geglu, Relu, Silu, Reglu, Swiglu, Glu, Bilinear };
 // NeoX's init methods: normal (std), scaled_normal (std / sqrt(2 * layers)), small_init
 // (sqrt(2 / (5 * hidden))), wang_init (2 / layers / sqrt(hidden)).
 enum class InitMethod { Normal, ScaledNormal, SmallInit, WangInit };
@@ -29,7 +33,14 @@ struct GptConfig {
   NormKind norm = NormKind::LayerNorm;
   double layernormEpsilon = 1e-5;
   double rmsNormEpsilon = 1e-8;
+  double scalenormEpsilon = 1e-8;
   Activation activation = Activation::Gelu;
+  int intermediateSize = 0;  // NeoX's intermediate-size; 0: unset (4 * hidden)
+  int mlpMultipleOf = 0;     // NeoX's mlp-multiple-of; 0: unset (NeoX's default 1)
+  int numKvHeads = 0;        // grouped-query attention's key/value heads; 0: one per query head
+  bool biasInNorms = true;       // use-bias-in-norms (LayerNorm's bias; the others have none)
+  bool biasInAttnLinear = true;  // use-bias-in-attn-linear (query_key_value and dense)
+  bool biasInMlp = true;         // use-bias-in-mlp (both MLP projections)
   bool weightTying = true;  // NeoX's no-weight-tying: false
   bool gptjResidual = false;
   double attentionDropout = 0.0;
@@ -43,9 +54,16 @@ struct GptConfig {
   int paddedVocabSize() const;
   int headDim() const { return hiddenSize / numAttentionHeads; }
   int rotaryDim() const;  // dims of each head that rotary embedding turns (even)
-  // The MLP's inner width (4 * hidden) and its first projection's outputs (twice that for geglu).
-  int ffnSize() const { return 4 * hiddenSize; }
-  int ffnInputSize() const { return activation == Activation::Geglu ? 2 * ffnSize() : ffnSize(); }
+  int kvHeads() const { return numKvHeads > 0 ? numKvHeads : numAttentionHeads; }
+  int kvSize() const { return kvHeads() * headDim(); }       // the width of K, and of V
+  int qkvSize() const { return hiddenSize + 2 * kvSize(); }  // query_key_value's outputs
+  bool gated() const;
+  bool normHasBias() const { return norm == NormKind::LayerNorm && biasInNorms; }
+  int normWeightSize() const { return norm == NormKind::ScaleNorm ? 1 : hiddenSize; }
+  // The MLP's inner width (dense_4h_to_h's inputs) and dense_h_to_4h's outputs (twice the inner
+  // width when gated), rounded as NeoX's ParallelMLP does (gpt_config.cc).
+  int ffnSize() const;
+  int ffnInputSize() const;
 
   // Throws ds::Error naming the NeoX key (e.g. "num-attention-heads: 5 does not divide
   // hidden-size 64").

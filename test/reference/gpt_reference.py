@@ -4,8 +4,11 @@ test_gpt_model: reads a JSON description (config, parameter table, token batch) 
 float32 parameters, prints {"loss": L} and writes every parameter's gradient, flat float32, to
 the output path. Usage: gpt_reference.py INPUT.json PARAMS.bin GRADS_OUT.bin
 Follows GPT-NeoX's definitions: rotate-half rotary embedding on the first rotary-pct of each head,
-sinusoidal [sin | cos] positions, RMSNorm with eps outside the root, tanh GeLU, GeGLU as
-x * gelu(gate) over the two halves of dense_h_to_4h, gpt-j residual as x + attn(ln1 x) + mlp(ln2 x).
+sinusoidal [sin | cos] positions, RMSNorm with eps outside the root, ScaleNorm as
+x / max(|x|, eps) * g, tanh GeLU, gated activations as x * f(gate) over the two halves of
+dense_h_to_4h, grouped-query attention as [q | k | v] projections with each key/value head repeated
+for its group of query heads, biases only where the parameter table has them, gpt-j residual as
+x + attn(ln1 x) + mlp(ln2 x).
 """
 import json
 import math
@@ -29,17 +32,30 @@ def main():
     targets = torch.tensor(spec["target_ids"], dtype=torch.long).view(B, T)
     h, H, L = c["hidden"], c["heads"], c["layers"]
     d = h // H
+    KV = c.get("kv_heads", H)
     P = params
+
+    def bias(name):  # an absent bias adds nothing
+        return P[name] if name in P else 0.0
+
+    def linear(x, prefix):
+        return x @ P[prefix + ".weight"].T + bias(prefix + ".bias")
 
     def norm(x, prefix):
         w = P[prefix + ".weight"]
         if c["norm"] == "layernorm":
-            return F.layer_norm(x, (h,), w, P[prefix + ".bias"], c["layernorm_eps"])
+            return F.layer_norm(x, (h,), w, P.get(prefix + ".bias"), c["layernorm_eps"])
+        if c["norm"] == "scalenorm":
+            return x / x.norm(2, dim=-1, keepdim=True).clamp(min=c["scalenorm_eps"]) * w
         rms = x.norm(2, dim=-1, keepdim=True) * h ** -0.5
         return x / (rms + c["rms_eps"]) * w
 
     def gelu(x):
         return F.gelu(x, approximate="tanh")
+
+    units = {"gelu": gelu, "geglu": gelu, "relu": F.relu, "reglu": F.relu, "silu": F.silu,
+             "swiglu": F.silu, "glu": torch.sigmoid, "bilinear": lambda t: t}
+    gated = c["activation"] in ("geglu", "reglu", "swiglu", "glu", "bilinear")
 
     positions = torch.arange(T, dtype=torch.float64)
     x = P["embed.word_embeddings.weight"][ids]
@@ -69,22 +85,25 @@ def main():
     for l in range(L):
         p = "layers.%d." % l
         a = norm(x, p + "input_layernorm")
-        qkv = a @ P[p + "attention.query_key_value.weight"].T + P[p + "attention.query_key_value.bias"]
-        q, k, v = (t.reshape(B, T, H, d).transpose(1, 2) for t in qkv.split(h, dim=-1))
+        qkv = linear(a, p + "attention.query_key_value")
+        q, k, v = qkv.split([h, KV * d, KV * d], dim=-1)
+        q = q.reshape(B, T, H, d).transpose(1, 2)
+        k, v = (t.reshape(B, T, KV, d).transpose(1, 2).repeat_interleave(H // KV, dim=1)
+                for t in (k, v))
         q, k = rotate(q), rotate(k)
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
         probs = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
         ctx = (probs @ v).transpose(1, 2).reshape(B, T, h)
-        attn = ctx @ P[p + "attention.dense.weight"].T + P[p + "attention.dense.bias"]
+        attn = linear(ctx, p + "attention.dense")
         mlp_in = x if c["gptj_residual"] else x + attn
-        f = norm(mlp_in, p + "post_attention_layernorm") @ P[p + "mlp.dense_h_to_4h.weight"].T
-        f = f + P[p + "mlp.dense_h_to_4h.bias"]
-        if c["activation"] == "geglu":
+        f = linear(norm(mlp_in, p + "post_attention_layernorm"), p + "mlp.dense_h_to_4h")
+        unit = units[c["activation"]]
+        if gated:
             value, gate = f.chunk(2, dim=-1)
-            f = value * gelu(gate)
+            f = value * unit(gate)
         else:
-            f = gelu(f)
-        out = f @ P[p + "mlp.dense_4h_to_h.weight"].T + P[p + "mlp.dense_4h_to_h.bias"]
+            f = unit(f)
+        out = linear(f, p + "mlp.dense_4h_to_h")
         x = x + attn + out if c["gptj_residual"] else mlp_in + out
 
     xf = norm(x, "final_layer_norm")
