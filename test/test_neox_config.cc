@@ -306,3 +306,42 @@ TEST_CASE("neox config: the checkpoint schedule keys", "[neox]") {
   CHECK_THAT(errorOf("save-iters: [10, 20]\n"), Catch::Contains("list them in extra-save-iters"));
   CHECK(errorOf("save-iters: null\n") == "no error");
 }
+
+TEST_CASE("neox config: the LLaMA family's model keys", "[neox]") {
+  // NeoX's LLaMA configs' keys, in their underscore spelling and Python's False.
+  const auto c = parse(
+      "norm: rmsnorm\nrms_norm_epsilon: 1.0e-6\nactivation: swiglu\nintermediate_size: 384\n"
+      "mlp_multiple_of: 16\nnum_kv_heads: 2\nuse_bias_in_norms: false\n"
+      "use_bias_in_attn_linear: False\nuse_bias_in_mlp: false\npos_emb: rotary\n"
+      "rotary_emb_base: 500000\n");
+  const auto& m = c.train.model;
+  CHECK(m.norm == ds::runtime::NormKind::RmsNorm);
+  CHECK(m.rmsNormEpsilon == 1e-6);
+  CHECK(m.activation == ds::runtime::Activation::Swiglu);
+  CHECK(m.ffnInputSize() == 256);  // int(384 * 2 / 3), a multiple of 32
+  CHECK(m.ffnSize() == 128);
+  CHECK(m.kvHeads() == 2);
+  CHECK(m.qkvSize() == 48 + 2 * 2 * 12);
+  CHECK_FALSE(m.biasInNorms);
+  CHECK_FALSE(m.biasInAttnLinear);
+  CHECK_FALSE(m.biasInMlp);
+  CHECK(m.rotaryEmbBase == 500000.0);
+
+  const auto s = parse("norm: scalenorm\nscalenorm-epsilon: 0.5\nactivation: swish\n"
+                       "intermediate-size: null\nnum-kv-heads: null\n");
+  CHECK(s.train.model.norm == ds::runtime::NormKind::ScaleNorm);
+  CHECK(s.train.model.scalenormEpsilon == 0.5);
+  CHECK(s.train.model.activation == ds::runtime::Activation::Silu);  // NeoX's swish is SiLU
+  CHECK(s.train.model.kvHeads() == 4);
+  CHECK(s.train.model.ffnSize() == 4 * 48);
+
+  CHECK_THAT(errorOf("num-kv-heads: 3\n"),
+             Catch::Contains("num-kv-heads: 3 does not divide num-attention-heads 4"));
+  CHECK_THAT(errorOf("activation: mish\n"),
+             Catch::Contains("activation: expected one of gelu, geglu, relu"));
+  CHECK_THAT(errorOf("norm: te_rmsnorm\n"), Catch::Contains("norm: expected one of"));
+  // int(128 * 2 / 3) = 85 outputs round to 86 but 42 inputs stay 42: NeoX fails on it too.
+  CHECK_THAT(errorOf("activation: swiglu\nintermediate-size: 128\n"),
+             Catch::Contains("dense_h_to_4h 86 outputs but dense_4h_to_h 42 inputs"));
+  CHECK_THAT(errorOf("use-bias-in-mlp: 0\n"), Catch::Contains("use-bias-in-mlp: expected true"));
+}

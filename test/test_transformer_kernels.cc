@@ -14,6 +14,7 @@
 
 using ds::kernels::KernelIsa;
 using ds::kernels::TransformerKernels;
+using ds::kernels::Unit;
 
 namespace {
 
@@ -62,6 +63,21 @@ std::vector<float> runAll(const TransformerKernels& k) {
   k.gegluForward(act.data(), a.data(), rows, ff);
   k.gegluBackward(dact.data(), g.data(), a.data(), rows, ff);
   append(act), append(dact);
+  for (Unit u : {Unit::Relu, Unit::Silu, Unit::Sigmoid, Unit::Identity}) {
+    k.unitForward(u, act.data(), a.data(), a.size());
+    k.unitBackward(u, dact.data(), a.data(), a.data(), a.size());
+    append(act), append(dact);
+    k.gatedForward(u, act.data(), a.data(), rows, ff);
+    k.gatedBackward(u, dact.data(), g.data(), a.data(), rows, ff);
+    append(act), append(dact);
+  }
+  for (float eps : {1e-8f, 6.0f}) {  // 6: some rows' norms are clamped
+    float dg = 0.5f;
+    k.scaleNormForward(y.data(), mean.data(), x.data(), 1.3f, rows, dim, eps);
+    k.scaleNormBackward(dx.data(), &dg, g.data(), x.data(), mean.data(), 1.3f, rows, dim, eps);
+    append(y), append(mean), append(dx);
+    out.push_back(dg);
+  }
   std::vector<float> s = randoms(t * t, 6, 4.0f), dp = randoms(t * t, 7);
   k.causalSoftmaxForward(s.data(), t);
   k.softmaxBackward(dp.data(), s.data(), t);
@@ -173,6 +189,75 @@ TEST_CASE("transformer kernels: the scalar path matches double-precision formula
       CHECK(y[i] == Approx(want).margin(1e-6).epsilon(1e-5));
       CHECK(d[i] == Approx(dwant).margin(1e-6).epsilon(1e-5));
     }
+  }
+  SECTION("ReLU, SiLU, sigmoid and identity, plain and gated, with their derivatives") {
+    const std::vector<float> x = {-30.0f, -5.0f, -1.0f, -0.1f, 0.0f, 0.3f, 2.0f, 9.0f, 40.0f};
+    const std::vector<float> gate = {0.5f, -2.0f, 3.0f, 1.0f, -0.7f, 0.0f, 12.0f, -40.0f, 1.5f};
+    const size_t n = x.size();
+    std::vector<float> in(x), y(n), d(n), gy(n), gd(2 * n), ones(n, 1.0f);
+    in.insert(in.end(), gate.begin(), gate.end());  // one gated row: [x | gate]
+    for (Unit u : {Unit::Relu, Unit::Silu, Unit::Sigmoid, Unit::Identity}) {
+      k.unitForward(u, y.data(), x.data(), n);
+      k.unitBackward(u, d.data(), ones.data(), x.data(), n);
+      k.gatedForward(u, gy.data(), in.data(), 1, n);
+      k.gatedBackward(u, gd.data(), ones.data(), in.data(), 1, n);
+      auto f = [&](double v) {
+        const double s = 1 / (1 + std::exp(-v));
+        return u == Unit::Relu ? std::max(v, 0.0) : u == Unit::Silu ? v * s
+                                                 : u == Unit::Sigmoid ? s : v;
+      };
+      auto df = [&](double v) {
+        const double s = 1 / (1 + std::exp(-v));
+        return u == Unit::Relu      ? (v > 0 ? 1.0 : 0.0)
+               : u == Unit::Silu    ? s * (1 + v * (1 - s))
+               : u == Unit::Sigmoid ? s * (1 - s)
+                                    : 1.0;
+      };
+      for (size_t i = 0; i < n; ++i) {
+        INFO("unit " << static_cast<int>(u) << ", x " << x[i] << ", gate " << gate[i]);
+        CHECK(y[i] == Approx(f(x[i])).margin(1e-6).epsilon(1e-5));
+        CHECK(d[i] == Approx(df(x[i])).margin(1e-6).epsilon(1e-5));
+        CHECK(gy[i] == Approx(x[i] * f(gate[i])).margin(1e-6).epsilon(1e-5));
+        CHECK(gd[i] == Approx(f(gate[i])).margin(1e-6).epsilon(1e-5));
+        CHECK(gd[n + i] == Approx(x[i] * df(gate[i])).margin(1e-6).epsilon(1e-5));
+      }
+    }
+  }
+  SECTION("ScaleNorm: g x / max(|x|, eps), and its gradients by finite differences") {
+    const size_t rows = 3, dim = 5;
+    std::vector<float> x = randoms(rows * dim, 8), g = randoms(rows * dim, 9);
+    for (size_t i = 2 * dim; i < 3 * dim; ++i) x[i] *= 0.01f;  // the last row is clamped
+    const float gain = 1.7f, eps = 0.1f;
+    std::vector<float> y(rows * dim), norm(rows), dx(rows * dim);
+    float dg = 0.0f;
+    k.scaleNormForward(y.data(), norm.data(), x.data(), gain, rows, dim, eps);
+    k.scaleNormBackward(dx.data(), &dg, g.data(), x.data(), norm.data(), gain, rows, dim, eps);
+    auto loss = [&](const std::vector<double>& v, double gg) {  // sum of g * scalenorm(v)
+      double total = 0;
+      for (size_t r = 0; r < rows; ++r) {
+        double n = 0;
+        for (size_t i = 0; i < dim; ++i) n += v[r * dim + i] * v[r * dim + i];
+        n = std::max(std::sqrt(n), static_cast<double>(eps));
+        for (size_t i = 0; i < dim; ++i) total += g[r * dim + i] * gg * v[r * dim + i] / n;
+      }
+      return total;
+    };
+    std::vector<double> xd(x.begin(), x.end());
+    for (size_t r = 0; r < rows; ++r) {
+      double n = 0;
+      for (size_t i = 0; i < dim; ++i) n += xd[r * dim + i] * xd[r * dim + i];
+      for (size_t i = 0; i < dim; ++i)
+        CHECK(y[r * dim + i] ==
+              Approx(gain * xd[r * dim + i] / std::max(std::sqrt(n), 0.1)).epsilon(1e-5));
+    }
+    const double h = 1e-6;
+    for (size_t i = 0; i < rows * dim; ++i) {
+      std::vector<double> up = xd, down = xd;
+      up[i] += h;
+      down[i] -= h;
+      CHECK(dx[i] == Approx((loss(up, gain) - loss(down, gain)) / (2 * h)).margin(1e-4).epsilon(1e-3));
+    }
+    CHECK(dg == Approx((loss(xd, gain + h) - loss(xd, gain - h)) / (2 * h)).epsilon(1e-4));
   }
   SECTION("causal softmax rows sum to one over their prefix, zeros after") {
     const size_t t = 23;

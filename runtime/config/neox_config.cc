@@ -133,7 +133,14 @@ const std::vector<std::string>& implementedKeys() {
                                                 "rms-norm",
                                                 "layernorm-epsilon",
                                                 "rms-norm-epsilon",
+                                                "scalenorm-epsilon",
                                                 "activation",
+                                                "intermediate-size",
+                                                "mlp-multiple-of",
+                                                "num-kv-heads",
+                                                "use-bias-in-norms",
+                                                "use-bias-in-attn-linear",
+                                                "use-bias-in-mlp",
                                                 "geglu",
                                                 "no-weight-tying",
                                                 "attention-dropout",
@@ -481,17 +488,35 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
     else if (key == "rotary-emb-base")
       m.rotaryEmbBase = r.number();
     else if (key == "norm")
-      m.norm =
-          r.choice<NormKind>({{"layernorm", NormKind::LayerNorm}, {"rmsnorm", NormKind::RmsNorm}});
+      m.norm = r.choice<NormKind>({{"layernorm", NormKind::LayerNorm},
+                                   {"rmsnorm", NormKind::RmsNorm},
+                                   {"scalenorm", NormKind::ScaleNorm}});
     else if (key == "rms-norm") {
       if (r.boolean()) m.norm = NormKind::RmsNorm;
     } else if (key == "layernorm-epsilon")
       m.layernormEpsilon = r.number();
     else if (key == "rms-norm-epsilon")
       m.rmsNormEpsilon = r.number();
-    else if (key == "activation")
-      m.activation =
-          r.choice<Activation>({{"gelu", Activation::Gelu}, {"geglu", Activation::Geglu}});
+    else if (key == "scalenorm-epsilon")
+      m.scalenormEpsilon = r.number();
+    else if (key == "activation")  // NeoX's softsign and mish are not implemented here
+      m.activation = r.choice<Activation>(
+          {{"gelu", Activation::Gelu}, {"geglu", Activation::Geglu}, {"relu", Activation::Relu},
+           {"silu", Activation::Silu}, {"swish", Activation::Silu}, {"reglu", Activation::Reglu},
+           {"swiglu", Activation::Swiglu}, {"glu", Activation::Glu},
+           {"bilinear", Activation::Bilinear}});
+    else if (key == "intermediate-size") {
+      if (!value.is_null()) m.intermediateSize = static_cast<int>(r.integer(1, 1 << 20));
+    } else if (key == "mlp-multiple-of")
+      m.mlpMultipleOf = static_cast<int>(r.integer(1, 1 << 20));
+    else if (key == "num-kv-heads") {
+      if (!value.is_null()) m.numKvHeads = static_cast<int>(r.integer(1, 1 << 20));
+    } else if (key == "use-bias-in-norms")
+      m.biasInNorms = r.boolean();
+    else if (key == "use-bias-in-attn-linear")
+      m.biasInAttnLinear = r.boolean();
+    else if (key == "use-bias-in-mlp")
+      m.biasInMlp = r.boolean();
     else if (key == "geglu") {
       if (r.boolean()) m.activation = Activation::Geglu;
     } else if (key == "no-weight-tying")
