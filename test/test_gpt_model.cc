@@ -462,3 +462,72 @@ TEST_CASE("GPT: the flops profiler's module tree adds up and prints as DeepSpeed
   CHECK(ds::runtime::withUnit(3.257856e6) == "3.26 M");
   CHECK(ds::runtime::latencyText(0.03074) == "30.74 ms");
 }
+
+TEST_CASE("GPT: LLaMA shapes give NeoX's MLP widths and hand-counted parameters and MACs",
+          "[gpt]") {
+  // NeoX's ParallelMLP sizing on real LLaMA configs (configs/llama/7B.yml, llama2/70B.yml): the
+  // widths Hugging Face's LLaMA checkpoints have (11008 and 28672).
+  GptConfig big;
+  big.hiddenSize = 4096;
+  big.numAttentionHeads = 32;
+  big.activation = Activation::Swiglu;
+  big.intermediateSize = 32768;
+  big.mlpMultipleOf = 256;
+  CHECK(big.ffnSize() == 11008);
+  CHECK(big.ffnInputSize() == 2 * 11008);
+  big.hiddenSize = 8192;
+  big.numAttentionHeads = 64;
+  big.intermediateSize = 86016;
+  CHECK(big.ffnSize() == 28672);
+  big.intermediateSize = 0;  // 4h = 32768: int(2/3) = 21845 -> 22016 outputs, 10922 -> 11008
+  CHECK(big.ffnInputSize() == 22016);
+  CHECK(big.ffnSize() == 11008);
+  big.activation = Activation::Relu;  // ungated: 4h, a multiple of 512 already
+  CHECK(big.ffnSize() == 4 * 8192);
+  CHECK(big.ffnInputSize() == 4 * 8192);
+
+  // A LLaMA-shaped small model, counted by hand: h = 32, 4 query heads of 8, 2 kv heads
+  // (query_key_value makes 32 + 2 * 16 = 64 outputs), swiglu of intermediate-size 256 with
+  // mlp-multiple-of 8 (176 outputs, 88 inputs), rmsnorm, no biases, untied, rotary, vocab 64.
+  GptConfig c = smallConfig();
+  c.norm = NormKind::RmsNorm;
+  c.activation = Activation::Swiglu;
+  c.intermediateSize = 256;
+  c.mlpMultipleOf = 8;
+  c.numKvHeads = 2;
+  c.posEmb = PositionEmbedding::Rotary;
+  c.biasInAttnLinear = c.biasInMlp = false;
+  c.weightTying = false;
+  Gpt llama(c);
+  //   per layer: norms 2 * 32, qkv 64 * 32, dense 32 * 32, MLP 176 * 32 + 32 * 88 = 11584
+  //   model: 2 layers + word embedding 64 * 32 + final norm 32 + output 64 * 32
+  CHECK(llama.parameterCount() == 2 * 11584 + 2048 + 32 + 2048);
+  //   MACs per token and layer: qkv 2048, scores 2 * seq * h, dense 1024, MLP 5632 + 2816
+  CHECK(llama.forwardMacsPerSample(12).total() ==
+        Approx(12 * (2 * (2048 + 2 * 12 * 32 + 1024 + 5632 + 2816) + 2048)));
+  const auto modules = llama.profileModules(2, 12);
+  CHECK(modules.front().params == static_cast<double>(llama.parameterCount()));
+  CHECK(modules.front().macs == Approx(2 * llama.forwardMacsPerSample(12).total()));
+  for (const auto& m : modules)
+    if (m.name == "layers.0.mlp.activation") CHECK(m.type == "SwiGLU");
+
+  // ScaleNorm has one gain per norm and no bias; a bias-free LayerNorm has only its weights.
+  GptConfig s = smallConfig();
+  s.norm = NormKind::ScaleNorm;
+  //   per layer: norms 2, qkv 3072 + 96, dense 1024 + 32, MLP 4096 + 128 + 4096 + 32 = 12578
+  //   model: 2 layers + embeddings (64 + 16 positions) * 32 + the final norm's 1
+  CHECK(Gpt(s).parameterCount() == 2 * 12578 + 80 * 32 + 1);
+  s.norm = NormKind::LayerNorm;
+  s.biasInNorms = false;
+  CHECK(Gpt(s).parameterCount() == 2 * (12578 - 2 + 64) + 80 * 32 + 32);
+  CHECK(Gpt(s).profileModules(1, 12).front().params ==
+        static_cast<double>(Gpt(s).parameterCount()));
+
+  // Refused by name: kv heads that do not divide the query heads, and NeoX-unbuildable widths.
+  GptConfig bad = smallConfig();
+  bad.numKvHeads = 3;
+  CHECK_THROWS_WITH(Gpt(bad), Catch::Contains("num-kv-heads: 3 does not divide"));
+  bad = smallConfig();
+  bad.activation = Activation::Swiglu;  // 4h = 128: 85 outputs round to 86, 42 inputs stay
+  CHECK_THROWS_WITH(Gpt(bad), Catch::Contains("dense_h_to_4h 86 outputs but dense_4h_to_h 42"));
+}
