@@ -134,8 +134,8 @@ void compareWithTorch(const GptConfig& c) {
     double worst = 0.0, scale = 0.0;
     for (size_t i = p.offset; i < p.offset + p.numel; ++i) {
       scale = std::max(scale, std::fabs(static_cast<double>(ref.grads[i])));
-      worst = std::max(worst, std::fabs(static_cast<double>(access.gradients()[i]) / gradScale -
-                                        ref.grads[i]));
+      worst = std::max(
+          worst, std::fabs(static_cast<double>(access.gradients()[i]) / gradScale - ref.grads[i]));
     }
     INFO(p.name << ": largest |gradient| " << scale << ", largest difference " << worst);
     CHECK(scale > 0.0);
@@ -204,44 +204,54 @@ TEST_CASE("GPT: loss and every gradient equal PyTorch's for the LLaMA family's o
          c.posEmb = PositionEmbedding::Rotary;
        }},
       {"layernorm without bias", [](GptConfig& c) { c.biasInNorms = false; }},
-      {"relu, untied", [](GptConfig& c) {
+      {"relu, untied",
+       [](GptConfig& c) {
          c.activation = Activation::Relu;
          c.weightTying = false;
        }},
-      {"silu, gpt-j", [](GptConfig& c) {
+      {"silu, gpt-j",
+       [](GptConfig& c) {
          c.activation = Activation::Silu;
          c.gptjResidual = true;
        }},
-      {"reglu, intermediate-size 96 (64 -> 32)", [](GptConfig& c) {
+      {"reglu, intermediate-size 96 (64 -> 32)",
+       [](GptConfig& c) {
          c.activation = Activation::Reglu;
          c.intermediateSize = 96;
        }},
-      {"swiglu, mlp-multiple-of 16 (96 -> 48)", [](GptConfig& c) {
+      {"swiglu, mlp-multiple-of 16 (96 -> 48)",
+       [](GptConfig& c) {
          c.activation = Activation::Swiglu;
          c.mlpMultipleOf = 16;
        }},
-      {"glu, mlp-multiple-of 8", [](GptConfig& c) {
+      {"glu, mlp-multiple-of 8",
+       [](GptConfig& c) {
          c.activation = Activation::Glu;
          c.mlpMultipleOf = 8;
        }},
-      {"bilinear, intermediate-size 48", [](GptConfig& c) {
+      {"bilinear, intermediate-size 48",
+       [](GptConfig& c) {
          c.activation = Activation::Bilinear;
          c.intermediateSize = 48;
        }},
-      {"geglu, intermediate-size 96 (NeoX's 2/3 sizing)", [](GptConfig& c) {
+      {"geglu, intermediate-size 96 (NeoX's 2/3 sizing)",
+       [](GptConfig& c) {
          c.activation = Activation::Geglu;
          c.intermediateSize = 96;
        }},
-      {"no attention or MLP biases", [](GptConfig& c) {
+      {"no attention or MLP biases",
+       [](GptConfig& c) {
          c.biasInAttnLinear = false;
          c.biasInMlp = false;
        }},
-      {"grouped-query: 2 kv heads, rotary base 500", [](GptConfig& c) {
+      {"grouped-query: 2 kv heads, rotary base 500",
+       [](GptConfig& c) {
          c.numKvHeads = 2;
          c.posEmb = PositionEmbedding::Rotary;
          c.rotaryEmbBase = 500.0;
        }},
-      {"multi-query: 1 kv head, rotary 50%", [](GptConfig& c) {
+      {"multi-query: 1 kv head, rotary 50%",
+       [](GptConfig& c) {
          c.numKvHeads = 1;
          c.posEmb = PositionEmbedding::Rotary;
          c.rotaryPct = 0.5;

@@ -327,8 +327,9 @@ TEST_CASE("neox config: the LLaMA family's model keys", "[neox]") {
   CHECK_FALSE(m.biasInMlp);
   CHECK(m.rotaryEmbBase == 500000.0);
 
-  const auto s = parse("norm: scalenorm\nscalenorm-epsilon: 0.5\nactivation: swish\n"
-                       "intermediate-size: null\nnum-kv-heads: null\n");
+  const auto s = parse(
+      "norm: scalenorm\nscalenorm-epsilon: 0.5\nactivation: swish\n"
+      "intermediate-size: null\nnum-kv-heads: null\n");
   CHECK(s.train.model.norm == ds::runtime::NormKind::ScaleNorm);
   CHECK(s.train.model.scalenormEpsilon == 0.5);
   CHECK(s.train.model.activation == ds::runtime::Activation::Silu);  // NeoX's swish is SiLU

@@ -203,8 +203,10 @@ TEST_CASE("transformer kernels: the scalar path matches double-precision formula
       k.gatedBackward(u, gd.data(), ones.data(), in.data(), 1, n);
       auto f = [&](double v) {
         const double s = 1 / (1 + std::exp(-v));
-        return u == Unit::Relu ? std::max(v, 0.0) : u == Unit::Silu ? v * s
-                                                 : u == Unit::Sigmoid ? s : v;
+        return u == Unit::Relu      ? std::max(v, 0.0)
+               : u == Unit::Silu    ? v * s
+               : u == Unit::Sigmoid ? s
+                                    : v;
       };
       auto df = [&](double v) {
         const double s = 1 / (1 + std::exp(-v));
@@ -255,7 +257,8 @@ TEST_CASE("transformer kernels: the scalar path matches double-precision formula
       std::vector<double> up = xd, down = xd;
       up[i] += h;
       down[i] -= h;
-      CHECK(dx[i] == Approx((loss(up, gain) - loss(down, gain)) / (2 * h)).margin(1e-4).epsilon(1e-3));
+      CHECK(dx[i] ==
+            Approx((loss(up, gain) - loss(down, gain)) / (2 * h)).margin(1e-4).epsilon(1e-3));
     }
     CHECK(dg == Approx((loss(xd, gain + h) - loss(xd, gain - h)) / (2 * h)).epsilon(1e-4));
   }

@@ -242,8 +242,8 @@ void gatedForward(ds::kernels::Unit u, float* out, const float* in, size_t rows,
   });
 }
 
-void gatedBackward(ds::kernels::Unit u, float* din, const float* dout, const float* in,
-                   size_t rows, size_t ff) {
+void gatedBackward(ds::kernels::Unit u, float* din, const float* dout, const float* in, size_t rows,
+                   size_t ff) {
   withUnit(u, [&](auto op) {
     for (size_t r = 0; r < rows; ++r) {
       const float* x = in + r * 2 * ff;

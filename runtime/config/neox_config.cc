@@ -500,11 +500,15 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
     else if (key == "scalenorm-epsilon")
       m.scalenormEpsilon = r.number();
     else if (key == "activation")  // NeoX's softsign and mish are not implemented here
-      m.activation = r.choice<Activation>(
-          {{"gelu", Activation::Gelu}, {"geglu", Activation::Geglu}, {"relu", Activation::Relu},
-           {"silu", Activation::Silu}, {"swish", Activation::Silu}, {"reglu", Activation::Reglu},
-           {"swiglu", Activation::Swiglu}, {"glu", Activation::Glu},
-           {"bilinear", Activation::Bilinear}});
+      m.activation = r.choice<Activation>({{"gelu", Activation::Gelu},
+                                           {"geglu", Activation::Geglu},
+                                           {"relu", Activation::Relu},
+                                           {"silu", Activation::Silu},
+                                           {"swish", Activation::Silu},
+                                           {"reglu", Activation::Reglu},
+                                           {"swiglu", Activation::Swiglu},
+                                           {"glu", Activation::Glu},
+                                           {"bilinear", Activation::Bilinear}});
     else if (key == "intermediate-size") {
       if (!value.is_null()) m.intermediateSize = static_cast<int>(r.integer(1, 1 << 20));
     } else if (key == "mlp-multiple-of")

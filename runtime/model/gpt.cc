@@ -388,7 +388,7 @@ std::vector<ModuleProfile> Gpt::profileModules(size_t samples, size_t seq) const
   const double ff = config_.ffnSize(), ff1 = config_.ffnInputSize();
   const gpt::BlockLayout layout = gpt::blockLayout(config_);
   const double qkvOut = config_.qkvSize();
-  const char* normType = config_.norm == NormKind::LayerNorm  ? "LayerNorm"
+  const char* normType = config_.norm == NormKind::LayerNorm ? "LayerNorm"
                          : config_.norm == NormKind::RmsNorm ? "RMSNorm"
                                                              : "ScaleNorm";
   const double normParams = config_.normWeightSize() + (config_.normHasBias() ? h : 0);

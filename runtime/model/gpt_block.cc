@@ -202,9 +202,9 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
     return now;
   };
   const BlockLayout& L = layout_;
-  const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = c_.numAttentionHeads,
-               d = c_.headDim(), ff = c_.ffnSize(), ff1 = c_.ffnInputSize(), Q = c_.qkvSize(),
-               kv = c_.kvSize(), group = H / c_.kvHeads();
+  const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = c_.numAttentionHeads, d = c_.headDim(),
+               ff = c_.ffnSize(), ff1 = c_.ffnInputSize(), Q = c_.qkvSize(), kv = c_.kvSize(),
+               group = H / c_.kvHeads();
   const float* x = a.input.data();
   auto P = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : params + offset; };
 
@@ -302,9 +302,9 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
                            BlockWorkspace& w, const BlockShape& s, const float* dOut, float* dIn,
                            const DropoutKey* dropout) {
   const BlockLayout& L = layout_;
-  const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = c_.numAttentionHeads,
-               d = c_.headDim(), ff = c_.ffnSize(), ff1 = c_.ffnInputSize(), Q = c_.qkvSize(),
-               kv = c_.kvSize(), KV = c_.kvHeads(), group = H / KV;
+  const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = c_.numAttentionHeads, d = c_.headDim(),
+               ff = c_.ffnSize(), ff1 = c_.ffnInputSize(), Q = c_.qkvSize(), kv = c_.kvSize(),
+               KV = c_.kvHeads(), group = H / KV;
   auto P = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : params + offset; };
   auto G = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : grads + offset; };
   const bool hiddenDrop = dropout && c_.hiddenDropout > 0.0;

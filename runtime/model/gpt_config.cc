@@ -104,7 +104,8 @@ void GptConfig::validate() const {
   require(numKvHeads >= 0 && numKvHeads <= numAttentionHeads &&
               (numKvHeads == 0 || numAttentionHeads % numKvHeads == 0),
           "num-kv-heads: " + std::to_string(numKvHeads) + " does not divide num-attention-heads " +
-              std::to_string(numAttentionHeads) + "; each key/value head serves a group of query "
+              std::to_string(numAttentionHeads) +
+              "; each key/value head serves a group of query "
               "heads");
   require(intermediateSize >= 0 && intermediateSize <= kMaxDimension,
           "intermediate-size: expected 1.." + std::to_string(kMaxDimension) + ", got " +
@@ -132,9 +133,8 @@ void GptConfig::validate() const {
   const double h = hiddenSize, layers = numLayers, vocab = paddedVocabSize();
   const double positions = std::max(seqLength, maxPositionEmbeddings);
   const double ff = ffnSize(), ff1 = ffnInputSize(), qkv = qkvSize();
-  const double params =
-      layers * (h * qkv + h * h + h * (ff1 + ff) + qkv + ff1 + 6.0 * h) + 2.0 * vocab * h +
-      positions * h;
+  const double params = layers * (h * qkv + h * h + h * (ff1 + ff) + qkv + ff1 + 6.0 * h) +
+                        2.0 * vocab * h + positions * h;
   char text[160];
   std::snprintf(text, sizeof text,
                 "num-layers/hidden-size: a model of about %.3g parameters; this trainer holds at "

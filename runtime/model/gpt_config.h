@@ -35,9 +35,9 @@ struct GptConfig {
   double rmsNormEpsilon = 1e-8;
   double scalenormEpsilon = 1e-8;
   Activation activation = Activation::Gelu;
-  int intermediateSize = 0;  // NeoX's intermediate-size; 0: unset (4 * hidden)
-  int mlpMultipleOf = 0;     // NeoX's mlp-multiple-of; 0: unset (NeoX's default 1)
-  int numKvHeads = 0;        // grouped-query attention's key/value heads; 0: one per query head
+  int intermediateSize = 0;      // NeoX's intermediate-size; 0: unset (4 * hidden)
+  int mlpMultipleOf = 0;         // NeoX's mlp-multiple-of; 0: unset (NeoX's default 1)
+  int numKvHeads = 0;            // grouped-query attention's key/value heads; 0: one per query head
   bool biasInNorms = true;       // use-bias-in-norms (LayerNorm's bias; the others have none)
   bool biasInAttnLinear = true;  // use-bias-in-attn-linear (query_key_value and dense)
   bool biasInMlp = true;         // use-bias-in-mlp (both MLP projections)
