@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/comm_stat.h"
+#include "common/json_line.h"
 #include "runtime/comm/elementwise_reduce.h"
 
 namespace ds::worker {
@@ -128,11 +129,15 @@ bool runCommBench(const CommBenchOptions& options, runtime::Communicator& comm) 
     const double algbw = bytes / seconds / 1e9;
     const double busbw = algbw * busBandwidthFactor(opName, n);
     if (printing && options.json) {
-      std::printf(
-          "{\"op\": \"%s\", \"dtype\": \"%s\", \"bytes\": %llu, \"ranks\": %d, "
-          "\"time_us\": %.1f, \"algbw_GBps\": %.3f, \"busbw_GBps\": %.3f%s}\n",
-          opName, dtypeName(dtype), static_cast<unsigned long long>(bytes), n, seconds * 1e6, algbw,
-          busbw, options.check ? (check == "ok" ? ", \"check\": true" : ", \"check\": false") : "");
+      JsonLine line = {{"op", opName},
+                       {"dtype", dtypeName(dtype)},
+                       {"bytes", bytes},
+                       {"ranks", n},
+                       {"time_us", rounded(seconds * 1e6, 1)},
+                       {"algbw_GBps", rounded(algbw, 3)},
+                       {"busbw_GBps", rounded(busbw, 3)}};
+      if (options.check) line["check"] = check == "ok";
+      printJsonLine(line);
     } else if (printing) {
       std::printf("%14llu %12zu %12.1f %12.3f %12.3f %8s\n", static_cast<unsigned long long>(bytes),
                   buffers.count, seconds * 1e6, algbw, busbw, check.c_str());

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "bench/bench_cli.h"
-#include "bench/json_line.h"
+#include "common/json_line.h"
 #include "common/guarded_main.h"
 #include "runtime/offload/aio_engine.h"
 #include "bench/fio_baseline.h"
@@ -54,8 +54,8 @@ int run(const Options& o) {
     fioRead = std::max(fioRead, ds::fioBandwidthGBps(file, false, c.blockSize, o.depth, bytes));
   }
   if (o.json) {
-    using ds::bench::rounded;
-    ds::bench::printJsonLine({{"read_GBps", rounded(read, 3)},
+    using ds::rounded;
+    ds::printJsonLine({{"read_GBps", rounded(read, 3)},
                               {"write_GBps", rounded(write, 3)},
                               {"fio_read_GBps", rounded(fioRead, 3)},
                               {"fio_write_GBps", rounded(fioWrite, 3)}});

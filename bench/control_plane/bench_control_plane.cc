@@ -41,7 +41,7 @@
 
 #include "bench/bench_cli.h"
 #include "bench/control_plane/sim_routes.h"
-#include "bench/json_line.h"
+#include "common/json_line.h"
 #include "common/guarded_main.h"
 #include "coordinator.grpc.pb.h"
 #include "grpc_process.h"
@@ -466,8 +466,8 @@ int run(const Options& o) {
                     (tally.firstError.empty() ? "" : "; first error: " + tally.firstError));
 
   if (o.json) {
-    using ds::bench::rounded;
-    ds::bench::printJsonLine({{"ranks", o.ranks()},
+    using ds::rounded;
+    ds::printJsonLine({{"ranks", o.ranks()},
                               {"nodes", o.nodes},
                               {"relays", !o.direct},
                               {"ready_s", rounded(readyS, 3)},

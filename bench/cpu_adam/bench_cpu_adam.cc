@@ -20,7 +20,7 @@
 
 #include "bench/bench_cli.h"
 #include "bench/command_seconds.h"
-#include "bench/json_line.h"
+#include "common/json_line.h"
 #include "common/guarded_main.h"
 #include "kernels/cpu/cpu_adam.h"
 #include "kernels/cpu/thread_pool.h"
@@ -163,8 +163,8 @@ int run(int argc, char** argv) {
     const double torchRate = torch > 0 ? n / torch / 1e6 : -1;
     const double copyRate = n / withCopy / 1e6, copyCeiling = ceilingRate * 28 / 30;
     if (json) {
-      using ds::bench::rounded;
-      ds::bench::printJsonLine({{"threads", threads},
+      using ds::rounded;
+      ds::printJsonLine({{"threads", threads},
                                 {"params", n},
                                 {"mparams_per_s", rounded(adamRate, 1)},
                                 {"roofline_mparams_per_s", rounded(ceilingRate, 1)},

@@ -22,7 +22,7 @@
 #include "bench/bench_cli.h"
 #include "bench/free_port.h"
 #include "bench/gpt_job_dir.h"
-#include "bench/json_line.h"
+#include "common/json_line.h"
 #include "common/guarded_main.h"
 #include "common/spawn.h"
 
@@ -130,8 +130,8 @@ int run(bool json) {
   ds::waitForExit(job.pid);
   if (grow < 0) throw ds::Error("the job did not grow after the join:\n" + readAll(dir / "err"));
   if (json) {
-    using ds::bench::rounded;
-    ds::bench::printJsonLine({{"shrink_s", rounded(first, 3)},
+    using ds::rounded;
+    ds::printJsonLine({{"shrink_s", rounded(first, 3)},
                               {"grow_s", rounded(grow, 3)},
                               {"detect_s", rounded(detect, 3)},
                               {"restart_s", rounded(restart, 3)},

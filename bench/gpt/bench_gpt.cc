@@ -16,7 +16,7 @@
 
 #include "bench/bench_cli.h"
 #include "bench/command_seconds.h"
-#include "bench/json_line.h"
+#include "common/json_line.h"
 #include "common/command_output.h"
 #include "common/guarded_main.h"
 #include "kernels/cpu/matmul.h"
@@ -126,8 +126,8 @@ int run(const Options& o) {
     const double peak = sgemmPeakGflops(t);
     const double gflops = ours * flopsPerToken / 1e9;
     if (o.json) {
-      using ds::bench::rounded;
-      ds::bench::printJsonLine({{"threads", t},
+      using ds::rounded;
+      ds::printJsonLine({{"threads", t},
                                 {"params", shape.parameterCount()},
                                 {"tokens_per_s", rounded(ours, 1)},
                                 {"torch_tokens_per_s", rounded(torch, 1)},

@@ -1,12 +1,13 @@
-// The benches' --json output: one JSON object per line, keys in the order they were added,
-// numbers rounded to the precision the figure deserves (a timing's noise is in its third digit).
+// One JSON object per line (the benches' and ds-comm-bench's --json output), keys in the order
+// they were added, numbers rounded to the precision the figure deserves (a timing's noise is in
+// its third digit).
 #pragma once
 
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-namespace ds::bench {
+namespace ds {
 
 using JsonLine = nlohmann::ordered_json;
 
@@ -20,4 +21,4 @@ inline void printJsonLine(const JsonLine& line) {
   std::fflush(stdout);
 }
 
-}  // namespace ds::bench
+}  // namespace ds
