@@ -28,19 +28,24 @@ CommOp parseCommOp(const std::string& text) {
               ": use all_reduce, all_gather, reduce_scatter or broadcast");
 }
 
-// A program's own --deepspeed_config / --config argument, if any.
-std::string programConfigPath(const std::vector<std::string>& jobArgs) {
+// A program's own --deepspeed_config / --config argument, if any: one value, since what follows
+// it may be the program's positional arguments.
+std::vector<std::string> programConfigPaths(const std::vector<std::string>& jobArgs) {
   for (size_t i = 1; i < jobArgs.size(); ++i)
     for (const std::string flag : {"--deepspeed_config", "--config"}) {
-      if (jobArgs[i] == flag && i + 1 < jobArgs.size()) return jobArgs[i + 1];
-      if (jobArgs[i].starts_with(flag + "=")) return jobArgs[i].substr(flag.size() + 1);
+      if (jobArgs[i] == flag && i + 1 < jobArgs.size()) return {jobArgs[i + 1]};
+      if (jobArgs[i].starts_with(flag + "=")) return {jobArgs[i].substr(flag.size() + 1)};
     }
-  return "";
+  return {};
 }
 
 void addTrain(CLI::App& app, TrainOptions& o) {
   CLI::App* train = app.add_subcommand("train", "the built-in trainer");
-  train->add_option("--config,--deepspeed_config", o.config, "DeepSpeed JSON config")->required();
+  // Several values, as deepy.py takes NeoX's files: `--config a.yml b.yml` (up to the next option).
+  train
+      ->add_option("--config,--deepspeed_config", o.config,
+                   "DeepSpeed JSON config, or NeoX config files (a.yml b.yml, or \"a.yml, b.yml\")")
+      ->required();
   train->add_option("--steps", o.steps, "optimizer steps")->check(CLI::PositiveNumber);
   train->add_option("--seed", o.seed, "data and initialisation seed");
   train->add_flag("--print_param_hash", o.printParamHash, "a parameter hash line per step");
@@ -102,7 +107,7 @@ JobSpec parseJobArgs(const std::vector<std::string>& jobArgs) {
   if (jobArgs.empty()) throw Error("no job given");
   const std::string& name = jobArgs[0];
   if (name != "train" && name != "barrier" && name != "ds-comm-bench") {
-    spec.configPath = programConfigPath(jobArgs);
+    spec.configPaths = programConfigPaths(jobArgs);
     return spec;
   }
   CLI::App app{"job"};
@@ -119,7 +124,7 @@ JobSpec parseJobArgs(const std::vector<std::string>& jobArgs) {
   }
   if (name == "train") {
     spec.kind = JobKind::Train;
-    spec.configPath = spec.train.config;
+    spec.configPaths = spec.train.config;
     spec.train.stepsGiven = app.get_subcommand("train")->count("--steps") > 0;
   } else if (name == "barrier") {
     spec.kind = JobKind::Barrier;

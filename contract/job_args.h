@@ -1,7 +1,7 @@
 // The job a ds-launch command line names, parsed once (with CLI11) by both sides: ds-launch reads
 // the config path and step count for its plan and progress bar, ds-worker runs the job.
-//   train --config FILE [--steps N] [--seed N] [--print_param_hash] [--load_dir D] [--save_dir D]
-//         [--save_interval N]                                  the built-in trainer
+//   train --config FILE... [--steps N] [--seed N] [--print_param_hash] [--load_dir D]
+//         [--save_dir D] [--save_interval N]                   the built-in trainer
 //   barrier                                                    join, one barrier, exit
 //   ds-comm-bench [--op OP] [--dtype T] [--min SIZE] [--max SIZE] [--iters N] [--warmup N]
 //                 [--backend B] [--check] [--json]             the collectives benchmark
@@ -22,7 +22,9 @@ enum class CommOp { AllReduce, AllGather, ReduceScatter, Broadcast };
 const char* commOpName(CommOp op);  // "all_reduce", ... (the comms logger's names)
 
 struct TrainOptions {
-  std::string config;  // --config / --deepspeed_config: shipped to workers by the coordinator
+  // --config / --deepspeed_config: the values up to the next option, each a file or a comma list
+  // ("a.yml b.yml", "a.yml, b.yml"); read, merged and shipped to workers by the launcher.
+  std::vector<std::string> config;
   int64_t steps = 200;
   bool stepsGiven = false;  // --steps was on the command line (a NeoX YAML sets train-iters)
   uint64_t seed = 1234;
@@ -54,9 +56,10 @@ struct JobSpec {
   JobKind kind = JobKind::Program;
   TrainOptions train;      // kind == Train
   CommBenchOptions bench;  // kind == CommBench
-  // The DeepSpeed config to validate and ship: train's --config, or a program's
-  // --deepspeed_config / --config argument (DeepSpeed scripts take it so); "" when none.
-  std::string configPath;
+  // The config to validate and ship, as given (runtime::splitConfigPaths reads the comma lists):
+  // train's --config values, or a program's --deepspeed_config / --config argument (DeepSpeed
+  // scripts take it so); empty when none.
+  std::vector<std::string> configPaths;
 };
 
 // jobArgs[0] names the job. Throws ds::Error naming the job and the argument on bad input.

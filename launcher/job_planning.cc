@@ -57,7 +57,8 @@ std::string prepareElasticJob(CommandLine& line, JobSpec& job,
         "on fewer nodes; run it without --elastic_training");
   if (!parsed || !parsed->deepspeed.elasticity.enabled)
     throw ds::Error("--elastic_training needs \"elasticity\": {\"enabled\": true, ...} in " +
-                    job.configPath + " (the batch size every world size must divide)");
+                    ds::runtime::configPathsText(job.configPaths) +
+                    " (the batch size every world size must divide)");
   std::string dir = job.train.saveDir;
   if (dir.empty() && parsed->gpt) dir = parsed->gpt->save;
   if (dir.empty())
@@ -140,8 +141,9 @@ JobPlan planJob(CommandLine& line) {
   std::optional<BatchPlan> batch;
   std::optional<ds::runtime::JobConfig> parsed;
   std::string elasticityConfig;
-  if (const std::string& path = job.configPath; !path.empty()) {
-    configJson = ds::runtime::readJobConfigText(path);
+  if (!job.configPaths.empty()) {
+    const std::string path = ds::runtime::configPathsText(job.configPaths);
+    configJson = ds::runtime::readJobConfigText(job.configPaths);
     // An elastic job starts on the largest prefix of the nodes its elasticity block accepts (the
     // rest are spares), so the config is checked at that world size.
     int worldSize = plan.worldSize();

@@ -265,6 +265,36 @@ TEST_CASE("ds-config check: NeoX YAML configs, merged, with the GPT they build",
                          "\"hidden-size\"?") != std::string::npos);
 }
 
+TEST_CASE("ds-config check: NeoX files as separate arguments, comma lists or JSON", "[ds-config]") {
+  const fs::path model = writeConfig("m.yml",
+                                     "num-layers: 2\nhidden-size: 64\nnum-attention-heads: 4\n"
+                                     "seq-length: 32\nmax-position-embeddings: 32\n");
+  const fs::path train =
+      writeConfig("t.yml", "data-path: data/x\ntrain-iters: 10\nbatch-size: 2\n");
+  for (const std::string& files : {model.string() + " " + train.string(),
+                                   "\"" + model.string() + ", " + train.string() + "\""}) {
+    const ToolRun r = runTool("check " + files + " --world-size 2");
+    INFO(files << "\n" << r.out << r.err);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("GPT: 126720 parameters") != std::string::npos);
+    CHECK(r.out.find(model.string() + ", " + train.string() + ": OK") != std::string::npos);
+  }
+  const fs::path json = writeConfig(
+      "neox.json",
+      R"({"num-layers": 2, "hidden-size": 64, "num-attention-heads": 4, "seq-length": 32,
+          "max-position-embeddings": 32, "data-path": "data/x", "train-iters": 10,
+          "train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1}})");
+  const ToolRun neox = runTool("check " + json.string());
+  INFO(neox.out << neox.err);
+  CHECK(neox.status == 0);
+  CHECK(neox.out.find("GPT: 126720 parameters") != std::string::npos);
+  const fs::path nonsense = writeConfig("nonsense.json", R"({"colour": "blue"})");
+  const ToolRun refused = runTool("check " + nonsense.string());
+  CHECK(refused.status == 2);
+  CHECK(refused.err.find("nonsense.json: neither a NeoX nor a DeepSpeed config") !=
+        std::string::npos);
+}
+
 TEST_CASE("ds-config check: the shipped configs stay valid", "[ds-config]") {
   for (const std::string& config : {std::string("configs/ds_config.json"), std::string("configs/gpt_demo.yml")}) {
     const ToolRun r = runTool("check " + std::string(DS_SOURCE_DIR) + "/" + config + " --world-size 4");

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "contract/job_args.h"
 #include "runtime/config/ds_config.h"
+#include "runtime/config/job_config.h"
 
 using namespace ds;
 using ds::CommBackend;
@@ -14,13 +15,14 @@ TEST_CASE("job args: train options, defaults and errors") {
   const JobSpec spec = parseJobArgs({"train", "--config", "c.json", "--steps", "40", "--seed", "7",
                                      "--save_dir", "ckpt", "--print_param_hash"});
   CHECK(spec.kind == JobKind::Train);
-  CHECK(spec.configPath == "c.json");
+  CHECK(spec.configPaths == std::vector<std::string>{"c.json"});
   CHECK(spec.train.steps == 40);
   CHECK(spec.train.seed == 7);
   CHECK(spec.train.saveDir == "ckpt");
   CHECK(spec.train.printParamHash);
   CHECK(parseJobArgs({"train", "--deepspeed_config=d.json"}).train.steps == 200);
-  CHECK(parseJobArgs({"train", "--deepspeed_config=d.json"}).configPath == "d.json");
+  CHECK(parseJobArgs({"train", "--deepspeed_config=d.json"}).configPaths ==
+        std::vector<std::string>{"d.json"});
   CHECK_THROWS_WITH(parseJobArgs({"train", "--steps", "3"}), Catch::Contains("train: --config"));
   CHECK_THROWS_WITH(parseJobArgs({"train", "--config", "c", "--steps", "0"}),
                     Catch::Contains("train: --steps"));
@@ -33,11 +35,26 @@ TEST_CASE("job args: train options, defaults and errors") {
   CHECK_THROWS_WITH(parseJobArgs({"barrier", "--x"}), Catch::Contains("barrier: "));
 }
 
+TEST_CASE("job args: train takes several config files, as values or a comma list") {
+  using V = std::vector<std::string>;
+  const JobSpec spec = parseJobArgs({"train", "--config", "a.yml", "b.yml", "--steps", "3"});
+  CHECK(spec.configPaths == V{"a.yml", "b.yml"});
+  CHECK(spec.train.steps == 3);
+  CHECK(parseJobArgs({"train", "--steps", "3", "--config", "a.yml", "b.yml"}).configPaths ==
+        V{"a.yml", "b.yml"});
+  const JobSpec listed = parseJobArgs({"train", "--config", "a.yml, b.yml"});
+  CHECK(ds::runtime::splitConfigPaths(listed.configPaths) == V{"a.yml", "b.yml"});
+  CHECK_THROWS_WITH(parseJobArgs({"train", "--config"}), Catch::Contains("train: --config"));
+}
+
 TEST_CASE("job args: programs pass through, their DeepSpeed config is found") {
   const JobSpec spec = parseJobArgs({"train.py", "--deepspeed_config", "ds.json", "--lr", "1"});
   CHECK(spec.kind == JobKind::Program);
-  CHECK(spec.configPath == "ds.json");
-  CHECK(parseJobArgs({"python3", "-c", "print(1)"}).configPath.empty());
+  CHECK(spec.configPaths == std::vector<std::string>{"ds.json"});
+  CHECK(parseJobArgs({"python3", "-c", "print(1)"}).configPaths.empty());
+  // A program's positional arguments after its --config are its own, not more config files.
+  CHECK(parseJobArgs({"train.py", "--config", "a.yml", "b.txt"}).configPaths ==
+        std::vector<std::string>{"a.yml"});
   CHECK_THROWS_AS(parseJobArgs({}), ds::Error);
 }
 

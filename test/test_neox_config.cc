@@ -140,12 +140,12 @@ TEST_CASE("neox config: unknown, unimplemented and malformed keys are refused by
 TEST_CASE("neox config: the launcher's shipped form parses to the same job", "[neox]") {
   Files f;
   const auto y = f.write("a.yml", kBase);
-  const std::string text = ds::runtime::readJobConfigText(y);
+  const std::string text = ds::runtime::readJobConfigText({y});
   const auto job = ds::runtime::parseJobConfig(text, 2, "config");
   REQUIRE(job.gpt);
   CHECK(job.gpt->model.hiddenSize == 48);
-  CHECK_THROWS_WITH(ds::runtime::readJobConfigText(y + "," + f.write("d.json", "{}")),
-                    Catch::Contains("NeoX configs are YAML"));
+  CHECK_THROWS_WITH(ds::runtime::readJobConfigText({y + "," + f.write("d.json", "{}")}),
+                    Catch::Contains("a DeepSpeed config, given beside NeoX config files"));
 }
 
 TEST_CASE("neox config: a key given twice in one file is refused by file, line and key", "[neox]") {

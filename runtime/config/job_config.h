@@ -1,6 +1,6 @@
 // The configuration a training job ships from ds-launch to every rank, in either form: a DeepSpeed
-// JSON file (the built-in MLP trainer) or GPT-NeoX YAML files (the GPT trainer, shipped as
-// {"neox": merged keys} so that every rank parses exactly what the launcher validated).
+// JSON file (the built-in MLP trainer) or GPT-NeoX config files, YAML or JSON (the GPT trainer,
+// shipped as {"neox": merged keys} so that every rank parses exactly what the launcher validated).
 #pragma once
 
 #include <optional>
@@ -22,9 +22,17 @@ struct JobConfig {
   std::vector<std::string> notes;     // keys accepted without effect
 };
 
-// `paths`: one DeepSpeed JSON file, or one or more NeoX YAML files separated by commas
-// ("base.yml,small.yml", merged in order). Returns the text to ship.
-std::string readJobConfigText(const std::string& paths);
+// The files as given: each value may itself be a comma list ("a.yml, b.yml"); spaces around the
+// commas are trimmed and empty items dropped. Order is kept.
+std::vector<std::string> splitConfigPaths(const std::vector<std::string>& given);
+std::string configPathsText(const std::vector<std::string>& given);  // "a.yml, b.yml", for messages
+
+// `given` (split as above): one DeepSpeed JSON file, or one or more NeoX config files merged in
+// order. A .yml/.yaml file is NeoX; any other file is read by its top-level keys (NeoX keys, in
+// either spelling, with or without DeepSpeed keys beside them: NeoX; DeepSpeed keys only:
+// DeepSpeed); a file whose keys fit neither, or mostly DeepSpeed's with a few NeoX ones, is
+// refused naming the file and keys. Returns the text to ship.
+std::string readJobConfigText(const std::vector<std::string>& given);
 JobConfig parseJobConfig(const std::string& text, int64_t worldSize, const std::string& where,
                          MemoryCheck memory = MemoryCheck::ThisMachine);
 

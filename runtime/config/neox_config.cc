@@ -364,6 +364,19 @@ bool isNeoxConfigPath(const std::string& path) {
   return endsWith(".yml") || endsWith(".yaml");
 }
 
+ConfigKeyOwner configKeyOwner(const std::string& key) {
+  static const std::set<std::string> dsKeys = deepspeedTopLevelKeys();
+  if (dsKeys.count(underscored(key))) return ConfigKeyOwner::DeepSpeed;
+  const std::string neox = hyphenated(key);
+  const auto& implemented = implementedKeys();
+  const auto& unimplemented = unimplementedKeys();
+  if (std::find(implemented.begin(), implemented.end(), neox) != implemented.end() ||
+      noEffectKeys().count(neox) ||
+      std::find(unimplemented.begin(), unimplemented.end(), neox) != unimplemented.end())
+    return ConfigKeyOwner::Neox;
+  return ConfigKeyOwner::Unknown;
+}
+
 Json readNeoxYaml(const std::vector<std::string>& paths) {
   if (paths.empty()) throw Error("no NeoX config file given");
   const std::set<std::string> dsKeys = deepspeedTopLevelKeys();

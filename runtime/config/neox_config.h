@@ -33,9 +33,9 @@ struct GptTrainConfig {
   std::string save, load;
   int64_t saveInterval = 0;        // NeoX's old name for a linear checkpoint-factor
   CheckpointSchedule checkpoints;  // checkpoint-factor, -scale, extra-save-iters, keep-last-n
-  int64_t exitInterval = 0;  // stop (after saving) at the first iteration divisible by it
-  bool finetune = false;     // load weights only; start at iteration 0
-  bool noLoadOptim = false;  // load weights and schedule position, not optimizer state
+  int64_t exitInterval = 0;        // stop (after saving) at the first iteration divisible by it
+  bool finetune = false;           // load weights only; start at iteration 0
+  bool noLoadOptim = false;        // load weights and schedule position, not optimizer state
   uint64_t seed = 1234;
 };
 
@@ -61,6 +61,11 @@ NeoxConfig parseNeoxConfig(const nlohmann::json& merged, int64_t worldSize,
                            MemoryCheck memory = MemoryCheck::ThisMachine);
 
 bool isNeoxConfigPath(const std::string& path);  // .yml / .yaml
+
+// Whose key a config file's top-level `key` is, as readNeoxYaml reads it: DeepSpeed's (in its
+// underscored spelling), NeoX's (in the key tables, hyphenated or underscored), or neither.
+enum class ConfigKeyOwner { DeepSpeed, Neox, Unknown };
+ConfigKeyOwner configKeyOwner(const std::string& key);
 
 // The job's tokenizer (tokenizer-type, vocab-file, merge-file) and the model configuration with
 // its vocabulary size. Reads the tokenizer's files; throws ds::Error naming them.

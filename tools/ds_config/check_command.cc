@@ -5,6 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "common/printable.h"
 #include "runtime/config/job_config.h"
@@ -15,7 +16,7 @@ namespace ds::tools {
 namespace {
 
 struct CheckOptions {
-  std::string config;
+  std::vector<std::string> config;  // files, or comma lists of them
   int64_t worldSize = 1;
   bool json = false;
 };
@@ -32,8 +33,8 @@ std::string whyNot(const runtime::KeyVerdict& v) {
 }
 
 void runCheck(const CheckOptions& o) {
-  const runtime::JobConfig job =
-      runtime::parseJobConfig(runtime::readJobConfigText(o.config), o.worldSize, o.config);
+  const runtime::JobConfig job = runtime::parseJobConfig(
+      runtime::readJobConfigText(o.config), o.worldSize, runtime::configPathsText(o.config));
   const runtime::DeepSpeedConfig& c = job.deepspeed;
   // Warnings quote the config's keys: print their control bytes escaped.
   for (const std::string& warning : c.warnings)
@@ -62,9 +63,9 @@ void runCheck(const CheckOptions& o) {
     std::cout << out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
     return;
   }
-  std::cout << o.config << ": OK (world size " << o.worldSize << "): train_batch_size "
-            << b.trainBatchSize << " = micro " << b.microBatchPerGpu << " x accumulation "
-            << b.gradientAccumulationSteps << " x " << o.worldSize
+  std::cout << runtime::configPathsText(o.config) << ": OK (world size " << o.worldSize
+            << "): train_batch_size " << b.trainBatchSize << " = micro " << b.microBatchPerGpu
+            << " x accumulation " << b.gradientAccumulationSteps << " x " << o.worldSize
             << (o.worldSize == 1 ? " rank" : " ranks") << '\n';
   std::cout << "in effect:\n";
   for (const auto& v : c.keyEffects)
@@ -95,7 +96,7 @@ void addCheckCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "check", "Validate CONFIG and print the resolved batch sizes; warnings go to stderr");
   cmd->add_option("config", o->config,
-                  "DeepSpeed JSON config, or NeoX YAML files (a.yml[,b.yml...])")
+                  "DeepSpeed JSON config, or NeoX config files (a.yml b.yml, or \"a.yml, b.yml\")")
       ->required();
   cmd->add_option("--world-size", o->worldSize, "data-parallel ranks the batch is split over")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));

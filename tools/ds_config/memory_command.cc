@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "runtime/config/job_config.h"
@@ -20,7 +21,7 @@ namespace ds::tools {
 namespace {
 
 struct MemoryOptions {
-  std::string config;
+  std::vector<std::string> config;  // files, or comma lists of them
   std::string params;
   int64_t worldSize = 1;
   bool json = false;
@@ -60,8 +61,8 @@ std::string gib(double bytes) {
 }
 
 void runMemory(const MemoryOptions& o) {
-  const runtime::JobConfig job =
-      runtime::parseJobConfig(runtime::readJobConfigText(o.config), o.worldSize, o.config);
+  const runtime::JobConfig job = runtime::parseJobConfig(
+      runtime::readJobConfigText(o.config), o.worldSize, runtime::configPathsText(o.config));
   const runtime::DeepSpeedConfig& c = job.deepspeed;
   double params = 0;
   if (!o.params.empty()) {
@@ -109,7 +110,8 @@ void runMemory(const MemoryOptions& o) {
                 gib(e.parameters).c_str(), gib(e.gradients).c_str(), gib(e.masterWeights).c_str(),
                 gib(e.optimizerStates).c_str(), gib(e.total()).c_str());
   }
-  std::printf("  (* = zero_optimization.stage of %s)\n", o.config.c_str());
+  std::printf("  (* = zero_optimization.stage of %s)\n",
+              runtime::configPathsText(o.config).c_str());
   // Where the master weights and optimizer states live with offload_optimizer.
   const auto& offload = c.zero.offloadOptimizer;
   const auto e = runtime::estimateModelState(c.zero.stage, model, grads, params, world, stateBytes);
@@ -151,7 +153,8 @@ void addMemoryCommand(CLI::App& app) {
   auto o = std::make_shared<MemoryOptions>();
   CLI::App* cmd = app.add_subcommand(
       "memory", "Per-rank model-state memory of ZeRO stages 0-3 for PARAMS parameters");
-  cmd->add_option("config", o->config, "DeepSpeed JSON config, or NeoX YAML (a.yml[,b.yml])")
+  cmd->add_option("config", o->config,
+                  "DeepSpeed JSON config, or NeoX config files (a.yml b.yml, or \"a.yml, b.yml\")")
       ->required();
   cmd->add_option("--params", o->params,
                   "parameter count: 1300000000, 1.3e9, 1.3B, 350M (default for NeoX YAML: its "
