@@ -83,8 +83,8 @@ TEST_CASE("job config files: a key set in two files names both", "[neox]") {
   Files f;
   const std::string model = f.write("model.yml", kModel);
   const std::string again = f.write("again.yml", std::string(kTrain) + "hidden_size: 64\n");
-  for (const auto& given : {std::vector<std::string>{model, again},
-                            std::vector<std::string>{model + " , " + again}}) {
+  for (const auto& given :
+       {std::vector<std::string>{model, again}, std::vector<std::string>{model + " , " + again}}) {
     const std::string error = errorOf(given);
     CHECK_THAT(error, Catch::Contains("again.yml: hidden_size is already set by") &&
                           Catch::Contains("model.yml"));
@@ -128,9 +128,9 @@ TEST_CASE("job config files: keys that fit neither, or an unclear mix, are refus
   Files f;
   const std::string nonsense =
       f.write("nonsense.json", R"({"colour": "blue", "flavour": 3, "wheels": 4, "doors": 5})");
-  CHECK_THAT(errorOf({nonsense}), Catch::Contains("nonsense.json: neither a NeoX nor a DeepSpeed") &&
-                                      Catch::Contains("\"colour\"") &&
-                                      Catch::Contains("and 1 more"));
+  CHECK_THAT(errorOf({nonsense}),
+             Catch::Contains("nonsense.json: neither a NeoX nor a DeepSpeed") &&
+                 Catch::Contains("\"colour\"") && Catch::Contains("and 1 more"));
   const std::string mixed = f.write(
       "mixed.json", R"({"train_batch_size": 8, "zero_optimization": {"stage": 1}, "seed": 3})");
   CHECK_THAT(errorOf({mixed}), Catch::Contains("mixed.json: unclear whether") &&
