@@ -16,17 +16,6 @@ std::string signalName(int signal) {
 
 std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
 
-// ", in all_gather on world for 2.3 s": what the rank's communicators said it waits in.
-std::string collectiveText(const RankStatus& status, SteadyTime now) {
-  if (!status.progress.collective) return "";
-  char waited[32];
-  std::snprintf(waited, sizeof(waited), "%.1f s",
-                std::chrono::duration<double>(now - status.progress.collective->since).count());
-  const std::string& group = status.progress.collective->group;
-  return std::string(", in ") + collectiveOpName(status.progress.collective->op) +
-         (group.empty() ? "" : " on " + group) + " for " + waited;
-}
-
 // Collects the decision as rules fire: a root cause ends the evaluation, a secondary failure is
 // kept (the first one only) while the other rules still look for a root cause.
 class Verdict {
@@ -175,6 +164,17 @@ void checkRunners(const JobEvidence& e, SteadyTime now, Verdict& verdict) {
 }
 
 }  // namespace
+
+std::string collectiveText(const RankStatus& status, SteadyTime now) {
+  if (!status.progress.collective) return "";
+  char waited[32];
+  std::snprintf(waited, sizeof(waited), "%.1f s",
+                std::chrono::duration<double>(now - status.progress.collective->since).count());
+  const std::string& group = status.progress.collective->group;
+  return std::string(", in ") + collectiveOpName(status.progress.collective->op) +
+         (group.empty() ? "" : " on " + group) + " for " + waited;
+}
+
 
 FailureDecision decideFailure(const JobEvidence& evidence, SteadyTime now) {
   Verdict verdict(evidence, now);

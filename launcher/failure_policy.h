@@ -71,4 +71,8 @@ struct FailureDecision {
 
 FailureDecision decideFailure(const JobEvidence& evidence, SteadyTime now);
 
+// ", in all_gather on world for 2.3 s": what the rank's communicators said it waits in, as failure
+// messages and the live view print it; "" when it is in no collective.
+std::string collectiveText(const RankStatus& status, SteadyTime now);
+
 }  // namespace ds::launcher

@@ -2,6 +2,8 @@
 // screen ("\x1b[J") to replace the table; output lines are written where the table was.
 #include "launcher/live_view.h"
 
+#include "launcher/failure_policy.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
@@ -45,11 +47,11 @@ std::string formatRankTable(const std::vector<RankPlacement>& ranks,
       std::snprintf(age, sizeof(age), "%.1fs",
                     std::chrono::duration<double>(now - s.lastHeartbeat).count());
     const Progress& p = s.progress;
-    std::snprintf(line, sizeof(line), "%-5d %-16s %-10s %8lld %11.6f %10.0f %7s %6s  %s\n",
+    std::snprintf(line, sizeof(line), "%-5d %-16s %-10s %8lld %11.6f %10.0f %7s %6s  ",
                   ranks[r].rank, ranks[r].host.c_str(), state.c_str(),
                   static_cast<long long>(p.step), p.loss, p.samplesPerSecond,
-                  s.joined ? humanBytes(p.residentBytes).c_str() : "-", age, p.phase.c_str());
-    out << line;
+                  s.joined ? humanBytes(p.residentBytes).c_str() : "-", age);
+    out << line << p.phase << collectiveText(s, now) << "\n";
   }
   return out.str();
 }

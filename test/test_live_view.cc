@@ -50,6 +50,17 @@ TEST_CASE("rank table: one row per rank with state, step, loss, memory and phase
   REQUIRE_THAT(table, Catch::Contains("0     127.0.0.1        lost"));
   REQUIRE_THAT(table, Catch::Contains("1     127.0.0.2        training"));
   REQUIRE_THAT(table, Catch::Contains("300M") && Catch::Contains("step 8: forward"));
+  REQUIRE_THAT(table, !Catch::Contains(", in "));  // neither rank is in a collective
+}
+
+TEST_CASE("rank table: a rank waiting in a collective shows which, on which group, since when") {
+  auto status = statusAt(9, 7);
+  status[1].progress.collective =
+      ds::CollectiveWait{ds::CollectiveOp::AllGather, "world",
+                     std::chrono::steady_clock::now() - std::chrono::milliseconds(2500)};
+  const std::string table = formatRankTable(twoRanks(), status);
+  REQUIRE_THAT(table, Catch::Contains("step 8: forward, in all_gather on world for 2."));
+  REQUIRE_THAT(table, Catch::Contains(" s\n"));
 }
 
 TEST_CASE("live view on a terminal: output scrolls above a table redrawn in place") {
