@@ -57,11 +57,11 @@ std::vector<float> runAll(const TransformerKernels& k) {
                     1e-8f);
   append(y), append(mean), append(dx), append(dw);
   std::vector<float> a = randoms(rows * 2 * ff, 5, 3.0f), act(rows * 2 * ff), dact(rows * 2 * ff);
-  k.geluForward(act.data(), a.data(), a.size());
-  k.geluBackward(dact.data(), a.data(), a.data(), a.size());
+  k.unitForward(Unit::Gelu, act.data(), a.data(), a.size());
+  k.unitBackward(Unit::Gelu, dact.data(), a.data(), a.data(), a.size());
   append(act), append(dact);
-  k.gegluForward(act.data(), a.data(), rows, ff);
-  k.gegluBackward(dact.data(), g.data(), a.data(), rows, ff);
+  k.gatedForward(Unit::Gelu, act.data(), a.data(), rows, ff);
+  k.gatedBackward(Unit::Gelu, dact.data(), g.data(), a.data(), rows, ff);
   append(act), append(dact);
   for (Unit u : {Unit::Relu, Unit::Silu, Unit::Sigmoid, Unit::Identity}) {
     k.unitForward(u, act.data(), a.data(), a.size());
@@ -177,9 +177,9 @@ TEST_CASE("transformer kernels: the scalar path matches double-precision formula
   SECTION("GeLU (tanh form) and its derivative, including saturated inputs") {
     std::vector<float> x = {-30.0f, -5.0f, -1.0f, -0.1f, 0.0f, 0.3f, 2.0f, 9.0f, 40.0f};
     std::vector<float> y(x.size()), d(x.size());
-    k.geluForward(y.data(), x.data(), x.size());
+    k.unitForward(Unit::Gelu, y.data(), x.data(), x.size());
     std::vector<float> ones(x.size(), 1.0f);
-    k.geluBackward(d.data(), ones.data(), x.data(), x.size());
+    k.unitBackward(Unit::Gelu, d.data(), ones.data(), x.data(), x.size());
     for (size_t i = 0; i < x.size(); ++i) {
       const double v = x[i], u = std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v);
       const double want = 0.5 * v * (1 + std::tanh(u));

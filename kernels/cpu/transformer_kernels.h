@@ -17,7 +17,8 @@ enum class KernelIsa { Scalar, Avx2, Avx512 };
 
 // The element-wise functions of the MLP beyond GeLU (which has its own kernels): ReLU, SiLU
 // (x * sigmoid(x)), sigmoid and identity (the gates of ReGLU, SwiGLU, GLU and bilinear).
-enum class Unit { Relu, Silu, Sigmoid, Identity };
+// Gelu: the tanh approximation (GPT-2's, NeoX's fused bias-GeLU); GeGLU is the gated Gelu.
+enum class Unit { Gelu, Relu, Silu, Sigmoid, Identity };
 
 const char* kernelIsaName(KernelIsa isa);
 bool kernelIsaSupported(KernelIsa isa);
@@ -37,13 +38,6 @@ struct TransformerKernels {
                          size_t dim, float eps);
   void (*rmsNormBackward)(float* dx, float* dw, const float* dout, const float* x,
                           const float* norm, const float* w, size_t rows, size_t dim, float eps);
-  // GeLU, tanh approximation (GPT-2's, NeoX's fused bias-GeLU): out may alias in.
-  void (*geluForward)(float* out, const float* in, size_t n);
-  // din = dout * gelu'(in); din may alias dout.
-  void (*geluBackward)(float* din, const float* dout, const float* in, size_t n);
-  // GeGLU: in is [rows, 2 * ff] = [x | gate]; out [rows, ff] = x * gelu(gate).
-  void (*gegluForward)(float* out, const float* in, size_t rows, size_t ff);
-  void (*gegluBackward)(float* din, const float* dout, const float* in, size_t rows, size_t ff);
   // out = f(in), din = dout * f'(in); out may alias in, din may alias dout. ReLU's derivative
   // at 0 is 0 (PyTorch's).
   void (*unitForward)(Unit f, float* out, const float* in, size_t n);

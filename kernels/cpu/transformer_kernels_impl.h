@@ -148,37 +148,6 @@ void rmsNormBackward(float* dx, float* dw, const float* dout, const float* x, co
   }
 }
 
-void geluForward(float* out, const float* in, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = gelu(in[i]);
-}
-
-void geluBackward(float* din, const float* dout, const float* in, size_t n) {
-  for (size_t i = 0; i < n; ++i) din[i] = dout[i] * geluDerivative(in[i]);
-}
-
-void gegluForward(float* out, const float* in, size_t rows, size_t ff) {
-  for (size_t r = 0; r < rows; ++r) {
-    const float* x = in + r * 2 * ff;
-    const float* gate = x + ff;
-    float* o = out + r * ff;
-    for (size_t i = 0; i < ff; ++i) o[i] = x[i] * gelu(gate[i]);
-  }
-}
-
-void gegluBackward(float* din, const float* dout, const float* in, size_t rows, size_t ff) {
-  for (size_t r = 0; r < rows; ++r) {
-    const float* x = in + r * 2 * ff;
-    const float* gate = x + ff;
-    const float* g = dout + r * ff;
-    float* dx = din + r * 2 * ff;
-    float* dgate = dx + ff;
-    for (size_t i = 0; i < ff; ++i) {
-      dx[i] = g[i] * gelu(gate[i]);
-      dgate[i] = g[i] * x[i] * geluDerivative(gate[i]);
-    }
-  }
-}
-
 inline float sigmoid(float x) { return 1.0f / (1.0f + expApprox(-x)); }
 
 // One struct per ds::kernels::Unit: f and its derivative, branch-free so that loops vectorise.
@@ -192,6 +161,10 @@ struct SiluOp {
     const float s = sigmoid(x);
     return s * (1.0f + x * (1.0f - s));
   }
+};
+struct GeluOp {
+  static float f(float x) { return gelu(x); }
+  static float df(float x) { return geluDerivative(x); }
 };
 struct SigmoidOp {
   static float f(float x) { return sigmoid(x); }
@@ -208,6 +181,8 @@ struct IdentityOp {
 template <class Fn>
 inline void withUnit(ds::kernels::Unit u, Fn fn) {
   switch (u) {
+    case ds::kernels::Unit::Gelu:
+      return fn(GeluOp{});
     case ds::kernels::Unit::Relu:
       return fn(ReluOp{});
     case ds::kernels::Unit::Silu:
@@ -405,10 +380,6 @@ constexpr ds::kernels::TransformerKernels kTable = {layerNormForward,
                                                     layerNormBackward,
                                                     rmsNormForward,
                                                     rmsNormBackward,
-                                                    geluForward,
-                                                    geluBackward,
-                                                    gegluForward,
-                                                    gegluBackward,
                                                     unitForward,
                                                     unitBackward,
                                                     gatedForward,

@@ -67,9 +67,10 @@ kernels::Unit unitOf(Activation a) {
       return kernels::Unit::Silu;
     case Activation::Glu:
       return kernels::Unit::Sigmoid;
-    case Activation::Bilinear:
     case Activation::Gelu:
     case Activation::Geglu:
+      return kernels::Unit::Gelu;
+    case Activation::Bilinear:
       break;
   }
   return kernels::Unit::Identity;
@@ -274,11 +275,7 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   float* act = sized(a.act, N * ff);
   const kernels::Unit unit = unitOf(c_.activation);
   parallelRows(N, [&](size_t r0, size_t r1) {
-    if (c_.activation == Activation::Geglu)
-      k_.gegluForward(act + r0 * ff, fc1 + r0 * ff1, r1 - r0, ff);
-    else if (c_.activation == Activation::Gelu)
-      k_.geluForward(act + r0 * ff, fc1 + r0 * ff, (r1 - r0) * ff);
-    else if (c_.gated())
+    if (c_.gated())
       k_.gatedForward(unit, act + r0 * ff, fc1 + r0 * ff1, r1 - r0, ff);
     else
       k_.unitForward(unit, act + r0 * ff, fc1 + r0 * ff, (r1 - r0) * ff);
@@ -323,11 +320,7 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
   const kernels::Unit unit = unitOf(c_.activation);
   parallelRows(N, [&](size_t r0, size_t r1) {
     const float* in = a.fc1.data();
-    if (c_.activation == Activation::Geglu)
-      k_.gegluBackward(dFc1 + r0 * ff1, dAct + r0 * ff, in + r0 * ff1, r1 - r0, ff);
-    else if (c_.activation == Activation::Gelu)
-      k_.geluBackward(dFc1 + r0 * ff, dAct + r0 * ff, in + r0 * ff, (r1 - r0) * ff);
-    else if (c_.gated())
+    if (c_.gated())
       k_.gatedBackward(unit, dFc1 + r0 * ff1, dAct + r0 * ff, in + r0 * ff1, r1 - r0, ff);
     else
       k_.unitBackward(unit, dFc1 + r0 * ff, dAct + r0 * ff, in + r0 * ff, (r1 - r0) * ff);
