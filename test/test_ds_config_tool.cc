@@ -326,3 +326,15 @@ TEST_CASE("ds-config memory: where offloaded optimizer state lives", "[ds-config
   CHECK(runTool("memory " + cpu.string() + " --params 1M").out.find("offload_optimizer cpu:") !=
         std::string::npos);
 }
+
+TEST_CASE("ds-config neox-keys is the table docs/neox-arguments.md shows", "[ds-config]") {
+  const ToolRun run = runTool("neox-keys");
+  REQUIRE(run.status == 0);
+  const std::string page = slurp(fs::path(DS_SOURCE_DIR) / "docs" / "neox-arguments.md");
+  const size_t table = page.find("\n| key |");
+  REQUIRE(table != std::string::npos);
+  INFO("regenerate the table as docs/neox-arguments.md says");
+  CHECK(page.substr(table + 1) == run.out);
+  // One row per key: NeoX's 297 documented arguments are all in it (test_neox_keys checks which).
+  CHECK(std::count(run.out.begin(), run.out.end(), '\n') > 297);
+}

@@ -1,6 +1,5 @@
-// readNeoxYaml / parseNeoxConfig: see neox_config.h. The key tables below are the whole contract:
-// every NeoX key is implemented, translated into the DeepSpeed config, accepted without effect
-// (with the reason), or refused when switched on.
+// readNeoxYaml / parseNeoxConfig: see neox_config.h. What each NeoX key does is neox_keys.cc's
+// table; the handlers of its honoured keys are below.
 #include "runtime/config/neox_config.h"
 
 #include <yaml-cpp/yaml.h>
@@ -18,6 +17,7 @@
 #include "runtime/config/closest_key.h"
 #include "runtime/config/config_policy.h"
 #include "runtime/config/gpt_job_memory.h"
+#include "runtime/config/neox_keys.h"
 #include "runtime/data/gpt_samples.h"
 
 namespace ds::runtime {
@@ -118,168 +118,6 @@ std::set<std::string> deepspeedTopLevelKeys() {
   return keys;
 }
 
-// The NeoX keys this trainer implements (hyphenated). Their handlers are in parseNeoxConfig.
-const std::vector<std::string>& implementedKeys() {
-  static const std::vector<std::string> keys = {"num-layers",
-                                                "hidden-size",
-                                                "num-attention-heads",
-                                                "seq-length",
-                                                "max-position-embeddings",
-                                                "pos-emb",
-                                                "sinusoidal-pos-emb",
-                                                "rotary-pct",
-                                                "rotary-emb-base",
-                                                "norm",
-                                                "rms-norm",
-                                                "layernorm-epsilon",
-                                                "rms-norm-epsilon",
-                                                "scalenorm-epsilon",
-                                                "activation",
-                                                "intermediate-size",
-                                                "mlp-multiple-of",
-                                                "num-kv-heads",
-                                                "use-bias-in-norms",
-                                                "use-bias-in-attn-linear",
-                                                "use-bias-in-mlp",
-                                                "geglu",
-                                                "no-weight-tying",
-                                                "attention-dropout",
-                                                "hidden-dropout",
-                                                "init-method",
-                                                "output-layer-init-method",
-                                                "init-method-std",
-                                                "make-vocab-size-divisible-by",
-                                                "gpt-j-residual",
-                                                "seed",
-                                                "checkpoint-activations",
-                                                "checkpoint-num-layers",
-                                                "data-path",
-                                                "split",
-                                                "tokenizer-type",
-                                                "vocab-file",
-                                                "merge-file",
-                                                "train-iters",
-                                                "lr-decay-style",
-                                                "lr-decay-iters",
-                                                "min-lr",
-                                                "warmup",
-                                                "lr",
-                                                "log-interval",
-                                                "eval-interval",
-                                                "eval-iters",
-                                                "save",
-                                                "save-interval",
-                                                "checkpoint-factor",
-                                                "checkpoint-scale",
-                                                "extra-save-iters",
-                                                "keep-last-n-checkpoints",
-                                                "save-iters",
-                                                "load",
-                                                "finetune",
-                                                "no-load-optim",
-                                                "weight-decay",
-                                                "adam-beta1",
-                                                "adam-beta2",
-                                                "adam-eps",
-                                                "clip-grad",
-                                                "precision",
-                                                "batch-size",
-                                                "loss-scale",
-                                                "loss-scale-window",
-                                                "hysteresis",
-                                                "min-scale",
-                                                "fp32-allreduce",
-                                                "tensorboard-dir",
-                                                "deepspeed-config",
-                                                "exit-interval"};
-  return keys;
-}
-
-// Keys whose effect is an implementation choice of NeoX's PyTorch code with no counterpart here.
-const std::map<std::string, std::string>& noEffectKeys() {
-  static const std::map<std::string, std::string> keys = {
-      {"scaled-upper-triang-masked-softmax-fusion", "the causal softmax is always fused here"},
-      {"scaled-masked-softmax-fusion", "the causal softmax is always fused here"},
-      {"bias-gelu-fusion", "bias and GeLU run in fused kernels here"},
-      {"bias-dropout-fusion", "bias and dropout run in fused kernels here"},
-      {"attention-softmax-in-fp32", "attention is computed in fp32 here"},
-      {"apply-query-key-layer-scaling", "a fp16 overflow guard; attention is fp32 here"},
-      {"mmap-warmup", "datasets are memory-mapped on demand"},
-      {"num-workers", "samples are read in the training thread"},
-      {"data-impl", "datasets are NeoX's mmap layout"},
-      {"distributed-backend",
-       "collectives follow the DeepSpeed config's communication_data_type and the launcher"},
-      {"ddp-impl", "data parallelism is the ZeRO engine's"},
-      {"local-rank", "ds-launch sets ranks"},
-      {"lazy-mpu-init", "no model parallelism"},
-      {"use-cpu-initialization", "parameters are initialised on the CPU"},
-      {"onnx-safe", "no ONNX export"},
-      {"deepspeed-mpi", "ds-launch --launcher openmpi starts MPI jobs"},
-      {"cpu-torch-adam", "CPU-Adam is used for Adam"},
-  };
-  return keys;
-}
-
-// NeoX keys known here but not implemented: refused when switched on (true, non-zero, non-empty).
-const std::vector<std::string>& unimplementedKeys() {
-  static const std::vector<std::string> keys = {"num-unique-layers",
-                                                "param-sharing-style",
-                                                "apply-residual-connection-post-layernorm",
-                                                "openai-gelu",
-                                                "onebitadam",
-                                                "distribute-checkpointed-activations",
-                                                "rpe",
-                                                "rpe-causal",
-                                                "rpe-num-buckets",
-                                                "rpe-max-distance",
-                                                "sparsity",
-                                                "cpu-optimizer",
-                                                "override-lr-scheduler",
-                                                "use-checkpoint-lr-scheduler",
-                                                "no-save-optim",
-                                                "no-save-rng",
-                                                "no-load-rng",
-                                                "fp16-lm-cross-entropy",
-                                                "model-parallel-size",
-                                                "pipe-parallel-size",
-                                                "mask-prob",
-                                                "short-seq-prob",
-                                                "reset-position-ids",
-                                                "reset-attention-mask",
-                                                "eod-mask-loss",
-                                                "adlr-autoresume",
-                                                "adlr-autoresume-interval",
-                                                "ict-head-size",
-                                                "ict-load",
-                                                "bert-load",
-                                                "titles-data-path",
-                                                "query-in-block-prob",
-                                                "use-one-sent-docs",
-                                                "report-topk-accuracies",
-                                                "faiss-use-gpu",
-                                                "block-data-path",
-                                                "indexer-batch-size",
-                                                "indexer-log-interval",
-                                                "deepspeed-activation-checkpointing",
-                                                "partition-activations",
-                                                "contigious-checkpointing",
-                                                "checkpoint-in-cpu",
-                                                "synchronize-each-layer",
-                                                "profile-backward",
-                                                "train-data-paths",
-                                                "valid-data-paths",
-                                                "test-data-paths",
-                                                "hostfile",
-                                                "include",
-                                                "exclude",
-                                                "num-nodes",
-                                                "num-gpus",
-                                                "master-port",
-                                                "master-addr",
-                                                "launcher"};
-  return keys;
-}
-
 bool switchedOn(const Json& v) {
   if (v.is_null()) return false;
   if (v.is_boolean()) return v.get<bool>();
@@ -367,13 +205,7 @@ bool isNeoxConfigPath(const std::string& path) {
 ConfigKeyOwner configKeyOwner(const std::string& key) {
   static const std::set<std::string> dsKeys = deepspeedTopLevelKeys();
   if (dsKeys.count(underscored(key))) return ConfigKeyOwner::DeepSpeed;
-  const std::string neox = hyphenated(key);
-  const auto& implemented = implementedKeys();
-  const auto& unimplemented = unimplementedKeys();
-  if (std::find(implemented.begin(), implemented.end(), neox) != implemented.end() ||
-      noEffectKeys().count(neox) ||
-      std::find(unimplemented.begin(), unimplemented.end(), neox) != unimplemented.end())
-    return ConfigKeyOwner::Neox;
+  if (findNeoxKey(hyphenated(key))) return ConfigKeyOwner::Neox;
   return ConfigKeyOwner::Unknown;
 }
 
@@ -440,44 +272,59 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
     return ds["fp16"];
   };
 
-  // DeepSpeed keys first: NeoX keys below may add to their blocks.
+  // DeepSpeed keys first: NeoX keys below may add to their blocks. A null is NeoX's "not set"
+  // (its documented default for most of them).
   for (auto& [key, value] : merged.items())
-    if (dsKeys.count(key) && key != "activation_checkpointing") ds[key] = value;
+    if (dsKeys.count(key) && key != "activation_checkpointing" && !value.is_null()) ds[key] = value;
+  // deepspeed-extra-args: DeepSpeed keys NeoX has no argument for, merged as NeoX does (a key
+  // also given elsewhere is an error there too).
+  if (merged.contains("deepspeed-extra-args") && !merged["deepspeed-extra-args"].is_null()) {
+    const Json& extra = merged["deepspeed-extra-args"];
+    if (!extra.is_object())
+      throw Error("deepspeed-extra-args: expected a mapping of DeepSpeed keys, got " +
+                  extra.dump());
+    for (auto& [key, value] : extra.items()) {
+      if (ds.contains(key) || merged.contains(key))
+        throw Error("deepspeed-extra-args: " + key +
+                    " is already set outside deepspeed-extra-args; set it once");
+      ds[key] = value;
+    }
+  }
 
-  std::vector<std::string> candidates;
-  for (const auto& k : implementedKeys()) candidates.push_back(k);
-  for (const auto& [k, why] : noEffectKeys()) candidates.push_back(k);
-  for (const auto& k : unimplementedKeys()) candidates.push_back(k);
+  std::vector<std::string_view> candidates;
+  for (const NeoxKeyRule& rule : neoxKeyTable()) candidates.push_back(rule.name);
   for (const auto& k : dsKeys) candidates.push_back(k);
-  const std::set<std::string> implemented(implementedKeys().begin(), implementedKeys().end());
-  const std::set<std::string> unimplemented(unimplementedKeys().begin(), unimplementedKeys().end());
 
   std::optional<double> lr;
   std::optional<std::string> decayStyle;
   std::optional<int64_t> decayIters;
+  std::optional<double> decayFraction;  // NeoX: overrides lr-decay-iters
   double warmup = 0.01, minLr = 0.0;
   std::optional<Json> saveIters;  // judged once the schedule it is derived from is known
   for (auto& [key, value] : merged.items()) {
     if (dsKeys.count(key)) continue;
     const Reader r{merged, key};
-    if (auto it = noEffectKeys().find(key); it != noEffectKeys().end()) {
-      out.notes.push_back(key + ": no effect here (" + it->second + ")");
-      continue;
-    }
-    if (unimplemented.count(key)) {
-      const bool parallel = key == "model-parallel-size" || key == "pipe-parallel-size";
-      const bool on = parallel ? value.is_number() && value.get<double>() > 1 : switchedOn(value);
-      if (on)
-        throw Error(key + ": not implemented by this trainer; remove it or set it to " +
-                    (parallel ? std::string("1") : std::string("false")));
-      continue;
-    }
-    if (!implemented.count(key)) {
-      std::vector<std::string_view> views(candidates.begin(), candidates.end());
-      const std::string near = closestKey(key, views);
+    const NeoxKeyRule* rule = findNeoxKey(key);
+    if (!rule) {
+      const std::string near = closestKey(key, candidates);
       throw Error(key + ": unknown NeoX or DeepSpeed config key" +
                   (near.empty() ? std::string() : "; did you mean \"" + near + "\"?"));
     }
+    if (rule->effect == KeyEffect::NoEffect) {
+      out.notes.push_back(key + ": no effect here (" + std::string(rule->note) + ")");
+      continue;
+    }
+    if (rule->effect == KeyEffect::Observer) {
+      if (!neoxKeyIsOff(*rule, value))
+        out.notes.push_back(key + ": " + std::string(rule->note) +
+                            " is not provided by this build; nothing is sent");
+      continue;
+    }
+    if (rule->effect == KeyEffect::NotImplemented) {
+      if (!neoxKeyIsOff(*rule, value)) throw Error(neoxKeyRefusal(*rule, value));
+      continue;
+    }
+    if (value.is_null()) continue;  // NeoX's None: not set, the key's default applies
     const int64_t kBig = int64_t{1} << 40;
     if (key == "num-layers")
       m.numLayers = static_cast<int>(r.integer(1, 1 << 20));
@@ -522,13 +369,13 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
                                            {"swiglu", Activation::Swiglu},
                                            {"glu", Activation::Glu},
                                            {"bilinear", Activation::Bilinear}});
-    else if (key == "intermediate-size") {
-      if (!value.is_null()) m.intermediateSize = static_cast<int>(r.integer(1, 1 << 20));
-    } else if (key == "mlp-multiple-of")
+    else if (key == "intermediate-size")
+      m.intermediateSize = static_cast<int>(r.integer(1, 1 << 20));
+    else if (key == "mlp-multiple-of")
       m.mlpMultipleOf = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "num-kv-heads") {
-      if (!value.is_null()) m.numKvHeads = static_cast<int>(r.integer(1, 1 << 20));
-    } else if (key == "use-bias-in-norms")
+    else if (key == "num-kv-heads")
+      m.numKvHeads = static_cast<int>(r.integer(1, 1 << 20));
+    else if (key == "use-bias-in-norms")
       m.biasInNorms = r.boolean();
     else if (key == "use-bias-in-attn-linear")
       m.biasInAttnLinear = r.boolean();
@@ -591,20 +438,20 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
       t.save = r.string();
     else if (key == "save-interval")
       t.saveInterval = r.integer(0, kBig);
-    else if (key == "checkpoint-factor") {
-      if (!value.is_null()) t.checkpoints.factor = r.number();
-    } else if (key == "checkpoint-scale")
+    else if (key == "checkpoint-factor")
+      t.checkpoints.factor = r.number();
+    else if (key == "checkpoint-scale")
       t.checkpoints.scale = r.choice<CheckpointScale>(
           {{"linear", CheckpointScale::Linear}, {"log", CheckpointScale::Log}});
-    else if (key == "extra-save-iters") {
-      if (!value.is_null()) t.checkpoints.extraSaveIters = r.iterationList(kBig);
-    } else if (key == "keep-last-n-checkpoints") {
-      if (!value.is_null()) t.checkpoints.keepLast = r.integer(1, kBig);
-    } else if (key == "save-iters")
+    else if (key == "extra-save-iters")
+      t.checkpoints.extraSaveIters = r.iterationList(kBig);
+    else if (key == "keep-last-n-checkpoints")
+      t.checkpoints.keepLast = r.integer(1, kBig);
+    else if (key == "save-iters")
       saveIters = value;
-    else if (key == "exit-interval") {
-      if (!value.is_null()) t.exitInterval = r.integer(1, kBig);
-    } else if (key == "load")
+    else if (key == "exit-interval")
+      t.exitInterval = r.integer(1, kBig);
+    else if (key == "load")
       t.load = r.string();
     else if (key == "finetune")
       t.finetune = r.boolean();
@@ -630,9 +477,9 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
         r.fail("fp16, bfloat16 or fp32");
     } else if (key == "batch-size")
       ds["train_micro_batch_size_per_gpu"] = r.integer(1, kBig);
-    else if (key == "loss-scale") {
-      if (!value.is_null()) fp16()["loss_scale"] = r.number();
-    } else if (key == "loss-scale-window")
+    else if (key == "loss-scale")
+      fp16()["loss_scale"] = r.number();
+    else if (key == "loss-scale-window")
       fp16()["loss_scale_window"] = r.number();
     else if (key == "hysteresis")
       fp16()["hysteresis"] = r.number();
@@ -640,13 +487,23 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
       fp16()["min_loss_scale"] = r.number();
     else if (key == "fp32-allreduce")
       ds["fp32_allreduce"] = r.boolean();
-    else if (key == "tensorboard-dir") {
-      if (!value.is_null()) ds["tensorboard"] = {{"enabled", true}, {"output_path", r.string()}};
+    else if (key == "tensorboard-dir")
+      ds["tensorboard"] = {{"enabled", true}, {"output_path", r.string()}};
+    else if (key == "lr-decay-fraction") {
+      decayFraction = r.number();
+      if (!(*decayFraction > 0.0 && *decayFraction <= 1.0)) r.fail("a fraction in (0, 1]");
+    } else if (key == "deepspeed-extra-args" || key == "deepspeed-config") {
+      // Read with the DeepSpeed keys above.
+    } else {
+      throw Error(key +
+                  ": the key table (neox_keys.cc) says it is honoured but it has no "
+                  "handler; this is a bug in ds-launch");
     }
   }
   // DeepSpeed's activation_checkpointing block: settings of the recomputation NeoX's
   // checkpoint-activations switches on. Partitioning needs model parallelism.
-  if (merged.contains("activation_checkpointing")) {
+  if (merged.contains("activation_checkpointing") &&
+      !merged["activation_checkpointing"].is_null()) {
     const Json& block = merged["activation_checkpointing"];
     if (!block.is_object()) throw Error("activation_checkpointing: expected an object");
     for (auto& [k, v] : block.items()) {
@@ -666,15 +523,17 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
   if (t.trainIters <= 0) throw Error("train-iters: required (the number of optimizer steps)");
   validateCheckpointSchedule(t.checkpoints);
   if (t.checkpoints.periodic() && t.saveInterval > 0)
-    throw Error("save-interval: NeoX's old name for checkpoint-factor (with checkpoint-scale "
-                "linear); set one of them, not both");
+    throw Error(
+        "save-interval: NeoX's old name for checkpoint-factor (with checkpoint-scale "
+        "linear); set one of them, not both");
   // NeoX derives save_iters from the keys above and overwrites any value given for it (newer
   // NeoX has no such key at all); configs NeoX dumped from a run carry it.
   if (saveIters && switchedOn(*saveIters)) {
     if (!t.checkpoints.periodic() && t.checkpoints.extraSaveIters.empty())
-      throw Error("save-iters: NeoX computes this list itself and ignores a value given here; "
-                  "to save at chosen iterations list them in extra-save-iters, or set "
-                  "checkpoint-factor (and checkpoint-scale) for periodic saves");
+      throw Error(
+          "save-iters: NeoX computes this list itself and ignores a value given here; "
+          "to save at chosen iterations list them in extra-save-iters, or set "
+          "checkpoint-factor (and checkpoint-scale) for periodic saves");
     out.notes.push_back(
         "save-iters: no effect (derived from checkpoint-factor, checkpoint-scale and "
         "extra-save-iters, as in NeoX)");
@@ -708,7 +567,10 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
   NeoxAnnealingParams& a = schedule.neoxAnnealing;
   a.maxLr = out.deepspeed.optimizer ? out.deepspeed.optimizer->lr() : OptimizerConfig{}.lr();
   a.minLr = minLr;
-  a.decayIters = decayIters.value_or(t.trainIters);
+  a.decayIters =
+      decayFraction
+          ? std::max<int64_t>(1, static_cast<int64_t>(std::floor(*decayFraction * t.trainIters)))
+          : decayIters.value_or(t.trainIters);
   a.warmupIters = static_cast<int64_t>(warmup * static_cast<double>(a.decayIters));
   const std::string style = decayStyle.value_or("linear");
   if (style == "linear")

@@ -9,6 +9,7 @@
 
 #include "common/printable.h"
 #include "runtime/config/job_config.h"
+#include "runtime/config/neox_keys.h"
 #include "runtime/model/gpt.h"
 #include "tools/ds_config/commands.h"
 
@@ -88,6 +89,50 @@ void addPolicyCommand(CLI::App& app) {
     for (const auto& rule : runtime::configPolicyTable())
       std::cout << rule.path << " | " << runtime::keyEffectName(rule.effect) << " | " << rule.note
                 << '\n';
+  });
+}
+
+void addNeoxKeysCommand(CLI::App& app) {
+  CLI::App* cmd =
+      app.add_subcommand("neox-keys",
+                         "Print what every GPT-NeoX config key does here, as the Markdown table of "
+                         "docs/neox-arguments.md");
+  cmd->callback([] {
+    auto cell = [](std::string_view text) {  // a '|' would end the cell
+      std::string out;
+      for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+      return out;
+    };
+    auto listed = [](std::string_view values) {  // "0|1" -> "0, 1"
+      std::string out;
+      for (char c : values) out += c == '|' ? std::string(", ") : std::string(1, c);
+      return out;
+    };
+    std::cout << "| key | treatment | what it does here |\n|---|---|---|\n";
+    for (const runtime::NeoxKeyRule& rule : runtime::neoxKeyTable()) {
+      std::string treatment;
+      switch (rule.effect) {
+        case KeyEffect::Honoured:
+          treatment = "honoured";
+          break;
+        case KeyEffect::NoEffect:
+          treatment = "accepted, no effect here";
+          break;
+        case KeyEffect::Observer:
+          treatment = "not provided (a note when on)";
+          break;
+        case KeyEffect::NotImplemented:
+          treatment = "refused when on (off: null" +
+                      (rule.offValues.empty() ? "" : ", " + listed(rule.offValues)) + ")";
+          break;
+      }
+      std::cout << "| `" << rule.name << "` | " << treatment << " | " << cell(rule.note) << " |\n";
+    }
+    for (const auto& rule : runtime::configPolicyTable())
+      if (rule.path.find('.') == std::string::npos)
+        std::cout << "| `" << rule.path
+                  << "` | DeepSpeed key: " << runtime::keyEffectName(rule.effect) << " | "
+                  << cell(rule.note) << " |\n";
   });
 }
 

@@ -11,6 +11,8 @@ namespace ds::tools {
 void addCheckCommand(CLI::App& app);
 // ds-config policy: the config policy table, one key per line (path | effect | note)
 void addPolicyCommand(CLI::App& app);
+// ds-config neox-keys: the NeoX key table as Markdown (docs/neox-arguments.md)
+void addNeoxKeysCommand(CLI::App& app);
 // ds-config schedule CONFIG --steps N [--json]
 void addScheduleCommand(CLI::App& app);
 // ds-config memory CONFIG --params P [--world-size N] [--json]

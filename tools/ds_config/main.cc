@@ -1,5 +1,5 @@
 // ds-config: inspect a DeepSpeed config without starting a job. Only dispatches: each subcommand
-// lives in its own file (check_command.cc with policy, schedule_command.cc, memory_command.cc).
+// lives in its own file (check_command.cc with policy and neox-keys, schedule_command.cc, memory_command.cc).
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -16,6 +16,7 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   ds::tools::addCheckCommand(app);
   ds::tools::addPolicyCommand(app);
+  ds::tools::addNeoxKeysCommand(app);
   ds::tools::addScheduleCommand(app);
   ds::tools::addMemoryCommand(app);
   try {

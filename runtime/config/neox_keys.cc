@@ -1,0 +1,405 @@
+// The NeoX key table: see neox_keys.h. Rows follow NeoX's configs/neox_arguments.md section by
+// section, then the older names NeoX configs still carry. The handlers of the honoured keys are
+// in neox_config.cc; a test walks NeoX's documented list against this table.
+#include "runtime/config/neox_keys.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+namespace ds::runtime {
+namespace {
+
+constexpr KeyEffect H = KeyEffect::Honoured;
+constexpr KeyEffect N = KeyEffect::NoEffect;
+constexpr KeyEffect O = KeyEffect::Observer;
+constexpr KeyEffect X = KeyEffect::NotImplemented;
+
+constexpr std::string_view kLauncherKey =
+    "an option of NeoX's deepy.py launcher; ds-launch takes --hostfile, --include, --exclude, "
+    "--num_nodes, --num_gpus, --master_port, --launcher on its command line";
+constexpr std::string_view kTextgenKey =
+    "an option of NeoX's generate.py; ds-generate takes its own command-line options";
+constexpr std::string_view kSetAtLaunch = "NeoX computes it at launch; here ds-launch does";
+constexpr std::string_view kMambaKey = "only used by mamba layers (attention-config refuses them)";
+constexpr std::string_view kRwkvKey = "only used by rwkv layers (attention-config refuses them)";
+constexpr std::string_view kMoeKey = "only used with moe-num-experts above 1 (not implemented)";
+constexpr std::string_view kMupKey = "only used with use-mup (not implemented)";
+constexpr std::string_view kWandbKey = "only used with use-wandb (W&B is not provided here)";
+constexpr std::string_view kCometKey = "only used with use-comet (Comet is not provided here)";
+constexpr std::string_view kFusedKernel =
+    "chooses one of NeoX's fused CUDA kernels; the maths is the same here";
+constexpr std::string_view kPairwiseData =
+    "pairwise, reward and DPO/KTO training data (train-impl other than normal)";
+constexpr std::string_view kFromZeroBlock =
+    "NeoX derives it from the zero_optimization block and ignores a value given here; set it "
+    "there";
+constexpr std::string_view kFromOptimizerBlock =
+    "NeoX derives it from the optimizer block's type and ignores a value given here; name the "
+    "optimizer there";
+constexpr std::string_view kOnlyDpoKto = "only used with train-impl dpo or kto (not implemented)";
+
+const std::vector<NeoxKeyRule> kTable = {
+    // NeoXArgsLRScheduler
+    {"lr-decay-style", H, "the lr schedule's decay: linear, cosine or constant"},
+    {"lr-decay-iters", H, "iterations the lr decays over (default train-iters)"},
+    {"lr-decay-fraction", H, "lr-decay-iters as a fraction of train-iters (overrides it)"},
+    {"min-lr", H, "the lr's floor"},
+    {"warmup", H, "warmup iterations as a fraction of lr-decay-iters"},
+    {"override-lr-scheduler", X, "resetting a loaded checkpoint's lr schedule"},
+    {"use-checkpoint-lr-scheduler", X, "taking the lr schedule from the loaded checkpoint"},
+    // NeoXArgsLogging
+    {"use-wandb", O, "Weights & Biases logging"},
+    {"wandb-group", N, kWandbKey},
+    {"wandb-team", N, kWandbKey},
+    {"wandb-project", N, kWandbKey},
+    {"wandb-host", N, kWandbKey},
+    {"wandb-init-all-ranks", N, kWandbKey},
+    {"git-hash", N, "NeoX records its own commit here"},
+    {"log-dir", N,
+     "each rank's log goes to its output, which ds-launch prefixes and collects; tensorboard-dir "
+     "writes event files"},
+    {"tensorboard-dir", H, "TensorBoard event files (the DeepSpeed tensorboard block)"},
+    {"use-comet", O, "Comet logging"},
+    {"comet-workspace", N, kCometKey},
+    {"comet-project", N, kCometKey},
+    {"comet-experiment-name", N, kCometKey},
+    {"comet-tags", N, kCometKey},
+    {"comet-others", N, kCometKey},
+    {"log-interval", H, "iterations between progress lines (and steps_per_print)"},
+    {"log-grad-pct-zeros", X, "logging the fraction of zero gradients"},
+    {"log-param-norm", X, "logging the parameter norm"},
+    {"log-grad-norm", X, "logging per-parameter gradient norms"},
+    {"log-optimizer-states", X, "logging the optimizer states' norms"},
+    {"log-gradient-noise-scale", X, "the gradient noise scale"},
+    {"gradient-noise-scale-n-batches", N, "only used with log-gradient-noise-scale"},
+    {"gradient-noise-scale-cpu-offload", N, "only used with log-gradient-noise-scale"},
+    {"memory-profiling", X, "PyTorch's CUDA memory profiling"},
+    {"memory-profiling-path", N, "only used with memory-profiling"},
+    {"profile", X, "NVIDIA Nsight profiling ranges"},
+    {"profile-step-start", N, "only used with profile"},
+    {"profile-step-stop", N, "only used with profile"},
+    // NeoXArgsMoE
+    {"moe-num-experts", X, "mixture of experts", "1"},
+    {"moe-expert-interval", N, kMoeKey},
+    {"moe-top-k", N, kMoeKey},
+    {"moe-router-type", N, kMoeKey},
+    {"moe-lbl-in-fp32", N, kMoeKey},
+    {"moe-jitter-eps", N, kMoeKey},
+    // NeoXArgsModel
+    {"precision", H, "fp16, bfloat16 or fp32 (the DeepSpeed fp16 / bf16 blocks)"},
+    {"num-layers", H, "transformer layers"},
+    {"hidden-size", H, "the model width"},
+    {"intermediate-size", H, "the MLP width (NeoX's sizing for gated activations)"},
+    {"mlp-multiple-of", H, "rounds the MLP width up to a multiple"},
+    {"expansion-factor", X, "the MLP width as a multiple of hidden-size"},
+    {"num-attention-heads", H, "query heads"},
+    {"num-kv-heads", H, "key/value heads (grouped-query attention)"},
+    {"seq-length", H, "tokens per sample"},
+    {"sliding-window-width", X, "sliding-window attention", ""},
+    {"max-position-embeddings", H, "the position table's length"},
+    {"norm", H, "layernorm, rmsnorm or scalenorm"},
+    {"layernorm-fusion", N, kFusedKernel},
+    {"rmsnorm-fusion", N, kFusedKernel},
+    {"use-qk-layernorm", X, "layer norms on queries and keys"},
+    {"layernorm-epsilon", H, "layernorm's epsilon"},
+    {"rms-norm-epsilon", H, "rmsnorm's epsilon"},
+    {"scalenorm-epsilon", H, "scalenorm's epsilon"},
+    {"pos-emb", H, "learned, rotary, sinusoidal or none"},
+    {"rpe-num-buckets", N, "only used with pos-emb rpe (not implemented)"},
+    {"rpe-max-distance", N, "only used with pos-emb rpe (not implemented)"},
+    {"opt-pos-emb-offset", X, "OPT's learned position offset", "0"},
+    {"no-weight-tying", H, "separate input embedding and output layer"},
+    {"attention-config", X, "per-layer attention kinds", ""},
+    {"sparsity-config", N, "only used by sparse attention kinds (attention-config refuses them)"},
+    {"num-unique-layers", X, "layers sharing parameters", ""},
+    {"param-sharing-style", N, "only used with num-unique-layers (not implemented)"},
+    {"make-vocab-size-divisible-by", H, "pads the vocabulary to a multiple"},
+    {"activation", H, "the MLP's activation, gated or not"},
+    {"use-flashattn-swiglu", N, kFusedKernel},
+    {"scaled-upper-triang-masked-softmax-fusion", N, "the causal softmax is always fused here"},
+    {"scaled-masked-softmax-fusion", N, "the causal softmax is always fused here"},
+    {"bias-gelu-fusion", N, "bias and GeLU run in fused kernels here"},
+    {"bias-dropout-fusion", N, "bias and dropout run in fused kernels here"},
+    {"rope-fusion", N, kFusedKernel},
+    {"fused-kernels-build-path", N, "where NeoX builds its CUDA kernels"},
+    {"fp16-lm-cross-entropy", X, "the cross-entropy in fp16"},
+    {"init-method-std", H, "the initialisers' standard deviation"},
+    {"apply-query-key-layer-scaling", N, "a fp16 overflow guard; attention is fp32 here"},
+    {"use-cpu-initialization", N, "parameters are initialised on the CPU"},
+    {"attention-softmax-in-fp32", N, "attention is computed in fp32 here"},
+    {"rotary-pct", H, "the fraction of each head rotary embeddings turn"},
+    {"rotary-emb-base", H, "rotary embeddings' base"},
+    {"rotary-save-freqs-buffer", N,
+     "whether NeoX stores the rotary frequencies in its checkpoints; they are recomputed here"},
+    {"init-method", H, "the initialiser of the input-side weights"},
+    {"output-layer-init-method", H, "the initialiser of the output-side weights"},
+    {"gmlp-attn-dim", N, "only used by gmlp layers (attention-config refuses them)"},
+    {"gpt-j-residual", H, "attention and MLP in parallel, as GPT-J"},
+    {"gpt-j-tied", X, "one norm shared by GPT-J's parallel attention and MLP"},
+    {"use-bias-in-norms", H, "biases in the norms"},
+    {"use-bias-in-attn-linear", H, "biases in the attention's linear layers"},
+    {"use-bias-in-mlp", H, "biases in the MLP's linear layers"},
+    {"soft-prompt-tuning", X, "soft prompt tuning", ""},
+    {"mamba-selective-scan-fusion", N, kMambaKey},
+    {"mamba-causal-conv-fusion", N, kMambaKey},
+    {"mamba-inner-func-fusion", N, kMambaKey},
+    {"mamba-selective-fp32-params", N, kMambaKey},
+    {"mamba-use-bias-in-conv", N, kMambaKey},
+    {"mamba-use-bias-in-linears", N, kMambaKey},
+    {"output-layer-parallelism", N,
+     "how NeoX splits the output layer over model-parallel ranks; one rank holds it whole here "
+     "(model-parallel-size 1)"},
+    {"dim-att", N, kRwkvKey},
+    {"head-size", N, kRwkvKey},
+    {"ffn-dim", N, kRwkvKey},
+    // NeoXArgsOptimizer
+    {"optimizer-type", N, kFromOptimizerBlock},
+    {"use-bnb-optimizer", X, "bitsandbytes' 8-bit optimizers"},
+    {"zero-stage", N, kFromZeroBlock},
+    {"zero-reduce-scatter", N, kFromZeroBlock},
+    {"zero-contiguous-gradients", N, kFromZeroBlock},
+    {"zero-reduce-bucket-size", N, kFromZeroBlock},
+    {"zero-allgather-bucket-size", N, kFromZeroBlock},
+    {"lr", H, "the optimizer's peak lr"},
+    // NeoXArgsOther
+    {"distributed-backend", N,
+     "collectives follow the DeepSpeed config's communication_data_type and the launcher"},
+    {"local-rank", N, "ds-launch sets ranks"},
+    {"rank", N, "ds-launch sets ranks"},
+    {"lazy-mpu-init", N, "no model parallelism"},
+    {"short-seq-prob", N, "a BERT data option; GPT samples are whole seq-length windows"},
+    {"eod-mask-loss", X, "masking the loss at end-of-document tokens"},
+    {"adlr-autoresume", X, "ADLR's autoresume"},
+    {"adlr-autoresume-interval", N, "only used with adlr-autoresume"},
+    {"seed", H, "the initialisation and data seed"},
+    {"onnx-safe", N, "no ONNX export"},
+    {"deepscale", N, "an old DeepSpeed switch; NeoX always runs DeepSpeed"},
+    {"deepscale-config", X, "the old name of deepspeed-config (use that)", ""},
+    {"deepspeed-mpi", N, "ds-launch --launcher openmpi starts MPI jobs"},
+    {"deepspeed-slurm", N, "ds-launch --launcher slurm starts Slurm jobs"},
+    {"user-script", N, "the GPT trainer is built in; ds-launch runs other programs as its command"},
+    {"iteration", N, "NeoX sets it at run time; a resumed job starts at its checkpoint's"},
+    {"do-train", N, "NeoX sets it from the data paths"},
+    {"do-valid", N, "NeoX sets it from the data paths"},
+    {"do-test", N, "NeoX sets it from the data paths"},
+    {"save-iters", H, "derived from checkpoint-factor and extra-save-iters, as in NeoX"},
+    {"global-num-gpus", N, kSetAtLaunch},
+    // NeoXArgsParallelism
+    {"pipe-parallel-size", X, "pipeline parallelism", "0|1"},
+    {"model-parallel-size", X, "tensor (model) parallelism", "1"},
+    {"pipe-partition-method", N, "only used with pipe-parallel-size above 1"},
+    {"world-size", N, kSetAtLaunch},
+    {"is-pipe-parallel", N, "NeoX derives it from pipe-parallel-size"},
+    {"sequence-parallel", X, "Megatron's sequence parallelism"},
+    // NeoXArgsTextgen
+    {"text-gen-type", N, kTextgenKey},
+    {"precompute-model-name", N, kTextgenKey},
+    {"temperature", N, kTextgenKey},
+    {"top-p", N, kTextgenKey},
+    {"top-k", N, kTextgenKey},
+    {"return-logits", N, kTextgenKey},
+    {"maximum-tokens", N, kTextgenKey},
+    {"prompt-end", N, kTextgenKey},
+    {"sample-input-file", N, kTextgenKey},
+    {"sample-output-file", N, kTextgenKey},
+    {"num-samples", N, kTextgenKey},
+    {"recompute", N, kTextgenKey},
+    {"eval-results-prefix", N, "an option of NeoX's eval.py"},
+    {"eval-tasks", N, "an option of NeoX's eval.py"},
+    // NeoXArgsTokenizer
+    {"tokenizer-type", H, "the tokenizer (with vocab-file and merge-file)"},
+    {"padded-vocab-size", N, "computed from the tokenizer and make-vocab-size-divisible-by"},
+    // NeoXArgsTraining
+    {"data-path", H, "the indexed dataset (PREFIX.bin / PREFIX.idx) split by split"},
+    {"use-shared-fs", N, "each rank reads the dataset's files itself"},
+    {"train-data-paths", X, "separate train/valid/test datasets", ""},
+    {"train-label-data-paths", X, "per-token label datasets", ""},
+    {"train-reward-data-paths", X, kPairwiseData, ""},
+    {"test-data-paths", X, "separate train/valid/test datasets", ""},
+    {"test-label-data-paths", X, "per-token label datasets", ""},
+    {"test-reward-data-paths", X, kPairwiseData, ""},
+    {"valid-data-paths", X, "separate train/valid/test datasets", ""},
+    {"valid-label-data-paths", X, "per-token label datasets", ""},
+    {"valid-reward-data-paths", X, kPairwiseData, ""},
+    {"pos-train-data-paths", X, kPairwiseData, ""},
+    {"neg-train-data-paths", X, kPairwiseData, ""},
+    {"pos-train-label-data-paths", X, kPairwiseData, ""},
+    {"neg-train-label-data-paths", X, kPairwiseData, ""},
+    {"pos-valid-data-paths", X, kPairwiseData, ""},
+    {"neg-valid-data-paths", X, kPairwiseData, ""},
+    {"pos-valid-label-data-paths", X, kPairwiseData, ""},
+    {"neg-valid-label-data-paths", X, kPairwiseData, ""},
+    {"pos-test-data-paths", X, kPairwiseData, ""},
+    {"neg-test-data-paths", X, kPairwiseData, ""},
+    {"pos-test-label-data-paths", X, kPairwiseData, ""},
+    {"neg-test-label-data-paths", X, kPairwiseData, ""},
+    {"train-data-weights", X, "blending datasets by weight", ""},
+    {"valid-data-weights", X, "blending datasets by weight", ""},
+    {"test-data-weights", X, "blending datasets by weight", ""},
+    {"weight-by-num-documents", X, "blending datasets by their document counts"},
+    {"weighted-sampler-alpha", N, "only used with weight-by-num-documents"},
+    {"data-impl", N, "datasets are NeoX's mmap layout"},
+    {"pack-impl", X, "sample packing other than NeoX's default", "\"packed\""},
+    {"dataset-impl", X, "datasets other than NeoX's gpt2 kind", "\"gpt2\""},
+    {"train-impl", X, "training other than next-token prediction (dpo, rm, kto)", "\"normal\""},
+    {"dpo-fp32", N, kOnlyDpoKto},
+    {"dpo-reference-free", N, kOnlyDpoKto},
+    {"dpo-beta", N, kOnlyDpoKto},
+    {"kto-fp32", N, kOnlyDpoKto},
+    {"kto-desirable-weight", N, kOnlyDpoKto},
+    {"kto-undesirable-weight", N, kOnlyDpoKto},
+    {"kto-beta", N, kOnlyDpoKto},
+    {"allow-chopped", N, "only used with pack-impl other than packed"},
+    {"mmap-warmup", N, "datasets are memory-mapped on demand"},
+    {"save", H, "the checkpoint directory"},
+    {"s3-path", X, "checkpoint upload to S3", ""},
+    {"s3-chunk-size", N, "only used with s3-path"},
+    {"config-files", N, "NeoX stores the config files' texts in its checkpoints"},
+    {"load", H, "the checkpoint directory to resume from"},
+    {"checkpoint-validation-with-forward-pass", X, "a forward pass to validate saved checkpoints"},
+    {"checkpoint-scale", H, "linear or log spacing of checkpoint-factor"},
+    {"checkpoint-factor", H, "the checkpoint interval (linear) or ratio (log)"},
+    {"extra-save-iters", H, "extra iterations to save at"},
+    {"no-save-optim", X, "checkpoints without optimizer states"},
+    {"no-save-rng", X, "checkpoints without random-number-generator states"},
+    {"no-load-optim", H, "loads weights and schedule position, not optimizer state"},
+    {"no-load-rng", X, "loading without random-number-generator states"},
+    {"finetune", H, "loads weights only and starts at iteration 0"},
+    {"batch-size", H, "train_micro_batch_size_per_gpu"},
+    {"train-iters", H, "optimizer steps"},
+    {"train-epochs", X, "training for a number of epochs (give train-iters)", ""},
+    {"eval-iters", H, "validation batches per evaluation"},
+    {"keep-last-n-checkpoints", H, "older checkpoints are deleted once a newer one is complete"},
+    {"eval-interval", H, "iterations between evaluations"},
+    {"split", H, "train, validation and test weights of data-path's documents"},
+    {"vocab-file", H, "the tokenizer's vocabulary file"},
+    {"merge-file", H, "the GPT-2 BPE tokenizer's merges file"},
+    {"num-workers", N, "samples are read in the training thread"},
+    {"exit-interval", H, "stops (after saving) at the first iteration divisible by it"},
+    {"attention-dropout", H, "dropout on attention probabilities"},
+    {"hidden-dropout", H, "dropout on the residual branches"},
+    {"weight-decay", H, "the optimizer's weight decay"},
+    {"checkpoint-activations", H, "recomputes each layer's activations in backward"},
+    {"checkpoint-num-layers", H, "layers per activation checkpoint (only 1)"},
+    {"deepspeed-activation-checkpointing", N,
+     "chooses DeepSpeed's recomputation code; recomputation follows checkpoint-activations"},
+    {"contiguous-checkpointing", N, "a CUDA memory layout of checkpointed activations"},
+    {"checkpoint-in-cpu", N, "activations are in CPU memory here"},
+    {"synchronize-each-layer", N, "a CUDA synchronisation after each layer"},
+    {"profile-backward", N, "NVTX ranges around backward"},
+    {"partition-activations", X,
+     "splitting checkpointed activations over model-parallel ranks (needs model parallelism)"},
+    {"clip-grad", H, "gradient_clipping"},
+    {"hysteresis", H, "fp16.hysteresis"},
+    {"dynamic-loss-scale", N, "NeoX derives it from loss-scale (none: dynamic), as here"},
+    {"loss-scale", H, "fp16.loss_scale (none: dynamic)"},
+    {"loss-scale-window", H, "fp16.loss_scale_window"},
+    {"min-scale", H, "fp16.min_loss_scale"},
+    {"char-level-ppl", X, "character-level perplexity"},
+    {"use-mup", X, "maximal update parametrisation (muP)"},
+    {"coord-check", X, "muP's coordinate check"},
+    {"save-base-shapes", X, "saving muP's base shapes"},
+    {"base-shapes-file", N, kMupKey},
+    {"mup-init-scale", N, kMupKey},
+    {"mup-attn-temp", N, kMupKey},
+    {"mup-output-temp", N, kMupKey},
+    {"mup-embedding-mult", N, kMupKey},
+    {"mup-rp-embedding-mult", N, kMupKey},
+    {"mup-width-scale", N, kMupKey},
+    // NeoXArgsDeepspeedConfig (the DeepSpeed keys themselves are in the config policy table)
+    {"deepspeed", N, "NeoX always runs DeepSpeed; here the engine always runs"},
+    {"curriculum-seqlen", N, "NeoX sets it at run time for curriculum learning"},
+    {"deepspeed-extra-args", H, "DeepSpeed keys merged into the DeepSpeed config"},
+    // NeoXArgsDeepspeedRunner
+    {"hostfile", N, kLauncherKey},
+    {"include", N, kLauncherKey},
+    {"exclude", N, kLauncherKey},
+    {"num-nodes", N, kLauncherKey},
+    {"num-gpus", N, kLauncherKey},
+    {"master-port", N, kLauncherKey},
+    {"master-addr", N, kLauncherKey},
+    {"launcher", N, kLauncherKey},
+    {"force-multi", N, kLauncherKey},
+    {"autotuning-run", N, "DeepSpeed's autotuner is not provided here"},
+    {"no-ssh-check", N, kLauncherKey},
+    {"comment", N, kLauncherKey},
+    {"account", N, kLauncherKey},
+    // Older NeoX names, still in configs NeoX users have.
+    {"rms-norm", H, "norm: rmsnorm"},
+    {"geglu", H, "activation: geglu"},
+    {"sinusoidal-pos-emb", H, "pos-emb: sinusoidal"},
+    {"save-interval", H, "checkpoint-factor with checkpoint-scale linear"},
+    {"deepspeed-config", H, "a DeepSpeed JSON file whose keys are read as if inline"},
+    {"contigious-checkpointing", N, "a CUDA memory layout of checkpointed activations"},
+    {"ddp-impl", N, "data parallelism is the ZeRO engine's"},
+    {"cpu-torch-adam", N, "CPU-Adam is used for Adam"},
+    {"apply-residual-connection-post-layernorm", X, "post-norm residual connections"},
+    {"openai-gelu", X, "the exact-erf GeLU"},
+    {"onebitadam", X, "1-bit Adam"},
+    {"cpu-optimizer", X, "NeoX's CPU optimizer switch"},
+    {"distribute-checkpointed-activations", X,
+     "splitting checkpointed activations over model-parallel ranks (needs model parallelism)"},
+    {"rpe", X, "relative position embeddings"},
+    {"rpe-causal", X, "relative position embeddings"},
+    {"sparsity", X, "sparse attention", ""},
+    {"mask-prob", X, "BERT's masking"},
+    {"reset-position-ids", X, "position ids restarting at each document"},
+    {"reset-attention-mask", X, "attention masked at document boundaries"},
+    {"ict-head-size", X, "Megatron's ICT retrieval model", ""},
+    {"ict-load", X, "Megatron's ICT retrieval model", ""},
+    {"bert-load", X, "Megatron's BERT", ""},
+    {"titles-data-path", X, "Megatron's ICT retrieval model", ""},
+    {"query-in-block-prob", X, "Megatron's ICT retrieval model", ""},
+    {"use-one-sent-docs", X, "Megatron's ICT retrieval model"},
+    {"report-topk-accuracies", X, "Megatron's ICT retrieval model", ""},
+    {"faiss-use-gpu", X, "Megatron's ICT retrieval model"},
+    {"block-data-path", X, "Megatron's ICT retrieval model", ""},
+    {"indexer-batch-size", X, "Megatron's ICT retrieval model", ""},
+    {"indexer-log-interval", X, "Megatron's ICT retrieval model", ""},
+};
+
+}  // namespace
+
+const std::vector<NeoxKeyRule>& neoxKeyTable() { return kTable; }
+
+const NeoxKeyRule* findNeoxKey(std::string_view hyphenated) {
+  auto it = std::find_if(kTable.begin(), kTable.end(),
+                         [&](const NeoxKeyRule& r) { return r.name == hyphenated; });
+  return it == kTable.end() ? nullptr : &*it;
+}
+
+namespace {
+
+std::vector<nlohmann::json> offValuesOf(const NeoxKeyRule& rule) {
+  std::vector<nlohmann::json> out;
+  std::string_view rest = rule.offValues;
+  while (!rest.empty()) {
+    const size_t bar = rest.find('|');
+    out.push_back(nlohmann::json::parse(rest.substr(0, bar)));
+    rest = bar == std::string_view::npos ? std::string_view() : rest.substr(bar + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool neoxKeyIsOff(const NeoxKeyRule& rule, const nlohmann::json& value) {
+  if (value.is_null()) return true;
+  for (const nlohmann::json& off : offValuesOf(rule)) {
+    if (off == value) return true;
+    if (off.is_number() && value.is_number() && off.get<double>() == value.get<double>())
+      return true;
+  }
+  return false;
+}
+
+std::string neoxKeyRefusal(const NeoxKeyRule& rule, const nlohmann::json& value) {
+  std::string fix = "remove it";
+  const std::vector<nlohmann::json> offs = offValuesOf(rule);
+  for (size_t i = 0; i < offs.size(); ++i)
+    fix += (i == 0 ? " or set it to " : " or ") + offs[i].dump();
+  return std::string(rule.name) + ": " + std::string(rule.note) +
+         " is not implemented by this trainer (given " + value.dump() + "); " + fix;
+}
+
+}  // namespace ds::runtime
