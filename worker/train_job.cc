@@ -20,6 +20,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
 #include "worker/gpt_train_job.h"
+#include "worker/step_timers.h"
 #include "worker/training_loop.h"
 #include "worker/training_monitors.h"
 #include "worker/training_step.h"
@@ -57,13 +58,7 @@ class MlpHooks final : public TrainingHooks {
     std::printf("step %" PRId64 "/%" PRId64 " loss %.6f lr %.3e grad_norm %.4f samples/s %.0f\n",
                 window.steps, window.lastStep, window.meanLoss, engine_.lr(), engine_.lastGradNorm(),
                 window.samplesPerSecond);
-    if (config_.wallClockBreakdown) {
-      const runtime::StepTimes t = engine_.lastStepTimes();
-      std::printf(
-          "time (ms) | forward: %.2f | backward: %.2f | backward_allreduce: %.2f | "
-          "step: %.2f\n",
-          t.forwardMs, t.backwardMs, t.allreduceMs, t.stepMs);
-    }
+    if (config_.wallClockBreakdown) std::printf("%s\n", timerLine(engine_.lastStepTimes()).c_str());
   }
 
  private:

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "worker/step_timers.h"
+
 namespace ds::worker {
 
 TrainingMonitors::TrainingMonitors(const runtime::DeepSpeedConfig& config, int rank)
@@ -31,12 +33,9 @@ void TrainingMonitors::afterStep(const runtime::Engine& engine, double loss) {
   if (config_.precision.modelDtype == DType::F16)
     events.push_back({"Train/Samples/loss_scale", engine.lossScale(), samples});
   if (config_.wallClockBreakdown) {  // DeepSpeed's timer events, milliseconds of this step
-    const runtime::StepTimes t = engine.lastStepTimes();
-    for (const auto& [name, ms] : {std::pair{"forward", t.forwardMs},
-                                   {"backward", t.backwardMs},
-                                   {"backward_allreduce", t.allreduceMs},
-                                   {"step", t.stepMs}})
-      events.push_back({std::string("Train/Samples/elapsed_time_ms_") + name, ms, samples});
+    for (const TimerValue& timer : stepTimers(engine.lastStepTimes()))
+      events.push_back(
+          {std::string("Train/Samples/elapsed_time_ms_") + timer.name, timer.ms, samples});
   }
   write(events);
 }
