@@ -233,3 +233,71 @@ TEST_CASE("gpt job: GPT-2 BPE data and tokenizer from vocab-file/merge-file, the
   CHECK(std::system(gen.c_str()) == 0);
   CHECK(readFile(dir + "/gen.out").find("abab") != std::string::npos);
 }
+
+TEST_CASE("gpt job: wall_clock_breakdown prints DeepSpeed's timer line at steps_per_print",
+          "[gpt][launch]") {
+  const std::string monitor = "csv_monitor: {enabled: true, output_path: monitor, job_name: run}\n";
+  // Stage 1 reduce-scatters the gradients at the boundary, inside backward_allreduce; stage 3
+  // reduces them during backward, so backward_allreduce is only the wait for the last ones.
+  for (const int stage : {1, 3}) {
+    DYNAMIC_SECTION("ZeRO stage " << stage) {
+      const std::string dir = makeScratchDir("gpt-wall-clock");
+      writeCorpus(dir);
+      writeFile(dir + "/hostfile", kHostfile);
+      // steps_per_print, not log-interval (1 here), sets the cadence: iterations 3 and 6.
+      writeFile(
+          dir + "/gpt.yml",
+          std::regex_replace(yaml("wall_clock_breakdown: true\nsteps_per_print: 3\n" + monitor),
+                             std::regex("stage: 3"), "stage: " + std::to_string(stage)));
+      const auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0",
+                                         "--log_dir", "logs", "train", "--config", "gpt.yml"});
+      const auto status = waitExit(job, 180s);
+      const std::string out = readFile(dir + "/stdout");
+      INFO(out << readFile(dir + "/stderr"));
+      REQUIRE(status == 0);
+      REQUIRE(out.find("ZeRO stage " + std::to_string(stage)) != std::string::npos);
+      const std::regex timer(
+          R"((\[rank \d+\]) time \(ms\) \| forward: ([0-9.]+) \| backward: ([0-9.]+) \| )"
+          R"(backward_allreduce: ([0-9.]+) \| step: ([0-9.]+)\n)");
+      std::vector<size_t> at;
+      for (std::sregex_iterator it(out.begin(), out.end(), timer), end; it != end; ++it) {
+        const std::smatch& m = *it;
+        CHECK(m[1] == "[rank 0]");  // DeepSpeed logs its timers on rank 0 only
+        CHECK(std::stod(m[2]) > 0.0);
+        CHECK(std::stod(m[3]) > 0.0);
+        CHECK(std::stod(m[4]) >= (stage == 1 ? 0.01 : 0.0));
+        CHECK(std::stod(m[5]) > 0.0);
+        at.push_back(static_cast<size_t>(m.position(0)));
+      }
+      REQUIRE(at.size() == 2);
+      size_t lines = 0;  // and no timer line of another format
+      for (size_t p = out.find("time (ms)"); p != std::string::npos;
+           p = out.find("time (ms)", p + 1))
+        ++lines;
+      CHECK(lines == 2);
+      // Each line is the step just taken, printed inside it as DeepSpeed's engine.step() does:
+      // after iteration 2's line and before iteration 3's, after 5's and before 6's.
+      CHECK(out.find("iteration 2/6") < at[0]);
+      CHECK(out.find("iteration 3/6") > at[0]);
+      CHECK(out.find("iteration 5/6") < at[1]);
+      CHECK(out.find("iteration 6/6") > at[1]);
+      // The monitors get DeepSpeed's timer events every step (16 samples a step).
+      for (const std::string name : {"forward", "backward", "backward_allreduce", "step"})
+        CHECK(readFile(dir + "/monitor/run/Train_Samples_elapsed_time_ms_" + name + ".csv")
+                  .starts_with("step,elapsed_time_ms_" + name + "\r\n16,"));
+    }
+  }
+  SECTION("off: no timer line and no timer events") {
+    const std::string dir = makeScratchDir("gpt-no-wall-clock");
+    writeCorpus(dir);
+    const auto job = startGpt(dir, "steps_per_print: 3\n" + monitor);
+    const auto status = waitExit(job, 180s);
+    const std::string out = readFile(dir + "/stdout");
+    INFO(out << readFile(dir + "/stderr"));
+    REQUIRE(status == 0);
+    CHECK(out.find("iteration 6/6") != std::string::npos);
+    CHECK(out.find("time (ms)") == std::string::npos);
+    CHECK(std::filesystem::exists(dir + "/monitor/run/Train_Samples_train_loss.csv"));
+    CHECK(!std::filesystem::exists(dir + "/monitor/run/Train_Samples_elapsed_time_ms_step.csv"));
+  }
+}

@@ -28,6 +28,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/model/gpt.h"
 #include "runtime/model/sampler.h"
+#include "worker/step_timers.h"
 #include "worker/training_loop.h"
 #include "worker/training_monitors.h"
 #include "worker/training_step.h"
@@ -117,8 +118,8 @@ struct GptJobParts {
   size_t seq;
 };
 
-// Megatron's iteration line (rank 0), the flops profile of one step and evaluation on the
-// validation split.
+// Megatron's iteration line (rank 0), the flops profile of one step, DeepSpeed's timer line
+// (wall_clock_breakdown) and evaluation on the validation split.
 class GptHooks final : public TrainingHooks {
  public:
   explicit GptHooks(const GptJobParts& parts) : p_(parts) {}
@@ -127,9 +128,15 @@ class GptHooks final : public TrainingHooks {
     p_.model.setProfiling(profiling(step) && micro == 0);  // DeepSpeed profiles one micro-batch
   }
   void afterMicroBatches(int64_t step) override {
-    if (!profiling(step)) return;
-    p_.model.setProfiling(false);
-    printFlopsProfile(p_.model, p_.engine, p_.config, p_.join, p_.seq, step);
+    if (profiling(step)) {
+      p_.model.setProfiling(false);
+      printFlopsProfile(p_.model, p_.engine, p_.config, p_.join, p_.seq, step);
+    }
+    // As DeepSpeed's engine: after the step, before NeoX's iteration line, on rank 0, at
+    // steps_per_print (NeoX's log-interval unless the config sets it).
+    if (p_.config.wallClockBreakdown && p_.join.rank == 0 &&
+        p_.engine.globalSteps() % p_.config.stepsPerPrint == 0)
+      std::printf("%s\n", timerLine(p_.engine.lastStepTimes()).c_str());
   }
   void printProgress(const LossWindow& window) override {
     if (p_.join.rank == 0)
