@@ -122,8 +122,8 @@ TEST_CASE("neox config: unknown, unimplemented and malformed keys are refused by
              Catch::Contains("pos-emb: expected one of learned, sinusoidal, rotary, none"));
   CHECK_THAT(errorOf("hidden-dropout: lots\n"), Catch::Contains("hidden-dropout: expected a number"));
   CHECK_THAT(errorOf("scheduler: {type: WarmupLR}\n"), Catch::Contains("remove the scheduler block"));
-  CHECK_THAT(errorOf("activation_checkpointing: {partition_activations: true}\n"),
-             Catch::Contains("data parallelism only"));
+  CHECK_THAT(parse("activation_checkpointing: {partition_activations: true}\n").notes.at(0),
+             Catch::Contains("model-parallel-size is 1"));
   CHECK_THAT(errorOf("checkpoint-num-layers: 2\n"), Catch::Contains("only 1"));
   CHECK_THAT(errorOf("lr-decay-style: exponential\n"), Catch::Contains("linear, cosine or constant"));
   CHECK_THAT(errorOf("tokenizer-type: HFTokenizer\n"), Catch::Contains("GPT2BPETokenizer"));

@@ -492,6 +492,8 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
     else if (key == "lr-decay-fraction") {
       decayFraction = r.number();
       if (!(*decayFraction > 0.0 && *decayFraction <= 1.0)) r.fail("a fraction in (0, 1]");
+    } else if (key == "override-lr-scheduler") {
+      r.boolean();  // the config's schedule always applies on resume here
     } else if (key == "deepspeed-extra-args" || key == "deepspeed-config") {
       // Read with the DeepSpeed keys above.
     } else {
@@ -501,7 +503,8 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
     }
   }
   // DeepSpeed's activation_checkpointing block: settings of the recomputation NeoX's
-  // checkpoint-activations switches on. Partitioning needs model parallelism.
+  // checkpoint-activations switches on. Partitioning splits over model-parallel ranks: with one,
+  // as every job here has, there is nothing to split (as in DeepSpeed).
   if (merged.contains("activation_checkpointing") &&
       !merged["activation_checkpointing"].is_null()) {
     const Json& block = merged["activation_checkpointing"];
@@ -512,10 +515,9 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
           "number_checkpoints",    "synchronize_checkpoint_boundary", "profile"};
       if (!known.count(k)) throw Error("activation_checkpointing." + k + ": unknown key");
       if (k == "partition_activations" && switchedOn(v))
-        throw Error(
-            "activation_checkpointing.partition_activations: partitions activations "
-            "across model-parallel ranks, and this job is data parallelism only; set it "
-            "to false");
+        out.notes.push_back(
+            "activation_checkpointing.partition_activations: no effect here (it splits "
+            "checkpointed activations over model-parallel ranks, and model-parallel-size is 1)");
     }
   }
   parseTokenizerType(t.tokenizerType);  // a misspelt name fails at launch, not on every rank

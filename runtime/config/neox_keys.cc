@@ -36,6 +36,11 @@ constexpr std::string_view kFromZeroBlock =
 constexpr std::string_view kFromOptimizerBlock =
     "NeoX derives it from the optimizer block's type and ignores a value given here; name the "
     "optimizer there";
+constexpr std::string_view kPartitionActivations =
+    "splits checkpointed activations over model-parallel ranks; with model-parallel-size 1 (the "
+    "only size here) there is nothing to split, as in DeepSpeed";
+constexpr std::string_view kTransformerEngineKey =
+    "only used by NVIDIA Transformer Engine layers (not implemented)";
 constexpr std::string_view kOnlyDpoKto = "only used with train-impl dpo or kto (not implemented)";
 
 const std::vector<NeoxKeyRule> kTable = {
@@ -45,7 +50,9 @@ const std::vector<NeoxKeyRule> kTable = {
     {"lr-decay-fraction", H, "lr-decay-iters as a fraction of train-iters (overrides it)"},
     {"min-lr", H, "the lr's floor"},
     {"warmup", H, "warmup iterations as a fraction of lr-decay-iters"},
-    {"override-lr-scheduler", X, "resetting a loaded checkpoint's lr schedule"},
+    {"override-lr-scheduler", H,
+     "the config's lr schedule applies on resume, the checkpoint keeping only its position (so it "
+     "is always on here; off does not check that the two agree)"},
     {"use-checkpoint-lr-scheduler", X, "taking the lr schedule from the loaded checkpoint"},
     // NeoXArgsLogging
     {"use-wandb", O, "Weights & Biases logging"},
@@ -287,8 +294,7 @@ const std::vector<NeoxKeyRule> kTable = {
     {"checkpoint-in-cpu", N, "activations are in CPU memory here"},
     {"synchronize-each-layer", N, "a CUDA synchronisation after each layer"},
     {"profile-backward", N, "NVTX ranges around backward"},
-    {"partition-activations", X,
-     "splitting checkpointed activations over model-parallel ranks (needs model parallelism)"},
+    {"partition-activations", N, kPartitionActivations},
     {"clip-grad", H, "gradient_clipping"},
     {"hysteresis", H, "fp16.hysteresis"},
     {"dynamic-loss-scale", N, "NeoX derives it from loss-scale (none: dynamic), as here"},
@@ -324,6 +330,30 @@ const std::vector<NeoxKeyRule> kTable = {
     {"no-ssh-check", N, kLauncherKey},
     {"comment", N, kLauncherKey},
     {"account", N, kLauncherKey},
+    // Newer NeoX arguments (megatron/neox_arguments/neox_args.py) its documentation lacks.
+    {"te-columnparallel", X, "NVIDIA Transformer Engine layers"},
+    {"te-rowparallel", X, "NVIDIA Transformer Engine layers"},
+    {"te-layernorm-mlp", X, "NVIDIA Transformer Engine layers"},
+    {"te-mha", X, "NVIDIA Transformer Engine layers"},
+    {"te-fp8-mha", X, "NVIDIA Transformer Engine's FP8 attention"},
+    {"te-fp8-format", N, kTransformerEngineKey},
+    {"te-fp8-wgrad", N, kTransformerEngineKey},
+    {"te-fp8-amax-history-len", N, kTransformerEngineKey},
+    {"te-fp8-amax-compute-algo", N, kTransformerEngineKey},
+    {"te-fp8-margin", N, kTransformerEngineKey},
+    {"serve-model-weights", X, "serving weights to an online data server"},
+    {"weight-server-port", N, "only used with serve-model-weights"},
+    {"online-dataserver-ips", N, "only used with online training (train-impl other than normal)"},
+    {"online-dataserver-ports", N, "only used with online training (train-impl other than normal)"},
+    {"wandb-run-name", N, kWandbKey},
+    {"comet-experiment", N, kCometKey},
+    {"peak-theoretical-tflops", N,
+     "NeoX logs model FLOPs utilisation against it; the GPT trainer's flops profiler measures here"},
+    {"z-loss", X, "the z-loss term", "0"},
+    {"fp32-reinforce", N, "only used with train-impl reinforce (not implemented)"},
+    {"kl-impl", N, "only used with train-impl reinforce (not implemented)"},
+    {"kl-div-beta", N, "only used with train-impl reinforce (not implemented)"},
+    {"reinforce-leave-one-out", N, "only used with train-impl reinforce (not implemented)"},
     // Older NeoX names, still in configs NeoX users have.
     {"rms-norm", H, "norm: rmsnorm"},
     {"geglu", H, "activation: geglu"},
@@ -337,8 +367,7 @@ const std::vector<NeoxKeyRule> kTable = {
     {"openai-gelu", X, "the exact-erf GeLU"},
     {"onebitadam", X, "1-bit Adam"},
     {"cpu-optimizer", X, "NeoX's CPU optimizer switch"},
-    {"distribute-checkpointed-activations", X,
-     "splitting checkpointed activations over model-parallel ranks (needs model parallelism)"},
+    {"distribute-checkpointed-activations", N, kPartitionActivations},
     {"rpe", X, "relative position embeddings"},
     {"rpe-causal", X, "relative position embeddings"},
     {"sparsity", X, "sparse attention", ""},

@@ -1,0 +1,124 @@
+// GPT-NeoX's own model configs (test/neox/configs, unchanged copies), read as a NeoX user gives
+// them: the model file, llama/train_config.yml for the model files without training settings, and
+// NeoX's local_setup.yml where the model file sets none of its keys. Only file paths are pointed at test files. Every config must
+// be accepted, as `ds-config check` accepts it, except the features this trainer does not have
+// yet, each refused by name.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "runtime/config/neox_config.h"
+#include "runtime/model/gpt.h"
+#include "test/bpe_test_files.h"
+#include "test/scratch_dir.h"
+
+using namespace ds::runtime;
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+namespace {
+
+const fs::path kConfigs = fs::path(DS_SOURCE_DIR) / "test" / "neox" / "configs";
+
+// The features NeoX configs use that this trainer does not have yet: the config -> the refusal's
+// start.
+const std::map<std::string, std::string> kRefused = {
+    {"1-3B-transformer-engine.yml", "te-layernorm-mlp: NVIDIA Transformer Engine layers"},
+    {"125M-dmoe.yml", "moe-num-experts: mixture of experts"},
+    {"bnb_125M.yml", "use-bnb-optimizer: bitsandbytes' 8-bit optimizers"},
+    {"20B.yml", "model-parallel-size: tensor (model) parallelism"},
+    {"llama/13B.yml", "model-parallel-size: tensor (model) parallelism"},
+    {"llama/30B.yml", "model-parallel-size: tensor (model) parallelism"},
+    {"llama/65B.yml", "model-parallel-size: tensor (model) parallelism"},
+    {"llama2/13B.yml", "model-parallel-size: tensor (model) parallelism"},
+    {"gmlp_small.yml", "attention-config: "},
+    {"sparse.yml", "attention-config: "},
+    {"mamba/mamba-130M.yml", "attention-config: "},
+    {"mamba/mamba-370M.yml", "attention-config: "},
+    {"mamba/mamba-790M.yml", "attention-config: "},
+    {"mamba/mamba-1.4B.yml", "attention-config: "},
+    {"mamba/mamba-2.8B.yml", "attention-config: "},
+    {"rwkv/170M.yml", "attention-config: "},
+};
+
+// Not model configs: files given beside one.
+bool isSetupFile(const std::string& name) {
+  return name == "local_setup.yml" || name == "llama/train_config.yml";
+}
+
+std::vector<std::string> modelConfigs() {
+  std::vector<std::string> out;
+  for (const auto& entry : fs::recursive_directory_iterator(kConfigs)) {
+    if (entry.path().extension() != ".yml") continue;
+    const std::string name = entry.path().lexically_relative(kConfigs).generic_string();
+    if (!isSetupFile(name)) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The files a NeoX user would give with `model`.
+std::vector<std::string> filesFor(const std::string& model) {
+  std::vector<std::string> files = {(kConfigs / model).string()};
+  // NeoX's LLaMA-family model files leave the training settings to llama/train_config.yml.
+  if (!readNeoxYaml(files).contains("train-iters"))
+    files.push_back((kConfigs / "llama" / "train_config.yml").string());
+  const Json own = readNeoxYaml(files);
+  const Json setup = readNeoxYaml({(kConfigs / "local_setup.yml").string()});
+  bool clash = false;
+  for (auto& [key, value] : setup.items()) clash = clash || own.contains(key);
+  if (!clash && !own.contains("train-data-paths"))
+    files.push_back((kConfigs / "local_setup.yml").string());
+  return files;
+}
+
+// Points every file path the merged config sets (or needs) at test files in `dir`.
+void pointPathsAt(Json& merged, const fs::path& dir, const ds::test::SmallBpe& bpe) {
+  for (const char* key : {"save", "load", "tensorboard-dir", "log-dir"})
+    if (merged.contains(key)) merged[key] = (dir / key).string();
+  for (const char* key : {"train-data-paths", "valid-data-paths", "test-data-paths"})
+    if (merged.contains(key))
+      for (Json& path : merged[key]) path = (dir / "data").string();
+  if (!merged.contains("train-data-paths")) merged["data-path"] = (dir / "data").string();
+  const std::string tokenizer = merged.value("tokenizer-type", "GPT2BPETokenizer");
+  if (tokenizer == "GPT2BPETokenizer") {
+    merged["vocab-file"] = bpe.vocabFile;
+    merged["merge-file"] = bpe.mergeFile;
+  } else if (merged.contains("vocab-file")) {
+    merged["vocab-file"] = (dir / "tokenizer").string();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("neox corpus: NeoX's own model configs are accepted or refused by feature name",
+          "[neox]") {
+  const fs::path dir = ds::test::makeScratchDir("neox-corpus");
+  const ds::test::SmallBpe bpe = ds::test::writeSmallBpe(dir.string());
+  const std::vector<std::string> models = modelConfigs();
+  CHECK(models.size() >= 40);
+  for (const std::string& model : models) {
+    DYNAMIC_SECTION(model) {
+      Json merged = readNeoxYaml(filesFor(model));
+      pointPathsAt(merged, dir, bpe);
+      const auto refused = kRefused.find(model);
+      try {
+        const NeoxConfig config = parseNeoxConfig(merged, 1, MemoryCheck::Elsewhere);
+        // What ds-config check does next: build the model with the tokenizer's vocabulary.
+        const GptConfig gpt = modelConfigFor(config.train, *makeJobTokenizer(config.train));
+        CHECK(Gpt(gpt).parameterCount() > 0);
+        CHECK(refused == kRefused.end());
+      } catch (const ds::Error& e) {
+        INFO(e.what());
+        REQUIRE(refused != kRefused.end());
+        CHECK_THAT(e.what(), Catch::StartsWith(refused->second));
+      }
+    }
+  }
+  fs::remove_all(dir);
+}
