@@ -176,3 +176,14 @@ TEST_CASE("neox keys: lr-decay-fraction and deepspeed-extra-args", "[neox]") {
   CHECK_THROWS_WITH(parseWith("deepspeed-extra-args", 3),
                     Catch::Contains("expected a mapping of DeepSpeed keys"));
 }
+
+TEST_CASE("neox keys: lr and the optimizer block's lr must agree, as NeoX takes the block's",
+          "[neox]") {
+  Json c = baseConfig();
+  c["optimizer"] = Json{{"type", "Adam"}, {"params", {{"lr", 0.0006}}}};
+  c["lr"] = 0.0006;
+  CHECK(parseNeoxConfig(c, 1, MemoryCheck::Elsewhere).deepspeed.optimizer->lr() == 0.0006);
+  c["lr"] = 0.001;
+  CHECK_THROWS_WITH(parseNeoxConfig(c, 1, MemoryCheck::Elsewhere),
+                    Catch::Contains("lr: 0.001000 differs from optimizer.params.lr 0.0006"));
+}

@@ -546,7 +546,16 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
     throw Error(
         "scheduler: the NeoX trainer schedules the lr itself (lr-decay-style, warmup, "
         "min-lr); remove the scheduler block");
-  if (lr) optimizerParams()["lr"] = *lr;
+  if (lr) {
+    // NeoX takes the optimizer block's lr and overwrites this key with it: two different values
+    // would train differently here and there.
+    Json& params = optimizerParams();
+    if (params.contains("lr") && params["lr"].is_number() && params["lr"].get<double>() != *lr)
+      throw Error("lr: " + std::to_string(*lr) + " differs from optimizer.params.lr " +
+                  params["lr"].dump() +
+                  " (NeoX uses the optimizer block's and ignores this key); set one of them");
+    params["lr"] = *lr;
+  }
   const bool elastic = ds.contains("elasticity") && ds["elasticity"].is_object() &&
                        ds["elasticity"].value("enabled", false) == true;
   if (!elastic && !ds.contains("train_micro_batch_size_per_gpu") &&
