@@ -32,8 +32,8 @@ struct TransformerKernels {
   void (*layerNormBackward)(float* dx, float* dw, float* db, const float* dout, const float* x,
                             const float* mean, const float* rstd, const float* w, size_t rows,
                             size_t dim);
-  // GPT-NeoX's RMSNorm: out = x / (sqrt(mean(x^2)) + eps) * w (eps outside the root, as NeoX).
-  // `norm` per row keeps sqrt(mean(x^2)).
+  // GPT-NeoX's RMSNorm: out = x * rsqrt(mean(x^2) + eps) * w (as NeoX since 2025, and LLaMA).
+  // `norm` per row keeps rsqrt(mean(x^2) + eps); backward reads eps from it.
   void (*rmsNormForward)(float* out, float* norm, const float* x, const float* w, size_t rows,
                          size_t dim, float eps);
   void (*rmsNormBackward)(float* dx, float* dw, const float* dout, const float* x,

@@ -123,24 +123,24 @@ void rmsNormForward(float* out, float* norm, const float* x, const float* w, siz
   for (size_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* o = out + r * dim;
-    const float n = std::sqrt(laneSum(dim, [&](size_t i) { return xr[i] * xr[i]; }) /
-                              static_cast<float>(dim));
-    const float s = 1.0f / (n + eps);
+    const float meanSquare =
+        laneSum(dim, [&](size_t i) { return xr[i] * xr[i]; }) / static_cast<float>(dim);
+    const float s = 1.0f / std::sqrt(meanSquare + eps);
     for (size_t i = 0; i < dim; ++i) o[i] = xr[i] * s * w[i];
-    norm[r] = n;
+    norm[r] = s;
   }
 }
 
 void rmsNormBackward(float* dx, float* dw, const float* dout, const float* x, const float* norm,
-                     const float* w, size_t rows, size_t dim, float eps) {
+                     const float* w, size_t rows, size_t dim, float /*eps: inside norm*/) {
   for (size_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     const float* g = dout + r * dim;
     float* d = dx + r * dim;
-    const float n = norm[r], s = 1.0f / (n + eps);
+    const float s = norm[r];
     const float gx = laneSum(dim, [&](size_t i) { return g[i] * w[i] * xr[i]; });
-    // d n / d x_i = x_i / (dim * n); at n == 0 every x_i is 0 and the term vanishes.
-    const float k = n > 0.0f ? s * s * gx / (static_cast<float>(dim) * n) : 0.0f;
+    // d s / d x_i = -s^3 x_i / dim.
+    const float k = s * s * s * gx / static_cast<float>(dim);
     for (size_t i = 0; i < dim; ++i) {
       d[i] = s * g[i] * w[i] - xr[i] * k;
       dw[i] += g[i] * xr[i] * s;

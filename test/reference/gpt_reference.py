@@ -4,7 +4,7 @@ test_gpt_model: reads a JSON description (config, parameter table, token batch) 
 float32 parameters, prints {"loss": L} and writes every parameter's gradient, flat float32, to
 the output path. Usage: gpt_reference.py INPUT.json PARAMS.bin GRADS_OUT.bin
 Follows GPT-NeoX's definitions: rotate-half rotary embedding on the first rotary-pct of each head,
-sinusoidal [sin | cos] positions, RMSNorm with eps outside the root, ScaleNorm as
+sinusoidal [sin | cos] positions, RMSNorm as x * rsqrt(mean(x^2) + eps), ScaleNorm as
 x / max(|x|, eps) * g, tanh GeLU, gated activations as x * f(gate) over the two halves of
 dense_h_to_4h, grouped-query attention as [q | k | v] projections with each key/value head repeated
 for its group of query heads, biases only where the parameter table has them, gpt-j residual as
@@ -47,8 +47,7 @@ def main():
             return F.layer_norm(x, (h,), w, P.get(prefix + ".bias"), c["layernorm_eps"])
         if c["norm"] == "scalenorm":
             return x / x.norm(2, dim=-1, keepdim=True).clamp(min=c["scalenorm_eps"]) * w
-        rms = x.norm(2, dim=-1, keepdim=True) * h ** -0.5
-        return x / (rms + c["rms_eps"]) * w
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + c["rms_eps"]) * w
 
     def gelu(x):
         return F.gelu(x, approximate="tanh")
