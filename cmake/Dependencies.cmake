@@ -15,6 +15,18 @@ find_package(yaml-cpp CONFIG REQUIRED)
 find_package(nlohmann_json 3 CONFIG REQUIRED)
 find_package(Catch2 2 CONFIG REQUIRED)
 
+# SentencePiece (Debian: libsentencepiece-dev) for NeoX's SPMTokenizer. Its pkg-config file also
+# links the trainer library, which nothing here needs: only the processor library is taken.
+find_path(SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h)
+find_library(SENTENCEPIECE_LIBRARY sentencepiece)
+if(NOT SENTENCEPIECE_INCLUDE_DIR OR NOT SENTENCEPIECE_LIBRARY)
+  message(FATAL_ERROR "SentencePiece not found (sentencepiece_processor.h, libsentencepiece.so); "
+                      "install libsentencepiece-dev (scripts/setup does)")
+endif()
+add_library(ds_sentencepiece INTERFACE IMPORTED)
+target_include_directories(ds_sentencepiece INTERFACE ${SENTENCEPIECE_INCLUDE_DIR})
+target_link_libraries(ds_sentencepiece INTERFACE ${SENTENCEPIECE_LIBRARY})
+
 # libaio ships no CMake or pkg-config file. Without it (or with DS_LIBAIO=OFF) offload I/O runs
 # on the pread/pwrite engine (runtime/offload/libaio_missing.cc).
 set(DS_LIBAIO_FOUND OFF)

@@ -144,9 +144,10 @@ TEST_CASE("makeTokenizer: NeoX's tokenizer-type names, and the files each one ne
   CHECK(bpe->endOfDocument() == files.ids.at("<|endoftext|>"));
   CHECK(bpe->encode(" the") == std::vector<int32_t>{files.ids.at(" the")});
 
-  CHECK_THROWS_WITH(makeTokenizer("HFTokenizer", "", ""),
-                    Catch::Contains("tokenizer-type: HFTokenizer is not implemented") &&
-                        Catch::Contains("accepted: ByteTokenizer, GPT2BPETokenizer, byte"));
+  CHECK_THROWS_WITH(
+      makeTokenizer("HFTokenizer", "", ""),
+      Catch::Contains("tokenizer-type: HFTokenizer is not implemented") &&
+          Catch::Contains("accepted: ByteTokenizer, GPT2BPETokenizer, SPMTokenizer, byte"));
   CHECK_THROWS_WITH(
       makeTokenizer("GPT2BPETokenizer", files.vocabFile, ""),
       Catch::Contains("needs vocab-file") && Catch::Contains("merge-file is not set"));

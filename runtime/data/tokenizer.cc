@@ -4,6 +4,7 @@
 #include "common/error.h"
 #include "runtime/data/bpe_tokenizer.h"
 #include "runtime/data/byte_tokenizer.h"
+#include "runtime/data/spm_tokenizer.h"
 
 namespace ds::runtime {
 
@@ -17,6 +18,7 @@ struct TypeName {
 constexpr TypeName kTypeNames[] = {
     {"ByteTokenizer", TokenizerType::Byte},
     {"GPT2BPETokenizer", TokenizerType::Gpt2Bpe},
+    {"SPMTokenizer", TokenizerType::SentencePiece},
     {"byte", TokenizerType::Byte},
 };
 
@@ -29,7 +31,7 @@ TokenizerType parseTokenizerType(const std::string& name) {
     accepted += std::string(accepted.empty() ? "" : ", ") + t.name;
   }
   throw Error("tokenizer-type: " + name + " is not implemented; accepted: " + accepted +
-              " (NeoX's CharLevelTokenizer, HFTokenizer, HFGPT2Tokenizer, SPMTokenizer and "
+              " (NeoX's CharLevelTokenizer, HFTokenizer, HFGPT2Tokenizer and "
               "TiktokenTokenizer are not)");
 }
 
@@ -57,6 +59,12 @@ std::unique_ptr<Tokenizer> makeTokenizer(const std::string& type, const std::str
             "merge-file (its merges.txt); " +
             std::string(vocabFile.empty() ? "vocab-file" : "merge-file") + " is not set");
       return std::make_unique<BpeTokenizer>(vocabFile, mergeFile);
+    case TokenizerType::SentencePiece:
+      if (vocabFile.empty())
+        throw Error(
+            "tokenizer-type SPMTokenizer needs vocab-file: the SentencePiece model (LLaMA's "
+            "tokenizer.model); vocab-file is not set");
+      return makeSpmTokenizer(vocabFile);
   }
   throw Error("tokenizer-type " + type + ": unhandled");
 }

@@ -1,6 +1,6 @@
 // ds-preprocess through the real binary: JSON lines and blank-line separated text become the
-// documents of an indexed dataset, with the byte or the GPT-2 BPE tokenizer; bad input exits 2
-// naming the file and line.
+// documents of an indexed dataset, with the byte, GPT-2 BPE or SentencePiece tokenizer; bad input
+// exits 2 naming the file and line.
 
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -10,6 +10,7 @@
 #include "runtime/data/bpe_tokenizer.h"
 #include "runtime/data/byte_tokenizer.h"
 #include "runtime/data/indexed_dataset.h"
+#include "runtime/data/tokenizer.h"
 #include "test/bpe_test_files.h"
 #include "test/run_command.h"
 #include "test/scratch_dir.h"
@@ -115,4 +116,53 @@ TEST_CASE("ds-preprocess: GPT2BPETokenizer from vocab and merges files, EOD from
   CHECK(out.find("warning: latin1.txt:2:4: 1 bytes are not UTF-8") != std::string::npos);
   const ds::runtime::IndexedDataset latin1(dir + "/data/l_text_document");
   CHECK(tokenizer.decode(latin1.read(0)) == "ok\ncaf\xE9 au lait\n");
+}
+
+TEST_CASE("ds-preprocess: SPMTokenizer from a .model file, ids inside its vocabulary") {
+  const std::string dir = ds::test::makeScratchDir("preprocess-spm");
+  const std::string model = std::string(DS_SOURCE_DIR) + "/test/golden/spm_llama_like.model";
+  std::ofstream(dir + "/c.jsonl") << "{\"text\": \"Hello  world\\n\"}\n{\"text\": \"\\u6df1\\u5ea6 "
+                                     "\\ud83d\\ude80 caf\\u00e9\"}\n"
+                                  << "{\"text\": \"\"}\n";
+  std::string out;
+  // merge-file is ignored, as NeoX ignores it for SentencePiece.
+  REQUIRE(runTool(dir,
+                  "--input c.jsonl --output-prefix data/s --append-eod --tokenizer-type "
+                  "SPMTokenizer --vocab-file " +
+                      model + " --merge-file gpt2-merges.txt",
+                  out) == 0);
+  const ds::runtime::IndexedDataset data(dir + "/data/s_text_document");
+  CHECK(data.type() == ds::runtime::TokenType::UInt16);
+  REQUIRE(data.documents() == 3);
+  const auto tokenizer = ds::runtime::makeTokenizer("SPMTokenizer", model, "");
+  const std::vector<std::string> texts = {
+      "Hello  world\n", "\xE6\xB7\xB1\xE5\xBA\xA6 \xF0\x9F\x9A\x80 caf\xC3\xA9", ""};
+  for (size_t i = 0; i < texts.size(); ++i) {
+    INFO(i);
+    const auto ids = data.read(i);
+    auto expected = tokenizer->encode(texts[i]);
+    expected.push_back(tokenizer->endOfDocument());  // <unk> (0): the model has no <|endoftext|>
+    CHECK(ids == expected);
+    for (int32_t id : ids) CHECK((id >= 0 && id < tokenizer->vocabularySize()));
+  }
+  CHECK(data.read(2) == std::vector<int32_t>{0});
+
+  std::ofstream(dir + "/latin1.txt", std::ios::binary) << "caf\xE9 au lait\n";
+  REQUIRE(runTool(dir,
+                  "--input latin1.txt --output-prefix data/l --tokenizer-type SPMTokenizer "
+                  "--vocab-file " +
+                      model,
+                  out) == 0);
+  CHECK(out.find("latin1.txt:1:4: 1 bytes are not UTF-8 (the first here); SentencePiece reads "
+                 "each as U+FFFD") != std::string::npos);
+  const ds::runtime::IndexedDataset latin1(dir + "/data/l_text_document");
+  CHECK(tokenizer->decode(latin1.read(0)) == "caf\xEF\xBF\xBD au lait\n");
+
+  std::ofstream(dir + "/vocab.json") << "{\"a\": 0}";
+  CHECK(runTool(dir,
+                "--input c.jsonl --output-prefix o/s --tokenizer-type SPMTokenizer "
+                "--vocab-file vocab.json",
+                out) == 2);
+  CHECK(out.find("vocab-file vocab.json: not a SentencePiece model") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir + "/o/s_text_document.bin"));
 }
