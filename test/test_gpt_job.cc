@@ -300,4 +300,37 @@ TEST_CASE("gpt job: wall_clock_breakdown prints DeepSpeed's timer line at steps_
     CHECK(std::filesystem::exists(dir + "/monitor/run/Train_Samples_train_loss.csv"));
     CHECK(!std::filesystem::exists(dir + "/monitor/run/Train_Samples_elapsed_time_ms_step.csv"));
   }
+TEST_CASE("gpt job: SentencePiece data and tokenizer (SPMTokenizer, vocab-file a .model)",
+          "[gpt][launch]") {
+  const std::string dir = makeScratchDir("gpt-spm");
+  const std::string model = std::string(DS_SOURCE_DIR) + "/test/golden/spm_llama_like.model";
+  std::string text;
+  for (int d = 0; d < 30; ++d)
+    text += "The tokenizer splits digits " + std::to_string(d * 37) + " and caf\xC3\xA9s\n\n";
+  writeFile(dir + "/corpus.txt", text);
+  std::filesystem::create_directories(dir + "/data");
+  const std::string pre = "cd " + dir + " && " + DS_BIN_DIR +
+                          "/ds-preprocess --input corpus.txt --output-prefix data/spm "
+                          "--append-eod --tokenizer-type SPMTokenizer --vocab-file " +
+                          model + " >pre.out 2>&1";
+  INFO(readFile(dir + "/pre.out"));
+  REQUIRE(std::system(pre.c_str()) == 0);
+  writeFile(dir + "/hostfile", kHostfile);
+  // The merge-file NeoX's local_setup.yml carries is ignored for SentencePiece, as in NeoX.
+  std::string config = yaml("save: ckpt\ntokenizer-type: SPMTokenizer\nvocab-file: " + model +
+                            "\nmerge-file: data/gpt2-merges.txt\n");
+  config = std::regex_replace(config, std::regex("data/corpus"), "data/spm_text_document");
+  writeFile(dir + "/gpt.yml", config);
+  const auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir",
+                                     "logs", "train", "--config", "gpt.yml"});
+  const auto status = waitExit(job, 180s);
+  INFO(readFile(dir + "/stdout") << readFile(dir + "/stderr"));
+  REQUIRE(status == 0);
+  CHECK(readFile(dir + "/stdout").find("validation at iteration 6") != std::string::npos);
+  const std::string gen = "cd " + dir + " && " + DS_BIN_DIR +
+                          "/ds-generate ckpt --prompt 'The tokenizer' --max-new-tokens 5 "
+                          ">gen.out 2>&1";
+  INFO(readFile(dir + "/gen.out"));
+  CHECK(std::system(gen.c_str()) == 0);
+  CHECK(readFile(dir + "/gen.out").find("The tokenizer") != std::string::npos);
 }

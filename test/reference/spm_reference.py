@@ -18,8 +18,10 @@ The committed files came from, in the repository root:
   /usr/bin/python3 test/reference/spm_reference.py train test/golden
   /usr/bin/python3 test/reference/spm_reference.py golden test/golden/spm_llama_like.model \
       test/golden/spm_endoftext.model > test/golden/spm_tokenizer.json
-Retraining changes the models (the docs change), so regenerate the golden file after it; the C++
-test (test/test_spm_tokenizer.cc) only reads the committed files.
+Needs Debian's python3-sentencepiece (run with /usr/bin/python3). Retraining on unchanged docs gives
+the same pieces (the .model bytes still differ: it records the temporary corpus path); after the
+docs change it gives other models, so regenerate the golden file after retraining. The C++ tests
+(test/test_spm_tokenizer.cc) only read the committed files.
 """
 import glob
 import json
