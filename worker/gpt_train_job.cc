@@ -1,5 +1,6 @@
 // trainGpt: the GPT trainer around the shared step loop (worker/training_loop.h). Data: the train
-// split of an indexed dataset cut into seq-length + 1 token samples (runtime/data/gpt_samples.h);
+// split of an indexed dataset, or a weighted blend of several (worker/gpt_data.h), cut into
+// seq-length + 1 token samples (runtime/data/gpt_samples.h);
 // global sample i of step s goes to the rank that owns its place in the global batch (step,
 // micro-step, rank, position), so any world size sees the same samples in the same order.
 // Evaluation: eval-iters global batches of the validation split every eval-interval steps and at
@@ -24,11 +25,11 @@
 #include "common/json_text.h"
 #include "runtime/config/job_config.h"
 #include "runtime/data/gpt_samples.h"
-#include "runtime/data/indexed_dataset.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/gpt.h"
 #include "runtime/model/sampler.h"
 #include "worker/step_timers.h"
+#include "worker/gpt_data.h"
 #include "worker/training_loop.h"
 #include "worker/training_monitors.h"
 #include "worker/training_step.h"
@@ -37,7 +38,7 @@ namespace ds::worker {
 namespace {
 
 // The micro-batch of `rank` at (step, micro) from `samples`, starting at global index `first`.
-runtime::Batch makeBatch(const runtime::GptSamples& samples, uint64_t first, size_t count,
+runtime::Batch makeBatch(const runtime::TokenSamples& samples, uint64_t first, size_t count,
                          size_t seq) {
   runtime::Batch b;
   b.size = count;
@@ -89,7 +90,7 @@ void printFlopsProfile(const runtime::Gpt& model, const runtime::Engine& engine,
 // The train split's samples, in the global order firstSampleOf sets.
 class GptBatches final : public BatchSource {
  public:
-  GptBatches(const runtime::GptSamples& samples, const JoinResult& join,
+  GptBatches(const runtime::TokenSamples& samples, const JoinResult& join,
              const runtime::BatchConfig& batch, size_t seq)
       : samples_(samples), join_(join), batch_(batch), seq_(seq) {}
   runtime::Batch microBatch(int64_t step, int64_t micro) override {
@@ -98,7 +99,7 @@ class GptBatches final : public BatchSource {
   }
 
  private:
-  const runtime::GptSamples& samples_;
+  const runtime::TokenSamples& samples_;
   const JoinResult& join_;
   const runtime::BatchConfig& batch_;
   size_t seq_;
@@ -114,7 +115,7 @@ struct GptJobParts {
   runtime::Communicator& comm;
   ProgressBoard& board;
   TrainingMonitors& monitors;
-  const runtime::GptSamples* valid;  // null: no validation split
+  const runtime::TokenSamples* valid;  // null: no validation data
   size_t seq;
 };
 
@@ -192,16 +193,10 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   runtime::Gpt model(modelConfig);
   const size_t seq = static_cast<size_t>(modelConfig.seqLength);
 
-  const runtime::IndexedDataset data(gpt.dataPath);
-  const auto splits = runtime::splitDocuments(gpt.split, data.documents());
   const auto& batch = config.batch;
-  const uint64_t globalBatch = static_cast<uint64_t>(batch.trainBatchSize);
-  const runtime::GptSamples train(data, splits[0], seq, gpt.trainIters * globalBatch, gpt.seed);
-  std::unique_ptr<runtime::GptSamples> valid;
-  const uint64_t evals = static_cast<uint64_t>(gpt.trainIters / gpt.evalInterval + 1);
-  if (gpt.evalIters > 0 && splits.size() > 1 && splits[1].second > splits[1].first)
-    valid = std::make_unique<runtime::GptSamples>(data, splits[1], seq,
-                                                  gpt.evalIters * globalBatch * evals, gpt.seed);
+  const GptData data = openGptData(gpt, seq, static_cast<uint64_t>(batch.trainBatchSize));
+  const runtime::TokenSamples& train = *data.train;
+  const runtime::TokenSamples* valid = data.valid.get();
 
   const uint64_t seed = options.seed != TrainOptions{}.seed ? options.seed : gpt.seed;
   runtime::Engine engine(model, config, comm, seed);
@@ -226,10 +221,7 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
                 engine.parameterCount(), modelConfig.describe().c_str(), config.zero.stage,
                 dtypeName(config.precision.modelDtype), batch.trainBatchSize,
                 batch.microBatchPerGpu, batch.gradientAccumulationSteps, join.worldSize, seq);
-    std::printf("data: %s, %zu documents; train samples %zu (%zu epochs)%s; kernels %s, "
-                "matmul threads %d per rank\n",
-                gpt.dataPath.c_str(), data.documents(), train.size(), train.epochs(),
-                valid ? "" : ", no validation split",
+    std::printf("data: %s; kernels %s, matmul threads %d per rank\n", data.description.c_str(),
                 kernels::kernelIsaName(kernels::bestKernelIsa()), kernels::matmulThreads());
   }
   if (!saveDir.empty() && join.rank == 0) {
@@ -244,7 +236,7 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   TrainingMonitors monitors(config, join.rank);
 
   GptBatches batches(train, join, batch, seq);
-  GptHooks hooks({gpt, config, join, model, engine, comm, board, monitors, valid.get(), seq});
+  GptHooks hooks({gpt, config, join, model, engine, comm, board, monitors, valid, seq});
   LoopSettings settings;
   settings.lastStep = gpt.trainIters;
   settings.printInterval = gpt.logInterval;
@@ -273,7 +265,7 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   // A sample of what the model learned, from the start of a validation (or training) sample.
   const std::vector<float> params = engine.fullParameters();  // collective at stage 3
   if (join.rank == 0) {
-    const runtime::GptSamples& source = valid ? *valid : train;
+    const runtime::TokenSamples& source = valid ? *valid : train;
     std::vector<int32_t> prompt = source.sample(0);
     prompt.resize(std::min<size_t>(prompt.size(), 32));
     runtime::SamplingOptions sampling;

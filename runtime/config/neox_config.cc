@@ -176,6 +176,30 @@ struct Reader {
     out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;
   }
+  // A list of dataset prefixes; null (NeoX's default) is none.
+  std::vector<std::string> pathList() const {
+    std::vector<std::string> out;
+    if (value().is_null()) return out;
+    if (!value().is_array()) fail("a list of dataset prefixes, e.g. [data/a_text_document]");
+    for (const Json& v : value()) {
+      if (!v.is_string() || v.get<std::string>().empty())
+        fail("a list of dataset prefixes, e.g. [data/a_text_document]");
+      out.push_back(v.get<std::string>());
+    }
+    return out;
+  }
+  // A list of non-negative weights; null (NeoX's default) is equal weights.
+  std::vector<double> weightList() const {
+    std::vector<double> out;
+    if (value().is_null()) return out;
+    const std::string expected = "a list of non-negative numbers, one per data path, e.g. [3, 1]";
+    if (!value().is_array()) fail(expected);
+    for (const Json& v : value()) {
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0) fail(expected);
+      out.push_back(v.get<double>());
+    }
+    return out;
+  }
   template <class E>
   E choice(const std::vector<std::pair<std::string, E>>& options) const {
     std::string names;
@@ -193,7 +217,49 @@ const std::vector<std::pair<std::string, InitMethod>> kInitMethods = {
     {"small_init", InitMethod::SmallInit},
     {"wang_init", InitMethod::WangInit}};
 
+// NeoX's rules for data-path against the per-split lists (NeoXArgs.validate_values): one or the
+// other; all three lists or none; weights as many as paths.
+void validateDataKeys(const Json& merged, GptTrainConfig& t) {
+  auto given = [&](const char* key) { return merged.contains(key) && !merged[key].is_null(); };
+  const bool lists =
+      given("train-data-paths") || given("valid-data-paths") || given("test-data-paths");
+  if (!lists) {
+    for (const char* key : {"train-data-weights", "valid-data-weights", "test-data-weights"})
+      if (given(key))
+        throw Error(std::string(key) + ": weights the datasets of " +
+                    std::string(key).substr(0, std::string(key).find("-weights")) +
+                    "-paths, which is not set; set the paths or remove the weights");
+    if (t.dataPath.empty())
+      throw Error(
+          "data-path: required (an indexed dataset prefix; make one with ds-preprocess), "
+          "or train-data-paths, valid-data-paths and test-data-paths");
+    return;
+  }
+  if (!t.dataPath.empty())
+    throw Error(
+        "data-path: set together with train-/valid-/test-data-paths; NeoX takes either "
+        "data-path (cut by split) or the per-split lists, not both: remove one");
+  for (const char* key : {"train-data-paths", "valid-data-paths", "test-data-paths"})
+    if (!given(key))
+      throw Error(std::string(key) +
+                  ": required with the other per-split data paths (NeoX "
+                  "takes all three lists or none; an empty list [] is a split with no data)");
+  if (t.trainData.paths.empty())
+    throw Error("train-data-paths: expected at least one dataset prefix, got []");
+  validateDataBlend(t.trainData, "train");
+  validateDataBlend(t.validData, "valid");
+  validateDataBlend(t.testData, "test");
+}
+
 }  // namespace
+
+std::vector<std::string> GptTrainConfig::dataPrefixes() const {
+  if (!blended()) return {dataPath};
+  std::vector<std::string> out;
+  for (const DataBlend* b : {&trainData, &validData, &testData})
+    out.insert(out.end(), b->paths.begin(), b->paths.end());
+  return out;
+}
 
 bool isNeoxConfigPath(const std::string& path) {
   auto endsWith = [&](const std::string& s) {
@@ -408,7 +474,24 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
         throw Error("checkpoint-num-layers: only 1 (every layer a checkpoint) is implemented");
     } else if (key == "data-path")
       t.dataPath = r.string();
-    else if (key == "split")
+    else if (key == "train-data-paths")
+      t.trainData.paths = r.pathList();
+    else if (key == "valid-data-paths")
+      t.validData.paths = r.pathList();
+    else if (key == "test-data-paths")
+      t.testData.paths = r.pathList();
+    else if (key == "train-data-weights")
+      t.trainData.weights = r.weightList();
+    else if (key == "valid-data-weights")
+      t.validData.weights = r.weightList();
+    else if (key == "test-data-weights")
+      t.testData.weights = r.weightList();
+    else if (key == "weight-by-num-documents")
+      t.blend.weightByNumDocuments = r.boolean();
+    else if (key == "weighted-sampler-alpha") {
+      t.blend.alpha = r.number();
+      if (!(t.blend.alpha >= 0.0)) r.fail("a number >= 0 (1 samples in proportion to documents)");
+    } else if (key == "split")
       t.split = r.string();
     else if (key == "tokenizer-type")
       t.tokenizerType = r.string();
@@ -540,8 +623,11 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
         "save-iters: no effect (derived from checkpoint-factor, checkpoint-scale and "
         "extra-save-iters, as in NeoX)");
   }
-  if (t.dataPath.empty())
-    throw Error("data-path: required (an indexed dataset prefix; make one with ds-preprocess)");
+  validateDataKeys(merged, t);
+  if (!t.testData.paths.empty())
+    out.notes.push_back(
+        "test-data-paths: read by ds-config check only; this trainer runs no "
+        "test-split evaluation (nor for split's third part)");
   if (ds.contains("scheduler"))
     throw Error(
         "scheduler: the NeoX trainer schedules the lr itself (lr-decay-style, warmup, "

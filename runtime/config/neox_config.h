@@ -15,6 +15,7 @@
 
 #include "runtime/config/checkpoint_schedule.h"
 #include "runtime/config/ds_config.h"
+#include "runtime/data/data_blend.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/model/gpt_config.h"
 
@@ -24,6 +25,11 @@ struct GptTrainConfig {
   GptConfig model;
   std::string dataPath;  // prefix of PREFIX.bin / PREFIX.idx
   std::string split = "969,30,1";
+  // train-/valid-/test-data-paths with their -data-weights, instead of data-path and split.
+  DataBlend trainData, validData, testData;
+  BlendOptions blend;  // weight-by-num-documents, weighted-sampler-alpha
+  bool blended() const { return !trainData.paths.empty(); }
+  std::vector<std::string> dataPrefixes() const;  // every dataset the job reads or names
   std::string tokenizerType = "ByteTokenizer";
   std::string vocabFile, mergeFile;
   int64_t trainIters = 0;

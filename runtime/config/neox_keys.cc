@@ -41,6 +41,7 @@ constexpr std::string_view kPartitionActivations =
     "only size here) there is nothing to split, as in DeepSpeed";
 constexpr std::string_view kTransformerEngineKey =
     "only used by NVIDIA Transformer Engine layers (not implemented)";
+constexpr std::string_view kLabelData = "per-token labels (a loss mask from a label dataset)";
 constexpr std::string_view kOnlyDpoKto = "only used with train-impl dpo or kto (not implemented)";
 
 const std::vector<NeoxKeyRule> kTable = {
@@ -200,7 +201,7 @@ const std::vector<NeoxKeyRule> kTable = {
     {"sequence-parallel", X, "Megatron's sequence parallelism"},
     // NeoXArgsTextgen
     {"text-gen-type", N, kTextgenKey},
-    {"precompute-model-name", N, kTextgenKey},
+    {"precompute-model-name", X, "precomputed reference log-probabilities (train-impl dpo)", ""},
     {"temperature", N, kTextgenKey},
     {"top-p", N, kTextgenKey},
     {"top-k", N, kTextgenKey},
@@ -219,14 +220,14 @@ const std::vector<NeoxKeyRule> kTable = {
     // NeoXArgsTraining
     {"data-path", H, "the indexed dataset (PREFIX.bin / PREFIX.idx) split by split"},
     {"use-shared-fs", N, "each rank reads the dataset's files itself"},
-    {"train-data-paths", X, "separate train/valid/test datasets", ""},
-    {"train-label-data-paths", X, "per-token label datasets", ""},
+    {"train-data-paths", H, "training datasets, blended by train-data-weights"},
+    {"train-label-data-paths", X, kLabelData, ""},
     {"train-reward-data-paths", X, kPairwiseData, ""},
-    {"test-data-paths", X, "separate train/valid/test datasets", ""},
-    {"test-label-data-paths", X, "per-token label datasets", ""},
+    {"test-data-paths", H, "test datasets (ds-config check reads them; no test evaluation runs)"},
+    {"test-label-data-paths", X, kLabelData, ""},
     {"test-reward-data-paths", X, kPairwiseData, ""},
-    {"valid-data-paths", X, "separate train/valid/test datasets", ""},
-    {"valid-label-data-paths", X, "per-token label datasets", ""},
+    {"valid-data-paths", H, "validation datasets, blended by valid-data-weights"},
+    {"valid-label-data-paths", X, kLabelData, ""},
     {"valid-reward-data-paths", X, kPairwiseData, ""},
     {"pos-train-data-paths", X, kPairwiseData, ""},
     {"neg-train-data-paths", X, kPairwiseData, ""},
@@ -240,11 +241,11 @@ const std::vector<NeoxKeyRule> kTable = {
     {"neg-test-data-paths", X, kPairwiseData, ""},
     {"pos-test-label-data-paths", X, kPairwiseData, ""},
     {"neg-test-label-data-paths", X, kPairwiseData, ""},
-    {"train-data-weights", X, "blending datasets by weight", ""},
-    {"valid-data-weights", X, "blending datasets by weight", ""},
-    {"test-data-weights", X, "blending datasets by weight", ""},
-    {"weight-by-num-documents", X, "blending datasets by their document counts"},
-    {"weighted-sampler-alpha", N, "only used with weight-by-num-documents"},
+    {"train-data-weights", H, "NeoX's blending weights of train-data-paths"},
+    {"valid-data-weights", H, "NeoX's blending weights of valid-data-paths"},
+    {"test-data-weights", H, "NeoX's blending weights of test-data-paths"},
+    {"weight-by-num-documents", H, "blending weights from the datasets' document counts"},
+    {"weighted-sampler-alpha", H, "the smoothing exponent of weight-by-num-documents"},
     {"data-impl", N, "datasets are NeoX's mmap layout"},
     {"pack-impl", X, "sample packing other than NeoX's default", "\"packed\""},
     {"dataset-impl", X, "datasets other than NeoX's gpt2 kind", "\"gpt2\""},
@@ -348,7 +349,8 @@ const std::vector<NeoxKeyRule> kTable = {
     {"wandb-run-name", N, kWandbKey},
     {"comet-experiment", N, kCometKey},
     {"peak-theoretical-tflops", N,
-     "NeoX logs model FLOPs utilisation against it; the GPT trainer's flops profiler measures here"},
+     "NeoX logs model FLOPs utilisation against it; the GPT trainer's flops profiler measures "
+     "here"},
     {"z-loss", X, "the z-loss term", "0"},
     {"fp32-reinforce", N, "only used with train-impl reinforce (not implemented)"},
     {"kl-impl", N, "only used with train-impl reinforce (not implemented)"},

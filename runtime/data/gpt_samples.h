@@ -19,16 +19,25 @@ namespace ds::runtime {
 // ds::Error for anything but 1-3 non-negative weights with a positive sum.
 std::vector<std::pair<size_t, size_t>> splitDocuments(const std::string& split, size_t documents);
 
-class GptSamples {
+// What a GPT job reads its batches from: sample i, i < size(), of seq-length + 1 tokens. One
+// dataset's samples (GptSamples) or several blended by weight (blended_samples.h).
+class TokenSamples {
+ public:
+  virtual ~TokenSamples() = default;
+  virtual size_t size() const = 0;
+  virtual std::vector<int32_t> sample(size_t i) const = 0;
+};
+
+class GptSamples final : public TokenSamples {
  public:
   // `samples` samples of seqLength + 1 tokens over documents [begin, end) of `data`, whose
   // sequences are read as that many documents. Throws ds::Error when the range holds no tokens.
   GptSamples(const IndexedDataset& data, std::pair<size_t, size_t> documents, size_t seqLength,
              size_t samples, uint64_t seed);
 
-  size_t size() const { return shuffle_.size(); }
+  size_t size() const override { return shuffle_.size(); }
   size_t epochs() const { return epochs_; }
-  std::vector<int32_t> sample(size_t i) const;  // seqLength + 1 tokens
+  std::vector<int32_t> sample(size_t i) const override;  // seqLength + 1 tokens
 
  private:
   const IndexedDataset& data_;

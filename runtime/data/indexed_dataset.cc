@@ -197,4 +197,39 @@ std::vector<int32_t> IndexedDataset::read(size_t i, size_t offset, size_t count)
   return out;
 }
 
+namespace {
+
+// A sequence's min and max; the plain loop over fixed-width loads vectorises.
+template <typename T>
+std::pair<int32_t, int32_t> rangeOf(const unsigned char* at, size_t count) {
+  T lo = std::numeric_limits<T>::max(), hi = std::numeric_limits<T>::min();
+  for (size_t k = 0; k < count; ++k) {
+    T v;
+    std::memcpy(&v, at + sizeof(T) * k, sizeof(T));
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+  }
+  return {static_cast<int32_t>(lo), static_cast<int32_t>(hi)};
+}
+
+}  // namespace
+
+TokenRange IndexedDataset::tokenRange() const {
+  TokenRange r;
+  for (size_t i = 0; i < sizes_.size(); ++i) {
+    const size_t count = sequenceLength(i);
+    if (count == 0) continue;
+    const unsigned char* at = bin_ + pointers_[i];
+    const auto [lo, hi] = type_ == TokenType::UInt16 ? rangeOf<uint16_t>(at, count)
+                                                     : rangeOf<int32_t>(at, count);
+    if (r.empty || lo < r.min) r.min = lo;
+    if (r.empty || hi > r.max) {
+      r.max = hi;
+      r.maxSequence = i;
+    }
+    r.empty = false;
+  }
+  return r;
+}
+
 }  // namespace ds::runtime

@@ -40,6 +40,13 @@ class IndexedDatasetWriter {
   bool finished_ = false;
 };
 
+// The smallest and largest token id of a dataset's sequences, and a sequence holding the largest.
+struct TokenRange {
+  int32_t min = 0, max = 0;
+  size_t maxSequence = 0;
+  bool empty = true;  // no tokens at all
+};
+
 // A memory-mapped dataset; tokens are read as int32 whatever the stored type.
 class IndexedDataset {
  public:
@@ -56,6 +63,10 @@ class IndexedDataset {
   // Tokens [offset, offset + count) of sequence i.
   std::vector<int32_t> read(size_t i, size_t offset, size_t count) const;
   std::vector<int32_t> read(size_t i) const { return read(i, 0, sequenceLength(i)); }
+  // Reads every token once: one pass over the mapped .bin at memory (or disk) bandwidth, which
+  // is why only `ds-config check` calls it, never a training rank.
+  TokenRange tokenRange() const;
+  const std::string& binPath() const { return binPath_; }
 
  private:
   TokenType type_;

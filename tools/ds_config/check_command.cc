@@ -10,6 +10,7 @@
 #include "common/printable.h"
 #include "runtime/config/job_config.h"
 #include "runtime/config/neox_keys.h"
+#include "runtime/data/vocabulary_fit.h"
 #include "runtime/model/gpt.h"
 #include "tools/ds_config/commands.h"
 
@@ -42,13 +43,25 @@ void runCheck(const CheckOptions& o) {
     std::cerr << "warning: " << printable(warning) << '\n';
   for (const std::string& note : job.notes) std::cerr << "note: " << printable(note) << '\n';
   size_t gptParameters = 0;
-  if (job.gpt) {  // NeoX YAML: the model it builds (byte-level vocabulary)
-    const runtime::GptConfig model =
-        runtime::modelConfigFor(*job.gpt, *runtime::makeJobTokenizer(*job.gpt));
+  if (job.gpt) {  // NeoX YAML: the model it builds with the tokenizer's vocabulary
+    const auto tokenizer = runtime::makeJobTokenizer(*job.gpt);
+    const runtime::GptConfig model = runtime::modelConfigFor(*job.gpt, *tokenizer);
+    // What a rank finds only when a batch reaches a bad id, found here by reading every token.
+    for (const std::string& prefix :
+         runtime::checkTokensFitVocabulary(job.gpt->dataPrefixes(), tokenizer->vocabularySize()))
+      std::cerr << "warning: " << printable(prefix)
+                << ".idx: not found here, so its token ids are not checked against the "
+                   "tokenizer's vocabulary (the run needs it)\n";
     gptParameters = runtime::Gpt(model).parameterCount();
+    std::string data = job.gpt->dataPath;
+    if (job.gpt->blended()) {
+      data.clear();
+      for (const std::string& path : job.gpt->trainData.paths)
+        data += (data.empty() ? "" : ", ") + path;
+    }
     if (!o.json)
       std::cout << "GPT: " << gptParameters << " parameters (" << model.describe() << "), "
-                << job.gpt->trainIters << " iterations on " << job.gpt->dataPath << '\n';
+                << job.gpt->trainIters << " iterations on " << data << '\n';
   }
   const runtime::BatchConfig& b = c.batch;
   if (o.json) {

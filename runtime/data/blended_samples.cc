@@ -1,0 +1,62 @@
+// BlendedSamples: NeoX's build order (weights, then each dataset's share, then the index over the
+// sum of the shares) with our GptSamples as each dataset's sample source.
+#include "runtime/data/blended_samples.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/error.h"
+
+namespace ds::runtime {
+
+BlendedSamples::BlendedSamples(const DataBlend& blend, const BlendOptions& options,
+                               size_t seqLength, uint64_t samples, uint64_t seed)
+    : paths_(blend.paths) {
+  if (blend.paths.empty()) throw Error("data blend: no datasets");
+  for (const std::string& path : blend.paths)
+    data_.push_back(std::make_unique<IndexedDataset>(path));
+  std::vector<double> weights = blend.weights;
+  if (options.weightByNumDocuments) {
+    // NeoX counts a dataset's documents as its sizes array: its sequences.
+    std::vector<uint64_t> documents;
+    for (const auto& d : data_) documents.push_back(d->sequences());
+    weights = weightsByNumDocuments(documents, options.alpha);
+  }
+  const WeightedSamples shares = normalizedWeightsAndSamples(weights, samples);
+  weights_ = shares.weights;
+  uint64_t total = 0;
+  for (size_t d = 0; d < data_.size(); ++d) {
+    // NeoX builds a zero-weight dataset too (a whole epoch), and its blending rule can still
+    // pick it once on a tie; one sample covers that pick.
+    const uint64_t count = std::max<uint64_t>(shares.samples[d], 1);
+    try {
+      samples_.push_back(std::make_unique<GptSamples>(
+          *data_[d], std::pair<size_t, size_t>{0, data_[d]->sequences()}, seqLength, count, seed));
+    } catch (const Error& e) {
+      throw Error(paths_[d] + ": " + e.what());
+    }
+    total += shares.samples[d];
+  }
+  index_ = blendingIndex(weights_, total);
+}
+
+std::vector<int32_t> BlendedSamples::sample(size_t i) const {
+  const BlendPosition p = index_.at(i);
+  const GptSamples& from = *samples_.at(p.dataset);
+  // The index's last positions can run past a dataset's share by a sample (the 0.5% spare covers
+  // the positions a job reads); NeoX's GPT2Dataset wraps such an index around, so do we.
+  return from.sample(static_cast<size_t>(p.sample % from.size()));
+}
+
+std::string BlendedSamples::describe() const {
+  std::string out;
+  for (size_t d = 0; d < paths_.size(); ++d) {
+    char text[160];
+    std::snprintf(text, sizeof text, " (weight %.4g, %zu samples, %zu epochs)", weights_[d],
+                  samples_[d]->size(), samples_[d]->epochs());
+    out += (d ? ", " : "") + paths_[d] + text;
+  }
+  return out;
+}
+
+}  // namespace ds::runtime

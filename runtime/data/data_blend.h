@@ -1,0 +1,54 @@
+// GPT-NeoX's dataset blending maths (megatron/data/data_utils.py and helpers.cpp): how many samples
+// each dataset of train-/valid-/test-data-paths gets from its weight, the weights
+// weight-by-num-documents derives from document counts, and the blended order (which dataset,
+// which of its samples) at every position. Pure functions of their arguments, so every rank and a
+// resumed run agree; reading the datasets is blended_samples.h's job.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ds::runtime {
+
+// One split's datasets as the config gives them: prefixes and one weight each (NeoX's default is
+// 1.0 for each when no weights are given).
+struct DataBlend {
+  std::vector<std::string> paths;
+  std::vector<double> weights;
+};
+
+struct BlendOptions {
+  bool weightByNumDocuments = false;  // NeoX's weight-by-num-documents: replaces the weights
+  double alpha = 1.0;                 // weighted-sampler-alpha
+};
+
+// NeoX's get_normalized_weights_and_num_samples: weights / sum, and per dataset
+// ceil(samples x weight x 1.005) (the 0.5% spare NeoX keeps so a blend that drifts from its exact
+// fractions still has samples). Throws ds::Error unless the sum is positive.
+struct WeightedSamples {
+  std::vector<double> weights;
+  std::vector<uint64_t> samples;
+};
+WeightedSamples normalizedWeightsAndSamples(const std::vector<double>& weights, uint64_t samples);
+
+// NeoX's weights_by_num_docs: p_i = (n_i / N)^alpha normalised, times (1 - n_i / N), normalised
+// again (up-samples small groups as alpha falls below 1); one dataset gets weight 1.
+std::vector<double> weightsByNumDocuments(const std::vector<uint64_t>& documents, double alpha);
+
+// NeoX's build_blending_indices: position i goes to the dataset furthest behind its share,
+// weight_d x max(i, 1) - taken_d, the lowest index on ties; its sample is the next unused one of
+// that dataset. `weights` are normalised. At most 254 datasets (NeoX's uint8 index).
+struct BlendPosition {
+  uint8_t dataset;
+  uint64_t sample;
+};
+std::vector<BlendPosition> blendingIndex(const std::vector<double>& weights, uint64_t size);
+
+// Checks a split's paths and weights as NeoX's argument validation does, with `split` ("train",
+// "valid", "test") naming the keys in messages: weights as many as paths, each finite and
+// non-negative, not all zero. Fills in NeoX's equal weights when none were given.
+void validateDataBlend(DataBlend& blend, const std::string& split);
+
+}  // namespace ds::runtime
