@@ -13,6 +13,7 @@
 #include <string>
 
 #include "runtime/config/ds_config.h"
+#include "runtime/data/indexed_dataset.h"
 #include "runtime/lr/lr_schedule.h"
 #include "test/scratch_dir.h"
 
@@ -292,6 +293,50 @@ TEST_CASE("ds-config check: NeoX files as separate arguments, comma lists or JSO
   const ToolRun refused = runTool("check " + nonsense.string());
   CHECK(refused.status == 2);
   CHECK(refused.err.find("nonsense.json: neither a NeoX nor a DeepSpeed config") !=
+        std::string::npos);
+}
+
+TEST_CASE("ds-config check: every dataset's token ids must fit the tokenizer's vocabulary",
+          "[ds-config]") {
+  // Byte tokenizer: 257 ids (0..255 and end of document). `top` is a dataset's largest id.
+  auto dataset = [](const std::string& name, int32_t top) {
+    const std::string prefix = (scratch() / name).string();
+    ds::runtime::IndexedDatasetWriter w(prefix, ds::runtime::TokenType::UInt16);
+    std::vector<int32_t> tokens;
+    for (int32_t t = 0; t < 40; ++t) tokens.push_back(t);
+    tokens.push_back(top);
+    w.addSequence(tokens);
+    w.endDocument();
+    w.finish();
+    return prefix;
+  };
+  const std::string good = dataset("fits", 256), other = dataset("fits2", 100);
+  const std::string bad = dataset("too-large", 1000);
+  auto check = [&](const std::string& data) {
+    const fs::path config = writeConfig(
+        "vocab.yml", "num-layers: 1\nhidden-size: 16\nnum-attention-heads: 2\nseq-length: 8\n"
+                     "max-position-embeddings: 8\ntrain-iters: 2\nbatch-size: 1\n" + data);
+    return runTool("check " + config.string());
+  };
+  const ToolRun ok = check("train-data-paths: [" + good + ", " + other +
+                           "]\ntrain-data-weights: [2, 1]\nvalid-data-paths: [" + good +
+                           "]\ntest-data-paths: []\n");
+  INFO(ok.out << ok.err);
+  CHECK(ok.status == 0);
+  CHECK(ok.out.find("iterations on " + good + ", " + other) != std::string::npos);
+  const ToolRun refused = check("train-data-paths: [" + good + "]\nvalid-data-paths: []\n"
+                                "test-data-paths: [" + bad + "]\n");
+  INFO(refused.out << refused.err);
+  CHECK(refused.status != 0);
+  CHECK(refused.err.find(bad + ".bin: token id 1000 (sequence 0) does not fit the tokenizer's "
+                               "vocabulary of 257 ids (0 .. 256)") != std::string::npos);
+  const ToolRun single = check("data-path: " + bad + "\n");
+  CHECK(single.status != 0);
+  CHECK(single.err.find(bad + ".bin: token id 1000") != std::string::npos);
+  // Data that is not here (checked before ds-preprocess ran, or away from the data) is a warning.
+  const ToolRun absent = check("data-path: " + (scratch() / "not-made-yet").string() + "\n");
+  CHECK(absent.status == 0);
+  CHECK(absent.err.find("not-made-yet.idx: not found here, so its token ids are not checked") !=
         std::string::npos);
 }
 

@@ -333,4 +333,57 @@ TEST_CASE("gpt job: SentencePiece data and tokenizer (SPMTokenizer, vocab-file a
   INFO(readFile(dir + "/gen.out"));
   CHECK(std::system(gen.c_str()) == 0);
   CHECK(readFile(dir + "/gen.out").find("The tokenizer") != std::string::npos);
+TEST_CASE("gpt job: two datasets blended by weight train, and a resumed run continues the blend",
+          "[gpt][launch]") {
+  // NeoX's per-split lists instead of data-path: train draws 3:1 from two datasets (the greedy
+  // blending index), validation reads a third; the order is a function of the config alone, so a
+  // run stopped at iteration 3 and resumed ends bitwise where the straight run ends.
+  auto start = [](const std::string& dir, const std::string& extra) {
+    writeByteCorpus(dir + "/data/a", 30, [](int d) { return 2 + d % 3; });
+    writeByteCorpus(dir + "/data/b", 12, [](int d) { return 5 + d % 2; });
+    writeByteCorpus(dir + "/data/v", 8, [](int d) { return 3 + d % 2; });
+    std::string config = std::regex_replace(yaml(extra), std::regex("data-path: data/corpus\n"),
+                                            "train-data-paths: [data/a, data/b]\n"
+                                            "train-data-weights: [3, 1]\n"
+                                            "valid-data-paths: [data/v]\n"
+                                            "test-data-paths: []\n");
+    config = std::regex_replace(config, std::regex("split: \"90,10,0\"\n"), "");
+    writeFile(dir + "/hostfile", kHostfile);
+    writeFile(dir + "/gpt.yml", config);
+    return startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir", "logs",
+                             "train", "--config", "gpt.yml", "--print_param_hash"});
+  };
+  const std::string straightDir = makeScratchDir("gpt-blend");
+  const auto straight = start(straightDir, "");
+  const auto straightStatus = waitExit(straight, 180s);
+  const std::string out = readFile(straightDir + "/stdout");
+  INFO(out << readFile(straightDir + "/stderr"));
+  REQUIRE(straightStatus == 0);
+  // 6 iterations x 16 samples = 96: ceil(96 x .75 x 1.005) = 73, ceil(96 x .25 x 1.005) = 25.
+  CHECK(out.find("data: train blend of data/a (weight 0.75, 73 samples") != std::string::npos);
+  CHECK(out.find(", data/b (weight 0.25, 25 samples") != std::string::npos);
+  CHECK(out.find("validation blend of data/v (weight 1,") != std::string::npos);
+  const std::regex loss(R"(iteration (\d+)/6 \| lm_loss ([0-9.]+))");
+  const auto straightLosses = matches(out, loss);
+  REQUIRE(straightLosses.size() == 6);
+  CHECK(matches(out, std::regex(R"(validation at iteration (\d+) \| lm_loss ([0-9.]+))")).size() ==
+        2);
+
+  const std::string resumeDir = makeScratchDir("gpt-blend-resume");
+  REQUIRE(waitExit(start(resumeDir, "save: ckpt\nexit-interval: 3\n"), 180s) == 0);
+  const auto second = start(resumeDir, "load: ckpt\n");
+  REQUIRE(waitExit(second, 180s) == 0);
+  const std::string resumedOut = readFile(resumeDir + "/stdout");
+  INFO(resumedOut);
+  REQUIRE(resumedOut.find("resumed from ckpt/global_step3 at iteration 3") != std::string::npos);
+  const auto resumedLosses = matches(resumedOut, loss);
+  for (int it : {4, 5, 6}) CHECK(resumedLosses.at(it) == straightLosses.at(it));
+  const std::regex hash(R"(step (\d+) param_hash ([0-9a-f]+))");
+  for (int rank : {0, 3}) {
+    const std::string log = "/logs/rank-" + std::to_string(rank) + ".log";
+    const auto reference = matches(readFile(straightDir + log), hash);
+    const auto resumed = matches(readFile(resumeDir + log), hash);
+    REQUIRE(resumed.count(6) == 1);
+    CHECK(resumed.at(6) == reference.at(6));
+  }
 }

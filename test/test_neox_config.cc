@@ -347,3 +347,121 @@ TEST_CASE("neox config: the LLaMA family's model keys", "[neox]") {
              Catch::Contains("dense_h_to_4h 86 outputs but dense_4h_to_h 42 inputs"));
   CHECK_THAT(errorOf("use-bias-in-mlp: 0\n"), Catch::Contains("use-bias-in-mlp: expected true"));
 }
+
+namespace {
+
+// kBase with the per-split lists instead of data-path.
+std::string withoutDataPath(const std::string& extra) {
+  std::string base = kBase;
+  const std::string dataPath = "data-path: data/x\n";
+  base.erase(base.find(dataPath), dataPath.size());
+  return base + extra;
+}
+
+ds::runtime::NeoxConfig parseLists(const std::string& extra) {
+  Files f;
+  return parseNeoxConfig(readNeoxYaml({f.write("a.yml", withoutDataPath(extra))}), 2);
+}
+
+std::string listsError(const std::string& extra) {
+  try {
+    parseLists(extra);
+  } catch (const ds::Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+const char* kLists = "train-data-paths: [d/a, d/b]\nvalid-data-paths: [d/v]\ntest-data-paths: []\n";
+
+}  // namespace
+
+TEST_CASE("neox config: the data keys, NeoX's blending lists and their rules", "[neox]") {
+  // train-/valid-/test-data-paths: equal weights unless given.
+  const auto c = parseLists(kLists);
+  CHECK(c.train.blended());
+  CHECK(c.train.trainData.paths == std::vector<std::string>{"d/a", "d/b"});
+  CHECK(c.train.trainData.weights == std::vector<double>{1.0, 1.0});
+  CHECK(c.train.validData.paths == std::vector<std::string>{"d/v"});
+  CHECK(c.train.testData.paths.empty());
+  CHECK(c.train.dataPrefixes() == std::vector<std::string>{"d/a", "d/b", "d/v"});
+  // *-data-weights, per split.
+  const auto w = parseLists(std::string(kLists) +
+                            "train-data-weights: [3, 0.5]\nvalid-data-weights: [2]\n"
+                            "test-data-weights: []\n");
+  CHECK(w.train.trainData.weights == std::vector<double>{3.0, 0.5});
+  CHECK(w.train.validData.weights == std::vector<double>{2.0});
+  // weight-by-num-documents and weighted-sampler-alpha.
+  const auto d = parseLists(std::string(kLists) +
+                            "weight-by-num-documents: true\nweighted-sampler-alpha: 0.3\n");
+  CHECK(d.train.blend.weightByNumDocuments);
+  CHECK(d.train.blend.alpha == 0.3);
+  // NeoX's defaults parse beside data-path.
+  const auto defaults = parse(
+      "train-data-paths: null\nvalid-data-paths: null\ntest-data-paths: null\n"
+      "train-data-weights: null\nvalid-data-weights: null\ntest-data-weights: null\n"
+      "weight-by-num-documents: false\nweighted-sampler-alpha: 1.0\n"
+      "train-label-data-paths: null\npos-train-data-paths: null\ntrain-reward-data-paths: null\n"
+      "precompute-model-name: null\ntrain-impl: normal\ndataset-impl: gpt2\npack-impl: packed\n"
+      "allow-chopped: true\nuse-shared-fs: true\ndpo-beta: 0.1\nkto-fp32: true\n");
+  CHECK_FALSE(defaults.train.blended());
+  CHECK(defaults.train.dataPrefixes() == std::vector<std::string>{"data/x"});
+
+  // Either data-path or the lists; all three lists or none; weights fit their paths.
+  CHECK_THAT(errorOf(kLists), Catch::Contains("data-path: set together with train-/valid-/test-"
+                                              "data-paths") &&
+                                  Catch::Contains("not both"));
+  CHECK_THAT(listsError("train-data-paths: [d/a]\nvalid-data-paths: [d/v]\n"),
+             Catch::Contains("test-data-paths: required with the other per-split data paths"));
+  CHECK_THAT(listsError("train-data-paths: []\nvalid-data-paths: []\ntest-data-paths: []\n"),
+             Catch::Contains("train-data-paths: expected at least one dataset prefix"));
+  CHECK_THAT(listsError(std::string(kLists) + "train-data-weights: [1]\n"),
+             Catch::Contains("train-data-weights: expected one weight per entry of "
+                             "train-data-paths (2), got 1"));
+  CHECK_THAT(listsError(std::string(kLists) + "valid-data-weights: [0]\n"),
+             Catch::Contains("valid-data-weights: every weight is 0"));
+  CHECK_THAT(listsError(std::string(kLists) + "train-data-weights: [1, -2]\n"),
+             Catch::Contains("train-data-weights: expected a list of non-negative numbers"));
+  CHECK_THAT(listsError("train-data-paths: d/a\nvalid-data-paths: []\ntest-data-paths: []\n"),
+             Catch::Contains("train-data-paths: expected a list of dataset prefixes"));
+  CHECK_THAT(errorOf("train-data-weights: [1, 2]\n"),
+             Catch::Contains("train-data-weights: weights the datasets of train-data-paths, "
+                             "which is not set"));
+  CHECK_THAT(listsError(std::string(kLists) + "weighted-sampler-alpha: -1\n"),
+             Catch::Contains("weighted-sampler-alpha: expected a number >= 0"));
+  CHECK_THAT(listsError(std::string(kLists) + "weight-by-num-documents: yes please\n"),
+             Catch::Contains("weight-by-num-documents: expected true or false"));
+  CHECK_THAT(listsError(""), Catch::Contains("data-path: required"));
+  // The test split is read by ds-config check only: said in a note.
+  const auto tested = parseLists(
+      "train-data-paths: [d/a]\nvalid-data-paths: []\ntest-data-paths: [d/t]\n");
+  CHECK(std::any_of(tested.notes.begin(), tested.notes.end(), [](const std::string& n) {
+    return n.find("test-data-paths: read by ds-config check only") != std::string::npos;
+  }));
+}
+
+TEST_CASE("neox config: label, reward and pairwise data and other training kinds are refused by "
+          "feature", "[neox]") {
+  CHECK_THAT(listsError(std::string(kLists) + "train-label-data-paths: [d/la, d/lb]\n"),
+             Catch::Contains("train-label-data-paths: per-token labels") &&
+                 Catch::Contains("remove it"));
+  for (const char* key : {"valid-label-data-paths", "test-label-data-paths"})
+    CHECK_THAT(errorOf(std::string(key) + ": [d/l]\n"), Catch::Contains(std::string(key) + ": per-token labels"));
+  CHECK_THAT(errorOf("train-reward-data-paths: [d/r]\n"),
+             Catch::Contains("train-reward-data-paths: reward datasets") &&
+                 !Catch::Contains("false"));
+  for (const char* key : {"pos-train-data-paths", "neg-valid-data-paths", "pos-test-label-data-paths"})
+    CHECK_THAT(errorOf(std::string(key) + ": [d/p]\n"),
+               Catch::Contains(std::string(key) + ": pairwise positive/negative datasets") &&
+                   Catch::Contains("remove it") && !Catch::Contains("false"));
+  CHECK_THAT(errorOf("precompute-model-name: pythia\n"),
+             Catch::Contains("precompute-model-name: precomputed reference log-probabilities"));
+  CHECK_THAT(errorOf("train-impl: dpo\n"),
+             Catch::Contains("train-impl: training other than the language-model loss") &&
+                 Catch::Contains("set it to normal"));
+  CHECK_THAT(errorOf("dataset-impl: pairwise\n"),
+             Catch::Contains("dataset-impl:") && Catch::Contains("set it to gpt2"));
+  CHECK_THAT(errorOf("pack-impl: unpacked\n"),
+             Catch::Contains("pack-impl:") && Catch::Contains("set it to packed"));
+  CHECK(errorOf("train-impl: normal\ndataset-impl: gpt2\npack-impl: packed\n") == "no error");
+}
