@@ -313,9 +313,11 @@ TEST_CASE("ds-config check: every dataset's token ids must fit the tokenizer's v
   const std::string good = dataset("fits", 256), other = dataset("fits2", 100);
   const std::string bad = dataset("too-large", 1000);
   auto check = [&](const std::string& data) {
-    const fs::path config = writeConfig(
-        "vocab.yml", "num-layers: 1\nhidden-size: 16\nnum-attention-heads: 2\nseq-length: 8\n"
-                     "max-position-embeddings: 8\ntrain-iters: 2\nbatch-size: 1\n" + data);
+    const fs::path config =
+        writeConfig("vocab.yml",
+                    "num-layers: 1\nhidden-size: 16\nnum-attention-heads: 2\nseq-length: 8\n"
+                    "max-position-embeddings: 8\ntrain-iters: 2\nbatch-size: 1\n" +
+                        data);
     return runTool("check " + config.string());
   };
   const ToolRun ok = check("train-data-paths: [" + good + ", " + other +
@@ -324,8 +326,10 @@ TEST_CASE("ds-config check: every dataset's token ids must fit the tokenizer's v
   INFO(ok.out << ok.err);
   CHECK(ok.status == 0);
   CHECK(ok.out.find("iterations on " + good + ", " + other) != std::string::npos);
-  const ToolRun refused = check("train-data-paths: [" + good + "]\nvalid-data-paths: []\n"
-                                "test-data-paths: [" + bad + "]\n");
+  const ToolRun refused = check("train-data-paths: [" + good +
+                                "]\nvalid-data-paths: []\n"
+                                "test-data-paths: [" +
+                                bad + "]\n");
   INFO(refused.out << refused.err);
   CHECK(refused.status != 0);
   CHECK(refused.err.find(bad + ".bin: token id 1000 (sequence 0) does not fit the tokenizer's "

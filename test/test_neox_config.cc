@@ -433,24 +433,28 @@ TEST_CASE("neox config: the data keys, NeoX's blending lists and their rules", "
              Catch::Contains("weight-by-num-documents: expected true or false"));
   CHECK_THAT(listsError(""), Catch::Contains("data-path: required"));
   // The test split is read by ds-config check only: said in a note.
-  const auto tested = parseLists(
-      "train-data-paths: [d/a]\nvalid-data-paths: []\ntest-data-paths: [d/t]\n");
+  const auto tested =
+      parseLists("train-data-paths: [d/a]\nvalid-data-paths: []\ntest-data-paths: [d/t]\n");
   CHECK(std::any_of(tested.notes.begin(), tested.notes.end(), [](const std::string& n) {
     return n.find("test-data-paths: read by ds-config check only") != std::string::npos;
   }));
 }
 
-TEST_CASE("neox config: label, reward and pairwise data and other training kinds are refused by "
-          "feature", "[neox]") {
-  CHECK_THAT(listsError(std::string(kLists) + "train-label-data-paths: [d/la, d/lb]\n"),
-             Catch::Contains("train-label-data-paths: per-token labels") &&
-                 Catch::Contains("remove it"));
+TEST_CASE(
+    "neox config: label, reward and pairwise data and other training kinds are refused by "
+    "feature",
+    "[neox]") {
+  CHECK_THAT(
+      listsError(std::string(kLists) + "train-label-data-paths: [d/la, d/lb]\n"),
+      Catch::Contains("train-label-data-paths: per-token labels") && Catch::Contains("remove it"));
   for (const char* key : {"valid-label-data-paths", "test-label-data-paths"})
-    CHECK_THAT(errorOf(std::string(key) + ": [d/l]\n"), Catch::Contains(std::string(key) + ": per-token labels"));
-  CHECK_THAT(errorOf("train-reward-data-paths: [d/r]\n"),
-             Catch::Contains("train-reward-data-paths: reward datasets") &&
-                 !Catch::Contains("false"));
-  for (const char* key : {"pos-train-data-paths", "neg-valid-data-paths", "pos-test-label-data-paths"})
+    CHECK_THAT(errorOf(std::string(key) + ": [d/l]\n"),
+               Catch::Contains(std::string(key) + ": per-token labels"));
+  CHECK_THAT(
+      errorOf("train-reward-data-paths: [d/r]\n"),
+      Catch::Contains("train-reward-data-paths: reward datasets") && !Catch::Contains("false"));
+  for (const char* key :
+       {"pos-train-data-paths", "neg-valid-data-paths", "pos-test-label-data-paths"})
     CHECK_THAT(errorOf(std::string(key) + ": [d/p]\n"),
                Catch::Contains(std::string(key) + ": pairwise positive/negative datasets") &&
                    Catch::Contains("remove it") && !Catch::Contains("false"));

@@ -50,8 +50,8 @@ GptJobMemory estimateGptJobMemory(const GptTrainConfig& train, const BatchConfig
   e.trainSamples = static_cast<double>(train.trainIters) * global;
   const auto splits = splitDocuments(train.split, 1000000);  // the weights, as fractions
   const bool validation =
-      train.evalIters > 0 && (train.blended() ? !train.validData.paths.empty()
-                                              : splits[1].second > splits[1].first);
+      train.evalIters > 0 &&
+      (train.blended() ? !train.validData.paths.empty() : splits[1].second > splits[1].first);
   if (validation) {
     const double evals = static_cast<double>(train.trainIters / train.evalInterval + 1);
     e.validSamples = static_cast<double>(train.evalIters) * global * evals;

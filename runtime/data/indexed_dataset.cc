@@ -220,8 +220,8 @@ TokenRange IndexedDataset::tokenRange() const {
     const size_t count = sequenceLength(i);
     if (count == 0) continue;
     const unsigned char* at = bin_ + pointers_[i];
-    const auto [lo, hi] = type_ == TokenType::UInt16 ? rangeOf<uint16_t>(at, count)
-                                                     : rangeOf<int32_t>(at, count);
+    const auto [lo, hi] =
+        type_ == TokenType::UInt16 ? rangeOf<uint16_t>(at, count) : rangeOf<int32_t>(at, count);
     if (r.empty || lo < r.min) r.min = lo;
     if (r.empty || hi > r.max) {
       r.max = hi;
