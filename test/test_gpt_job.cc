@@ -300,6 +300,8 @@ TEST_CASE("gpt job: wall_clock_breakdown prints DeepSpeed's timer line at steps_
     CHECK(std::filesystem::exists(dir + "/monitor/run/Train_Samples_train_loss.csv"));
     CHECK(!std::filesystem::exists(dir + "/monitor/run/Train_Samples_elapsed_time_ms_step.csv"));
   }
+}
+
 TEST_CASE("gpt job: SentencePiece data and tokenizer (SPMTokenizer, vocab-file a .model)",
           "[gpt][launch]") {
   const std::string dir = makeScratchDir("gpt-spm");
@@ -333,6 +335,8 @@ TEST_CASE("gpt job: SentencePiece data and tokenizer (SPMTokenizer, vocab-file a
   INFO(readFile(dir + "/gen.out"));
   CHECK(std::system(gen.c_str()) == 0);
   CHECK(readFile(dir + "/gen.out").find("The tokenizer") != std::string::npos);
+}
+
 TEST_CASE("gpt job: two datasets blended by weight train, and a resumed run continues the blend",
           "[gpt][launch]") {
   // NeoX's per-split lists instead of data-path: train draws 3:1 from two datasets (the greedy
