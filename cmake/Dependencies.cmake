@@ -13,6 +13,8 @@ find_package(OpenMP QUIET)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(yaml-cpp CONFIG REQUIRED)
 find_package(nlohmann_json 3 CONFIG REQUIRED)
+# Unicode normalization for tokenizer.json's NFC normalizer (Debian's libicu-dev).
+find_package(ICU REQUIRED COMPONENTS uc data)
 find_package(Catch2 2 CONFIG REQUIRED)
 
 # SentencePiece (Debian: libsentencepiece-dev) for NeoX's SPMTokenizer. Its pkg-config file also

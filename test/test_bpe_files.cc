@@ -144,13 +144,18 @@ TEST_CASE("makeTokenizer: NeoX's tokenizer-type names, and the files each one ne
   CHECK(bpe->endOfDocument() == files.ids.at("<|endoftext|>"));
   CHECK(bpe->encode(" the") == std::vector<int32_t>{files.ids.at(" the")});
 
-  CHECK_THROWS_WITH(
-      makeTokenizer("HFTokenizer", "", ""),
-      Catch::Contains("tokenizer-type: HFTokenizer is not implemented") &&
-          Catch::Contains("accepted: ByteTokenizer, GPT2BPETokenizer, SPMTokenizer, byte"));
+  CHECK_THROWS_WITH(makeTokenizer("TiktokenTokenizer", "", ""),
+                    Catch::Contains("tokenizer-type: TiktokenTokenizer is not implemented") &&
+                        Catch::Contains("accepted: ByteTokenizer, GPT2BPETokenizer, HFTokenizer, "
+                                        "SPMTokenizer, byte"));
   CHECK_THROWS_WITH(
       makeTokenizer("GPT2BPETokenizer", files.vocabFile, ""),
       Catch::Contains("needs vocab-file") && Catch::Contains("merge-file is not set"));
+  // NeoX's default: a config that names no tokenizer and no files is told both ways out.
+  CHECK_THROWS_WITH(makeTokenizer("GPT2BPETokenizer", "", ""),
+                    Catch::Contains("vocab-file is not set") &&
+                        Catch::Contains("NeoX's default tokenizer-type") &&
+                        Catch::Contains("tokenizer-type: ByteTokenizer"));
   CHECK_THROWS_WITH(
       makeTokenizer("ByteTokenizer", files.vocabFile, ""),
       Catch::Contains("vocab-file " + files.vocabFile) && Catch::Contains("needs no files"));

@@ -78,27 +78,8 @@ std::vector<int32_t> BpeTokenizer::mergeWord(std::string_view word) const {
 std::vector<int32_t> BpeTokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3);
-  for (const std::string_view word : splitGpt2Words(text)) {
-    if (word.size() > kMaxCachedWordBytes) {
-      const std::vector<int32_t> pieces = mergeWord(word);
-      ids.insert(ids.end(), pieces.begin(), pieces.end());
-      continue;
-    }
-    std::string key(word);
-    {
-      std::lock_guard<std::mutex> lock(cacheMutex_);
-      const auto it = cache_.find(key);
-      if (it != cache_.end()) {
-        ids.insert(ids.end(), it->second.begin(), it->second.end());
-        continue;
-      }
-    }
-    std::vector<int32_t> pieces = mergeWord(word);
-    ids.insert(ids.end(), pieces.begin(), pieces.end());
-    std::lock_guard<std::mutex> lock(cacheMutex_);
-    if (cache_.size() >= kMaxCachedWords) cache_.clear();
-    cache_.emplace(std::move(key), std::move(pieces));
-  }
+  const auto merge = [this](std::string_view word) { return mergeWord(word); };
+  for (const std::string_view word : splitGpt2Words(text)) cache_.append(word, ids, merge);
   return ids;
 }
 

@@ -10,11 +10,10 @@
 // ids no token has.
 #pragma once
 
-#include <mutex>
 #include <string>
-#include <unordered_map>
 
 #include "runtime/data/bpe_vocabulary.h"
+#include "runtime/data/bpe_word_cache.h"
 #include "runtime/data/tokenizer.h"
 
 namespace ds::runtime {
@@ -24,7 +23,7 @@ class BpeTokenizer : public Tokenizer {
   // Throws ds::Error naming the file and the fix (bpe_vocabulary.h lists what is checked).
   BpeTokenizer(const std::string& vocabFile, const std::string& mergeFile);
 
-  // Thread-safe: the word cache is locked.
+  // Thread-safe (the word cache locks itself).
   std::vector<int32_t> encode(std::string_view text) const override;
   std::string decode(const std::vector<int32_t>& ids) const override;
   int32_t endOfDocument() const override { return vocab_.endOfDocument; }
@@ -34,13 +33,7 @@ class BpeTokenizer : public Tokenizer {
   std::vector<int32_t> mergeWord(std::string_view word) const;
 
   BpeVocabulary vocab_;
-  // Words repeat (Zipf): merging each distinct word once is most of encode's speed. Bounded in
-  // count and word length (a corpus has unboundedly many distinct words, and long ones rarely
-  // repeat), so the cache stays within a few tens of MB.
-  static constexpr size_t kMaxCachedWords = size_t{1} << 17;
-  static constexpr size_t kMaxCachedWordBytes = 64;
-  mutable std::mutex cacheMutex_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
+  mutable BpeWordCache cache_;
 };
 
 }  // namespace ds::runtime

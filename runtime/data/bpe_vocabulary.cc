@@ -86,6 +86,68 @@ std::string toAlphabet(std::string_view bytes) {
   return token;
 }
 
+// Adds the tokens, checked; `where` names the list in messages ("FILE" or "FILE: model.vocab").
+void addTokens(const std::vector<BpeTokenSpelling>& tokens, const std::string& where,
+               BpeVocabulary& v) {
+  for (const auto& [key, id] : tokens) {
+    const std::string at = where + ": token " + quote(key);
+    if (key.empty()) throw Error(where + ": the empty string is not a token; remove it");
+    if (id < 0 || id > kMaxId)
+      throw Error(at + ": id " + std::to_string(id) + " is outside 0.." + std::to_string(kMaxId));
+    std::string whyNot;
+    const auto bytes = toBytes(key, whyNot);
+    if (!bytes) throw Error(at + " " + whyNot);
+    const auto slot = static_cast<size_t>(id);
+    if (slot >= v.bytesOf.size()) v.bytesOf.resize(slot + 1);
+    if (!v.bytesOf[slot].empty())
+      throw Error(at + ": id " + std::to_string(id) + " is also the id of " +
+                  quote(toAlphabet(v.bytesOf[slot])) + "; each token needs its own id");
+    v.bytesOf[slot] = *bytes;
+    v.idOf.emplace(*bytes, static_cast<int32_t>(id));
+  }
+  for (int b = 0; b < 256; ++b) {
+    const auto it = v.idOf.find(std::string(1, static_cast<char>(b)));
+    v.byteIds[b] = it == v.idOf.end() ? -1 : it->second;
+  }
+}
+
+// Adds the merges in rank order, checked against the tokens; `mismatchFix` says what to do when
+// a part or the result is not a token.
+void addMerges(const std::vector<BpeMergeSpelling>& merges, const std::string& vocabWhere,
+               const std::string& mismatchFix, BpeVocabulary& v) {
+  std::vector<const std::string*> whereOfRank;
+  for (const BpeMergeSpelling& m : merges) {
+    const std::string where = m.where + ": ";
+    int32_t ids[2];
+    std::string parts[2];
+    for (int side = 0; side < 2; ++side) {
+      const std::string& token = side == 0 ? m.left : m.right;
+      std::string whyNot;
+      const auto bytes = toBytes(token, whyNot);
+      if (!bytes) throw Error(where + quote(token) + " " + whyNot);
+      const auto it = v.idOf.find(*bytes);
+      if (it == v.idOf.end())
+        throw Error(where + quote(token) + " is not a token of " + vocabWhere + "; " + mismatchFix);
+      ids[side] = it->second;
+      parts[side] = *bytes;
+    }
+    const auto merged = v.idOf.find(parts[0] + parts[1]);
+    if (merged == v.idOf.end())
+      throw Error(where + "merging " + quote(m.left) + " and " + quote(m.right) + " makes " +
+                  quote(toAlphabet(parts[0] + parts[1])) + ", which is not a token of " +
+                  vocabWhere + "; " + mismatchFix);
+    const auto rank = static_cast<uint32_t>(whereOfRank.size());
+    const auto [it, added] =
+        v.merges.emplace(BpeVocabulary::pairKey(ids[0], ids[1]), BpeMerge{rank, merged->second});
+    if (!added)
+      throw Error(where + "the pair " + quote(m.left + " " + m.right) + " is already " +
+                  *whereOfRank[it->second.rank] + "; each pair appears once");
+    whereOfRank.push_back(&m.position);
+  }
+}
+
+constexpr const char* kFilesMismatch = "vocab-file and merge-file must come from the same tokenizer";
+
 void readVocabulary(const std::string& path, BpeVocabulary& v) {
   const std::string text = readWholeFile(path, "GPT-2 vocabulary (vocab-file)");
   const std::string fix = " (vocab-file must be GPT-2's vocab.json: {\"token\": id, ...})";
@@ -99,36 +161,22 @@ void readVocabulary(const std::string& path, BpeVocabulary& v) {
   if (!tokens.is_object())
     throw Error(path + ": expected a JSON object of token -> id, got " +
                 std::string(tokens.type_name()) + fix);
+  std::vector<BpeTokenSpelling> spellings;
+  spellings.reserve(tokens.size());
   for (const auto& [key, value] : tokens.items()) {
-    const std::string where = path + ": token " + quote(key);
-    if (key.empty()) throw Error(path + ": the empty string is not a token; remove it");
     if (!value.is_number_integer())
-      throw Error(where + ": the id must be an integer, got " + value.dump() + fix);
-    const int64_t id = value.get<int64_t>();
-    if (id < 0 || id > kMaxId)
-      throw Error(where + ": id " + std::to_string(id) + " is outside 0.." +
-                  std::to_string(kMaxId));
-    std::string whyNot;
-    const auto bytes = toBytes(key, whyNot);
-    if (!bytes) throw Error(where + " " + whyNot);
-    const auto slot = static_cast<size_t>(id);
-    if (slot >= v.bytesOf.size()) v.bytesOf.resize(slot + 1);
-    if (!v.bytesOf[slot].empty())
-      throw Error(where + ": id " + std::to_string(id) + " is also the id of " +
-                  quote(toAlphabet(v.bytesOf[slot])) + "; each token needs its own id");
-    v.bytesOf[slot] = *bytes;
-    v.idOf.emplace(*bytes, static_cast<int32_t>(id));
+      throw Error(path + ": token " + quote(key) + ": the id must be an integer, got " +
+                  value.dump() + fix);
+    spellings.emplace_back(key, value.get<int64_t>());
   }
+  addTokens(spellings, path, v);
   for (int b = 0; b < 256; ++b) {
-    const std::string byte(1, static_cast<char>(b));
-    const auto it = v.idOf.find(byte);
-    if (it == v.idOf.end()) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "0x%02X", b);
-      throw Error(path + ": no token for the byte " + hex + " (" + quote(toAlphabet(byte)) +
-                  "); a byte-level vocabulary has one for each of the 256 bytes");
-    }
-    v.byteIds[b] = it->second;
+    if (v.byteIds[b] >= 0) continue;
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02X", b);
+    throw Error(path + ": no token for the byte " + hex + " (" +
+                quote(toAlphabet(std::string(1, static_cast<char>(b)))) +
+                "); a byte-level vocabulary has one for each of the 256 bytes");
   }
   const auto eod = v.idOf.find(kEndOfText);
   if (eod == v.idOf.end())
@@ -138,7 +186,7 @@ void readVocabulary(const std::string& path, BpeVocabulary& v) {
 
 void readMerges(const std::string& path, const std::string& vocabPath, BpeVocabulary& v) {
   const std::string text = readWholeFile(path, "GPT-2 merges (merge-file)");
-  std::vector<size_t> lineOfRank;
+  std::vector<BpeMergeSpelling> merges;
   size_t lineNumber = 0;
   for (size_t start = 0; start < text.size();) {
     size_t end = text.find('\n', start);
@@ -148,45 +196,35 @@ void readMerges(const std::string& path, const std::string& vocabPath, BpeVocabu
     ++lineNumber;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (lineNumber == 1 && line.starts_with("#version")) continue;
-    const std::string where = path + ":" + std::to_string(lineNumber) + ": ";
-    const size_t space = line.find(' ');
-    if (space == 0 || space == std::string_view::npos || space + 1 == line.size() ||
-        line.find(' ', space + 1) != std::string_view::npos)
-      throw Error(where + "expected two tokens separated by one space (like \"\xC4\xA0 t\"), got " +
-                  quote(line));
-    int32_t ids[2];
-    std::string parts[2];
-    for (int side = 0; side < 2; ++side) {
-      const std::string_view token = side == 0 ? line.substr(0, space) : line.substr(space + 1);
-      std::string whyNot;
-      const auto bytes = toBytes(token, whyNot);
-      if (!bytes) throw Error(where + quote(token) + " " + whyNot);
-      const auto it = v.idOf.find(*bytes);
-      if (it == v.idOf.end())
-        throw Error(where + quote(token) + " is not a token of " + vocabPath +
-                    "; vocab-file and merge-file must come from the same tokenizer");
-      ids[side] = it->second;
-      parts[side] = *bytes;
-    }
-    const auto merged = v.idOf.find(parts[0] + parts[1]);
-    if (merged == v.idOf.end())
-      throw Error(where + "merging " + quote(line.substr(0, space)) + " and " +
-                  quote(line.substr(space + 1)) + " makes " +
-                  quote(toAlphabet(parts[0] + parts[1])) + ", which is not a token of " +
-                  vocabPath + "; vocab-file and merge-file must come from the same tokenizer");
-    const auto rank = static_cast<uint32_t>(lineOfRank.size());
-    const auto [it, added] =
-        v.merges.emplace(BpeVocabulary::pairKey(ids[0], ids[1]), BpeMerge{rank, merged->second});
-    if (!added)
-      throw Error(where + "the pair " + quote(line) + " is already on line " +
-                  std::to_string(lineOfRank[it->second.rank]) + "; each pair appears once");
-    lineOfRank.push_back(lineNumber);
+    const std::string where = path + ":" + std::to_string(lineNumber);
+    merges.push_back(splitMergeLine(line, where, "on line " + std::to_string(lineNumber)));
   }
+  addMerges(merges, vocabPath, kFilesMismatch, v);
 }
 
 }  // namespace
 
 char32_t gpt2ByteToChar(uint8_t byte) { return alphabet().charOf[byte]; }
+
+BpeMergeSpelling splitMergeLine(std::string_view line, const std::string& where,
+                                const std::string& position) {
+  const size_t space = line.find(' ');
+  if (space == 0 || space == std::string_view::npos || space + 1 == line.size() ||
+      line.find(' ', space + 1) != std::string_view::npos)
+    throw Error(where + ": expected two tokens separated by one space (like \"\xC4\xA0 t\"), got " +
+                quote(line));
+  return {std::string(line.substr(0, space)), std::string(line.substr(space + 1)), where, position};
+}
+
+BpeVocabulary buildBpeVocabulary(const std::vector<BpeTokenSpelling>& tokens,
+                                 const std::string& tokensWhere,
+                                 const std::vector<BpeMergeSpelling>& merges,
+                                 const std::string& mismatchFix) {
+  BpeVocabulary v;
+  addTokens(tokens, tokensWhere, v);
+  addMerges(merges, tokensWhere, mismatchFix, v);
+  return v;
+}
 
 BpeVocabulary loadBpeVocabulary(const std::string& vocabFile, const std::string& mergeFile) {
   BpeVocabulary v;

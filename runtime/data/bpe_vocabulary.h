@@ -7,7 +7,9 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace ds::runtime {
@@ -20,7 +22,7 @@ struct BpeMerge {
 struct BpeVocabulary {
   std::unordered_map<std::string, int32_t> idOf;  // token bytes -> id
   std::vector<std::string> bytesOf;               // id -> token bytes; "" for an id no token has
-  std::array<int32_t, 256> byteIds{};             // the single-byte tokens: every byte has one
+  std::array<int32_t, 256> byteIds{};             // the single-byte tokens; -1: that byte has none
   std::unordered_map<uint64_t, BpeMerge> merges;  // key: left id << 32 | right id
   int32_t endOfDocument = -1;                     // "<|endoftext|>"
 
@@ -34,6 +36,27 @@ struct BpeVocabulary {
 // tokens, a character outside GPT-2's byte alphabet, a byte without a token, no <|endoftext|>,
 // a merge line that is not two tokens, a merge part or result missing from the vocabulary.
 BpeVocabulary loadBpeVocabulary(const std::string& vocabFile, const std::string& mergeFile);
+
+// A vocabulary read from elsewhere (a tokenizer.json's model), with the same checks on each token
+// and merge, except that a byte may lack a token (byteIds -1: the caller decides what that means)
+// and no <|endoftext|> is required. Tokens are spelled in GPT-2's byte alphabet; each merge says
+// where it came from ("FILE: model.merges[3]") for messages; `tokensWhere` names the token list,
+// `mismatchFix` says what to do about a merge whose part or result is not a token.
+using BpeTokenSpelling = std::pair<std::string, int64_t>;
+struct BpeMergeSpelling {
+  std::string left, right;
+  std::string where;     // message prefix: "merges.txt:4", "tokenizer.json: model.merges[2]"
+  std::string position;  // how a repeat refers to it: "on line 4", "at model.merges[2]"
+};
+BpeVocabulary buildBpeVocabulary(const std::vector<BpeTokenSpelling>& tokens,
+                                 const std::string& tokensWhere,
+                                 const std::vector<BpeMergeSpelling>& merges,
+                                 const std::string& mismatchFix);
+
+// "left right" (one space, as merges.txt and older tokenizer.json files write a merge); throws
+// ds::Error naming `where` otherwise.
+BpeMergeSpelling splitMergeLine(std::string_view line, const std::string& where,
+                                const std::string& position);
 
 // GPT-2's bytes_to_unicode: the printable character that stands for `byte` in both files.
 char32_t gpt2ByteToChar(uint8_t byte);

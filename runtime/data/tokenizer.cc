@@ -4,6 +4,7 @@
 #include "common/error.h"
 #include "runtime/data/bpe_tokenizer.h"
 #include "runtime/data/byte_tokenizer.h"
+#include "runtime/data/hf_tokenizer.h"
 #include "runtime/data/spm_tokenizer.h"
 
 namespace ds::runtime {
@@ -18,6 +19,7 @@ struct TypeName {
 constexpr TypeName kTypeNames[] = {
     {"ByteTokenizer", TokenizerType::Byte},
     {"GPT2BPETokenizer", TokenizerType::Gpt2Bpe},
+    {"HFTokenizer", TokenizerType::Hf},
     {"SPMTokenizer", TokenizerType::SentencePiece},
     {"byte", TokenizerType::Byte},
 };
@@ -31,8 +33,7 @@ TokenizerType parseTokenizerType(const std::string& name) {
     accepted += std::string(accepted.empty() ? "" : ", ") + t.name;
   }
   throw Error("tokenizer-type: " + name + " is not implemented; accepted: " + accepted +
-              " (NeoX's CharLevelTokenizer, HFTokenizer, HFGPT2Tokenizer and "
-              "TiktokenTokenizer are not)");
+              " (NeoX's CharLevelTokenizer, HFGPT2Tokenizer and TiktokenTokenizer are not)");
 }
 
 const char* tokenizerTypeName(TokenizerType type) {
@@ -49,16 +50,24 @@ std::unique_ptr<Tokenizer> makeTokenizer(const std::string& type, const std::str
         throw Error(
             std::string(vocabFile.empty() ? "merge-file " + mergeFile : "vocab-file " + vocabFile) +
             ": the byte tokenizer (tokenizer-type " + type +
-            ") needs no files; set tokenizer-type GPT2BPETokenizer to use them, or drop "
-            "the file");
+            ") needs no files; set tokenizer-type GPT2BPETokenizer (vocab.json and "
+            "merges.txt) or HFTokenizer (a tokenizer.json) to use them, or drop the file");
       return std::make_unique<ByteTokenizer>();
     case TokenizerType::Gpt2Bpe:
       if (vocabFile.empty() || mergeFile.empty())
         throw Error(
             "tokenizer-type GPT2BPETokenizer needs vocab-file (GPT-2's vocab.json) and "
             "merge-file (its merges.txt); " +
-            std::string(vocabFile.empty() ? "vocab-file" : "merge-file") + " is not set");
+            std::string(vocabFile.empty() ? "vocab-file" : "merge-file") +
+            " is not set. GPT2BPETokenizer is NeoX's default tokenizer-type: give both files, "
+            "or set tokenizer-type: ByteTokenizer for the byte-level tokenizer that needs none");
       return std::make_unique<BpeTokenizer>(vocabFile, mergeFile);
+    case TokenizerType::Hf:
+      if (vocabFile.empty())
+        throw Error(
+            "tokenizer-type HFTokenizer needs vocab-file: the Hugging Face tokenizer.json "
+            "(pythia's and NeoX-20B's is 20B_tokenizer.json); vocab-file is not set");
+      return std::make_unique<HfTokenizer>(vocabFile);
     case TokenizerType::SentencePiece:
       if (vocabFile.empty())
         throw Error(

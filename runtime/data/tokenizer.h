@@ -1,6 +1,7 @@
 // What the GPT job and ds-preprocess need from a tokenizer, and the one place that turns NeoX's
 // `tokenizer-type` (with `vocab-file`, `merge-file`) into one. Implementations: ByteTokenizer
-// (byte_tokenizer.h), BpeTokenizer (bpe_tokenizer.h) and SentencePiece's (spm_tokenizer.h).
+// (byte_tokenizer.h), BpeTokenizer (bpe_tokenizer.h), HfTokenizer (hf_tokenizer.h) and
+// SentencePiece's (spm_tokenizer.h).
 #pragma once
 
 #include <cstdint>
@@ -23,18 +24,18 @@ class Tokenizer {
   virtual int32_t vocabularySize() const = 0;
 };
 
-enum class TokenizerType { Byte, Gpt2Bpe, SentencePiece };
+enum class TokenizerType { Byte, Gpt2Bpe, Hf, SentencePiece };
 
-// NeoX's spellings: "GPT2BPETokenizer", "SPMTokenizer"; the byte tokenizer is "ByteTokenizer"
-// (or "byte").
+// NeoX's spellings: "GPT2BPETokenizer" (NeoX's default, and ours), "HFTokenizer",
+// "SPMTokenizer"; the byte tokenizer is "ByteTokenizer" (or "byte").
 // Throws ds::Error naming the accepted ones.
 TokenizerType parseTokenizerType(const std::string& name);
 const char* tokenizerTypeName(TokenizerType type);
 
-// GPT2BPETokenizer needs both files; SPMTokenizer needs vocab-file (its .model) and, as NeoX,
-// ignores merge-file (NeoX's local_setup.yml sets GPT-2's for every config); ByteTokenizer takes
-// none (a file given to it is refused, as it is most likely a forgotten tokenizer-type). Throws
-// ds::Error naming the file and the fix.
+// GPT2BPETokenizer needs both files; HFTokenizer (its tokenizer.json) and SPMTokenizer (its
+// .model) need vocab-file and, as NeoX, ignore merge-file (NeoX's local_setup.yml sets GPT-2's
+// for every config); ByteTokenizer takes none (a file given to it is refused, as it is most
+// likely a forgotten tokenizer-type). Throws ds::Error naming the file and the fix.
 std::unique_ptr<Tokenizer> makeTokenizer(const std::string& type, const std::string& vocabFile,
                                          const std::string& mergeFile);
 

@@ -7,6 +7,33 @@ namespace {
 
 bool isContinuation(unsigned char b) { return (b & 0xC0) == 0x80; }
 
+// Whether `prefix` (2..4 bytes) is the start of some well-formed UTF-8 character: the lead byte
+// allows the second byte's range (RFC 3629's table) and the rest are continuation bytes.
+bool startsWellFormed(std::string_view prefix) {
+  const auto b0 = static_cast<unsigned char>(prefix[0]);
+  size_t length;
+  unsigned char low = 0x80, high = 0xBF;
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    length = 2;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    length = 3;
+    if (b0 == 0xE0) low = 0xA0;
+    if (b0 == 0xED) high = 0x9F;
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    length = 4;
+    if (b0 == 0xF0) low = 0x90;
+    if (b0 == 0xF4) high = 0x8F;
+  } else {
+    return false;
+  }
+  if (prefix.size() > length) return false;
+  const auto b1 = static_cast<unsigned char>(prefix[1]);
+  if (b1 < low || b1 > high) return false;
+  for (size_t i = 2; i < prefix.size(); ++i)
+    if (!isContinuation(static_cast<unsigned char>(prefix[i]))) return false;
+  return true;
+}
+
 }  // namespace
 
 Utf8Char decodeUtf8At(std::string_view text, size_t pos) {
@@ -51,6 +78,29 @@ Utf8Check checkUtf8(std::string_view text) {
     pos += c.length;
   }
   return check;
+}
+
+std::string replaceInvalidUtf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    const Utf8Char c = decodeUtf8At(text, pos);
+    if (c.valid) {
+      out.append(text.substr(pos, c.length));
+      pos += c.length;
+      continue;
+    }
+    // The subpart: as many bytes as still begin a well-formed sequence. Each longer prefix of a
+    // valid sequence is itself decoded as valid-so-far, so lengthening the window one byte at a
+    // time and asking whether the bytes so far could start a character finds it.
+    size_t length = 1;
+    while (pos + length < text.size() && length < 4 &&
+           startsWellFormed(text.substr(pos, length + 1)))
+      ++length;
+    appendUtf8(out, 0xFFFD);
+    pos += length;
+  }
+  return out;
 }
 
 void appendUtf8(std::string& out, char32_t cp) {

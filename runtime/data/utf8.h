@@ -28,6 +28,12 @@ struct Utf8Check {
 };
 Utf8Check checkUtf8(std::string_view text);
 
+// `text` with each maximal invalid subpart (Unicode's "best practice" for U+FFFD substitution:
+// the longest prefix of a well-formed sequence, or one byte) replaced by U+FFFD. It is how
+// Python's errors="replace", Rust's from_utf8_lossy and the WHATWG decoder (Node's Buffer) read
+// bytes that are not UTF-8.
+std::string replaceInvalidUtf8(std::string_view text);
+
 // Appends codePoint (<= U+10FFFF) as UTF-8.
 void appendUtf8(std::string& out, char32_t codePoint);
 
