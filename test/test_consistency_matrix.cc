@@ -77,7 +77,7 @@ std::string gptConfig(const Setting& s) {
   std::ostringstream y;
   y << "num-layers: 2\nhidden-size: 32\nnum-attention-heads: 2\nseq-length: 16\n"
        "max-position-embeddings: 16\npos-emb: rotary\nrotary-pct: 0.5\n"
-       "data-path: data/corpus\nsplit: \"90,10,0\"\n"
+       "data-path: data/corpus\ntokenizer-type: ByteTokenizer\nsplit: \"90,10,0\"\n"
     << "train-iters: " << kIterations << "\nlr: 0.01\nclip-grad: 1.0\nbatch-size: 2\n"
     << "gradient_accumulation_steps: 2\nlog-interval: 1\neval-interval: 100\neval-iters: 1\n"
     << "no-weight-tying: " << (s.embeddings == Embeddings::Tied ? "false" : "true") << "\n";

@@ -247,7 +247,8 @@ TEST_CASE("ds-config check: NeoX YAML configs, merged, with the GPT they build",
                                      "num-layers: 2\nhidden-size: 64\nnum-attention-heads: 4\n"
                                      "seq-length: 32\nmax-position-embeddings: 32\n");
   const fs::path train = writeConfig("train.yml",
-                                     "data-path: data/x\ntrain-iters: 10\nbatch-size: 2\n"
+                                     "data-path: data/x\ntokenizer-type: ByteTokenizer\n"
+                                     "train-iters: 10\nbatch-size: 2\n"
                                      "bias-gelu-fusion: true\nzero_optimization: {stage: 2}\n");
   const ToolRun ok = runTool("check " + model.string() + "," + train.string() + " --world-size 3");
   INFO(ok.out << ok.err);
@@ -271,7 +272,8 @@ TEST_CASE("ds-config check: NeoX files as separate arguments, comma lists or JSO
                                      "num-layers: 2\nhidden-size: 64\nnum-attention-heads: 4\n"
                                      "seq-length: 32\nmax-position-embeddings: 32\n");
   const fs::path train =
-      writeConfig("t.yml", "data-path: data/x\ntrain-iters: 10\nbatch-size: 2\n");
+      writeConfig("t.yml", "data-path: data/x\ntokenizer-type: ByteTokenizer\ntrain-iters: 10\n"
+                           "batch-size: 2\n");
   for (const std::string& files : {model.string() + " " + train.string(),
                                    "\"" + model.string() + ", " + train.string() + "\""}) {
     const ToolRun r = runTool("check " + files + " --world-size 2");
@@ -284,6 +286,7 @@ TEST_CASE("ds-config check: NeoX files as separate arguments, comma lists or JSO
       "neox.json",
       R"({"num-layers": 2, "hidden-size": 64, "num-attention-heads": 4, "seq-length": 32,
           "max-position-embeddings": 32, "data-path": "data/x", "train-iters": 10,
+          "tokenizer-type": "ByteTokenizer",
           "train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1}})");
   const ToolRun neox = runTool("check " + json.string());
   INFO(neox.out << neox.err);

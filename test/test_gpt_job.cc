@@ -31,6 +31,7 @@ seq-length: 16
 max-position-embeddings: 16
 pos-emb: learned
 data-path: data/corpus
+tokenizer-type: ByteTokenizer
 split: "90,10,0"
 train-iters: 6
 lr-decay-iters: 6
@@ -217,8 +218,8 @@ TEST_CASE("gpt job: GPT-2 BPE data and tokenizer from vocab-file/merge-file, the
   REQUIRE(std::system(pre.c_str()) == 0);
   writeFile(dir + "/hostfile", kHostfile);
   std::string config =
-      yaml("save: ckpt\ntokenizer-type: GPT2BPETokenizer\nvocab-file: " + bpe.vocabFile +
-           "\nmerge-file: " + bpe.mergeFile + "\n");
+      yaml("save: ckpt\nvocab-file: " + bpe.vocabFile + "\nmerge-file: " + bpe.mergeFile + "\n");
+  config = std::regex_replace(config, std::regex("ByteTokenizer"), "GPT2BPETokenizer");
   config = std::regex_replace(config, std::regex("data/corpus"), "data/bpe_text_document");
   writeFile(dir + "/gpt.yml", config);
   const auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir",

@@ -18,7 +18,7 @@ namespace {
 const char* kModel =
     "num-layers: 2\nhidden-size: 48\nnum-attention-heads: 4\nseq-length: 32\n"
     "max-position-embeddings: 64\n";
-const char* kTrain = "data-path: data/x\ntrain-iters: 10\nbatch-size: 2\n";
+const char* kTrain = "data-path: data/x\ntokenizer-type: ByteTokenizer\ntrain-iters: 10\nbatch-size: 2\n";
 
 // Shaped like NeoX's configs/autotuning_configs/tune.json: NeoX model and training keys in both
 // spellings, with DeepSpeed blocks beside them as NeoX allows.
@@ -33,6 +33,7 @@ const char* kNeoxJson = R"({
   "pos-emb": "rotary",
   "bias-gelu-fusion": false,
   "data-path": "data/x",
+  "tokenizer-type": "ByteTokenizer",
   "train-iters": 10,
   "optimizer": {"type": "Adam", "params": {"lr": 0.0006, "betas": [0.9, 0.999], "eps": 1.0e-8}},
   "train_micro_batch_size_per_gpu": 2,

@@ -126,7 +126,7 @@ TEST_CASE("neox config: unknown, unimplemented and malformed keys are refused by
              Catch::Contains("model-parallel-size is 1"));
   CHECK_THAT(errorOf("checkpoint-num-layers: 2\n"), Catch::Contains("only 1"));
   CHECK_THAT(errorOf("lr-decay-style: exponential\n"), Catch::Contains("linear, cosine or constant"));
-  CHECK_THAT(errorOf("tokenizer-type: HFTokenizer\n"), Catch::Contains("GPT2BPETokenizer"));
+  CHECK_THAT(errorOf("tokenizer-type: TiktokenTokenizer\n"), Catch::Contains("GPT2BPETokenizer"));
   CHECK(parse("bias-gelu-fusion: true\n").notes.size() == 1);
 
   Files f;
@@ -136,6 +136,22 @@ TEST_CASE("neox config: unknown, unimplemented and malformed keys are refused by
   CHECK_THROWS_WITH(readNeoxYaml({(f.dir / "missing.yml").string()}), Catch::Contains("missing.yml"));
   CHECK_THROWS_WITH(parseNeoxConfig(readNeoxYaml({f.write("n.yml", "num-layers: 2\n")}), 1),
                     Catch::Contains("train-iters: required"));
+}
+
+TEST_CASE("neox config: the tokenizer is NeoX's default GPT2BPETokenizer unless named", "[neox]") {
+  const auto byDefault = parse("");
+  CHECK(byDefault.train.tokenizerType == "GPT2BPETokenizer");
+  // Without the files, the message says both ways out.
+  CHECK_THROWS_WITH(ds::runtime::makeJobTokenizer(byDefault.train),
+                    Catch::Contains("vocab-file is not set") &&
+                        Catch::Contains("tokenizer-type: ByteTokenizer"));
+  const auto byte = parse("tokenizer-type: ByteTokenizer\n");
+  CHECK(ds::runtime::makeJobTokenizer(byte.train)->vocabularySize() == 257);
+  Files f;
+  const std::string json = f.write("tokenizer.json", "{}");
+  const auto hf = parse("tokenizer-type: HFTokenizer\nvocab-file: " + json + "\n");
+  CHECK(hf.train.tokenizerType == "HFTokenizer");
+  CHECK_THROWS_WITH(ds::runtime::makeJobTokenizer(hf.train), Catch::Contains(json));
 }
 
 TEST_CASE("neox config: the launcher's shipped form parses to the same job", "[neox]") {

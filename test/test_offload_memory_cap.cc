@@ -65,6 +65,7 @@ seq-length: 32
 max-position-embeddings: 32
 pos-emb: learned
 data-path: data/corpus
+tokenizer-type: ByteTokenizer
 split: "90,10,0"
 train-iters: 3
 lr: 0.001

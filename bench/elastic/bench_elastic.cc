@@ -45,6 +45,7 @@ int run(bool json) {
   std::ofstream(dir / "gpt.yml")
       << "num-layers: 4\nhidden-size: 256\nnum-attention-heads: 4\nseq-length: 128\n"
          "max-position-embeddings: 128\npos-emb: rotary\ndata-path: data/corpus\n"
+         "tokenizer-type: ByteTokenizer\n"
          "split: \"100,0,0\"\ntrain-iters: 2000\neval-iters: 0\nlr: 0.001\nlog-interval: 1\n"
          "save: ckpt\nsave-interval: 5\nprecision: bfloat16\nzero_optimization: {stage: 2}\n"
          "elasticity: {enabled: true, max_train_batch_size: 24, micro_batch_sizes: [1, 2, 3, 4],"

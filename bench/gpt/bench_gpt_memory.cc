@@ -60,7 +60,8 @@ int run(const Options& o) {
         << "num-layers: " << o.layers << "\nhidden-size: " << o.hidden
         << "\nnum-attention-heads: 8\nseq-length: " << o.seq
         << "\nmax-position-embeddings: " << o.seq
-        << "\ndata-path: data/corpus\nsplit: \"100,0,0\"\ntrain-iters: 2\neval-iters: 0\n"
+        << "\ndata-path: data/corpus\ntokenizer-type: ByteTokenizer\nsplit: \"100,0,0\"\n"
+           "train-iters: 2\neval-iters: 0\n"
            "lr: 0.001\nbatch-size: "
         << o.batch << "\nprecision: bfloat16\ncheckpoint-activations: "
         << (checkpointing ? "true" : "false")

@@ -30,7 +30,7 @@ struct GptTrainConfig {
   BlendOptions blend;  // weight-by-num-documents, weighted-sampler-alpha
   bool blended() const { return !trainData.paths.empty(); }
   std::vector<std::string> dataPrefixes() const;  // every dataset the job reads or names
-  std::string tokenizerType = "ByteTokenizer";
+  std::string tokenizerType = "GPT2BPETokenizer";  // NeoX's default; ByteTokenizer by name
   std::string vocabFile, mergeFile;
   int64_t trainIters = 0;
   int64_t logInterval = 100;

@@ -133,9 +133,10 @@ TEST_CASE("robustness: bad rank variables and flags of ds-worker exit 2, named")
 
 namespace {
 
-const char* kGptYaml =
+const char* kGptModelYaml =
     "num-layers: 2\nhidden-size: 32\nnum-attention-heads: 2\nseq-length: 16\n"
     "max-position-embeddings: 16\ndata-path: data/x\ntrain-iters: 10\n";
+const std::string kGptYaml = std::string(kGptModelYaml) + "tokenizer-type: ByteTokenizer\n";
 
 // No control byte but newline and tab reaches the terminal (error messages quote input text).
 bool printable(const std::string& output) {
@@ -156,7 +157,7 @@ TEST_CASE("robustness: 100,000-deep JSON in any file a user gives is refused, ne
   writeBytes(dir + "/merges.txt", "#version: 0.2\n");
   const std::string bpe =
       "tokenizer-type: GPT2BPETokenizer\nvocab-file: vocab.json\nmerge-file: merges.txt\n";
-  writeBytes(dir + "/bpe.yml", std::string(kGptYaml) + "batch-size: 1\n" + bpe);
+  writeBytes(dir + "/bpe.yml", std::string(kGptModelYaml) + "batch-size: 1\n" + bpe);
   writeBytes(dir + "/deep.json", "{\"train_batch_size\": 4, \"x\": " + std::string(100000, '[') +
                                      std::string(100000, ']') + "}");
   writeBytes(dir + "/inline.yml",

@@ -24,7 +24,8 @@ TEST_CASE("ds-generate: bad model configs, checkpoints and flags exit 2 naming t
   const std::string dir = ds::test::makeScratchDir("generate");
   const std::string valid =
       R"({"num-layers": 1, "hidden-size": 16, "num-attention-heads": 2, "seq-length": 8,
-          "max-position-embeddings": 8, "data-path": "x", "train-iters": 1, "batch-size": 1})";
+          "max-position-embeddings": 8, "data-path": "x", "train-iters": 1, "batch-size": 1,
+          "tokenizer-type": "ByteTokenizer"})";
   struct Case {
     const char* config;  // nullptr: no config file
     const char* args;

@@ -68,7 +68,10 @@ TEST_CASE("ds-preprocess: bad input exits 2 naming the file and line, and writes
   CHECK(out.find("GPT2BPETokenizer needs vocab-file") != std::string::npos);
   CHECK(runTool(dir, "--input bad.jsonl --output-prefix o/b --tokenizer-type HFTokenizer", out) ==
         2);
-  CHECK(out.find("accepted: ByteTokenizer, GPT2BPETokenizer") != std::string::npos);
+  CHECK(out.find("HFTokenizer needs vocab-file") != std::string::npos);
+  CHECK(runTool(dir, "--input bad.jsonl --output-prefix o/b --tokenizer-type SPMTokenizer-x", out) ==
+        2);
+  CHECK(out.find("accepted: ByteTokenizer, GPT2BPETokenizer, HFTokenizer") != std::string::npos);
   std::ofstream(dir + "/vocab.json") << "{\"a\": 0}";
   std::ofstream(dir + "/merges.txt") << "";
   CHECK(runTool(dir,

@@ -76,7 +76,8 @@ bool refusedWith(const std::string& prefix, const std::string& message) {
 
 const char* kNeoxConfig =
     R"({"num-layers": 1, "hidden-size": 16, "num-attention-heads": 2, "seq-length": 8,
-        "max-position-embeddings": 8, "data-path": "x", "train-iters": 1, "batch-size": 1})";
+        "max-position-embeddings": 8, "data-path": "x", "train-iters": 1, "batch-size": 1,
+        "tokenizer-type": "ByteTokenizer"})";
 
 }  // namespace
 

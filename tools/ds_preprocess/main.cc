@@ -2,8 +2,10 @@
 // GPT-NeoX's layout and names), with a progress line. Like NeoX's tools/preprocess_data.py:
 //   ds-preprocess --input corpus.jsonl --json-keys text --output-prefix data/corpus --append-eod
 // Text input (any file not ending in .jsonl/.json, or --format text): documents are separated by
-// blank lines. Tokenizers: byte-level (the default, no files), GPT-2's BPE or SentencePiece:
+// blank lines. Tokenizers: byte-level (the default, no files), GPT-2's BPE, a tokenizer.json or
+// SentencePiece:
 //   --tokenizer-type GPT2BPETokenizer --vocab-file gpt2-vocab.json --merge-file gpt2-merges.txt
+//   --tokenizer-type HFTokenizer --vocab-file 20B_tokenizer.json
 //   --tokenizer-type SPMTokenizer --vocab-file tokenizer.model
 #include <unistd.h>
 
@@ -85,9 +87,11 @@ int run(int argc, char** argv) {
   app.add_option("--format", o.format, "auto (by extension), text or jsonl")
       ->check(CLI::IsMember({"auto", "text", "jsonl"}));
   app.add_option("--tokenizer-type,--tokenizer_type", o.tokenizer,
-                 "ByteTokenizer (the default; also: byte), GPT2BPETokenizer or SPMTokenizer");
+                 "ByteTokenizer (the default; also: byte), GPT2BPETokenizer, HFTokenizer or "
+                 "SPMTokenizer");
   app.add_option("--vocab-file,--vocab_file", o.vocabFile,
-                 "GPT-2's vocab.json (GPT2BPETokenizer), the .model file (SPMTokenizer)");
+                 "GPT-2's vocab.json (GPT2BPETokenizer), a tokenizer.json (HFTokenizer) or the "
+                 ".model file (SPMTokenizer)");
   app.add_option("--merge-file,--merge_file", o.mergeFile, "GPT-2's merges.txt (GPT2BPETokenizer)");
   app.add_flag("--append-eod,--append_eod", o.appendEod, "end every document with the EOD token");
   try {
@@ -99,8 +103,7 @@ int run(int argc, char** argv) {
     return 2;
   }
   const auto tokenizer = ds::runtime::makeTokenizer(o.tokenizer, o.vocabFile, o.mergeFile);
-  const bool sentencePiece =
-      ds::runtime::parseTokenizerType(o.tokenizer) == ds::runtime::TokenizerType::SentencePiece;
+  const ds::runtime::TokenizerType tokenizerType = ds::runtime::parseTokenizerType(o.tokenizer);
   // NeoX's choice (best_fitting_dtype): uint16 below 65500 tokens, else int32.
   const TokenType type = tokenizer->vocabularySize() < 65500 ? TokenType::UInt16 : TokenType::Int32;
   std::map<std::string, std::unique_ptr<IndexedDatasetWriter>> writers;
@@ -161,8 +164,11 @@ int run(int argc, char** argv) {
                    "ds-preprocess: warning: %s: %llu bytes are not UTF-8 (the first here); %s "
                    "(if the file has another encoding, convert it first, e.g. with iconv)\n",
                    firstInvalid.c_str(), static_cast<unsigned long long>(invalidBytes),
-                   sentencePiece ? "SentencePiece reads each as U+FFFD"
-                                 : "they are kept and tokenized as raw bytes");
+                   tokenizerType == ds::runtime::TokenizerType::SentencePiece
+                       ? "SentencePiece reads each as U+FFFD"
+                   : tokenizerType == ds::runtime::TokenizerType::Hf
+                       ? "they are read as U+FFFD, as Hugging Face's library gets such text"
+                       : "they are kept and tokenized as raw bytes");
   }
   progress.update(totalBytes, documents, true);
   for (auto& [key, writer] : writers) {
