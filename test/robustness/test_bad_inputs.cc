@@ -234,7 +234,7 @@ TEST_CASE("robustness: configs the run cannot allocate or split are refused by t
       {"negative split", "neg.yml", std::string(kGptYaml) + "batch-size: 4\nsplit: -1,2,3\n",
        "split \"-1,2,3\": \"-1\" is not a non-negative number"},
       {"key twice", "twice.yml", std::string(kGptYaml) + "batch-size: 4\nbatch-size: 8\n",
-       "twice.yml:9: batch-size is already set on line 8 of this file"},
+       "twice.yml:10: batch-size is already set on line 9 of this file"},
   };
   checkRefusedByCheckAndLaunch(dir, cases);
   // Ranks on other machines: the launcher's memory says nothing of theirs, so it plans the job
