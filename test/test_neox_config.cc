@@ -355,8 +355,8 @@ TEST_CASE("neox config: the LLaMA family's model keys", "[neox]") {
 
   CHECK_THAT(errorOf("num-kv-heads: 3\n"),
              Catch::Contains("num-kv-heads: 3 does not divide num-attention-heads 4"));
-  CHECK_THAT(errorOf("activation: mish\n"),
-             Catch::Contains("activation: expected one of gelu, geglu, relu"));
+  CHECK_THAT(errorOf("activation: tanh\n"),
+             Catch::Contains("activation: expected one of gelu, softsign, mish, geglu, relu"));
   CHECK_THAT(errorOf("norm: te_rmsnorm\n"), Catch::Contains("norm: expected one of"));
   // int(128 * 2 / 3) = 85 outputs round to 86 but 42 inputs stay 42: NeoX fails on it too.
   CHECK_THAT(errorOf("activation: swiglu\nintermediate-size: 128\n"),
@@ -484,4 +484,86 @@ TEST_CASE(
   CHECK_THAT(errorOf("pack-impl: unpacked\n"),
              Catch::Contains("pack-impl:") && Catch::Contains("set it to packed"));
   CHECK(errorOf("train-impl: normal\ndataset-impl: gpt2\npack-impl: packed\n") == "no error");
+}
+
+TEST_CASE("neox config: attention kinds, sliding window, qk norm and the other model options",
+          "[neox]") {
+  using ds::runtime::Activation;
+  using ds::runtime::InitMethod;
+  // Each key's NeoX default parses and changes nothing.
+  const auto d = parse(
+      "sliding_window_width: null\nuse_qk_layernorm: false\nattention_config: null\n"
+      "expansion_factor: null\nopt_pos_emb_offset: 0\ngpt_j_tied: false\n"
+      "rotary_save_freqs_buffer: false\n");
+  CHECK(d.train.model.slidingWindowWidth == -1);
+  CHECK_FALSE(d.train.model.qkNorm);
+  CHECK(d.train.model.expansionFactor == 0.0);
+  CHECK_FALSE(d.train.model.gptjTied);
+  CHECK(std::find_if(d.notes.begin(), d.notes.end(), [](const std::string& n) {
+          return n.rfind("rotary-save-freqs-buffer: no effect", 0) == 0;
+        }) != d.notes.end());
+
+  // Mistral's keys (configs/mistral/7B.yml): a window needs flash layers, as in NeoX.
+  const auto mistral = parse(
+      "sliding_window_width: 8\nattention_config: [[[\"flash\"], 3]]\nuse_qk_layernorm: true\n"
+      "activation: mish\n");
+  CHECK(mistral.train.model.slidingWindowWidth == 8);
+  CHECK(mistral.train.model.qkNorm);
+  CHECK(mistral.train.model.activation == Activation::Mish);
+  CHECK(parse("activation: softsign\n").train.model.activation == Activation::Softsign);
+  CHECK_THAT(errorOf("sliding-window-width: 8\n"),
+             Catch::Contains("sliding-window-width: NeoX applies the window only in flash") &&
+                 Catch::Contains("global layers (here 0-2)") &&
+                 Catch::Contains("[[[\"flash\"], 3]]"));
+  CHECK_THAT(errorOf("sliding-window-width: 8\nattention-config: [[[\"flash\", \"global\"], 1], "
+                     "[[\"flash\"], 1]]\n"),
+             Catch::Contains("global layers (here 1)"));
+  CHECK_THAT(errorOf("sliding-window-width: -2\n"),
+             Catch::Contains("sliding-window-width: expected an integer"));
+  CHECK_THAT(errorOf("use-qk-layernorm: 1\n"), Catch::Contains("use-qk-layernorm: expected true"));
+  CHECK_THAT(errorOf("use-qk-layernorm: true\nnum-kv-heads: 2\n"),
+             Catch::Contains("use-qk-layernorm: NeoX's query/key norm"));
+
+  // attention-config: NeoX's forms, its layer count rule, dense kinds only.
+  CHECK(errorOf("attention-config: [[[\"global\"], 3]]\n") == "no error");
+  CHECK(errorOf("attention-config: [[[\"flash\", \"global\", \"flash\"], \"all\"]]\n") ==
+        "no error");
+  CHECK(errorOf("attention-config: [\"flash\", \"flash\", \"global\"]\n") == "no error");
+  CHECK_THAT(errorOf("attention-config: [[[\"flash\"], 4]]\n"),
+             Catch::Contains("attention-config: names 4 layers but num-layers is 3"));
+  CHECK_THAT(errorOf("attention-config: [[[\"flash\", \"global\"], \"all\"]]\n"),
+             Catch::Contains("not divisible by the length of the pattern"));
+  CHECK_THAT(errorOf("attention-config: [[[\"flash\"], 1], [[\"sparse_fixed\"], 2]]\n"),
+             Catch::Contains("attention-config: \"sparse_fixed\" (layers 1-2) is not implemented"));
+  for (const char* kind : {"local", "sparse_variable", "bigbird", "bslongformer", "gmlp", "amlp",
+                           "mamba", "rwkv"})
+    CHECK_THAT(errorOf(std::string("attention-config: [[[\"") + kind + "\"], 3]]\n"),
+               Catch::Contains(std::string("\"") + kind + "\" (layers 0-2) is not implemented"));
+  CHECK_THAT(errorOf("attention-config: [[[\"dense\"], 3]]\n"),
+             Catch::Contains("attention kind \"dense\" is not one NeoX knows"));
+  CHECK_THAT(errorOf("attention-config: flash\n"),
+             Catch::Contains("attention-config: expected NeoX's list"));
+
+  // Init methods: NeoX's names; the QR-based ones refused by name.
+  const auto init = parse(
+      "init_method: xavier_uniform\noutput_layer_init_method: single_residual_scaled_normal\n");
+  CHECK(init.train.model.initMethod == InitMethod::XavierUniform);
+  CHECK(init.train.model.outputLayerInitMethod == InitMethod::SingleResidualScaledNormal);
+  CHECK(parse("init-method: xavier_normal\n").train.model.initMethod == InitMethod::XavierNormal);
+  CHECK_THAT(errorOf("output-layer-init-method: scaled_orthogonal\n"),
+             Catch::Contains("output-layer-init-method: scaled_orthogonal (NeoX's QR-based init) "
+                             "is not implemented"));
+  CHECK_THAT(errorOf("init-method: uniform\n"), Catch::Contains("init-method: expected one of"));
+
+  // expansion-factor sets the MLP width as int(factor * hidden); not with intermediate-size.
+  CHECK(parse("expansion-factor: 2.5\n").train.model.ffnSize() == 120);
+  CHECK_THAT(errorOf("expansion-factor: 2\nintermediate-size: 96\n"),
+             Catch::Contains("expansion-factor: set together with intermediate-size"));
+  CHECK_THAT(errorOf("expansion-factor: -1\n"), Catch::Contains("expansion-factor: expected"));
+  CHECK_THAT(errorOf("opt-pos-emb-offset: 2\n"),
+             Catch::Contains("opt-pos-emb-offset: OPT's") && Catch::Contains("set it to 0"));
+  CHECK(parse("gpt-j-residual: true\ngpt-j-tied: true\n").train.model.gptjTied);
+  CHECK_THAT(errorOf("gpt-j-tied: true\n"),
+             Catch::Contains("gpt-j-tied: ties the two norms of a gpt-j block, but gpt-j-residual "
+                             "is false"));
 }

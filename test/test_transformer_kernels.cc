@@ -63,7 +63,8 @@ std::vector<float> runAll(const TransformerKernels& k) {
   k.gatedForward(Unit::Gelu, act.data(), a.data(), rows, ff);
   k.gatedBackward(Unit::Gelu, dact.data(), g.data(), a.data(), rows, ff);
   append(act), append(dact);
-  for (Unit u : {Unit::Relu, Unit::Silu, Unit::Sigmoid, Unit::Identity}) {
+  for (Unit u :
+       {Unit::Relu, Unit::Silu, Unit::Sigmoid, Unit::Identity, Unit::Softsign, Unit::Mish}) {
     k.unitForward(u, act.data(), a.data(), a.size());
     k.unitBackward(u, dact.data(), a.data(), a.data(), a.size());
     append(act), append(dact);
@@ -78,11 +79,14 @@ std::vector<float> runAll(const TransformerKernels& k) {
     append(y), append(mean), append(dx);
     out.push_back(dg);
   }
-  std::vector<float> s = randoms(t * t, 6, 4.0f), dp = randoms(t * t, 7);
-  k.causalSoftmaxForward(s.data(), t);
-  k.softmaxBackward(dp.data(), s.data(), t);
-  append(s), append(dp);
-  std::vector<float> r = randoms(rows * 3 * 16, 8), cs = randoms(rows * 3, 9), sn = randoms(rows * 3, 10);
+  for (size_t window : {t, size_t{0}, size_t{5}, size_t{17}}) {  // full, then sliding windows
+    std::vector<float> s = randoms(t * t, 6, 4.0f), dp = randoms(t * t, 7);
+    k.causalSoftmaxForward(s.data(), t, window);
+    k.softmaxBackward(dp.data(), s.data(), t);
+    append(s), append(dp);
+  }
+  std::vector<float> r = randoms(rows * 3 * 16, 8), cs = randoms(rows * 3, 9),
+                     sn = randoms(rows * 3, 10);
   k.rotary(r.data(), rows, rows, 2, 8, 48, 6, cs.data(), sn.data(), false);
   append(r);
   k.rotary(r.data(), rows, rows, 2, 8, 48, 6, cs.data(), sn.data(), true);
@@ -190,30 +194,37 @@ TEST_CASE("transformer kernels: the scalar path matches double-precision formula
       CHECK(d[i] == Approx(dwant).margin(1e-6).epsilon(1e-5));
     }
   }
-  SECTION("ReLU, SiLU, sigmoid and identity, plain and gated, with their derivatives") {
+  SECTION("ReLU, SiLU, sigmoid, identity, softsign and Mish, plain and gated, with derivatives") {
     const std::vector<float> x = {-30.0f, -5.0f, -1.0f, -0.1f, 0.0f, 0.3f, 2.0f, 9.0f, 40.0f};
     const std::vector<float> gate = {0.5f, -2.0f, 3.0f, 1.0f, -0.7f, 0.0f, 12.0f, -40.0f, 1.5f};
     const size_t n = x.size();
     std::vector<float> in(x), y(n), d(n), gy(n), gd(2 * n), ones(n, 1.0f);
     in.insert(in.end(), gate.begin(), gate.end());  // one gated row: [x | gate]
-    for (Unit u : {Unit::Relu, Unit::Silu, Unit::Sigmoid, Unit::Identity}) {
+    for (Unit u :
+         {Unit::Relu, Unit::Silu, Unit::Sigmoid, Unit::Identity, Unit::Softsign, Unit::Mish}) {
       k.unitForward(u, y.data(), x.data(), n);
       k.unitBackward(u, d.data(), ones.data(), x.data(), n);
       k.gatedForward(u, gy.data(), in.data(), 1, n);
       k.gatedBackward(u, gd.data(), ones.data(), in.data(), 1, n);
       auto f = [&](double v) {
         const double s = 1 / (1 + std::exp(-v));
-        return u == Unit::Relu      ? std::max(v, 0.0)
-               : u == Unit::Silu    ? v * s
-               : u == Unit::Sigmoid ? s
-                                    : v;
+        const double tsp = std::tanh(std::log1p(std::exp(v)));  // Mish's tanh(softplus(v))
+        return u == Unit::Relu       ? std::max(v, 0.0)
+               : u == Unit::Silu     ? v * s
+               : u == Unit::Sigmoid  ? s
+               : u == Unit::Softsign ? v / (1 + std::fabs(v))
+               : u == Unit::Mish     ? v * tsp
+                                     : v;
       };
       auto df = [&](double v) {
         const double s = 1 / (1 + std::exp(-v));
-        return u == Unit::Relu      ? (v > 0 ? 1.0 : 0.0)
-               : u == Unit::Silu    ? s * (1 + v * (1 - s))
-               : u == Unit::Sigmoid ? s * (1 - s)
-                                    : 1.0;
+        const double tsp = std::tanh(std::log1p(std::exp(v)));
+        return u == Unit::Relu       ? (v > 0 ? 1.0 : 0.0)
+               : u == Unit::Silu     ? s * (1 + v * (1 - s))
+               : u == Unit::Sigmoid  ? s * (1 - s)
+               : u == Unit::Softsign ? 1 / ((1 + std::fabs(v)) * (1 + std::fabs(v)))
+               : u == Unit::Mish     ? tsp + v * (1 - tsp * tsp) * s
+                                     : 1.0;
       };
       for (size_t i = 0; i < n; ++i) {
         INFO("unit " << static_cast<int>(u) << ", x " << x[i] << ", gate " << gate[i]);
@@ -262,17 +273,23 @@ TEST_CASE("transformer kernels: the scalar path matches double-precision formula
     }
     CHECK(dg == Approx((loss(xd, gain + h) - loss(xd, gain - h)) / (2 * h)).epsilon(1e-4));
   }
-  SECTION("causal softmax rows sum to one over their prefix, zeros after") {
+  SECTION("causal softmax rows sum to one over their window (i - W..i), zeros elsewhere") {
     const size_t t = 23;
-    std::vector<float> s = randoms(t * t, 3, 10.0f), orig = s;
-    k.causalSoftmaxForward(s.data(), t);
-    for (size_t i = 0; i < t; ++i) {
-      double m = -1e30, sum = 0;
-      for (size_t j = 0; j <= i; ++j) m = std::max(m, static_cast<double>(orig[i * t + j]));
-      for (size_t j = 0; j <= i; ++j) sum += std::exp(orig[i * t + j] - m);
-      for (size_t j = 0; j <= i; ++j)
-        CHECK(s[i * t + j] == Approx(std::exp(orig[i * t + j] - m) / sum).margin(1e-7).epsilon(1e-5));
-      for (size_t j = i + 1; j < t; ++j) CHECK(s[i * t + j] == 0.0f);
+    for (size_t window : {size_t{100}, t, t - 1, size_t{0}, size_t{1}, size_t{6}}) {
+      INFO("window " << window);
+      std::vector<float> s = randoms(t * t, 3, 10.0f), orig = s;
+      k.causalSoftmaxForward(s.data(), t, window);
+      for (size_t i = 0; i < t; ++i) {
+        const size_t first = i >= window ? i - window : 0;
+        double m = -1e30, sum = 0;
+        for (size_t j = first; j <= i; ++j) m = std::max(m, static_cast<double>(orig[i * t + j]));
+        for (size_t j = first; j <= i; ++j) sum += std::exp(orig[i * t + j] - m);
+        for (size_t j = first; j <= i; ++j)
+          CHECK(s[i * t + j] ==
+                Approx(std::exp(orig[i * t + j] - m) / sum).margin(1e-7).epsilon(1e-5));
+        for (size_t j = 0; j < t; ++j)
+          if (j < first || j > i) CHECK(s[i * t + j] == 0.0f);
+      }
     }
   }
   SECTION("cross-entropy: loss and gradient") {
@@ -295,7 +312,7 @@ TEST_CASE("transformer kernels: the scalar path matches double-precision formula
   }
   SECTION("exp saturates instead of overflowing; NaN propagates") {
     std::vector<float> s = {1e30f, 0.0f, 0.0f, std::nanf("")};
-    k.causalSoftmaxForward(s.data(), 2);
+    k.causalSoftmaxForward(s.data(), 2, 2);
     CHECK(s[0] == 1.0f);
     CHECK(std::isnan(s[3]));
   }

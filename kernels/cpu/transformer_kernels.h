@@ -15,10 +15,11 @@ namespace ds::kernels {
 
 enum class KernelIsa { Scalar, Avx2, Avx512 };
 
-// The element-wise functions of the MLP beyond GeLU (which has its own kernels): ReLU, SiLU
-// (x * sigmoid(x)), sigmoid and identity (the gates of ReGLU, SwiGLU, GLU and bilinear).
-// Gelu: the tanh approximation (GPT-2's, NeoX's fused bias-GeLU); GeGLU is the gated Gelu.
-enum class Unit { Gelu, Relu, Silu, Sigmoid, Identity };
+// The element-wise functions of the MLP: GeLU, ReLU, SiLU (x * sigmoid(x)), softsign
+// (x / (1 + |x|)), Mish (x * tanh(softplus(x))), sigmoid and identity (the gates of ReGLU, SwiGLU,
+// GLU and bilinear). Gelu: the tanh approximation (GPT-2's, NeoX's fused bias-GeLU); GeGLU is the
+// gated Gelu.
+enum class Unit { Gelu, Relu, Silu, Sigmoid, Identity, Softsign, Mish };
 
 const char* kernelIsaName(KernelIsa isa);
 bool kernelIsaSupported(KernelIsa isa);
@@ -52,8 +53,10 @@ struct TransformerKernels {
                            size_t dim, float eps);
   void (*scaleNormBackward)(float* dx, float* dg, const float* dout, const float* x,
                             const float* norm, float g, size_t rows, size_t dim, float eps);
-  // Causal softmax of a [T, T] score block in place: row i over columns 0..i, zeros after.
-  void (*causalSoftmaxForward)(float* scores, size_t t);
+  // Causal softmax of a [T, T] score block in place: row i over columns max(0, i - window)..i
+  // (flash-attention's window_size (window, 0), which NeoX's sliding-window-width sets), zeros
+  // elsewhere; window >= t is plain causal attention.
+  void (*causalSoftmaxForward)(float* scores, size_t t, size_t window);
   // dscores = p * (dp - sum(p * dp)) per row, in place over dp.
   void (*softmaxBackward)(float* dp, const float* p, size_t t);
   // Rotary embedding (NeoX's rotate-half layout) on the first rotDim dims of `heads` head vectors

@@ -173,6 +173,28 @@ struct SigmoidOp {
     return s * (1.0f - s);
   }
 };
+struct SoftsignOp {
+  static float f(float x) { return x / (1.0f + (x < 0.0f ? -x : x)); }
+  static float df(float x) {
+    const float a = 1.0f + (x < 0.0f ? -x : x);
+    return 1.0f / (a * a);
+  }
+};
+// Mish without a logarithm: with e = exp(x) and n = e (e + 2), tanh(softplus(x)) = n / (n + 2).
+// Past x = 20 that ratio is 1 in fp32, so e is taken at min(x, 20), which keeps n finite.
+struct MishOp {
+  static float tanhSoftplus(float e) {
+    const float n = e * (e + 2.0f);
+    return n / (n + 2.0f);
+  }
+  static float f(float x) { return x * tanhSoftplus(expApprox(x < 20.0f ? x : 20.0f)); }
+  static float df(float x) {  // tanh(sp) + x (1 - tanh(sp)^2) sigmoid(x)
+    const float e = expApprox(x < 20.0f ? x : 20.0f);
+    const float n = e * (e + 2.0f), d = n + 2.0f;
+    const float sech2 = (4.0f * n + 4.0f) / (d * d);
+    return n / d + x * sech2 * (e / (1.0f + e));
+  }
+};
 struct IdentityOp {
   static float f(float x) { return x; }
   static float df(float) { return 1.0f; }
@@ -191,6 +213,10 @@ inline void withUnit(ds::kernels::Unit u, Fn fn) {
       return fn(SigmoidOp{});
     case ds::kernels::Unit::Identity:
       return fn(IdentityOp{});
+    case ds::kernels::Unit::Softsign:
+      return fn(SoftsignOp{});
+    case ds::kernels::Unit::Mish:
+      return fn(MishOp{});
   }
 }
 
@@ -268,15 +294,17 @@ void scaleNormBackward(float* dx, float* dg, const float* dout, const float* x, 
   *dg += gain;
 }
 
-void causalSoftmaxForward(float* scores, size_t t) {
+void causalSoftmaxForward(float* scores, size_t t, size_t window) {
   for (size_t i = 0; i < t; ++i) {
-    float* row = scores + i * t;
-    const size_t n = i + 1;
+    float* all = scores + i * t;
+    const size_t first = i > window ? i - window : 0, n = i + 1 - first;
+    float* row = all + first;  // the keys row i sees: first..i
     const float m = laneMax(row, n);
     for (size_t j = 0; j < n; ++j) row[j] = expApprox(row[j] - m);
     const float inv = 1.0f / laneSum(n, [&](size_t j) { return row[j]; });
     for (size_t j = 0; j < n; ++j) row[j] *= inv;
-    for (size_t j = n; j < t; ++j) row[j] = 0.0f;
+    for (size_t j = 0; j < first; ++j) all[j] = 0.0f;
+    for (size_t j = i + 1; j < t; ++j) all[j] = 0.0f;
   }
 }
 

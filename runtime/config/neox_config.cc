@@ -17,6 +17,7 @@
 #include "runtime/config/closest_key.h"
 #include "runtime/config/config_policy.h"
 #include "runtime/config/gpt_job_memory.h"
+#include "runtime/config/neox_attention_config.h"
 #include "runtime/config/neox_keys.h"
 #include "runtime/data/gpt_samples.h"
 
@@ -215,7 +216,24 @@ const std::vector<std::pair<std::string, InitMethod>> kInitMethods = {
     {"normal", InitMethod::Normal},
     {"scaled_normal", InitMethod::ScaledNormal},
     {"small_init", InitMethod::SmallInit},
-    {"wang_init", InitMethod::WangInit}};
+    {"wang_init", InitMethod::WangInit},
+    {"single_residual_scaled_normal", InitMethod::SingleResidualScaledNormal},
+    {"xavier_normal", InitMethod::XavierNormal},
+    {"xavier_uniform", InitMethod::XavierUniform}};
+
+// init-method / output-layer-init-method: NeoX's orthogonal kinds (a QR factorisation of a
+// random matrix) are not implemented; refused by name rather than as an unknown value.
+InitMethod readInitMethod(const Reader& r) {
+  if (r.value().is_string()) {
+    const std::string v = r.value().get<std::string>();
+    if (v == "orthogonal" || v == "scaled_orthogonal")
+      throw Error(r.key + ": " + v +
+                  " (NeoX's QR-based init) is not implemented by this trainer; use normal, "
+                  "scaled_normal, single_residual_scaled_normal, small_init, wang_init, "
+                  "xavier_normal or xavier_uniform");
+  }
+  return r.choice(kInitMethods);
+}
 
 // NeoX's rules for data-path against the per-split lists (NeoXArgs.validate_values): one or the
 // other; all three lists or none; weights as many as paths.
@@ -367,6 +385,7 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
   std::optional<double> decayFraction;  // NeoX: overrides lr-decay-iters
   double warmup = 0.01, minLr = 0.0;
   std::optional<Json> saveIters;  // judged once the schedule it is derived from is known
+  Json attentionConfig;           // null: NeoX's default, global attention in every layer
   for (auto& [key, value] : merged.items()) {
     if (dsKeys.count(key)) continue;
     const Reader r{merged, key};
@@ -425,8 +444,10 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
       m.rmsNormEpsilon = r.number();
     else if (key == "scalenorm-epsilon")
       m.scalenormEpsilon = r.number();
-    else if (key == "activation")  // NeoX's softsign and mish are not implemented here
+    else if (key == "activation")
       m.activation = r.choice<Activation>({{"gelu", Activation::Gelu},
+                                           {"softsign", Activation::Softsign},
+                                           {"mish", Activation::Mish},
                                            {"geglu", Activation::Geglu},
                                            {"relu", Activation::Relu},
                                            {"silu", Activation::Silu},
@@ -456,16 +477,27 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
     else if (key == "hidden-dropout")
       m.hiddenDropout = r.number();
     else if (key == "init-method")
-      m.initMethod = r.choice(kInitMethods);
+      m.initMethod = readInitMethod(r);
     else if (key == "output-layer-init-method")
-      m.outputLayerInitMethod = r.choice(kInitMethods);
+      m.outputLayerInitMethod = readInitMethod(r);
     else if (key == "init-method-std")
       m.initMethodStd = r.number();
     else if (key == "make-vocab-size-divisible-by")
       m.makeVocabSizeDivisibleBy = static_cast<int>(r.integer(1, 1 << 20));
     else if (key == "gpt-j-residual")
       m.gptjResidual = r.boolean();
-    else if (key == "seed")
+    else if (key == "gpt-j-tied")
+      m.gptjTied = r.boolean();
+    else if (key == "sliding-window-width")
+      m.slidingWindowWidth = static_cast<int>(r.integer(0, 1 << 30));
+    else if (key == "use-qk-layernorm")
+      m.qkNorm = r.boolean();
+    else if (key == "attention-config")
+      attentionConfig = value;  // expanded once num-layers is known
+    else if (key == "expansion-factor") {
+      m.expansionFactor = r.number();
+      if (m.expansionFactor <= 0) r.fail("a positive number or null");
+    } else if (key == "seed")
       t.seed = static_cast<uint64_t>(r.integer(0, kBig));
     else if (key == "checkpoint-activations")
       m.checkpointActivations = r.boolean();
@@ -604,7 +636,8 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
     }
   }
   parseTokenizerType(t.tokenizerType);  // a misspelt name fails at launch, not on every rank
-  m.validate();                         // so does an impossible model
+  checkSlidingWindow(expandAttentionConfig(attentionConfig, m.numLayers), m.slidingWindowWidth);
+  m.validate();  // so does an impossible model
   if (t.trainIters <= 0) throw Error("train-iters: required (the number of optimizer steps)");
   validateCheckpointSchedule(t.checkpoints);
   if (t.checkpoints.periodic() && t.saveInterval > 0)

@@ -69,18 +69,29 @@ const char* activationModuleType(Activation a) {
       return "GLU";
     case Activation::Bilinear:
       return "Bilinear";
+    case Activation::Softsign:
+      return "Softsign";
+    case Activation::Mish:
+      return "Mish";
     case Activation::Gelu:
       break;
   }
   return "GeLU";
 }
 
-float initStd(InitMethod m, const GptConfig& c) {
+// The standard deviation of a weight of [fanOut, fanIn]; xavier_uniform's is its bound / sqrt(3).
+float initStd(InitMethod m, const GptConfig& c, double fanIn, double fanOut) {
   switch (m) {
     case InitMethod::Normal:
       return static_cast<float>(c.initMethodStd);
     case InitMethod::ScaledNormal:
       return static_cast<float>(c.initMethodStd / std::sqrt(2.0 * c.numLayers));
+    case InitMethod::SingleResidualScaledNormal:  // NeoX's num_residuals_per_layer = 1
+      return static_cast<float>(c.initMethodStd / std::sqrt(static_cast<double>(c.numLayers)));
+    case InitMethod::XavierNormal:
+      return static_cast<float>(std::sqrt(2.0 / (fanIn + fanOut)));
+    case InitMethod::XavierUniform:
+      return static_cast<float>(std::sqrt(2.0 / (fanIn + fanOut)));
     case InitMethod::SmallInit:
       return static_cast<float>(std::sqrt(2.0 / (5.0 * c.hiddenSize)));
     case InitMethod::WangInit:
@@ -119,6 +130,15 @@ Gpt::Gpt(GptConfig config) : config_(std::move(config)) {
     const std::string p = "layers." + std::to_string(l) + ".";
     add(p + "input_layernorm.weight", {normWeights}, false, l + 1);
     if (normBias) add(p + "input_layernorm.bias", {H}, false, l + 1);
+    if (config_.qkNorm) {  // NeoX's norm([heads, head size]): ScaleNorm's is one gain
+      const auto heads = static_cast<int64_t>(config_.numAttentionHeads),
+                 d = static_cast<int64_t>(config_.headDim());
+      const std::vector<int64_t> shape =
+          config_.norm == NormKind::ScaleNorm ? std::vector<int64_t>{1} : std::vector{heads, d};
+      add(p + "attention.qk_layernorm.weight", shape, false, l + 1);
+      if (config_.norm == NormKind::LayerNorm)
+        add(p + "attention.qk_layernorm.bias", {heads, d}, false, l + 1);
+    }
     add(p + "attention.query_key_value.weight", {qkv, H}, true, l + 1);
     if (attnBias) add(p + "attention.query_key_value.bias", {qkv}, false, l + 1);
     add(p + "attention.dense.weight", {H, H}, true, l + 1);
@@ -165,16 +185,29 @@ void Gpt::initTensor(const ParamSpec& s, float* p, uint64_t seed) const {
     const size_t n = std::strlen(suffix);
     return s.name.size() >= n && s.name.compare(s.name.size() - n, n, suffix) == 0;
   };
-  if (s.shape.size() == 1) {  // norm weights start at one, biases at zero
+  // Norm weights start at one, biases at zero (the qk norm's are [heads, head size]).
+  if (s.shape.size() == 1 || endsWith("qk_layernorm.weight") || endsWith("qk_layernorm.bias")) {
     const float v = endsWith("layernorm.weight") || endsWith("layer_norm.weight") ? 1.0f : 0.0f;
     std::fill(p, p + s.numel, v);
     return;
   }
   const bool output = endsWith("attention.dense.weight") || endsWith("dense_4h_to_h.weight");
-  const float std = initStd(output ? config_.outputLayerInitMethod : config_.initMethod, config_);
+  const InitMethod method = output ? config_.outputLayerInitMethod : config_.initMethod;
+  // PyTorch's fans of a [out, in] weight (an embedding's [vocab, h] alike).
+  const double fanOut = static_cast<double>(s.shape[0]),
+               fanIn = static_cast<double>(s.numel) / fanOut;
+  const float std = initStd(method, config_, fanIn, fanOut);
   // Each tensor's stream depends on the seed and its name only: adding a tensor changes no other.
   // Two draws per pair of values, in blocks; the kernel makes the same values on every CPU.
   std::mt19937_64 rng(seed ^ fnv1a64(s.name.data(), s.name.size()));
+  if (method == InitMethod::XavierUniform) {  // U(-a, a): 24 bits of one draw per value
+    const double bound = std::sqrt(3.0) * std;
+    for (size_t i = 0; i < s.numel; ++i) {
+      const double u = static_cast<double>(rng() >> 40) * 0x1.0p-24;  // [0, 1)
+      p[i] = static_cast<float>((2.0 * u - 1.0) * bound);
+    }
+    return;
+  }
   const kernels::TransformerKernels& k = kernels::transformerKernels();
   constexpr size_t kBlock = 4096;  // values per kernel call (even: pairs never straddle calls)
   uint64_t draws[kBlock];
@@ -223,7 +256,9 @@ Gpt::Macs Gpt::forwardMacsPerSample(size_t seq) const {
   const double T = static_cast<double>(seq), h = config_.hiddenSize, L = config_.numLayers;
   Macs m;
   m.attentionProjections = L * T * (h * config_.qkvSize() + h * h);
-  m.attentionScores = L * 2.0 * T * T * h;  // Q K^T and P V, causal half included (computed)
+  // Q K^T and P V over the whole T x T matrix: the causal half and the keys outside a sliding
+  // window are computed, then masked, not skipped.
+  m.attentionScores = L * 2.0 * T * T * h;
   m.mlp = L * T * h * (config_.ffnInputSize() + config_.ffnSize());
   m.head = T * h * config_.paddedVocabSize();
   return m;
@@ -394,6 +429,8 @@ std::vector<ModuleProfile> Gpt::profileModules(size_t samples, size_t seq) const
   const double normParams = config_.normWeightSize() + (config_.normHasBias() ? h : 0);
   const double attnBias = config_.biasInAttnLinear ? 1 : 0, mlpBias = config_.biasInMlp ? 1 : 0;
   const double qkvParams = qkvOut * h + attnBias * qkvOut, denseParams = h * h + attnBias * h;
+  // The qk norm's parameters count under attention.core, where it normalises q and k.
+  const double qkNormParams = config_.qkNormParams();
   const double fc1Params = ff1 * h + mlpBias * ff1, fc2Params = h * ff + mlpBias * h;
   std::vector<ModuleProfile> m(blockModule(config_.numLayers) + 2);
   auto set = [&](size_t i, std::string name, std::string type, int depth, int parent,
@@ -412,10 +449,10 @@ std::vector<ModuleProfile> Gpt::profileModules(size_t samples, size_t seq) const
     const double qkv = N * h * qkvOut, core = 2 * N * T * h, dense = N * h * h;
     const double fc1 = N * h * ff1, fc2 = N * ff * h;
     set(b + 1, p + ".input_layernorm", normType, 2, layer, normParams, 0);
-    set(b + 2, p + ".attention", "SelfAttention", 2, layer, qkvParams + denseParams,
+    set(b + 2, p + ".attention", "SelfAttention", 2, layer, qkvParams + qkNormParams + denseParams,
         qkv + core + dense);
     set(b + 3, p + ".attention.query_key_value", "Linear", 3, attention, qkvParams, qkv);
-    set(b + 4, p + ".attention.core", "CausalAttention", 3, attention, 0, core);
+    set(b + 4, p + ".attention.core", "CausalAttention", 3, attention, qkNormParams, core);
     set(b + 5, p + ".attention.dense", "Linear", 3, attention, denseParams, dense);
     set(b + 6, p + ".post_attention_layernorm", normType, 2, layer, normParams, 0);
     set(b + 7, p + ".mlp", "MLP", 2, layer, fc1Params + fc2Params, fc1 + fc2);

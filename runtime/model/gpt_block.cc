@@ -4,6 +4,10 @@
 // the MLP widths of GptConfig. Weights are [out, in] (PyTorch's Linear), so y = x W^T + b.
 //   sequential residual: mid = x + drop(attn(norm1(x))); out = mid + drop(mlp(norm2(mid)))
 //   gpt-j residual:      out = x + drop(attn(norm1(x))) + drop(mlp(norm2(x)))
+//   gpt-j, tied norms:   out = x + drop(attn(norm1(x))) + drop(mlp(norm1(x)))  (norm2 unused,
+//                        as in NeoX, where post_attention_layernorm stays but gets no gradient)
+// Attention: q, k = qkNorm(q), qkNorm(k) if use-qk-layernorm; rotary; causal softmax over the
+// sliding window (query i sees keys i - W..i) or the whole prefix.
 #include "runtime/model/gpt_block.h"
 
 #include <chrono>
@@ -70,6 +74,10 @@ kernels::Unit unitOf(Activation a) {
     case Activation::Gelu:
     case Activation::Geglu:
       return kernels::Unit::Gelu;
+    case Activation::Softsign:
+      return kernels::Unit::Softsign;
+    case Activation::Mish:
+      return kernels::Unit::Mish;
     case Activation::Bilinear:
       break;
   }
@@ -95,6 +103,9 @@ BlockLayout blockLayout(const GptConfig& c) {
   auto maybe = [&](bool present, size_t n) { return present ? take(n) : BlockLayout::kNone; };
   l.ln1w = take(normWeights);
   l.ln1b = maybe(normBias, h);
+  // NeoX registers attention.qk_layernorm before attention.query_key_value.
+  l.qknw = maybe(c.qkNorm, normWeights);
+  l.qknb = maybe(c.qkNorm && c.norm == NormKind::LayerNorm, h);
   l.qkvw = take(qkv * h);
   l.qkvb = maybe(attnBias, qkv);
   l.densew = take(h * h);
@@ -127,8 +138,8 @@ void applyDropout(float* x, size_t samples, size_t perSample, float p, const Dro
 
 size_t BlockActivations::bytes() const {
   size_t n = 0;
-  for (const auto* v : {&input, &ln1, &ln2, &stats1a, &stats1b, &stats2a, &stats2b, &qkv, &probs,
-                        &probsDrop, &ctx, &mid, &fc1, &act})
+  for (const auto* v : {&input, &ln1, &ln2, &stats1a, &stats1b, &stats2a, &stats2b, &qkRaw,
+                        &qkStatsA, &qkStatsB, &qkv, &probs, &probsDrop, &ctx, &mid, &fc1, &act})
     n += v->capacity();
   return n * sizeof(float);
 }
@@ -191,6 +202,80 @@ void BlockRunner::normBackward(const float* dout, const float* x, const float* w
   }
 }
 
+// NeoX builds the query/key norm as norm([heads, head size]) and applies it to q and k of shape
+// [.., heads, head size]: torch's LayerNorm then normalises over both trailing dimensions (the
+// whole query of a token) with a weight and bias per element; NeoX's RMSNorm and ScaleNorm reduce
+// over the last dimension only (each head apart), RMSNorm with a weight per head and element,
+// ScaleNorm with one gain. Queries are rows 0..N-1 of the [2N, h] buffers, keys rows N..2N-1.
+void BlockRunner::qkNormForward(const float* w, const float* b, float* qkv, BlockActivations& a,
+                                BlockWorkspace& ws, size_t N) const {
+  const size_t h = c_.hiddenSize, Q = c_.qkvSize(), H = c_.numAttentionHeads, d = c_.headDim();
+  float* raw = sized(a.qkRaw, 2 * N * h);
+  float* out = sized(ws.qkA, 2 * N * h);
+  for (size_t r = 0; r < N; ++r) {
+    std::memcpy(raw + r * h, qkv + r * Q, h * sizeof(float));
+    std::memcpy(raw + (N + r) * h, qkv + r * Q + h, h * sizeof(float));
+  }
+  const bool perToken = c_.norm == NormKind::LayerNorm;
+  const size_t stats = perToken ? 2 * N : 2 * N * H;
+  float* sa = sized(a.qkStatsA, stats);
+  float* sb = sized(a.qkStatsB, stats);
+  switch (c_.norm) {
+    case NormKind::LayerNorm:
+      k_.layerNormForward(out, sa, sb, raw, w, b, 2 * N, h,
+                          static_cast<float>(c_.layernormEpsilon));
+      break;
+    case NormKind::RmsNorm:
+      parallelRows(2 * N, [&](size_t r0, size_t r1) {
+        for (size_t i = r0 * H; i < r1 * H; ++i)
+          k_.rmsNormForward(out + i * d, sa + i, raw + i * d, w + (i % H) * d, 1, d,
+                            static_cast<float>(c_.rmsNormEpsilon));
+      });
+      break;
+    case NormKind::ScaleNorm:
+      k_.scaleNormForward(out, sa, raw, w[0], 2 * N * H, d,
+                          static_cast<float>(c_.scalenormEpsilon));
+      break;
+  }
+  for (size_t r = 0; r < N; ++r) {
+    std::memcpy(qkv + r * Q, out + r * h, h * sizeof(float));
+    std::memcpy(qkv + r * Q + h, out + (N + r) * h, h * sizeof(float));
+  }
+}
+
+void BlockRunner::qkNormBackward(const float* w, float* dw, float* db, float* dqkv,
+                                 const BlockActivations& a, BlockWorkspace& ws, size_t N) const {
+  const size_t h = c_.hiddenSize, Q = c_.qkvSize(), H = c_.numAttentionHeads, d = c_.headDim();
+  float* dn = sized(ws.qkA, 2 * N * h);
+  float* draw = sized(ws.qkB, 2 * N * h);
+  for (size_t r = 0; r < N; ++r) {
+    std::memcpy(dn + r * h, dqkv + r * Q, h * sizeof(float));
+    std::memcpy(dn + (N + r) * h, dqkv + r * Q + h, h * sizeof(float));
+  }
+  const float* raw = a.qkRaw.data();
+  const float* sa = a.qkStatsA.data();
+  switch (c_.norm) {
+    case NormKind::LayerNorm:
+      k_.layerNormBackward(draw, dw, db, dn, raw, sa, a.qkStatsB.data(), w, 2 * N, h);
+      break;
+    case NormKind::RmsNorm:  // one task per head: each adds into its own slice of dw
+      parallelFor(H, [&](size_t j) {
+        for (size_t i = j; i < 2 * N * H; i += H)
+          k_.rmsNormBackward(draw + i * d, dw + j * d, dn + i * d, raw + i * d, sa + i, w + j * d,
+                             1, d, static_cast<float>(c_.rmsNormEpsilon));
+      });
+      break;
+    case NormKind::ScaleNorm:
+      k_.scaleNormBackward(draw, dw, dn, raw, sa, w[0], 2 * N * H, d,
+                           static_cast<float>(c_.scalenormEpsilon));
+      break;
+  }
+  for (size_t r = 0; r < N; ++r) {
+    std::memcpy(dqkv + r * Q, draw + r * h, h * sizeof(float));
+    std::memcpy(dqkv + r * Q + h, draw + (N + r) * h, h * sizeof(float));
+  }
+}
+
 void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspace& w,
                           const BlockShape& s, float* out, const DropoutKey* dropout,
                           double* times) {
@@ -216,6 +301,7 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   matmul(false, true, N, Q, h, 1.0f, a.ln1.data(), h, P(L.qkvw), h, 0.0f, qkv, Q);
   if (L.qkvb != BlockLayout::kNone) k_.addBias(qkv, P(L.qkvb), N, Q);
   lap(kQkv);
+  if (c_.qkNorm) qkNormForward(P(L.qknw), P(L.qknb), qkv, a, w, N);
   if (const size_t rot = c_.rotaryDim()) {
     k_.rotary(qkv, N, T, H, d, Q, rot, cos_.data(), sin_.data(), false);
     k_.rotary(qkv + h, N, T, H / group, d, Q, rot, cos_.data(), sin_.data(), false);
@@ -226,13 +312,14 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   float* used = attnDrop ? sized(a.probsDrop, a.probs.size()) : probs;
   if (!attnDrop) a.probsDrop.clear();
   float* ctx = sized(a.ctx, N * h);
+  const size_t window = c_.attentionWindow(T);
   parallelFor(s.samples * H, [&](size_t bh) {
     const size_t b = bh / H, head = bh % H;
     const float* q = qkv + b * T * Q + head * d;
     const float* key = qkv + b * T * Q + h + (head / group) * d;
     float* p = probs + (b * H + head) * T * T;
     matmul(false, true, T, T, d, scale, q, Q, key, Q, 0.0f, p, T);
-    k_.causalSoftmaxForward(p, T);
+    k_.causalSoftmaxForward(p, T, window);
   });
   if (attnDrop) {
     std::memcpy(used, probs, a.probs.size() * sizeof(float));
@@ -265,11 +352,16 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   } else {
     a.mid.clear();
   }
-  norm(mlpIn, P(L.ln2w), P(L.ln2b), sized(a.ln2, N * h), sized(a.stats2a, N), sized(a.stats2b, N),
-       N);
+  if (c_.gptjTied) {  // the MLP reads norm1's output
+    a.ln2.clear();
+  } else {
+    norm(mlpIn, P(L.ln2w), P(L.ln2b), sized(a.ln2, N * h), sized(a.stats2a, N), sized(a.stats2b, N),
+         N);
+  }
+  const float* mlpNormed = c_.gptjTied ? a.ln1.data() : a.ln2.data();
   mlpStart = lap(kNorm2);
   float* fc1 = sized(a.fc1, N * ff1);
-  matmul(false, true, N, ff1, h, 1.0f, a.ln2.data(), h, P(L.fc1w), h, 0.0f, fc1, ff1);
+  matmul(false, true, N, ff1, h, 1.0f, mlpNormed, h, P(L.fc1w), h, 0.0f, fc1, ff1);
   if (L.fc1b != BlockLayout::kNone) k_.addBias(fc1, P(L.fc1b), N, ff1);
   lap(kFc1);
   float* act = sized(a.act, N * ff);
@@ -325,15 +417,21 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
     else
       k_.unitBackward(unit, dFc1 + r0 * ff, dAct + r0 * ff, in + r0 * ff, (r1 - r0) * ff);
   });
-  matmul(true, false, ff1, h, N, 1.0f, dFc1, ff1, a.ln2.data(), h, 1.0f, G(L.fc1w), h);
+  const bool tied = c_.gptjTied;
+  matmul(true, false, ff1, h, N, 1.0f, dFc1, ff1, tied ? a.ln1.data() : a.ln2.data(), h, 1.0f,
+         G(L.fc1w), h);
   if (L.fc1b != BlockLayout::kNone) k_.biasGradient(G(L.fc1b), dFc1, N, ff1);
-  float* dLn = sized(w.dB, N * h);
+  float* dLn = sized(w.dB, N * h);  // tied: norm1's output gradient from the MLP, so far
   matmul(false, false, N, h, ff1, 1.0f, dFc1, ff1, P(L.fc1w), h, 0.0f, dLn, h);
   const float* mlpIn = c_.gptjResidual ? a.input.data() : a.mid.data();
   // dIn collects the residual paths: dOut, then norm2's and norm1's input gradients.
-  normBackward(dLn, mlpIn, P(L.ln2w), a.stats2a.data(), a.stats2b.data(), dIn, G(L.ln2w),
-               G(L.ln2b), N);
-  k_.add(dIn, dOut, N * h);  // sequential: d(mid); gpt-j: d(x) so far
+  if (tied) {
+    std::memcpy(dIn, dOut, N * h * sizeof(float));
+  } else {
+    normBackward(dLn, mlpIn, P(L.ln2w), a.stats2a.data(), a.stats2b.data(), dIn, G(L.ln2w),
+                 G(L.ln2b), N);
+    k_.add(dIn, dOut, N * h);  // sequential: d(mid); gpt-j: d(x) so far
+  }
 
   // Attention: its output feeds mid (sequential) or out (gpt-j).
   float* dAttn = sized(w.dA, N * h);
@@ -379,9 +477,10 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
     k_.rotary(dqkv, N, T, H, d, Q, rot, cos_.data(), sin_.data(), true);
     k_.rotary(dqkv + h, N, T, KV, d, Q, rot, cos_.data(), sin_.data(), true);
   }
+  if (c_.qkNorm) qkNormBackward(P(L.qknw), G(L.qknw), G(L.qknb), dqkv, a, w, N);
   matmul(true, false, Q, h, N, 1.0f, dqkv, Q, a.ln1.data(), h, 1.0f, G(L.qkvw), h);
   if (L.qkvb != BlockLayout::kNone) k_.biasGradient(G(L.qkvb), dqkv, N, Q);
-  matmul(false, false, N, h, Q, 1.0f, dqkv, Q, P(L.qkvw), h, 0.0f, dLn, h);
+  matmul(false, false, N, h, Q, 1.0f, dqkv, Q, P(L.qkvw), h, tied ? 1.0f : 0.0f, dLn, h);
   float* dNorm1 = sized(w.dA, N * h);
   normBackward(dLn, a.input.data(), P(L.ln1w), a.stats1a.data(), a.stats1b.data(), dNorm1,
                G(L.ln1w), G(L.ln1b), N);

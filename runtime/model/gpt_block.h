@@ -16,7 +16,7 @@ namespace ds::runtime::gpt {
 // (a norm's or a linear's bias) has offset kNone.
 struct BlockLayout {
   static constexpr size_t kNone = ~size_t{0};
-  size_t ln1w, ln1b, qkvw, qkvb, densew, denseb, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b;
+  size_t ln1w, ln1b, qknw, qknb, qkvw, qkvb, densew, denseb, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b;
   size_t numel;
 };
 BlockLayout blockLayout(const GptConfig& c);
@@ -36,19 +36,21 @@ struct BlockActivations {
   std::vector<float> input;       // [N, h] the block's input
   std::vector<float> ln1, ln2;    // [N, h] normalised inputs of attention and MLP
   std::vector<float> stats1a, stats1b, stats2a, stats2b;  // [N] mean/rstd or norm
-  std::vector<float> qkv;         // [N, h + 2 kv] after rotary: [q | k | v], kv = kvSize()
-  std::vector<float> probs;       // [B, heads, T, T] softmax
-  std::vector<float> probsDrop;   // same, after attention dropout (empty without it)
-  std::vector<float> ctx;         // [N, h] attention output before the dense projection
-  std::vector<float> mid;         // [N, h] input + attention (sequential residual only)
-  std::vector<float> fc1;         // [N, ff1] MLP pre-activation
-  std::vector<float> act;         // [N, ff] MLP activation
+  std::vector<float> qkRaw;  // [2N, h] queries then keys before the qk norm (qkNorm only)
+  std::vector<float> qkStatsA, qkStatsB;  // the qk norm's per-row (or per-head) statistics
+  std::vector<float> qkv;                 // [N, h + 2 kv] after rotary: [q | k | v], kv = kvSize()
+  std::vector<float> probs;               // [B, heads, T, T] softmax
+  std::vector<float> probsDrop;           // same, after attention dropout (empty without it)
+  std::vector<float> ctx;                 // [N, h] attention output before the dense projection
+  std::vector<float> mid;                 // [N, h] input + attention (sequential residual only)
+  std::vector<float> fc1;                 // [N, ff1] MLP pre-activation
+  std::vector<float> act;                 // [N, ff] MLP activation
   size_t bytes() const;
 };
 
 // Scratch shared by all blocks (not kept across layers).
 struct BlockWorkspace {
-  std::vector<float> attnOut, mlpOut, dA, dB, dqkv, dctx, dfc1, dact, dprobs;
+  std::vector<float> attnOut, mlpOut, dA, dB, dqkv, dctx, dfc1, dact, dprobs, qkA, qkB;
 };
 
 struct BlockShape {
@@ -81,6 +83,13 @@ class BlockRunner {
                     const float* sb, float* dx, float* dw, float* db, size_t rows) const;
 
  private:
+  // use-qk-layernorm on the q and k columns of qkv [N, Q], in place; keeps the inputs and
+  // statistics in `a`. Backward turns dqkv's q and k columns from d(normed) into d(raw).
+  void qkNormForward(const float* w, const float* b, float* qkv, BlockActivations& a,
+                     BlockWorkspace& ws, size_t N) const;
+  void qkNormBackward(const float* w, float* dw, float* db, float* dqkv, const BlockActivations& a,
+                      BlockWorkspace& ws, size_t N) const;
+
   const GptConfig& c_;
   const kernels::TransformerKernels& k_;
   BlockLayout layout_;

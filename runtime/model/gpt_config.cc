@@ -25,10 +25,15 @@ int64_t roundUp(int64_t n, int64_t multiple) { return (n + multiple - 1) / multi
 // which this trainer's GeGLU models have always had.
 std::pair<int64_t, int64_t> mlpWidths(const GptConfig& c) {
   const int64_t h = c.hiddenSize;
-  if (c.activation == Activation::Geglu && c.intermediateSize == 0 && c.mlpMultipleOf == 0)
+  if (c.activation == Activation::Geglu && c.intermediateSize == 0 && c.mlpMultipleOf == 0 &&
+      c.expansionFactor == 0.0)
     return {8 * h, 4 * h};
   const int64_t multiple = c.mlpMultipleOf > 0 ? c.mlpMultipleOf : 1;
-  int64_t out = c.intermediateSize > 0 ? c.intermediateSize : 4 * h, in = out;
+  // expansion-factor: Python's int(expansion_factor * hidden_size), truncated
+  int64_t out = c.intermediateSize > 0  ? c.intermediateSize
+                : c.expansionFactor > 0 ? static_cast<int64_t>(c.expansionFactor * h)
+                                        : 4 * h;
+  int64_t in = out;
   if (c.gated()) {
     out = 2 * out / 3;  // Python's int(x * 2 / 3): exact for these sizes
     in = out / 2;
@@ -54,9 +59,20 @@ bool GptConfig::gated() const {
     case Activation::Gelu:
     case Activation::Relu:
     case Activation::Silu:
+    case Activation::Softsign:
+    case Activation::Mish:
       break;
   }
   return false;
+}
+
+int GptConfig::qkNormParams() const {
+  if (!qkNorm) return 0;
+  return normWeightSize() + (norm == NormKind::LayerNorm ? hiddenSize : 0);
+}
+
+size_t GptConfig::attentionWindow(size_t seq) const {
+  return slidingWindowWidth >= 0 ? std::min(seq, static_cast<size_t>(slidingWindowWidth)) : seq;
 }
 
 int GptConfig::ffnInputSize() const { return static_cast<int>(mlpWidths(*this).first); }
@@ -113,6 +129,28 @@ void GptConfig::validate() const {
   require(mlpMultipleOf >= 0 && mlpMultipleOf <= kMaxDimension,
           "mlp-multiple-of: expected 1.." + std::to_string(kMaxDimension) + ", got " +
               std::to_string(mlpMultipleOf));
+  require(expansionFactor >= 0.0 && expansionFactor * hiddenSize <= kMaxDimension,
+          "expansion-factor: expected a positive number, got " + std::to_string(expansionFactor));
+  require(expansionFactor == 0.0 || intermediateSize == 0,
+          "expansion-factor: set together with intermediate-size; NeoX takes one or the other "
+          "(\"Must pass either the absolute intermediate size or the relative expansion "
+          "factor\"): remove one");
+  require(expansionFactor == 0.0 || mlpWidths(*this).second > 0,
+          "expansion-factor: " + std::to_string(expansionFactor) + " x hidden-size " +
+              std::to_string(hiddenSize) + " leaves the MLP no width; raise it");
+  require(!gptjTied || gptjResidual,
+          "gpt-j-tied: ties the two norms of a gpt-j block, but gpt-j-residual is false (NeoX "
+          "then ignores it); set gpt-j-residual: true or gpt-j-tied: false");
+  require(slidingWindowWidth >= -1, "sliding-window-width: expected a width >= 0 or null, got " +
+                                        std::to_string(slidingWindowWidth));
+  require(!qkNorm || kvHeads() == numAttentionHeads,
+          "use-qk-layernorm: NeoX's query/key norm has the queries' shape [heads, head size]; with "
+          "num-kv-heads " +
+              std::to_string(kvHeads()) + " < num-attention-heads " +
+              std::to_string(numAttentionHeads) +
+              " its flash path cannot apply it to the keys and its global path normalises each "
+              "repeated key head apart; not implemented here: set use-qk-layernorm: false or "
+              "num-kv-heads to num-attention-heads");
   {
     const auto [out, in] = mlpWidths(*this);
     require(in > 0 && out == (gated() ? 2 : 1) * in,
@@ -158,7 +196,9 @@ std::string GptConfig::describe() const {
     s += ", " + std::to_string(numKvHeads) + " kv heads";
   if (!biasInAttnLinear || !biasInMlp) s += ", no linear biases";
   if (!weightTying) s += ", untied output";
-  if (gptjResidual) s += ", gpt-j residual";
+  if (gptjResidual) s += gptjTied ? ", gpt-j residual (tied norms)" : ", gpt-j residual";
+  if (slidingWindowWidth >= 0) s += ", sliding window " + std::to_string(slidingWindowWidth);
+  if (qkNorm) s += ", qk norm";
   if (checkpointActivations) s += ", activation checkpointing";
   return s;
 }
@@ -205,6 +245,10 @@ const char* activationName(Activation a) {
       return "glu";
     case Activation::Bilinear:
       return "bilinear";
+    case Activation::Softsign:
+      return "softsign";
+    case Activation::Mish:
+      return "mish";
     case Activation::Gelu:
       break;
   }
@@ -221,6 +265,12 @@ const char* initMethodName(InitMethod m) {
       return "small_init";
     case InitMethod::WangInit:
       return "wang_init";
+    case InitMethod::SingleResidualScaledNormal:
+      return "single_residual_scaled_normal";
+    case InitMethod::XavierNormal:
+      return "xavier_normal";
+    case InitMethod::XavierUniform:
+      return "xavier_uniform";
   }
   return "normal";
 }

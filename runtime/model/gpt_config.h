@@ -14,10 +14,20 @@ enum class PositionEmbedding { Learned, Sinusoidal, Rotary, None };
 enum class NormKind { LayerNorm, RmsNorm, ScaleNorm };
 // NeoX's MLP activations. The gated ones (GeGLU, ReGLU, SwiGLU, GLU, bilinear) split
 // dense_h_to_4h's outputs into [x | gate] and pass x * f(gate) on; swish is NeoX's name for SiLU.
-enum class Activation { Gelu, Geglu, Relu, Silu, Reglu, Swiglu, Glu, Bilinear };
-// NeoX's init methods: normal (std), scaled_normal (std / sqrt(2 * layers)), small_init
-// (sqrt(2 / (5 * hidden))), wang_init (2 / layers / sqrt(hidden)).
-enum class InitMethod { Normal, ScaledNormal, SmallInit, WangInit };
+enum class Activation { Gelu, Geglu, Relu, Silu, Reglu, Swiglu, Glu, Bilinear, Softsign, Mish };
+// NeoX's init methods (megatron/model/init_functions.py): normal (std), scaled_normal
+// (std / sqrt(2 * layers)), single_residual_scaled_normal (std / sqrt(layers)), small_init
+// (sqrt(2 / (5 * hidden))), wang_init (2 / layers / sqrt(hidden)), and PyTorch's xavier_normal
+// (sqrt(2 / (fan_in + fan_out))) and xavier_uniform (U(-a, a), a = sqrt(6 / (fan_in + fan_out))).
+enum class InitMethod {
+  Normal,
+  ScaledNormal,
+  SmallInit,
+  WangInit,
+  SingleResidualScaledNormal,
+  XavierNormal,
+  XavierUniform
+};
 
 struct GptConfig {
   int numLayers = 2;
@@ -37,12 +47,20 @@ struct GptConfig {
   Activation activation = Activation::Gelu;
   int intermediateSize = 0;      // NeoX's intermediate-size; 0: unset (4 * hidden)
   int mlpMultipleOf = 0;         // NeoX's mlp-multiple-of; 0: unset (NeoX's default 1)
+  double expansionFactor = 0.0;  // NeoX's expansion-factor: MLP width / hidden; 0: unset
   int numKvHeads = 0;            // grouped-query attention's key/value heads; 0: one per query head
   bool biasInNorms = true;       // use-bias-in-norms (LayerNorm's bias; the others have none)
   bool biasInAttnLinear = true;  // use-bias-in-attn-linear (query_key_value and dense)
   bool biasInMlp = true;         // use-bias-in-mlp (both MLP projections)
   bool weightTying = true;  // NeoX's no-weight-tying: false
   bool gptjResidual = false;
+  bool gptjTied = false;  // gpt-j-tied: one norm feeds both branches of a gpt-j block
+  // sliding-window-width: query i attends to keys i - W..i (flash-attention's window_size (W, -1)
+  // under its causal mask); -1: unset, full causal attention.
+  int slidingWindowWidth = -1;
+  // use-qk-layernorm: NeoX's norm of the queries and of the keys (one module, shared), after the
+  // query_key_value projection and before rotary (gpt_block.cc says over what).
+  bool qkNorm = false;
   double attentionDropout = 0.0;
   double hiddenDropout = 0.0;
   InitMethod initMethod = InitMethod::Normal;
@@ -60,6 +78,12 @@ struct GptConfig {
   bool gated() const;
   bool normHasBias() const { return norm == NormKind::LayerNorm && biasInNorms; }
   int normWeightSize() const { return norm == NormKind::ScaleNorm ? 1 : hiddenSize; }
+  // The query/key norm's parameters: its weights (normWeightSize()) and, for LayerNorm, a bias of
+  // hidden-size that NeoX always creates (use-bias-in-norms does not reach it). 0 when off.
+  int qkNormParams() const;
+  // The causal softmax's window over `seq` positions: query i sees keys i - window..i; the
+  // sequence itself when no sliding window is set (full causal attention).
+  size_t attentionWindow(size_t seq) const;
   // The MLP's inner width (dense_4h_to_h's inputs) and dense_h_to_4h's outputs (twice the inner
   // width when gated), rounded as NeoX's ParallelMLP does (gpt_config.cc).
   int ffnSize() const;

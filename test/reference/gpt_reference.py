@@ -8,7 +8,10 @@ sinusoidal [sin | cos] positions, RMSNorm as x * rsqrt(mean(x^2) + eps), ScaleNo
 x / max(|x|, eps) * g, tanh GeLU, gated activations as x * f(gate) over the two halves of
 dense_h_to_4h, grouped-query attention as [q | k | v] projections with each key/value head repeated
 for its group of query heads, biases only where the parameter table has them, gpt-j residual as
-x + attn(ln1 x) + mlp(ln2 x).
+x + attn(ln1 x) + mlp(ln2 x) (tied: both from ln1), sliding-window attention as flash-attention's
+window_size (W, -1) (query i sees keys i - W..i), and NeoX's query/key norm: one module of shape
+[heads, head size] applied to q and to k before rotary (LayerNorm over the whole query, RMSNorm and
+ScaleNorm over each head).
 """
 import json
 import math
@@ -53,7 +56,8 @@ def main():
         return F.gelu(x, approximate="tanh")
 
     units = {"gelu": gelu, "geglu": gelu, "relu": F.relu, "reglu": F.relu, "silu": F.silu,
-             "swiglu": F.silu, "glu": torch.sigmoid, "bilinear": lambda t: t}
+             "swiglu": F.silu, "glu": torch.sigmoid, "bilinear": lambda t: t,
+             "softsign": F.softsign, "mish": lambda t: t * torch.tanh(F.softplus(t))}
     gated = c["activation"] in ("geglu", "reglu", "swiglu", "glu", "bilinear")
 
     positions = torch.arange(T, dtype=torch.float64)
@@ -80,22 +84,40 @@ def main():
         rotated = torch.cat([-r[..., half:], r[..., :half]], dim=-1)
         return torch.cat([r * cos + rotated * sin, rest], dim=-1)
 
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    def qk_norm(t, prefix):  # t: (B, T, H, d); NeoX's norm([H, d])
+        w = P[prefix + ".weight"]
+        if c["norm"] == "layernorm":
+            return F.layer_norm(t, (H, d), w, P[prefix + ".bias"], c["layernorm_eps"])
+        if c["norm"] == "scalenorm":
+            return t / t.norm(2, dim=-1, keepdim=True).clamp(min=c["scalenorm_eps"]) * w
+        rms = t.norm(2, dim=-1, keepdim=True) * d ** -0.5
+        return t / (rms + c["rms_eps"]) * w
+
+    i_pos = torch.arange(T).view(T, 1)
+    j_pos = torch.arange(T).view(1, T)
+    mask = j_pos <= i_pos
+    if c.get("sliding_window") is not None:
+        mask = mask & (i_pos - j_pos <= c["sliding_window"])
     for l in range(L):
         p = "layers.%d." % l
         a = norm(x, p + "input_layernorm")
         qkv = linear(a, p + "attention.query_key_value")
         q, k, v = qkv.split([h, KV * d, KV * d], dim=-1)
-        q = q.reshape(B, T, H, d).transpose(1, 2)
-        k, v = (t.reshape(B, T, KV, d).transpose(1, 2).repeat_interleave(H // KV, dim=1)
-                for t in (k, v))
+        q = q.reshape(B, T, H, d)
+        k = k.reshape(B, T, KV, d)
+        if c.get("qk_norm"):
+            q, k = qk_norm(q, p + "attention.qk_layernorm"), qk_norm(k, p + "attention.qk_layernorm")
+        q = q.transpose(1, 2)
+        k, v = (t.transpose(1, 2).repeat_interleave(H // KV, dim=1)
+                for t in (k, v.reshape(B, T, KV, d)))
         q, k = rotate(q), rotate(k)
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
         probs = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
         ctx = (probs @ v).transpose(1, 2).reshape(B, T, h)
         attn = linear(ctx, p + "attention.dense")
         mlp_in = x if c["gptj_residual"] else x + attn
-        f = linear(norm(mlp_in, p + "post_attention_layernorm"), p + "mlp.dense_h_to_4h")
+        mlp_normed = a if c.get("gptj_tied") else norm(mlp_in, p + "post_attention_layernorm")
+        f = linear(mlp_normed, p + "mlp.dense_h_to_4h")
         unit = units[c["activation"]]
         if gated:
             value, gate = f.chunk(2, dim=-1)
