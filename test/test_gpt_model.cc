@@ -24,6 +24,7 @@ using ds::runtime::Batch;
 using ds::runtime::FlatParameters;
 using ds::runtime::Gpt;
 using ds::runtime::GptConfig;
+using ds::runtime::InitMethod;
 using ds::runtime::NormKind;
 using ds::runtime::PositionEmbedding;
 using Json = nlohmann::json;
@@ -483,6 +484,51 @@ TEST_CASE("GPT: padded vocabulary, parameter table and initialisation follow Neo
     for (size_t i = p.offset; i < p.offset + p.numel; ++i) sq += a[i] * a[i];
     CHECK(std::sqrt(sq / p.numel) == Approx(0.1).epsilon(0.05));
   }
+
+  // NeoX's other init methods (init_functions.py), by the spread of a [4h, h] and a [h, 4h]
+  // weight: std 0.2 over 2 layers, h = 32, fans 32 and 128.
+  struct Init {
+    InitMethod method;
+    double std;     // the expected standard deviation
+    double bound;   // xavier_uniform: no value beyond it; else 0
+  };
+  const double xavier = std::sqrt(2.0 / (32 + 128));
+  const Init inits[] = {
+      {InitMethod::SingleResidualScaledNormal, 0.2 / std::sqrt(2.0), 0},  // std / sqrt(layers)
+      {InitMethod::ScaledNormal, 0.1, 0},
+      {InitMethod::SmallInit, std::sqrt(2.0 / (5 * 32)), 0},
+      {InitMethod::WangInit, 2.0 / 2 / std::sqrt(32.0), 0},
+      {InitMethod::XavierNormal, xavier, 0},
+      {InitMethod::XavierUniform, xavier, std::sqrt(6.0 / (32 + 128))},
+  };
+  for (const Init& k : inits) {
+    INFO(ds::runtime::initMethodName(k.method));
+    GptConfig ci = smallConfig();
+    ci.initMethodStd = 0.2;
+    ci.initMethod = ci.outputLayerInitMethod = k.method;
+    Gpt m(ci);
+    std::vector<float> v(m.parameterCount());
+    m.initParameters(v.data(), 9);
+    for (const auto& p : m.parameters()) {
+      if (p.name != "layers.0.mlp.dense_h_to_4h.weight" &&
+          p.name != "layers.1.mlp.dense_4h_to_h.weight")
+        continue;
+      double sq = 0, sum = 0, largest = 0;
+      for (size_t i = p.offset; i < p.offset + p.numel; ++i) {
+        sq += v[i] * v[i];
+        sum += v[i];
+        largest = std::max(largest, std::fabs(static_cast<double>(v[i])));
+      }
+      CHECK(std::sqrt(sq / p.numel) == Approx(k.std).epsilon(0.05));
+      CHECK(std::fabs(sum / p.numel) < 0.1 * k.std);
+      if (k.bound > 0) {
+        CHECK(largest <= k.bound);
+        CHECK(largest > 0.95 * k.bound);  // uniform: its edges are reached
+      } else {
+        CHECK(largest > 2.5 * k.std);  // normal: tails beyond a uniform's sqrt(3) std
+      }
+    }
+  }
 }
 
 TEST_CASE("GPT: the flops profiler's module tree adds up and prints as DeepSpeed's", "[gpt]") {
@@ -614,6 +660,39 @@ TEST_CASE("GPT: LLaMA shapes give NeoX's MLP widths and hand-counted parameters 
   CHECK(Gpt(s).parameterCount() == 2 * (12578 - 2 + 64) + 80 * 32 + 32);
   CHECK(Gpt(s).profileModules(1, 12).front().params ==
         static_cast<double>(Gpt(s).parameterCount()));
+
+  // The qk norm adds NeoX's norm([heads, head size]) per layer: LayerNorm weight and bias of h
+  // each (use-bias-in-norms does not reach it), RMSNorm weights of h, ScaleNorm one gain; it
+  // counts under attention.core and adds no MACs. A sliding window and tied gpt-j norms change
+  // neither count: the full score matrix is computed, and NeoX keeps the unused second norm.
+  const size_t plain = Gpt(smallConfig()).parameterCount();
+  const double plainMacs = Gpt(smallConfig()).forwardMacsPerSample(12).total();
+  for (auto [kind, extra] : {std::pair{NormKind::LayerNorm, 64}, std::pair{NormKind::RmsNorm, 32},
+                             std::pair{NormKind::ScaleNorm, 1}}) {
+    GptConfig q = smallConfig();
+    q.norm = kind;
+    const size_t base = Gpt(q).parameterCount();
+    q.qkNorm = true;
+    Gpt qk(q);
+    INFO(ds::runtime::normName(kind));
+    CHECK(qk.parameterCount() == base + 2 * extra);
+    CHECK(qk.forwardMacsPerSample(12).total() == Approx(plainMacs));
+    const auto mods = qk.profileModules(1, 12);
+    CHECK(mods.front().params == static_cast<double>(qk.parameterCount()));
+    for (const auto& m : mods)
+      if (m.name == "layers.1.attention.core") CHECK(m.params == extra);
+  }
+  GptConfig w = smallConfig();
+  w.slidingWindowWidth = 3;
+  w.gptjResidual = w.gptjTied = true;
+  CHECK(Gpt(w).parameterCount() == plain);
+  CHECK(Gpt(w).forwardMacsPerSample(12).total() == Approx(plainMacs));
+  // expansion-factor 2.5: an MLP of int(2.5 * 32) = 80, so 2 * (4h - 80) * h fewer weights and
+  // 4h - 80 fewer biases per layer.
+  w = smallConfig();
+  w.expansionFactor = 2.5;
+  CHECK(w.ffnSize() == 80);
+  CHECK(Gpt(w).parameterCount() == plain - 2 * (2 * 48 * 32 + 48));
 
   // Refused by name: kv heads that do not divide the query heads, and NeoX-unbuildable widths.
   GptConfig bad = smallConfig();
