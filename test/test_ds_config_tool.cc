@@ -319,7 +319,8 @@ TEST_CASE("ds-config check: every dataset's token ids must fit the tokenizer's v
     const fs::path config =
         writeConfig("vocab.yml",
                     "num-layers: 1\nhidden-size: 16\nnum-attention-heads: 2\nseq-length: 8\n"
-                    "max-position-embeddings: 8\ntrain-iters: 2\nbatch-size: 1\n" +
+                    "max-position-embeddings: 8\ntrain-iters: 2\nbatch-size: 1\n"
+                    "tokenizer-type: ByteTokenizer\n" +
                         data);
     return runTool("check " + config.string());
   };

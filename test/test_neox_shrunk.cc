@@ -23,7 +23,7 @@ using Json = nlohmann::json;
 namespace {
 
 const fs::path kNeox = fs::path(DS_SOURCE_DIR) / "test" / "neox" / "configs";
-const fs::path kTokenizers = fs::path(DS_SOURCE_DIR) / "test" / "tokenizers";
+const fs::path kGolden = fs::path(DS_SOURCE_DIR) / "test" / "golden";
 
 // The model's size in width, depth and sequence, nothing else: the keys NeoX's sizes are in.
 void shrink(Json& c) {
@@ -58,8 +58,8 @@ struct Tokenizer {
 
 Tokenizer tokenizerFor(const Json& c, const SmallBpe& bpe) {
   const std::string type = c.value("tokenizer-type", "GPT2BPETokenizer");
-  if (type == "HFTokenizer") return {type, (kTokenizers / "hf_byte_bpe.json").string(), ""};
-  if (type == "SPMTokenizer") return {type, (kTokenizers / "spm_bpe.model").string(), ""};
+  if (type == "HFTokenizer") return {type, (kGolden / "hf_tokenizer.json").string(), ""};
+  if (type == "SPMTokenizer") return {type, (kGolden / "spm_llama_like.model").string(), ""};
   return {type, bpe.vocabFile, bpe.mergeFile};
 }
 

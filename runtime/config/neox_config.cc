@@ -375,6 +375,14 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
     }
   }
 
+  // fp16.auto_cast casts a module's floating-point inputs to fp16; the GPT's inputs are token ids.
+  if (ds.contains("fp16") && ds["fp16"].is_object() && ds["fp16"].contains("auto_cast")) {
+    if (switchedOn(ds["fp16"]["auto_cast"]))
+      out.notes.push_back(
+          "fp16.auto_cast: no effect here (it casts floating-point module inputs "
+          "to fp16, and the GPT's inputs are token ids)");
+    ds["fp16"].erase("auto_cast");
+  }
   std::vector<std::string_view> candidates;
   for (const NeoxKeyRule& rule : neoxKeyTable()) candidates.push_back(rule.name);
   for (const auto& k : dsKeys) candidates.push_back(k);

@@ -29,7 +29,8 @@ constexpr std::string_view kCometKey = "only used with use-comet (Comet is not p
 constexpr std::string_view kFusedKernel =
     "chooses one of NeoX's fused CUDA kernels; the maths is the same here";
 constexpr std::string_view kPairwiseData =
-    "pairwise, reward and DPO/KTO training data (train-impl other than normal)";
+    "pairwise positive/negative datasets (train-impl dpo/rm)";
+constexpr std::string_view kRewardData = "reward datasets (train-impl kto)";
 constexpr std::string_view kFromZeroBlock =
     "NeoX derives it from the zero_optimization block and ignores a value given here; set it "
     "there";
@@ -74,16 +75,16 @@ const std::vector<NeoxKeyRule> kTable = {
     {"comet-tags", N, kCometKey},
     {"comet-others", N, kCometKey},
     {"log-interval", H, "iterations between progress lines (and steps_per_print)"},
-    {"log-grad-pct-zeros", X, "logging the fraction of zero gradients"},
-    {"log-param-norm", X, "logging the parameter norm"},
-    {"log-grad-norm", X, "logging per-parameter gradient norms"},
-    {"log-optimizer-states", X, "logging the optimizer states' norms"},
-    {"log-gradient-noise-scale", X, "the gradient noise scale"},
+    {"log-grad-pct-zeros", O, "logging the fraction of zero gradients"},
+    {"log-param-norm", O, "logging the parameter norm"},
+    {"log-grad-norm", O, "logging per-parameter gradient norms"},
+    {"log-optimizer-states", O, "logging the optimizer states' norms"},
+    {"log-gradient-noise-scale", O, "the gradient noise scale"},
     {"gradient-noise-scale-n-batches", N, "only used with log-gradient-noise-scale"},
     {"gradient-noise-scale-cpu-offload", N, "only used with log-gradient-noise-scale"},
-    {"memory-profiling", X, "PyTorch's CUDA memory profiling"},
+    {"memory-profiling", O, "PyTorch's CUDA memory profiling"},
     {"memory-profiling-path", N, "only used with memory-profiling"},
-    {"profile", X, "NVIDIA Nsight profiling ranges"},
+    {"profile", O, "NVIDIA Nsight profiling ranges"},
     {"profile-step-start", N, "only used with profile"},
     {"profile-step-stop", N, "only used with profile"},
     // NeoXArgsMoE
@@ -226,13 +227,13 @@ const std::vector<NeoxKeyRule> kTable = {
     {"use-shared-fs", N, "each rank reads the dataset's files itself"},
     {"train-data-paths", H, "training datasets, blended by train-data-weights"},
     {"train-label-data-paths", X, kLabelData, ""},
-    {"train-reward-data-paths", X, kPairwiseData, ""},
+    {"train-reward-data-paths", X, kRewardData, ""},
     {"test-data-paths", H, "test datasets (ds-config check reads them; no test evaluation runs)"},
     {"test-label-data-paths", X, kLabelData, ""},
-    {"test-reward-data-paths", X, kPairwiseData, ""},
+    {"test-reward-data-paths", X, kRewardData, ""},
     {"valid-data-paths", H, "validation datasets, blended by valid-data-weights"},
     {"valid-label-data-paths", X, kLabelData, ""},
-    {"valid-reward-data-paths", X, kPairwiseData, ""},
+    {"valid-reward-data-paths", X, kRewardData, ""},
     {"pos-train-data-paths", X, kPairwiseData, ""},
     {"neg-train-data-paths", X, kPairwiseData, ""},
     {"pos-train-label-data-paths", X, kPairwiseData, ""},
@@ -253,7 +254,7 @@ const std::vector<NeoxKeyRule> kTable = {
     {"data-impl", N, "datasets are NeoX's mmap layout"},
     {"pack-impl", X, "sample packing other than NeoX's default", "\"packed\""},
     {"dataset-impl", X, "datasets other than NeoX's gpt2 kind", "\"gpt2\""},
-    {"train-impl", X, "training other than next-token prediction (dpo, rm, kto)", "\"normal\""},
+    {"train-impl", X, "training other than the language-model loss (dpo, rm, kto)", "\"normal\""},
     {"dpo-fp32", N, kOnlyDpoKto},
     {"dpo-reference-free", N, kOnlyDpoKto},
     {"dpo-beta", N, kOnlyDpoKto},
@@ -432,7 +433,8 @@ std::string neoxKeyRefusal(const NeoxKeyRule& rule, const nlohmann::json& value)
   std::string fix = "remove it";
   const std::vector<nlohmann::json> offs = offValuesOf(rule);
   for (size_t i = 0; i < offs.size(); ++i)
-    fix += (i == 0 ? " or set it to " : " or ") + offs[i].dump();
+    fix += (i == 0 ? " or set it to " : " or ") +
+           (offs[i].is_string() ? offs[i].get<std::string>() : offs[i].dump());
   return std::string(rule.name) + ": " + std::string(rule.note) +
          " is not implemented by this trainer (given " + value.dump() + "); " + fix;
 }
