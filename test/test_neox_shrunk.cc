@@ -67,13 +67,19 @@ Tokenizer tokenizerFor(const Json& c, const SmallBpe& bpe) {
 
 TEST_CASE("neox corpus: NeoX's configs shrunk in size train 2 iterations through ds-launch",
           "[gpt][launch]") {
-  const std::vector<std::vector<std::string>> jobs = {
-      {"llama2/7B.yml", "llama/train_config.yml"},
-      {"mistral/7B.yml", "llama/train_config.yml"},
-      {"pythia/160M.yml"},
-      {"llama2/70B.yml", "llama/train_config.yml"},
+  struct Job {
+    std::vector<std::string> files;
+    std::string model;  // what the job's model line must say
   };
-  for (const auto& files : jobs) {
+  const std::vector<Job> jobs = {
+      {{"llama2/7B.yml", "llama/train_config.yml"}, "rmsnorm, swiglu, no linear biases"},
+      {{"mistral/7B.yml", "llama/train_config.yml"},
+       "2 kv heads, no linear biases, untied output, "
+       "sliding window 8"},
+      {{"pythia/160M.yml"}, "layernorm, gelu, untied output, gpt-j residual"},
+      {{"llama2/70B.yml", "llama/train_config.yml"}, "swiglu, 2 kv heads"},
+  };
+  for (const auto& [files, model] : jobs) {
     DYNAMIC_SECTION(files[0]) {
       const std::string dir = makeScratchDir("neox-shrunk");
       std::vector<std::string> paths;
@@ -113,6 +119,10 @@ TEST_CASE("neox corpus: NeoX's configs shrunk in size train 2 iterations through
       for (std::sregex_iterator it(out.begin(), out.end(), loss), end; it != end; ++it)
         if (std::isfinite(std::stod((*it)[2].str()))) ++finite;
       CHECK(finite == 2);
+      std::string modelLine = out.substr(out.find("[rank 0] model: GPT"));
+      modelLine =
+          std::regex_replace(modelLine.substr(0, modelLine.find(';')), std::regex("\n"), " ");
+      CHECK_THAT(modelLine, Catch::Contains(model));
       fs::remove_all(dir);
     }
   }
