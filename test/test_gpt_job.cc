@@ -320,8 +320,9 @@ TEST_CASE("gpt job: SentencePiece data and tokenizer (SPMTokenizer, vocab-file a
   REQUIRE(std::system(pre.c_str()) == 0);
   writeFile(dir + "/hostfile", kHostfile);
   // The merge-file NeoX's local_setup.yml carries is ignored for SentencePiece, as in NeoX.
-  std::string config = yaml("save: ckpt\ntokenizer-type: SPMTokenizer\nvocab-file: " + model +
-                            "\nmerge-file: data/gpt2-merges.txt\n");
+  std::string config =
+      yaml("save: ckpt\nvocab-file: " + model + "\nmerge-file: data/gpt2-merges.txt\n");
+  config = std::regex_replace(config, std::regex("ByteTokenizer"), "SPMTokenizer");
   config = std::regex_replace(config, std::regex("data/corpus"), "data/spm_text_document");
   writeFile(dir + "/gpt.yml", config);
   const auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir",
