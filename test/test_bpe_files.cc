@@ -143,6 +143,13 @@ TEST_CASE("makeTokenizer: NeoX's tokenizer-type names, and the files each one ne
   const auto bpe = makeTokenizer("GPT2BPETokenizer", files.vocabFile, files.mergeFile);
   CHECK(bpe->endOfDocument() == files.ids.at("<|endoftext|>"));
   CHECK(bpe->encode(" the") == std::vector<int32_t>{files.ids.at(" the")});
+  // NeoX compares the name lowercased.
+  CHECK(makeTokenizer("gpt2bpetokenizer", files.vocabFile, files.mergeFile)->encode(" the") ==
+        std::vector<int32_t>{files.ids.at(" the")});
+  CHECK(ds::runtime::parseTokenizerType("hftokenizer") == ds::runtime::TokenizerType::Hf);
+  CHECK(ds::runtime::parseTokenizerType("SpmTokenizer") ==
+        ds::runtime::TokenizerType::SentencePiece);
+  CHECK_THROWS(ds::runtime::parseTokenizerType("GPT2BPETokenize"));
 
   CHECK_THROWS_WITH(makeTokenizer("TiktokenTokenizer", "", ""),
                     Catch::Contains("tokenizer-type: TiktokenTokenizer is not implemented") &&

@@ -1,6 +1,8 @@
 // parseTokenizerType / makeTokenizer: the accepted names in one table.
 #include "runtime/data/tokenizer.h"
 
+#include <cctype>
+
 #include "common/error.h"
 #include "runtime/data/bpe_tokenizer.h"
 #include "runtime/data/byte_tokenizer.h"
@@ -24,12 +26,22 @@ constexpr TypeName kTypeNames[] = {
     {"byte", TokenizerType::Byte},
 };
 
+// NeoX compares tokenizer-type lowercased ("gpt2bpetokenizer" is its GPT2BPETokenizer).
+bool sameIgnoringCase(const std::string& a, const char* b) {
+  size_t i = 0;
+  for (; i < a.size() && b[i] != '\0'; ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  return i == a.size() && b[i] == '\0';
+}
+
 }  // namespace
 
 TokenizerType parseTokenizerType(const std::string& name) {
   std::string accepted;
   for (const auto& t : kTypeNames) {
-    if (name == t.name) return t.type;
+    if (sameIgnoringCase(name, t.name)) return t.type;
     accepted += std::string(accepted.empty() ? "" : ", ") + t.name;
   }
   throw Error("tokenizer-type: " + name + " is not implemented; accepted: " + accepted +
