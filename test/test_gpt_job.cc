@@ -240,16 +240,33 @@ TEST_CASE("gpt job: wall_clock_breakdown prints DeepSpeed's timer line at steps_
   const std::string monitor = "csv_monitor: {enabled: true, output_path: monitor, job_name: run}\n";
   // Stage 1 reduce-scatters the gradients at the boundary, inside backward_allreduce; stage 3
   // reduces them during backward, so backward_allreduce is only the wait for the last ones.
-  for (const int stage : {1, 3}) {
-    DYNAMIC_SECTION("ZeRO stage " << stage) {
+  // offload: stage 3 with the optimizer states and the parameters on NVMe (every layer swapped).
+  struct Case {
+    int stage;
+    bool offload;
+  };
+  for (const Case c : {Case{1, false}, Case{3, false}, Case{3, true}}) {
+    const int stage = c.stage;
+    DYNAMIC_SECTION("ZeRO stage " << stage << (c.offload ? " with nvme offload" : "")) {
       const std::string dir = makeScratchDir("gpt-wall-clock");
       writeCorpus(dir);
       writeFile(dir + "/hostfile", kHostfile);
+      std::filesystem::create_directories(dir + "/swap");
+      // Wider, in sub-groups of 10k elements: enough bytes that every swap takes measurable time,
+      // and reads that the loop waits for (the first group's is prefetched during backward).
+      const std::string offload =
+          c.offload ? "  sub_group_size: 10000\n"
+                      "  offload_optimizer: {device: nvme, nvme_path: swap}\n"
+                      "  offload_param: {device: nvme, nvme_path: swap, max_in_cpu: 0}\n"
+                    : "";
+      std::string config =
+          std::regex_replace(yaml(offload + "wall_clock_breakdown: true\nsteps_per_print: 3\n" +
+                                  monitor),
+                             std::regex("stage: 3"), "stage: " + std::to_string(stage));
+      if (c.offload) config = std::regex_replace(config, std::regex("hidden-size: 32"),
+                                                 "hidden-size: 128");
       // steps_per_print, not log-interval (1 here), sets the cadence: iterations 3 and 6.
-      writeFile(
-          dir + "/gpt.yml",
-          std::regex_replace(yaml("wall_clock_breakdown: true\nsteps_per_print: 3\n" + monitor),
-                             std::regex("stage: 3"), "stage: " + std::to_string(stage)));
+      writeFile(dir + "/gpt.yml", config);
       const auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0",
                                          "--log_dir", "logs", "train", "--config", "gpt.yml"});
       const auto status = waitExit(job, 180s);
@@ -271,21 +288,53 @@ TEST_CASE("gpt job: wall_clock_breakdown prints DeepSpeed's timer line at steps_
         at.push_back(static_cast<size_t>(m.position(0)));
       }
       REQUIRE(at.size() == 2);
+      // The ZeRO optimizer's own line after every update, on rank 0, with the fields of
+      // DeepSpeed's stage_1_and_2.py or stage3.py, the swaps' only with NVMe offload.
+      const std::string ms = R"(: ([0-9.]+))";
+      const std::string optimizerFields =
+          stage == 3 ? "optimizer_step" + ms
+                     : "optimizer_allgather" + ms + R"( \| optimizer_gradients)" + ms +
+                           R"( \| optimizer_step)" + ms;
+      const std::string swapFields =
+          c.offload ? R"( \| optimizer_swap_in_state)" + ms + R"( \| optimizer_swap_out_state)" +
+                          ms + R"( \| param_swap_in)" + ms + R"( \| param_swap_out)" + ms
+                    : "";
+      const std::regex optimizerTimer(R"((\[rank \d+\]) time \(ms\) \| )" + optimizerFields +
+                                      swapFields + "\n");
+      size_t optimizerLines = 0;
+      std::vector<double> swapTotals(4, 0.0);
+      for (std::sregex_iterator it(out.begin(), out.end(), optimizerTimer), end; it != end;
+           ++it) {
+        const std::smatch& m = *it;
+        CHECK(m[1] == "[rank 0]");
+        for (size_t i = 2; i < m.size(); ++i) CHECK(std::stod(m[i]) >= 0.0);
+        CHECK(std::stod(m[stage == 3 ? 2 : 4]) > 0.0);  // the update itself
+        if (c.offload)
+          for (size_t i = 0; i < 4; ++i) swapTotals[i] += std::stod(m[3 + i]);
+        ++optimizerLines;
+      }
+      CHECK(optimizerLines == 6);
+      // Every kind of swap moved data: optimizer states in and out, the fp32 shard in and out.
+      if (c.offload)
+        for (double total : swapTotals) CHECK(total > 0.0);
       size_t lines = 0;  // and no timer line of another format
       for (size_t p = out.find("time (ms)"); p != std::string::npos;
            p = out.find("time (ms)", p + 1))
         ++lines;
-      CHECK(lines == 2);
+      CHECK(lines == 2 + 6);
       // Each line is the step just taken, printed inside it as DeepSpeed's engine.step() does:
       // after iteration 2's line and before iteration 3's, after 5's and before 6's.
       CHECK(out.find("iteration 2/6") < at[0]);
       CHECK(out.find("iteration 3/6") > at[0]);
       CHECK(out.find("iteration 5/6") < at[1]);
       CHECK(out.find("iteration 6/6") > at[1]);
-      // The monitors get DeepSpeed's timer events every step (16 samples a step).
+      // The monitors get DeepSpeed's timer events every step (16 samples a step); the
+      // optimizer's timers, as in DeepSpeed, never.
       for (const std::string name : {"forward", "backward", "backward_allreduce", "step"})
         CHECK(readFile(dir + "/monitor/run/Train_Samples_elapsed_time_ms_" + name + ".csv")
                   .starts_with("step,elapsed_time_ms_" + name + "\r\n16,"));
+      for (const auto& entry : std::filesystem::directory_iterator(dir + "/monitor/run"))
+        CHECK(entry.path().filename().string().find("optimizer") == std::string::npos);
     }
   }
   SECTION("off: no timer line and no timer events") {

@@ -364,6 +364,16 @@ TEST_CASE("wall_clock_breakdown and dump_state print DeepSpeed's timer line and 
       R"(\[rank 0\] time \(ms\) \| forward: [0-9.]+ \| backward: [0-9.]+ \| backward_allreduce: [0-9.]+ \| step: [0-9.]+)");
   REQUIRE(std::distance(std::sregex_iterator(out.begin(), out.end(), timer),
                         std::sregex_iterator()) == 3);
+  // The ZeRO stage 3 optimizer's own line after each of the 10 updates, on rank 0 only.
+  const std::regex optimizer(R"(\[rank (\d+)\] time \(ms\) \| optimizer_step: ([0-9.]+)\n)");
+  size_t optimizerLines = 0;
+  for (std::sregex_iterator it(out.begin(), out.end(), optimizer), end; it != end; ++it) {
+    CHECK((*it)[1] == "0");
+    CHECK(std::stod((*it)[2]) >= 0.0);
+    ++optimizerLines;
+  }
+  CHECK(optimizerLines == 10);
+  CHECK(out.find("optimizer_swap") == std::string::npos);  // nothing is swapped here
 }
 
 TEST_CASE("comm backend forced per job: gloo on one host works, shm across hosts is refused") {

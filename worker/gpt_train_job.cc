@@ -133,10 +133,13 @@ class GptHooks final : public TrainingHooks {
       p_.model.setProfiling(false);
       printFlopsProfile(p_.model, p_.engine, p_.config, p_.join, p_.seq, step);
     }
+    if (!p_.config.wallClockBreakdown || p_.join.rank != 0) return;
+    // As DeepSpeed's ZeRO optimizer: its own line after every update, from inside the step.
+    const std::vector<TimerValue> timers = optimizerTimers(p_.engine.lastOptimizerTimes());
+    if (!timers.empty()) std::printf("%s\n", timerLine(timers).c_str());
     // As DeepSpeed's engine: after the step, before NeoX's iteration line, on rank 0, at
     // steps_per_print (NeoX's log-interval unless the config sets it).
-    if (p_.config.wallClockBreakdown && p_.join.rank == 0 &&
-        p_.engine.globalSteps() % p_.config.stepsPerPrint == 0)
+    if (p_.engine.globalSteps() % p_.config.stepsPerPrint == 0)
       std::printf("%s\n", timerLine(p_.engine.lastStepTimes()).c_str());
   }
   void printProgress(const LossWindow& window) override {

@@ -49,11 +49,17 @@ class TeacherBatches final : public BatchSource {
 };
 
 // The MLP job's progress line, on every rank, and with wall_clock_breakdown DeepSpeed's timer line
-// for the last step.
+// for the last step; its ZeRO optimizer's own line after every update, on rank 0, as DeepSpeed's
+// optimizer logs it from inside its step.
 class MlpHooks final : public TrainingHooks {
  public:
-  MlpHooks(const runtime::Engine& engine, const runtime::DeepSpeedConfig& config)
-      : engine_(engine), config_(config) {}
+  MlpHooks(const runtime::Engine& engine, const runtime::DeepSpeedConfig& config, int rank)
+      : engine_(engine), config_(config), rank_(rank) {}
+  void afterMicroBatches(int64_t /*step*/) override {
+    if (!config_.wallClockBreakdown || rank_ != 0) return;
+    const std::vector<TimerValue> timers = optimizerTimers(engine_.lastOptimizerTimes());
+    if (!timers.empty()) std::printf("%s\n", timerLine(timers).c_str());
+  }
   void printProgress(const LossWindow& window) override {
     std::printf("step %" PRId64 "/%" PRId64 " loss %.6f lr %.3e grad_norm %.4f samples/s %.0f\n",
                 window.steps, window.lastStep, window.meanLoss, engine_.lr(), engine_.lastGradNorm(),
@@ -64,6 +70,7 @@ class MlpHooks final : public TrainingHooks {
  private:
   const runtime::Engine& engine_;
   const runtime::DeepSpeedConfig& config_;
+  const int rank_;
 };
 
 }  // namespace
@@ -124,7 +131,7 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
 
   TrainingMonitors monitors(config, join.rank);
   TeacherBatches batches(task, join, config.batch);
-  MlpHooks hooks(engine, config);
+  MlpHooks hooks(engine, config, join.rank);
   LoopSettings settings;
   settings.lastStep = options.steps;
   settings.printInterval = config.stepsPerPrint;

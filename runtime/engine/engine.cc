@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/fnv1a.h"
 #include "common/memory_budget.h"
+#include "common/phase_timer.h"
 #include "runtime/optim/make_optimizer.h"
 #include "runtime/zero/memory_estimate.h"
 
@@ -217,6 +218,10 @@ bool Engine::step() {
 }
 
 void Engine::stepAtBoundary() {
+  optimizerTimes_ = {};
+  optimizerTimes_.stage = zero_->stage();
+  optimizerTimes_.statesSwapped = optimizerSwapBytes() > 0;
+  optimizerTimes_.paramsSwapped = parameterSwapBytes() > 0;
   const auto reduceStart = Clock::now();
   zero_->reduceGradientsForStep();
   times_.allreduceMs += elapsedMs(reduceStart);
@@ -228,6 +233,10 @@ void Engine::stepAtBoundary() {
       e.times_.stepMs += elapsedMs(start);
       e.lastTimes_ = e.times_;
       e.times_ = {};
+      const ZeroStage::ParameterSwapTimes swaps = e.zero_->takeParameterSwapTimes();
+      e.optimizerTimes_.paramSwapInMs = swaps.inMs;
+      e.optimizerTimes_.paramSwapOutMs = swaps.outMs;
+      e.lastOptimizerTimes_ = e.optimizerTimes_;
     }
   } finish{*this, stepStart};
 
@@ -238,8 +247,11 @@ void Engine::stepAtBoundary() {
   const double post = p.prescaleGradients ? p.gradientPredivideFactor / world : 1.0 / world;
   unscale_ = static_cast<float>(post / scaler_.scale());
 
-  const GradientStatistics statistics =
-      zero_->gradientStatistics(groupRanges(), unscale_, groupGrads_);
+  GradientStatistics statistics;
+  {
+    PhaseTimer timer(timed(optimizerTimes_.gradientsMs));
+    statistics = zero_->gradientStatistics(groupRanges(), unscale_, groupGrads_);
+  }
   const bool skipped = modelType_ == DType::F16 && anyRankOverflowed(statistics.overflow);
   ++globalSteps_;
   if (skipped) {
@@ -288,33 +300,56 @@ void Engine::stepAtBoundary() {
   const bool fused = modelType_ != DType::F32 && groups_.front().optimizer->fusesHalfCopy();
   const bool convertPerGroup = home.streamsMaster() && zero_->separateMaster() && !fused;
   char* halfOut = fused || convertPerGroup ? zero_->halfCopyTarget() : nullptr;
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    const SubGroup& group = groups_[gi];
-    const size_t begin = zero_->shardLayout().shardBegin(group.t0);
-    float* master = home.acquire(gi, zero_->masterData() + begin, *group.optimizer);
-    // With one sub-group (the usual case) its gradients are still loaded from the statistics.
-    if (groups_.size() > 1 || !zero_->statisticsLoadGroups())
-      zero_->loadGroupGradients(group.t0, group.t1, groupGrads_, unscale_);
-    if (clip < 1.0f)
-      for (float& g : groupGrads_) g *= clip;
-    if (fused)
-      update.halfCopy = {
-          reinterpret_cast<uint16_t*>(halfOut + begin * dtypeBytes(modelType_)),
-          modelType_ == DType::BF16 ? kernels::HalfFormat::Bf16 : kernels::HalfFormat::Fp16};
-    group.optimizer->step(master, groupGrads_.data(), update);
-    if (convertPerGroup)
-      convertElements(master, DType::F32, halfOut + begin * dtypeBytes(modelType_), modelType_,
-                      zero_->shardLayout().shardBegin(group.t1) - begin);
-    home.release(gi, *group.optimizer);
+  OptimizerTimes& times = optimizerTimes_;
+  {
+    PhaseTimer loop(timed(times.loopMs));
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+      const SubGroup& group = groups_[gi];
+      const size_t begin = zero_->shardLayout().shardBegin(group.t0);
+      float* master;
+      {
+        PhaseTimer timer(timed(times.swapInMs));
+        master = home.acquire(gi, zero_->masterData() + begin, *group.optimizer);
+      }
+      {
+        PhaseTimer timer(timed(times.gradientsMs));
+        // With one sub-group (the usual case) its gradients are still loaded from the statistics.
+        if (groups_.size() > 1 || !zero_->statisticsLoadGroups())
+          zero_->loadGroupGradients(group.t0, group.t1, groupGrads_, unscale_);
+        if (clip < 1.0f)
+          for (float& g : groupGrads_) g *= clip;
+      }
+      {
+        PhaseTimer timer(timed(times.updateMs));
+        if (fused)
+          update.halfCopy = {
+              reinterpret_cast<uint16_t*>(halfOut + begin * dtypeBytes(modelType_)),
+              modelType_ == DType::BF16 ? kernels::HalfFormat::Bf16 : kernels::HalfFormat::Fp16};
+        group.optimizer->step(master, groupGrads_.data(), update);
+        if (convertPerGroup)
+          convertElements(master, DType::F32, halfOut + begin * dtypeBytes(modelType_), modelType_,
+                          zero_->shardLayout().shardBegin(group.t1) - begin);
+      }
+      PhaseTimer timer(timed(times.swapOutMs));
+      home.release(gi, *group.optimizer);
+    }
   }
-  zero_->publishParameters(fused || convertPerGroup);
-  home.endStep();  // after publishing: the next step's first read overlaps forward and backward
+  {
+    PhaseTimer timer(timed(times.allgatherMs));
+    zero_->publishParameters(fused || convertPerGroup);
+  }
+  {
+    // The write-backs' wait: DeepSpeed's swap-out timer also ends when the writes are done.
+    PhaseTimer timer(timed(times.swapOutMs));
+    home.endStep();  // after publishing: the next step's first read overlaps forward and backward
+  }
   zero_->zeroGradients();
   scaler_.update(false);
   if (scheduler_) {
     scheduler_->step();
     lr_ = scheduler_->lr();
   }
+  times.applied = true;
 }
 
 bool Engine::anyRankOverflowed(bool local) {

@@ -44,6 +44,24 @@ struct StepTimes {
   double forwardMs = 0, backwardMs = 0, allreduceMs = 0, stepMs = 0;
 };
 
+// wall_clock_breakdown: the parts of the last accumulation boundary's update that DeepSpeed's ZeRO
+// optimizers time themselves (how a trainer names and prints them: worker/step_timers.h). Measured
+// only with wall_clock_breakdown on (all zero otherwise).
+struct OptimizerTimes {
+  bool applied = false;  // false before the first update and after a step skipped on overflow
+  int stage = 0;
+  bool statesSwapped = false;  // offload_optimizer nvme
+  bool paramsSwapped = false;  // offload_param nvme
+  double gradientsMs = 0;  // the shard's fp32 gradients: load, unscale, statistics, clip
+  double updateMs = 0;     // the optimizer's update and the master's 16-bit copy
+  double loopMs = 0;       // the whole sub-group loop: gradients, state swaps and updates
+  double allgatherMs = 0;  // publishing the updated parameters (stages 1-2: the all-gather)
+  double swapInMs = 0;     // optimizer states and master read in (waits for the reads)
+  double swapOutMs = 0;    // written back, until every write finished
+  double paramSwapInMs = 0;   // stage 3 fp32: the parameter shard read in for the update
+  double paramSwapOutMs = 0;  // stage 3: the updated parameter shard written out
+};
+
 // What a checkpoint load restores beyond the weights: the optimizer's states (off: fresh moments,
 // as NeoX's no-load-optim) and the training position (step counters, loss scaler, lr schedule;
 // off: a fresh start from the weights, as NeoX's finetune).
@@ -95,6 +113,7 @@ class Engine : private LayerAccess {
   double lastGradNorm() const { return lastGradNorm_; }
   MemoryUsage memory() const;
   StepTimes lastStepTimes() const { return lastTimes_; }
+  OptimizerTimes lastOptimizerTimes() const { return lastOptimizerTimes_; }
   // dump_state: the resolved engine state, one "key: value" per line.
   std::string describeState() const;
   const DeepSpeedConfig& config() const { return config_; }
@@ -153,6 +172,9 @@ class Engine : private LayerAccess {
   double lastGradNorm_ = 0.0;
   bool inBackward_ = false;
   StepTimes times_, lastTimes_;
+  OptimizerTimes optimizerTimes_, lastOptimizerTimes_;
+  // wall_clock_breakdown: where a phase's time goes, or nullptr (not measured).
+  double* timed(double& total) { return config_.wallClockBreakdown ? &total : nullptr; }
   std::chrono::steady_clock::time_point forwardStart_, backwardStart_;
 };
 

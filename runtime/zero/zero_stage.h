@@ -113,6 +113,16 @@ class ZeroStage {
   void bringStateIn();
   void sendStateOut();
   virtual size_t parameterSwapBytes() const { return 0; }
+  // wall_clock_breakdown: offload_param nvme's swaps around the step since the last call (stage 3:
+  // the fp32 shard read in for the update, the updated shard written out after it).
+  struct ParameterSwapTimes {
+    double inMs = 0, outMs = 0;
+  };
+  ParameterSwapTimes takeParameterSwapTimes() {
+    const ParameterSwapTimes times = paramSwapTimes_;
+    paramSwapTimes_ = {};
+    return times;
+  }
 
   size_t reduceBucketCount() const { return buckets_.size(); }
   // All but the optimizer states and the optimizer's gradient scratch, which the Engine adds.
@@ -153,6 +163,8 @@ class ZeroStage {
   void convertMasterToWorking(size_t count, bool halfWritten);  // stages 0, 3: publish
 
   ZeroContext ctx_;
+  ParameterSwapTimes paramSwapTimes_;
+  double* timed(double& total) { return ctx_.config.wallClockBreakdown ? &total : nullptr; }
   std::unique_ptr<PartitionLayout> layout_, shardLayout_;
   // Buffers (element counts in comments; F = flat size, S = shard size).
   // AlignedVector: no page is touched until written (the master is filled group by group).

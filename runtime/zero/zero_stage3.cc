@@ -6,6 +6,7 @@
 // shard of the working copy lives in a swap file: read in by the gather that needs it, dropped
 // after, written out once after the optimizer step rewrote it.
 #include "common/error.h"
+#include "common/phase_timer.h"
 #include "runtime/zero/zero_stages.h"
 
 namespace ds::runtime {
@@ -63,7 +64,10 @@ void ZeroStage3::startParameterOffload() {
 void ZeroStage3::reduceGradientsForStep() {
   waitForBackwardReductions();
   // An fp32 working copy is the master the optimizer reads: it must be in memory for the step.
-  if (paramSwapper_ && master_.empty()) bringParametersIn();
+  if (paramSwapper_ && master_.empty()) {
+    PhaseTimer timer(timed(paramSwapTimes_.inMs));
+    bringParametersIn();
+  }
 }
 
 void ZeroStage3::bringParametersIn() {
@@ -118,6 +122,7 @@ void ZeroStage3::publishParameters(bool halfWritten) {
   // Every byte of the shard was just rewritten (by the update or the conversion), given-back
   // pages included: all of it goes to the swap file.
   if (paramSwapper_) {
+    PhaseTimer timer(timed(paramSwapTimes_.outMs));
     paramSwapper_->markAllResident();
     paramSwapper_->swapOutAll();
   }
