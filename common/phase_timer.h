@@ -14,9 +14,9 @@ class PhaseTimer {
   }
   ~PhaseTimer() {
     if (total_)
-      *total_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                           start_)
-                     .count();
+      *total_ +=
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_)
+              .count();
   }
   PhaseTimer(const PhaseTimer&) = delete;
   PhaseTimer& operator=(const PhaseTimer&) = delete;

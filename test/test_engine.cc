@@ -228,3 +228,32 @@ TEST_CASE("engine: sub_group_size bounds the fp32 gradient buffer and changes no
     CHECK(runs[0].memory.buffers + (2754 - 2048) * sizeof(float) <= whole[0].memory.buffers);
   }
 }
+
+TEST_CASE(
+    "engine: wall_clock_breakdown's optimizer timers are measured only when on and change "
+    "nothing numerically") {
+  for (int stage = 0; stage <= 3; ++stage) {
+    INFO("stage " << stage);
+    std::vector<ds::runtime::OptimizerTimes> seen(2);
+    auto record = [&](ds::runtime::Engine& engine, int rank) {
+      if (rank == 0) seen[engine.config().wallClockBreakdown ? 1 : 0] = engine.lastOptimizerTimes();
+    };
+    const auto off = trainRanks(2, engineConfig(stage, "bf16"), 3, {}, record);
+    const auto on = trainRanks(2, engineConfig(stage, "bf16", R"("wall_clock_breakdown": true)"), 3,
+                               {}, record);
+    for (int r = 0; r < 2; ++r) {
+      CHECK(on[r].params == off[r].params);
+      CHECK(on[r].losses == off[r].losses);
+    }
+    CHECK(seen[0].applied);
+    CHECK(seen[0].stage == stage);
+    CHECK(seen[0].gradientsMs + seen[0].updateMs + seen[0].loopMs + seen[0].allgatherMs +
+              seen[0].swapInMs + seen[0].swapOutMs ==
+          0.0);
+    CHECK(seen[1].applied);
+    CHECK(seen[1].updateMs > 0.0);
+    CHECK(seen[1].loopMs >= seen[1].updateMs);
+    CHECK(seen[1].gradientsMs > 0.0);
+    CHECK(!seen[1].statesSwapped);
+  }
+}

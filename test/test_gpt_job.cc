@@ -259,12 +259,11 @@ TEST_CASE("gpt job: wall_clock_breakdown prints DeepSpeed's timer line at steps_
                       "  offload_optimizer: {device: nvme, nvme_path: swap}\n"
                       "  offload_param: {device: nvme, nvme_path: swap, max_in_cpu: 0}\n"
                     : "";
-      std::string config =
-          std::regex_replace(yaml(offload + "wall_clock_breakdown: true\nsteps_per_print: 3\n" +
-                                  monitor),
-                             std::regex("stage: 3"), "stage: " + std::to_string(stage));
-      if (c.offload) config = std::regex_replace(config, std::regex("hidden-size: 32"),
-                                                 "hidden-size: 128");
+      std::string config = std::regex_replace(
+          yaml(offload + "wall_clock_breakdown: true\nsteps_per_print: 3\n" + monitor),
+          std::regex("stage: 3"), "stage: " + std::to_string(stage));
+      if (c.offload)
+        config = std::regex_replace(config, std::regex("hidden-size: 32"), "hidden-size: 128");
       // steps_per_print, not log-interval (1 here), sets the cadence: iterations 3 and 6.
       writeFile(dir + "/gpt.yml", config);
       const auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0",
@@ -291,10 +290,10 @@ TEST_CASE("gpt job: wall_clock_breakdown prints DeepSpeed's timer line at steps_
       // The ZeRO optimizer's own line after every update, on rank 0, with the fields of
       // DeepSpeed's stage_1_and_2.py or stage3.py, the swaps' only with NVMe offload.
       const std::string ms = R"(: ([0-9.]+))";
-      const std::string optimizerFields =
-          stage == 3 ? "optimizer_step" + ms
-                     : "optimizer_allgather" + ms + R"( \| optimizer_gradients)" + ms +
-                           R"( \| optimizer_step)" + ms;
+      const std::string optimizerFields = stage == 3 ? "optimizer_step" + ms
+                                                     : "optimizer_allgather" + ms +
+                                                           R"( \| optimizer_gradients)" + ms +
+                                                           R"( \| optimizer_step)" + ms;
       const std::string swapFields =
           c.offload ? R"( \| optimizer_swap_in_state)" + ms + R"( \| optimizer_swap_out_state)" +
                           ms + R"( \| param_swap_in)" + ms + R"( \| param_swap_out)" + ms
@@ -303,8 +302,7 @@ TEST_CASE("gpt job: wall_clock_breakdown prints DeepSpeed's timer line at steps_
                                       swapFields + "\n");
       size_t optimizerLines = 0;
       std::vector<double> swapTotals(4, 0.0);
-      for (std::sregex_iterator it(out.begin(), out.end(), optimizerTimer), end; it != end;
-           ++it) {
+      for (std::sregex_iterator it(out.begin(), out.end(), optimizerTimer), end; it != end; ++it) {
         const std::smatch& m = *it;
         CHECK(m[1] == "[rank 0]");
         for (size_t i = 2; i < m.size(); ++i) CHECK(std::stod(m[i]) >= 0.0);

@@ -1,6 +1,7 @@
 // DeepSpeed's wall_clock_breakdown output from the engine's StepTimes and OptimizerTimes, for every
 // trainer: the timer names in DeepSpeed's order and its "time (ms) | name: value" line. When and on
-// which ranks a trainer prints a line is the trainer's business; the monitors' events use the names.
+// which ranks a trainer prints a line is the trainer's business; the monitors' events use the
+// names.
 #pragma once
 
 #include <array>

@@ -52,14 +52,14 @@ struct OptimizerTimes {
   int stage = 0;
   bool statesSwapped = false;  // offload_optimizer nvme
   bool paramsSwapped = false;  // offload_param nvme
-  double gradientsMs = 0;  // the shard's fp32 gradients: load, unscale, statistics, clip
-  double updateMs = 0;     // the optimizer's update and the master's 16-bit copy
-  double loopMs = 0;       // the whole sub-group loop: gradients, state swaps and updates
-  double allgatherMs = 0;  // publishing the updated parameters (stages 1-2: the all-gather)
-  double swapInMs = 0;     // optimizer states and master read in (waits for the reads)
-  double swapOutMs = 0;    // written back, until every write finished
-  double paramSwapInMs = 0;   // stage 3 fp32: the parameter shard read in for the update
-  double paramSwapOutMs = 0;  // stage 3: the updated parameter shard written out
+  double gradientsMs = 0;      // the shard's fp32 gradients: load, unscale, statistics, clip
+  double updateMs = 0;         // the optimizer's update and the master's 16-bit copy
+  double loopMs = 0;           // the whole sub-group loop: gradients, state swaps and updates
+  double allgatherMs = 0;      // publishing the updated parameters (stages 1-2: the all-gather)
+  double swapInMs = 0;         // optimizer states and master read in (waits for the reads)
+  double swapOutMs = 0;        // written back, until every write finished
+  double paramSwapInMs = 0;    // stage 3 fp32: the parameter shard read in for the update
+  double paramSwapOutMs = 0;   // stage 3: the updated parameter shard written out
 };
 
 // What a checkpoint load restores beyond the weights: the optimizer's states (off: fresh moments,

@@ -54,10 +54,12 @@ void ZeroStage3::startParameterOffload() {
     if (static_cast<int64_t>(chunk) > c.bufferSize)
       throw Error("zero_optimization.offload_param.buffer_size: layer " + std::to_string(l) +
                   "'s parameter shard has " + std::to_string(chunk) + " elements, more than " +
-                  "buffer_size (" + std::to_string(c.bufferSize) + "); raise buffer_size to at "
-                  "least " + std::to_string(chunk));
-    swapGroup_[l] = static_cast<int>(
-        paramSwapper_->addGroup({{working_.data() + layout_->shardBegin(t0) * bytes, chunk * bytes}}));
+                  "buffer_size (" + std::to_string(c.bufferSize) +
+                  "); raise buffer_size to at "
+                  "least " +
+                  std::to_string(chunk));
+    swapGroup_[l] = static_cast<int>(paramSwapper_->addGroup(
+        {{working_.data() + layout_->shardBegin(t0) * bytes, chunk * bytes}}));
   }
 }
 
