@@ -57,7 +57,7 @@ const std::vector<Rule> kRules = {
   {"gradient_predivide_factor", H, Kind::Any, {}, {}, "with prescale_gradients"},
   {"zero_optimization", H, Kind::Any, {}, {}, "stages 0-3, buckets, overlap_comm, stage-3 gather knobs"},
   {"steps_per_print", H, Kind::Any, {}, {}, "progress and timer lines"},
-  {"wall_clock_breakdown", H, Kind::Any, {}, {}, "forward / backward / allreduce / step times"},
+  {"wall_clock_breakdown", H, Kind::Any, {}, {}, "DeepSpeed's timer lines on rank 0: forward / backward / allreduce / step at steps_per_print, the ZeRO optimizer's (allgather, gradients, step, swaps) after every update"},
   {"dump_state", H, Kind::Any, {}, {}, "engine state printed at start"},
   {"comms_logger", H, Kind::Any, {}, {}, "per-op log and summary table"},
   {"comm_backend", H, Kind::Any, {}, {}, "this project's choice of collectives (auto, shm, hierarchical, gloo)"},
