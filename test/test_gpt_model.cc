@@ -124,11 +124,13 @@ Reference runTorch(const Gpt& model, const std::vector<float>& params, const Bat
 }
 
 // The model's loss and gradients on one batch against the float64 reference's.
-void compareWithTorch(const GptConfig& c) {
+// `masked`: these target positions are set to NeoX's label -100 (out of the loss).
+void compareWithTorch(const GptConfig& c, const std::vector<size_t>& masked = {}) {
   Gpt model(c);
   std::vector<float> params(model.parameterCount());
   model.initParameters(params.data(), 7);
-  const Batch batch = randomBatch(c, 3, 10, 11);  // shorter than seq-length: allowed
+  Batch batch = randomBatch(c, 3, 10, 11);  // shorter than seq-length: allowed
+  for (size_t i : masked) batch.targetIds.at(i) = -100;
   FlatParameters access(model, params.data());
   const float gradScale = 4.0f;  // gradients carry it, the loss does not
   const float loss = model.forwardBackward(batch, access, gradScale);
@@ -195,6 +197,57 @@ TEST_CASE("GPT: loss and every gradient equal PyTorch's for each architecture op
       compareWithTorch(c);
     }
   }
+}
+
+TEST_CASE("GPT: with masked targets the loss and every gradient equal PyTorch's (NeoX's mean)",
+          "[gpt][torch]") {
+  if (ds::test::skipUnless(torchAvailable(), python() + " cannot import torch; install "
+                                                        "python3-torch (scripts/setup --test)"))
+    return;
+  GptConfig c = smallConfig();
+  SECTION("a few targets masked, in every sample") {
+    compareWithTorch(c, {0, 3, 4, 11, 19, 20, 28, 29});
+  }
+  SECTION("all but three targets masked, untied rotary") {
+    c.posEmb = PositionEmbedding::Rotary;
+    c.weightTying = false;
+    std::vector<size_t> masked;
+    for (size_t i = 0; i < 30; ++i)
+      if (i != 2 && i != 15 && i != 27) masked.push_back(i);
+    compareWithTorch(c, masked);
+  }
+}
+
+TEST_CASE("GPT: a masked target adds no loss and no gradient and the mean is over the rest",
+          "[gpt]") {
+  GptConfig c = smallConfig();
+  Gpt model(c);
+  std::vector<float> params(model.parameterCount());
+  model.initParameters(params.data(), 3);
+  const Batch plain = randomBatch(c, 2, 8, 5);
+  FlatParameters a(model, params.data());
+  const float plainLoss = model.forwardBackward(plain, a, 1.0f);
+  // The same batch, but position 5's target is masked.
+  Batch masked = plain;
+  masked.targetIds[5] = -100;
+  FlatParameters b(model, params.data());
+  const float maskedLoss = model.forwardBackward(masked, b, 1.0f);
+  CHECK(maskedLoss != plainLoss);
+  // Masking a target is the same as leaving out its loss term: the loss over the 15 counted
+  // targets, scaled to 16, plus the masked one's term, is the 16-target mean.
+  Batch only = plain;
+  for (size_t i = 0; i < only.targetIds.size(); ++i)
+    if (i != 5) only.targetIds[i] = -1;
+  FlatParameters o(model, params.data());
+  const float onlyLoss = model.forwardBackward(only, o, 1.0f);
+  CHECK((maskedLoss * 15.0 + onlyLoss) / 16.0 == Approx(plainLoss).epsilon(1e-5));
+  CHECK(model.evaluate(masked, b) == maskedLoss);
+  // Every target masked: no loss, no gradient (NeoX's 0 / 0 would be NaN).
+  Batch none = plain;
+  std::fill(none.targetIds.begin(), none.targetIds.end(), -100);
+  FlatParameters z(model, params.data());
+  CHECK(model.forwardBackward(none, z, 1.0f) == 0.0f);
+  for (size_t i = 0; i < model.parameterCount(); ++i) REQUIRE(z.gradients()[i] == 0.0f);
 }
 
 TEST_CASE("GPT: loss and every gradient equal PyTorch's for the LLaMA family's options",
@@ -447,6 +500,10 @@ TEST_CASE("GPT: bad batches and configurations are refused by name", "[gpt]") {
   b = randomBatch(c, 2, 8, 1);
   b.targetIds.pop_back();
   CHECK_THROWS_WITH(model.forwardBackward(b, access, 1.0f), Catch::Contains("targets"));
+  b = randomBatch(c, 2, 8, 1);
+  b.targetIds[2] = c.vocabSize;
+  CHECK_THROWS_WITH(model.forwardBackward(b, access, 1.0f),
+                    Catch::Contains("target id 50 is outside the vocabulary"));
 
   GptConfig bad = smallConfig();
   bad.numAttentionHeads = 5;

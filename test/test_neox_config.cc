@@ -456,16 +456,49 @@ TEST_CASE("neox config: the data keys, NeoX's blending lists and their rules", "
   }));
 }
 
-TEST_CASE(
-    "neox config: label, reward and pairwise data and other training kinds are refused by "
-    "feature",
-    "[neox]") {
-  CHECK_THAT(
-      listsError(std::string(kLists) + "train-label-data-paths: [d/la, d/lb]\n"),
-      Catch::Contains("train-label-data-paths: per-token labels") && Catch::Contains("remove it"));
-  for (const char* key : {"valid-label-data-paths", "test-label-data-paths"})
+TEST_CASE("neox config: label data paths pair with their data paths by NeoX's rules", "[neox]") {
+  const std::string lists = std::string(kLists) + "train-label-data-paths: [d/la, d/lb]\n";
+  const auto c = parseLists(lists + "valid-label-data-paths: [d/lv]\n");
+  CHECK(c.train.trainData.labelPaths == std::vector<std::string>{"d/la", "d/lb"});
+  CHECK(c.train.validData.labelPaths == std::vector<std::string>{"d/lv"});
+  CHECK(c.train.testData.labelPaths.empty());  // test-data-paths is []: nothing to label
+  // Label datasets are not text: the vocabulary scan of dataPrefixes() leaves them out.
+  CHECK(c.train.dataPrefixes() == std::vector<std::string>{"d/a", "d/b", "d/v"});
+  // NeoX's default (null) parses, in both data modes.
+  CHECK(parseLists(std::string(kLists) + "train-label-data-paths: null\n"
+                                         "valid-label-data-paths: null\n"
+                                         "test-label-data-paths: null\n")
+            .train.trainData.labelPaths.empty());
+  // One label dataset per data path.
+  CHECK_THAT(listsError(std::string(kLists) + "train-label-data-paths: [d/la]\n"),
+             Catch::Contains("train-label-data-paths: 1 label datasets for the 2 of "
+                             "train-data-paths"));
+  CHECK_THAT(listsError(lists + "valid-label-data-paths: [d/l1, d/l2]\n"),
+             Catch::Contains("valid-label-data-paths: 2 label datasets for the 1 of "
+                             "valid-data-paths"));
+  CHECK_THAT(listsError(lists + "valid-label-data-paths: [d/lv]\ntest-label-data-paths: [d/t]\n"),
+             Catch::Contains("test-label-data-paths: 1 label datasets for the 0 of "
+                             "test-data-paths"));
+  // Training labels mean labels for the validation split too; others without training's are
+  // ignored by NeoX: refused.
+  CHECK_THAT(listsError(lists),
+             Catch::Contains("valid-label-data-paths: required with train-label-data-paths"));
+  CHECK_THAT(listsError(std::string(kLists) + "valid-label-data-paths: [d/lv]\n"),
+             Catch::Contains("valid-label-data-paths: NeoX reads label datasets only when "
+                             "train-label-data-paths is set"));
+  CHECK_THAT(listsError(lists + "valid-label-data-paths: d/lv\n"),
+             Catch::Contains("valid-label-data-paths: expected a list of dataset prefixes"));
+  // data-path takes no labels.
+  for (const char* key :
+       {"train-label-data-paths", "valid-label-data-paths", "test-label-data-paths"})
     CHECK_THAT(errorOf(std::string(key) + ": [d/l]\n"),
-               Catch::Contains(std::string(key) + ": per-token labels"));
+               Catch::Contains(std::string(key) + ": label datasets pair with train-/valid-/"
+                                                  "test-data-paths"));
+}
+
+TEST_CASE(
+    "neox config: reward and pairwise data and other training kinds are refused by feature",
+    "[neox]") {
   CHECK_THAT(
       errorOf("train-reward-data-paths: [d/r]\n"),
       Catch::Contains("train-reward-data-paths: reward datasets") && !Catch::Contains("false"));

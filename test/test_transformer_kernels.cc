@@ -95,6 +95,10 @@ std::vector<float> runAll(const TransformerKernels& k) {
   std::vector<int32_t> targets = {0, 52, 3, 17, 9, 9, 40};
   out.push_back(static_cast<float>(k.crossEntropy(logits.data(), targets.data(), rows, vocab, 0.5f)));
   append(logits);
+  logits = randoms(rows * vocab, 15, 5.0f);  // NeoX's label -100 and other negatives mask rows
+  const std::vector<int32_t> masked = {-100, 52, -1, 17, -100, 9, 40};
+  out.push_back(static_cast<float>(k.crossEntropy(logits.data(), masked.data(), rows, vocab, 0.5f)));
+  append(logits);
   std::vector<float> table = randoms(vocab * dim, 12), pos = randoms(4 * dim, 13);
   k.embeddingForward(y.data(), targets.data(), table.data(), pos.data(), rows, 4, dim);
   append(y);
@@ -309,6 +313,24 @@ TEST_CASE("transformer kernels: the scalar path matches double-precision formula
       }
     }
     CHECK(loss == Approx(want).epsilon(1e-6));
+  }
+  SECTION("cross-entropy: a negative target masks its row (no loss, zero gradient)") {
+    const size_t vocab = 41;
+    std::vector<float> plain = randoms(3 * vocab, 5, 6.0f), z = plain;
+    const std::vector<int32_t> all = {5, 7, 40}, masked = {5, -100, 40};
+    const double full = k.crossEntropy(plain.data(), all.data(), 3, vocab, 0.75f);
+    const double loss = k.crossEntropy(z.data(), masked.data(), 3, vocab, 0.75f);
+    std::vector<float> rows02 = randoms(3 * vocab, 5, 6.0f);
+    const std::vector<int32_t> two = {5, 40};
+    std::copy(rows02.begin() + 2 * vocab, rows02.end(), rows02.begin() + vocab);
+    rows02.resize(2 * vocab);
+    CHECK(loss == k.crossEntropy(rows02.data(), two.data(), 2, vocab, 0.75f));
+    CHECK(loss < full);
+    for (size_t j = 0; j < vocab; ++j) {
+      CHECK(z[j] == plain[j]);
+      CHECK(z[vocab + j] == 0.0f);
+      CHECK(z[2 * vocab + j] == plain[2 * vocab + j]);
+    }
   }
   SECTION("exp saturates instead of overflowing; NaN propagates") {
     std::vector<float> s = {1e30f, 0.0f, 0.0f, std::nanf("")};

@@ -12,13 +12,13 @@ GptData openGptData(const runtime::GptTrainConfig& gpt, size_t seqLength, uint64
   const uint64_t evals = static_cast<uint64_t>(gpt.trainIters / gpt.evalInterval + 1);
   const uint64_t validSamples = static_cast<uint64_t>(gpt.evalIters) * globalBatch * evals;
   if (gpt.blended()) {
-    auto train = std::make_unique<runtime::BlendedSamples>(gpt.trainData, gpt.blend, seqLength,
-                                                           trainSamples, gpt.seed);
+    auto train = std::make_unique<runtime::BlendedSamples>(
+        gpt.trainData, gpt.blend, seqLength, trainSamples, gpt.seed, "train-label-data-paths");
     out.description = "train blend of " + train->describe();
     out.train = std::move(train);
     if (gpt.evalIters > 0 && !gpt.validData.paths.empty()) {
-      auto valid = std::make_unique<runtime::BlendedSamples>(gpt.validData, gpt.blend, seqLength,
-                                                             validSamples, gpt.seed);
+      auto valid = std::make_unique<runtime::BlendedSamples>(
+          gpt.validData, gpt.blend, seqLength, validSamples, gpt.seed, "valid-label-data-paths");
       out.description += "; validation blend of " + valid->describe();
       out.valid = std::move(valid);
     } else {

@@ -48,7 +48,10 @@ runtime::Batch makeBatch(const runtime::TokenSamples& samples, uint64_t first, s
     const uint64_t index = (first + i) % samples.size();
     const std::vector<int32_t> tokens = samples.sample(index);
     b.inputIds.insert(b.inputIds.end(), tokens.begin(), tokens.end() - 1);
-    b.targetIds.insert(b.targetIds.end(), tokens.begin() + 1, tokens.end());
+    // With label datasets the targets are the labels shifted as NeoX's _get_batch shifts them
+    // (labels[1:]); a negative label stays negative, which the model masks out of the loss.
+    const std::vector<int32_t> targets = samples.hasLabels() ? samples.labels(index) : tokens;
+    b.targetIds.insert(b.targetIds.end(), targets.begin() + 1, targets.end());
     b.sampleIds.push_back(first + i);
   }
   return b;
@@ -159,12 +162,20 @@ class GptHooks final : public TrainingHooks {
     double sum = 0.0;
     const uint64_t base = round_++ * static_cast<uint64_t>(iters) * globalBatch;
     const uint64_t perRank = globalBatch / static_cast<uint64_t>(p_.join.worldSize);
+    // With labels NeoX's mean of micro-batch means differs from one mean over the rank's samples
+    // (micro-batches count different numbers of unmasked tokens), so each micro-batch is a pass
+    // of its own there; without labels the two agree and one pass does.
+    const uint64_t micro = static_cast<uint64_t>(p_.config.batch.microBatchPerGpu);
+    const uint64_t passSize = p_.valid->hasLabels() ? micro : perRank;
+    const uint64_t passes = perRank / passSize;
     for (int64_t i = 0; i < iters; ++i) {
       const uint64_t first = base + static_cast<uint64_t>(i) * globalBatch +
                              static_cast<uint64_t>(p_.join.rank) * perRank;
-      sum += p_.engine.evaluate(makeBatch(*p_.valid, first, perRank, p_.seq));
+      for (uint64_t m = 0; m < passes; ++m)
+        sum += p_.engine.evaluate(makeBatch(*p_.valid, first + m * passSize, passSize, p_.seq));
     }
-    float mean[1] = {static_cast<float>(sum / static_cast<double>(iters))};
+    float mean[1] = {static_cast<float>(sum / static_cast<double>(iters) /
+                                        static_cast<double>(passes))};
     p_.comm.allReduce(mean, 1);
     mean[0] /= static_cast<float>(p_.join.worldSize);
     if (p_.join.rank == 0) {

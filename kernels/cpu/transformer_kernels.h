@@ -65,7 +65,8 @@ struct TransformerKernels {
   void (*rotary)(float* x, size_t rows, size_t seq, size_t heads, size_t headDim, size_t stride,
                  size_t rotDim, const float* cos, const float* sin, bool inverse);
   // Cross-entropy of each row of logits [rows, vocab] against targets; returns the sum of the
-  // rows' losses and overwrites the logits with d(sum_loss * gradScale)/d(logits).
+  // rows' losses and overwrites the logits with d(sum_loss * gradScale)/d(logits). A negative
+  // target masks its row (NeoX's label -100): it adds no loss and its gradient row is zero.
   double (*crossEntropy)(float* logits, const int32_t* targets, size_t rows, size_t vocab,
                          float gradScale);
   // out[r] = table[ids[r]] (+ pos[r % seq] when pos is not null).

@@ -340,6 +340,10 @@ double crossEntropy(float* logits, const int32_t* targets, size_t rows, size_t v
   double total = 0.0;
   for (size_t r = 0; r < rows; ++r) {
     float* z = logits + r * vocab;
+    if (targets[r] < 0) {  // a masked position: no loss, no gradient
+      for (size_t j = 0; j < vocab; ++j) z[j] = 0.0f;
+      continue;
+    }
     const size_t target = static_cast<size_t>(targets[r]);
     const float m = laneMax(z, vocab);
     const float picked = z[target];

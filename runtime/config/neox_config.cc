@@ -235,6 +235,32 @@ InitMethod readInitMethod(const Reader& r) {
   return r.choice(kInitMethods);
 }
 
+// The label lists against their data lists. NeoX pairs them by position (zip_longest), so a
+// shorter list leaves datasets without labels; and it reads labels for every split once
+// train-label-data-paths is set (get_batch's keys), ignoring the other splits' otherwise.
+void validateLabelKeys(const GptTrainConfig& t) {
+  const bool trainLabels = !t.trainData.labelPaths.empty();
+  for (const auto& [split, blend] : {std::pair<std::string, const DataBlend*>{"train", &t.trainData},
+                                     {"valid", &t.validData},
+                                     {"test", &t.testData}}) {
+    const std::string key = split + "-label-data-paths";
+    const size_t labels = blend->labelPaths.size(), paths = blend->paths.size();
+    if (labels > 0 && labels != paths)
+      throw Error(key + ": " + std::to_string(labels) + " label datasets for the " +
+                  std::to_string(paths) + " of " + split +
+                  "-data-paths; give one label dataset per data path, in the same order");
+    if (labels > 0 && !trainLabels)
+      throw Error(key +
+                  ": NeoX reads label datasets only when train-label-data-paths is set and "
+                  "would ignore these; set train-label-data-paths too, or remove " + key);
+    if (trainLabels && labels == 0 && paths > 0)
+      throw Error(key + ": required with train-label-data-paths when " + split +
+                  "-data-paths is not empty (NeoX reads a label for every sample of every "
+                  "split once training has labels); give one label dataset per " + split +
+                  "-data-paths entry");
+  }
+}
+
 // NeoX's rules for data-path against the per-split lists (NeoXArgs.validate_values): one or the
 // other; all three lists or none; weights as many as paths.
 void validateDataKeys(const Json& merged, GptTrainConfig& t) {
@@ -242,6 +268,14 @@ void validateDataKeys(const Json& merged, GptTrainConfig& t) {
   const bool lists =
       given("train-data-paths") || given("valid-data-paths") || given("test-data-paths");
   if (!lists) {
+    for (const auto& [key, blend] : {std::pair<const char*, const DataBlend*>{
+                                          "train-label-data-paths", &t.trainData},
+                                      {"valid-label-data-paths", &t.validData},
+                                      {"test-label-data-paths", &t.testData}})
+      if (!blend->labelPaths.empty())
+        throw Error(std::string(key) +
+                    ": label datasets pair with train-/valid-/test-data-paths (NeoX reads none "
+                    "with data-path); list the datasets per split or remove the labels");
     for (const char* key : {"train-data-weights", "valid-data-weights", "test-data-weights"})
       if (given(key))
         throw Error(std::string(key) + ": weights the datasets of " +
@@ -267,6 +301,7 @@ void validateDataKeys(const Json& merged, GptTrainConfig& t) {
   validateDataBlend(t.trainData, "train");
   validateDataBlend(t.validData, "valid");
   validateDataBlend(t.testData, "test");
+  validateLabelKeys(t);
 }
 
 }  // namespace
@@ -520,6 +555,12 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
       t.validData.paths = r.pathList();
     else if (key == "test-data-paths")
       t.testData.paths = r.pathList();
+    else if (key == "train-label-data-paths")
+      t.trainData.labelPaths = r.pathList();
+    else if (key == "valid-label-data-paths")
+      t.validData.labelPaths = r.pathList();
+    else if (key == "test-label-data-paths")
+      t.testData.labelPaths = r.pathList();
     else if (key == "train-data-weights")
       t.trainData.weights = r.weightList();
     else if (key == "valid-data-weights")

@@ -42,7 +42,9 @@ constexpr std::string_view kPartitionActivations =
     "only size here) there is nothing to split, as in DeepSpeed";
 constexpr std::string_view kTransformerEngineKey =
     "only used by NVIDIA Transformer Engine layers (not implemented)";
-constexpr std::string_view kLabelData = "per-token labels (a loss mask from a label dataset)";
+constexpr std::string_view kLabelData =
+    "label datasets, one per data path: a sample's targets are its labels, negative ones (-100) "
+    "masked out of the loss";
 constexpr std::string_view kOnlyDpoKto = "only used with train-impl dpo or kto (not implemented)";
 
 const std::vector<NeoxKeyRule> kTable = {
@@ -226,13 +228,14 @@ const std::vector<NeoxKeyRule> kTable = {
     {"data-path", H, "the indexed dataset (PREFIX.bin / PREFIX.idx) split by split"},
     {"use-shared-fs", N, "each rank reads the dataset's files itself"},
     {"train-data-paths", H, "training datasets, blended by train-data-weights"},
-    {"train-label-data-paths", X, kLabelData, ""},
+    {"train-label-data-paths", H, kLabelData},
     {"train-reward-data-paths", X, kRewardData, ""},
     {"test-data-paths", H, "test datasets (ds-config check reads them; no test evaluation runs)"},
-    {"test-label-data-paths", X, kLabelData, ""},
+    {"test-label-data-paths", H,
+     "label datasets of test-data-paths (ds-config check reads them; no test evaluation runs)"},
     {"test-reward-data-paths", X, kRewardData, ""},
     {"valid-data-paths", H, "validation datasets, blended by valid-data-weights"},
-    {"valid-label-data-paths", X, kLabelData, ""},
+    {"valid-label-data-paths", H, kLabelData},
     {"valid-reward-data-paths", X, kRewardData, ""},
     {"pos-train-data-paths", X, kPairwiseData, ""},
     {"neg-train-data-paths", X, kPairwiseData, ""},

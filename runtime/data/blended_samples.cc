@@ -6,15 +6,24 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "runtime/data/label_dataset.h"
 
 namespace ds::runtime {
 
 BlendedSamples::BlendedSamples(const DataBlend& blend, const BlendOptions& options,
-                               size_t seqLength, uint64_t samples, uint64_t seed)
-    : paths_(blend.paths) {
+                               size_t seqLength, uint64_t samples, uint64_t seed,
+                               const std::string& labelKey)
+    : paths_(blend.paths), labelPaths_(blend.labelPaths) {
   if (blend.paths.empty()) throw Error("data blend: no datasets");
+  if (!blend.labelPaths.empty() && blend.labelPaths.size() != blend.paths.size())
+    throw Error(labelKey + ": " + std::to_string(blend.labelPaths.size()) +
+                " label datasets for " + std::to_string(blend.paths.size()) + " datasets");
   for (const std::string& path : blend.paths)
     data_.push_back(std::make_unique<IndexedDataset>(path));
+  for (size_t d = 0; d < blend.labelPaths.size(); ++d) {
+    labels_.push_back(std::make_unique<IndexedDataset>(blend.labelPaths[d]));
+    checkLabelsAligned(*data_[d], paths_[d], *labels_[d], blend.labelPaths[d], labelKey);
+  }
   std::vector<double> weights = blend.weights;
   if (options.weightByNumDocuments) {
     // NeoX counts a dataset's documents as its sizes array: its sequences.
@@ -31,7 +40,8 @@ BlendedSamples::BlendedSamples(const DataBlend& blend, const BlendOptions& optio
     const uint64_t count = std::max<uint64_t>(shares.samples[d], 1);
     try {
       samples_.push_back(std::make_unique<GptSamples>(
-          *data_[d], std::pair<size_t, size_t>{0, data_[d]->sequences()}, seqLength, count, seed));
+          *data_[d], std::pair<size_t, size_t>{0, data_[d]->sequences()}, seqLength, count, seed,
+          labels_.empty() ? nullptr : labels_[d].get()));
     } catch (const Error& e) {
       throw Error(paths_[d] + ": " + e.what());
     }
@@ -48,6 +58,12 @@ std::vector<int32_t> BlendedSamples::sample(size_t i) const {
   return from.sample(static_cast<size_t>(p.sample % from.size()));
 }
 
+std::vector<int32_t> BlendedSamples::labels(size_t i) const {
+  const BlendPosition p = index_.at(i);
+  const GptSamples& from = *samples_.at(p.dataset);
+  return from.labels(static_cast<size_t>(p.sample % from.size()));
+}
+
 std::string BlendedSamples::describe() const {
   std::string out;
   for (size_t d = 0; d < paths_.size(); ++d) {
@@ -55,6 +71,7 @@ std::string BlendedSamples::describe() const {
     std::snprintf(text, sizeof text, " (weight %.4g, %zu samples, %zu epochs)", weights_[d],
                   samples_[d]->size(), samples_[d]->epochs());
     out += (d ? ", " : "") + paths_[d] + text;
+    if (!labelPaths_.empty()) out += " with labels " + labelPaths_[d];
   }
   return out;
 }

@@ -17,6 +17,8 @@ namespace ds::runtime {
 struct DataBlend {
   std::vector<std::string> paths;
   std::vector<double> weights;
+  // -label-data-paths: one label dataset per path (runtime/data/label_dataset.h), or none.
+  std::vector<std::string> labelPaths;
 };
 
 struct BlendOptions {

@@ -58,8 +58,9 @@ std::vector<std::pair<size_t, size_t>> splitDocuments(const std::string& split, 
 }
 
 GptSamples::GptSamples(const IndexedDataset& data, std::pair<size_t, size_t> documents,
-                       size_t seqLength, size_t samples, uint64_t seed)
-    : data_(data), seqLength_(seqLength) {
+                       size_t seqLength, size_t samples, uint64_t seed,
+                       const IndexedDataset* labels)
+    : data_(data), labels_(labels), seqLength_(seqLength) {
   const auto [begin, end] = documents;
   if (seqLength == 0) throw Error("seq-length must be at least 1");
   if (end > data.sequences() || begin > end)
@@ -98,7 +99,20 @@ GptSamples::GptSamples(const IndexedDataset& data, std::pair<size_t, size_t> doc
   shuffle(shuffle_, rng);
 }
 
-std::vector<int32_t> GptSamples::sample(size_t i) const {
+std::vector<int32_t> TokenSamples::labels(size_t) const {
+  throw Error("GPT samples: labels asked of samples without label datasets");
+}
+
+std::vector<int32_t> GptSamples::sample(size_t i) const { return read(data_, i); }
+
+std::vector<int32_t> GptSamples::labels(size_t i) const {
+  if (!labels_) return TokenSamples::labels(i);
+  return read(*labels_, i);
+}
+
+// Sample i's seqLength + 1 values from `from`: data_ itself, or its label dataset, whose
+// sequences have the same lengths.
+std::vector<int32_t> GptSamples::read(const IndexedDataset& from, size_t i) const {
   auto [position, offset] = sampleStart_.at(shuffle_.at(i));
   std::vector<int32_t> tokens;
   tokens.reserve(seqLength_ + 1);
@@ -106,7 +120,7 @@ std::vector<int32_t> GptSamples::sample(size_t i) const {
     const uint32_t sequence = documentOrder_.at(position);
     const size_t take =
         std::min(data_.sequenceLength(sequence) - offset, seqLength_ + 1 - tokens.size());
-    const auto piece = data_.read(sequence, offset, take);
+    const auto piece = from.read(sequence, offset, take);
     tokens.insert(tokens.end(), piece.begin(), piece.end());
     ++position;
     offset = 0;

@@ -26,21 +26,31 @@ class TokenSamples {
   virtual ~TokenSamples() = default;
   virtual size_t size() const = 0;
   virtual std::vector<int32_t> sample(size_t i) const = 0;
+  // With label datasets (runtime/data/label_dataset.h): sample i's seq-length + 1 labels, read
+  // at its tokens' positions; negative ones are masked out of the loss.
+  virtual bool hasLabels() const { return false; }
+  virtual std::vector<int32_t> labels(size_t i) const;
 };
 
 class GptSamples final : public TokenSamples {
  public:
   // `samples` samples of seqLength + 1 tokens over documents [begin, end) of `data`, whose
   // sequences are read as that many documents. Throws ds::Error when the range holds no tokens.
+  // `labels`, when given, lines up with `data` (checkLabelsAligned) and outlives this object.
   GptSamples(const IndexedDataset& data, std::pair<size_t, size_t> documents, size_t seqLength,
-             size_t samples, uint64_t seed);
+             size_t samples, uint64_t seed, const IndexedDataset* labels = nullptr);
 
   size_t size() const override { return shuffle_.size(); }
   size_t epochs() const { return epochs_; }
   std::vector<int32_t> sample(size_t i) const override;  // seqLength + 1 tokens
+  bool hasLabels() const override { return labels_ != nullptr; }
+  std::vector<int32_t> labels(size_t i) const override;
 
  private:
+  std::vector<int32_t> read(const IndexedDataset& from, size_t i) const;
+
   const IndexedDataset& data_;
+  const IndexedDataset* labels_;
   size_t seqLength_;
   size_t epochs_ = 0;
   std::vector<uint32_t> documentOrder_;                 // sequence ids, epoch after epoch

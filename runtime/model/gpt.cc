@@ -272,9 +272,12 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
   if (pass != Pass::Logits && batch.targetIds.size() != batch.inputIds.size())
     throw Error("GPT batch: " + std::to_string(batch.targetIds.size()) + " targets for " +
                 std::to_string(batch.inputIds.size()) + " inputs");
-  for (int32_t id : batch.targetIds)
-    if (id < 0 || id >= config_.vocabSize)
+  size_t counted = 0;  // targets in the loss: a negative one is masked (NeoX's label -100)
+  for (int32_t id : batch.targetIds) {
+    if (id >= config_.vocabSize)
       throw Error("GPT batch: target id " + std::to_string(id) + " is outside the vocabulary");
+    if (id >= 0) ++counted;
+  }
   if (train && (config_.attentionDropout > 0 || config_.hiddenDropout > 0) &&
       batch.sampleIds.size() != batch.size)
     throw Error("GPT batch: dropout needs one sample id per sample");
@@ -355,7 +358,12 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
   }
   double lossSum = 0.0;
   float* dxf = train ? sized(A.dx, N * h) : nullptr;
-  const float rowScale = gradScale / static_cast<float>(N);
+  // NeoX's loss: sum(loss * mask) / mask.sum() over this micro-batch's tokens; the engine then
+  // averages micro-batches and ranks as DeepSpeed does (each micro-batch weighs the same, however
+  // many tokens it counts). With nothing masked, counted == N: the plain mean, bitwise. A batch
+  // with every target masked gives 0 loss and no gradient where NeoX's 0 / 0 gives NaN.
+  const size_t divisor = std::max<size_t>(counted, 1);
+  const float rowScale = gradScale / static_cast<float>(divisor);
   for (size_t r0 = 0; r0 < N; r0 += kLogitRows) {
     const size_t rows = std::min(kLogitRows, N - r0);
     float* z = sized(A.logits, rows * vocab);
@@ -367,7 +375,7 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
     kernels::matmul(false, false, rows, h, vocab, 1.0f, z, vocab, outW, h, 0.0f, dxf + r0 * h, h);
     kernels::matmul(true, false, vocab, h, rows, 1.0f, z, vocab, xf + r0 * h, h, 1.0f, outG, h);
   }
-  const float loss = static_cast<float>(lossSum / static_cast<double>(N));
+  const float loss = static_cast<float>(lossSum / static_cast<double>(divisor));
   if (times) {
     times[outputModule] += outputSeconds;
     double forward = times[kEmbedModule] + times[finalModule] + times[outputModule];

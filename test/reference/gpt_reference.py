@@ -11,7 +11,7 @@ for its group of query heads, biases only where the parameter table has them, gp
 x + attn(ln1 x) + mlp(ln2 x) (tied: both from ln1), sliding-window attention as flash-attention's
 window_size (W, -1) (query i sees keys i - W..i), and NeoX's query/key norm: one module of shape
 [heads, head size] applied to q and to k before rotary (LayerNorm over the whole query, RMSNorm and
-ScaleNorm over each head).
+ScaleNorm over each head). Negative targets are masked out of the loss as in NeoX.
 """
 import json
 import math
@@ -130,7 +130,13 @@ def main():
     xf = norm(x, "final_layer_norm")
     w = P["embed.word_embeddings.weight"] if c["tied"] else P["embed_out.weight"]
     logits = xf @ w.T
-    loss = F.cross_entropy(logits.reshape(B * T, -1), targets.reshape(-1))
+    # NeoX's masked loss (megatron/model/gpt2_model.py cross_entropy): a negative target (label
+    # -100) is out of the loss, which is sum(loss * mask) / mask.sum() over the batch.
+    flat_targets = targets.reshape(-1)
+    mask = (flat_targets >= 0).double()
+    losses = F.cross_entropy(logits.reshape(B * T, -1), flat_targets.clamp(min=0),
+                             reduction="none")
+    loss = (losses * mask).sum() / mask.sum()
     loss.backward()
 
     grads = torch.zeros_like(flat)

@@ -1,6 +1,7 @@
 // ds-config check: parse the whole config as ds-launch would for a given world size and print the
 // resolved batch trio (train_batch_size = micro x accumulation x ranks), then what each key the
 // config sets does here: in effect, or not (no effect by nature, or switched off).
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "common/printable.h"
 #include "runtime/config/job_config.h"
 #include "runtime/config/neox_keys.h"
+#include "runtime/data/label_dataset.h"
 #include "runtime/data/vocabulary_fit.h"
 #include "runtime/model/gpt.h"
 #include "tools/ds_config/commands.h"
@@ -52,6 +54,17 @@ void runCheck(const CheckOptions& o) {
       std::cerr << "warning: " << printable(prefix)
                 << ".idx: not found here, so its token ids are not checked against the "
                    "tokenizer's vocabulary (the run needs it)\n";
+    for (const auto& [split, blend] :
+         {std::pair<std::string, const runtime::DataBlend*>{"train", &job.gpt->trainData},
+          {"valid", &job.gpt->validData},
+          {"test", &job.gpt->testData}})
+      for (const std::string& prefix :
+           runtime::checkLabelDatasets(blend->paths, blend->labelPaths,
+                                       split + "-label-data-paths", tokenizer->vocabularySize()))
+        if (std::find(blend->paths.begin(), blend->paths.end(), prefix) == blend->paths.end())
+          std::cerr << "warning: " << printable(prefix)
+                    << ".idx: not found here, so this label dataset is not checked against its "
+                       "text dataset and the vocabulary (the run needs it)\n";
     gptParameters = runtime::Gpt(model).parameterCount();
     std::string data = job.gpt->dataPath;
     if (job.gpt->blended()) {
