@@ -1,6 +1,7 @@
 // NeoX's dataset blending: the per-dataset sample shares, weight-by-num-documents' weights and the
 // greedy blending index against hand-computed values; blended samples read from the dataset the
-// index names, in an order fixed by the arguments alone; the token-id scan ds-config check runs.
+// index names, in an order fixed by the arguments alone, with their label datasets at the same
+// positions; the token-id and label scans ds-config check runs.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "common/error.h"
 #include "runtime/data/blended_samples.h"
 #include "runtime/data/data_blend.h"
+#include "runtime/data/label_dataset.h"
 #include "runtime/data/vocabulary_fit.h"
 #include "test/scratch_dir.h"
 
@@ -173,5 +175,70 @@ TEST_CASE("data blend: ds-config check's scan finds a token id outside the vocab
   CHECK_THROWS_WITH(checkTokensFitVocabulary({negative}, 256),
                     Catch::Contains("token id -5 is negative"));
   CHECK(checkTokensFitVocabulary({dir + "/absent"}, 256) ==
+        std::vector<std::string>{dir + "/absent"});
+}
+
+TEST_CASE("data blend: label datasets follow their text sample for sample, token for token") {
+  const std::string dir = ds::test::makeScratchDir("data-labels");
+  const std::string a = writeTagged(dir, "a", 0, 30, 40);
+  const std::string b = writeTagged(dir, "b", 1000000, 10, 25);
+  // Labels tagged like their text, 500000 above it: a label names the token it sits on.
+  const std::string la = writeTagged(dir, "la", 500000, 30, 40);
+  const std::string lb = writeTagged(dir, "lb", 1500000, 10, 25);
+  DataBlend blend{{a, b}, {3, 1}, {la, lb}};
+  const size_t seq = 8;
+  const BlendedSamples set(blend, {}, seq, 120, 1234, "train-label-data-paths");
+  const BlendedSamples plain(DataBlend{{a, b}, {3, 1}}, {}, seq, 120, 1234);
+  REQUIRE(set.hasLabels());
+  CHECK_FALSE(plain.hasLabels());
+  CHECK_THROWS_WITH(plain.labels(0), Catch::Contains("without label datasets"));
+  for (size_t i = 0; i < set.size(); ++i) {
+    const auto tokens = set.sample(i), labels = set.labels(i);
+    REQUIRE(labels.size() == tokens.size());
+    CHECK(tokens == plain.sample(i));  // labels change no sample
+    for (size_t k = 0; k < tokens.size(); ++k) CHECK(labels[k] == tokens[k] + 500000);
+  }
+  // A label dataset whose documents or token counts differ from its text's is named with it.
+  const std::string fewer = writeTagged(dir, "fewer", 0, 29, 40);
+  const std::string shorter = writeTagged(dir, "shorter", 0, 10, 24);
+  CHECK_THROWS_WITH(
+      BlendedSamples(DataBlend{{a, b}, {3, 1}, {fewer, lb}}, {}, seq, 120, 1,
+                     "train-label-data-paths"),
+      Catch::Contains("train-label-data-paths: label dataset " + fewer +
+                      " does not line up with its text dataset " + a + ": 29 documents against 30"));
+  CHECK_THROWS_WITH(
+      BlendedSamples(DataBlend{{a, b}, {3, 1}, {la, shorter}}, {}, seq, 120, 1,
+                     "valid-label-data-paths"),
+      Catch::Contains("valid-label-data-paths: label dataset " + shorter +
+                      " does not line up with its text dataset " + b +
+                      ": sequence 0 has 24 labels against 25 tokens"));
+  CHECK_THROWS_WITH(BlendedSamples(DataBlend{{a, b}, {3, 1}, {la}}, {}, seq, 120, 1, "k"),
+                    Catch::Contains("k: 1 label datasets for 2 datasets"));
+}
+
+TEST_CASE("data blend: ds-config check's label scan: aligned, ids below the vocabulary or masked") {
+  const std::string dir = ds::test::makeScratchDir("label-scan");
+  const std::string text = writeTagged(dir, "text", 0, 2, 5);  // ids 0..1004
+  auto writeLabels = [&](const std::string& name, int32_t top) {
+    IndexedDatasetWriter writer(dir + "/" + name, TokenType::Int32);
+    for (int d = 0; d < 2; ++d) {
+      writer.addSequence({-100, 3, top, -100, 7});
+      writer.endDocument();
+    }
+    writer.finish();
+    return dir + "/" + name;
+  };
+  const std::string fits = writeLabels("fits", 49), over = writeLabels("over", 50);
+  CHECK(checkLabelDatasets({text}, {fits}, "train-label-data-paths", 50).empty());
+  CHECK_THROWS_WITH(checkLabelDatasets({text}, {over}, "valid-label-data-paths", 50),
+                    Catch::Contains("valid-label-data-paths: " + over +
+                                    ".bin: label 50 (sequence 0) does not fit the tokenizer's "
+                                    "vocabulary of 50 ids") &&
+                        Catch::Contains("or negative (-100) to mask it"));
+  const std::string longer = writeTagged(dir, "longer", 0, 2, 6);
+  CHECK_THROWS_WITH(checkLabelDatasets({text}, {longer}, "test-label-data-paths", 5000),
+                    Catch::Contains("test-label-data-paths: label dataset " + longer) &&
+                        Catch::Contains(text));
+  CHECK(checkLabelDatasets({text}, {dir + "/absent"}, "k", 50) ==
         std::vector<std::string>{dir + "/absent"});
 }
