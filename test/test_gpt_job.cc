@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -14,6 +16,7 @@
 #include "test/bpe_test_files.h"
 #include "test/byte_corpus.h"
 #include "test/launch_harness.h"
+#include "test/run_command.h"
 #include "test/scratch_dir.h"
 
 using namespace ds::test;
@@ -439,4 +442,107 @@ TEST_CASE("gpt job: two datasets blended by weight train, and a resumed run cont
     REQUIRE(resumed.count(6) == 1);
     CHECK(resumed.at(6) == reference.at(6));
   }
+}
+
+namespace {
+
+// A label dataset beside the byte corpus at `text`: each token's label is the token itself where
+// keep(position in its document) holds, else NeoX's -100 (masked).
+void writeLabels(const std::string& text, const std::string& labels,
+                 const std::function<bool(size_t)>& keep) {
+  const ds::runtime::IndexedDataset data(text);
+  ds::runtime::IndexedDatasetWriter w(labels, ds::runtime::TokenType::Int32);
+  for (size_t s = 0; s < data.sequences(); ++s) {
+    std::vector<int32_t> ids = data.read(s);
+    for (size_t k = 0; k < ids.size(); ++k)
+      if (!keep(k)) ids[k] = -100;
+    w.addSequence(ids);
+    w.endDocument();
+  }
+  w.finish();
+}
+
+}  // namespace
+
+TEST_CASE("gpt job: label datasets give the targets and mask the loss where they are negative",
+          "[gpt][launch]") {
+  // The blend of the test above with train-/valid-label-data-paths. Labels equal to the text
+  // train bitwise as the plain run (the labels are read at the text's positions and shifted as
+  // the text is); labels masking all but every 9th token train on those alone: other losses.
+  auto start = [](const std::string& dir, const std::function<bool(size_t)>* keep) {
+    writeByteCorpus(dir + "/data/a", 30, [](int d) { return 2 + d % 3; });
+    writeByteCorpus(dir + "/data/b", 12, [](int d) { return 5 + d % 2; });
+    writeByteCorpus(dir + "/data/v", 8, [](int d) { return 3 + d % 2; });
+    std::string lists =
+        "train-data-paths: [data/a, data/b]\ntrain-data-weights: [3, 1]\n"
+        "valid-data-paths: [data/v]\ntest-data-paths: []\n";
+    if (keep) {
+      for (const char* name : {"a", "b", "v"})
+        writeLabels(dir + "/data/" + name, dir + "/data/" + name + "_label", *keep);
+      lists +=
+          "train-label-data-paths: [data/a_label, data/b_label]\n"
+          "valid-label-data-paths: [data/v_label]\n";
+    }
+    std::string config =
+        std::regex_replace(yaml(""), std::regex("data-path: data/corpus\n"), lists);
+    config = std::regex_replace(config, std::regex("split: \"90,10,0\"\n"), "");
+    writeFile(dir + "/hostfile", kHostfile);
+    writeFile(dir + "/gpt.yml", config);
+    return startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir", "logs",
+                             "train", "--config", "gpt.yml", "--print_param_hash"});
+  };
+  const std::regex loss(R"(iteration (\d+)/6 \| lm_loss ([0-9.]+))");
+  const std::regex validation(R"(validation at iteration (\d+) \| lm_loss ([0-9.]+))");
+  struct Run {
+    std::map<int, std::string> losses, validation;
+  };
+  auto run = [&](const std::string& name, const std::function<bool(size_t)>* keep) {
+    const std::string dir = makeScratchDir(name);
+    const auto status = waitExit(start(dir, keep), 180s);
+    const std::string out = readFile(dir + "/stdout");
+    INFO(out << readFile(dir + "/stderr"));
+    REQUIRE(status == 0);
+    if (keep) CHECK(out.find("(weight 0.75, 73 samples, ") != std::string::npos);
+    if (keep) CHECK(out.find("with labels data/a_label") != std::string::npos);
+    Run r{matches(out, loss), matches(out, validation)};
+    REQUIRE(r.losses.size() == 6);
+    REQUIRE(r.validation.size() == 2);
+    return r;
+  };
+  const Run plain = run("gpt-labels-plain", nullptr);
+  const std::function<bool(size_t)> all = [](size_t) { return true; };
+  const Run same = run("gpt-labels-all", &all);
+  CHECK(same.losses == plain.losses);
+  CHECK(same.validation == plain.validation);
+  const std::function<bool(size_t)> few = [](size_t k) { return k % 9 == 4; };
+  const Run masked = run("gpt-labels-few", &few);
+  for (int it = 1; it <= 6; ++it) {
+    INFO("iteration " << it);
+    CHECK(masked.losses.at(it) != plain.losses.at(it));
+    CHECK(std::isfinite(std::stod(masked.losses.at(it))));
+  }
+  CHECK(masked.validation.at(3) != plain.validation.at(3));
+  CHECK(std::stod(masked.losses.at(6)) < std::stod(masked.losses.at(1)));  // it learns
+
+  // A label dataset one document short of its text: ds-config check and the job refuse it,
+  // naming both files.
+  const std::string dir = makeScratchDir("gpt-labels-misaligned");
+  REQUIRE(waitExit(start(dir, &few), 180s) == 0);  // writes the data and config; trains
+  const std::string check = std::string(DS_BIN_DIR) + "/ds-config check " + dir + "/gpt.yml";
+  const CommandOutcome good = runCommand("cd " + dir + " && " + check);
+  INFO(good.output);
+  CHECK(good.status == 0);
+  writeByteCorpus(dir + "/data/b_label", 11, [](int d) { return 5 + d % 2; });
+  const CommandOutcome bad = runCommand("cd " + dir + " && " + check);
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.output, Catch::Contains("train-label-data-paths: label dataset data/b_label does "
+                                         "not line up with its text dataset data/b: 11 "
+                                         "documents against 12"));
+  writeFile(dir + "/hostfile", kHostfile);
+  const auto refused = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0",
+                                         "--log_dir", "logs", "train", "--config", "gpt.yml"});
+  CHECK(waitExit(refused, 180s) != 0);
+  CHECK_THAT(readFile(dir + "/stdout") + readFile(dir + "/stderr"),
+             Catch::Contains("label dataset data/b_label does not line up with its text dataset "
+                             "data/b"));
 }
