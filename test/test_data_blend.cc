@@ -201,17 +201,16 @@ TEST_CASE("data blend: label datasets follow their text sample for sample, token
   // A label dataset whose documents or token counts differ from its text's is named with it.
   const std::string fewer = writeTagged(dir, "fewer", 0, 29, 40);
   const std::string shorter = writeTagged(dir, "shorter", 0, 10, 24);
-  CHECK_THROWS_WITH(
-      BlendedSamples(DataBlend{{a, b}, {3, 1}, {fewer, lb}}, {}, seq, 120, 1,
-                     "train-label-data-paths"),
-      Catch::Contains("train-label-data-paths: label dataset " + fewer +
-                      " does not line up with its text dataset " + a + ": 29 documents against 30"));
-  CHECK_THROWS_WITH(
-      BlendedSamples(DataBlend{{a, b}, {3, 1}, {la, shorter}}, {}, seq, 120, 1,
-                     "valid-label-data-paths"),
-      Catch::Contains("valid-label-data-paths: label dataset " + shorter +
-                      " does not line up with its text dataset " + b +
-                      ": sequence 0 has 24 labels against 25 tokens"));
+  CHECK_THROWS_WITH(BlendedSamples(DataBlend{{a, b}, {3, 1}, {fewer, lb}}, {}, seq, 120, 1,
+                                   "train-label-data-paths"),
+                    Catch::Contains("train-label-data-paths: label dataset " + fewer +
+                                    " does not line up with its text dataset " + a +
+                                    ": 29 documents against 30"));
+  CHECK_THROWS_WITH(BlendedSamples(DataBlend{{a, b}, {3, 1}, {la, shorter}}, {}, seq, 120, 1,
+                                   "valid-label-data-paths"),
+                    Catch::Contains("valid-label-data-paths: label dataset " + shorter +
+                                    " does not line up with its text dataset " + b +
+                                    ": sequence 0 has 24 labels against 25 tokens"));
   CHECK_THROWS_WITH(BlendedSamples(DataBlend{{a, b}, {3, 1}, {la}}, {}, seq, 120, 1, "k"),
                     Catch::Contains("k: 1 label datasets for 2 datasets"));
 }
@@ -236,9 +235,9 @@ TEST_CASE("data blend: ds-config check's label scan: aligned, ids below the voca
                                     "vocabulary of 50 ids") &&
                         Catch::Contains("or negative (-100) to mask it"));
   const std::string longer = writeTagged(dir, "longer", 0, 2, 6);
-  CHECK_THROWS_WITH(checkLabelDatasets({text}, {longer}, "test-label-data-paths", 5000),
-                    Catch::Contains("test-label-data-paths: label dataset " + longer) &&
-                        Catch::Contains(text));
+  CHECK_THROWS_WITH(
+      checkLabelDatasets({text}, {longer}, "test-label-data-paths", 5000),
+      Catch::Contains("test-label-data-paths: label dataset " + longer) && Catch::Contains(text));
   CHECK(checkLabelDatasets({text}, {dir + "/absent"}, "k", 50) ==
         std::vector<std::string>{dir + "/absent"});
 }

@@ -496,9 +496,8 @@ TEST_CASE("neox config: label data paths pair with their data paths by NeoX's ru
                                                   "test-data-paths"));
 }
 
-TEST_CASE(
-    "neox config: reward and pairwise data and other training kinds are refused by feature",
-    "[neox]") {
+TEST_CASE("neox config: reward and pairwise data and other training kinds are refused by feature",
+          "[neox]") {
   CHECK_THAT(
       errorOf("train-reward-data-paths: [d/r]\n"),
       Catch::Contains("train-reward-data-paths: reward datasets") && !Catch::Contains("false"));

@@ -97,7 +97,8 @@ std::vector<float> runAll(const TransformerKernels& k) {
   append(logits);
   logits = randoms(rows * vocab, 15, 5.0f);  // NeoX's label -100 and other negatives mask rows
   const std::vector<int32_t> masked = {-100, 52, -1, 17, -100, 9, 40};
-  out.push_back(static_cast<float>(k.crossEntropy(logits.data(), masked.data(), rows, vocab, 0.5f)));
+  out.push_back(
+      static_cast<float>(k.crossEntropy(logits.data(), masked.data(), rows, vocab, 0.5f)));
   append(logits);
   std::vector<float> table = randoms(vocab * dim, 12), pos = randoms(4 * dim, 13);
   k.embeddingForward(y.data(), targets.data(), table.data(), pos.data(), rows, 4, dim);

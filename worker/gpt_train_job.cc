@@ -174,8 +174,8 @@ class GptHooks final : public TrainingHooks {
       for (uint64_t m = 0; m < passes; ++m)
         sum += p_.engine.evaluate(makeBatch(*p_.valid, first + m * passSize, passSize, p_.seq));
     }
-    float mean[1] = {static_cast<float>(sum / static_cast<double>(iters) /
-                                        static_cast<double>(passes))};
+    float mean[1] = {
+        static_cast<float>(sum / static_cast<double>(iters) / static_cast<double>(passes))};
     p_.comm.allReduce(mean, 1);
     mean[0] /= static_cast<float>(p_.join.worldSize);
     if (p_.join.rank == 0) {

@@ -240,9 +240,10 @@ InitMethod readInitMethod(const Reader& r) {
 // train-label-data-paths is set (get_batch's keys), ignoring the other splits' otherwise.
 void validateLabelKeys(const GptTrainConfig& t) {
   const bool trainLabels = !t.trainData.labelPaths.empty();
-  for (const auto& [split, blend] : {std::pair<std::string, const DataBlend*>{"train", &t.trainData},
-                                     {"valid", &t.validData},
-                                     {"test", &t.testData}}) {
+  for (const auto& [split, blend] :
+       {std::pair<std::string, const DataBlend*>{"train", &t.trainData},
+        {"valid", &t.validData},
+        {"test", &t.testData}}) {
     const std::string key = split + "-label-data-paths";
     const size_t labels = blend->labelPaths.size(), paths = blend->paths.size();
     if (labels > 0 && labels != paths)
@@ -252,12 +253,13 @@ void validateLabelKeys(const GptTrainConfig& t) {
     if (labels > 0 && !trainLabels)
       throw Error(key +
                   ": NeoX reads label datasets only when train-label-data-paths is set and "
-                  "would ignore these; set train-label-data-paths too, or remove " + key);
+                  "would ignore these; set train-label-data-paths too, or remove " +
+                  key);
     if (trainLabels && labels == 0 && paths > 0)
       throw Error(key + ": required with train-label-data-paths when " + split +
                   "-data-paths is not empty (NeoX reads a label for every sample of every "
-                  "split once training has labels); give one label dataset per " + split +
-                  "-data-paths entry");
+                  "split once training has labels); give one label dataset per " +
+                  split + "-data-paths entry");
   }
 }
 
@@ -268,10 +270,10 @@ void validateDataKeys(const Json& merged, GptTrainConfig& t) {
   const bool lists =
       given("train-data-paths") || given("valid-data-paths") || given("test-data-paths");
   if (!lists) {
-    for (const auto& [key, blend] : {std::pair<const char*, const DataBlend*>{
-                                          "train-label-data-paths", &t.trainData},
-                                      {"valid-label-data-paths", &t.validData},
-                                      {"test-label-data-paths", &t.testData}})
+    for (const auto& [key, blend] :
+         {std::pair<const char*, const DataBlend*>{"train-label-data-paths", &t.trainData},
+          {"valid-label-data-paths", &t.validData},
+          {"test-label-data-paths", &t.testData}})
       if (!blend->labelPaths.empty())
         throw Error(std::string(key) +
                     ": label datasets pair with train-/valid-/test-data-paths (NeoX reads none "

@@ -16,8 +16,8 @@ BlendedSamples::BlendedSamples(const DataBlend& blend, const BlendOptions& optio
     : paths_(blend.paths), labelPaths_(blend.labelPaths) {
   if (blend.paths.empty()) throw Error("data blend: no datasets");
   if (!blend.labelPaths.empty() && blend.labelPaths.size() != blend.paths.size())
-    throw Error(labelKey + ": " + std::to_string(blend.labelPaths.size()) +
-                " label datasets for " + std::to_string(blend.paths.size()) + " datasets");
+    throw Error(labelKey + ": " + std::to_string(blend.labelPaths.size()) + " label datasets for " +
+                std::to_string(blend.paths.size()) + " datasets");
   for (const std::string& path : blend.paths)
     data_.push_back(std::make_unique<IndexedDataset>(path));
   for (size_t d = 0; d < blend.labelPaths.size(); ++d) {

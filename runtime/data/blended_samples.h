@@ -23,8 +23,7 @@ class BlendedSamples final : public TokenSamples {
   // With blend.labelPaths, each dataset's label dataset follows its samples; one that does not
   // line up with its text is an error naming `labelKey` and both prefixes.
   BlendedSamples(const DataBlend& blend, const BlendOptions& options, size_t seqLength,
-                 uint64_t samples, uint64_t seed,
-                 const std::string& labelKey = "label-data-paths");
+                 uint64_t samples, uint64_t seed, const std::string& labelKey = "label-data-paths");
 
   size_t size() const override { return index_.size(); }
   std::vector<int32_t> sample(size_t i) const override;
@@ -39,7 +38,7 @@ class BlendedSamples final : public TokenSamples {
   std::vector<std::string> paths_, labelPaths_;
   std::vector<std::unique_ptr<IndexedDataset>> data_;
   std::vector<std::unique_ptr<IndexedDataset>> labels_;  // one per dataset, or none
-  std::vector<std::unique_ptr<GptSamples>> samples_;  // after data_ and labels_: they read them
+  std::vector<std::unique_ptr<GptSamples>> samples_;     // after data_ and labels_: they read them
   std::vector<double> weights_;
   std::vector<BlendPosition> index_;
 };

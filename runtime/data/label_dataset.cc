@@ -49,9 +49,9 @@ std::vector<std::string> checkLabelDatasets(const std::vector<std::string>& text
     if (!r.empty && r.max >= vocabularySize)
       throw Error(key + ": " + labels.binPath() + ": label " + std::to_string(r.max) +
                   " (sequence " + std::to_string(r.maxSequence) +
-                  ") does not fit the tokenizer's vocabulary of " +
-                  std::to_string(vocabularySize) + " ids; a label is a token id 0 .. " +
-                  std::to_string(vocabularySize - 1) + ", or negative (-100) to mask it");
+                  ") does not fit the tokenizer's vocabulary of " + std::to_string(vocabularySize) +
+                  " ids; a label is a token id 0 .. " + std::to_string(vocabularySize - 1) +
+                  ", or negative (-100) to mask it");
   }
   return missing;
 }

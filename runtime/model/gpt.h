@@ -3,8 +3,8 @@
 //   0            embedding: word embeddings [vocab, hidden] (+ learned positions [positions, hidden])
 //   1..L         transformer blocks: norm, QKV, causal attention, dense, norm, MLP, residuals
 //   L + 1        head: final norm (+ untied output matrix [vocab, hidden]); the loss is the mean
-//                cross-entropy of every position's next token, over the positions whose target
-//                is not negative (masked, as NeoX's label -100) when some are
+//                cross-entropy of the positions' targets, a negative target (NeoX's label -100)
+//                masked: out of the loss and of the mean
 // With tied weights the head reads the word embeddings again (it acquires layer 0) and its share
 // of their gradient is added to layer 0's at the end of the backward pass.
 // Compute is fp32: matrix products through kernels/cpu/matmul.h, the rest through the fused

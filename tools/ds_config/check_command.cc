@@ -59,8 +59,8 @@ void runCheck(const CheckOptions& o) {
           {"valid", &job.gpt->validData},
           {"test", &job.gpt->testData}})
       for (const std::string& prefix :
-           runtime::checkLabelDatasets(blend->paths, blend->labelPaths,
-                                       split + "-label-data-paths", tokenizer->vocabularySize()))
+           runtime::checkLabelDatasets(blend->paths, blend->labelPaths, split + "-label-data-paths",
+                                       tokenizer->vocabularySize()))
         if (std::find(blend->paths.begin(), blend->paths.end(), prefix) == blend->paths.end())
           std::cerr << "warning: " << printable(prefix)
                     << ".idx: not found here, so this label dataset is not checked against its "
