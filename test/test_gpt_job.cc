@@ -204,38 +204,62 @@ TEST_CASE("gpt job: NeoX's checkpoint schedule saves at its iterations and keeps
         std::string::npos);
 }
 
-TEST_CASE("gpt job: GPT-2 BPE data and tokenizer from vocab-file/merge-file, then ds-generate",
+TEST_CASE("gpt job: each tokenizer's data (ds-preprocess), training, then ds-generate",
           "[gpt][launch]") {
-  const std::string dir = makeScratchDir("gpt-bpe");
-  const SmallBpe bpe = writeSmallBpe(dir);
-  std::string text;
-  for (int d = 0; d < 30; ++d)
-    text += "abab aba the lazy dog said ab " + std::to_string(d) + "\n\n";
-  writeFile(dir + "/corpus.txt", text);
-  std::filesystem::create_directories(dir + "/data");
-  const std::string pre = "cd " + dir + " && " + DS_BIN_DIR +
-                          "/ds-preprocess --input corpus.txt --output-prefix data/bpe "
-                          "--append-eod --tokenizer-type GPT2BPETokenizer --vocab-file " +
-                          bpe.vocabFile + " --merge-file " + bpe.mergeFile + " >pre.out 2>&1";
-  INFO(readFile(dir + "/pre.out"));
-  REQUIRE(std::system(pre.c_str()) == 0);
-  writeFile(dir + "/hostfile", kHostfile);
-  std::string config =
-      yaml("save: ckpt\nvocab-file: " + bpe.vocabFile + "\nmerge-file: " + bpe.mergeFile + "\n");
-  config = std::regex_replace(config, std::regex("ByteTokenizer"), "GPT2BPETokenizer");
-  config = std::regex_replace(config, std::regex("data/corpus"), "data/bpe_text_document");
-  writeFile(dir + "/gpt.yml", config);
-  const auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir",
-                                     "logs", "train", "--config", "gpt.yml"});
-  const auto status = waitExit(job, 180s);
-  INFO(readFile(dir + "/stdout") << readFile(dir + "/stderr"));
-  REQUIRE(status == 0);
-  CHECK(readFile(dir + "/stdout").find("validation at iteration 6") != std::string::npos);
-  const std::string gen = "cd " + dir + " && " + DS_BIN_DIR +
-                          "/ds-generate ckpt --prompt 'abab' --max-new-tokens 5 >gen.out 2>&1";
-  INFO(readFile(dir + "/gen.out"));
-  CHECK(std::system(gen.c_str()) == 0);
-  CHECK(readFile(dir + "/gen.out").find("abab") != std::string::npos);
+  struct Case {
+    const char* type;
+    std::string vocabFile, mergeFile;  // HF/SPM: the merge-file local_setup.yml would give
+    std::string line;                  // the corpus, one document per repetition
+    const char* prompt;
+  };
+  const std::string golden = std::string(DS_SOURCE_DIR) + "/test/golden/";
+  const std::string bpeDir = makeScratchDir("gpt-bpe-files");
+  const SmallBpe bpe = writeSmallBpe(bpeDir);
+  // HFTokenizer and SPMTokenizer ignore merge-file, as NeoX does (its local_setup.yml sets
+  // GPT-2's for every config).
+  const Case cases[] = {
+      {"GPT2BPETokenizer", bpe.vocabFile, bpe.mergeFile, "abab aba the lazy dog said ab ", "abab"},
+      {"HFTokenizer", golden + "hf_tokenizer.json", "data/gpt2-merges.txt",
+       "The tokenizer reads caf\xC3\xA9s ", "The tokenizer"},
+      {"SPMTokenizer", golden + "spm_llama_like.model", "data/gpt2-merges.txt",
+       "The tokenizer splits digits and caf\xC3\xA9s ", "The tokenizer"},
+  };
+  for (const Case& k : cases) {
+    DYNAMIC_SECTION(k.type) {
+      const std::string dir = makeScratchDir("gpt-tokenizer");
+      std::string text;
+      for (int d = 0; d < 30; ++d) text += k.line + std::to_string(d * 37) + "\n\n";
+      writeFile(dir + "/corpus.txt", text);
+      std::filesystem::create_directories(dir + "/data");
+      std::string pre = "cd " + dir + " && " + DS_BIN_DIR +
+                        "/ds-preprocess --input corpus.txt --output-prefix data/tok "
+                        "--append-eod --tokenizer-type " +
+                        k.type + " --vocab-file " + k.vocabFile;
+      if (std::string(k.type) == "GPT2BPETokenizer") pre += " --merge-file " + k.mergeFile;
+      pre += " >pre.out 2>&1";
+      INFO(readFile(dir + "/pre.out"));
+      REQUIRE(std::system(pre.c_str()) == 0);
+      writeFile(dir + "/hostfile", kHostfile);
+      std::string config =
+          yaml("save: ckpt\nvocab-file: " + k.vocabFile + "\nmerge-file: " + k.mergeFile + "\n");
+      config = std::regex_replace(config, std::regex("ByteTokenizer"), k.type);
+      config = std::regex_replace(config, std::regex("data/corpus"), "data/tok_text_document");
+      writeFile(dir + "/gpt.yml", config);
+      const auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0",
+                                         "--log_dir", "logs", "train", "--config", "gpt.yml"});
+      const auto status = waitExit(job, 180s);
+      INFO(readFile(dir + "/stdout") << readFile(dir + "/stderr"));
+      REQUIRE(status == 0);
+      CHECK(readFile(dir + "/stdout").find("validation at iteration 6") != std::string::npos);
+      const std::string gen = "cd " + dir + " && " + DS_BIN_DIR + "/ds-generate ckpt --prompt '" +
+                              k.prompt + "' --max-new-tokens 5 >gen.out 2>&1";
+      INFO(readFile(dir + "/gen.out"));
+      CHECK(std::system(gen.c_str()) == 0);
+      CHECK(readFile(dir + "/gen.out").find(k.prompt) != std::string::npos);
+      std::filesystem::remove_all(dir);
+    }
+  }
+  std::filesystem::remove_all(bpeDir);
 }
 
 TEST_CASE("gpt job: wall_clock_breakdown prints DeepSpeed's timer line at steps_per_print",
@@ -351,42 +375,6 @@ TEST_CASE("gpt job: wall_clock_breakdown prints DeepSpeed's timer line at steps_
     CHECK(std::filesystem::exists(dir + "/monitor/run/Train_Samples_train_loss.csv"));
     CHECK(!std::filesystem::exists(dir + "/monitor/run/Train_Samples_elapsed_time_ms_step.csv"));
   }
-}
-
-TEST_CASE("gpt job: SentencePiece data and tokenizer (SPMTokenizer, vocab-file a .model)",
-          "[gpt][launch]") {
-  const std::string dir = makeScratchDir("gpt-spm");
-  const std::string model = std::string(DS_SOURCE_DIR) + "/test/golden/spm_llama_like.model";
-  std::string text;
-  for (int d = 0; d < 30; ++d)
-    text += "The tokenizer splits digits " + std::to_string(d * 37) + " and caf\xC3\xA9s\n\n";
-  writeFile(dir + "/corpus.txt", text);
-  std::filesystem::create_directories(dir + "/data");
-  const std::string pre = "cd " + dir + " && " + DS_BIN_DIR +
-                          "/ds-preprocess --input corpus.txt --output-prefix data/spm "
-                          "--append-eod --tokenizer-type SPMTokenizer --vocab-file " +
-                          model + " >pre.out 2>&1";
-  INFO(readFile(dir + "/pre.out"));
-  REQUIRE(std::system(pre.c_str()) == 0);
-  writeFile(dir + "/hostfile", kHostfile);
-  // The merge-file NeoX's local_setup.yml carries is ignored for SentencePiece, as in NeoX.
-  std::string config =
-      yaml("save: ckpt\nvocab-file: " + model + "\nmerge-file: data/gpt2-merges.txt\n");
-  config = std::regex_replace(config, std::regex("ByteTokenizer"), "SPMTokenizer");
-  config = std::regex_replace(config, std::regex("data/corpus"), "data/spm_text_document");
-  writeFile(dir + "/gpt.yml", config);
-  const auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir",
-                                     "logs", "train", "--config", "gpt.yml"});
-  const auto status = waitExit(job, 180s);
-  INFO(readFile(dir + "/stdout") << readFile(dir + "/stderr"));
-  REQUIRE(status == 0);
-  CHECK(readFile(dir + "/stdout").find("validation at iteration 6") != std::string::npos);
-  const std::string gen = "cd " + dir + " && " + DS_BIN_DIR +
-                          "/ds-generate ckpt --prompt 'The tokenizer' --max-new-tokens 5 "
-                          ">gen.out 2>&1";
-  INFO(readFile(dir + "/gen.out"));
-  CHECK(std::system(gen.c_str()) == 0);
-  CHECK(readFile(dir + "/gen.out").find("The tokenizer") != std::string::npos);
 }
 
 TEST_CASE("gpt job: two datasets blended by weight train, and a resumed run continues the blend",
