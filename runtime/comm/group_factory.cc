@@ -59,7 +59,8 @@ std::unique_ptr<Communicator> GroupFactory::world() {
   return comm;
 }
 
-std::unique_ptr<Communicator> GroupFactory::group(std::vector<int> ranks) {
+std::unique_ptr<Communicator> GroupFactory::group(std::vector<int> ranks,
+                                                  const std::string& label) {
   std::sort(ranks.begin(), ranks.end());
   if (ranks.empty()) throw Error("communicator group: no ranks given");
   if (std::adjacent_find(ranks.begin(), ranks.end()) != ranks.end())
@@ -75,7 +76,7 @@ std::unique_ptr<Communicator> GroupFactory::group(std::vector<int> ranks) {
   const int made = madeBefore_[id]++;
   std::unique_ptr<Communicator> comm =
       build(ranks, options_.storePrefix + "/group/" + id + "." + std::to_string(made));
-  comm->setGroupName(groupName(ranks));
+  comm->setGroupName(label.empty() ? groupName(ranks) : label + " (" + groupName(ranks) + ")");
   return comm;
 }
 

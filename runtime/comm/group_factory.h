@@ -37,11 +37,15 @@ class GroupFactory {
   // `store` must outlive every communicator made.
   GroupFactory(Store& store, JobLayout layout, GroupOptions options);
 
+  int rank() const { return layout_.rank; }
+  int worldSize() const { return static_cast<int>(nodeOf_.size()); }
+
   std::unique_ptr<Communicator> world();
   // `ranks`: distinct job ranks in any order; the group's rank i is the i-th smallest. Every
   // member calls this with the same set, and members create their groups in the same order.
-  // Ranks outside the set get nullptr and need not call.
-  std::unique_ptr<Communicator> group(std::vector<int> ranks);
+  // Ranks outside the set get nullptr and need not call. The group is named by its members
+  // ("ranks 0,2"), after `label` where given ("data (ranks 0,2)"): what the tracker reports.
+  std::unique_ptr<Communicator> group(std::vector<int> ranks, const std::string& label = "");
 
  private:
   std::unique_ptr<Communicator> build(const std::vector<int>& members, const std::string& prefix);

@@ -97,4 +97,9 @@ BatchConfig inferBatchSizes(std::optional<int64_t> train, std::optional<int64_t>
   return BatchConfig{*train, *micro, *gas};
 }
 
+BatchConfig inferBatchSizes(std::optional<int64_t> train, std::optional<int64_t> micro,
+                            std::optional<int64_t> gas, const PipeModelDataTopology& topology) {
+  return inferBatchSizes(train, micro, gas, topology.dataParallelSize());
+}
+
 }  // namespace ds::runtime

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "runtime/parallel/topology.h"
+
 namespace ds::runtime {
 
 struct BatchConfig {
@@ -20,5 +22,11 @@ struct BatchConfig {
 // ZeroDivisionError in DeepSpeed) names the key that is zero.
 BatchConfig inferBatchSizes(std::optional<int64_t> train, std::optional<int64_t> micro,
                             std::optional<int64_t> gas, int64_t worldSize);
+
+// DeepSpeed's case with an mpu (config.py:709-727, DEEPSPEED-SEMANTICS.md 15.1): the rules divide
+// by the mpu's data-parallel world size, world / (pipe x model), not by the world: the ranks of
+// one pipeline and its tensor slices share each micro-batch.
+BatchConfig inferBatchSizes(std::optional<int64_t> train, std::optional<int64_t> micro,
+                            std::optional<int64_t> gas, const PipeModelDataTopology& topology);
 
 }  // namespace ds::runtime
