@@ -1,7 +1,7 @@
 // The pipe x data x model layout against DeepSpeed's topology.py: hand-computed ranks, coordinates
-// and group lists for several shapes (the examples of its docstrings among them), a literal
-// transcription of its enumeration over every small shape, the refusals, and the batch rules'
-// mpu case (data-parallel size = world / (pipe x model)).
+// and group lists for several shapes (the examples of its docstrings among them), a second,
+// table-based enumeration written from its definition over every small shape, the refusals, and the
+// batch rules' mpu case (data-parallel size = world / (pipe x model)).
 #include <catch2/catch.hpp>
 #include <map>
 #include <optional>
@@ -17,7 +17,7 @@ using Lists = std::vector<std::vector<int>>;
 
 namespace {
 
-// DeepSpeed's ProcessTopology as it is written: enumerate the cartesian product of the axes (first
+// DeepSpeed's ProcessTopology by its definition: enumerate the cartesian product of the axes (first
 // slowest) into a coordinate -> rank table, and build each list by looking coordinates up.
 struct EnumeratedTopology {
   std::vector<int> dims;
