@@ -34,7 +34,7 @@ const std::vector<Layer> kLayers = {
     {"runtime/monitor", {"common/"}},
     {"runtime/offload", {"common/"}},
     {"runtime/comm", {"common/", "kernels/"}},
-    {"runtime/parallel", {"common/", "runtime/comm/"}},
+    {"runtime/parallel", {"common/", "kernels/", "runtime/comm/"}},
     {"runtime/model", {"common/", "kernels/", "runtime/profiler/"}},
     {"runtime/config",
      {"common/", "runtime/data/", "runtime/elastic/", "runtime/monitor/", "runtime/profiler/",
