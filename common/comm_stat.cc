@@ -10,4 +10,12 @@ double busBandwidthFactor(const std::string& op, int ranks) {
   return 0.0;
 }
 
+double algBandwidthGBps(uint64_t bytes, double seconds) {
+  return seconds > 0 ? bytes / seconds / 1e9 : 0.0;
+}
+
+double busBandwidthGBps(const std::string& op, uint64_t bytes, double seconds, int ranks) {
+  return algBandwidthGBps(bytes, seconds) * busBandwidthFactor(op, ranks);
+}
+
 }  // namespace ds

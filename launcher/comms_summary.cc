@@ -1,9 +1,10 @@
-// formatCommsSummary: rows keyed by (op, bytes) across ranks.
+// formatCommsSummary: rows keyed by (op, group, bytes) across ranks.
 #include "launcher/comms_summary.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <tuple>
 
 #include "common/comm_stat.h"
 
@@ -27,38 +28,44 @@ std::string formatCommsSummary(const std::vector<std::vector<ds::CommStat>>& per
   struct Row {
     std::vector<std::pair<double, int>> averages;  // (avg seconds, rank)
     uint64_t minCount = UINT64_MAX, maxCount = 0;
+    int groupSize = 0;
   };
-  std::map<std::pair<std::string, uint64_t>, Row> rows;
+  // Each group's row gathers only its members' reports: "data (ranks 0,2)" and "data (ranks
+  // 1,3)" stay apart, so a straggler is named within the group it slowed.
+  std::map<std::tuple<std::string, std::string, uint64_t>, Row> rows;
+  size_t groupWidth = 5;  // strlen("group")
   for (size_t r = 0; r < perRank.size(); ++r)
     for (const auto& stat : perRank[r]) {
       if (stat.count == 0) continue;
-      Row& row = rows[{stat.op, stat.bytes}];
+      Row& row = rows[{stat.op, stat.group, stat.bytes}];
+      row.groupSize = std::max(row.groupSize, stat.groupSize);
+      groupWidth = std::max(groupWidth, stat.group.size());
       row.averages.emplace_back(stat.totalSeconds / stat.count, static_cast<int>(r));
       row.minCount = std::min(row.minCount, stat.count);
       row.maxCount = std::max(row.maxCount, stat.count);
     }
   if (rows.empty()) return "";
-  const int ranks = static_cast<int>(perRank.size());
+  const int width = static_cast<int>(groupWidth);
   std::string out =
-      "communication (comms_logger), per op and size; latency = each rank's mean, "
-      "across ranks:\n";
-  char line[256];
-  std::snprintf(line, sizeof(line), "%-12s %10s %8s %10s %10s %10s %8s %12s\n", "op", "size",
-                "count", "min ms", "median ms", "max ms", "slowest", "busbw GB/s");
+      "communication (comms_logger), per op, group and size; latency = each rank's mean, "
+      "across the group's ranks:\n";
+  char line[512];  // group names are capped in length by GroupFactory
+  std::snprintf(line, sizeof(line), "%-12s %-*s %10s %8s %10s %10s %10s %8s %12s\n", "op", width,
+                "group", "size", "count", "min ms", "median ms", "max ms", "slowest", "busbw GB/s");
   out += line;
   for (auto& [key, row] : rows) {
+    const auto& [op, group, bytes] = key;
     std::sort(row.averages.begin(), row.averages.end());
     const double median = row.averages[row.averages.size() / 2].first;
-    const double busbw =
-        median > 0 ? key.second / median / 1e9 * busBandwidthFactor(key.first, ranks)
-                   : 0.0;
     const std::string count = row.minCount == row.maxCount ? std::to_string(row.minCount)
                                                            : std::to_string(row.minCount) + "-" +
                                                                  std::to_string(row.maxCount);
-    std::snprintf(line, sizeof(line), "%-12s %10s %8s %10.3f %10.3f %10.3f %8s %12.3f\n",
-                  key.first.c_str(), humanSize(key.second).c_str(), count.c_str(),
-                  row.averages.front().first * 1e3, median * 1e3, row.averages.back().first * 1e3,
-                  ("rank " + std::to_string(row.averages.back().second)).c_str(), busbw);
+    std::snprintf(line, sizeof(line), "%-12s %-*s %10s %8s %10.3f %10.3f %10.3f %8s %12.3f\n",
+                  op.c_str(), width, group.empty() ? "-" : group.c_str(), humanSize(bytes).c_str(),
+                  count.c_str(), row.averages.front().first * 1e3, median * 1e3,
+                  row.averages.back().first * 1e3,
+                  ("rank " + std::to_string(row.averages.back().second)).c_str(),
+                  busBandwidthGBps(op, bytes, median, row.groupSize));
     out += line;
   }
   return out;

@@ -1,7 +1,7 @@
 // The merged communication table ds-launch prints at the end of a job whose config enables
-// comms_logger: per op and message size, the count and the per-rank average latency as min /
-// median / max across ranks with the slowest rank named (stragglers stand out), and the bus
-// bandwidth at the median.
+// comms_logger: per op, group and message size, the count and the per-rank average latency as
+// min / median / max across the group's ranks with the slowest rank named (stragglers stand out),
+// and the bus bandwidth at the median on the group's own rank count.
 #pragma once
 
 #include <string>

@@ -103,6 +103,8 @@ void toProto(const RankReport& report, proto::ReportRequest* request) {
     row->set_total_seconds(stat.totalSeconds);
     row->set_min_seconds(stat.minSeconds);
     row->set_max_seconds(stat.maxSeconds);
+    row->set_group(stat.group);
+    row->set_group_size(stat.groupSize);
   }
 }
 
@@ -116,7 +118,8 @@ RankReport fromProto(const proto::ReportRequest& request) {
   report.metrics.insert(request.metrics().begin(), request.metrics().end());
   for (const auto& row : request.comm_stats())
     report.commStats.push_back({row.op(), row.bytes(), row.count(), row.total_seconds(),
-                                row.min_seconds(), row.max_seconds()});
+                                row.min_seconds(), row.max_seconds(), row.group(),
+                                row.group_size()});
   return report;
 }
 

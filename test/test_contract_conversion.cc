@@ -72,7 +72,8 @@ TEST_CASE("contract conversion: a report carries its metrics and comms statistic
   sent.lastLoss = 0.5;
   sent.wallSeconds = 3.25;
   sent.metrics = {{"samples_per_second", 128.0}, {"tokens", 4096.0}};
-  sent.commStats = {{"all_reduce", 1 << 20, 12, 0.5, 0.01, 0.1}, {"broadcast", 64, 1, 0, 0, 0}};
+  sent.commStats = {{"all_reduce", 1 << 20, 12, 0.5, 0.01, 0.1, "data (ranks 0,2)", 2},
+                    {"broadcast", 64, 1, 0, 0, 0, "world", 4}};
   proto::ReportRequest request;
   toProto(sent, &request);
   const RankReport got = fromProto(overTheWire(request));
@@ -90,6 +91,8 @@ TEST_CASE("contract conversion: a report carries its metrics and comms statistic
     CHECK(got.commStats[i].totalSeconds == sent.commStats[i].totalSeconds);
     CHECK(got.commStats[i].minSeconds == sent.commStats[i].minSeconds);
     CHECK(got.commStats[i].maxSeconds == sent.commStats[i].maxSeconds);
+    CHECK(got.commStats[i].group == sent.commStats[i].group);
+    CHECK(got.commStats[i].groupSize == sent.commStats[i].groupSize);
   }
 }
 

@@ -93,7 +93,7 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   if (job.gpt) matmulReady = std::jthread(kernels::prepareMatmul);
   const std::unique_ptr<runtime::Communicator> world =
       makeGroupFactory(join, store, bindAddress, config.commBackend).world();
-  runtime::CommsLogger logger(config.commsLogger, join.worldSize);
+  runtime::CommsLogger logger(config.commsLogger);
   runtime::LoggingCommunicator logged(*world, logger);
   runtime::Communicator& comm =
       config.commsLogger.enabled ? static_cast<runtime::Communicator&>(logged) : *world;

@@ -48,7 +48,7 @@ Result run(int world, int stage, bool overlap, int steps, int hidden) {
       const auto config = parseDeepSpeedConfig(json, world, "bench");
       CommsLoggerConfig logConfig;
       logConfig.enabled = true;
-      CommsLogger logger(logConfig, world, nullptr);
+      CommsLogger logger(logConfig, nullptr);
       LoggingCommunicator comm(group[r], logger);
       Mlp model({1024, hidden, hidden, hidden, 1024});
       TeacherTask task(1024, 1024, 1);

@@ -5,8 +5,8 @@
 
 namespace ds::runtime {
 
-CommsLogger::CommsLogger(CommsLoggerConfig config, int ranks, std::FILE* verboseOut)
-    : config_(std::move(config)), ranks_(ranks), verboseOut_(verboseOut) {}
+CommsLogger::CommsLogger(CommsLoggerConfig config, std::FILE* verboseOut)
+    : config_(std::move(config)), verboseOut_(verboseOut) {}
 
 bool CommsLogger::profiles(const std::string& op) const {
   if (!config_.enabled) return false;
@@ -14,29 +14,34 @@ bool CommsLogger::profiles(const std::string& op) const {
          std::find(config_.profOps.begin(), config_.profOps.end(), op) != config_.profOps.end();
 }
 
-void CommsLogger::record(const std::string& op, uint64_t bytes, double seconds) {
+void CommsLogger::record(const std::string& op, const std::string& group, int groupSize,
+                         uint64_t bytes, double seconds) {
   if (!profiles(op)) return;
-  CommStat& stat = stats_[{op, bytes}];
+  std::lock_guard lock(mutex_);
+  CommStat& stat = stats_[{op, group, bytes}];
   if (stat.count == 0) {
     stat.op = op;
     stat.bytes = bytes;
+    stat.group = group;
+    stat.groupSize = groupSize;
     stat.minSeconds = stat.maxSeconds = seconds;
   }
   ++stat.count;
   stat.totalSeconds += seconds;
   stat.minSeconds = std::min(stat.minSeconds, seconds);
   stat.maxSeconds = std::max(stat.maxSeconds, seconds);
-  if (config_.verbose && verboseOut_ != nullptr) {
-    const double algbw = seconds > 0 ? bytes / seconds / 1e9 : 0.0;
-    std::fprintf(verboseOut_,
-                 "comm op: %s | time (ms): %.3f | msg size: %llu B | algbw (GB/s): %.3f | busbw "
-                 "(GB/s): %.3f\n",
-                 op.c_str(), seconds * 1e3, static_cast<unsigned long long>(bytes), algbw,
-                 algbw * busBandwidthFactor(op, ranks_));
-  }
+  if (config_.verbose && verboseOut_ != nullptr)
+    std::fprintf(
+        verboseOut_,
+        "comm op: %s | group: %s | time (ms): %.3f | msg size: %llu B | algbw (GB/s): %.3f "
+        "| busbw (GB/s): %.3f\n",
+        op.c_str(), group.empty() ? "-" : group.c_str(), seconds * 1e3,
+        static_cast<unsigned long long>(bytes), algBandwidthGBps(bytes, seconds),
+        busBandwidthGBps(op, bytes, seconds, groupSize));
 }
 
 std::vector<CommStat> CommsLogger::summary() const {
+  std::lock_guard lock(mutex_);
   std::vector<CommStat> out;
   for (const auto& [key, stat] : stats_) out.push_back(stat);
   return out;
@@ -47,7 +52,7 @@ void LoggingCommunicator::timed(const char* name, uint64_t bytes, Op op) {
   if (!logger_.profiles(name)) return op();
   const auto start = std::chrono::steady_clock::now();
   op();
-  logger_.record(name, bytes,
+  logger_.record(name, group_, size(), bytes,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 

@@ -1,42 +1,51 @@
-// Communication logging, DeepSpeed's comms_logger: per op and message size, the count, total,
-// minimum and maximum latency; with `verbose` one line per op as it happens. LoggingCommunicator
-// wraps any communicator and times its (blocking) ops with the wall clock: no extra
-// synchronisation is added, unlike DeepSpeed's, which synchronises the device around every op.
+// Communication logging, DeepSpeed's comms_logger: per op, group and message size, the count,
+// total, minimum and maximum latency; with `verbose` one line per op as it happens. One logger may
+// serve the LoggingCommunicators of several groups (world, data, model, pipe...), each op kept
+// under its own group and its bandwidth figured on that group's rank count. LoggingCommunicator
+// times (blocking) ops with the wall clock: no extra synchronisation is added, unlike DeepSpeed's,
+// which synchronises the device around every op.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/comm_stat.h"
-#include "runtime/comm/communicator.h"
 #include "runtime/comm/comms_logger_config.h"
+#include "runtime/comm/communicator.h"
 
 namespace ds::runtime {
 
 class CommsLogger {
  public:
-  CommsLogger(CommsLoggerConfig config, int ranks, std::FILE* verboseOut = stdout);
+  explicit CommsLogger(CommsLoggerConfig config, std::FILE* verboseOut = stdout);
   bool profiles(const std::string& op) const;
-  void record(const std::string& op, uint64_t bytes, double seconds);
-  // Sorted by op, then size.
+  // `group` and `groupSize`: the communicator the op ran on, as CommStat names them. Safe to call
+  // from the threads of several groups at once.
+  void record(const std::string& op, const std::string& group, int groupSize, uint64_t bytes,
+              double seconds);
+  // Sorted by op, then group, then size.
   std::vector<CommStat> summary() const;
 
  private:
   CommsLoggerConfig config_;
-  int ranks_;
   std::FILE* verboseOut_;
-  std::map<std::pair<std::string, uint64_t>, CommStat> stats_;
+  mutable std::mutex mutex_;  // guards stats_ and keeps verbose lines whole
+  std::map<std::tuple<std::string, std::string, uint64_t>, CommStat> stats_;
 };
 
 class LoggingCommunicator : public Communicator {
  public:
-  // Takes the inner group's name: its ops are tracked under the wrapper's, the outermost call.
-  LoggingCommunicator(Communicator& inner, CommsLogger& logger) : inner_(inner), logger_(logger) {
-    setGroupName(inner.groupName());
+  // Takes the inner group's name: its ops are tracked under the wrapper's, the outermost call,
+  // and logged under it.
+  LoggingCommunicator(Communicator& inner, CommsLogger& logger)
+      : inner_(inner), logger_(logger), group_(inner.groupName()) {
+    setGroupName(group_);
   }
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
@@ -60,6 +69,7 @@ class LoggingCommunicator : public Communicator {
   void timed(const char* name, uint64_t bytes, Op op);
   Communicator& inner_;
   CommsLogger& logger_;
+  std::string group_;  // the name once, not looked up in the tracker's table on every op
 };
 
 }  // namespace ds::runtime
