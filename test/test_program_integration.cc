@@ -167,7 +167,9 @@ TEST_CASE("dry-run --json: one object, nothing started, bad input: exit 2, stdou
 TEST_CASE("each-rank logs: --enable_each_rank_log DIR writes DeepSpeed-named per-rank logs") {
   const auto job = launchIn("eachlog", {"--enable_each_rank_log", "ranklogs", "--no_local_rank",
                                         "--", "/bin/sh", "-c", "echo hello from $RANK"});
-  REQUIRE(waitExit(job, 60s) == 0);
+  const auto status = waitExit(job, 60s);
+  INFO(readFile(job.dir + "/stdout") << readFile(job.dir + "/stderr"));
+  REQUIRE(status == 0);
   int found = 0;
   for (const auto& entry : std::filesystem::directory_iterator(job.dir + "/ranklogs")) {
     std::smatch match;
