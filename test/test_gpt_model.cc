@@ -588,6 +588,46 @@ TEST_CASE("GPT: padded vocabulary, parameter table and initialisation follow Neo
   }
 }
 
+// The parameters drawn as the ranges [cuts[r], cuts[r + 1]) of the flat layout, each range cut
+// further at the tensors it spans (as a rank would draw its ZeRO shard), then concatenated.
+std::vector<float> drawInShards(const Gpt& model, uint64_t seed, const std::vector<size_t>& cuts) {
+  std::vector<float> out(model.parameterCount(), -1.0f);
+  for (size_t r = 0; r + 1 < cuts.size(); ++r)
+    for (const auto& spec : model.parameters()) {
+      const size_t begin = std::max(cuts[r], spec.offset),
+                   end = std::min(cuts[r + 1], spec.offset + spec.numel);
+      if (begin >= end) continue;
+      std::vector<float> shard(end - begin);
+      model.initTensorRange(spec, shard.data(), seed, begin - spec.offset, end - spec.offset);
+      std::copy(shard.begin(), shard.end(), out.begin() + static_cast<std::ptrdiff_t>(begin));
+    }
+  return out;
+}
+
+TEST_CASE("GPT: parameters drawn in shards at world sizes 1 to 4 equal one whole draw", "[gpt]") {
+  for (InitMethod method : {InitMethod::Normal, InitMethod::ScaledNormal, InitMethod::XavierUniform,
+                            InitMethod::SmallInit}) {
+    INFO(ds::runtime::initMethodName(method));
+    GptConfig c = smallConfig();
+    c.initMethod = method;
+    const Gpt model(c);
+    const size_t count = model.parameterCount();
+    std::vector<float> whole(count);
+    model.initParameters(whole.data(), 11);
+    for (size_t world : {1, 2, 3, 4}) {
+      INFO("world " << world);
+      std::vector<size_t> even, uneven;
+      for (size_t r = 0; r <= world; ++r) {
+        even.push_back(count * r / world);
+        // Odd cuts, off the tensors' and the Philox blocks' boundaries alike.
+        uneven.push_back(r == world ? count : (count * r * r) / (world * world) + (r % 2) * 3);
+      }
+      CHECK(drawInShards(model, 11, even) == whole);
+      CHECK(drawInShards(model, 11, uneven) == whole);
+    }
+  }
+}
+
 TEST_CASE("GPT: the flops profiler's module tree adds up and prints as DeepSpeed's", "[gpt]") {
   GptConfig c = smallConfig();
   c.activation = Activation::Geglu;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/philox.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "test/skip.h"
 
@@ -114,6 +115,8 @@ std::vector<float> runAll(const TransformerKernels& k) {
   std::vector<float> normal(37);  // odd: the last pair's sine is dropped
   k.normalFromDraws(normal.data(), normal.size(), draws.data(), 0.02f);
   append(normal);
+  k.normalFromPhilox(normal.data(), normal.size(), 17, 0x0123456789abcdefull, 2049, 0.02f);
+  append(normal);
   return out;
 }
 
@@ -171,7 +174,51 @@ void checkBoxMuller(KernelIsa isa) {
   CHECK(got[1 << 20] == 0.0f);  // the first edge pair: u1 = 1, radius 0
 }
 
+// Philox's normal draws on a path: any range [first, first + n) is normalFromDraws' pairs on the
+// scalar Philox's blocks (draws x1:x0 then x3:x2), and bitwise the scalar path's, odd cuts and
+// ranges longer than the kernel's buffer included.
+void checkPhiloxNormal(KernelIsa isa) {
+  if (skipUnlessSupported(isa)) return;
+  const uint64_t seed = 0x5eedull << 40 | 99, stream = 0xfeedfacecafebeefull;
+  const size_t total = (1 << 20) + 3;
+  std::vector<uint64_t> draws(total + 1);
+  for (size_t j = 0; j < draws.size() / 2; ++j) {
+    const ds::kernels::PhiloxWords w = ds::kernels::philoxBlock(seed, stream, j);
+    draws[2 * j] = static_cast<uint64_t>(w[1]) << 32 | w[0];
+    draws[2 * j + 1] = static_cast<uint64_t>(w[3]) << 32 | w[2];
+  }
+  const TransformerKernels& scalar = ds::kernels::transformerKernels(KernelIsa::Scalar);
+  std::vector<float> want(total);
+  scalar.normalFromDraws(want.data(), total, draws.data(), 0.5f);
+  const TransformerKernels& k = ds::kernels::transformerKernels(isa);
+  std::vector<float> whole(total);
+  k.normalFromPhilox(whole.data(), total, seed, stream, 0, 0.5f);
+  CHECK(bitwiseEqual(whole, want));
+  for (const auto& [first, n] : std::vector<std::pair<size_t, size_t>>{
+           {1, 1}, {1, 2}, {2, 1}, {7, 2047}, {2047, 2050}, {4096, 4097}, {333333, 100001}}) {
+    INFO("elements " << first << " to " << first + n);
+    std::vector<float> got(n);
+    k.normalFromPhilox(got.data(), n, seed, stream, first, 0.5f);
+    CHECK(bitwiseEqual(got, std::vector<float>(want.begin() + first, want.begin() + first + n)));
+  }
+}
+
 }  // namespace
+
+TEST_CASE("transformer kernels: the scalar path's Philox normals are Box-Muller on Philox's blocks",
+          "[kernels]") {
+  checkPhiloxNormal(KernelIsa::Scalar);
+}
+
+TEST_CASE("transformer kernels: the AVX2 path's Philox normals equal the scalar path's",
+          "[kernels]") {
+  checkPhiloxNormal(KernelIsa::Avx2);
+}
+
+TEST_CASE("transformer kernels: the AVX-512 path's Philox normals equal the scalar path's",
+          "[kernels]") {
+  checkPhiloxNormal(KernelIsa::Avx512);
+}
 
 TEST_CASE("transformer kernels: the AVX2 path equals the scalar path bitwise", "[kernels]") {
   checkSimdPath(KernelIsa::Avx2);

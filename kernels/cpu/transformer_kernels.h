@@ -83,6 +83,11 @@ struct TransformerKernels {
   // Parameter initialisation: out[0, n) = scale * N(0, 1) samples, Box-Muller pairs (cos, sin) from
   // draws[2i] (radius) and draws[2i + 1] (angle), 2 * ceil(n / 2) 64-bit uniform draws in all.
   void (*normalFromDraws)(float* out, size_t n, const uint64_t* draws, float scale);
+  // Elements [first, first + n) of a normal tensor drawn from Philox4x32-10 (philox.h): element
+  // pair (2j, 2j + 1) is normalFromDraws' pair from block j's two draws (key seed, counter (j,
+  // stream)); out[i] = element first + i, so any range equals the same range of a whole draw.
+  void (*normalFromPhilox)(float* out, size_t n, uint64_t seed, uint64_t stream, uint64_t first,
+                           float scale);
 };
 
 const TransformerKernels& transformerKernels(KernelIsa isa);

@@ -5,11 +5,13 @@
 // the paths must stay bitwise equal (test_transformer_kernels checks it).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/cpu/box_muller_impl.h"
+#include "kernels/cpu/philox_impl.h"
 #include "kernels/cpu/transformer_kernels.h"
 
 namespace {
@@ -408,6 +410,24 @@ void normalFromDraws(float* out, size_t n, const uint64_t* draws, float scale) {
   }
 }
 
+void normalFromPhilox(float* out, size_t n, uint64_t seed, uint64_t stream, uint64_t first,
+                      float scale) {
+  // Whole pairs in blocks of kPairs through a buffer, so that a range starting or ending inside a
+  // pair (an odd cut) copies just its half.
+  constexpr uint64_t kPairs = 1024;
+  uint64_t draws[2 * kPairs];
+  float values[2 * kPairs];
+  const uint64_t end = first + n;
+  for (uint64_t e = first; e < end;) {
+    const uint64_t pair = e / 2, pairs = std::min<uint64_t>(kPairs, (end + 1) / 2 - pair);
+    philoxDraws(draws, pairs, seed, stream, pair);
+    normalFromDraws(values, 2 * pairs, draws, scale);
+    const uint64_t stop = std::min(end, 2 * (pair + pairs));
+    std::memcpy(out + (e - first), values + (e - 2 * pair), (stop - e) * sizeof(float));
+    e = stop;
+  }
+}
+
 constexpr ds::kernels::TransformerKernels kTable = {layerNormForward,
                                                     layerNormBackward,
                                                     rmsNormForward,
@@ -427,6 +447,7 @@ constexpr ds::kernels::TransformerKernels kTable = {layerNormForward,
                                                     addBias,
                                                     biasGradient,
                                                     add,
-                                                    normalFromDraws};
+                                                    normalFromDraws,
+                                                    normalFromPhilox};
 
 }  // namespace

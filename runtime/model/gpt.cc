@@ -6,11 +6,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <random>
 
 #include "common/error.h"
 #include "common/fnv1a.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/philox.h"
+#include "kernels/cpu/transformer_kernels.h"
 #include "runtime/model/gpt_block.h"
 
 namespace ds::runtime {
@@ -180,7 +181,8 @@ int Gpt::maxPositions() const {
   return std::max(config_.seqLength, config_.maxPositionEmbeddings);
 }
 
-void Gpt::initTensor(const ParamSpec& s, float* p, uint64_t seed) const {
+void Gpt::initTensorRange(const ParamSpec& s, float* p, uint64_t seed, size_t begin,
+                          size_t end) const {
   const auto endsWith = [&](const char* suffix) {
     const size_t n = std::strlen(suffix);
     return s.name.size() >= n && s.name.compare(s.name.size() - n, n, suffix) == 0;
@@ -188,7 +190,7 @@ void Gpt::initTensor(const ParamSpec& s, float* p, uint64_t seed) const {
   // Norm weights start at one, biases at zero (the qk norm's are [heads, head size]).
   if (s.shape.size() == 1 || endsWith("qk_layernorm.weight") || endsWith("qk_layernorm.bias")) {
     const float v = endsWith("layernorm.weight") || endsWith("layer_norm.weight") ? 1.0f : 0.0f;
-    std::fill(p, p + s.numel, v);
+    std::fill(p, p + (end - begin), v);
     return;
   }
   const bool output = endsWith("attention.dense.weight") || endsWith("dense_4h_to_h.weight");
@@ -197,25 +199,21 @@ void Gpt::initTensor(const ParamSpec& s, float* p, uint64_t seed) const {
   const double fanOut = static_cast<double>(s.shape[0]),
                fanIn = static_cast<double>(s.numel) / fanOut;
   const float std = initStd(method, config_, fanIn, fanOut);
-  // Each tensor's stream depends on the seed and its name only: adding a tensor changes no other.
-  // Two draws per pair of values, in blocks; the kernel makes the same values on every CPU.
-  std::mt19937_64 rng(seed ^ fnv1a64(s.name.data(), s.name.size()));
-  if (method == InitMethod::XavierUniform) {  // U(-a, a): 24 bits of one draw per value
-    const double bound = std::sqrt(3.0) * std;
-    for (size_t i = 0; i < s.numel; ++i) {
-      const double u = static_cast<double>(rng() >> 40) * 0x1.0p-24;  // [0, 1)
-      p[i] = static_cast<float>((2.0 * u - 1.0) * bound);
+  // Philox4x32-10 with key = seed and counter = (block, stream = the name's hash): each element
+  // depends on the seed, the tensor's name and its index only, so adding a tensor changes no
+  // other, and a rank can draw any range of a tensor alone (docs/gpt-trainer.md has the mapping).
+  const uint64_t stream = fnv1a64(s.name.data(), s.name.size());
+  if (method == InitMethod::XavierUniform) {  // U(-a, a): element e is the top 24 bits of word e % 4
+    const double bound = std::sqrt(3.0) * std;  // of block e / 4
+    kernels::PhiloxWords words{};
+    for (size_t e = begin; e < end; ++e) {
+      if (e == begin || e % 4 == 0) words = kernels::philoxBlock(seed, stream, e / 4);
+      const double u = static_cast<double>(words[e % 4] >> 8) * 0x1.0p-24;  // [0, 1)
+      p[e - begin] = static_cast<float>((2.0 * u - 1.0) * bound);
     }
     return;
   }
-  const kernels::TransformerKernels& k = kernels::transformerKernels();
-  constexpr size_t kBlock = 4096;  // values per kernel call (even: pairs never straddle calls)
-  uint64_t draws[kBlock];
-  for (size_t i = 0; i < s.numel; i += kBlock) {
-    const size_t n = std::min(kBlock, s.numel - i);
-    for (size_t d = 0; d < n + n % 2; ++d) draws[d] = rng();
-    k.normalFromDraws(p + i, n, draws, std);
-  }
+  kernels::transformerKernels().normalFromPhilox(p, end - begin, seed, stream, begin, std);
 }
 
 void Gpt::checkBatch(const Batch& batch, size_t& seq) const {

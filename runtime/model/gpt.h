@@ -29,7 +29,8 @@ class Gpt : public Model {
 
   const std::vector<ParamSpec>& parameters() const override { return specs_; }
   int layerCount() const override { return config_.numLayers + 2; }
-  void initTensor(const ParamSpec& spec, float* values, uint64_t seed) const override;
+  void initTensorRange(const ParamSpec& spec, float* values, uint64_t seed, size_t begin,
+                       size_t end) const override;
   float forwardBackward(const Batch& batch, LayerAccess& access, float gradScale) override;
 
   // Mean loss of the batch without gradients or dropout (evaluation): acquires and releases

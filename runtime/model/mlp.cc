@@ -45,11 +45,13 @@ Mlp::Mlp(std::vector<int> layerSizes) : sizes_(std::move(layerSizes)) {
   }
 }
 
-void Mlp::initTensor(const ParamSpec& spec, float* values, uint64_t seed) const {
-  // Uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases, as torch.nn.Linear.
+void Mlp::initTensorRange(const ParamSpec& spec, float* values, uint64_t seed, size_t begin,
+                          size_t end) const {
+  // Uniform(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weights and biases, as torch.nn.Linear; value k
+  // of the flat layout is splitmix's draw k, already a pure function of the index.
   const int64_t fanIn = spec.name.ends_with(".weight") ? spec.shape[1] : sizes_[0];
   const float bound = 1.0f / std::sqrt(static_cast<float>(fanIn));
-  for (size_t i = 0; i < spec.numel; ++i) values[i] = bound * uniform(seed, spec.offset + i);
+  for (size_t i = begin; i < end; ++i) values[i - begin] = bound * uniform(seed, spec.offset + i);
 }
 
 void Mlp::layerForward(size_t l, const float* w, const float* b, size_t n) {

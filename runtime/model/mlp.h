@@ -17,7 +17,8 @@ class Mlp : public Model {
 
   const std::vector<ParamSpec>& parameters() const override { return specs_; }
   int layerCount() const override { return static_cast<int>(sizes_.size()) - 1; }
-  void initTensor(const ParamSpec& spec, float* values, uint64_t seed) const override;
+  void initTensorRange(const ParamSpec& spec, float* values, uint64_t seed, size_t begin,
+                       size_t end) const override;
   float forwardBackward(const Batch& batch, LayerAccess& access, float gradScale) override;
 
   // Forward pass only over the flat parameters; returns the outputs (batch x outputDim), valid

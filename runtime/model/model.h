@@ -58,9 +58,16 @@ class Model {
     const auto& specs = parameters();
     return specs.empty() ? 0 : specs.back().offset + specs.back().numel;
   }
-  // Writes the initial values of one tensor of parameters() (`values`: its first element). They
-  // depend on the seed and the tensor only, so ranks can each initialise a share of the tensors.
-  virtual void initTensor(const ParamSpec& spec, float* values, uint64_t seed) const = 0;
+  // Writes elements [begin, end) of one tensor of parameters()'s initial values (`values`: element
+  // begin). Each element is a pure function of (seed, tensor, element index), so any cut of a
+  // tensor into ranges gives, concatenated, the same values as one whole draw.
+  virtual void initTensorRange(const ParamSpec& spec, float* values, uint64_t seed, size_t begin,
+                               size_t end) const = 0;
+  // Writes the initial values of one whole tensor (`values`: its first element): the range of all
+  // its elements.
+  virtual void initTensor(const ParamSpec& spec, float* values, uint64_t seed) const {
+    initTensorRange(spec, values, seed, 0, spec.numel);
+  }
   // Writes the initial values of all parameters (flat layout), identical for the same seed.
   void initParameters(float* params, uint64_t seed) const {
     for (const ParamSpec& spec : parameters()) initTensor(spec, params + spec.offset, seed);
