@@ -12,7 +12,7 @@ constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;  // the key
 
 // One block: counter (x0..x3) through ten rounds under key (k0, k1), in place.
 inline void philoxRounds(uint32_t& x0, uint32_t& x1, uint32_t& x2, uint32_t& x3, uint32_t k0,
-                        uint32_t k1) {
+                         uint32_t k1) {
 #pragma GCC unroll 10
   for (int round = 0; round < 10; ++round) {
     const uint64_t p0 = static_cast<uint64_t>(kPhiloxM0) * x0;
@@ -28,8 +28,8 @@ inline void philoxRounds(uint32_t& x0, uint32_t& x1, uint32_t& x2, uint32_t& x3,
   }
 }
 
-// The 64-bit draws of blocks [firstBlock, firstBlock + blocks): key (seed), counter (block, stream),
-// two draws per block, draws[2b] = x1:x0 and draws[2b + 1] = x3:x2 (high word first).
+// The 64-bit draws of blocks [firstBlock, firstBlock + blocks): key (seed), counter (block,
+// stream), two draws per block, draws[2b] = x1:x0 and draws[2b + 1] = x3:x2 (high word first).
 inline void philoxDraws(uint64_t* draws, uint64_t blocks, uint64_t seed, uint64_t stream,
                         uint64_t firstBlock) {
   const auto k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);

@@ -203,8 +203,9 @@ void Gpt::initTensorRange(const ParamSpec& s, float* p, uint64_t seed, size_t be
   // depends on the seed, the tensor's name and its index only, so adding a tensor changes no
   // other, and a rank can draw any range of a tensor alone (docs/gpt-trainer.md has the mapping).
   const uint64_t stream = fnv1a64(s.name.data(), s.name.size());
-  if (method == InitMethod::XavierUniform) {  // U(-a, a): element e is the top 24 bits of word e % 4
-    const double bound = std::sqrt(3.0) * std;  // of block e / 4
+  if (method == InitMethod::XavierUniform) {
+    // U(-a, a): element e is the top 24 bits of word e % 4 of block e / 4.
+    const double bound = std::sqrt(3.0) * std;
     kernels::PhiloxWords words{};
     for (size_t e = begin; e < end; ++e) {
       if (e == begin || e % 4 == 0) words = kernels::philoxBlock(seed, stream, e / 4);
