@@ -290,9 +290,10 @@ std::unique_ptr<CoordinatorClient> connectToCoordinator(const WorkerOptions& o,
     std::fprintf(stderr, "ds-worker: rank %d could not report: %s\n", join.rank, e.what());
   }
   ds::runtime::unlinkOwnedShmSegments();
-  // The node's other ranks still reach the coordinator through this process: stay until they
-  // have gone (or the coordinator has).
-  if (gRelay) gRelay->waitForConnections(1, std::chrono::hours(24 * 365));
+  // The node's other ranks still reach the coordinator through this process: stay until every
+  // one of them has joined and gone (or the coordinator has), however fast this rank finished.
+  if (gRelay)
+    gRelay->waitForNodeRanks(static_cast<size_t>(join.localSize), 1, std::chrono::hours(24 * 365));
   finishTaggedOutput();
   _exit(
       report.exitStatus);  // the watcher thread is parked in a stream read; nothing else to unwind

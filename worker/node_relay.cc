@@ -152,6 +152,7 @@ void NodeRelay::Core::handle(const ConnectionPtr& c) {
     case CoordinatorMethod::Watch:
       return watch(c, call);
     case CoordinatorMethod::Join:
+      ++joinsSeen;
       return joins.add(*this, c, method);
     case CoordinatorMethod::KvSet:
     case CoordinatorMethod::KvMultiSet:
@@ -256,6 +257,7 @@ NodeRelay::~NodeRelay() {
 }
 
 size_t NodeRelay::connections() const { return core_->connectionCount; }
+size_t NodeRelay::joinsSeen() const { return core_->joinsSeen; }
 bool NodeRelay::sessionEnded() const { return core_->ended; }
 size_t NodeRelay::queuedWrites() const { return core_->queued; }
 

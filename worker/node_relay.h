@@ -53,9 +53,10 @@ class NodeRelay {
   NodeRelay(const NodeRelay&) = delete;
   NodeRelay& operator=(const NodeRelay&) = delete;
 
-  size_t connections() const;  // local connections open now
-  bool sessionEnded() const;   // the upstream stream ended (coordinator gone or job over)
-  size_t queuedWrites() const; // local frames not yet written
+  size_t connections() const;   // local connections open now
+  size_t joinsSeen() const;     // join requests relayed so far (each rank joins once)
+  bool sessionEnded() const;    // the upstream stream ended (coordinator gone or job over)
+  size_t queuedWrites() const;  // local frames not yet written
 
  private:
   friend void closeRelays(std::vector<std::unique_ptr<NodeRelay>> relays);
@@ -73,9 +74,12 @@ void closeRelays(std::vector<std::unique_ptr<NodeRelay>> relays);
 class RelayHost {
  public:
   virtual ~RelayHost() = default;
-  // Returns when at most `connections` local connections are left, the upstream stream has
-  // ended, or `timeout` has passed.
-  virtual void waitForConnections(size_t connections, std::chrono::milliseconds timeout) const = 0;
+  // Returns when `ranks` joins have been relayed and at most `connections` local connections are
+  // left (the node's other ranks joined and went), the upstream stream has ended, or `timeout`
+  // has passed. A rank that finished first must not take the relay away from a slower one that
+  // has not connected yet.
+  virtual void waitForNodeRanks(size_t ranks, size_t connections,
+                                std::chrono::milliseconds timeout) const = 0;
   // Returns when every frame queued for the local ranks is written, or `timeout` has passed.
   virtual void flush(std::chrono::milliseconds timeout) const = 0;
 };

@@ -166,6 +166,7 @@ struct NodeRelay::Core : std::enable_shared_from_this<Core> {
 
   // Read from other threads.
   std::atomic<size_t> connectionCount{0}, queued{0};
+  std::atomic<size_t> joinsSeen{0};  // join requests relayed, one per rank of the node
   std::atomic<bool> ended{false};
   std::mutex postMutex;
   bool closed = false;

@@ -1,9 +1,8 @@
 // RelayHost: a NodeRelay on a thread and io_context of its own, for the node agent or the worker
 // that hosts its node's relay. Not used by the bench, which runs many relays on one io_context.
+#include <boost/asio.hpp>
 #include <thread>
 #include <utility>  // before asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
-
-#include <boost/asio.hpp>
 
 #include "worker/node_relay.h"
 
@@ -28,10 +27,11 @@ class ThreadRelayHost final : public RelayHost {
     thread_.join();  // returns once every handler has run out
   }
 
-  void waitForConnections(size_t connections, std::chrono::milliseconds timeout) const override {
+  void waitForNodeRanks(size_t ranks, size_t connections,
+                        std::chrono::milliseconds timeout) const override {
     const auto until = std::chrono::steady_clock::now() + timeout;
-    while (relay_->connections() > connections && !relay_->sessionEnded() &&
-           std::chrono::steady_clock::now() < until)
+    while ((relay_->joinsSeen() < ranks || relay_->connections() > connections) &&
+           !relay_->sessionEnded() && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 
