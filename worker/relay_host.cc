@@ -1,8 +1,9 @@
 // RelayHost: a NodeRelay on a thread and io_context of its own, for the node agent or the worker
 // that hosts its node's relay. Not used by the bench, which runs many relays on one io_context.
-#include <boost/asio.hpp>
 #include <thread>
 #include <utility>  // before asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
+
+#include <boost/asio.hpp>
 
 #include "worker/node_relay.h"
 
