@@ -234,6 +234,8 @@ TEST_CASE("no-ssh mode: --no_ssh, one ds-launch per node, sharing DS_JOB_TOKEN")
   const auto status0 = waitExit(node0, 60s);
   const auto status1 = waitExit(node1, 60s);
   unsetenv("DS_JOB_TOKEN");
+  INFO("node 0:\n" << readFile(dir0 + "/stdout") << readFile(dir0 + "/stderr") << "node 1:\n"
+                    << readFile(dir1 + "/stdout") << readFile(dir1 + "/stderr"));
   REQUIRE(status0 == 0);
   REQUIRE(status1 == 0);
   // Node 1's ranks print on node 1; node 0's ds-launch supervises all four.
