@@ -202,6 +202,26 @@ void BlockRunner::normBackward(const float* dout, const float* x, const float* w
   }
 }
 
+namespace {
+
+// The qk norm works on [2N, h]: queries (columns 0..h-1 of each [N, Q] qkv row) in rows 0..N-1,
+// keys (columns h..2h-1) in rows N..2N-1. These move them out of qkv and back.
+void gatherQueriesKeys(float* qk, const float* qkv, size_t N, size_t h, size_t Q) {
+  for (size_t r = 0; r < N; ++r) {
+    std::memcpy(qk + r * h, qkv + r * Q, h * sizeof(float));
+    std::memcpy(qk + (N + r) * h, qkv + r * Q + h, h * sizeof(float));
+  }
+}
+
+void scatterQueriesKeys(float* qkv, const float* qk, size_t N, size_t h, size_t Q) {
+  for (size_t r = 0; r < N; ++r) {
+    std::memcpy(qkv + r * Q, qk + r * h, h * sizeof(float));
+    std::memcpy(qkv + r * Q + h, qk + (N + r) * h, h * sizeof(float));
+  }
+}
+
+}  // namespace
+
 // NeoX builds the query/key norm as norm([heads, head size]) and applies it to q and k of shape
 // [.., heads, head size]: torch's LayerNorm then normalises over both trailing dimensions (the
 // whole query of a token) with a weight and bias per element; NeoX's RMSNorm and ScaleNorm reduce
@@ -212,10 +232,7 @@ void BlockRunner::qkNormForward(const float* w, const float* b, float* qkv, Bloc
   const size_t h = c_.hiddenSize, Q = c_.qkvSize(), H = c_.numAttentionHeads, d = c_.headDim();
   float* raw = sized(a.qkRaw, 2 * N * h);
   float* out = sized(ws.qkA, 2 * N * h);
-  for (size_t r = 0; r < N; ++r) {
-    std::memcpy(raw + r * h, qkv + r * Q, h * sizeof(float));
-    std::memcpy(raw + (N + r) * h, qkv + r * Q + h, h * sizeof(float));
-  }
+  gatherQueriesKeys(raw, qkv, N, h, Q);
   const bool perToken = c_.norm == NormKind::LayerNorm;
   const size_t stats = perToken ? 2 * N : 2 * N * H;
   float* sa = sized(a.qkStatsA, stats);
@@ -237,10 +254,7 @@ void BlockRunner::qkNormForward(const float* w, const float* b, float* qkv, Bloc
                           static_cast<float>(c_.scalenormEpsilon));
       break;
   }
-  for (size_t r = 0; r < N; ++r) {
-    std::memcpy(qkv + r * Q, out + r * h, h * sizeof(float));
-    std::memcpy(qkv + r * Q + h, out + (N + r) * h, h * sizeof(float));
-  }
+  scatterQueriesKeys(qkv, out, N, h, Q);
 }
 
 void BlockRunner::qkNormBackward(const float* w, float* dw, float* db, float* dqkv,
@@ -248,10 +262,7 @@ void BlockRunner::qkNormBackward(const float* w, float* dw, float* db, float* dq
   const size_t h = c_.hiddenSize, Q = c_.qkvSize(), H = c_.numAttentionHeads, d = c_.headDim();
   float* dn = sized(ws.qkA, 2 * N * h);
   float* draw = sized(ws.qkB, 2 * N * h);
-  for (size_t r = 0; r < N; ++r) {
-    std::memcpy(dn + r * h, dqkv + r * Q, h * sizeof(float));
-    std::memcpy(dn + (N + r) * h, dqkv + r * Q + h, h * sizeof(float));
-  }
+  gatherQueriesKeys(dn, dqkv, N, h, Q);
   const float* raw = a.qkRaw.data();
   const float* sa = a.qkStatsA.data();
   switch (c_.norm) {
@@ -270,10 +281,7 @@ void BlockRunner::qkNormBackward(const float* w, float* dw, float* db, float* dq
                            static_cast<float>(c_.scalenormEpsilon));
       break;
   }
-  for (size_t r = 0; r < N; ++r) {
-    std::memcpy(dqkv + r * Q, draw + r * h, h * sizeof(float));
-    std::memcpy(dqkv + r * Q + h, draw + (N + r) * h, h * sizeof(float));
-  }
+  scatterQueriesKeys(dqkv, draw, N, h, Q);
 }
 
 void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspace& w,
