@@ -44,10 +44,12 @@ std::vector<int> initialisingRanks(const std::vector<ParamSpec>& specs, int worl
 
 }  // namespace
 
-Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, uint64_t seed)
+Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, uint64_t seed,
+               ParallelGroups groups)
     : model_(model),
       config_(config),
       comm_(comm),
+      grid_(groups),
       modelType_(config.precision.modelDtype),
       gradType_(config.precision.gradAccumDtype.value_or(modelType_)),
       commType_(config.precision.communicationDtype.value_or(gradType_)),
@@ -263,6 +265,7 @@ void Engine::stepAtBoundary() {
   // The norm over all shards: every rank summed the squares of its own slices, in shard order.
   float total = static_cast<float>(statistics.sumSquares);
   queue_->run([&] { comm_.allReduce(&total, 1); });
+  reduceOverOtherAxes(&total, ReduceOp::Sum);
   lastGradNorm_ = std::sqrt(static_cast<double>(total));
   // Every rank summed the same totals, so all stop here together. fp16 skips such a step and
   // lowers its loss scale instead (above); bf16 and fp32 have nothing that could recover.
@@ -355,7 +358,13 @@ void Engine::stepAtBoundary() {
 bool Engine::anyRankOverflowed(bool local) {
   float overflow = local ? 1.0f : 0.0f;
   queue_->run([&] { comm_.allReduce(&overflow, 1, DType::F32, ReduceOp::Max); });
+  reduceOverOtherAxes(&overflow, ReduceOp::Max);
   return overflow > 0.0f;
+}
+
+void Engine::reduceOverOtherAxes(float* value, ReduceOp op) {
+  for (Communicator* group : {grid_.model, grid_.pipe})
+    if (group && group->size() > 1) group->allReduce(value, 1, DType::F32, op);
 }
 
 std::vector<float> Engine::fullParameters() { return zero_->fullParameters(); }

@@ -26,6 +26,7 @@
 #include "runtime/checkpoint/manifest.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/config/ds_config.h"
+#include "runtime/engine/parallel_groups.h"
 #include "runtime/lr/lr_schedule.h"
 #include "runtime/model/model.h"
 #include "runtime/optim/optimizer.h"
@@ -72,7 +73,11 @@ struct CheckpointLoadScope {
 
 class Engine : private LayerAccess {
  public:
-  Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, uint64_t seed);
+  // `comm` is the data-parallel group (the world without model or pipeline parallelism): ZeRO
+  // partitions and averages over it. `groups` are the grid's other axes, over which the gradient
+  // norm and fp16 overflow are agreed (the model itself holds only its slice or stage).
+  Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, uint64_t seed,
+         ParallelGroups groups = {});
   ~Engine() override;
 
   // One micro-batch: returns its mean loss; gradients of loss / gradient_accumulation_steps (times
@@ -135,12 +140,15 @@ class Engine : private LayerAccess {
     std::unique_ptr<Optimizer> optimizer;
   };
   bool anyRankOverflowed(bool local);
+  // In place over the model and pipe groups (after the data group's reduction).
+  void reduceOverOtherAxes(float* value, ReduceOp op);
   void stepAtBoundary();
   std::vector<std::pair<size_t, size_t>> groupRanges() const;
 
   Model& model_;
   DeepSpeedConfig config_;
   Communicator& comm_;
+  ParallelGroups grid_;
   const DType modelType_, gradType_, commType_;
   size_t count_;
   std::vector<ParamSpec> specs_;

@@ -19,6 +19,11 @@ struct ParamSpec {
   size_t offset = 0;        // element offset in the flat buffer
   size_t numel = 0;
   int layer = 0;  // the layer that uses it; layers own consecutive runs of the table
+  // Whether its gradient enters the global gradient norm on this rank. False for a copy that
+  // another rank of the model or pipe groups also holds and counts: a tensor replicated across
+  // model-parallel ranks (norms, row-parallel biases) on every model rank but the first, a tied
+  // embedding's second copy on the last pipeline stage. Overflow is checked on every copy.
+  bool countInGradNorm = true;
 };
 
 // A micro-batch of `size` samples. Regression models (the MLP) read inputs/targets: inputDim and

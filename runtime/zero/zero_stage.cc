@@ -145,9 +145,15 @@ GradientStatistics ZeroStage::gradientStatistics(
   GradientStatistics out;
   for (const auto& [t0, t1] : groups) {
     loadGroupGradients(t0, t1, scratch, unscale);
-    for (float g : scratch) {
-      out.overflow = out.overflow || !std::isfinite(g);
-      out.sumSquares += static_cast<double>(g) * g;
+    const size_t groupBegin = shardLayout_->shardBegin(t0);
+    for (size_t t = t0; t < t1; ++t) {
+      const bool counted = ctx_.specs[t].countInGradNorm;
+      const size_t end = shardLayout_->shardBegin(t + 1) - groupBegin;
+      for (size_t i = shardLayout_->shardBegin(t) - groupBegin; i < end; ++i) {
+        const float g = scratch[i];
+        out.overflow = out.overflow || !std::isfinite(g);
+        if (counted) out.sumSquares += static_cast<double>(g) * g;
+      }
     }
   }
   return out;

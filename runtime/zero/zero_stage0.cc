@@ -33,7 +33,7 @@ GradientStatistics ZeroStage0::gradientStatistics(const std::vector<std::pair<si
                       n, unscale);
       for (size_t k = 0; k < n; ++k) {
         out.overflow = out.overflow || !std::isfinite(block[k]);
-        out.sumSquares += static_cast<double>(block[k]) * block[k];
+        if (ctx_.specs[t].countInGradNorm) out.sumSquares += static_cast<double>(block[k]) * block[k];
       }
     }
   }
