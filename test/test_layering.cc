@@ -35,7 +35,8 @@ const std::vector<Layer> kLayers = {
     {"runtime/offload", {"common/"}},
     {"runtime/comm", {"common/", "kernels/"}},
     {"runtime/parallel", {"common/", "kernels/", "runtime/comm/"}},
-    {"runtime/model", {"common/", "kernels/", "runtime/profiler/"}},
+    {"runtime/model",
+     {"common/", "kernels/", "runtime/comm/", "runtime/parallel/", "runtime/profiler/"}},
     {"runtime/config",
      {"common/", "runtime/data/", "runtime/elastic/", "runtime/monitor/", "runtime/profiler/",
       "runtime/comm/comms_logger_config.h", "runtime/offload/aio_config.h",
@@ -48,8 +49,8 @@ const std::vector<Layer> kLayers = {
       "runtime/offload/", "runtime/optim/"}},
     {"runtime/engine",
      {"common/", "kernels/", "runtime/checkpoint/", "runtime/comm/", "runtime/config/",
-      "runtime/lr/", "runtime/model/", "runtime/offload/", "runtime/optim/", "runtime/precision/",
-      "runtime/zero/"}},
+      "runtime/lr/", "runtime/model/", "runtime/offload/", "runtime/optim/", "runtime/parallel/",
+      "runtime/precision/", "runtime/zero/"}},
     // ds-launch: planning needs the configs and checkpoints, the coordinator the store; never the
     // collectives, models or kernels.
     {"launcher",
