@@ -122,7 +122,16 @@ std::string manifestText(const CheckpointManifest& c) {
   m["micro_steps"] = c.microSteps;
   m["last_grad_norm"] = c.lastGradNorm;
   Json tensors = Json::array();
-  for (const auto& t : c.tensors) tensors.push_back({{"name", t.name}, {"numel", t.numel}});
+  for (const auto& t : c.tensors) {
+    Json tensor = {{"name", t.name}, {"numel", t.numel}};
+    if (t.slice) {
+      Json runs = Json::array();
+      for (const StridedRun& run : t.slice->runs)
+        runs.push_back({run.fullBegin, run.count, run.repeat, run.stride});
+      tensor["slice"] = {{"full_numel", t.slice->fullNumel}, {"runs", runs}};
+    }
+    tensors.push_back(std::move(tensor));
+  }
   m["model"] = {{"parameters", c.parameters}, {"tensors", tensors}};
   m["optimizer"] = {
       {"name", c.optimizerName}, {"steps", c.optimizerSteps}, {"arrays", c.optimizerArrays}};
@@ -136,6 +145,11 @@ std::string manifestText(const CheckpointManifest& c) {
   for (const auto& f : c.files)
     files.push_back({{"name", f.name}, {"bytes", f.bytes}, {"checksum", checksumText(f.checksum)}});
   m["files"] = files;
+  if (c.grid)
+    m["grid"] = {{"pipe", c.grid->pipe},
+                 {"model", c.grid->model},
+                 {"stage", c.grid->stage},
+                 {"model_rank", c.grid->modelRank}};
   m[kChecksumKey] = checksumText(checksumOf(m));
   return m.dump(2) + "\n";
 }
@@ -192,8 +206,35 @@ CheckpointManifest parseManifest(std::string_view text, const std::string& path)
   const Json& tensors = r.array(model, "model", "tensors");
   for (size_t t = 0; t < tensors.size(); ++t) {
     const std::string at = "model.tensors[" + std::to_string(t) + "]";
-    c.tensors.push_back({r.text(tensors[t], at, "name"),
-                         static_cast<uint64_t>(r.integer(tensors[t], at, "numel", 0))});
+    ManifestTensor tensor{r.text(tensors[t], at, "name"),
+                          static_cast<uint64_t>(r.integer(tensors[t], at, "numel", 0)),
+                          std::nullopt};
+    if (tensors[t].is_object() && tensors[t].contains("slice")) {
+      const Json& slice = tensors[t]["slice"];
+      const std::string where = at + ".slice";
+      SliceMap map;
+      map.fullNumel = static_cast<uint64_t>(r.integer(slice, where, "full_numel", 1));
+      const Json& runs = r.array(slice, where, "runs");
+      for (size_t k = 0; k < runs.size(); ++k) {
+        const std::string run = where + ".runs[" + std::to_string(k) + "]";
+        if (!runs[k].is_array() || runs[k].size() != 4)
+          r.fail(run, "expected [full_begin, count, repeat, stride]");
+        uint64_t v[4];
+        for (size_t i = 0; i < 4; ++i) {
+          if (!runs[k][i].is_number_unsigned()) r.fail(run, "expected non-negative integers");
+          v[i] = runs[k][i].get<uint64_t>();
+        }
+        map.runs.push_back({v[0], v[1], v[2], v[3]});
+      }
+      if (map.runs.empty()) r.fail(where + ".runs", "empty");
+      try {
+        checkSliceMap(map, tensor.numel, path + ": " + where);
+      } catch (const Error& e) {
+        throw Error(std::string(e.what()) + " (the checkpoint is damaged or not one of ours)");
+      }
+      tensor.slice = std::move(map);
+    }
+    c.tensors.push_back(std::move(tensor));
   }
 
   const Json& optimizer = r.at(m, "", "optimizer");
@@ -229,6 +270,15 @@ CheckpointManifest parseManifest(std::string_view text, const std::string& path)
     f.bytes = static_cast<uint64_t>(r.integer(files[q], at, "bytes", 0));
     f.checksum = r.crc32cText(at + ".checksum", r.text(files[q], at, "checksum"));
     c.files.push_back(std::move(f));
+  }
+  if (m.contains("grid")) {
+    const Json& grid = m["grid"];
+    ManifestGrid g;
+    g.pipe = r.integer(grid, "grid", "pipe", 1, kMaxCheckpointPartitions);
+    g.model = r.integer(grid, "grid", "model", 1, kMaxCheckpointPartitions);
+    g.stage = r.integer(grid, "grid", "stage", 0, g.pipe - 1);
+    g.modelRank = r.integer(grid, "grid", "model_rank", 0, g.model - 1);
+    c.grid = g;
   }
   return c;
 }

@@ -10,11 +10,22 @@
 #include <string_view>
 #include <vector>
 
+#include "common/slice_map.h"
+
 namespace ds::runtime {
 
 struct ManifestTensor {
   std::string name;
   uint64_t numel = 0;
+  // A model-parallel slice: where its elements sit in the full tensor (absent: the whole tensor).
+  std::optional<SliceMap> slice;
+};
+
+// Where a checkpoint of one pipeline stage's model slice sits on the grid that saved it (absent
+// for a job without model or pipeline parallelism).
+struct ManifestGrid {
+  int64_t pipe = 1, model = 1;  // the grid's sizes (its data size is the manifest's world size)
+  int64_t stage = 0, modelRank = 0;
 };
 
 struct ManifestFile {
@@ -40,6 +51,7 @@ struct CheckpointManifest {
   int64_t lossScalerIteration = 0, lastOverflowIteration = 0, hysteresis = 0;
   std::optional<int64_t> lrLastBatchIteration;  // absent without a scheduler
   std::vector<ManifestFile> files;
+  std::optional<ManifestGrid> grid;
 };
 
 // The most partitions (and saving ranks) a manifest may list: ds-launch's most ranks per job.

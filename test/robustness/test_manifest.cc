@@ -24,7 +24,8 @@ CheckpointManifest sample() {
   c.microSteps = 20;
   c.lastGradNorm = 0.125;
   c.parameters = 12;
-  c.tensors = {{"w", 8}, {"b", 4}};
+  c.tensors = {{"w", 8, ds::SliceMap{32, {{2, 2, 4, 8}}}}, {"b", 4, std::nullopt}};
+  c.grid = ManifestGrid{2, 4, 1, 3};
   c.optimizerName = "adamw";
   c.optimizerSteps = 10;
   c.optimizerArrays = {"exp_avg", "exp_avg_sq"};
@@ -62,6 +63,12 @@ TEST_CASE("manifest: what is written is read back") {
   CHECK(c.lastOverflowIteration == -1);
   CHECK(c.lrLastBatchIteration == 9);
   CHECK(c.lastGradNorm == 0.125);
+  // A model-parallel slice and the grid round-trip; an unsliced tensor has none.
+  REQUIRE(c.tensors.at(0).slice);
+  CHECK(*c.tensors.at(0).slice == ds::SliceMap{32, {{2, 2, 4, 8}}});
+  CHECK_FALSE(c.tensors.at(1).slice);
+  REQUIRE(c.grid);
+  CHECK((c.grid->pipe == 2 && c.grid->model == 4 && c.grid->stage == 1 && c.grid->modelRank == 3));
 }
 
 TEST_CASE("manifest: damaged or hostile manifests are refused, naming the key") {
@@ -129,6 +136,17 @@ TEST_CASE("manifest: damaged or hostile manifests are refused, naming the key") 
        "zero_stage: out of range"},
       {"huge unsigned", edited([](Json& m) { m["global_steps"] = 18446744073709551615ULL; }),
        "global_steps: out of range"},
+      {"a slice outside its tensor",
+       edited([](Json& m) { m["model"]["tensors"][0]["slice"]["runs"][0][0] = 30; }),
+       "model.tensors[0].slice: run 0 leaves the tensor's 32 elements"},
+      {"a slice of another size",
+       edited([](Json& m) { m["model"]["tensors"][0]["slice"]["runs"][0][2] = 3; }),
+       "the runs hold 6 elements, the tensor 8"},
+      {"a slice run that is not four integers",
+       edited([](Json& m) { m["model"]["tensors"][0]["slice"]["runs"][0] = Json::array({1, -2}); }),
+       "expected [full_begin, count, repeat, stride]"},
+      {"a grid stage outside the grid", edited([](Json& m) { m["grid"]["stage"] = 2; }),
+       "grid.stage: out of range"},
       {"not an object", "[1, 2]", "expected an object"},
       {"deep nesting", std::string(100000, '[') + std::string(100000, ']'),
        "m.json: nested more than 16 levels deep at line 1, column 17"},
