@@ -16,12 +16,14 @@ inline std::vector<runtime::ParamSpec> makeSpecs(
   size_t offset = 0;
   for (size_t t = 0; t < tensors.size(); ++t) {
     const auto [numel, decay] = tensors[t];
-    specs.push_back({"t" + std::to_string(t),
-                     {static_cast<int64_t>(numel)},
-                     decay,
-                     offset,
-                     numel,
-                     static_cast<int>(t / 2)});
+    runtime::ParamSpec spec;
+    spec.name = "t" + std::to_string(t);
+    spec.shape = {static_cast<int64_t>(numel)};
+    spec.weightDecay = decay;
+    spec.offset = offset;
+    spec.numel = numel;
+    spec.layer = static_cast<int>(t / 2);
+    specs.push_back(std::move(spec));
     offset += numel;
   }
   return specs;

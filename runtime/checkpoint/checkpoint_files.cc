@@ -126,4 +126,12 @@ std::string readLatestTag(const std::string& dir) {
   return tag;
 }
 
+std::string gridCheckpointDir(const std::string& root, int64_t stage, int64_t modelRank) {
+  if (stage == 0 && modelRank == 0) return root;
+  char name[48];
+  std::snprintf(name, sizeof(name), "pipe_%02lld-model_%02lld", static_cast<long long>(stage),
+                static_cast<long long>(modelRank));
+  return (std::filesystem::path(root) / name).string();
+}
+
 }  // namespace ds::runtime

@@ -47,6 +47,11 @@ void publishCheckpointDirectory(const std::string& staging, const std::string& d
 // tag file can be (4 KiB) or not a regular file.
 std::string readLatestTag(const std::string& dir);
 
+// Where the part of pipeline stage `stage` and model rank `modelRank` of a checkpoint lives under
+// its directory `root`: the first part (and a job without model or pipeline parallelism) at the
+// top, every other in root/pipe_SS-model_MM.
+std::string gridCheckpointDir(const std::string& root, int64_t stage, int64_t modelRank);
+
 // Writes text to path through a temporary file + fsync + rename.
 void writeTextAtomically(const std::string& path, const std::string& text);
 

@@ -130,11 +130,23 @@ class Engine : private LayerAccess {
   float* layerGradients(int layer) override;
   void gradientsDone(int layer) override;
 
-  // engine_checkpoint.cc: every rank calls it; throws on every rank if any file is bad.
-  void verifyShardFiles(const std::string& root, const std::vector<ManifestFile>& files,
-                        size_t arrays);
-  // Collective: throws on every rank the first non-empty `problem` any rank passed.
+  // engine_checkpoint.cc: every rank of the data group calls it with the same list; throws on
+  // every rank if any file is bad.
+  struct ShardFileCheck {
+    std::string path;
+    ManifestFile file;
+    uint64_t expectedBytes = 0;
+  };
+  void verifyShardFiles(const std::vector<ShardFileCheck>& checks);
+  // Collective over the whole grid: throws on every rank the first non-empty `problem` any rank
+  // passed.
   void failTogether(const std::string& problem);
+  // This rank's place on the grid, from the group sizes and ranks (a group rank is the
+  // coordinate on its axis).
+  struct GridPlace {
+    int64_t pipe = 1, model = 1, stage = 0, modelRank = 0;
+  };
+  GridPlace gridPlace() const;
   struct SubGroup {
     size_t t0, t1;  // tensor range; its slices are a contiguous run of the shard
     std::unique_ptr<Optimizer> optimizer;

@@ -9,6 +9,7 @@
 // rank's new slices, so any world size and any stage can load it.
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "common/error.h"
 #include "runtime/checkpoint/checkpoint_files.h"
@@ -46,39 +47,43 @@ struct FileRecord {
 
 }  // namespace
 
-void Engine::verifyShardFiles(const std::string& root, const std::vector<ManifestFile>& files,
-                              size_t arrays) {
-  // Each file is checksummed by one rank (file q by rank q mod N), not by all of them; the first
-  // failure's message goes to every rank so each one fails naming the file.
+void Engine::verifyShardFiles(const std::vector<ShardFileCheck>& checks) {
+  // Each file is checksummed by one rank of the data group (file k by rank k mod N), not by all
+  // of them; the first failure's message goes to every rank so each one fails naming the file.
   std::string problem;
-  for (size_t q = 0; q < files.size(); ++q) {
-    if (static_cast<int>(q % comm_.size()) != comm_.rank() || !problem.empty()) continue;
-    try {
-      const std::string path = (fs::path(root) / files[q].name).string();
-      const uint64_t bytes = files[q].bytes;
-      const PartitionLayout old(specs_, static_cast<int>(files.size()), static_cast<int>(q));
-      if (bytes != arrays * old.shardSize() * sizeof(float))
-        throw Error(path + ": the manifest lists " + std::to_string(bytes) + " bytes, expected " +
-                    std::to_string(arrays) + " arrays of " + std::to_string(old.shardSize()) +
-                    " fp32 values");
-      verifyCheckpointFile(path, bytes, files[q].checksum);
-    } catch (const std::exception& e) {
-      problem = e.what();
-    }
+  for (size_t k = 0; k < checks.size(); ++k) {
+    if (static_cast<int>(k % comm_.size()) != comm_.rank() || !problem.empty()) continue;
+    problem = problemOf([&] {
+      const ShardFileCheck& c = checks[k];
+      if (c.file.bytes != c.expectedBytes)
+        throw Error(c.path + ": the manifest lists " + std::to_string(c.file.bytes) +
+                    " bytes, expected " + std::to_string(c.expectedBytes) + " (" +
+                    std::to_string(c.expectedBytes / sizeof(float)) + " fp32 values)");
+      verifyCheckpointFile(c.path, c.file.bytes, c.file.checksum);
+    });
   }
   failTogether(problem);
 }
 
 void Engine::failTogether(const std::string& problem) {
   // A rank that failed alone would leave the others waiting in the next collective until its
-  // timeout; instead every rank learns every message and all throw the first one.
+  // timeout; instead every rank learns every message and all throw the first one. On a grid the
+  // data group's first message then travels along the model and pipe axes, so every rank of the
+  // job throws.
   constexpr size_t kMessageBytes = 512;
-  std::vector<char> mine(kMessageBytes, 0), all(kMessageBytes * comm_.size());
-  problem.copy(mine.data(), kMessageBytes - 1);
-  queue_->run(
-      [&] { comm_.allGather(mine.data(), all.data(), kMessageBytes / sizeof(float), DType::F32); });
-  for (int r = 0; r < comm_.size(); ++r)
-    if (all[r * kMessageBytes] != 0) throw Error(std::string(all.data() + r * kMessageBytes));
+  std::string first = problem;
+  for (Communicator* group : {&comm_, grid_.model, grid_.pipe}) {
+    if (!group || group->size() == 1) continue;
+    std::vector<char> mine(kMessageBytes, 0), all(kMessageBytes * group->size());
+    first.copy(mine.data(), kMessageBytes - 1);
+    queue_->run([&] {
+      group->allGather(mine.data(), all.data(), kMessageBytes / sizeof(float), DType::F32);
+    });
+    first.clear();
+    for (int r = 0; r < group->size() && first.empty(); ++r)
+      if (all[r * kMessageBytes] != 0) first = std::string(all.data() + r * kMessageBytes);
+  }
+  if (!first.empty()) throw Error(first);
 }
 
 // Offloaded state is brought in for the checkpoint and swapped out again after, whether the save
@@ -128,9 +133,13 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
   queue_->run([] {});  // nothing of a previous step may still be writing the shards
   const std::string staging = (fs::path(dir) / (".tmp-" + tag)).string();
   const int rank = comm_.rank(), world = comm_.size();
+  const GridPlace place = gridPlace();
+  // This (stage, model rank)'s own checkpoint: the grid's first at the top, the others beside it.
+  const std::string mine_dir = gridCheckpointDir(staging, place.stage, place.modelRank);
+  const bool gridRoot = rank == 0 && place.stage == 0 && place.modelRank == 0;
   const int partitions = zero_->shardLayout().parts();
   std::string problem;
-  if (rank == 0)
+  if (gridRoot)
     problem = problemOf([&] {
       std::error_code ec;
       fs::create_directories(dir, ec);
@@ -143,6 +152,13 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
   // Otherwise a full disk would stay full, holding the half-written checkpoint.
   try {
     failTogether(problem);  // also: the directory exists for everyone now
+    if (rank == 0 && mine_dir != staging)
+      problem = problemOf([&] {
+        std::error_code ec;
+        if (!fs::create_directory(mine_dir, ec))
+          throw Error(mine_dir + ": cannot create checkpoint directory: " + ec.message());
+      });
+    failTogether(problem);
 
     FileRecord mine{0, 0};
     const auto arrays = groups_.front().optimizer->stateArrays();
@@ -158,7 +174,7 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
           pieces.push_back({piece.data, piece.count * sizeof(float)});
         }
       const WrittenFile written =
-          writeFileSynced((fs::path(staging) / shardFileName(rank)).string(), pieces);
+          writeFileSynced((fs::path(mine_dir) / shardFileName(rank)).string(), pieces);
       mine = {written.bytes, written.checksum};
     });
     failTogether(problem);
@@ -180,7 +196,9 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
       m.microSteps = microSteps_;
       m.lastGradNorm = lastGradNorm_;
       m.parameters = count_;
-      for (const auto& s : specs_) m.tensors.push_back({s.name, s.numel});
+      for (const auto& s : specs_)
+        m.tensors.push_back({s.name, s.numel,
+                             s.slice.fullNumel == 0 ? std::nullopt : std::optional(s.slice)});
       m.optimizerName = groups_.front().optimizer->name();
       m.optimizerSteps = groups_.front().optimizer->steps();
       for (const auto& a : arrays) m.optimizerArrays.push_back(a.name);
@@ -193,17 +211,20 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
       for (int q = 0; q < partitions; ++q)
         m.files.push_back(
             {shardFileName(q), records[q].bytes, static_cast<uint32_t>(records[q].checksum)});
+      if (place.pipe > 1 || place.model > 1)
+        m.grid = ManifestGrid{place.pipe, place.model, place.stage, place.modelRank};
       const std::string text = manifestText(m);
-      writeFileSynced((fs::path(staging) / "manifest.json").string(), {{text.data(), text.size()}});
-      publishCheckpointDirectory(staging, dir, tag);
+      writeFileSynced((fs::path(mine_dir) / "manifest.json").string(), {{text.data(), text.size()}});
     });
+    failTogether(problem);  // every part is written
+    if (gridRoot) problem = problemOf([&] { publishCheckpointDirectory(staging, dir, tag); });
     // Nobody returns (and perhaps loads or exits) before the checkpoint is in place, and a failure
     // to publish fails every rank.
     failTogether(problem);
   } catch (...) {
     std::error_code ignored;
-    fs::remove(fs::path(staging) / shardFileName(rank), ignored);
-    if (rank == 0) fs::remove_all(staging, ignored);
+    fs::remove(fs::path(mine_dir) / shardFileName(rank), ignored);
+    if (gridRoot) fs::remove_all(staging, ignored);
     throw;
   }
 }
@@ -213,24 +234,94 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
   const std::string tag = requestedTag.empty() ? readLatestTag(dir) : requestedTag;
   checkTag(tag);
   queue_->run([] {});
-  const fs::path root = fs::path(dir) / tag;
-  const std::string manifestPath = (root / "manifest.json").string();
-  const CheckpointManifest m = readManifest(manifestPath);
-  const auto& tensors = m.tensors;
-  if (tensors.size() != specs_.size())
-    throw Error(manifestPath + ": the checkpoint has " + std::to_string(tensors.size()) +
-                " parameter tensors, this model " + std::to_string(specs_.size()));
-  for (size_t t = 0; t < specs_.size(); ++t)
-    if (tensors[t].name != specs_[t].name || tensors[t].numel != specs_[t].numel)
-      throw Error(manifestPath + ": tensor " + std::to_string(t) + " is \"" + tensors[t].name +
-                  "\" with " + std::to_string(tensors[t].numel) + " elements, this model has \"" +
-                  specs_[t].name + "\" with " + std::to_string(specs_[t].numel) + " elements");
+  const std::string root = (fs::path(dir) / tag).string();
+  // Every part of the saving grid: the top manifest says its pipe and model sizes.
+  struct Part {
+    std::string dir, manifestPath;
+    CheckpointManifest manifest;
+    std::vector<ParamSpec> specs;  // its tensor table, for its data partitions
+  };
+  std::vector<Part> parts;
+  {
+    Part top{root, (fs::path(root) / "manifest.json").string(), {}, {}};
+    top.manifest = readManifest(top.manifestPath);
+    const ManifestGrid grid = top.manifest.grid.value_or(ManifestGrid{});
+    if (grid.stage != 0 || grid.modelRank != 0)
+      throw Error(top.manifestPath + ": grid: the top part must be stage 0, model rank 0");
+    parts.push_back(std::move(top));
+    for (int64_t stage = 0; stage < grid.pipe; ++stage)
+      for (int64_t modelRank = 0; modelRank < grid.model; ++modelRank) {
+        if (stage == 0 && modelRank == 0) continue;
+        Part part;
+        part.dir = gridCheckpointDir(root, stage, modelRank);
+        part.manifestPath = (fs::path(part.dir) / "manifest.json").string();
+        part.manifest = readManifest(part.manifestPath);
+        const std::optional<ManifestGrid>& g = part.manifest.grid;
+        if (!g || g->pipe != grid.pipe || g->model != grid.model || g->stage != stage ||
+            g->modelRank != modelRank)
+          throw Error(part.manifestPath + ": grid: expected stage " + std::to_string(stage) +
+                      " and model rank " + std::to_string(modelRank) + " of a pipe " +
+                      std::to_string(grid.pipe) + " x model " + std::to_string(grid.model) +
+                      " checkpoint");
+        parts.push_back(std::move(part));
+      }
+  }
+  for (Part& part : parts) {
+    size_t offset = 0;
+    for (const ManifestTensor& t : part.manifest.tensors) {
+      ParamSpec spec;
+      spec.name = t.name;
+      spec.numel = t.numel;
+      spec.offset = offset;
+      offset += t.numel;
+      if (t.slice) spec.slice = *t.slice;
+      part.specs.push_back(std::move(spec));
+    }
+  }
+  const CheckpointManifest& m = parts.front().manifest;  // the training state is everyone's
+  const std::string& manifestPath = parts.front().manifestPath;
   Optimizer& first = *groups_.front().optimizer;
   const size_t nStates = first.stateArrays().size();
   if (scope.optimizerStates &&
       (m.optimizerName != first.name() || m.optimizerArrays.size() != nStates))
     throw Error(manifestPath + ": saved with optimizer \"" + m.optimizerName +
                 "\", this run uses \"" + first.name() + "\"");
+
+  // Where each of this rank's tensors comes from: the parts of the first stage that holds a
+  // tensor of its name (a tied embedding is in two stages, alike), every model rank's slice of
+  // it, or one whole copy where it was not sliced.
+  struct Source {
+    size_t part, tensor;
+  };
+  std::vector<std::vector<Source>> sources(specs_.size());
+  {
+    std::map<std::string, std::vector<Source>> byName;
+    for (size_t p = 0; p < parts.size(); ++p)
+      for (size_t u = 0; u < parts[p].specs.size(); ++u)
+        byName[parts[p].specs[u].name].push_back({p, u});
+    for (size_t t = 0; t < specs_.size(); ++t) {
+      const auto it = byName.find(specs_[t].name);
+      if (it == byName.end())
+        throw Error(manifestPath + ": the checkpoint has no tensor \"" + specs_[t].name +
+                    "\" (saved from another model?)");
+      const int64_t stage = parts[it->second.front().part].manifest.grid.value_or(ManifestGrid{}).stage;
+      for (const Source& source : it->second) {
+        const ParamSpec& was = parts[source.part].specs[source.tensor];
+        if (parts[source.part].manifest.grid.value_or(ManifestGrid{}).stage != stage) continue;
+        if (was.fullSlice().fullNumel != specs_[t].fullSlice().fullNumel)
+          throw Error(parts[source.part].manifestPath + ": tensor \"" + was.name + "\" has " +
+                      std::to_string(was.fullSlice().fullNumel) + " elements in full, this model " +
+                      std::to_string(specs_[t].fullSlice().fullNumel));
+        sources[t].push_back(source);
+        if (was.slice.fullNumel == 0) break;  // a whole copy has everything
+      }
+    }
+  }
+  // A model without grid (one stage, no slices) loads the old form: the same tensors in order.
+  if (parts.size() == 1 && specs_.size() != parts.front().specs.size())
+    throw Error(manifestPath + ": the checkpoint has " +
+                std::to_string(parts.front().specs.size()) + " parameter tensors, this model " +
+                std::to_string(specs_.size()));
 
   // Where tensor t's slice of array a (0: master, then the optimizer's arrays) lives here.
   std::vector<std::vector<OptimizerStateArray>> groupArrays;
@@ -245,34 +336,73 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
     return groupArrays[g][a - 1].data + (offset - zero_->shardLayout().shardBegin(groups_[g].t0));
   };
 
-  // Every old shard file is verified whole, then only the pieces of the old slices that overlap
-  // this rank's new slices are read: any world size and stage, memory bounded by the own shard.
-  const int oldParts = static_cast<int>(m.partitions);
-  const auto& files = m.files;
+  // Every shard file read from is verified whole, then only the pieces of the old slices that
+  // overlap this rank's new slices are read: any world size, stage and grid, memory bounded by
+  // the own shard.
   const size_t nArrays = 1 + m.optimizerArrays.size();         // in the files
   const size_t nLoaded = scope.optimizerStates ? nArrays : 1;  // master weights first
   const int newPart = zero_->shardLayout().parts() == 1 ? 0 : zero_->shardLayout().rank();
+  std::vector<bool> partUsed(parts.size(), false);
+  for (const auto& list : sources)
+    for (const Source& source : list) partUsed[source.part] = true;
+  std::vector<ShardFileCheck> checks;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const CheckpointManifest& pm = parts[p].manifest;
+    if (pm.optimizerArrays.size() != m.optimizerArrays.size())
+      throw Error(parts[p].manifestPath + ": " + std::to_string(pm.optimizerArrays.size()) +
+                  " optimizer arrays, the top part " + std::to_string(m.optimizerArrays.size()));
+    if (!partUsed[p]) continue;
+    for (size_t q = 0; q < pm.files.size(); ++q) {
+      const PartitionLayout old(parts[p].specs, static_cast<int>(pm.files.size()),
+                                static_cast<int>(q));
+      checks.push_back({(fs::path(parts[p].dir) / pm.files[q].name).string(), pm.files[q],
+                        nArrays * old.shardSize() * sizeof(float)});
+    }
+  }
   for (size_t a = 0; a < nLoaded; ++a)  // padding of the new slices: zero
     for (size_t t = 0; t < specs_.size(); ++t) {
       const TensorPlacement& p = zero_->shardLayout().tensor(t);
       const size_t valid = std::min(p.slice, p.numel - std::min(p.numel, newPart * p.slice));
       std::fill(destination(a, t) + valid, destination(a, t) + p.slice, 0.0f);
     }
-  verifyShardFiles(root.string(), files, nArrays);
-  for (int q = 0; q < oldParts; ++q) {
-    const PartitionLayout old(specs_, oldParts, q);
-    const std::string path = (root / files[q].name).string();
-    CheckpointReader reader(path);
-    for (size_t t = 0; t < specs_.size(); ++t) {
-      const TensorPlacement& was = old.tensor(t);
-      const TensorPlacement& now = zero_->shardLayout().tensor(t);
-      const size_t lo = std::max(q * was.slice, newPart * now.slice);
-      const size_t hi = std::min({(q + 1) * was.slice, (newPart + 1) * now.slice, was.numel});
-      if (lo >= hi) continue;
-      for (size_t a = 0; a < nLoaded; ++a)
-        reader.read((a * old.shardSize() + was.shardOffset + lo - q * was.slice) * sizeof(float),
-                    (hi - lo) * sizeof(float), destination(a, t) + (lo - newPart * now.slice));
+  verifyShardFiles(checks);
+  std::vector<uint64_t> loaded(specs_.size(), 0);  // elements of the master found, per tensor
+  for (size_t p = 0; p < parts.size(); ++p) {
+    if (!partUsed[p]) continue;
+    const int oldParts = static_cast<int>(parts[p].manifest.files.size());
+    for (int q = 0; q < oldParts; ++q) {
+      const PartitionLayout old(parts[p].specs, oldParts, q);
+      CheckpointReader reader((fs::path(parts[p].dir) / parts[p].manifest.files[q].name).string());
+      for (size_t t = 0; t < specs_.size(); ++t)
+        for (const Source& source : sources[t]) {
+          if (source.part != p) continue;
+          const TensorPlacement& was = old.tensor(source.tensor);
+          const TensorPlacement& now = zero_->shardLayout().tensor(t);
+          const size_t nowBegin = std::min(now.numel, newPart * now.slice);
+          const size_t nowEnd = std::min(now.numel, nowBegin + now.slice);
+          const size_t wasBegin = std::min(was.numel, q * was.slice);
+          const size_t wasEnd = std::min(was.numel, wasBegin + was.slice);
+          const auto copies =
+              sliceOverlaps(specs_[t].fullSlice(), nowBegin, nowEnd,
+                            parts[p].specs[source.tensor].fullSlice(), wasBegin, wasEnd);
+          for (const SliceCopy& c : copies) {
+            loaded[t] += c.count;
+            for (size_t a = 0; a < nLoaded; ++a)
+              reader.read((a * old.shardSize() + was.shardOffset + c.fromLocal - wasBegin) *
+                              sizeof(float),
+                          c.count * sizeof(float), destination(a, t) + (c.toLocal - nowBegin));
+          }
+        }
     }
+  }
+  for (size_t t = 0; t < specs_.size(); ++t) {
+    const TensorPlacement& now = zero_->shardLayout().tensor(t);
+    const size_t nowBegin = std::min(now.numel, newPart * now.slice);
+    const size_t own = std::min(now.numel, nowBegin + now.slice) - nowBegin;
+    if (loaded[t] != own)
+      throw Error(manifestPath + ": the checkpoint holds " + std::to_string(loaded[t]) + " of " +
+                  std::to_string(own) + " elements this rank needs of tensor \"" +
+                  specs_[t].name + "\" (a part of the grid is missing or overlaps)");
   }
   if (scope.optimizerStates)
     for (const SubGroup& group : groups_) group.optimizer->setSteps(m.optimizerSteps);
@@ -292,6 +422,19 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
   zero_->publishParameters(false);
   zero_->zeroGradients();
   return tag;
+}
+
+Engine::GridPlace Engine::gridPlace() const {
+  GridPlace place;
+  if (grid_.pipe) {
+    place.pipe = grid_.pipe->size();
+    place.stage = grid_.pipe->rank();
+  }
+  if (grid_.model) {
+    place.model = grid_.model->size();
+    place.modelRank = grid_.model->rank();
+  }
+  return place;
 }
 
 }  // namespace ds::runtime

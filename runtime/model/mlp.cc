@@ -28,20 +28,19 @@ Mlp::Mlp(std::vector<int> layerSizes) : sizes_(std::move(layerSizes)) {
   size_t offset = 0;
   for (size_t l = 0; l + 1 < sizes_.size(); ++l) {
     const int64_t in = sizes_[l], out = sizes_[l + 1];
-    specs_.push_back({"layers." + std::to_string(l) + ".weight",
-                      {out, in},
-                      true,
-                      offset,
-                      static_cast<size_t>(out * in),
-                      static_cast<int>(l)});
-    offset += out * in;
-    specs_.push_back({"layers." + std::to_string(l) + ".bias",
-                      {out},
-                      false,
-                      offset,
-                      static_cast<size_t>(out),
-                      static_cast<int>(l)});
-    offset += out;
+    auto add = [&](std::string name, std::vector<int64_t> shape, bool decay, size_t numel) {
+      ParamSpec spec;
+      spec.name = std::move(name);
+      spec.shape = std::move(shape);
+      spec.weightDecay = decay;
+      spec.offset = offset;
+      spec.numel = numel;
+      spec.layer = static_cast<int>(l);
+      specs_.push_back(std::move(spec));
+      offset += numel;
+    };
+    add("layers." + std::to_string(l) + ".weight", {out, in}, true, static_cast<size_t>(out * in));
+    add("layers." + std::to_string(l) + ".bias", {out}, false, static_cast<size_t>(out));
   }
 }
 

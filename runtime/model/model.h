@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "common/slice_map.h"
+
 namespace ds::runtime {
 
 struct ParamSpec {
@@ -24,6 +26,10 @@ struct ParamSpec {
   // model-parallel ranks (norms, row-parallel biases) on every model rank but the first, a tied
   // embedding's second copy on the last pipeline stage. Overflow is checked on every copy.
   bool countInGradNorm = true;
+  // Tensor slicing: where this rank's elements sit in the full (one-rank) tensor; fullNumel 0
+  // means the whole tensor. Checkpoints record it to reshard at another model-parallel size.
+  SliceMap slice = {};
+  SliceMap fullSlice() const { return slice.fullNumel == 0 ? SliceMap{numel, {}} : slice; }
 };
 
 // A micro-batch of `size` samples. Regression models (the MLP) read inputs/targets: inputDim and
