@@ -19,17 +19,43 @@ namespace ds::runtime {
 using gpt::BlockActivations;
 using gpt::BlockLayout;
 using gpt::sized;
+using Clock = std::chrono::steady_clock;
+
+// What one micro-batch keeps between its forward and backward: the whole model uses one; a
+// pipeline stage one per pipe buffer (micro-batches in flight).
+struct GptBuffer {
+  std::vector<BlockActivations> blocks;  // one per block held; only .input when checkpointing
+  std::vector<float> last;               // [N, h] the last block's output
+  std::vector<float> grad;               // stage with the head: d(loss)/d(last) from its forward
+  Batch batch;                           // stage: the micro-batch (ids, sample ids for dropout)
+};
+
+// One pass's shape and switches, shared by its pieces.
+struct GptPass {
+  const Batch& batch;
+  size_t seq = 0;
+  gpt::BlockShape shape{};
+  bool train = false, logits = false, checkpointing = false, dropout = false;
+  size_t counted = 0;  // targets in the loss
+  gpt::DropoutKey keys{};
+  double* times = nullptr;
+  Clock::time_point forwardStart{};
+  const gpt::DropoutKey* dropoutFor(size_t layer) {
+    if (!dropout) return nullptr;
+    keys.layer = layer;
+    return &keys;
+  }
+};
 
 // Everything a pass keeps or reuses, sized on first use and kept for the next micro-batch.
 class GptActivations {
  public:
   GptActivations(const GptConfig& c, const kernels::TransformerKernels& k) : runner(c, k) {}
   gpt::BlockRunner runner;
-  std::vector<BlockActivations> blocks;  // one per block; only .input when checkpointing
+  std::vector<GptBuffer> buffers;        // the whole model: one
   BlockActivations recompute;            // checkpointing: the block being recomputed
   gpt::BlockWorkspace work;
   std::vector<float> embedded;              // [N, h] embedding output = block 0's input
-  std::vector<float> last;                  // [N, h] the last block's output
   std::vector<float> finalNorm, fa, fb;     // head: [N, h], [N], [N]
   std::vector<float> logits;                // [chunk, vocab]
   std::vector<float> dx, dy;                // [N, h] gradient flowing down
@@ -48,7 +74,6 @@ constexpr size_t kLogitRows = 1024;
 constexpr size_t kRootModule = 0, kEmbedModule = 1, kFirstBlockModule = 2;
 size_t blockModule(size_t layer) { return kFirstBlockModule + layer * gpt::BlockRunner::kTimers; }
 
-using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -103,15 +128,30 @@ float initStd(InitMethod m, const GptConfig& c, double fanIn, double fanOut) {
 
 }  // namespace
 
-Gpt::Gpt(GptConfig config) : config_(std::move(config)) {
+Gpt::Gpt(GptConfig config, GptPlacement placement) : config_(std::move(config)) {
   config_.validate();
+  const int layers = config_.numLayers + 2;
+  first_ = placement.firstLayer;
+  end_ = placement.endLayer < 0 ? layers : placement.endLayer;
+  if (first_ < 0 || first_ >= end_ || end_ > layers)
+    throw Error("GPT placement: layers [" + std::to_string(first_) + ", " + std::to_string(end_) +
+                ") are not a non-empty range of the model's " + std::to_string(layers) +
+                " (0 the embedding, 1.." + std::to_string(config_.numLayers) + " the blocks, " +
+                std::to_string(layers - 1) + " the head)");
+  if (placement.modelSize != 1)
+    throw Error("GPT placement: model-parallel size " + std::to_string(placement.modelSize) +
+                ": tensor slicing is not implemented in this build");
+  blockBegin_ = std::clamp(first_ - 1, 0, config_.numLayers);
+  blockEnd_ = std::clamp(end_ - 1, 0, config_.numLayers);
+  tiedCopy_ = config_.weightTying && first_ > 0 && lastStage();
   const size_t h = config_.hiddenSize, vocab = config_.paddedVocabSize();
   auto add = [&](std::string name, std::vector<int64_t> shape, bool decay, int layer) {
+    if (layer < first_ || layer >= end_) return;  // another stage's
     ParamSpec s;
     s.name = std::move(name);
     s.shape = std::move(shape);
     s.weightDecay = decay;
-    s.layer = layer;
+    s.layer = local(layer);
     s.numel = 1;
     for (int64_t d : s.shape) s.numel *= static_cast<size_t>(d);
     s.offset = specs_.empty() ? 0 : specs_.back().offset + specs_.back().numel;
@@ -155,6 +195,11 @@ Gpt::Gpt(GptConfig config) : config_(std::move(config)) {
   add("final_layer_norm.weight", {normWeights}, false, head);
   if (normBias) add("final_layer_norm.bias", {H}, false, head);
   if (!config_.weightTying) add("embed_out.weight", {static_cast<int64_t>(vocab), H}, true, head);
+  if (tiedCopy_) {
+    // The tied copy: the first stage's embedding counts in the gradient norm, this one does not.
+    add("embed.word_embeddings.weight", {static_cast<int64_t>(vocab), H}, true, head);
+    specs_.back().countInGradNorm = false;
+  }
 
   acts_ = std::make_unique<GptActivations>(config_, kernels::transformerKernels());
   const size_t positions = static_cast<size_t>(maxPositions());
@@ -171,7 +216,8 @@ Gpt::Gpt(GptConfig config) : config_(std::move(config)) {
         acts_->sinusoid[t * h + h / 2 + i] = std::cos(angle);
       }
   }
-  acts_->blocks.resize(config_.numLayers);
+  acts_->buffers.resize(1);
+  acts_->buffers[0].blocks.resize(static_cast<size_t>(blockEnd_ - blockBegin_));
 }
 
 Gpt::~Gpt() = default;
@@ -263,12 +309,11 @@ Gpt::Macs Gpt::forwardMacsPerSample(size_t seq) const {
   return m;
 }
 
-float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pass,
-               std::vector<float>* lastLogits) {
-  size_t seq = 0;
-  checkBatch(batch, seq);
+GptPass Gpt::beginPass(const Batch& batch, Pass pass) {
+  GptPass P{batch};
+  checkBatch(batch, P.seq);
   const bool train = pass == Pass::Train;
-  if (pass != Pass::Logits && batch.targetIds.size() != batch.inputIds.size())
+  if (lastStage() && pass != Pass::Logits && batch.targetIds.size() != batch.inputIds.size())
     throw Error("GPT batch: " + std::to_string(batch.targetIds.size()) + " targets for " +
                 std::to_string(batch.inputIds.size()) + " inputs");
   size_t counted = 0;  // targets in the loss: a negative one is masked (NeoX's label -100)
@@ -280,55 +325,146 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
   if (train && (config_.attentionDropout > 0 || config_.hiddenDropout > 0) &&
       batch.sampleIds.size() != batch.size)
     throw Error("GPT batch: dropout needs one sample id per sample");
+  P.shape = gpt::BlockShape{batch.size, P.seq, batch.size * P.seq};
+  P.train = train;
+  P.logits = pass == Pass::Logits;
+  P.checkpointing = train && config_.checkpointActivations;
+  P.dropout = train && (config_.attentionDropout > 0 || config_.hiddenDropout > 0);
+  P.counted = counted;
+  P.keys = gpt::DropoutKey{&batch.sampleIds, 0};
+  P.times = profiling_ && train ? moduleSeconds_.data() : nullptr;
+  return P;
+}
 
+float* Gpt::blockInput(GptBuffer& B, size_t rows) {
+  return sized(blockEnd_ > blockBegin_ ? B.blocks[0].input : B.last, rows * config_.hiddenSize);
+}
+
+float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pass,
+               std::vector<float>* lastLogits) {
+  if (!whole())
+    throw Error("GPT: this rank holds the pipeline stage of layers [" + std::to_string(first_) +
+                ", " + std::to_string(end_) + "), which runs through the engine's pipe schedule "
+                "(trainBatch / evalBatch), not a whole-model pass");
+  GptPass P = beginPass(batch, pass);
+  GptBuffer& B = acts_->buffers[0];
+  P.forwardStart = Clock::now();
+  embedForward(P, access, blockInput(B, P.shape.rows));
+  blocksForward(P, B, access);
+  const float loss = headPass(P, B, access, gradScale, lastLogits);
+  if (!P.train) return loss;
+  blocksBackward(P, B, access);
+  embedBackward(P, access);
+  return loss;
+}
+
+size_t Gpt::boundaryElements(const Batch& batch) const {
+  return batch.inputIds.size() * static_cast<size_t>(config_.hiddenSize);
+}
+
+void Gpt::setPipeBuffers(int buffers) {
+  if (buffers < 1) throw Error("GPT: " + std::to_string(buffers) + " pipe buffers; need at least 1");
+  acts_->buffers.resize(static_cast<size_t>(buffers));
+  for (GptBuffer& B : acts_->buffers) B.blocks.resize(static_cast<size_t>(blockEnd_ - blockBegin_));
+}
+
+float Gpt::stageForward(int buffer, const Batch& batch, const float* input, float* output,
+                        LayerAccess& access, float gradScale, bool train) {
+  GptBuffer& B = acts_->buffers.at(static_cast<size_t>(buffer));
+  B.batch = batch;  // the backward reads its ids and sample ids after later forwards
+  GptPass P = beginPass(B.batch, train ? Pass::Train : Pass::Evaluate);
+  P.forwardStart = Clock::now();
+  const size_t n = P.shape.rows * static_cast<size_t>(config_.hiddenSize);
+  float* x = blockInput(B, P.shape.rows);
+  if (firstStage())
+    embedForward(P, access, x);
+  else
+    std::copy(input, input + n, x);
+  blocksForward(P, B, access);
+  if (!lastStage()) {
+    std::copy(B.last.begin(), B.last.begin() + static_cast<std::ptrdiff_t>(n), output);
+    return 0.0f;
+  }
+  const float loss = headPass(P, B, access, gradScale, nullptr);
+  if (train) std::swap(acts_->dy, B.grad);  // the head's gradient waits for this buffer's backward
+  return loss;
+}
+
+void Gpt::stageBackward(int buffer, const float* outputGrad, float* inputGrad,
+                        LayerAccess& access) {
+  GptBuffer& B = acts_->buffers.at(static_cast<size_t>(buffer));
+  GptPass P = beginPass(B.batch, Pass::Train);
+  const size_t n = P.shape.rows * static_cast<size_t>(config_.hiddenSize);
+  if (lastStage())
+    std::swap(acts_->dy, B.grad);
+  else
+    acts_->dy.assign(outputGrad, outputGrad + n);
+  blocksBackward(P, B, access);
+  if (firstStage())
+    embedBackward(P, access);
+  else
+    std::copy(acts_->dy.begin(), acts_->dy.begin() + static_cast<std::ptrdiff_t>(n), inputGrad);
+}
+
+void Gpt::embedForward(GptPass& P, LayerAccess& access, float* x) {
   GptActivations& A = *acts_;
   const kernels::TransformerKernels& k = kernels::transformerKernels();
-  const size_t h = config_.hiddenSize, vocab = config_.paddedVocabSize(), L = config_.numLayers;
-  const gpt::BlockShape shape{batch.size, seq, batch.size * seq};
-  const size_t N = shape.rows;
-  const bool checkpointing = train && config_.checkpointActivations;
-  gpt::DropoutKey keys{&batch.sampleIds, 0};
-  auto dropoutFor = [&](size_t layer) -> const gpt::DropoutKey* {
-    if (!train || (config_.attentionDropout <= 0 && config_.hiddenDropout <= 0)) return nullptr;
-    keys.layer = layer;
-    return &keys;
-  };
+  const size_t h = config_.hiddenSize, vocab = config_.paddedVocabSize(), seq = P.seq;
+  const size_t N = P.shape.rows;
+  const Batch& batch = P.batch;
   const bool learnedPositions = config_.posEmb == PositionEmbedding::Learned;
   const float* fixedPositions =
       config_.posEmb == PositionEmbedding::Sinusoidal ? A.sinusoid.data() : nullptr;
+  const float* p = access.acquireParameters(local(0));
+  k.embeddingForward(x, batch.inputIds.data(), p,
+                     learnedPositions ? p + vocab * h : fixedPositions, N, seq, h);
+  if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0)
+    gpt::applyDropout(x, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0);
+  access.releaseParameters(local(0));
+  if (P.times) P.times[kEmbedModule] += since(P.forwardStart);
+}
 
-  double* times = profiling_ && pass == Pass::Train ? moduleSeconds_.data() : nullptr;
-  const Clock::time_point forwardStart = Clock::now();
-  // Forward: embedding.
-  {
-    const float* p = access.acquireParameters(0);
-    float* x = sized(L > 0 ? A.blocks[0].input : A.last, N * h);
-    k.embeddingForward(x, batch.inputIds.data(), p,
-                       learnedPositions ? p + vocab * h : fixedPositions, N, seq, h);
-    if (const auto* key = dropoutFor(0); key && config_.hiddenDropout > 0)
-      gpt::applyDropout(x, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0);
-    access.releaseParameters(0);
-    if (times) times[kEmbedModule] += since(forwardStart);
-  }
-  // Blocks: each writes the next one's input (the last writes A.last).
-  for (size_t l = 0; l < L; ++l) {
-    const float* p = access.acquireParameters(static_cast<int>(l + 1));
-    BlockActivations& kept = A.blocks[l];
-    BlockActivations& a = checkpointing ? A.recompute : kept;
-    if (checkpointing) a.input.assign(kept.input.begin(), kept.input.end());
-    float* out = sized(l + 1 < L ? A.blocks[l + 1].input : A.last, N * h);
+// Blocks: each writes the next one's input (the last writes B.last).
+void Gpt::blocksForward(GptPass& P, GptBuffer& B, LayerAccess& access) {
+  GptActivations& A = *acts_;
+  const size_t h = config_.hiddenSize, N = P.shape.rows;
+  const size_t first = static_cast<size_t>(blockBegin_), L = static_cast<size_t>(blockEnd_);
+  double* times = P.times;
+  for (size_t l = first; l < L; ++l) {
+    const int layer = local(static_cast<int>(l + 1));
+    const float* p = access.acquireParameters(layer);
+    BlockActivations& kept = B.blocks[l - first];
+    BlockActivations& a = P.checkpointing ? A.recompute : kept;
+    if (P.checkpointing) a.input.assign(kept.input.begin(), kept.input.end());
+    float* out = sized(l + 1 < L ? B.blocks[l + 1 - first].input : B.last, N * h);
     const Clock::time_point blockStart = Clock::now();
-    A.runner.forward(p, a, A.work, shape, out, dropoutFor(l + 1), times ? times + blockModule(l) : nullptr);
+    A.runner.forward(p, a, A.work, P.shape, out, P.dropoutFor(l + 1), times ? times + blockModule(l) : nullptr);
     if (times) times[blockModule(l) + gpt::BlockRunner::kLayer] += since(blockStart);
-    access.releaseParameters(static_cast<int>(l + 1));
+    access.releaseParameters(layer);
   }
   size_t bytes = 0;
-  for (const auto& b : A.blocks) bytes += b.bytes();
-  bytes += A.recompute.bytes() + A.last.capacity() * sizeof(float);
+  for (const GptBuffer& buffer : A.buffers) {
+    for (const auto& b : buffer.blocks) bytes += b.bytes();
+    bytes += buffer.last.capacity() * sizeof(float);
+  }
+  bytes += A.recompute.bytes();
   A.peakBytes = std::max(A.peakBytes, bytes);
+}
 
-  // Head: final norm, logits chunk by chunk, cross-entropy and (training) its backward at once.
-  const int head = static_cast<int>(L + 1);
+// Head: final norm, logits chunk by chunk, cross-entropy and (training) its backward at once,
+// leaving d(loss * gradScale)/d(B.last) in A.dy.
+float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradScale,
+                    std::vector<float>* lastLogits) {
+  GptActivations& A = *acts_;
+  const kernels::TransformerKernels& k = kernels::transformerKernels();
+  const size_t h = config_.hiddenSize, vocab = config_.paddedVocabSize(), L = config_.numLayers;
+  const size_t N = P.shape.rows;
+  const bool train = P.train;
+  const Batch& batch = P.batch;
+  double* times = P.times;
+  // The output matrix is the embedding's (layer 0) only where this rank holds both.
+  const bool tiedHere = config_.weightTying && !tiedCopy_;
+  const int head = local(static_cast<int>(L + 1));
   const float* hp = access.acquireParameters(head);
   const size_t normWeights = static_cast<size_t>(config_.normWeightSize());
   const size_t headNormNumel = normWeights + (config_.normHasBias() ? h : 0);
@@ -336,22 +472,22 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
   const float* fw = hp;
   const float* fbias = config_.normHasBias() ? hp + normWeights : nullptr;
   float* xf = sized(A.finalNorm, N * h);
-  A.runner.norm(A.last.data(), fw, fbias, xf, sized(A.fa, N), sized(A.fb, N), N);
+  A.runner.norm(B.last.data(), fw, fbias, xf, sized(A.fa, N), sized(A.fb, N), N);
   const size_t finalModule = blockModule(L), outputModule = finalModule + 1;
   if (times) times[finalModule] += since(headStart);
   double outputSeconds = 0.0;  // the head's forward parts only (it interleaves its backward)
   float* hg = train ? access.layerGradients(head) : nullptr;  // opens the backward pass
-  const float* outW = config_.weightTying ? access.acquireParameters(0) : hp + headNormNumel;
+  const float* outW = tiedHere ? access.acquireParameters(local(0)) : hp + headNormNumel;
   float* outG = nullptr;
   if (train) {
-    outG = config_.weightTying ? sized(A.tiedGrad, vocab * h) : hg + headNormNumel;
-    if (config_.weightTying) std::fill(A.tiedGrad.begin(), A.tiedGrad.end(), 0.0f);
+    outG = tiedHere ? sized(A.tiedGrad, vocab * h) : hg + headNormNumel;
+    if (tiedHere) std::fill(A.tiedGrad.begin(), A.tiedGrad.end(), 0.0f);
   }
-  if (pass == Pass::Logits) {
+  if (P.logits) {
     lastLogits->assign(vocab, 0.0f);
     kernels::matmul(false, true, 1, vocab, h, 1.0f, xf + (N - 1) * h, h, outW, h, 0.0f,
                     lastLogits->data(), vocab);
-    if (config_.weightTying) access.releaseParameters(0);
+    if (tiedHere) access.releaseParameters(local(0));
     access.releaseParameters(head);
     return 0.0f;
   }
@@ -361,7 +497,7 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
   // averages micro-batches and ranks as DeepSpeed does (each micro-batch weighs the same, however
   // many tokens it counts). With nothing masked, counted == N: the plain mean, bitwise. A batch
   // with every target masked gives 0 loss and no gradient where NeoX's 0 / 0 gives NaN.
-  const size_t divisor = std::max<size_t>(counted, 1);
+  const size_t divisor = std::max<size_t>(P.counted, 1);
   const float rowScale = gradScale / static_cast<float>(divisor);
   for (size_t r0 = 0; r0 < N; r0 += kLogitRows) {
     const size_t rows = std::min(kLogitRows, N - r0);
@@ -381,42 +517,59 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
     for (size_t l = 0; l < L; ++l) forward += times[blockModule(l) + gpt::BlockRunner::kLayer];
     times[kRootModule] = forward;  // the sum so far over the profiled passes
   }
-  if (config_.weightTying) access.releaseParameters(0);
+  if (tiedHere) access.releaseParameters(local(0));
   if (!train) {
     access.releaseParameters(head);
     return loss;
   }
   float* dx = sized(A.dy, N * h);
-  A.runner.normBackward(dxf, A.last.data(), fw, A.fa.data(), A.fb.data(), dx, hg,
+  A.runner.normBackward(dxf, B.last.data(), fw, A.fa.data(), A.fb.data(), dx, hg,
                         fbias ? hg + normWeights : nullptr, N);
   access.gradientsDone(head);
+  return loss;
+}
 
-  // Backward through the blocks; dx holds d(loss)/d(block output), dIn goes to A.dx.
-  for (size_t l = L; l-- > 0;) {
-    const int layer = static_cast<int>(l + 1);
+// Backward through the blocks: A.dy holds d(loss)/d(last block output) and ends holding
+// d(loss)/d(first block input); dIn goes to A.dx and the two swap.
+void Gpt::blocksBackward(GptPass& P, GptBuffer& B, LayerAccess& access) {
+  GptActivations& A = *acts_;
+  const size_t h = config_.hiddenSize, N = P.shape.rows;
+  const size_t first = static_cast<size_t>(blockBegin_), L = static_cast<size_t>(blockEnd_);
+  float* dx = A.dy.data();
+  for (size_t l = L; l-- > first;) {
+    const int layer = local(static_cast<int>(l + 1));
     const float* p = access.acquireParameters(layer);
-    BlockActivations* a = &A.blocks[l];
-    if (checkpointing) {  // recompute this block's forward from its kept input
+    BlockActivations* a = &B.blocks[l - first];
+    if (P.checkpointing) {  // recompute this block's forward from its kept input
       A.recompute.input.assign(a->input.begin(), a->input.end());
-      A.runner.forward(p, A.recompute, A.work, shape, sized(A.discard, N * h), dropoutFor(layer));
+      A.runner.forward(p, A.recompute, A.work, P.shape, sized(A.discard, N * h),
+                       P.dropoutFor(l + 1));
       a = &A.recompute;
     }
     float* g = access.layerGradients(layer);
     float* dIn = sized(A.dx, N * h);
-    A.runner.backward(p, g, *a, A.work, shape, dx, dIn, dropoutFor(layer));
+    A.runner.backward(p, g, *a, A.work, P.shape, dx, dIn, P.dropoutFor(l + 1));
     access.gradientsDone(layer);
     std::swap(A.dx, A.dy);
     dx = A.dy.data();
   }
-  // Embedding: scatter the gradient into the used rows (and positions); no parameters needed.
-  float* g0 = access.layerGradients(0);
-  if (const auto* key = dropoutFor(0); key && config_.hiddenDropout > 0)
+}
+
+// Embedding: scatter the gradient into the used rows (and positions); no parameters needed.
+void Gpt::embedBackward(GptPass& P, LayerAccess& access) {
+  GptActivations& A = *acts_;
+  const kernels::TransformerKernels& k = kernels::transformerKernels();
+  const size_t h = config_.hiddenSize, vocab = config_.paddedVocabSize(), seq = P.seq;
+  const size_t N = P.shape.rows;
+  const Batch& batch = P.batch;
+  float* dx = A.dy.data();
+  float* g0 = access.layerGradients(local(0));
+  if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0)
     gpt::applyDropout(dx, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0);
-  k.embeddingBackward(g0, learnedPositions ? g0 + vocab * h : nullptr, batch.inputIds.data(), dx,
-                      N, seq, h);
-  if (config_.weightTying) k.add(g0, A.tiedGrad.data(), vocab * h);
-  access.gradientsDone(0);
-  return loss;
+  k.embeddingBackward(g0, config_.posEmb == PositionEmbedding::Learned ? g0 + vocab * h : nullptr,
+                      batch.inputIds.data(), dx, N, seq, h);
+  if (config_.weightTying && lastStage()) k.add(g0, A.tiedGrad.data(), vocab * h);
+  access.gradientsDone(local(0));
 }
 
 void Gpt::setProfiling(bool on) {

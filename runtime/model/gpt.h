@@ -7,6 +7,10 @@
 //                masked: out of the loss and of the mean
 // With tied weights the head reads the word embeddings again (it acquires layer 0) and its share
 // of their gradient is added to layer 0's at the end of the backward pass.
+// A pipeline stage's Gpt (GptPlacement's [firstLayer, endLayer)) holds only those layers, numbered
+// from 0 for the engine, and runs through the PipelineStage interface; with tied weights and the
+// head apart from the embedding, the head holds its own copy of the word embeddings under the
+// same name (DeepSpeed's TiedLayerSpec: same initial values, gradients summed by the engine).
 // Compute is fp32: matrix products through kernels/cpu/matmul.h, the rest through the fused
 // kernels of kernels/cpu/transformer_kernels.h. Not here: tokenisation, data, the training loop.
 #pragma once
@@ -15,20 +19,24 @@
 #include <vector>
 
 #include "runtime/model/gpt_config.h"
+#include "runtime/model/gpt_placement.h"
 #include "runtime/model/model.h"
 #include "runtime/profiler/flops_profiler.h"
 
 namespace ds::runtime {
 
 class GptActivations;
+struct GptBuffer;
+struct GptPass;
 
-class Gpt : public Model {
+class Gpt : public Model, public PipelineStage {
  public:
-  explicit Gpt(GptConfig config);  // throws ds::Error (config.validate())
+  // Throws ds::Error (config.validate(), a placement outside the model's layers).
+  explicit Gpt(GptConfig config, GptPlacement placement = {});
   ~Gpt() override;
 
   const std::vector<ParamSpec>& parameters() const override { return specs_; }
-  int layerCount() const override { return config_.numLayers + 2; }
+  int layerCount() const override { return end_ - first_; }
   void initTensorRange(const ParamSpec& spec, float* values, uint64_t seed, size_t begin,
                        size_t end) const override;
   float forwardBackward(const Batch& batch, LayerAccess& access, float gradScale) override;
@@ -38,6 +46,20 @@ class Gpt : public Model {
   float evaluate(const Batch& batch, LayerAccess& access) override;
   // Next-token logits (paddedVocabSize values) after `tokens` (1..maxPositions of them).
   std::vector<float> nextTokenLogits(const std::vector<int32_t>& tokens, LayerAccess& access);
+
+  // The pipeline stage this Gpt is, when it holds fewer than all layers.
+  PipelineStage* pipelineStage() override { return whole() ? nullptr : this; }
+  bool firstStage() const override { return first_ == 0; }
+  bool lastStage() const override { return end_ == config_.numLayers + 2; }
+  size_t boundaryElements(const Batch& batch) const override;
+  void setPipeBuffers(int buffers) override;
+  float stageForward(int buffer, const Batch& batch, const float* input, float* output,
+                     LayerAccess& access, float gradScale, bool train) override;
+  void stageBackward(int buffer, const float* outputGrad, float* inputGrad,
+                     LayerAccess& access) override;
+  // The layers held, in the full model's numbering: [firstLayer, endLayer).
+  int firstLayer() const { return first_; }
+  int endLayer() const { return end_; }
 
   const GptConfig& config() const { return config_; }
   int maxPositions() const;  // the longest sequence the position tables cover
@@ -63,8 +85,22 @@ class Gpt : public Model {
   float run(const Batch& batch, LayerAccess& access, float gradScale, Pass pass,
             std::vector<float>* lastLogits);
   void checkBatch(const Batch& batch, size_t& seq) const;
+  // The pieces of a pass, in order; the stage API runs the ones its layers hold.
+  GptPass beginPass(const Batch& batch, Pass pass);
+  float* blockInput(GptBuffer& buffer, size_t rows);  // where the stage's first layer input goes
+  void embedForward(GptPass& pass, LayerAccess& access, float* x);
+  void blocksForward(GptPass& pass, GptBuffer& buffer, LayerAccess& access);
+  float headPass(GptPass& pass, GptBuffer& buffer, LayerAccess& access, float gradScale,
+                 std::vector<float>* lastLogits);
+  void blocksBackward(GptPass& pass, GptBuffer& buffer, LayerAccess& access);
+  void embedBackward(GptPass& pass, LayerAccess& access);
+  bool whole() const { return first_ == 0 && end_ == config_.numLayers + 2; }
+  int local(int layer) const { return layer - first_; }  // the engine's number of a layer
 
   GptConfig config_;
+  int first_ = 0, end_ = 0;  // layers held, full numbering
+  int blockBegin_ = 0, blockEnd_ = 0;  // blocks held, 0-based
+  bool tiedCopy_ = false;  // the head holds its own copy of the tied word embeddings
   std::vector<ParamSpec> specs_;
   std::unique_ptr<GptActivations> acts_;
   bool profiling_ = false;

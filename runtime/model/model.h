@@ -59,6 +59,8 @@ class LayerAccess {
   virtual void gradientsDone(int layer) = 0;
 };
 
+class PipelineStage;
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -88,6 +90,38 @@ class Model {
   virtual float forwardBackward(const Batch& batch, LayerAccess& access, float gradScale) = 0;
   // The batch's mean loss without gradients or dropout (evaluation); asks for no gradients.
   virtual float evaluate(const Batch& batch, LayerAccess& access);
+  // The model's pipeline-stage side when it holds one stage of a deeper pipeline; null for a
+  // model that holds every layer (the engine then runs forwardBackward).
+  virtual PipelineStage* pipelineStage() { return nullptr; }
+};
+
+// One stage of a pipeline (DeepSpeed's PipelineModule on one rank), driven micro-batch by
+// micro-batch by the engine's pipe schedule. A stage keeps the activations of up to `buffers`
+// micro-batches between their forward and backward (the schedule's pipe buffers). Activations
+// crossing a stage boundary are one float tensor of boundaryElements(batch) values, and so are
+// their gradients. The batch given to a forward is the whole micro-batch on every stage: the first
+// stage reads its tokens, the last its targets, every stage its shape and the sample ids that key
+// dropout (so masks do not depend on where a layer runs).
+class PipelineStage {
+ public:
+  virtual ~PipelineStage() = default;
+  virtual bool firstStage() const = 0;  // holds the input layer: reads batch tokens
+  virtual bool lastStage() const = 0;   // holds the loss: reads batch targets
+  virtual size_t boundaryElements(const Batch& batch) const = 0;
+  // Sizes the kept activations for `buffers` micro-batches in flight (ids 0..buffers-1).
+  virtual void setPipeBuffers(int buffers) = 0;
+  // Forward of one micro-batch into pipe buffer `buffer`. `input`: the previous stage's
+  // activations (ignored on the first stage); `output`: where the activations for the next stage
+  // go (unused on the last). Returns the micro-batch's mean loss on the last stage (0 elsewhere).
+  // train: keeps what the backward needs (dropout on); the last stage also computes its head's
+  // gradients here, of loss * gradScale. Not training: no gradients are asked for.
+  virtual float stageForward(int buffer, const Batch& batch, const float* input, float* output,
+                             LayerAccess& access, float gradScale, bool train) = 0;
+  // Backward of the micro-batch in `buffer`: `outputGrad` is the next stage's gradient of its
+  // input (ignored on the last stage, whose loss started it), `inputGrad` receives this stage's
+  // (unused on the first stage). Parameter gradients go through `access` as in forwardBackward.
+  virtual void stageBackward(int buffer, const float* outputGrad, float* inputGrad,
+                             LayerAccess& access) = 0;
 };
 
 }  // namespace ds::runtime
