@@ -57,6 +57,25 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
       specs_(model.parameters()),
       scaler_(config.precision.lossScale, modelType_ == DType::F16) {
   if (specs_.empty()) throw Error("model: it has no parameters to train");
+  if (grid_.pipe && grid_.pipe->size() > 1) {
+    const int stages = grid_.pipe->size(), stage = grid_.pipe->rank();
+    // DeepSpeed's PipelineEngine refuses them too: stage 2 reduces gradients during each
+    // backward and stage 3 gathers parameters per layer, neither of which fits micro-batches
+    // interleaved across stages.
+    if (config_.zero.stage >= 2)
+      throw Error("zero_optimization.stage " + std::to_string(config_.zero.stage) +
+                  ": ZeRO stages 2 and 3 are incompatible with pipeline parallelism "
+                  "(pipe-parallel-size " + std::to_string(stages) + "), as in DeepSpeed; use "
+                  "stage 0 or 1");
+    if (!model.pipelineStage())
+      throw Error("pipeline of " + std::to_string(stages) +
+                  " stages: the model holds every layer; build this rank's stage (GptPlacement)");
+    if ((stage > 0) != (grid_.prevStage != nullptr) ||
+        (stage < stages - 1) != (grid_.nextStage != nullptr))
+      throw Error("pipeline stage " + std::to_string(stage) + " of " + std::to_string(stages) +
+                  ": ParallelGroups needs prevStage on every stage but the first and nextStage on "
+                  "every stage but the last");
+  }
   keepFreedMemoryForReuse();
   const int layers = model.layerCount();
   layerTensors_.assign(layers, {0, 0});

@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -88,6 +89,21 @@ class Engine : private LayerAccess {
   // The batch's mean loss without gradients (evaluation); collective at stage 3 like a forward.
   float evaluate(const Batch& batch);
 
+  // One whole step, as DeepSpeed's train_batch: gradient_accumulation_steps micro-batches,
+  // microBatch(0..gas-1) (this data replica's), then the boundary step. With a pipeline
+  // (groups.pipe of more than one stage and a model that is a PipelineStage) the micro-batches run
+  // through the 1F1B TrainSchedule (runtime/parallel/pipe_schedule.h): activations and their
+  // gradients sent between neighbouring stages, the tied weights' gradients summed between the
+  // first and last stage, then the step every stage takes together. Every stage calls microBatch
+  // for every micro-batch (the first reads its tokens, the last its targets, all its shape and
+  // the sample ids that key dropout). Without a pipeline it is the plain loop of
+  // forwardBackward() and step(). Returns the step's mean loss over the micro-batches, averaged
+  // over the data group, on every rank (the last stage's, broadcast over the pipe group).
+  float trainBatch(const std::function<Batch(int64_t micro)>& microBatch);
+  // DeepSpeed's eval_batch: gradient_accumulation_steps micro-batches without gradients, through
+  // the InferenceSchedule with a pipeline; the mean loss as trainBatch returns it.
+  float evalBatch(const std::function<Batch(int64_t micro)>& microBatch);
+
   // Collective: every rank calls them. The checkpoint goes to dir/tag (see checkpoint_files.h);
   // load with an empty tag reads dir/latest, and works at any data-parallel size and stage.
   void saveCheckpoint(const std::string& dir, const std::string& tag);
@@ -155,6 +171,13 @@ class Engine : private LayerAccess {
   // In place over the model and pipe groups (after the data group's reduction).
   void reduceOverOtherAxes(float* value, ReduceOp op);
   void stepAtBoundary();
+  // engine_pipeline.cc: the pipe schedules' executors, and the loss every rank returns.
+  PipelineStage* pipelineStage() const;
+  float runTrainSchedule(PipelineStage& stage, const std::function<Batch(int64_t)>& microBatch);
+  float runInferenceSchedule(PipelineStage& stage,
+                             const std::function<Batch(int64_t)>& microBatch);
+  float shareLoss(float lastStageMean);
+  void reduceTiedGradients(PipelineStage& stage);
   std::vector<std::pair<size_t, size_t>> groupRanges() const;
 
   Model& model_;

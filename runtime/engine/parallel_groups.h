@@ -1,6 +1,7 @@
 // The axes of a pipe x data x model grid other than the data axis the engine partitions over:
 // what the engine needs to agree on one step across every rank that holds a part of the same
-// model (the global gradient norm, fp16 overflow). Null where that axis has size 1.
+// model (the global gradient norm, fp16 overflow), and the pipeline's point-to-point and tied-weight
+// groups that Engine::trainBatch runs its schedule over. Null where that axis has size 1.
 #pragma once
 
 #include "runtime/comm/communicator.h"
@@ -10,6 +11,13 @@ namespace ds::runtime {
 struct ParallelGroups {
   Communicator* model = nullptr;  // this rank's tensor-slicing group
   Communicator* pipe = nullptr;   // every stage of this rank's pipeline
+  // Send/recv pairs with the neighbouring stages (group rank 0 the lower stage): null on the first
+  // stage (prevStage) and the last (nextStage).
+  Communicator* prevStage = nullptr;
+  Communicator* nextStage = nullptr;
+  // The first and last stage of this rank's pipeline (same data and model coordinates), which both
+  // hold the tied word embeddings; null on the other stages.
+  Communicator* tied = nullptr;
 };
 
 }  // namespace ds::runtime

@@ -362,6 +362,12 @@ size_t Gpt::boundaryElements(const Batch& batch) const {
   return batch.inputIds.size() * static_cast<size_t>(config_.hiddenSize);
 }
 
+std::vector<std::string> Gpt::tiedParameters() const {
+  // The embedding's stage and the head's, when they are two.
+  if (config_.weightTying && firstStage() != lastStage()) return {"embed.word_embeddings.weight"};
+  return {};
+}
+
 void Gpt::setPipeBuffers(int buffers) {
   if (buffers < 1) throw Error("GPT: " + std::to_string(buffers) + " pipe buffers; need at least 1");
   acts_->buffers.resize(static_cast<size_t>(buffers));

@@ -57,6 +57,7 @@ class Gpt : public Model, public PipelineStage {
                      LayerAccess& access, float gradScale, bool train) override;
   void stageBackward(int buffer, const float* outputGrad, float* inputGrad,
                      LayerAccess& access) override;
+  std::vector<std::string> tiedParameters() const override;
   // The layers held, in the full model's numbering: [firstLayer, endLayer).
   int firstLayer() const { return first_; }
   int endLayer() const { return end_; }

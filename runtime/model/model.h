@@ -122,6 +122,9 @@ class PipelineStage {
   // (unused on the first stage). Parameter gradients go through `access` as in forwardBackward.
   virtual void stageBackward(int buffer, const float* outputGrad, float* inputGrad,
                              LayerAccess& access) = 0;
+  // Tensors this stage shares with the pipeline's other end (DeepSpeed's tied modules): their
+  // gradients are summed between the first and last stage before the step.
+  virtual std::vector<std::string> tiedParameters() const { return {}; }
 };
 
 }  // namespace ds::runtime

@@ -46,6 +46,10 @@ TopologyGroups buildTopologyGroups(GroupFactory& factory, const PipeModelDataTop
   const PipeNeighbours neighbours = topology.pipeNeighbours(rank);
   if (neighbours.prev) groups.prevStage = stagePair(factory, *neighbours.prev, rank, stage - 1);
   if (neighbours.next) groups.nextStage = stagePair(factory, rank, *neighbours.next, stage);
+  const int stages = topology.pipeParallelSize();
+  if (stages > 1 && (stage == 0 || stage == stages - 1))
+    groups.tied = factory.group(
+        {topology.stageToGlobal(rank, 0), topology.stageToGlobal(rank, stages - 1)}, "pipe tied");
   return groups;
 }
 

@@ -22,11 +22,15 @@ struct TopologyGroups {
   // first stage (prevStage) and the last (nextStage). Named "pipe stages S-S+1".
   std::unique_ptr<Communicator> prevStage;
   std::unique_ptr<Communicator> nextStage;
+  // The first and last stage of this rank's pipeline (DeepSpeed's tied-module group of the
+  // embedding): made on those two stages when there is more than one, null elsewhere. Named
+  // "pipe tied".
+  std::unique_ptr<Communicator> tied;
 };
 
 // Every rank of the job calls this with the same topology, whose world must be the factory's
 // (a mismatch is refused). Groups are made in one order on every rank (data, model,
-// pipe, then the neighbour pairs by stage), which is what keeps their store keys matched and the
+// pipe, the neighbour pairs by stage, then the tied pair), which is what keeps their store keys matched and the
 // joins free of deadlock.
 TopologyGroups buildTopologyGroups(GroupFactory& factory, const PipeModelDataTopology& topology);
 

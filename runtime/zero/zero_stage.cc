@@ -117,6 +117,17 @@ float* ZeroStage::masterData() {
 
 void ZeroStage::zeroGradients() { std::fill(grads_.begin(), grads_.end(), 0); }
 
+void ZeroStage::allReduceTensorGradient(size_t t, Communicator& group) {
+  if (stage() > 1)
+    throw Error("ZeRO stage " + std::to_string(stage()) +
+                " partitions gradients: a tied tensor's gradient cannot be summed whole");
+  const TensorPlacement& tensor = layout_->tensor(t);
+  ctx_.queue.run([&] {
+    group.allReduce(grads_.data() + tensor.flatOffset * dtypeBytes(ctx_.gradType), tensor.numel,
+                    ctx_.gradType);
+  });
+}
+
 void ZeroStage::reduceBucket(void* staging, void* own, size_t chunk) {
   Communicator& comm = ctx_.comm;
   if (ctx_.config.zero.reduceScatter) {

@@ -100,6 +100,9 @@ class ZeroStage {
   // Makes the working copy follow the master (halfWritten: the 16-bit values are written).
   virtual void publishParameters(bool halfWritten) = 0;
   void zeroGradients();
+  // Pipelines' tied weights: tensor t's accumulated gradient summed with the same tensor's on the
+  // other ranks of `group` (stages 0 and 1 only, whose gradient buffer holds whole tensors).
+  void allReduceTensorGradient(size_t t, Communicator& group);
   // Collective at stage 3. The working parameters as fp32, flat layout.
   virtual std::vector<float> fullParameters();
   // Where the optimizer's sub-groups live between steps (offload_optimizer), chosen by make().
