@@ -1,10 +1,11 @@
 // trainGpt: the GPT trainer around the shared step loop (worker/training_loop.h). Data: the train
 // split of an indexed dataset, or a weighted blend of several (worker/gpt_data.h), cut into
 // seq-length + 1 token samples (runtime/data/gpt_samples.h);
-// global sample i of step s goes to the rank that owns its place in the global batch (step,
-// micro-step, rank, position), so any world size sees the same samples in the same order.
+// global sample i of step s goes to the data-parallel rank that owns its place in the global batch
+// (step, micro-step, data rank, position), so any world size sees the same samples in the same
+// order; every model slice and pipeline stage of one replica reads that replica's micro-batch.
 // Evaluation: eval-iters global batches of the validation split every eval-interval steps and at
-// the end, averaged over ranks.
+// the end, averaged over the data-parallel ranks.
 #include "worker/gpt_train_job.h"
 
 #include <sys/resource.h>
@@ -90,20 +91,20 @@ void printFlopsProfile(const runtime::Gpt& model, const runtime::Engine& engine,
   }
 }
 
-// The train split's samples, in the global order firstSampleOf sets.
+// The train split's samples, in the global order firstSampleOf sets over the data-parallel ranks.
 class GptBatches final : public BatchSource {
  public:
-  GptBatches(const runtime::TokenSamples& samples, const JoinResult& join,
+  GptBatches(const runtime::TokenSamples& samples, const TrainingGrid& grid,
              const runtime::BatchConfig& batch, size_t seq)
-      : samples_(samples), join_(join), batch_(batch), seq_(seq) {}
+      : samples_(samples), grid_(grid), batch_(batch), seq_(seq) {}
   runtime::Batch microBatch(int64_t step, int64_t micro) override {
-    const uint64_t first = firstSampleOf(step, micro, join_.rank, join_.worldSize, batch_);
+    const uint64_t first = firstSampleOf(step, micro, grid_.dataRank, grid_.dataSize, batch_);
     return makeBatch(samples_, first, static_cast<size_t>(batch_.microBatchPerGpu), seq_);
   }
 
  private:
   const runtime::TokenSamples& samples_;
-  const JoinResult& join_;
+  const TrainingGrid& grid_;
   const runtime::BatchConfig& batch_;
   size_t seq_;
 };
@@ -115,7 +116,7 @@ struct GptJobParts {
   const JoinResult& join;
   runtime::Gpt& model;
   runtime::Engine& engine;
-  runtime::Communicator& comm;
+  const TrainingGrid& grid;
   ProgressBoard& board;
   TrainingMonitors& monitors;
   const runtime::TokenSamples* valid;  // null: no validation data
@@ -153,7 +154,8 @@ class GptHooks final : public TrainingHooks {
                   p_.engine.lastGradNorm(),
                   window.samplesPerSecond * static_cast<double>(p_.seq));
   }
-  // eval-iters global batches, the next ones of the validation samples, averaged over ranks.
+  // eval-iters global batches, the next ones of the validation samples, averaged over the
+  // data-parallel ranks (the slices and stages of one replica evaluate the same samples).
   void evaluate(int64_t iteration) override {
     if (!p_.valid) return;
     p_.board.setPhase("iteration " + std::to_string(iteration) + ": evaluation");
@@ -161,7 +163,7 @@ class GptHooks final : public TrainingHooks {
     const int64_t iters = p_.gpt.evalIters;
     double sum = 0.0;
     const uint64_t base = round_++ * static_cast<uint64_t>(iters) * globalBatch;
-    const uint64_t perRank = globalBatch / static_cast<uint64_t>(p_.join.worldSize);
+    const uint64_t perRank = globalBatch / static_cast<uint64_t>(p_.grid.dataSize);
     // With labels NeoX's mean of micro-batch means differs from one mean over the rank's samples
     // (micro-batches count different numbers of unmasked tokens), so each micro-batch is a pass
     // of its own there; without labels the two agree and one pass does.
@@ -170,14 +172,14 @@ class GptHooks final : public TrainingHooks {
     const uint64_t passes = perRank / passSize;
     for (int64_t i = 0; i < iters; ++i) {
       const uint64_t first = base + static_cast<uint64_t>(i) * globalBatch +
-                             static_cast<uint64_t>(p_.join.rank) * perRank;
+                             static_cast<uint64_t>(p_.grid.dataRank) * perRank;
       for (uint64_t m = 0; m < passes; ++m)
         sum += p_.engine.evaluate(makeBatch(*p_.valid, first + m * passSize, passSize, p_.seq));
     }
     float mean[1] = {
         static_cast<float>(sum / static_cast<double>(iters) / static_cast<double>(passes))};
-    p_.comm.allReduce(mean, 1);
-    mean[0] /= static_cast<float>(p_.join.worldSize);
+    p_.grid.data->allReduce(mean, 1);
+    mean[0] /= static_cast<float>(p_.grid.dataSize);
     if (p_.join.rank == 0) {
       std::printf("validation at iteration %" PRId64 " | lm_loss %.6f | ppl %.3f\n", iteration,
                   mean[0], std::exp(static_cast<double>(mean[0])));
@@ -198,8 +200,10 @@ class GptHooks final : public TrainingHooks {
 
 TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpeedConfig& config,
                      const TrainOptions& options, const JoinResult& join,
-                     runtime::Communicator& comm, ProgressBoard& board,
+                     const TrainingGrid& grid, ProgressBoard& board,
                      const std::atomic<bool>& stopRequested) {
+  if (const std::string refusal = unsupportedParallelism(gpt); !refusal.empty())
+    throw Error(refusal);
   kernels::setMatmulThreads(matmulThreadsFor(join));
 
   const std::unique_ptr<runtime::Tokenizer> tokenizer = runtime::makeJobTokenizer(gpt);
@@ -213,7 +217,7 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   const runtime::TokenSamples* valid = data.valid.get();
 
   const uint64_t seed = options.seed != TrainOptions{}.seed ? options.seed : gpt.seed;
-  runtime::Engine engine(model, config, comm, seed);
+  runtime::Engine engine(model, config, *grid.data, seed, grid.parallelGroups());
   const std::string loadDir = !options.loadDir.empty() ? options.loadDir : gpt.load;
   const std::string saveDir = !options.saveDir.empty() ? options.saveDir : gpt.save;
   const int64_t saveInterval = options.saveInterval > 0 ? options.saveInterval : gpt.saveInterval;
@@ -230,11 +234,16 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
                   engine.globalSteps(), optimizerStates ? "" : " (no-load-optim: fresh optimizer states)");
   }
   if (join.rank == 0) {
+    const std::string ranks =
+        grid.gridded() ? std::to_string(grid.dataSize) + " data-parallel replicas (pipe " +
+                             std::to_string(grid.pipeSize) + " x model " +
+                             std::to_string(grid.modelSize) + " ranks each)"
+                       : std::to_string(join.worldSize) + " ranks";
     std::printf("model: GPT, %zu parameters (%s); ZeRO stage %d, %s; batch %" PRId64
-                " = micro %" PRId64 " x accumulation %" PRId64 " x %d ranks of %zu tokens\n",
+                " = micro %" PRId64 " x accumulation %" PRId64 " x %s of %zu tokens\n",
                 engine.parameterCount(), modelConfig.describe().c_str(), config.zero.stage,
                 dtypeName(config.precision.modelDtype), batch.trainBatchSize,
-                batch.microBatchPerGpu, batch.gradientAccumulationSteps, join.worldSize, seq);
+                batch.microBatchPerGpu, batch.gradientAccumulationSteps, ranks.c_str(), seq);
     std::printf("data: %s; kernels %s, matmul threads %d per rank\n", data.description.c_str(),
                 kernels::kernelIsaName(kernels::bestKernelIsa()), kernels::matmulThreads());
   }
@@ -249,8 +258,8 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
     std::printf("engine state (dump_state):\n%s", engine.describeState().c_str());
   TrainingMonitors monitors(config, join.rank);
 
-  GptBatches batches(train, join, batch, seq);
-  GptHooks hooks({gpt, config, join, model, engine, comm, board, monitors, valid, seq});
+  GptBatches batches(train, grid, batch, seq);
+  GptHooks hooks({gpt, config, join, model, engine, grid, board, monitors, valid, seq});
   LoopSettings settings;
   settings.lastStep = gpt.trainIters;
   settings.printInterval = gpt.logInterval;
@@ -273,12 +282,19 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   settings.unit = "iteration";
   settings.stepPhase = "forward/backward";
   TrainResult result = runTrainingLoop(
-      settings, {engine, comm, board, monitors, join.rank, stopRequested}, batches, hooks);
+      settings, {engine, *grid.world, board, monitors, join.rank, stopRequested}, batches, hooks);
   const auto trained = std::chrono::steady_clock::now();
 
-  // A sample of what the model learned, from the start of a validation (or training) sample.
-  const std::vector<float> params = engine.fullParameters();  // collective at stage 3
-  if (join.rank == 0) {
+  // A sample of what the model learned, from the start of a validation (or training) sample. It
+  // needs the whole model, which no rank of a grid holds.
+  if (grid.gridded()) {
+    if (join.rank == 0)
+      std::printf("sample: skipped (this rank holds pipeline stage %d of %d and model slice %d of "
+                  "%d, and a sample needs the whole model; ds-generate samples from a saved "
+                  "checkpoint)\n",
+                  grid.pipeRank, grid.pipeSize, grid.modelRank, grid.modelSize);
+  } else if (const std::vector<float> params = engine.fullParameters();  // collective at ZeRO 3
+             join.rank == 0) {
     const runtime::TokenSamples& source = valid ? *valid : train;
     std::vector<int32_t> prompt = source.sample(0);
     prompt.resize(std::min<size_t>(prompt.size(), 32));

@@ -22,6 +22,7 @@
 #include "worker/gpt_train_job.h"
 #include "worker/step_timers.h"
 #include "worker/training_loop.h"
+#include "worker/training_grid.h"
 #include "worker/training_monitors.h"
 #include "worker/training_step.h"
 #include "worker/world_communicator.h"
@@ -91,15 +92,19 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   // comes first waits for it inside oneDNN; the thread is joined when this function returns.
   std::jthread matmulReady;
   if (job.gpt) matmulReady = std::jthread(kernels::prepareMatmul);
-  const std::unique_ptr<runtime::Communicator> world =
-      makeGroupFactory(join, store, bindAddress, config.commBackend).world();
+  runtime::GroupFactory factory = makeGroupFactory(join, store, bindAddress, config.commBackend);
+  const std::unique_ptr<runtime::Communicator> world = factory.world();
   runtime::CommsLogger logger(config.commsLogger);
   runtime::LoggingCommunicator logged(*world, logger);
   runtime::Communicator& comm =
       config.commsLogger.enabled ? static_cast<runtime::Communicator&>(logged) : *world;
 
   if (job.gpt) {
-    TrainResult result = trainGpt(*job.gpt, config, options, join, comm, board, stopRequested);
+    // The grid's groups are made by every rank before any of them trains.
+    const TrainingGridGroups groups(factory, comm, job.gpt->parallel,
+                                    config.commsLogger.enabled ? &logger : nullptr);
+    TrainResult result =
+        trainGpt(*job.gpt, config, options, join, groups.grid(), board, stopRequested);
     result.commStats = logger.summary();
     runtime::storeBarrier(store, "epoch" + std::to_string(join.epoch) + "/train/finished",
                           join.worldSize, std::chrono::minutes(5));

@@ -90,7 +90,7 @@ CommsLoggerConfig parseCommsLogger(JsonReader& r, const Json& block) {
 }  // namespace
 
 DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSize,
-                                     std::string_view source) {
+                                     std::string_view source, int64_t replicaRanks) {
   const std::string src(source);
   // DeepSpeed loads configs with a hook that refuses duplicate keys (the default rules).
   const Json root = parseOrderedJsonText(jsonText, src);
@@ -123,7 +123,15 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
                "train_batch_size, train_micro_batch_size_per_gpu and/or "
                "gradient_accumulation_steps are set, but elastic training computes them; remove "
                "them or set \"ignore_non_elastic_batch_info\": true in the elasticity block");
-      const ElasticBatch e = computeElasticBatch(cfg.elasticity, worldSize, nullptr);
+      if (replicaRanks > 1 && cfg.elasticity.modelParallelSize != replicaRanks)
+        r.fail("elasticity.model_parallel_size",
+               "this job's model replica is " + std::to_string(replicaRanks) +
+                   " ranks (pipe-parallel-size x model-parallel-size), but the elasticity block "
+                   "says " + std::to_string(cfg.elasticity.modelParallelSize) + "; set it to " +
+                   std::to_string(replicaRanks) + " (and num_gpus_per_node to a multiple of it)");
+      const ElasticBatch e =
+          replicaRanks > 1 ? elasticReplicaBatch(cfg.elasticity, worldSize * replicaRanks)
+                           : computeElasticBatch(cfg.elasticity, worldSize, nullptr);
       cfg.batch = inferBatchSizes(e.finalBatchSize, e.microBatchSize,
                                   e.gradientAccumulationSteps, worldSize);
     } else {

@@ -54,10 +54,12 @@ struct DeepSpeedConfig {
 };
 
 // Parses `jsonText`; `source` names the file in messages (e.g. "configs/ds_config.json").
-// worldSize is the data-parallel world size used for batch inference.
+// worldSize is the data-parallel world size used for batch inference. replicaRanks: the ranks of
+// one model replica (pipe x model of a 3D job, so the whole world is worldSize x replicaRanks);
+// above 1, an elasticity block must say so in model_parallel_size and rescales in whole replicas.
 // Throws ds::Error: "SOURCE: JSON.PATH: expected ..., got ...".
 DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSize,
-                                     std::string_view source);
+                                     std::string_view source, int64_t replicaRanks = 1);
 
 // Reads `path` and parses it; a missing or unreadable file is an error naming the path.
 // The file's text, for shipping verbatim to workers; errors name the path.

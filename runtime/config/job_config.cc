@@ -128,7 +128,7 @@ JobConfig parseJobConfig(const std::string& text, int64_t worldSize, const std::
       return out;
     }
   }
-  out.deepspeed = parseDeepSpeedConfig(text, worldSize, where);
+  out.deepspeed = parseDeepSpeedConfig(text, worldSize == kOneReplica ? 1 : worldSize, where);
   return out;
 }
 

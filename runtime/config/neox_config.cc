@@ -544,7 +544,14 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
       if (m.expansionFactor <= 0) r.fail("a positive number or null");
     } else if (key == "seed")
       t.seed = static_cast<uint64_t>(r.integer(0, kBig));
-    else if (key == "checkpoint-activations")
+    else if (key == "pipe-parallel-size")
+      t.parallel.pipe = std::max(1, static_cast<int>(r.integer(0, 1 << 20)));  // NeoX: 0 is 1
+    else if (key == "model-parallel-size")
+      t.parallel.model = static_cast<int>(r.integer(1, 1 << 20));
+    else if (key == "pipe-partition-method") {
+      t.parallel.partitionMethod = r.string();
+      checkPartitionMethod(t.parallel.partitionMethod);
+    } else if (key == "checkpoint-activations")
       m.checkpointActivations = r.boolean();
     else if (key == "checkpoint-num-layers") {
       if (r.integer(1, 1 << 20) != 1)
@@ -735,7 +742,16 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
         "elasticity block, which computes it)");
   if (!ds.contains("steps_per_print")) ds["steps_per_print"] = t.logInterval;
 
-  out.deepspeed = parseDeepSpeedConfig(ds.dump(), worldSize, "NeoX config (DeepSpeed keys)");
+  // DeepSpeed's config with NeoX's mpu: the batch rules divide by the data-parallel size.
+  const int64_t world = worldSize == kOneReplica ? t.parallel.replicaRanks() : worldSize;
+  out.deepspeed = parseDeepSpeedConfig(ds.dump(), dataParallelSize(t.parallel, world),
+                                       "NeoX config (DeepSpeed keys)", t.parallel.replicaRanks());
+  // DeepSpeed's PipelineEngine asserts zero_optimization_stage() < 2 (ZeroStageEnum.gradients).
+  if (t.parallel.pipe > 1 && out.deepspeed.zero.stage >= 2)
+    throw Error("zero_optimization.stage " + std::to_string(out.deepspeed.zero.stage) +
+                ": ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism "
+                "(pipe-parallel-size " +
+                std::to_string(t.parallel.pipe) + "), as in DeepSpeed; use stage 0 or 1");
   // What every rank would otherwise find out for itself, after its start: a split it cannot cut
   // and sample tables or activations larger than the memory left.
   splitDocuments(t.split, 0);

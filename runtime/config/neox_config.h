@@ -15,6 +15,7 @@
 
 #include "runtime/config/checkpoint_schedule.h"
 #include "runtime/config/ds_config.h"
+#include "runtime/config/parallel_config.h"
 #include "runtime/data/data_blend.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/model/gpt_config.h"
@@ -43,6 +44,7 @@ struct GptTrainConfig {
   bool finetune = false;           // load weights only; start at iteration 0
   bool noLoadOptim = false;        // load weights and schedule position, not optimizer state
   uint64_t seed = 1234;
+  ParallelConfig parallel;  // pipe-parallel-size, model-parallel-size, pipe-partition-method
 };
 
 struct NeoxConfig {
@@ -62,7 +64,10 @@ nlohmann::json readNeoxYaml(const std::vector<std::string>& paths);
 // memory says nothing of the compute nodes': each rank then checks its own).
 enum class MemoryCheck { ThisMachine, Elsewhere };
 
-// The merged object (readNeoxYaml's) -> the job's configuration for `worldSize` ranks.
+// The merged object (readNeoxYaml's) -> the job's configuration for `worldSize` ranks, all of
+// them (the batch rules divide by world / (pipe x model)); kOneReplica: as many as one copy of
+// the model needs (pipe x model), for tools that only read the model's shape.
+inline constexpr int64_t kOneReplica = 0;
 NeoxConfig parseNeoxConfig(const nlohmann::json& merged, int64_t worldSize,
                            MemoryCheck memory = MemoryCheck::ThisMachine);
 

@@ -187,4 +187,39 @@ ElasticBatch computeElasticBatch(const ElasticityConfig& c, int64_t worldSize,
   return out;
 }
 
+ElasticBatch elasticReplicaBatch(const ElasticityConfig& c, int64_t worldSize) {
+  const int64_t mp = c.modelParallelSize;
+  if (mp == 1) return computeElasticBatch(c, worldSize, nullptr);
+  if (worldSize < mp || worldSize % mp != 0)
+    throw Error("world size " + std::to_string(worldSize) +
+                " is not a whole number of model replicas of " + std::to_string(mp) +
+                " ranks (elasticity.model_parallel_size): an elastic job with model or pipeline "
+                "parallelism grows and shrinks by whole data-parallel replicas; run a multiple "
+                "of " + std::to_string(mp) + " ranks");
+  // Section 14.2 step 9: v0.2 takes the whole world (model-parallel ranks included) this way.
+  const std::string total = std::to_string(worldSize);
+  ElasticBatch out = computeElasticBatch(c, 0, total.c_str());
+  const int64_t dp = worldSize / mp;
+  if (std::find(out.validGpus.begin(), out.validGpus.end(), dp) == out.validGpus.end()) {
+    std::vector<int64_t> worlds;
+    for (int64_t v : out.validGpus) worlds.push_back(v * mp);
+    throw Error("World size (" + total + ") is " + std::to_string(dp) +
+                " data-parallel replicas of " + std::to_string(mp) +
+                " ranks, which is not among the valid data-parallel sizes " +
+                pythonList(out.validGpus) + " (world sizes " + pythonList(worlds) + ")");
+  }
+  std::set<int64_t> sizes(c.microBatchSizes.begin(), c.microBatchSizes.end());
+  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it)
+    if ((out.finalBatchSize / dp) % *it == 0) {
+      out.microBatchSize = *it;
+      break;
+    }
+  if (!out.microBatchSize)
+    throw Error("Unable to find divisible micro batch size data-parallel size=" +
+                std::to_string(dp) + ", final_batch_size=" + std::to_string(out.finalBatchSize) +
+                ", and micro_batches=" + pythonList(c.microBatchSizes) + ".");
+  out.gradientAccumulationSteps = out.finalBatchSize / (*out.microBatchSize * dp);
+  return out;
+}
+
 }  // namespace ds::runtime

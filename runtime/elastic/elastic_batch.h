@@ -28,6 +28,15 @@ struct ElasticBatch {
 ElasticBatch computeElasticBatch(const ElasticityConfig& config, int64_t worldSize,
                                  const char* envWorldSize);
 
+// The runtime's elastic batch for a job whose model replica spans model_parallel_size ranks (a
+// pipe x model grid; DeepSpeed's mpu): v0.2 on the whole world, counting every rank as section
+// 14.4 does, then the world's data-parallel size, world / model_parallel_size, checked against the
+// valid data-parallel sizes and given its micro-batch and accumulation (DeepSpeed's runtime would
+// compare the data-parallel size with itself divided again, which refuses most such worlds).
+// A world that is not whole replicas is refused with the fix. model_parallel_size 1:
+// computeElasticBatch(config, worldSize, nullptr). validGpus holds data-parallel sizes.
+ElasticBatch elasticReplicaBatch(const ElasticityConfig& config, int64_t worldSize);
+
 // The v0.1 core (also v0.2's, on nodes): the batch and its valid GPU counts; nullopt for the
 // counts in DeepSpeed's degenerate case (no candidate has any, prefer_larger_batch false).
 struct ElasticV01 {

@@ -21,7 +21,7 @@ namespace {
 
 struct CheckOptions {
   std::vector<std::string> config;  // files, or comma lists of them
-  int64_t worldSize = 1;
+  int64_t worldSize = 0;  // not given: one rank, or one model replica of a 3D NeoX job
   bool json = false;
 };
 
@@ -77,11 +77,18 @@ void runCheck(const CheckOptions& o) {
                 << job.gpt->trainIters << " iterations on " << data << '\n';
   }
   const runtime::BatchConfig& b = c.batch;
+  const runtime::ParallelConfig grid = job.gpt ? job.gpt->parallel : runtime::ParallelConfig{};
+  const int64_t world = o.worldSize != 0 ? o.worldSize : grid.replicaRanks();
   if (o.json) {
-    nlohmann::ordered_json out = {{"world_size", o.worldSize},
+    nlohmann::ordered_json out = {{"world_size", world},
                                   {"train_batch_size", b.trainBatchSize},
                                   {"train_micro_batch_size_per_gpu", b.microBatchPerGpu},
                                   {"gradient_accumulation_steps", b.gradientAccumulationSteps}};
+    if (grid.gridded()) {
+      out["pipe_parallel_size"] = grid.pipe;
+      out["model_parallel_size"] = grid.model;
+      out["data_parallel_size"] = world / grid.replicaRanks();
+    }
     if (job.gpt) out["gpt_parameters"] = gptParameters;
     auto& in = out["in_effect"] = nlohmann::ordered_json::array();
     auto& notIn = out["not_in_effect"] = nlohmann::ordered_json::array();
@@ -90,10 +97,14 @@ void runCheck(const CheckOptions& o) {
     std::cout << out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
     return;
   }
-  std::cout << runtime::configPathsText(o.config) << ": OK (world size " << o.worldSize
+  std::cout << runtime::configPathsText(o.config) << ": OK (world size " << world
             << "): train_batch_size " << b.trainBatchSize << " = micro " << b.microBatchPerGpu
-            << " x accumulation " << b.gradientAccumulationSteps << " x " << o.worldSize
-            << (o.worldSize == 1 ? " rank" : " ranks") << '\n';
+            << " x accumulation " << b.gradientAccumulationSteps << " x ";
+  if (grid.gridded())
+    std::cout << world / grid.replicaRanks() << " data-parallel (world " << world << " / pipe "
+              << grid.pipe << " x model " << grid.model << ")\n";
+  else
+    std::cout << world << (world == 1 ? " rank" : " ranks") << '\n';
   std::cout << "in effect:\n";
   for (const auto& v : c.keyEffects)
     if (inEffect(v)) std::cout << "  " << v.path << ": " << v.note << '\n';
@@ -169,7 +180,9 @@ void addCheckCommand(CLI::App& app) {
   cmd->add_option("config", o->config,
                   "DeepSpeed JSON config, or NeoX config files (a.yml b.yml, or \"a.yml, b.yml\")")
       ->required();
-  cmd->add_option("--world-size", o->worldSize, "data-parallel ranks the batch is split over")
+  cmd->add_option("--world-size", o->worldSize,
+                  "ranks of the job (default: 1, or pipe x model of a NeoX config); the batch "
+                  "is split over world / (pipe-parallel-size x model-parallel-size)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   cmd->add_flag("--json", o->json, "print one JSON object instead of a sentence");
   cmd->callback([o] { runCheck(*o); });

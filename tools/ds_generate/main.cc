@@ -45,7 +45,7 @@ int run(const Options& o) {
   merged.erase("train_batch_size");
   merged.erase("gradient_accumulation_steps");
   merged["batch-size"] = 1;
-  NeoxConfig neox = parseNeoxConfig(merged, 1);
+  NeoxConfig neox = parseNeoxConfig(merged, kOneReplica);
   const std::unique_ptr<Tokenizer> tokenizer = makeJobTokenizer(neox.train);
   GptConfig modelConfig = modelConfigFor(neox.train, *tokenizer);
   modelConfig.attentionDropout = modelConfig.hiddenDropout = 0.0;

@@ -1,0 +1,45 @@
+// dataParallelSize and the partition method's spelling; the partition itself is
+// runtime/parallel/layer_partition.cc's.
+#include "runtime/config/parallel_config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <regex>
+
+#include "common/error.h"
+
+namespace ds::runtime {
+
+int64_t dataParallelSize(const ParallelConfig& parallel, int64_t worldSize) {
+  const int64_t replica = parallel.replicaRanks();
+  if (worldSize < 1 || worldSize % replica != 0)
+    throw Error("world size " + std::to_string(worldSize) +
+                " is not a multiple of pipe-parallel-size x model-parallel-size (" +
+                std::to_string(parallel.pipe) + " x " + std::to_string(parallel.model) + " = " +
+                std::to_string(replica) +
+                " ranks per model replica): run " + std::to_string(replica) + ", " +
+                std::to_string(2 * replica) + ", " + std::to_string(3 * replica) +
+                "... ranks, or change those keys");
+  return worldSize / replica;
+}
+
+void checkPartitionMethod(const std::string& method) {
+  std::string lower = method;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "parameters" || lower == "uniform") return;
+  if (lower.rfind("type:", 0) == 0) {
+    const std::string pattern = lower.substr(5, lower.find(':', 5) - 5);
+    try {
+      std::regex compiled(pattern, std::regex::ECMAScript | std::regex::icase);
+      return;
+    } catch (const std::regex_error& e) {
+      throw Error("pipe-partition-method: \"" + method + "\": the regex after \"type:\" does not "
+                  "compile (" + e.what() + ")");
+    }
+  }
+  throw Error("pipe-partition-method: expected \"parameters\", \"uniform\" or \"type:REGEX\", got \"" +
+              method + "\"");
+}
+
+}  // namespace ds::runtime

@@ -1,0 +1,64 @@
+// TrainingGridGroups and the refusal of grids the trainer cannot run yet (issue 28).
+#include "worker/training_grid.h"
+
+#include "runtime/parallel/topology.h"
+
+namespace ds::worker {
+
+std::string TrainingGrid::coordinates() const {
+  return "(pipe " + std::to_string(pipeRank) + ", data " + std::to_string(dataRank) +
+         ", model " + std::to_string(modelRank) + ")";
+}
+
+TrainingGridGroups::TrainingGridGroups(runtime::GroupFactory& factory,
+                                       runtime::Communicator& world,
+                                       const runtime::ParallelConfig& parallel,
+                                       runtime::CommsLogger* logger)
+    : logger_(logger) {
+  grid_.world = &world;
+  if (!parallel.gridded()) {
+    // No new groups: the data group is the world, as before there was a grid.
+    grid_.data = &world;
+    grid_.dataRank = world.rank();
+    grid_.dataSize = world.size();
+    return;
+  }
+  const auto topology = runtime::PipeModelDataTopology::forWorld(
+      factory.worldSize(), parallel.pipe, parallel.model);
+  groups_ = runtime::buildTopologyGroups(factory, topology);
+  const int rank = factory.rank();
+  grid_.pipeRank = topology.getCoord(rank, "pipe");
+  grid_.dataRank = topology.getCoord(rank, "data");
+  grid_.modelRank = topology.getCoord(rank, "model");
+  grid_.pipeSize = topology.pipeParallelSize();
+  grid_.dataSize = topology.dataParallelSize();
+  grid_.modelSize = topology.modelParallelSize();
+  grid_.data = logged(groups_.data);
+  if (grid_.modelSize > 1) grid_.model = logged(groups_.model);
+  if (grid_.pipeSize > 1) grid_.pipe = logged(groups_.pipe);
+  grid_.prevStage = logged(groups_.prevStage);
+  grid_.nextStage = logged(groups_.nextStage);
+}
+
+runtime::Communicator* TrainingGridGroups::logged(std::unique_ptr<runtime::Communicator>& group) {
+  if (!group) return nullptr;
+  if (!logger_) return group.get();
+  wrappers_.push_back(std::make_unique<runtime::LoggingCommunicator>(*group, *logger_));
+  return wrappers_.back().get();
+}
+
+std::string unsupportedParallelism(const runtime::GptTrainConfig& gpt) {
+  // Flip these when the pipeline schedule and the tensor slices are wired into the trainer: the
+  // config, the groups, the samples and the averages already follow the grid.
+  if (gpt.parallel.pipe > 1)
+    return "pipe-parallel-size " + std::to_string(gpt.parallel.pipe) +
+           ": pipeline parallelism in the GPT trainer is being built (issue 28); set "
+           "pipe-parallel-size to 0 or 1";
+  if (gpt.parallel.model > 1)
+    return "model-parallel-size " + std::to_string(gpt.parallel.model) +
+           ": tensor (model) parallelism in the GPT trainer is being built (issue 28); set "
+           "model-parallel-size to 1";
+  return "";
+}
+
+}  // namespace ds::worker

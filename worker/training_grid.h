@@ -1,0 +1,59 @@
+// A rank's place on the GPT job's pipe x data x model grid (DeepSpeed's
+// PipeModelDataParallelTopology) and the communicators of its groups, as the trainer uses them:
+// the engine and the samples go by the DATA group, the stop vote by the world. Building the
+// groups is runtime/parallel/topology_groups.h's; what runs over them is the trainer's.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/comms_logger.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/comm/group_factory.h"
+#include "runtime/config/neox_config.h"
+#include "runtime/engine/parallel_groups.h"
+#include "runtime/parallel/topology_groups.h"
+
+namespace ds::worker {
+
+// What the trainer gets. Without pipe or model parallelism data is the world itself and the
+// other groups are null, so such a job runs exactly as a data-parallel one always has.
+struct TrainingGrid {
+  runtime::Communicator* world = nullptr;  // every rank: the stop vote, the closing barrier
+  runtime::Communicator* data = nullptr;   // the engine's (ZeRO), loss and evaluation averages
+  runtime::Communicator* model = nullptr;  // tensor slices; null when model-parallel-size is 1
+  runtime::Communicator* pipe = nullptr;   // this rank's pipeline; null with one stage
+  // Send/recv pairs with the neighbouring stages; null at the ends and with one stage.
+  runtime::Communicator* prevStage = nullptr;
+  runtime::Communicator* nextStage = nullptr;
+  int pipeRank = 0, dataRank = 0, modelRank = 0;  // this rank's coordinates
+  int pipeSize = 1, dataSize = 1, modelSize = 1;
+
+  bool gridded() const { return pipeSize > 1 || modelSize > 1; }
+  runtime::ParallelGroups parallelGroups() const { return {model, pipe}; }
+  // "(pipe 1, data 0, model 1)": how logs and the launcher name a rank's place.
+  std::string coordinates() const;
+};
+
+// Owns the grid's communicators (with the comms logger's wrappers when it is enabled) for as long
+// as the trainer runs. Collective: every rank constructs it with the same configuration.
+class TrainingGridGroups {
+ public:
+  TrainingGridGroups(runtime::GroupFactory& factory, runtime::Communicator& world,
+                     const runtime::ParallelConfig& parallel, runtime::CommsLogger* logger);
+  const TrainingGrid& grid() const { return grid_; }
+
+ private:
+  runtime::Communicator* logged(std::unique_ptr<runtime::Communicator>& group);
+  runtime::TopologyGroups groups_;
+  runtime::CommsLogger* logger_;
+  std::vector<std::unique_ptr<runtime::LoggingCommunicator>> wrappers_;
+  TrainingGrid grid_;
+};
+
+// The one place that says which grids the GPT trainer can run: "" when it can, else why not,
+// naming the key. Called where the model is built.
+std::string unsupportedParallelism(const runtime::GptTrainConfig& gpt);
+
+}  // namespace ds::worker
