@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "runtime/parallel/topology.h"
+
 namespace ds::launcher {
 namespace {
 
@@ -15,20 +17,52 @@ std::string displayCommand(const std::vector<std::string>& argv) {
 
 }  // namespace
 
+std::vector<std::array<int, 3>> gridCoordinates(const GridShape& grid, int worldSize) {
+  std::vector<std::array<int, 3>> out;
+  const int replica = grid.pipe * grid.model;
+  if (!grid.gridded() || worldSize < replica || worldSize % replica != 0) return out;
+  const auto topology =
+      runtime::PipeModelDataTopology::forWorld(worldSize, grid.pipe, grid.model);
+  for (int rank = 0; rank < worldSize; ++rank)
+    out.push_back({topology.getCoord(rank, "pipe"), topology.getCoord(rank, "data"),
+                   topology.getCoord(rank, "model")});
+  return out;
+}
+
 std::string formatDryRunText(const DryRun& dryRun) {
   std::ostringstream out;
   for (const auto& notice : dryRun.notices) out << "notice: " << notice << '\n';
   out << "world size " << dryRun.plan.worldSize() << " on " << dryRun.plan.nodes.size()
       << " node(s); backend " << backendName(dryRun.backend) << "; coordinator "
-      << dryRun.coordinatorAddress << "\n\n";
+      << dryRun.coordinatorAddress << "\n";
+  const auto coords = gridCoordinates(dryRun.grid, dryRun.plan.worldSize());
+  if (!coords.empty())
+    out << "grid: pipe " << dryRun.grid.pipe << " x data "
+        << dryRun.plan.worldSize() / (dryRun.grid.pipe * dryRun.grid.model) << " x model "
+        << dryRun.grid.model << " (rank = (pipe x data_size + data) x model_size + model)\n";
+  out << '\n';
   char line[256];
-  std::snprintf(line, sizeof(line), "%-6s %-24s %-6s %-10s %s\n", "rank", "host", "node",
+  std::snprintf(line, sizeof(line), "%-6s %-24s %-6s %-10s %-6s", "rank", "host", "node",
                 "local_rank", "slot");
-  out << line;
+  std::string header = line;
+  if (coords.empty())
+    header.erase(header.find_last_not_of(' ') + 1);
+  else
+    header += " pipe data model";
+  out << header << '\n';
   for (const auto& rank : dryRun.plan.ranks) {
-    std::snprintf(line, sizeof(line), "%-6d %-24s %-6d %-10d %d\n", rank.rank, rank.host.c_str(),
+    std::snprintf(line, sizeof(line), "%-6d %-24s %-6d %-10d %-6d", rank.rank, rank.host.c_str(),
                   rank.nodeRank, rank.localRank, rank.slot);
-    out << line;
+    std::string text = line;
+    if (static_cast<size_t>(rank.rank) < coords.size()) {
+      const auto& c = coords[static_cast<size_t>(rank.rank)];
+      std::snprintf(line, sizeof(line), " %-4d %-4d %d", c[0], c[1], c[2]);
+      text += line;
+    } else {
+      // No trailing blanks when there is no coordinate column.
+      text.erase(text.find_last_not_of(' ') + 1);
+    }
+    out << text << '\n';
   }
   out << "\ncommands (the job token travels in the environment, never on a command line):\n";
   for (const auto& command : dryRun.commands) {
@@ -44,8 +78,12 @@ std::string formatDryRunText(const DryRun& dryRun) {
   if (dryRun.batch)
     out << "\nbatch: train_batch_size " << dryRun.batch->trainBatchSize << " = micro "
         << dryRun.batch->microBatchPerGpu << " x gradient accumulation "
-        << dryRun.batch->gradientAccumulationSteps << " x " << dryRun.plan.worldSize()
-        << " ranks\n";
+        << dryRun.batch->gradientAccumulationSteps << " x "
+        << (coords.empty() ? std::to_string(dryRun.plan.worldSize()) + " ranks"
+                           : std::to_string(dryRun.plan.worldSize() /
+                                            (dryRun.grid.pipe * dryRun.grid.model)) +
+                                 " data-parallel replicas")
+        << '\n';
   return out.str();
 }
 
@@ -55,13 +93,26 @@ std::string formatDryRunJson(const DryRun& dryRun) {
   for (const auto& node : dryRun.plan.nodes)
     json["resources"].push_back({{"host", node.host}, {"slots", node.slots}});
   json["world_size"] = dryRun.plan.worldSize();
+  const auto coords = gridCoordinates(dryRun.grid, dryRun.plan.worldSize());
+  if (!coords.empty())
+    json["grid"] = {{"pipe", dryRun.grid.pipe},
+                    {"data", dryRun.plan.worldSize() / (dryRun.grid.pipe * dryRun.grid.model)},
+                    {"model", dryRun.grid.model}};
   json["ranks"] = nlohmann::ordered_json::array();
-  for (const auto& rank : dryRun.plan.ranks)
-    json["ranks"].push_back({{"rank", rank.rank},
-                             {"host", rank.host},
-                             {"local_rank", rank.localRank},
-                             {"slot", rank.slot},
-                             {"node_rank", rank.nodeRank}});
+  for (const auto& rank : dryRun.plan.ranks) {
+    nlohmann::ordered_json entry = {{"rank", rank.rank},
+                                    {"host", rank.host},
+                                    {"local_rank", rank.localRank},
+                                    {"slot", rank.slot},
+                                    {"node_rank", rank.nodeRank}};
+    if (static_cast<size_t>(rank.rank) < coords.size()) {
+      const auto& c = coords[static_cast<size_t>(rank.rank)];
+      entry["pipe"] = c[0];
+      entry["data"] = c[1];
+      entry["model"] = c[2];
+    }
+    json["ranks"].push_back(entry);
+  }
   json["backend"] = backendName(dryRun.backend);
   json["coordinator"] = dryRun.coordinatorAddress;
   json["commands"] = nlohmann::ordered_json::array();

@@ -2,6 +2,7 @@
 // --json exactly one JSON object on stdout for programs.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,19 @@ struct BatchPlan {
   int64_t gradientAccumulationSteps = 0;
 };
 
+// The job's pipe x model grid (a NeoX config's pipe-parallel-size and model-parallel-size): where
+// either is above 1, every rank is shown with its (pipe, data, model) coordinate, laid out as
+// DeepSpeed's PipeModelDataParallelTopology lays it out.
+struct GridShape {
+  int pipe = 1;
+  int model = 1;
+  bool gridded() const { return pipe > 1 || model > 1; }
+};
+
+// Rank -> (pipe, data, model) for `worldSize` ranks; empty when the grid is not gridded or the
+// world is not whole replicas (the config check refuses that one).
+std::vector<std::array<int, 3>> gridCoordinates(const GridShape& grid, int worldSize);
+
 struct DryRun {
   LaunchPlan plan;
   Backend backend = Backend::Local;
@@ -25,6 +39,7 @@ struct DryRun {
   EnvList exports;
   std::optional<BatchPlan> batch;
   std::vector<std::string> notices;
+  GridShape grid;
 };
 
 std::string formatDryRunText(const DryRun& dryRun);

@@ -139,6 +139,7 @@ JobPlan planJob(CommandLine& line) {
 
   std::string configJson;
   std::optional<BatchPlan> batch;
+  GridShape grid;
   std::optional<ds::runtime::JobConfig> parsed;
   std::string elasticityConfig;
   if (!job.configPaths.empty()) {
@@ -190,6 +191,7 @@ JobPlan planJob(CommandLine& line) {
       job.train.steps = parsed->gpt->trainIters;
     }
     for (const auto& warning : config.warnings) notices.push_back("config: " + warning);
+    if (parsed->gpt) grid = {parsed->gpt->parallel.pipe, parsed->gpt->parallel.model};
     batch = BatchPlan{config.batch.trainBatchSize, config.batch.microBatchPerGpu,
                       config.batch.gradientAccumulationSteps};
     // ds-launch chose the world size from this elasticity block, so it is the resource scheduler
@@ -250,6 +252,7 @@ JobPlan planJob(CommandLine& line) {
           backend,
           std::move(configJson),
           batch,
+          grid,
           notices,
           request,
           std::move(elasticCheckpointDir),
@@ -264,7 +267,8 @@ int printDryRun(JobPlan& p, const LaunchOptions& flags) {
                       buildLaunchCommands(p.request),
                       p.request.exports,
                       p.batch,
-                      p.notices};
+                      p.notices,
+                      p.grid};
   std::cout << (flags.json ? formatDryRunJson(dryRun) : formatDryRunText(dryRun));
   return 0;
 }

@@ -25,6 +25,7 @@ struct JobPlan {
   Backend backend = Backend::Local;
   std::string configJson;  // the DeepSpeed config text shipped to workers ("" without one)
   std::optional<BatchPlan> batch;
+  GridShape grid;                    // a NeoX config's pipe x model (1 x 1 otherwise)
   std::vector<std::string> notices;  // printed before the job starts
   BackendRequest request;            // all but the coordinator's address
   std::string elasticCheckpointDir;  // --elastic_training: where every membership saves and loads

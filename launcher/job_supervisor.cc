@@ -251,7 +251,7 @@ JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankPlacemen
     if (outcome.failure.empty()) handleStopRequest(coordinator, options, outcome);
     if (gDumpRequested) {
       gDumpRequested = 0;
-      std::cerr << "ds-launch: state of every rank (SIGUSR1)\n" << formatRankTable(ranks, health);
+      std::cerr << "ds-launch: state of every rank (SIGUSR1)\n" << formatRankTable(ranks, health, options.view.grid);
     }
     if (options.launchStarted && !outcome.startupSeconds) {
       if (const auto line = startupLine(health, *options.launchStarted, outcome.startupSeconds)) {

@@ -30,12 +30,14 @@ int64_t slowestStep(const std::vector<RankStatus>& status) {
 }  // namespace
 
 std::string formatRankTable(const std::vector<RankPlacement>& ranks,
-                            const std::vector<RankStatus>& status) {
+                            const std::vector<RankStatus>& status, const GridShape& grid) {
   std::ostringstream out;
   char line[256];
+  // An elastic job's world changes: the coordinates follow the ranks there are now.
+  const auto coords = gridCoordinates(grid, static_cast<int>(ranks.size()));
   std::snprintf(line, sizeof(line), "%-5s %-16s %-10s %8s %11s %10s %7s %6s  %s\n", "rank", "host",
                 "state", "step", "loss", "samples/s", "memory", "hb age", "phase");
-  out << line;
+  out << (coords.empty() ? "" : "p,d,m  ") << line;
   const auto now = std::chrono::steady_clock::now();
   for (size_t r = 0; r < ranks.size() && r < status.size(); ++r) {
     const auto& s = status[r];
@@ -47,6 +49,14 @@ std::string formatRankTable(const std::vector<RankPlacement>& ranks,
       std::snprintf(age, sizeof(age), "%.1fs",
                     std::chrono::duration<double>(now - s.lastHeartbeat).count());
     const Progress& p = s.progress;
+    if (r < coords.size()) {
+      char coord[24];
+      std::snprintf(coord, sizeof(coord), "%-6s ",
+                    (std::to_string(coords[r][0]) + "," + std::to_string(coords[r][1]) + "," +
+                     std::to_string(coords[r][2]))
+                        .c_str());
+      out << coord;
+    }
     std::snprintf(line, sizeof(line), "%-5d %-16s %-10s %8lld %11.6f %10.0f %7s %6s  ",
                   ranks[r].rank, ranks[r].host.c_str(), state.c_str(),
                   static_cast<long long>(p.step), p.loss, p.samplesPerSecond,
@@ -114,7 +124,7 @@ void LiveView::update(const std::vector<RankPlacement>& ranks,
     out_.flush();
     return;
   }
-  std::string table = formatRankTable(ranks, status);
+  std::string table = formatRankTable(ranks, status, options_.grid);
   if (options_.totalSteps > 0) table += formatProgress(step, options_.totalSteps, elapsed) + "\n";
   // A wrapped line would break the line count the redraw relies on.
   table_.clear();

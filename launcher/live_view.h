@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "launcher/coordinator.h"
+#include "launcher/dry_run.h"
 
 namespace ds::launcher {
 
@@ -19,7 +20,13 @@ struct LiveViewOptions {
   int64_t totalSteps = 0;  // 0: unknown (no bar, no ETA)
   std::chrono::milliseconds plainInterval{10000};
   int columns = 0;  // terminal width: table lines are cut to it so none wraps (0: no limit)
+  GridShape grid;   // pipe or model above 1: each rank's (pipe, data, model) beside its rank
 };
+
+// The state table (one row per rank); also what SIGUSR1 prints. With a grid, each row opens with
+// the rank's "pipe,data,model" coordinate.
+std::string formatRankTable(const std::vector<RankPlacement>& ranks,
+                            const std::vector<RankStatus>& status, const GridShape& grid = {});
 
 class LiveView {
  public:
@@ -40,10 +47,6 @@ class LiveView {
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point lastPlain_ = started_;
 };
-
-// The state table (one row per rank); also what SIGUSR1 prints.
-std::string formatRankTable(const std::vector<RankPlacement>& ranks,
-                            const std::vector<RankStatus>& status);
 
 // "[#####-----] 120/400 30% ETA 3s" from the slowest rank's step.
 std::string formatProgress(int64_t step, int64_t total, double elapsedSeconds);

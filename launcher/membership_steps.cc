@@ -83,6 +83,7 @@ SupervisorOptions supervisorOptionsFor(const JobPlan& p, const LaunchOptions& fl
   o.view.terminal = isatty(STDOUT_FILENO) == 1;
   if (winsize size{}; ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0) o.view.columns = size.ws_col;
   o.view.totalSteps = p.job.kind == JobKind::Train ? p.job.train.steps : 0;
+  o.view.grid = p.grid;
   return o;
 }
 

@@ -317,3 +317,56 @@ TEST_CASE("ds-elastic: text, --json, $WORLD_SIZE for v0.2, and exit 2 with nothi
     CHECK_FALSE(r.err.empty());
   }
 }
+
+TEST_CASE("elastic batch: a model replica of several ranks rescales in whole replicas",
+          "[elastic]") {
+  ds::runtime::ElasticityConfig c;
+  c.enabled = true;
+  c.maxTrainBatchSize = 64;
+  c.microBatchSizes = {2, 4};
+  c.minGpus = 1;
+  c.maxGpus = 64;
+  c.numGpusPerNode = 4;
+  c.modelParallelSize = 2;
+  // v0.2 over nodes of 4 GPUs, 2 data-parallel ranks each: the batch 48 for data-parallel sizes
+  // 2, 4, 6, 8, 12, 24 (the Python transcription's numbers for worlds 4..16).
+  const auto eight = ds::runtime::elasticReplicaBatch(c, 8);
+  CHECK(eight.finalBatchSize == 48);
+  CHECK(eight.validGpus == std::vector<int64_t>{2, 4, 6, 8, 12, 24});
+  CHECK(*eight.microBatchSize == 4);  // 48 / 4 replicas = 12 per replica
+  CHECK(*eight.gradientAccumulationSteps == 3);
+  const auto twelve = ds::runtime::elasticReplicaBatch(c, 12);
+  CHECK(*twelve.microBatchSize == 4);
+  CHECK(*twelve.gradientAccumulationSteps == 2);  // 48 / (4 x 6)
+  // 6 ranks: 3 replicas, not among the valid sizes: v0.2's fallback batch for them, 60.
+  const auto six = ds::runtime::elasticReplicaBatch(c, 6);
+  CHECK(six.finalBatchSize == 60);
+  CHECK(*six.gradientAccumulationSteps == 5);
+  CHECK_THROWS_WITH(ds::runtime::elasticReplicaBatch(c, 7),
+                    Catch::Contains("not a whole number of model replicas of 2 ranks") &&
+                        Catch::Contains("run a multiple of 2 ranks"));
+  // model_parallel_size 1 is DeepSpeed's computation unchanged.
+  c.modelParallelSize = 1;
+  const auto plain = ds::runtime::computeElasticBatch(c, 8, nullptr);
+  const auto same = ds::runtime::elasticReplicaBatch(c, 8);
+  CHECK(same.finalBatchSize == plain.finalBatchSize);
+  CHECK(same.microBatchSize == plain.microBatchSize);
+  CHECK(same.gradientAccumulationSteps == plain.gradientAccumulationSteps);
+
+  // Through a config whose replica is 2 ranks (the data-parallel size is given, 4 of 8 ranks).
+  const std::string block =
+      R"({"elasticity": {"enabled": true, "max_train_batch_size": 64, "micro_batch_sizes": [2, 4],
+          "max_gpus": 64, "num_gpus_per_node": 4, "model_parallel_size": MP}})";
+  auto withMp = [&](const std::string& mp) {
+    std::string text = block;
+    text.replace(text.find("MP"), 2, mp);
+    return text;
+  };
+  const auto cfg = ds::runtime::parseDeepSpeedConfig(withMp("2"), 4, "c.json", 2);
+  CHECK(cfg.batch.trainBatchSize == 48);
+  CHECK(cfg.batch.microBatchPerGpu == 4);
+  CHECK(cfg.batch.gradientAccumulationSteps == 3);
+  CHECK_THROWS_WITH(ds::runtime::parseDeepSpeedConfig(withMp("1"), 4, "c.json", 2),
+                    Catch::Contains("elasticity.model_parallel_size") &&
+                        Catch::Contains("set it to 2"));
+}

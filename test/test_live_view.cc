@@ -115,3 +115,16 @@ TEST_CASE("summary: a rank that reported no steps shows '-', not a made-up step 
   CHECK_THAT(first, Catch::Matches(R"(0 +127\.0\.0\.1 +0 +20 +0\.250000 +1\.50)"));
   CHECK_THAT(second, Catch::Matches(R"(1 +127\.0\.0\.1 +3 +- +- +1\.50)"));
 }
+
+TEST_CASE("rank table: a job with a grid shows each rank's pipe,data,model coordinate") {
+  std::vector<RankPlacement> ranks;
+  for (int r = 0; r < 4; ++r) ranks.push_back({r, "127.0.0.1", r, r, 4});
+  std::vector<RankStatus> status(4);
+  const std::string table = formatRankTable(ranks, status, GridShape{2, 2});
+  REQUIRE_THAT(table, Catch::StartsWith("p,d,m  rank  host"));
+  // pipe 2 x model 2 of 4 ranks: one replica, model varying fastest.
+  REQUIRE_THAT(table, Catch::Contains("\n0,0,1  1     127.0.0.1"));
+  REQUIRE_THAT(table, Catch::Contains("\n1,0,0  2     127.0.0.1"));
+  // Without a grid the table is as it was.
+  REQUIRE_THAT(formatRankTable(ranks, status), Catch::StartsWith("rank  host"));
+}

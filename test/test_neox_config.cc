@@ -113,9 +113,9 @@ TEST_CASE("neox config: NeoX's annealing lr schedule", "[neox]") {
 TEST_CASE("neox config: unknown, unimplemented and malformed keys are refused by name",
           "[neox]") {
   CHECK_THAT(errorOf("num-layer: 4\n"), Catch::Contains("did you mean \"num-layers\""));
-  CHECK_THAT(errorOf("pipe-parallel-size: 2\n"),
-             Catch::Contains("pipe-parallel-size: pipeline parallelism is not implemented") &&
-                 Catch::EndsWith("set it to 0 or 1"));
+  CHECK_THAT(errorOf("moe-num-experts: 2\n"),
+             Catch::Contains("moe-num-experts: mixture of experts is not implemented") &&
+                 Catch::EndsWith("set it to 1"));
   CHECK(errorOf("pipe-parallel-size: 1\nopenai-gelu: false\n") == "no error");
   CHECK_THAT(errorOf("openai-gelu: true\n"), Catch::Contains("openai-gelu: the exact-erf GeLU is not implemented"));
   CHECK_THAT(errorOf("pos-emb: alibi\n"),
@@ -598,4 +598,49 @@ TEST_CASE("neox config: attention kinds, sliding window, qk norm and the other m
   CHECK_THAT(errorOf("gpt-j-tied: true\n"),
              Catch::Contains("gpt-j-tied: ties the two norms of a gpt-j block, but gpt-j-residual "
                              "is false"));
+}
+
+TEST_CASE("neox config: pipe-parallel-size and model-parallel-size set the data-parallel size",
+          "[neox]") {
+  // NeoX's default: no pipeline (0 is one stage, as 1 is), one slice, its partition method.
+  const auto plain = parse("", 2);
+  CHECK(plain.train.parallel.pipe == 1);
+  CHECK(plain.train.parallel.model == 1);
+  CHECK(plain.train.parallel.partitionMethod == "type:transformer|mlp");
+  CHECK(parse("pipe-parallel-size: 0\n", 2).train.parallel.pipe == 1);
+  CHECK(plain.deepspeed.batch.trainBatchSize == 8);  // batch-size 4 x 2 ranks
+
+  // 8 ranks of pipe 2 x model 2: 2 data-parallel replicas share the batch.
+  const auto grid =
+      parse("pipe-parallel-size: 2\nmodel_parallel_size: 2\npipe-partition-method: uniform\n", 8);
+  CHECK(grid.train.parallel.pipe == 2);
+  CHECK(grid.train.parallel.model == 2);
+  CHECK(grid.train.parallel.partitionMethod == "uniform");
+  CHECK(grid.deepspeed.batch.trainBatchSize == 8);  // 4 x 2 replicas, not 4 x 8 ranks
+  CHECK(grid.deepspeed.batch.microBatchPerGpu == 4);
+  // train_batch_size given: accumulation follows the data-parallel size, as NeoX's
+  // calculate_derived and DeepSpeed's mpu case compute it.
+  const auto given = parse("pipe-parallel-size: 2\ntrain_batch_size: 32\n", 4);
+  CHECK(given.deepspeed.batch.gradientAccumulationSteps == 4);  // 32 / micro 4 / 2 replicas
+  // Tools that read only the model take one replica.
+  CHECK(parse("model-parallel-size: 4\n", ds::runtime::kOneReplica).deepspeed.batch.trainBatchSize ==
+        4);
+
+  CHECK_THAT(errorOf("pipe-parallel-size: 2\nmodel-parallel-size: 2\n"),  // world 2
+             Catch::Contains("world size 2 is not a multiple of pipe-parallel-size x "
+                             "model-parallel-size (2 x 2 = 4") &&
+                 Catch::Contains("run 4, 8, 12"));
+  CHECK_THAT(errorOf("model-parallel-size: 0\n"), Catch::Contains("model-parallel-size"));
+  CHECK_THAT(errorOf("pipe-parallel-size: -1\n"), Catch::Contains("pipe-parallel-size"));
+  CHECK_THAT(errorOf("pipe-partition-method: balanced\n"),
+             Catch::Contains("pipe-partition-method: expected \"parameters\", \"uniform\""));
+  CHECK_THAT(errorOf("pipe-partition-method: \"type:(\"\n"),
+             Catch::Contains("does not compile"));
+  CHECK(parse("pipe-partition-method: Parameters\n").train.parallel.partitionMethod ==
+        "Parameters");
+  // DeepSpeed's PipelineEngine allows ZeRO 0 and 1 only.
+  CHECK_THAT(errorOf("pipe-parallel-size: 2\nzero_optimization:\n  stage: 2\n"),
+             Catch::Contains("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism"));
+  CHECK(parse("model-parallel-size: 2\nzero_optimization:\n  stage: 3\n")
+            .deepspeed.zero.stage == 3);
 }

@@ -164,6 +164,47 @@ TEST_CASE("dry-run --json: one object, nothing started, bad input: exit 2, stdou
   }
 }
 
+TEST_CASE("dry-run: a NeoX job of pipe 2 x model 2 x data 2 shows each rank's coordinate") {
+  const std::string dir = makeScratchDir("dryrun-grid");
+  writeFile(dir + "/hostfile", "127.0.0.1 slots=4\n127.0.0.2 slots=4\n");
+  writeFile(dir + "/grid.yml",
+            "num-layers: 4\nhidden-size: 64\nnum-attention-heads: 4\nseq-length: 32\n"
+            "max-position-embeddings: 32\ntokenizer-type: ByteTokenizer\ndata-path: data/x\n"
+            "train-iters: 10\nbatch-size: 2\npipe-parallel-size: 2\nmodel-parallel-size: 2\n");
+  auto text = startLaunch(dir, {"-H", "hostfile", "--dry-run", "train", "--config", "grid.yml"});
+  REQUIRE(waitExit(text, 30s) == 0);
+  const std::string out = readFile(dir + "/stdout");
+  INFO(out);
+  REQUIRE_THAT(out, Catch::Contains("grid: pipe 2 x data 2 x model 2"));
+  REQUIRE_THAT(out, Catch::Contains("slot   pipe data model\n"));
+  // DeepSpeed's layout: rank = (pipe x 2 + data) x 2 + model, so the second node is stage 1.
+  REQUIRE_THAT(out, Catch::Contains("\n2      127.0.0.1                0      2          2      0    1    0\n"));
+  REQUIRE_THAT(out, Catch::Contains("\n5      127.0.0.2                1      1          1      1    0    1\n"));
+  REQUIRE_THAT(out, Catch::Contains("x 2 data-parallel replicas"));  // the batch: 2 x 2, not x 8
+
+  auto json = startLaunch(dir, {"-H", "hostfile", "--dry-run", "--json", "train", "--config",
+                                "grid.yml"});
+  REQUIRE(waitExit(json, 30s) == 0);
+  const auto plan = nlohmann::json::parse(readFile(dir + "/stdout"));
+  REQUIRE(plan["grid"] == nlohmann::json::parse(R"({"pipe":2,"data":2,"model":2})"));
+  REQUIRE(plan["batch"]["train_batch_size"] == 4);
+  for (int rank = 0; rank < 8; ++rank) {
+    INFO("rank " << rank);
+    REQUIRE(plan["ranks"][rank]["pipe"] == rank / 4);
+    REQUIRE(plan["ranks"][rank]["data"] == (rank / 2) % 2);
+    REQUIRE(plan["ranks"][rank]["model"] == rank % 2);
+  }
+
+  // Six ranks are not whole replicas of four: refused before anything starts, with the fix.
+  writeFile(dir + "/hostfile", "127.0.0.1 slots=3\n127.0.0.2 slots=3\n");
+  auto six = startLaunch(dir, {"-H", "hostfile", "--dry-run", "train", "--config", "grid.yml"});
+  REQUIRE(waitExit(six, 30s) == 2);
+  REQUIRE_THAT(readFile(dir + "/stderr"),
+               Catch::Contains("world size 6 is not a multiple of pipe-parallel-size x "
+                               "model-parallel-size") &&
+                   Catch::Contains("run 4, 8, 12"));
+}
+
 TEST_CASE("each-rank logs: --enable_each_rank_log DIR writes DeepSpeed-named per-rank logs") {
   const auto job = launchIn("eachlog", {"--enable_each_rank_log", "ranklogs", "--no_local_rank",
                                         "--", "/bin/sh", "-c", "echo hello from $RANK"});

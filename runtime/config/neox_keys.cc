@@ -201,9 +201,11 @@ const std::vector<NeoxKeyRule> kTable = {
     {"global-num-gpus", N, kSetAtLaunch},
     // NeoXArgsParallelism
     {"pipe-parallel-size", H,
-     "pipeline stages (0 and 1: one); the batch rules divide by world / (pipe x model)"},
+     "pipeline stages (0 and 1: one); the batch rules divide by world / (pipe x model); the GPT "
+     "trainer refuses above 1 until its pipeline schedule lands (issue 28)"},
     {"model-parallel-size", H,
-     "tensor slices per layer; the batch rules divide by world / (pipe x model)"},
+     "tensor slices per layer; the batch rules divide by world / (pipe x model); the GPT trainer "
+     "refuses above 1 until its tensor slicing lands (issue 28)"},
     {"pipe-partition-method", H,
      "how layers are split over pipeline stages: parameters, uniform or type:REGEX"},
     {"world-size", N, kSetAtLaunch},
