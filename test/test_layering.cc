@@ -51,11 +51,11 @@ const std::vector<Layer> kLayers = {
      {"common/", "kernels/", "runtime/checkpoint/", "runtime/comm/", "runtime/config/",
       "runtime/lr/", "runtime/model/", "runtime/offload/", "runtime/optim/", "runtime/parallel/",
       "runtime/precision/", "runtime/zero/"}},
-    // ds-launch: planning needs the configs and checkpoints, the coordinator the store; never the
-    // collectives, models or kernels.
+    // ds-launch: planning needs the configs and checkpoints, the coordinator the store, the
+    // dry run the rank layout's arithmetic; never the collectives, models or kernels.
     {"launcher",
      {"common/", "contract/", "proto/", "runtime/config/", "runtime/checkpoint/",
-      "runtime/comm/store.h", "runtime/comm/memory_store.h"}},
+      "runtime/comm/store.h", "runtime/comm/memory_store.h", "runtime/parallel/topology.h"}},
     {"worker", {"common/", "contract/", "proto/", "kernels/", "runtime/"}},
 };
 
