@@ -20,7 +20,7 @@ struct LiveViewOptions {
   int64_t totalSteps = 0;  // 0: unknown (no bar, no ETA)
   std::chrono::milliseconds plainInterval{10000};
   int columns = 0;  // terminal width: table lines are cut to it so none wraps (0: no limit)
-  GridShape grid;   // pipe or model above 1: each rank's (pipe, data, model) beside its rank
+  GridShape grid = {};  // pipe or model above 1: each rank's (pipe, data, model) beside its rank
 };
 
 // The state table (one row per rank); also what SIGUSR1 prints. With a grid, each row opens with
