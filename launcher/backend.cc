@@ -23,7 +23,8 @@ constexpr BackendInfo kBackends[] = {
     {Backend::Local, "local", ""},           {Backend::Ssh, "ssh", "ssh"},
     {Backend::Pdsh, "pdsh", "pdsh"},         {Backend::OpenMpi, "openmpi", "mpirun"},
     {Backend::Mpich, "mpich", "mpirun"},     {Backend::Impi, "impi", "mpirun"},
-    {Backend::Mvapich, "mvapich", "mpirun"}, {Backend::Slurm, "slurm", "srun"}};
+    {Backend::Mvapich, "mvapich", "mpirun"}, {Backend::Slurm, "slurm", "srun"},
+    {Backend::Netns, "netns", "ip"}};
 
 std::string joinHosts(const Resources& nodes) {
   std::string hosts;
@@ -105,7 +106,7 @@ Backend parseBackend(const std::string& name) {
     if (lower == info.name) return info.backend;
   throw Error("--launcher '" + name +
               "': unknown launcher; use one of local, ssh, pdsh, openmpi, mpich, impi, mvapich, "
-              "slurm");
+              "slurm (netns: tests on one machine)");
 }
 
 const char* backendName(Backend backend) {
@@ -135,6 +136,26 @@ void validateBackend(Backend backend, const std::string& include, const std::str
     throw Error(name +
                 " backend does not support limiting num nodes/gpus: edit the hostfile "
                 "instead");
+}
+
+std::vector<std::pair<std::string, std::string>> parseNetnsMap(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> map;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    const std::string entry = text.substr(start, end - start);
+    start = end + 1;
+    if (entry.empty()) continue;
+    const size_t equals = entry.find('=');
+    const std::string name = equals == std::string::npos ? "" : entry.substr(equals + 1);
+    // ip netns keeps a namespace as a file in /run/netns: a name is one plain path component.
+    if (equals == 0 || name.empty() || name == "." || name == ".." ||
+        name.find('/') != std::string::npos)
+      throw Error(std::string(kNetnsMapVariable) + ": expected HOST=NAMESPACE, got '" + entry +
+                  "'");
+    map.emplace_back(entry.substr(0, equals), name);
+  }
+  return map;
 }
 
 std::vector<std::string> splitShellWords(const std::string& text) {
@@ -211,6 +232,25 @@ std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
         commands.push_back({plan.nodes[n].host, ranksOf(plan, plan.nodes[n].host), argv, carriers});
       }
       break;
+
+    case Backend::Netns: {
+      // Like ssh's node agents, but `ip netns exec` keeps ds-launch's environment (token, exports
+      // and all), so nothing needs forwarding; the workdir is shared too.
+      const auto map = parseNetnsMap(request.netnsMap);
+      for (size_t n = 0; n < plan.nodes.size(); ++n) {
+        const std::string& host = plan.nodes[n].host;
+        const auto found = std::find_if(map.begin(), map.end(),
+                                        [&](const auto& entry) { return entry.first == host; });
+        if (found == map.end())
+          throw Error("--launcher netns: host '" + host + "' has no namespace in " +
+                      kNetnsMapVariable + " (HOST=NAMESPACE,...; test/netns_nodes.h writes it)");
+        std::vector<std::string> argv = {"ip", "netns", "exec", found->second};
+        const auto agent = nodeAgentCommand(request, std::to_string(n));
+        argv.insert(argv.end(), agent.begin(), agent.end());
+        commands.push_back({host, ranksOf(plan, host), argv, request.exports});
+      }
+      break;
+    }
 
     case Backend::Pdsh: {
       std::string sshArgs = request.pdshSshArgsAppend;

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "launcher/exported_env.h"
@@ -13,7 +14,12 @@
 
 namespace ds::launcher {
 
-enum class Backend { Local, Ssh, Pdsh, OpenMpi, Mpich, Impi, Mvapich, Slurm };
+// Netns is for tests and benches on one machine: each hostfile host is a network namespace
+// (test/netns_nodes.h makes them), named in DS_NETNS_MAP.
+enum class Backend { Local, Ssh, Pdsh, OpenMpi, Mpich, Impi, Mvapich, Slurm, Netns };
+
+// The netns backend's map from hostfile host to network namespace: "HOST=NAMESPACE,...".
+inline constexpr const char* kNetnsMapVariable = "DS_NETNS_MAP";
 
 // Lower-cased name -> backend; unknown names are an error listing the supported ones.
 Backend parseBackend(const std::string& name);
@@ -37,6 +43,7 @@ struct BackendRequest {
   int onlyNodeRank = -1;                // --no_ssh: this node only
   std::string pdshSshArgsAppend;        // the user's PDSH_SSH_ARGS_APPEND, kept
   bool runningAsRoot = false;           // OpenMPI refuses root unless told it is fine
+  std::string netnsMap;                 // netns: DS_NETNS_MAP's value
 };
 
 // One process ds-launch starts.
@@ -62,6 +69,10 @@ std::vector<std::string> nodeAgentCommand(const BackendRequest& request,
 // rank with its host, in rank order).
 std::string slurmHostfilePath(const BackendRequest& request);
 std::string slurmHostfileText(const LaunchPlan& plan);
+
+// DS_NETNS_MAP's text -> (host, namespace) pairs; a malformed entry or a namespace name that is
+// not a plain file name is an error naming it.
+std::vector<std::pair<std::string, std::string>> parseNetnsMap(const std::string& text);
 
 // shlex.split: whitespace-separated words with '...' and "..." quoting and backslash escapes.
 std::vector<std::string> splitShellWords(const std::string& text);

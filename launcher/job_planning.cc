@@ -153,9 +153,11 @@ JobPlan planJob(CommandLine& line) {
               largestValidWorld(plan.nodes, 1, std::numeric_limits<int>::max(), configJson);
           w.plan)
         worldSize = w.plan->worldSize();
+    // netns hosts share this machine's memory.
+    const bool thisMachine = allLoopback(plan) || backend == Backend::Netns;
     parsed = ds::runtime::parseJobConfig(configJson, worldSize, path,
-                                         allLoopback(plan) ? ds::runtime::MemoryCheck::ThisMachine
-                                                           : ds::runtime::MemoryCheck::Elsewhere);
+                                         thisMachine ? ds::runtime::MemoryCheck::ThisMachine
+                                                     : ds::runtime::MemoryCheck::Elsewhere);
     const auto& config = parsed->deepspeed;
     for (const auto& note : parsed->notes) notices.push_back("config: " + note);
     const auto& offload = config.zero.offloadOptimizer;
@@ -208,7 +210,9 @@ JobPlan planJob(CommandLine& line) {
   }
 
   if (flags.masterAddr.empty()) flags.masterAddr = defaultMasterAddress(plan);
-  if (backend != Backend::Local && !allLoopback(plan) && flags.tlsCert.empty() && !flags.tlsAuto)
+  // netns hosts are namespaces of this machine: control traffic never leaves it.
+  if (backend != Backend::Local && backend != Backend::Netns && !allLoopback(plan) &&
+      flags.tlsCert.empty() && !flags.tlsAuto)
     notices.push_back(
         "the job token and all control traffic cross the network unencrypted; add --tls-auto "
         "(a certificate made for this job) or --tls-cert/--tls-key/--tls-ca");
@@ -230,6 +234,13 @@ JobPlan planJob(CommandLine& line) {
   request.onlyNodeRank = flags.noSsh ? flags.nodeRank : -1;
   if (const char* append = std::getenv("PDSH_SSH_ARGS_APPEND")) request.pdshSshArgsAppend = append;
   request.runningAsRoot = geteuid() == 0;
+  if (backend == Backend::Netns) {
+    const char* map = std::getenv(kNetnsMapVariable);
+    if (map == nullptr)
+      throw ds::Error(std::string("--launcher netns: set ") + kNetnsMapVariable +
+                      "=HOST=NAMESPACE,... (test/netns_nodes.h makes the namespaces and the map)");
+    request.netnsMap = map;
+  }
   if (!flags.tlsCert.empty())
     request.workerArgs = {"--tls_cert", std::filesystem::absolute(flags.tlsCert).string(),
                           "--tls_key",  std::filesystem::absolute(flags.tlsKey).string(),

@@ -31,7 +31,8 @@ void addFlags(CLI::App& app, LaunchOptions& flags) {
       ->check(CLI::Range(0, 65535));
   app.add_option("--launcher", flags.launcher,
                  "local, ssh, pdsh, openmpi, mpich, impi, mvapich or slurm (default: local for "
-                 "loopback hosts, else pdsh if installed, else ssh)");
+                 "loopback hosts, else pdsh if installed, else ssh); netns for tests: hosts are "
+                 "network namespaces named in DS_NETNS_MAP");
   app.add_option("--launcher_args", flags.launcherArgs, "extra arguments for the launcher program");
   app.add_option("--ssh_port", flags.sshPort, "ssh port for the ssh and pdsh launchers");
   app.add_flag("--force_multi", flags.forceMulti, "use the multi-node launcher even for one host");

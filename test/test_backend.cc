@@ -222,3 +222,28 @@ TEST_CASE("exports: a .deepspeed_env that is a FIFO, a device or too large is re
   CHECK_THROWS_WITH(collectExports({}, dir.string(), "", ".deepspeed_env"),
                     Catch::Contains("larger than 1 MiB"));
 }
+
+TEST_CASE("backend: netns runs each node agent in its host's namespace, environment inherited") {
+  auto request = requestFor(Backend::Netns, {{"10.7.0.1", {0}}, {"10.7.0.2", {0, 1}}});
+  request.netnsMap = "10.7.0.2=dsnet-9-0-n1,10.7.0.1=dsnet-9-0-n0";
+  const auto commands = buildLaunchCommands(request);
+  REQUIRE(commands.size() == 2);
+  REQUIRE(commands[1].host == "10.7.0.2");
+  REQUIRE(commands[1].ranks == std::vector<int>{1, 2});
+  const auto& argv = commands[1].argv;
+  REQUIRE(contains(argv, {"ip", "netns", "exec", "dsnet-9-0-n1", "/opt/ds/bin/ds-worker",
+                          "--coordinator", "10.0.0.1:29500", "--world_info"}));
+  REQUIRE(argv.back() == "1");  // --node_rank 1
+  REQUIRE(commands[0].argv[3] == "dsnet-9-0-n0");
+  REQUIRE(commands[1].env == request.exports);
+  REQUIRE(parseBackend("NETNS") == Backend::Netns);
+  REQUIRE(backendProgram(Backend::Netns) == "ip");
+
+  request.netnsMap = "10.7.0.1=dsnet-9-0-n0";
+  REQUIRE_THROWS_WITH(buildLaunchCommands(request),
+                      Catch::Contains("host '10.7.0.2' has no namespace in DS_NETNS_MAP"));
+  for (const char* bad : {"10.7.0.1", "10.7.0.1=", "=ns", "10.7.0.1=../etc", "10.7.0.1=.."}) {
+    request.netnsMap = bad;
+    REQUIRE_THROWS_WITH(buildLaunchCommands(request), Catch::Contains("expected HOST=NAMESPACE"));
+  }
+}
