@@ -28,8 +28,10 @@ std::string readFile(const std::string& path) {
   return text.str();
 }
 
-LaunchedJob startLaunch(const std::string& dir, const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {std::string(DS_BIN_DIR) + "/ds-launch"};
+LaunchedJob startLaunch(const std::string& dir, const std::vector<std::string>& args,
+                        const std::vector<std::string>& wrapper) {
+  std::vector<std::string> argv = wrapper;
+  argv.push_back(std::string(DS_BIN_DIR) + "/ds-launch");
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
@@ -45,7 +47,7 @@ LaunchedJob startLaunch(const std::string& dir, const std::vector<std::string>& 
     dup2(o, STDOUT_FILENO);
     dup2(e, STDERR_FILENO);
     if (chdir(dir.c_str()) != 0) _exit(126);
-    execv(cargv[0], cargv.data());
+    execvp(cargv[0], cargv.data());
     _exit(127);
   }
   return job;

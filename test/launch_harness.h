@@ -35,8 +35,10 @@ struct LaunchedJob {
 void writeFile(const std::string& path, const std::string& text);
 std::string readFile(const std::string& path);
 
-// Runs build/bin/ds-launch with `args`, stdout/stderr to DIR/stdout and DIR/stderr.
-LaunchedJob startLaunch(const std::string& dir, const std::vector<std::string>& args);
+// Runs build/bin/ds-launch with `args`, stdout/stderr to DIR/stdout and DIR/stderr; `wrapper`
+// comes first when given (e.g. `ip netns exec NAME`, which execs ds-launch in the same process).
+LaunchedJob startLaunch(const std::string& dir, const std::vector<std::string>& args,
+                        const std::vector<std::string>& wrapper = {});
 
 // Exit status as a shell reports it (128 + signal when killed); nullopt on timeout.
 std::optional<int> waitExit(const LaunchedJob& job, std::chrono::milliseconds timeout);
