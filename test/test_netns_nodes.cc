@@ -307,3 +307,15 @@ TEST_CASE("netns launch: a 2-node job through ds-launch --launcher netns, each r
   REQUIRE(hashes[1] == hashes[0]);
   REQUIRE(hashes[0].front() != hashes[0].back());
 }
+
+TEST_CASE("netns nodes: leftovers of a dead maker are removed when the next nodes are made") {
+  if (skipUnless(netnsSupport().namespaces.empty(), netnsSupport().namespaces)) return;
+  const pid_t gone = fork();  // a pid that is surely dead once reaped
+  if (gone == 0) _exit(0);
+  REQUIRE(waitpid(gone, nullptr, 0) == gone);
+  const std::string stale = "dsnet-" + std::to_string(gone) + "-0-n0";
+  REQUIRE(runCommand("ip netns add " + stale).status == 0);
+  REQUIRE(netnsNamesOf(gone) == std::vector<std::string>{stale});
+  NetnsNodes nodes(1);
+  REQUIRE(netnsNamesOf(gone).empty());
+}
