@@ -17,10 +17,18 @@ namespace ds::worker {
 namespace asio = boost::asio;
 
 void NodeRelay::Core::postTo(const std::weak_ptr<Core>& weak, std::function<void(Core&)> work) {
-  std::shared_ptr<Core> core = weak.lock();
+  postTo(weak.lock(), std::move(work));
+}
+
+void NodeRelay::Core::postTo(std::shared_ptr<Core> core, std::function<void(Core&)> work) {
   if (!core) return;
-  std::lock_guard lock(core->postMutex);
-  if (!core->closed) asio::post(core->io, [core, work = std::move(work)] { work(*core); });
+  // The reference moves into the handler, even when closed: a gRPC thread that released the last
+  // one would destroy the channel from inside its own callback, which aborts in gRPC. The io
+  // context is still running here: closing waits for every call's callback to finish.
+  asio::io_context& io = core->io;
+  asio::post(io, [core = std::move(core), work = std::move(work)] {
+    if (!core->closed) work(*core);
+  });
 }
 
 void NodeRelay::Core::listen() {
@@ -249,11 +257,9 @@ NodeRelay::NodeRelay(asio::io_context& io, NodeRelayOptions options)
 }
 
 NodeRelay::~NodeRelay() {
-  {
-    std::lock_guard lock(core_->postMutex);
-    asio::post(core_->io, [core = core_] { core->close(); });
-    core_->closed = true;
-  }
+  // After this, work a gRPC callback posts is dropped on the io thread (postTo).
+  core_->closed = true;
+  asio::post(core_->io, [core = core_] { core->close(); });
 }
 
 size_t NodeRelay::connections() const { return core_->connectionCount; }
@@ -263,7 +269,15 @@ size_t NodeRelay::queuedWrites() const { return core_->queued; }
 
 void closeRelays(std::vector<std::unique_ptr<NodeRelay>> relays) {
   std::vector<std::shared_ptr<std::atomic<int>>> inFlight;
-  for (const auto& relay : relays) inFlight.push_back(relay->core_->inFlight);
+  // The channels stay alive here until every call's callback is done: a call's ClientContext
+  // holds its channel, and the channel destroyed from a gRPC callback thread (the context of the
+  // last call being its last owner) shuts its completion queue down from inside that queue's own
+  // thread, which aborts in gRPC.
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (const auto& relay : relays) {
+    inFlight.push_back(relay->core_->inFlight);
+    channels.push_back(relay->core_->channel);
+  }
   relays.clear();  // each one's close runs on the io thread and cancels its gRPC calls
   for (const auto& calls : inFlight)
     while (*calls > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -97,8 +97,10 @@ struct NodeRelay::Core : std::enable_shared_from_this<Core> {
       : io(io), options(std::move(o)), acceptor(io), beatTimer(io) {}
 
   // From a gRPC thread: runs `work` on the io thread unless the relay is gone or closed. The
-  // strong reference lives in the posted handler, on the io side.
+  // strong reference lives in the posted handler, so the Core is only ever destroyed on the io
+  // side, never on a gRPC thread.
   static void postTo(const std::weak_ptr<Core>& weak, std::function<void(Core&)> work);
+  static void postTo(std::shared_ptr<Core> core, std::function<void(Core&)> work);
 
   // The local half (node_relay.cc).
   void listen();  // binds (or takes) the socket, opens the channel, starts accepting
@@ -168,8 +170,7 @@ struct NodeRelay::Core : std::enable_shared_from_this<Core> {
   std::atomic<size_t> connectionCount{0}, queued{0};
   std::atomic<size_t> joinsSeen{0};  // join requests relayed, one per rank of the node
   std::atomic<bool> ended{false};
-  std::mutex postMutex;
-  bool closed = false;
+  std::atomic<bool> closed{false};  // set by ~NodeRelay: no more work from gRPC callbacks
   // gRPC calls whose callbacks have not finished (forwards and the session), and the forwards'
   // contexts, so that closing can cancel them.
   std::shared_ptr<std::atomic<int>> inFlight = std::make_shared<std::atomic<int>>(0);

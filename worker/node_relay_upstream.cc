@@ -75,14 +75,19 @@ void NodeRelay::Core::upstream(const char* path, const std::string& request, uin
   ++*inFlight;
   startUnaryCall(*generic, context.get(), path, request,
                  [weak = weak_from_this(), context, done = std::move(done), inFlight = inFlight](
-                     int code, std::string payload) {
-                   if (auto core = weak.lock()) {
+                     int code, std::string payload) mutable {
+                   std::shared_ptr<Core> core = weak.lock();
+                   if (core) {
                      std::lock_guard lock(core->forwardsMutex);
                      core->forwards.erase(context.get());
                    }
-                   postTo(weak, [done, code, payload = std::move(payload)](Core& core) {
-                     done(core, code, payload);
+                   // Moved on: the io thread releases it (postTo).
+                   postTo(std::move(core), [done, code, payload = std::move(payload)](Core& c) {
+                     done(c, code, payload);
                    });
+                   // Before the count: once it is zero nothing of the call may still hold the
+                   // channel (closeRelays).
+                   context.reset();
                    --*inFlight;
                  });
 }
