@@ -28,6 +28,7 @@
 #include "runtime/data/gpt_samples.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/gpt.h"
+#include "runtime/model/gpt_stage_partition.h"
 #include "runtime/model/sampler.h"
 #include "worker/step_timers.h"
 #include "worker/gpt_data.h"
@@ -170,14 +171,21 @@ class GptHooks final : public TrainingHooks {
     const uint64_t micro = static_cast<uint64_t>(p_.config.batch.microBatchPerGpu);
     const uint64_t passSize = p_.valid->hasLabels() ? micro : perRank;
     const uint64_t passes = perRank / passSize;
+    const bool pipelined = p_.grid.pipeSize > 1;
     for (int64_t i = 0; i < iters; ++i) {
       const uint64_t first = base + static_cast<uint64_t>(i) * globalBatch +
                              static_cast<uint64_t>(p_.grid.dataRank) * perRank;
+      if (pipelined) {  // DeepSpeed's eval_batch: the rank's micro-batches through the stages
+        sum += p_.engine.evalBatch([&](int64_t m) {
+          return makeBatch(*p_.valid, first + static_cast<uint64_t>(m) * micro, micro, p_.seq);
+        });
+        continue;
+      }
       for (uint64_t m = 0; m < passes; ++m)
         sum += p_.engine.evaluate(makeBatch(*p_.valid, first + m * passSize, passSize, p_.seq));
     }
-    float mean[1] = {
-        static_cast<float>(sum / static_cast<double>(iters) / static_cast<double>(passes))};
+    const double perIteration = pipelined ? 1.0 : static_cast<double>(passes);
+    float mean[1] = {static_cast<float>(sum / static_cast<double>(iters) / perIteration)};
     p_.grid.data->allReduce(mean, 1);
     mean[0] /= static_cast<float>(p_.grid.dataSize);
     if (p_.join.rank == 0) {
@@ -202,13 +210,24 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
                      const TrainOptions& options, const JoinResult& join,
                      const TrainingGrid& grid, ProgressBoard& board,
                      const std::atomic<bool>& stopRequested) {
-  if (const std::string refusal = unsupportedParallelism(gpt); !refusal.empty())
+  if (const std::string refusal = unsupportedParallelism(gpt, config); !refusal.empty())
     throw Error(refusal);
   kernels::setMatmulThreads(matmulThreadsFor(join));
 
   const std::unique_ptr<runtime::Tokenizer> tokenizer = runtime::makeJobTokenizer(gpt);
   const runtime::GptConfig modelConfig = runtime::modelConfigFor(gpt, *tokenizer);
-  runtime::Gpt model(modelConfig);
+  // This rank's part of the model: its tensor slice and its pipeline stage's layers.
+  runtime::GptPlacement placement;
+  placement.modelRank = grid.modelRank;
+  placement.modelSize = grid.modelSize;
+  placement.model = grid.model;
+  if (grid.pipeSize > 1) {
+    const std::vector<int> bounds =
+        runtime::gptStageBounds(modelConfig, grid.pipeSize, gpt.parallel.partitionMethod);
+    placement.firstLayer = bounds[static_cast<size_t>(grid.pipeRank)];
+    placement.endLayer = bounds[static_cast<size_t>(grid.pipeRank) + 1];
+  }
+  runtime::Gpt model(modelConfig, placement);
   const size_t seq = static_cast<size_t>(modelConfig.seqLength);
 
   const auto& batch = config.batch;
@@ -281,8 +300,14 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   settings.hangRank = options.hangRank;
   settings.unit = "iteration";
   settings.stepPhase = "forward/backward";
-  TrainResult result = runTrainingLoop(
-      settings, {engine, *grid.world, board, monitors, join.rank, stopRequested}, batches, hooks);
+  const LoopParts parts{engine, *grid.world, board, monitors, join.rank, stopRequested};
+  TrainResult result;
+  if (grid.pipeSize > 1) {
+    PipelineStep pipeline(engine, batches);
+    result = runTrainingLoop(settings, parts, pipeline, hooks);
+  } else {
+    result = runTrainingLoop(settings, parts, batches, hooks);
+  }
   const auto trained = std::chrono::steady_clock::now();
 
   // A sample of what the model learned, from the start of a validation (or training) sample. It

@@ -38,6 +38,7 @@ TrainingGridGroups::TrainingGridGroups(runtime::GroupFactory& factory,
   if (grid_.pipeSize > 1) grid_.pipe = logged(groups_.pipe);
   grid_.prevStage = logged(groups_.prevStage);
   grid_.nextStage = logged(groups_.nextStage);
+  grid_.tied = logged(groups_.tied);
 }
 
 runtime::Communicator* TrainingGridGroups::logged(std::unique_ptr<runtime::Communicator>& group) {
@@ -47,17 +48,14 @@ runtime::Communicator* TrainingGridGroups::logged(std::unique_ptr<runtime::Commu
   return wrappers_.back().get();
 }
 
-std::string unsupportedParallelism(const runtime::GptTrainConfig& gpt) {
-  // Flip these when the pipeline schedule and the tensor slices are wired into the trainer: the
-  // config, the groups, the samples and the averages already follow the grid.
-  if (gpt.parallel.pipe > 1)
-    return "pipe-parallel-size " + std::to_string(gpt.parallel.pipe) +
-           ": pipeline parallelism in the GPT trainer is being built (issue 28); set "
-           "pipe-parallel-size to 0 or 1";
-  if (gpt.parallel.model > 1)
-    return "model-parallel-size " + std::to_string(gpt.parallel.model) +
-           ": tensor (model) parallelism in the GPT trainer is being built (issue 28); set "
-           "model-parallel-size to 1";
+std::string unsupportedParallelism(const runtime::GptTrainConfig& gpt,
+                                   const runtime::DeepSpeedConfig& config) {
+  // The flops profiler times one micro-batch's forward of the whole model; a stage holds part of
+  // it and interleaves micro-batches.
+  if (gpt.parallel.pipe > 1 && config.flopsProfiler.enabled)
+    return "flops_profiler: not supported with pipe-parallel-size " +
+           std::to_string(gpt.parallel.pipe) +
+           " (a stage holds only its layers); disable it or set pipe-parallel-size to 1";
   return "";
 }
 

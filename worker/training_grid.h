@@ -27,11 +27,16 @@ struct TrainingGrid {
   // Send/recv pairs with the neighbouring stages; null at the ends and with one stage.
   runtime::Communicator* prevStage = nullptr;
   runtime::Communicator* nextStage = nullptr;
+  // The first and last stage of this rank's (data, model) coordinate, which both hold the tied
+  // word embeddings; null with one stage.
+  runtime::Communicator* tied = nullptr;
   int pipeRank = 0, dataRank = 0, modelRank = 0;  // this rank's coordinates
   int pipeSize = 1, dataSize = 1, modelSize = 1;
 
   bool gridded() const { return pipeSize > 1 || modelSize > 1; }
-  runtime::ParallelGroups parallelGroups() const { return {model, pipe}; }
+  runtime::ParallelGroups parallelGroups() const {
+    return {model, pipe, prevStage, nextStage, tied};
+  }
   // "(pipe 1, data 0, model 1)": how logs and the launcher name a rank's place.
   std::string coordinates() const;
 };
@@ -54,6 +59,7 @@ class TrainingGridGroups {
 
 // The one place that says which grids the GPT trainer can run: "" when it can, else why not,
 // naming the key. Called where the model is built.
-std::string unsupportedParallelism(const runtime::GptTrainConfig& gpt);
+std::string unsupportedParallelism(const runtime::GptTrainConfig& gpt,
+                                   const runtime::DeepSpeedConfig& config);
 
 }  // namespace ds::worker

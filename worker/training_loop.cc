@@ -55,6 +55,10 @@ double AccumulatingStep::runStep(int64_t step) {
   return loss / static_cast<double>(count);
 }
 
+double PipelineStep::runStep(int64_t step) {
+  return engine_.trainBatch([&](int64_t micro) { return source_.microBatch(step, micro); });
+}
+
 TrainResult runTrainingLoop(const LoopSettings& settings, const LoopParts& parts,
                             BatchSource& source, TrainingHooks& hooks) {
   AccumulatingStep accumulating(parts.engine, source, hooks);

@@ -72,6 +72,19 @@ class AccumulatingStep final : public StepSchedule {
   TrainingHooks& hooks_;
 };
 
+// A pipeline's step, DeepSpeed's train_batch: every micro-batch through the 1F1B schedule over
+// the stages and the update, in one engine call (runtime/engine/engine.h trainBatch).
+class PipelineStep final : public StepSchedule {
+ public:
+  PipelineStep(runtime::Engine& engine, BatchSource& source)
+      : engine_(engine), source_(source) {}
+  double runStep(int64_t step) override;
+
+ private:
+  runtime::Engine& engine_;
+  BatchSource& source_;
+};
+
 // When things happen, and the words the progress board uses.
 struct LoopSettings {
   int64_t lastStep = 0;       // train until the engine has done this many steps
