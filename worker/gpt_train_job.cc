@@ -300,7 +300,11 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   settings.hangRank = options.hangRank;
   settings.unit = "iteration";
   settings.stepPhase = "forward/backward";
-  const LoopParts parts{engine, *grid.world, board, monitors, join.rank, stopRequested};
+  // The reported loss is the mean over the data-parallel ranks, as NeoX reports it (a pipeline's
+  // trainBatch already returns that mean).
+  const LoopParts parts{engine,    *grid.world,   board,
+                        monitors,  join.rank,     stopRequested,
+                        grid.pipeSize > 1 ? nullptr : grid.data};
   TrainResult result;
   if (grid.pipeSize > 1) {
     PipelineStep pipeline(engine, batches);

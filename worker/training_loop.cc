@@ -94,7 +94,12 @@ TrainResult runTrainingLoop(const LoopSettings& settings, const LoopParts& parts
     }
 
     board.setPhase(phaseAt(settings, step + 1, settings.stepPhase));
-    const double loss = schedule.runStep(step);
+    double loss = schedule.runStep(step);
+    if (parts.lossGroup && parts.lossGroup->size() > 1) {
+      float mean = static_cast<float>(loss);
+      parts.lossGroup->allReduce(&mean, 1, runtime::ReduceOp::Avg);
+      loss = mean;
+    }
     hooks.afterMicroBatches(step);
     result.steps = step + 1;
     recordStep(result, loss, engine, record, board, parts.monitors);

@@ -118,6 +118,9 @@ struct LoopParts {
   TrainingMonitors& monitors;
   int rank = 0;
   const std::atomic<bool>& stopRequested;
+  // Where each step's loss is averaged before it is reported (NeoX reports the mean over the
+  // data-parallel ranks); null: each rank reports its own.
+  runtime::Communicator* lossGroup = nullptr;
 };
 
 // Collective: every rank runs it with the same settings. Starts at the engine's step (a resumed
