@@ -1,5 +1,12 @@
 // The GPT model's parameter table, initialisation and the layer-by-layer pass through
 // LayerAccess (embedding, blocks in gpt_block.cc, head with the fused cross-entropy).
+// Sliced over a model group (GptPlacement::modelSize t > 1), as Megatron slices: the word
+// embeddings and the output layer by vocabulary rows (vocab-parallel lookup, column-parallel
+// logits and the vocab-parallel cross-entropy, which never gathers them; the head's input
+// gradient summed over the group), QKV by heads and dense_h_to_4h by columns (of each half when
+// gated), attention.dense and dense_4h_to_h by rows with their biases replicated. Positions, norms
+// and those biases are whole on every rank (their gradients come out identical on every rank, so
+// only model rank 0 counts them in the gradient norm). t = 1 runs the unsliced code unchanged.
 #include "runtime/model/gpt.h"
 
 #include <algorithm>
@@ -13,6 +20,9 @@
 #include "kernels/cpu/philox.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/model/gpt_block.h"
+#include "runtime/parallel/tensor_slicing.h"
+#include "runtime/parallel/vocab_parallel_cross_entropy.h"
+#include "runtime/parallel/vocab_parallel_embedding.h"
 
 namespace ds::runtime {
 
@@ -50,8 +60,12 @@ struct GptPass {
 // Everything a pass keeps or reuses, sized on first use and kept for the next micro-batch.
 class GptActivations {
  public:
-  GptActivations(const GptConfig& c, const kernels::TransformerKernels& k) : runner(c, k) {}
+  GptActivations(const GptConfig& c, const kernels::TransformerKernels& k,
+                 const gpt::BlockSlice& s, const VocabSlice& v)
+      : runner(c, k, s), slice(s), vocab(v) {}
   gpt::BlockRunner runner;
+  gpt::BlockSlice slice;  // the rank's heads and MLP columns (everything at model size 1)
+  VocabSlice vocab;       // the rank's vocabulary rows
   std::vector<GptBuffer> buffers;        // the whole model: one
   BlockActivations recompute;            // checkpointing: the block being recomputed
   gpt::BlockWorkspace work;
@@ -128,7 +142,21 @@ float initStd(InitMethod m, const GptConfig& c, double fanIn, double fanOut) {
 
 }  // namespace
 
-Gpt::Gpt(GptConfig config, GptPlacement placement) : config_(std::move(config)) {
+Gpt::Gpt(GptConfig config, GptPlacement placement)
+    : config_(std::move(config)), placement_(placement) {
+  const int t = placement_.modelSize, rank = placement_.modelRank;
+  if (t < 1 || rank < 0 || rank >= t)
+    throw Error("GPT placement: model rank " + std::to_string(rank) + " of a model-parallel size " +
+                std::to_string(t));
+  const bool sliced = t > 1;
+  if (sliced) {
+    if (config_.qkNorm)
+      throw Error("use-qk-layernorm: not supported with model-parallel-size > 1 (the query/key "
+                  "norm spans every head of a token; it is not sliced yet)");
+    // NeoX pads the vocabulary to make-vocab-size-divisible-by x model-parallel-size, so that
+    // every model rank gets the same number of rows.
+    config_.makeVocabSizeDivisibleBy *= t;
+  }
   config_.validate();
   const int layers = config_.numLayers + 2;
   first_ = placement.firstLayer;
@@ -138,29 +166,65 @@ Gpt::Gpt(GptConfig config, GptPlacement placement) : config_(std::move(config)) 
                 ") are not a non-empty range of the model's " + std::to_string(layers) +
                 " (0 the embedding, 1.." + std::to_string(config_.numLayers) + " the blocks, " +
                 std::to_string(layers - 1) + " the head)");
-  if (placement.modelSize != 1)
-    throw Error("GPT placement: model-parallel size " + std::to_string(placement.modelSize) +
-                ": tensor slicing is not implemented in this build");
   blockBegin_ = std::clamp(first_ - 1, 0, config_.numLayers);
   blockEnd_ = std::clamp(end_ - 1, 0, config_.numLayers);
   tiedCopy_ = config_.weightTying && first_ > 0 && lastStage();
   const size_t h = config_.hiddenSize, vocab = config_.paddedVocabSize();
-  auto add = [&](std::string name, std::vector<int64_t> shape, bool decay, int layer) {
+  const gpt::BlockSlice slice = gpt::blockSlice(config_, rank, t, placement_.model);
+  const VocabSlice vocabRows = vocabSlice(vocab, rank, t);
+  // A replicated tensor's gradient is the same on every model rank: rank 0 counts it in the norm.
+  enum Kind { kWhole, kReplicated };
+  auto add = [&](std::string name, std::vector<int64_t> shape, bool decay, int layer,
+                 FullTensor full = {}, Kind kind = kWhole) {
     if (layer < first_ || layer >= end_) return;  // another stage's
     ParamSpec s;
     s.name = std::move(name);
-    s.shape = std::move(shape);
     s.weightDecay = decay;
     s.layer = local(layer);
+    if (!full.rows.empty()) {  // sliced: the local shape from the full one
+      size_t rows = 0;
+      for (const auto& range : full.rows) rows += range.second;
+      full.shape = shape;
+      shape = shape.size() == 1 ? std::vector<int64_t>{static_cast<int64_t>(rows)}
+                                : std::vector<int64_t>{static_cast<int64_t>(rows),
+                                                       static_cast<int64_t>(full.localWidth)};
+    }
+    s.shape = std::move(shape);
+    s.countInGradNorm = !(sliced && kind == kReplicated && rank > 0);
     s.numel = 1;
     for (int64_t d : s.shape) s.numel *= static_cast<size_t>(d);
     s.offset = specs_.empty() ? 0 : specs_.back().offset + specs_.back().numel;
     specs_.push_back(std::move(s));
+    full_.push_back(std::move(full));
   };
+  // Slice descriptions (none at model size 1, which keeps the unsliced init path).
+  auto byRows = [&](std::vector<SliceRange> ranges, size_t width) {
+    FullTensor f;
+    if (!sliced) return f;
+    for (const SliceRange& r : ranges) f.rows.emplace_back(r.begin, r.count);
+    f.width = f.localWidth = width;
+    return f;
+  };
+  auto byColumns = [&](size_t rows, size_t width, size_t colBegin, size_t localWidth) {
+    FullTensor f;
+    if (!sliced) return f;
+    f.rows.emplace_back(0, rows);
+    f.width = width;
+    f.colBegin = colBegin;
+    f.localWidth = localWidth;
+    return f;
+  };
+  const size_t d = config_.headDim(), ffFull = config_.ffnSize();
+  const std::vector<SliceRange> qkvSlice =
+      qkvRows(config_.numAttentionHeads, config_.kvHeads(), d, rank, t);
+  std::vector<SliceRange> fc1Slice{{slice.firstFfn, slice.ffn}};
+  if (config_.gated()) fc1Slice.push_back({ffFull + slice.firstFfn, slice.ffn});  // [x | gate]
   const auto H = static_cast<int64_t>(h);
-  add("embed.word_embeddings.weight", {static_cast<int64_t>(vocab), H}, true, 0);
+  add("embed.word_embeddings.weight", {static_cast<int64_t>(vocab), H}, true, 0,
+      byRows({vocabRows.rows}, h));
   if (config_.posEmb == PositionEmbedding::Learned)
-    add("embed.position_embeddings.weight", {config_.maxPositionEmbeddings, H}, true, 0);
+    add("embed.position_embeddings.weight", {config_.maxPositionEmbeddings, H}, true, 0, {},
+        kReplicated);
   const bool normBias = config_.normHasBias(), attnBias = config_.biasInAttnLinear,
              mlpBias = config_.biasInMlp;
   const auto ff = static_cast<int64_t>(config_.ffnSize()),
@@ -169,8 +233,8 @@ Gpt::Gpt(GptConfig config, GptPlacement placement) : config_(std::move(config)) 
              normWeights = static_cast<int64_t>(config_.normWeightSize());
   for (int l = 0; l < config_.numLayers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
-    add(p + "input_layernorm.weight", {normWeights}, false, l + 1);
-    if (normBias) add(p + "input_layernorm.bias", {H}, false, l + 1);
+    add(p + "input_layernorm.weight", {normWeights}, false, l + 1, {}, kReplicated);
+    if (normBias) add(p + "input_layernorm.bias", {H}, false, l + 1, {}, kReplicated);
     if (config_.qkNorm) {  // NeoX's norm([heads, head size]): ScaleNorm's is one gain
       const auto heads = static_cast<int64_t>(config_.numAttentionHeads),
                  d = static_cast<int64_t>(config_.headDim());
@@ -180,28 +244,37 @@ Gpt::Gpt(GptConfig config, GptPlacement placement) : config_(std::move(config)) 
       if (config_.norm == NormKind::LayerNorm)
         add(p + "attention.qk_layernorm.bias", {heads, d}, false, l + 1);
     }
-    add(p + "attention.query_key_value.weight", {qkv, H}, true, l + 1);
-    if (attnBias) add(p + "attention.query_key_value.bias", {qkv}, false, l + 1);
-    add(p + "attention.dense.weight", {H, H}, true, l + 1);
-    if (attnBias) add(p + "attention.dense.bias", {H}, false, l + 1);
-    add(p + "post_attention_layernorm.weight", {normWeights}, false, l + 1);
-    if (normBias) add(p + "post_attention_layernorm.bias", {H}, false, l + 1);
-    add(p + "mlp.dense_h_to_4h.weight", {ff1, H}, true, l + 1);
-    if (mlpBias) add(p + "mlp.dense_h_to_4h.bias", {ff1}, false, l + 1);
-    add(p + "mlp.dense_4h_to_h.weight", {H, ff}, true, l + 1);
-    if (mlpBias) add(p + "mlp.dense_4h_to_h.bias", {H}, false, l + 1);
+    add(p + "attention.query_key_value.weight", {qkv, H}, true, l + 1, byRows(qkvSlice, h));
+    if (attnBias)
+      add(p + "attention.query_key_value.bias", {qkv}, false, l + 1, byRows(qkvSlice, 1));
+    add(p + "attention.dense.weight", {H, H}, true, l + 1,
+        byColumns(h, h, slice.firstHead * d, slice.heads * d));
+    if (attnBias) add(p + "attention.dense.bias", {H}, false, l + 1, {}, kReplicated);
+    add(p + "post_attention_layernorm.weight", {normWeights}, false, l + 1, {}, kReplicated);
+    if (normBias)
+      add(p + "post_attention_layernorm.bias", {H}, false, l + 1, {}, kReplicated);
+    add(p + "mlp.dense_h_to_4h.weight", {ff1, H}, true, l + 1, byRows(fc1Slice, h));
+    if (mlpBias) add(p + "mlp.dense_h_to_4h.bias", {ff1}, false, l + 1, byRows(fc1Slice, 1));
+    add(p + "mlp.dense_4h_to_h.weight", {H, ff}, true, l + 1,
+        byColumns(h, ffFull, slice.firstFfn, slice.ffn));
+    if (mlpBias) add(p + "mlp.dense_4h_to_h.bias", {H}, false, l + 1, {}, kReplicated);
   }
   const int head = config_.numLayers + 1;
-  add("final_layer_norm.weight", {normWeights}, false, head);
-  if (normBias) add("final_layer_norm.bias", {H}, false, head);
-  if (!config_.weightTying) add("embed_out.weight", {static_cast<int64_t>(vocab), H}, true, head);
+  add("final_layer_norm.weight", {normWeights}, false, head, {}, kReplicated);
+  if (normBias) add("final_layer_norm.bias", {H}, false, head, {}, kReplicated);
+  if (!config_.weightTying)
+    add("embed_out.weight", {static_cast<int64_t>(vocab), H}, true, head,
+        byRows({vocabRows.rows}, h));
   if (tiedCopy_) {
-    // The tied copy: the first stage's embedding counts in the gradient norm, this one does not.
-    add("embed.word_embeddings.weight", {static_cast<int64_t>(vocab), H}, true, head);
+    // The tied copy, sliced by vocabulary rows as the first stage's: that one counts in the
+    // gradient norm, this one does not (on any model rank).
+    add("embed.word_embeddings.weight", {static_cast<int64_t>(vocab), H}, true, head,
+        byRows({vocabRows.rows}, h));
     specs_.back().countInGradNorm = false;
   }
 
-  acts_ = std::make_unique<GptActivations>(config_, kernels::transformerKernels());
+  acts_ = std::make_unique<GptActivations>(config_, kernels::transformerKernels(), slice,
+                                           vocabRows);
   const size_t positions = static_cast<size_t>(maxPositions());
   if (config_.posEmb == PositionEmbedding::Rotary) acts_->runner.prepareRotary(positions);
   if (config_.posEmb == PositionEmbedding::Sinusoidal) {
@@ -241,26 +314,55 @@ void Gpt::initTensorRange(const ParamSpec& s, float* p, uint64_t seed, size_t be
   }
   const bool output = endsWith("attention.dense.weight") || endsWith("dense_4h_to_h.weight");
   const InitMethod method = output ? config_.outputLayerInitMethod : config_.initMethod;
+  // A slice draws the full tensor's elements, with the full tensor's fans.
+  // (By name: callers pass copies of the table, such as the engine's.)
+  const FullTensor* full = nullptr;
+  if (placement_.modelSize > 1)
+    for (size_t i = 0; i < specs_.size(); ++i)
+      if (specs_[i].name == s.name && !full_[i].rows.empty()) full = &full_[i];
+  const std::vector<int64_t>& shape = full ? full->shape : s.shape;
+  size_t fullNumel = 1;
+  for (int64_t dim : shape) fullNumel *= static_cast<size_t>(dim);
   // PyTorch's fans of a [out, in] weight (an embedding's [vocab, h] alike).
-  const double fanOut = static_cast<double>(s.shape[0]),
-               fanIn = static_cast<double>(s.numel) / fanOut;
+  const double fanOut = static_cast<double>(shape[0]),
+               fanIn = static_cast<double>(fullNumel) / fanOut;
   const float std = initStd(method, config_, fanIn, fanOut);
   // Philox4x32-10 with key = seed and counter = (block, stream = the name's hash): each element
   // depends on the seed, the tensor's name and its index only, so adding a tensor changes no
   // other, and a rank can draw any range of a tensor alone (docs/gpt-trainer.md has the mapping).
   const uint64_t stream = fnv1a64(s.name.data(), s.name.size());
-  if (method == InitMethod::XavierUniform) {
-    // U(-a, a): element e is the top 24 bits of word e % 4 of block e / 4.
-    const double bound = std::sqrt(3.0) * std;
-    kernels::PhiloxWords words{};
-    for (size_t e = begin; e < end; ++e) {
-      if (e == begin || e % 4 == 0) words = kernels::philoxBlock(seed, stream, e / 4);
-      const double u = static_cast<double>(words[e % 4] >> 8) * 0x1.0p-24;  // [0, 1)
-      p[e - begin] = static_cast<float>((2.0 * u - 1.0) * bound);
+  // Writes out[0, count) with the full tensor's elements [first, first + count).
+  auto draw = [&](float* out, size_t first, size_t count) {
+    if (method == InitMethod::XavierUniform) {
+      // U(-a, a): element e is the top 24 bits of word e % 4 of block e / 4.
+      const double bound = std::sqrt(3.0) * std;
+      kernels::PhiloxWords words{};
+      for (size_t e = first; e < first + count; ++e) {
+        if (e == first || e % 4 == 0) words = kernels::philoxBlock(seed, stream, e / 4);
+        const double u = static_cast<double>(words[e % 4] >> 8) * 0x1.0p-24;  // [0, 1)
+        out[e - first] = static_cast<float>((2.0 * u - 1.0) * bound);
+      }
+      return;
     }
+    kernels::transformerKernels().normalFromPhilox(out, count, seed, stream, first, std);
+  };
+  if (!full) {
+    draw(p, begin, end - begin);
     return;
   }
-  kernels::transformerKernels().normalFromPhilox(p, end - begin, seed, stream, begin, std);
+  // Local row by local row: each is one contiguous run of a full row.
+  const size_t local = full->localWidth;
+  size_t rowBase = 0;  // local rows of the ranges before this one
+  for (const auto& [firstRow, rows] : full->rows) {
+    for (size_t r = 0; r < rows; ++r) {
+      const size_t localBegin = (rowBase + r) * local, localEnd = localBegin + local;
+      const size_t from = std::max(begin, localBegin), to = std::min(end, localEnd);
+      if (from >= to) continue;
+      draw(p + (from - begin), (firstRow + r) * full->width + full->colBegin + (from - localBegin),
+           to - from);
+    }
+    rowBase += rows;
+  }
 }
 
 void Gpt::checkBatch(const Batch& batch, size_t& seq) const {
@@ -418,12 +520,19 @@ void Gpt::embedForward(GptPass& P, LayerAccess& access, float* x) {
   const size_t h = config_.hiddenSize, vocab = config_.paddedVocabSize(), seq = P.seq;
   const size_t N = P.shape.rows;
   const Batch& batch = P.batch;
+  Communicator* model = modelGroup();
   const bool learnedPositions = config_.posEmb == PositionEmbedding::Learned;
   const float* fixedPositions =
       config_.posEmb == PositionEmbedding::Sinusoidal ? A.sinusoid.data() : nullptr;
   const float* p = access.acquireParameters(local(0));
-  k.embeddingForward(x, batch.inputIds.data(), p,
-                     learnedPositions ? p + vocab * h : fixedPositions, N, seq, h);
+  if (!model) {
+    k.embeddingForward(x, batch.inputIds.data(), p,
+                       learnedPositions ? p + vocab * h : fixedPositions, N, seq, h);
+  } else {  // this rank's vocabulary rows; the positions follow them
+    vocabParallelEmbeddingForward(*model, A.vocab, p, batch.inputIds.data(), N, h, x);
+    if (const float* pos = learnedPositions ? p + A.vocab.rows.count * h : fixedPositions)
+      for (size_t r = 0; r < N; ++r) k.add(x + r * h, pos + (r % seq) * h, h);
+  }
   if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0)
     gpt::applyDropout(x, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0);
   access.releaseParameters(local(0));
@@ -470,6 +579,9 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
   double* times = P.times;
   // The output matrix is the embedding's (layer 0) only where this rank holds both.
   const bool tiedHere = config_.weightTying && !tiedCopy_;
+  // Sliced: this rank's vocabulary rows of the output layer, its columns of the logits.
+  Communicator* model = modelGroup();
+  const size_t localVocab = A.vocab.rows.count;
   const int head = local(static_cast<int>(L + 1));
   const float* hp = access.acquireParameters(head);
   const size_t normWeights = static_cast<size_t>(config_.normWeightSize());
@@ -486,13 +598,16 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
   const float* outW = tiedHere ? access.acquireParameters(local(0)) : hp + headNormNumel;
   float* outG = nullptr;
   if (train) {
-    outG = tiedHere ? sized(A.tiedGrad, vocab * h) : hg + headNormNumel;
+    outG = tiedHere ? sized(A.tiedGrad, localVocab * h) : hg + headNormNumel;
     if (tiedHere) std::fill(A.tiedGrad.begin(), A.tiedGrad.end(), 0.0f);
   }
   if (P.logits) {
     lastLogits->assign(vocab, 0.0f);
-    kernels::matmul(false, true, 1, vocab, h, 1.0f, xf + (N - 1) * h, h, outW, h, 0.0f,
-                    lastLogits->data(), vocab);
+    // Sliced: each rank writes its columns, and the sum over the group (zeros elsewhere: exact)
+    // gathers them.
+    kernels::matmul(false, true, 1, localVocab, h, 1.0f, xf + (N - 1) * h, h, outW, h, 0.0f,
+                    lastLogits->data() + A.vocab.rows.begin, localVocab);
+    if (model) model->allReduce(lastLogits->data(), vocab);
     if (tiedHere) access.releaseParameters(local(0));
     access.releaseParameters(head);
     return 0.0f;
@@ -507,15 +622,22 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
   const float rowScale = gradScale / static_cast<float>(divisor);
   for (size_t r0 = 0; r0 < N; r0 += kLogitRows) {
     const size_t rows = std::min(kLogitRows, N - r0);
-    float* z = sized(A.logits, rows * vocab);
+    const size_t V = localVocab;  // sliced: the rank's columns of the logits
+    float* z = sized(A.logits, rows * V);
     const Clock::time_point chunkStart = Clock::now();
-    kernels::matmul(false, true, rows, vocab, h, 1.0f, xf + r0 * h, h, outW, h, 0.0f, z, vocab);
-    lossSum += k.crossEntropy(z, batch.targetIds.data() + r0, rows, vocab, rowScale);
+    kernels::matmul(false, true, rows, V, h, 1.0f, xf + r0 * h, h, outW, h, 0.0f, z, V);
+    if (!model)
+      lossSum += k.crossEntropy(z, batch.targetIds.data() + r0, rows, vocab, rowScale);
+    else
+      lossSum += vocabParallelCrossEntropy(*model, A.vocab, z, batch.targetIds.data() + r0, rows,
+                                           rowScale);
     outputSeconds += since(chunkStart);
     if (!train) continue;
-    kernels::matmul(false, false, rows, h, vocab, 1.0f, z, vocab, outW, h, 0.0f, dxf + r0 * h, h);
-    kernels::matmul(true, false, vocab, h, rows, 1.0f, z, vocab, xf + r0 * h, h, 1.0f, outG, h);
+    kernels::matmul(false, false, rows, h, V, 1.0f, z, V, outW, h, 0.0f, dxf + r0 * h, h);
+    kernels::matmul(true, false, V, h, rows, 1.0f, z, V, xf + r0 * h, h, 1.0f, outG, h);
   }
+  // Column-parallel's input gradient: every rank's vocabulary columns contribute to it.
+  if (train && model) model->allReduce(dxf, N * h);
   const float loss = static_cast<float>(lossSum / static_cast<double>(divisor));
   if (times) {
     times[outputModule] += outputSeconds;
@@ -568,13 +690,22 @@ void Gpt::embedBackward(GptPass& P, LayerAccess& access) {
   const size_t h = config_.hiddenSize, vocab = config_.paddedVocabSize(), seq = P.seq;
   const size_t N = P.shape.rows;
   const Batch& batch = P.batch;
+  const bool learnedPositions = config_.posEmb == PositionEmbedding::Learned;
+  Communicator* model = modelGroup();
+  const size_t localVocab = A.vocab.rows.count;
   float* dx = A.dy.data();
   float* g0 = access.layerGradients(local(0));
   if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0)
     gpt::applyDropout(dx, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0);
-  k.embeddingBackward(g0, config_.posEmb == PositionEmbedding::Learned ? g0 + vocab * h : nullptr,
-                      batch.inputIds.data(), dx, N, seq, h);
-  if (config_.weightTying && lastStage()) k.add(g0, A.tiedGrad.data(), vocab * h);
+  if (!model) {
+    k.embeddingBackward(g0, learnedPositions ? g0 + vocab * h : nullptr, batch.inputIds.data(),
+                        dx, N, seq, h);
+  } else {
+    vocabParallelEmbeddingBackward(A.vocab, batch.inputIds.data(), N, h, dx, g0);
+    if (learnedPositions)
+      for (size_t r = 0; r < N; ++r) k.add(g0 + localVocab * h + (r % seq) * h, dx + r * h, h);
+  }
+  if (config_.weightTying && lastStage()) k.add(g0, A.tiedGrad.data(), localVocab * h);
   access.gradientsDone(local(0));
 }
 

@@ -13,6 +13,9 @@
 // same name (DeepSpeed's TiedLayerSpec: same initial values, gradients summed by the engine).
 // Compute is fp32: matrix products through kernels/cpu/matmul.h, the rest through the fused
 // kernels of kernels/cpu/transformer_kernels.h. Not here: tokenisation, data, the training loop.
+// Tensor slicing (GptPlacement::modelSize t > 1, Megatron's layout): the rank holds its heads,
+// MLP columns and vocabulary rows; parameters keep the full model's names with their LOCAL
+// shapes, and initialise to the matching slice of the one-rank tensors (docs in gpt.cc).
 #pragma once
 
 #include <memory>
@@ -31,7 +34,9 @@ struct GptPass;
 
 class Gpt : public Model, public PipelineStage {
  public:
-  // Throws ds::Error (config.validate(), a placement outside the model's layers).
+  // Throws ds::Error (config.validate(), a placement outside the model's layers, and at model size
+  // > 1 what slicing refuses, by key). At model size t > 1 the vocabulary is padded to
+  // make-vocab-size-divisible-by x t, as NeoX does, and config() reports that multiple.
   explicit Gpt(GptConfig config, GptPlacement placement = {});
   ~Gpt() override;
 
@@ -44,7 +49,8 @@ class Gpt : public Model, public PipelineStage {
   // Mean loss of the batch without gradients or dropout (evaluation): acquires and releases
   // every layer, asks for no gradients.
   float evaluate(const Batch& batch, LayerAccess& access) override;
-  // Next-token logits (paddedVocabSize values) after `tokens` (1..maxPositions of them).
+  // Next-token logits (paddedVocabSize values) after `tokens` (1..maxPositions of them); sliced,
+  // every model rank gets all of them (collective over the model group).
   std::vector<float> nextTokenLogits(const std::vector<int32_t>& tokens, LayerAccess& access);
 
   // The pipeline stage this Gpt is, when it holds fewer than all layers.
@@ -63,6 +69,16 @@ class Gpt : public Model, public PipelineStage {
   int endLayer() const { return end_; }
 
   const GptConfig& config() const { return config_; }
+  const GptPlacement& placement() const { return placement_; }
+  // Where a sliced parameter's local elements sit in the full (one-rank) tensor: rows `rows` of
+  // the full [rows, width] matrix in that order, of each its columns [colBegin, colBegin +
+  // localWidth). Unsliced tensors (and every tensor at model size 1) have rows empty.
+  struct FullTensor {
+    std::vector<int64_t> shape;  // the one-rank shape
+    std::vector<std::pair<size_t, size_t>> rows;  // (first full row, count)
+    size_t width = 0, colBegin = 0, localWidth = 0;
+  };
+  const FullTensor& fullTensor(size_t spec) const { return full_[spec]; }
   int maxPositions() const;  // the longest sequence the position tables cover
   // Activation memory: bytes held by the buffers kept for the backward pass, at most so far.
   size_t peakActivationBytes() const;
@@ -97,12 +113,18 @@ class Gpt : public Model, public PipelineStage {
   void embedBackward(GptPass& pass, LayerAccess& access);
   bool whole() const { return first_ == 0 && end_ == config_.numLayers + 2; }
   int local(int layer) const { return layer - first_; }  // the engine's number of a layer
+  // The group a sliced pass all-reduces over; null at model size 1 (the unsliced code).
+  Communicator* modelGroup() const {
+    return placement_.modelSize > 1 ? placement_.model : nullptr;
+  }
 
   GptConfig config_;
+  GptPlacement placement_;
   int first_ = 0, end_ = 0;  // layers held, full numbering
   int blockBegin_ = 0, blockEnd_ = 0;  // blocks held, 0-based
   bool tiedCopy_ = false;  // the head holds its own copy of the tied word embeddings
   std::vector<ParamSpec> specs_;
+  std::vector<FullTensor> full_;  // by spec
   std::unique_ptr<GptActivations> acts_;
   bool profiling_ = false;
   std::vector<double> moduleSeconds_;  // by profileModules() index

@@ -15,7 +15,9 @@
 #include <cstring>
 #include <exception>
 
+#include "common/error.h"
 #include "kernels/cpu/matmul.h"
+#include "runtime/parallel/tensor_slicing.h"
 
 namespace ds::runtime::gpt {
 namespace {
@@ -89,8 +91,33 @@ constexpr uint64_t kSiteAttentionProbs = 1, kSiteAttentionOut = 2, kSiteMlpOut =
 
 }  // namespace
 
-BlockLayout blockLayout(const GptConfig& c) {
-  const size_t h = c.hiddenSize, ff = c.ffnSize(), ff1 = c.ffnInputSize(), qkv = c.qkvSize();
+BlockSlice blockSlice(const GptConfig& c, int rank, int size, Communicator* model) {
+  BlockSlice s;
+  s.rank = rank;
+  s.size = size;
+  s.model = size > 1 ? model : nullptr;
+  if (size > 1 && (!model || model->size() != size || model->rank() != rank))
+    throw Error("tensor slicing: model rank " + std::to_string(rank) + " of " +
+                std::to_string(size) + " needs the model-parallel group of that size and rank");
+  const HeadSlice heads = attentionHeadSlice(c.numAttentionHeads, c.kvHeads(), rank, size);
+  s.firstHead = heads.firstHead;
+  s.heads = heads.heads;
+  s.firstKvHead = heads.firstKvHead;
+  s.kvHeads = heads.kvHeads;
+  const SliceRange ffn = evenChunk(static_cast<size_t>(c.ffnSize()), rank, size,
+                                   "the MLP's width (intermediate-size, or 4 x hidden-size)");
+  s.firstFfn = ffn.begin;
+  s.ffn = ffn.count;
+  return s;
+}
+
+BlockLayout blockLayout(const GptConfig& c) { return blockLayout(c, blockSlice(c, 0, 1, nullptr)); }
+
+BlockLayout blockLayout(const GptConfig& c, const BlockSlice& slice) {
+  // A gated MLP's dense_h_to_4h holds the rank's chunk of each half ([x | gate]).
+  const size_t h = c.hiddenSize, ff = slice.ffn, ff1 = c.gated() ? 2 * ff : ff,
+               d = c.headDim(), qkv = (slice.heads + 2 * slice.kvHeads) * d,
+               hq = slice.heads * d;
   const size_t normWeights = c.normWeightSize();
   const bool normBias = c.normHasBias(), attnBias = c.biasInAttnLinear, mlpBias = c.biasInMlp;
   BlockLayout l{};
@@ -108,7 +135,7 @@ BlockLayout blockLayout(const GptConfig& c) {
   l.qknb = maybe(c.qkNorm && c.norm == NormKind::LayerNorm, h);
   l.qkvw = take(qkv * h);
   l.qkvb = maybe(attnBias, qkv);
-  l.densew = take(h * h);
+  l.densew = take(h * hq);
   l.denseb = maybe(attnBias, h);
   l.ln2w = take(normWeights);
   l.ln2b = maybe(normBias, h);
@@ -121,7 +148,7 @@ BlockLayout blockLayout(const GptConfig& c) {
 }
 
 void applyDropout(float* x, size_t samples, size_t perSample, float p, const DropoutKey& key,
-                  uint64_t site) {
+                  uint64_t site, size_t firstElement) {
   // keep when the top 24 bits of the hash are at or above p * 2^24
   const uint32_t threshold = static_cast<uint32_t>(std::ldexp(static_cast<double>(p), 24));
   const float keepScale = 1.0f / (1.0f - p);
@@ -130,7 +157,7 @@ void applyDropout(float* x, size_t samples, size_t perSample, float p, const Dro
                               mix((key.layer << 8) | site));
     float* v = x + s * perSample;
     for (size_t i = 0; i < perSample; ++i) {
-      const uint32_t r = static_cast<uint32_t>(mix(base + i) >> 40);
+      const uint32_t r = static_cast<uint32_t>(mix(base + firstElement + i) >> 40);
       v[i] *= r >= threshold ? keepScale : 0.0f;
     }
   }
@@ -144,8 +171,9 @@ size_t BlockActivations::bytes() const {
   return n * sizeof(float);
 }
 
-BlockRunner::BlockRunner(const GptConfig& config, const kernels::TransformerKernels& k)
-    : c_(config), k_(k), layout_(blockLayout(config)) {
+BlockRunner::BlockRunner(const GptConfig& config, const kernels::TransformerKernels& k,
+                         const BlockSlice& slice)
+    : c_(config), k_(k), slice_(slice), layout_(blockLayout(config, slice)) {
   if (c_.norm == NormKind::LayerNorm && !c_.normHasBias()) {
     zeroBias_.assign(static_cast<size_t>(c_.hiddenSize), 0.0f);
     unusedBiasGrad_.assign(zeroBias_.size(), 0.0f);
@@ -165,6 +193,10 @@ void BlockRunner::prepareRotary(size_t positions) {
       cos_[t * half + i] = std::cos(angle);
       sin_[t * half + i] = std::sin(angle);
     }
+}
+
+void BlockRunner::allReduceModel(float* x, size_t n) const {
+  if (slice_.model) slice_.model->allReduce(x, n);
 }
 
 void BlockRunner::norm(const float* x, const float* w, const float* b, float* out, float* sa,
@@ -296,9 +328,11 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
     return now;
   };
   const BlockLayout& L = layout_;
-  const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = c_.numAttentionHeads, d = c_.headDim(),
-               ff = c_.ffnSize(), ff1 = c_.ffnInputSize(), Q = c_.qkvSize(), kv = c_.kvSize(),
-               group = H / c_.kvHeads();
+  // The rank's heads and MLP columns (all of them at model size 1, where hq = h).
+  const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = slice_.heads, d = c_.headDim(),
+               hq = H * d, ff = slice_.ffn, ff1 = c_.gated() ? 2 * ff : ff,
+               kv = slice_.kvHeads * d, Q = hq + 2 * kv, group = H / slice_.kvHeads;
+  const size_t probsFirst = slice_.firstHead * T * T;  // dropout keys by the global head
   const float* x = a.input.data();
   auto P = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : params + offset; };
 
@@ -312,19 +346,19 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   if (c_.qkNorm) qkNormForward(P(L.qknw), P(L.qknb), qkv, a, w, N);
   if (const size_t rot = c_.rotaryDim()) {
     k_.rotary(qkv, N, T, H, d, Q, rot, cos_.data(), sin_.data(), false);
-    k_.rotary(qkv + h, N, T, H / group, d, Q, rot, cos_.data(), sin_.data(), false);
+    k_.rotary(qkv + hq, N, T, H / group, d, Q, rot, cos_.data(), sin_.data(), false);
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   float* probs = sized(a.probs, s.samples * H * T * T);
   const bool attnDrop = dropout && c_.attentionDropout > 0.0;
   float* used = attnDrop ? sized(a.probsDrop, a.probs.size()) : probs;
   if (!attnDrop) a.probsDrop.clear();
-  float* ctx = sized(a.ctx, N * h);
+  float* ctx = sized(a.ctx, N * hq);
   const size_t window = c_.attentionWindow(T);
   parallelFor(s.samples * H, [&](size_t bh) {
     const size_t b = bh / H, head = bh % H;
     const float* q = qkv + b * T * Q + head * d;
-    const float* key = qkv + b * T * Q + h + (head / group) * d;
+    const float* key = qkv + b * T * Q + hq + (head / group) * d;
     float* p = probs + (b * H + head) * T * T;
     matmul(false, true, T, T, d, scale, q, Q, key, Q, 0.0f, p, T);
     k_.causalSoftmaxForward(p, T, window);
@@ -332,17 +366,18 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   if (attnDrop) {
     std::memcpy(used, probs, a.probs.size() * sizeof(float));
     applyDropout(used, s.samples, H * T * T, static_cast<float>(c_.attentionDropout), *dropout,
-                 kSiteAttentionProbs);
+                 kSiteAttentionProbs, probsFirst);
   }
   parallelFor(s.samples * H, [&](size_t bh) {
     const size_t b = bh / H, head = bh % H;
-    const float* v = qkv + b * T * Q + h + kv + (head / group) * d;
+    const float* v = qkv + b * T * Q + hq + kv + (head / group) * d;
     matmul(false, false, T, d, T, 1.0f, used + (b * H + head) * T * T, T, v, Q, 0.0f,
-           ctx + b * T * h + head * d, h);
+           ctx + b * T * hq + head * d, hq);
   });
   lap(kCore);
   float* attnOut = sized(w.attnOut, N * h);
-  matmul(false, true, N, h, h, 1.0f, ctx, h, P(L.densew), h, 0.0f, attnOut, h);
+  matmul(false, true, N, h, hq, 1.0f, ctx, hq, P(L.densew), hq, 0.0f, attnOut, h);
+  allReduceModel(attnOut, N * h);  // row-parallel: the ranks' partial sums, then the bias once
   if (L.denseb != BlockLayout::kNone) k_.addBias(attnOut, P(L.denseb), N, h);
   if (dropout && c_.hiddenDropout > 0.0)
     applyDropout(attnOut, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
@@ -383,6 +418,7 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   lap(kAct);
   float* mlpOut = sized(w.mlpOut, N * h);
   matmul(false, true, N, h, ff, 1.0f, act, ff, P(L.fc2w), ff, 0.0f, mlpOut, h);
+  allReduceModel(mlpOut, N * h);
   if (L.fc2b != BlockLayout::kNone) k_.addBias(mlpOut, P(L.fc2b), N, h);
   if (dropout && c_.hiddenDropout > 0.0)
     applyDropout(mlpOut, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
@@ -399,9 +435,10 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
                            BlockWorkspace& w, const BlockShape& s, const float* dOut, float* dIn,
                            const DropoutKey* dropout) {
   const BlockLayout& L = layout_;
-  const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = c_.numAttentionHeads, d = c_.headDim(),
-               ff = c_.ffnSize(), ff1 = c_.ffnInputSize(), Q = c_.qkvSize(), kv = c_.kvSize(),
-               KV = c_.kvHeads(), group = H / KV;
+  const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = slice_.heads, d = c_.headDim(),
+               hq = H * d, ff = slice_.ffn, ff1 = c_.gated() ? 2 * ff : ff,
+               KV = slice_.kvHeads, kv = KV * d, Q = hq + 2 * kv, group = H / KV;
+  const size_t probsFirst = slice_.firstHead * T * T;
   auto P = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : params + offset; };
   auto G = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : grads + offset; };
   const bool hiddenDrop = dropout && c_.hiddenDropout > 0.0;
@@ -431,6 +468,8 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
   if (L.fc1b != BlockLayout::kNone) k_.biasGradient(G(L.fc1b), dFc1, N, ff1);
   float* dLn = sized(w.dB, N * h);  // tied: norm1's output gradient from the MLP, so far
   matmul(false, false, N, h, ff1, 1.0f, dFc1, ff1, P(L.fc1w), h, 0.0f, dLn, h);
+  // Column-parallel's input gradient is the ranks' sum; tied, it is summed with QKV's below.
+  if (!tied) allReduceModel(dLn, N * h);
   const float* mlpIn = c_.gptjResidual ? a.input.data() : a.mid.data();
   // dIn collects the residual paths: dOut, then norm2's and norm1's input gradients.
   if (tied) {
@@ -447,10 +486,10 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
   if (hiddenDrop)
     applyDropout(dAttn, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
                  kSiteAttentionOut);
-  matmul(true, false, h, h, N, 1.0f, dAttn, h, a.ctx.data(), h, 1.0f, G(L.densew), h);
+  matmul(true, false, h, hq, N, 1.0f, dAttn, h, a.ctx.data(), hq, 1.0f, G(L.densew), hq);
   if (L.denseb != BlockLayout::kNone) k_.biasGradient(G(L.denseb), dAttn, N, h);
-  float* dCtx = sized(w.dctx, N * h);
-  matmul(false, false, N, h, h, 1.0f, dAttn, h, P(L.densew), h, 0.0f, dCtx, h);
+  float* dCtx = sized(w.dctx, N * hq);
+  matmul(false, false, N, hq, h, 1.0f, dAttn, h, P(L.densew), hq, 0.0f, dCtx, hq);
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const float* qkv = a.qkv.data();
@@ -459,19 +498,19 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
   float* dProbs = sized(w.dprobs, s.samples * H * T * T);
   // One task per key/value head: the query heads of its group add into its dK and dV in turn.
   parallelFor(s.samples * KV, [&](size_t bk) {
-    const size_t b = bk / KV, kvHead = bk % KV, vAt = b * T * Q + h + kv + kvHead * d;
+    const size_t b = bk / KV, kvHead = bk % KV, vAt = b * T * Q + hq + kv + kvHead * d;
     for (size_t j = 0; j < group; ++j) {
       const size_t head = kvHead * group + j, pAt = (b * H + head) * T * T;
-      const float* dc = dCtx + b * T * h + head * d;
-      matmul(false, true, T, T, d, 1.0f, dc, h, qkv + vAt, Q, 0.0f, dProbs + pAt, T);
-      matmul(true, false, T, d, T, 1.0f, used + pAt, T, dc, h, j ? 1.0f : 0.0f, dqkv + vAt, Q);
+      const float* dc = dCtx + b * T * hq + head * d;
+      matmul(false, true, T, T, d, 1.0f, dc, hq, qkv + vAt, Q, 0.0f, dProbs + pAt, T);
+      matmul(true, false, T, d, T, 1.0f, used + pAt, T, dc, hq, j ? 1.0f : 0.0f, dqkv + vAt, Q);
     }
   });
   if (!a.probsDrop.empty())
     applyDropout(dProbs, s.samples, H * T * T, static_cast<float>(c_.attentionDropout), *dropout,
-                 kSiteAttentionProbs);
+                 kSiteAttentionProbs, probsFirst);
   parallelFor(s.samples * KV, [&](size_t bk) {
-    const size_t b = bk / KV, kvHead = bk % KV, kAt = b * T * Q + h + kvHead * d;
+    const size_t b = bk / KV, kvHead = bk % KV, kAt = b * T * Q + hq + kvHead * d;
     for (size_t j = 0; j < group; ++j) {
       const size_t head = kvHead * group + j, pAt = (b * H + head) * T * T;
       const size_t qAt = b * T * Q + head * d;
@@ -483,12 +522,13 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
   });
   if (const size_t rot = c_.rotaryDim()) {
     k_.rotary(dqkv, N, T, H, d, Q, rot, cos_.data(), sin_.data(), true);
-    k_.rotary(dqkv + h, N, T, KV, d, Q, rot, cos_.data(), sin_.data(), true);
+    k_.rotary(dqkv + hq, N, T, KV, d, Q, rot, cos_.data(), sin_.data(), true);
   }
   if (c_.qkNorm) qkNormBackward(P(L.qknw), G(L.qknw), G(L.qknb), dqkv, a, w, N);
   matmul(true, false, Q, h, N, 1.0f, dqkv, Q, a.ln1.data(), h, 1.0f, G(L.qkvw), h);
   if (L.qkvb != BlockLayout::kNone) k_.biasGradient(G(L.qkvb), dqkv, N, Q);
   matmul(false, false, N, h, Q, 1.0f, dqkv, Q, P(L.qkvw), h, tied ? 1.0f : 0.0f, dLn, h);
+  allReduceModel(dLn, N * h);
   float* dNorm1 = sized(w.dA, N * h);
   normBackward(dLn, a.input.data(), P(L.ln1w), a.stats1a.data(), a.stats1b.data(), dNorm1,
                G(L.ln1w), G(L.ln1b), N);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/transformer_kernels.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/model/gpt_config.h"
 
 namespace ds::runtime::gpt {
@@ -19,6 +20,20 @@ struct BlockLayout {
   size_t ln1w, ln1b, qknw, qknb, qkvw, qkvb, densew, denseb, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b;
   size_t numel;
 };
+
+// A model rank's share of every block (Megatron's layout, runtime/parallel/tensor_slicing.h): its
+// query heads, kv heads and MLP columns; the whole block at model size 1. `model` is the group the
+// block's two all-reduces each way run over (null at size 1).
+struct BlockSlice {
+  int rank = 0, size = 1;
+  Communicator* model = nullptr;
+  size_t firstHead = 0, heads = 0, firstKvHead = 0, kvHeads = 0;
+  size_t firstFfn = 0, ffn = 0;  // the rank's columns of the MLP's inner width
+};
+// Throws ds::Error naming the key that does not divide by the model-parallel size.
+BlockSlice blockSlice(const GptConfig& c, int rank, int size, Communicator* model);
+// The layout of the rank's slice of a block (the whole block without a slice).
+BlockLayout blockLayout(const GptConfig& c, const BlockSlice& slice);
 BlockLayout blockLayout(const GptConfig& c);
 
 // Where dropout masks come from: a hash of (seed, sample id, layer, site, element), so a mask is
@@ -27,9 +42,10 @@ struct DropoutKey {
   const std::vector<uint64_t>* sampleIds;
   uint64_t layer;
 };
-// x[s * perSample + i] *= keep ? 1 / (1 - p) : 0 for every sample s of the batch.
+// x[s * perSample + i] *= keep ? 1 / (1 - p) : 0 for every sample s of the batch, the mask drawn
+// for element firstElement + i of the sample (a model rank's heads: where they sit among all).
 void applyDropout(float* x, size_t samples, size_t perSample, float p, const DropoutKey& key,
-                  uint64_t site);
+                  uint64_t site, size_t firstElement = 0);
 
 // What a block keeps from its forward pass for its backward pass.
 struct BlockActivations {
@@ -38,10 +54,11 @@ struct BlockActivations {
   std::vector<float> stats1a, stats1b, stats2a, stats2b;  // [N] mean/rstd or norm
   std::vector<float> qkRaw;  // [2N, h] queries then keys before the qk norm (qkNorm only)
   std::vector<float> qkStatsA, qkStatsB;  // the qk norm's per-row (or per-head) statistics
-  std::vector<float> qkv;                 // [N, h + 2 kv] after rotary: [q | k | v], kv = kvSize()
+  // Sliced (model size t): the rank's heads only, so hq = h / t, kv = kvSize() / t, ff = ff / t.
+  std::vector<float> qkv;                 // [N, hq + 2 kv] after rotary: [q | k | v]
   std::vector<float> probs;               // [B, heads, T, T] softmax
   std::vector<float> probsDrop;           // same, after attention dropout (empty without it)
-  std::vector<float> ctx;                 // [N, h] attention output before the dense projection
+  std::vector<float> ctx;                 // [N, hq] attention output before the dense projection
   std::vector<float> mid;                 // [N, h] input + attention (sequential residual only)
   std::vector<float> fc1;                 // [N, ff1] MLP pre-activation
   std::vector<float> act;                 // [N, ff] MLP activation
@@ -59,7 +76,8 @@ struct BlockShape {
 
 class BlockRunner {
  public:
-  BlockRunner(const GptConfig& config, const kernels::TransformerKernels& k);
+  BlockRunner(const GptConfig& config, const kernels::TransformerKernels& k,
+              const BlockSlice& slice);
   // Rotary cos/sin tables [positions, rotaryDim / 2].
   void prepareRotary(size_t positions);
 
@@ -90,8 +108,12 @@ class BlockRunner {
   void qkNormBackward(const float* w, float* dw, float* db, float* dqkv, const BlockActivations& a,
                       BlockWorkspace& ws, size_t N) const;
 
+  // Sums a row-parallel output or a column-parallel input gradient over the model group.
+  void allReduceModel(float* x, size_t n) const;
+
   const GptConfig& c_;
   const kernels::TransformerKernels& k_;
+  BlockSlice slice_;
   BlockLayout layout_;
   std::vector<float> cos_, sin_;
   // A LayerNorm without bias (use-bias-in-norms: false) runs the biased kernel with zero bias
