@@ -120,7 +120,9 @@ class Engine : private LayerAccess {
   // offload_param nvme: bytes of this rank's parameter swap file (0 without).
   size_t parameterSwapBytes() const;
 
-  // Collective at stage 3. The working parameters (model dtype) as fp32, flat layout.
+  // Collective at stage 3. The working parameters (model dtype) as fp32, flat layout. With a model
+  // or pipe group this is the rank's own slice or stage (the model's parameters() table, local
+  // shapes), whole over the data group; assembling the full model is the caller's.
   std::vector<float> fullParameters();
   // FNV-1a over fullParameters(): equal on every rank when replicas are identical.
   uint64_t parameterHash();

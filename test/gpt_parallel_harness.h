@@ -1,0 +1,101 @@
+// Shared by the sliced-GPT tests: tiny GPT configs, deterministic token batches keyed by the
+// global sample index, and the mapping of a model rank's sliced tensors back into the one-rank
+// model's flat layout (through Gpt::fullTensor), to compare slices with the unsliced model.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/group_factory.h"
+#include "runtime/model/gpt.h"
+#include "runtime/model/model.h"
+
+namespace ds::test {
+
+// 256 tokens pad to 256 at every model size up to 4 (make-vocab-size-divisible-by 64 x t), so the
+// sliced job's vocabulary is the one-rank job's.
+inline runtime::GptConfig tinyGpt() {
+  runtime::GptConfig c;
+  c.numLayers = 2;
+  c.hiddenSize = 32;
+  c.numAttentionHeads = 4;
+  c.seqLength = 16;
+  c.maxPositionEmbeddings = 16;
+  c.vocabSize = 256;
+  c.makeVocabSizeDivisibleBy = 64;
+  return c;
+}
+
+// Sample `index`'s seq + 1 tokens: a fixed hash, so every rank builds the same sample.
+inline void appendSample(runtime::Batch& b, uint64_t index, size_t seq, int vocab) {
+  std::vector<int32_t> tokens(seq + 1);
+  for (size_t i = 0; i <= seq; ++i) {
+    uint64_t x = (index + 1) * 0x9e3779b97f4a7c15ULL + i * 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 31;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 29;
+    tokens[i] = static_cast<int32_t>(x % static_cast<uint64_t>(vocab));
+  }
+  b.inputIds.insert(b.inputIds.end(), tokens.begin(), tokens.end() - 1);
+  b.targetIds.insert(b.targetIds.end(), tokens.begin() + 1, tokens.end());
+  b.sampleIds.push_back(index);
+  ++b.size;
+}
+
+inline runtime::Batch tokenBatch(uint64_t first, size_t samples, size_t seq, int vocab) {
+  runtime::Batch b;
+  for (size_t s = 0; s < samples; ++s) appendSample(b, first + s, seq, vocab);
+  return b;
+}
+
+// The full-tensor element index of local element e of spec `t` of a (possibly sliced) Gpt.
+inline size_t fullIndex(const runtime::Gpt& model, size_t t, size_t e) {
+  const runtime::Gpt::FullTensor& f = model.fullTensor(t);
+  if (f.rows.empty()) return e;
+  size_t localRow = e / f.localWidth;
+  const size_t col = e % f.localWidth;
+  for (const auto& [first, count] : f.rows) {
+    if (localRow < count) return (first + localRow) * f.width + f.colBegin + col;
+    localRow -= count;
+  }
+  return ~size_t{0};
+}
+
+// Writes a model rank's flat values (its parameters() layout) into `full` (the one-rank model's
+// layout, `reference` its table); counts how often each full element was written in `writes`.
+inline void scatterSlice(const runtime::Gpt& model, const std::vector<float>& local,
+                         const std::vector<runtime::ParamSpec>& reference, std::vector<float>& full,
+                         std::vector<int>& writes) {
+  const auto& specs = model.parameters();
+  for (size_t t = 0; t < specs.size(); ++t)
+    for (size_t e = 0; e < specs[t].numel; ++e) {
+      const size_t at = reference[t].offset + fullIndex(model, t, e);
+      full[at] = local[specs[t].offset + e];
+      ++writes[at];
+    }
+}
+
+// max |a - b| / max |b| over one tensor of the one-rank layout.
+inline double tensorRelativeDifference(const std::vector<float>& a, const std::vector<float>& b,
+                                       const runtime::ParamSpec& spec) {
+  double diff = 0.0, scale = 0.0;
+  for (size_t i = spec.offset; i < spec.offset + spec.numel; ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return scale > 0.0 ? diff / scale : diff;
+}
+
+inline runtime::GroupOptions loopbackGroupOptions(const std::string& prefix) {
+  runtime::GroupOptions options;
+  options.bindAddress = "127.0.0.1";
+  options.storePrefix = prefix;
+  options.timeout = std::chrono::seconds(30);
+  return options;
+}
+
+}  // namespace ds::test

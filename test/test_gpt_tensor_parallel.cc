@@ -1,0 +1,213 @@
+// The GPT model sliced over 2 and 4 model ranks (threads over an in-process shared-memory group)
+// against the one-rank model: the slices' initial values are the one-rank tensors' elements bit
+// for bit, and one forward/backward gives the same loss and, slice by slice, the same gradients.
+// Those agree within 1e-5 (relative to each tensor's largest gradient), not bitwise: the sliced
+// model sums partial matrix products, the softmax's row sums and the head's input gradient across
+// ranks, in another order than the one-rank matrix products do.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "runtime/comm/shm_communicator.h"
+#include "runtime/model/flat_parameters.h"
+#include "runtime/model/gpt.h"
+#include "test/gpt_parallel_harness.h"
+#include "test/rank_threads.h"
+
+using namespace ds;
+using namespace ds::runtime;
+using ds::test::onThreads;
+
+namespace {
+
+constexpr uint64_t kSeed = 1234;
+
+struct Variant {
+  const char* name;
+  GptConfig config;
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> v;
+  {
+    GptConfig c = test::tinyGpt();  // rotary, GQA, SwiGLU, RMSNorm, tied embeddings
+    c.numAttentionHeads = 8;
+    c.numKvHeads = 4;
+    c.posEmb = PositionEmbedding::Rotary;
+    c.activation = Activation::Swiglu;
+    c.norm = NormKind::RmsNorm;
+    c.intermediateSize = 96;
+    v.push_back({"rotary GQA swiglu rmsnorm tied", c});
+  }
+  {
+    GptConfig c = test::tinyGpt();  // learned positions, LayerNorm, GeLU, biases, untied
+    c.weightTying = false;
+    v.push_back({"learned layernorm gelu biases untied", c});
+  }
+  {
+    GptConfig c = test::tinyGpt();
+    c.posEmb = PositionEmbedding::Rotary;
+    c.gptjResidual = true;
+    c.activation = Activation::Geglu;
+    c.slidingWindowWidth = 5;
+    c.biasInAttnLinear = false;
+    v.push_back({"parallel residual geglu sliding window", c});
+  }
+  {
+    GptConfig c = test::tinyGpt();
+    c.gptjResidual = true;
+    c.gptjTied = true;
+    c.posEmb = PositionEmbedding::Sinusoidal;
+    c.biasInMlp = false;
+    v.push_back({"gpt-j tied norms sinusoidal", c});
+  }
+  {
+    GptConfig c = test::tinyGpt();  // dropout keyed by the global head, recomputed in backward
+    c.attentionDropout = 0.2;
+    c.hiddenDropout = 0.1;
+    c.checkpointActivations = true;
+    c.numKvHeads = 4;
+    c.numAttentionHeads = 8;
+    v.push_back({"dropout with activation checkpointing", c});
+  }
+  return v;
+}
+
+struct Pass {
+  std::vector<float> params, grads;
+  float loss = 0.0f;
+};
+
+std::vector<ShmCommunicator> shmGroup(int size) {
+  ShmOptions options;
+  options.chunkBytes = 4096;
+  options.timeout = std::chrono::seconds(30);
+  return ShmCommunicator::inProcessGroup(size, options);
+}
+
+}  // namespace
+
+TEST_CASE("sliced GPT: initial slices, loss and gradients equal the one-rank model's",
+          "[gpt_tensor_parallel]") {
+  for (const Variant& variant : variants()) {
+    const GptConfig& c = variant.config;
+    Gpt reference(c);
+    Pass whole;
+    whole.params.resize(reference.parameterCount());
+    reference.initParameters(whole.params.data(), kSeed);
+    const Batch batch = test::tokenBatch(40, 3, 16, c.vocabSize);
+    {
+      FlatParameters access(reference, whole.params.data());
+      whole.loss = reference.forwardBackward(batch, access, 1.0f);
+      whole.grads = access.gradients();
+    }
+    const auto& refSpecs = reference.parameters();
+    for (int t : {2, 4}) {
+      INFO(variant.name << ", model-parallel size " << t);
+      auto group = shmGroup(t);
+      std::vector<Pass> got(t);
+      std::vector<std::unique_ptr<Gpt>> models(t);
+      onThreads(t, [&](int r) {
+        models[r] = std::make_unique<Gpt>(c, GptPlacement{r, t, &group[r]});
+        Gpt& m = *models[r];
+        got[r].params.resize(m.parameterCount());
+        m.initParameters(got[r].params.data(), kSeed);
+        FlatParameters access(m, got[r].params.data());
+        got[r].loss = m.forwardBackward(batch, access, 1.0f);
+        got[r].grads = access.gradients();
+      });
+      std::vector<float> full(reference.parameterCount());
+      std::vector<int> writes(full.size(), 0);
+      for (int r = 0; r < t; ++r) {
+        INFO("model rank " << r);
+        const Gpt& m = *models[r];
+        REQUIRE(m.parameters().size() == refSpecs.size());
+        CHECK(got[r].loss == Approx(whole.loss).epsilon(1e-5));
+        test::scatterSlice(m, got[r].params, refSpecs, full, writes);
+        std::vector<float> fullGrad = whole.grads;  // elements the rank lacks compare to themselves
+        std::vector<int> unused(full.size(), 0);
+        test::scatterSlice(m, got[r].grads, refSpecs, fullGrad, unused);
+        for (size_t i = 0; i < refSpecs.size(); ++i) {
+          const ParamSpec& spec = m.parameters()[i];
+          INFO(spec.name);
+          CHECK(spec.name == refSpecs[i].name);
+          const bool sliced = !m.fullTensor(i).rows.empty();
+          CHECK(spec.numel == (sliced ? refSpecs[i].numel / t : refSpecs[i].numel));
+          CHECK(spec.countInGradNorm == (sliced || r == 0));
+          CHECK(test::tensorRelativeDifference(fullGrad, whole.grads, refSpecs[i]) < 1e-5);
+        }
+        for (size_t i = 0; i < refSpecs.size(); ++i)  // the slice's values, bit for bit
+          for (size_t e = 0; e < m.parameters()[i].numel; ++e)
+            if (got[r].params[m.parameters()[i].offset + e] !=
+                whole.params[refSpecs[i].offset + test::fullIndex(m, i, e)]) {
+              FAIL_CHECK(refSpecs[i].name << " element " << e << " differs from its full element");
+              break;
+            }
+      }
+      CHECK(full == whole.params);  // together the slices are the whole model
+      CHECK(std::count(writes.begin(), writes.end(), 0) == 0);
+    }
+  }
+}
+
+TEST_CASE("sliced GPT: next-token logits gather the vocabulary on every model rank",
+          "[gpt_tensor_parallel]") {
+  GptConfig c = test::tinyGpt();
+  c.posEmb = PositionEmbedding::Rotary;
+  Gpt reference(c);
+  std::vector<float> params(reference.parameterCount());
+  reference.initParameters(params.data(), kSeed);
+  const std::vector<int32_t> tokens = {5, 17, 250, 3, 99};
+  FlatParameters access(reference, params.data());
+  const std::vector<float> expected = reference.nextTokenLogits(tokens, access);
+  const int t = 2;
+  auto group = shmGroup(t);
+  std::vector<std::vector<float>> got(t);
+  onThreads(t, [&](int r) {
+    Gpt m(c, GptPlacement{r, t, &group[r]});
+    std::vector<float> local(m.parameterCount());
+    m.initParameters(local.data(), kSeed);
+    FlatParameters a(m, local.data());
+    got[r] = m.nextTokenLogits(tokens, a);
+  });
+  for (int r = 0; r < t; ++r) {
+    REQUIRE(got[r].size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i)
+      REQUIRE(got[r][i] == Approx(expected[i]).margin(1e-5));
+  }
+}
+
+TEST_CASE("sliced GPT: what slicing cannot do is refused by name", "[gpt_tensor_parallel]") {
+  auto group = shmGroup(4);
+  auto refused = [&](GptConfig c, int t, const std::string& key) {
+    try {
+      Gpt m(c, GptPlacement{0, t, &group[0]});
+    } catch (const Error& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(key) != std::string::npos);
+      return;
+    }
+    FAIL("not refused: " << key);
+  };
+  GptConfig c = test::tinyGpt();
+  c.numKvHeads = 2;
+  refused(c, 4, "num-kv-heads");
+  c = test::tinyGpt();
+  c.numAttentionHeads = 2;
+  refused(c, 4, "num-attention-heads");
+  c = test::tinyGpt();
+  c.qkNorm = true;
+  refused(c, 2, "use-qk-layernorm");
+  c = test::tinyGpt();
+  c.intermediateSize = 66;
+  refused(c, 4, "intermediate-size");
+  refused(test::tinyGpt(), 2, "model-parallel group");  // a group of 4 for a size of 2
+  // NeoX's padding: 257 tokens pad to 384 at t = 1 (multiple 128) and to 512 at t = 4 (512).
+  GptConfig padded = test::tinyGpt();
+  padded.vocabSize = 257;
+  padded.makeVocabSizeDivisibleBy = 128;
+  Gpt four(padded, GptPlacement{1, 4, &group[1]});
+  CHECK(four.config().paddedVocabSize() == 512);
+  CHECK(four.parameters()[0].shape == std::vector<int64_t>{128, 32});
+}
