@@ -90,6 +90,18 @@ inline double tensorRelativeDifference(const std::vector<float>& a, const std::v
   return scale > 0.0 ? diff / scale : diff;
 }
 
+// ||a - b|| / ||b|| over one tensor of the one-rank layout (Euclidean norms).
+inline double tensorNormDifference(const std::vector<float>& a, const std::vector<float>& b,
+                                   const runtime::ParamSpec& spec) {
+  double diff = 0.0, scale = 0.0;
+  for (size_t i = spec.offset; i < spec.offset + spec.numel; ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    diff += d * d;
+    scale += static_cast<double>(b[i]) * b[i];
+  }
+  return scale > 0.0 ? std::sqrt(diff / scale) : std::sqrt(diff);
+}
+
 inline runtime::GroupOptions loopbackGroupOptions(const std::string& prefix) {
   runtime::GroupOptions options;
   options.bindAddress = "127.0.0.1";

@@ -1,9 +1,12 @@
 // The sliced GPT trained through the Engine on a model x data grid of 4 ranks (threads; groups
 // from buildTopologyGroups over a MemoryStore) against the data-parallel job of the same world and
 // global batch: after 3 steps the loss and every parameter (full tensors assembled from the
-// slices) agree within 1e-5 relative, fp32. Not bitwise: the sliced model adds partial sums across
-// the model group (and the data group has fewer ranks), in another order than the data-parallel
-// job's matrix products and reductions. A 16-bit case shows the steps agree: same skips and loss
+// slices) agree within 1e-5 relative, fp32: each tensor's ||difference|| / ||tensor||. Not bitwise:
+// the sliced model adds partial sums across the model group (and the data group has fewer ranks),
+// in another order than the data-parallel job's matrix products and reductions; AdamW's first
+// steps (about lr x sign(g)) turn that rounding into visible differences on elements whose
+// gradient is near zero, so single elements get a looser bound (1e-4 of the tensor's largest):
+// the data-parallel job itself at data 1 against data 4 differs by 2e-5 there. A 16-bit case shows the steps agree: same skips and loss
 // scale on every rank. Also: what the engine refuses with a model group.
 #include <catch2/catch.hpp>
 #include <memory>
@@ -45,7 +48,7 @@ std::string engineJson(int stage, int data, const std::string& precision,
                      R"(, "reduce_bucket_size": 3000, "allgather_bucket_size": 3000,
     "stage3_param_persistence_threshold": 0})";
   if (precision == "bf16") json += R"(, "bf16": {"enabled": true})";
-  if (precision == "fp16") json += R"(, "fp16": {"enabled": true, "initial_scale_power": 30})";
+  if (precision == "fp16") json += R"(, "fp16": {"enabled": true, "initial_scale_power": 17})";
   return json + "}";
 }
 
@@ -59,18 +62,19 @@ struct GridRun {
 
 // Trains kSteps on a (model, data) grid of kWorld ranks, data-parallel rank d feeding the samples
 // [step * global + d * micro, + micro) of each step.
-GridRun trainGrid(const GptConfig& config, int model, int stage, const std::string& precision) {
-  const int data = kWorld / model;
+GridRun trainGrid(const GptConfig& config, int model, int stage, const std::string& precision,
+                  int world = kWorld) {
+  const int data = world / model;
   const PipeModelDataTopology topology(1, model, data);
   MemoryStore store;
-  std::vector<std::vector<float>> local(kWorld);
-  std::vector<std::unique_ptr<Gpt>> models(kWorld);
+  std::vector<std::vector<float>> local(world);
+  std::vector<std::unique_ptr<Gpt>> models(world);
   GridRun run;
-  run.skipped.assign(kWorld, 0);
-  run.lossScale.assign(kWorld, 0.0);
-  std::vector<std::vector<float>> losses(kWorld);
-  onThreads(kWorld, [&](int r) {
-    GroupFactory factory(store, {r, {kWorld}},
+  run.skipped.assign(world, 0);
+  run.lossScale.assign(world, 0.0);
+  std::vector<std::vector<float>> losses(world);
+  onThreads(world, [&](int r) {
+    GroupFactory factory(store, {r, {world}},
                          test::loopbackGroupOptions("gtp" + std::to_string(model)));
     TopologyGroups groups = buildTopologyGroups(factory, topology);
     const int modelRank = groups.model->rank(), dataRank = groups.data->rank();
@@ -117,7 +121,8 @@ void requireSameTraining(const GridRun& got, const GridRun& want, const GptConfi
   CHECK(got.replicatedAgree);
   for (const ParamSpec& spec : reference.parameters()) {
     INFO(spec.name);
-    CHECK(test::tensorRelativeDifference(got.full, want.full, spec) < 1e-5);
+    CHECK(test::tensorNormDifference(got.full, want.full, spec) < 1e-5);
+    CHECK(test::tensorRelativeDifference(got.full, want.full, spec) < 1e-4);
   }
 }
 
@@ -137,12 +142,15 @@ TEST_CASE("engine with a model group: (model, data) = (2, 2) and (4, 1) train as
 
 TEST_CASE("engine with a model group: fp16 steps agree across the grid",
           "[gpt_tensor_parallel][engine]") {
-  // 2^30 overflows at first: the scale must come down in the same steps on every rank, as in
-  // the data-parallel job.
+  // 2^17 overflows at first: the scale must come down in the same steps on every rank. The
+  // reference is the data-parallel job with the same data-parallel size (2): fp16 gradients are
+  // summed over the data group, so where they overflow depends on its size (data 4 skips one
+  // step more here than data 2 does, with or without slicing).
   const GptConfig config = rotaryGqa();
-  const GridRun want = trainGrid(config, 1, 1, "fp16");
+  const GridRun want = trainGrid(config, 1, 1, "fp16", 2);
   const GridRun got = trainGrid(config, 2, 1, "fp16");
   CHECK(want.skipped[0] > 0);
+  CHECK(want.skipped[0] < kSteps);  // and then steps applied: the losses move
   for (int r = 0; r < kWorld; ++r) {
     INFO("rank " << r);
     CHECK(got.skipped[r] == want.skipped[0]);
@@ -174,3 +182,4 @@ TEST_CASE("engine with a model group: Lamb is refused by name",
     CHECK(lamb[r].find("model-parallel-size") != std::string::npos);
   }
 }
+
