@@ -169,7 +169,9 @@ TEST_CASE("sliced GPT: next-token logits gather the vocabulary on every model ra
     std::vector<float> local(m.parameterCount());
     m.initParameters(local.data(), kSeed);
     FlatParameters a(m, local.data());
+    m.setProfiling(true);  // the profiler's table (full-model figures) on a slice
     got[r] = m.nextTokenLogits(tokens, a);
+    test::rankCheck(!m.profileModules(1, tokens.size()).empty(), "profiler table");
   });
   for (int r = 0; r < t; ++r) {
     REQUIRE(got[r].size() == expected.size());
