@@ -1,6 +1,6 @@
 // Shared by the sliced-GPT tests: tiny GPT configs, deterministic token batches keyed by the
 // global sample index, and the mapping of a model rank's sliced tensors back into the one-rank
-// model's flat layout (through Gpt::fullTensor), to compare slices with the unsliced model.
+// model's flat layout (through ParamSpec::slice), to compare slices with the unsliced model.
 #pragma once
 
 #include <algorithm>
@@ -52,15 +52,15 @@ inline runtime::Batch tokenBatch(uint64_t first, size_t samples, size_t seq, int
   return b;
 }
 
-// The full-tensor element index of local element e of spec `t` of a (possibly sliced) Gpt.
+// The full-tensor element index of local element e of spec `t` of a (possibly sliced) Gpt: the
+// runs' repeats in order hold the local elements.
 inline size_t fullIndex(const runtime::Gpt& model, size_t t, size_t e) {
-  const runtime::Gpt::FullTensor& f = model.fullTensor(t);
-  if (f.rows.empty()) return e;
-  size_t localRow = e / f.localWidth;
-  const size_t col = e % f.localWidth;
-  for (const auto& [first, count] : f.rows) {
-    if (localRow < count) return (first + localRow) * f.width + f.colBegin + col;
-    localRow -= count;
+  const SliceMap& map = model.parameters()[t].slice;
+  if (map.whole()) return e;
+  for (const StridedRun& run : map.runs) {
+    if (e < run.count * run.repeat)
+      return run.fullBegin + (e / run.count) * run.stride + e % run.count;
+    e -= run.count * run.repeat;
   }
   return ~size_t{0};
 }

@@ -101,7 +101,7 @@ GridRun trainGrid(const GptConfig& config, int model, int stage, const std::stri
     test::scatterSlice(*models[r], local[r], reference.parameters(), run.full, writes);
     const auto& specs = models[r]->parameters();
     for (size_t t = 0; r > 0 && t < specs.size(); ++t)
-      if (models[r]->fullTensor(t).rows.empty())
+      if (specs[t].slice.whole())
         for (size_t e = 0; e < specs[t].numel; ++e)
           if (before[reference.parameters()[t].offset + e] != local[r][specs[t].offset + e])
             run.replicatedAgree = false;

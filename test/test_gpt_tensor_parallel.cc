@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/slice_map.h"
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/model/flat_parameters.h"
 #include "runtime/model/gpt.h"
@@ -132,7 +133,9 @@ TEST_CASE("sliced GPT: initial slices, loss and gradients equal the one-rank mod
           const ParamSpec& spec = m.parameters()[i];
           INFO(spec.name);
           CHECK(spec.name == refSpecs[i].name);
-          const bool sliced = !m.fullTensor(i).rows.empty();
+          const bool sliced = !spec.slice.whole();
+          if (sliced) CHECK_NOTHROW(checkSliceMap(spec.slice, spec.numel, spec.name));
+          CHECK(spec.fullSlice().fullNumel == refSpecs[i].numel);
           CHECK(spec.numel == (sliced ? refSpecs[i].numel / t : refSpecs[i].numel));
           CHECK(spec.countInGradNorm == (sliced || r == 0));
           CHECK(test::tensorRelativeDifference(fullGrad, whole.grads, refSpecs[i]) < 1e-5);
@@ -148,6 +151,62 @@ TEST_CASE("sliced GPT: initial slices, loss and gradients equal the one-rank mod
       CHECK(full == whole.params);  // together the slices are the whole model
       CHECK(std::count(writes.begin(), writes.end(), 0) == 0);
     }
+  }
+}
+
+TEST_CASE(
+    "sliced GPT: ParamSpec::slice is Megatron's layout, and the head stage's tied copy is "
+    "sliced as the word embeddings",
+    "[gpt_tensor_parallel]") {
+  GptConfig c = test::tinyGpt();  // h 32, vocab 256
+  c.numAttentionHeads = 8;
+  c.numKvHeads = 4;
+  c.posEmb = PositionEmbedding::Rotary;
+  c.activation = Activation::Swiglu;
+  c.intermediateSize = 96;
+  const uint64_t h = 32, V = 256, d = 4, heads = 8, kv = 4;
+  const auto ff = static_cast<uint64_t>(c.ffnSize());  // per half of the gated h_to_4h
+  REQUIRE(c.ffnInputSize() == 2 * c.ffnSize());
+  auto group = shmGroup(2);
+  std::vector<std::unique_ptr<Gpt>> whole(2), head(2);
+  onThreads(2, [&](int r) {
+    whole[r] = std::make_unique<Gpt>(c, GptPlacement{r, 2, &group[r]});
+    head[r] = std::make_unique<Gpt>(c, GptPlacement{r, 2, &group[r], c.numLayers + 1, -1});
+  });
+  for (uint64_t r = 0; r < 2; ++r) {
+    INFO("model rank " << r);
+    auto slice = [&](const Gpt& m, const std::string& name) {
+      for (const ParamSpec& s : m.parameters())
+        if (s.name == name) return s.slice;
+      FAIL(name << " missing");
+      return SliceMap{};
+    };
+    const Gpt& m = *whole[r];
+    using Runs = std::vector<StridedRun>;
+    CHECK(slice(m, "embed.word_embeddings.weight") ==
+          SliceMap{V * h, Runs{{r * V / 2 * h, V / 2 * h}}});
+    CHECK(slice(m, "layers.1.attention.query_key_value.weight") ==
+          SliceMap{(heads + 2 * kv) * d * h,
+                   Runs{{r * heads / 2 * d * h, heads / 2 * d * h},
+                        {(heads + r * kv / 2) * d * h, kv / 2 * d * h},
+                        {(heads + kv + r * kv / 2) * d * h, kv / 2 * d * h}}});
+    CHECK(slice(m, "layers.1.attention.dense.weight") ==
+          SliceMap{h * h, Runs{{r * h / 2, h / 2, h, h}}});
+    CHECK(slice(m, "layers.0.mlp.dense_h_to_4h.weight") ==
+          SliceMap{2 * ff * h,
+                   Runs{{r * ff / 2 * h, ff / 2 * h}, {(ff + r * ff / 2) * h, ff / 2 * h}}});
+    CHECK(slice(m, "layers.0.mlp.dense_4h_to_h.weight") ==
+          SliceMap{h * ff, Runs{{r * ff / 2, ff / 2, h, ff}}});
+    CHECK(slice(m, "final_layer_norm.weight").whole());
+    // The last stage's own copy of the tied embeddings: the same rows, out of the gradient norm.
+    const ParamSpec& tied = head[r]->parameters().back();
+    CHECK(tied.name == "embed.word_embeddings.weight");
+    CHECK(tied.slice == slice(m, "embed.word_embeddings.weight"));
+    CHECK(tied.shape == std::vector<int64_t>{static_cast<int64_t>(V / 2), static_cast<int64_t>(h)});
+    CHECK_FALSE(tied.countInGradNorm);
+    for (const Gpt* g : {whole[r].get(), head[r].get()})
+      for (const ParamSpec& s : g->parameters())
+        if (!s.slice.whole()) CHECK_NOTHROW(checkSliceMap(s.slice, s.numel, s.name));
   }
 }
 

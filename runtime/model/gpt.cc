@@ -60,22 +60,22 @@ struct GptPass {
 // Everything a pass keeps or reuses, sized on first use and kept for the next micro-batch.
 class GptActivations {
  public:
-  GptActivations(const GptConfig& c, const kernels::TransformerKernels& k,
-                 const gpt::BlockSlice& s, const VocabSlice& v)
+  GptActivations(const GptConfig& c, const kernels::TransformerKernels& k, const gpt::BlockSlice& s,
+                 const VocabSlice& v)
       : runner(c, k, s), slice(s), vocab(v) {}
   gpt::BlockRunner runner;
-  gpt::BlockSlice slice;  // the rank's heads and MLP columns (everything at model size 1)
-  VocabSlice vocab;       // the rank's vocabulary rows
-  std::vector<GptBuffer> buffers;        // the whole model: one
-  BlockActivations recompute;            // checkpointing: the block being recomputed
+  gpt::BlockSlice slice;           // the rank's heads and MLP columns (everything at model size 1)
+  VocabSlice vocab;                // the rank's vocabulary rows
+  std::vector<GptBuffer> buffers;  // the whole model: one
+  BlockActivations recompute;      // checkpointing: the block being recomputed
   gpt::BlockWorkspace work;
-  std::vector<float> embedded;              // [N, h] embedding output = block 0's input
-  std::vector<float> finalNorm, fa, fb;     // head: [N, h], [N], [N]
-  std::vector<float> logits;                // [chunk, vocab]
-  std::vector<float> dx, dy;                // [N, h] gradient flowing down
-  std::vector<float> tiedGrad;              // tied: the head's word-embedding gradient
-  std::vector<float> sinusoid;              // [positions, h] fixed position table
-  std::vector<float> discard;               // a recomputed block's output (already known)
+  std::vector<float> embedded;           // [N, h] embedding output = block 0's input
+  std::vector<float> finalNorm, fa, fb;  // head: [N, h], [N], [N]
+  std::vector<float> logits;             // [chunk, vocab]
+  std::vector<float> dx, dy;             // [N, h] gradient flowing down
+  std::vector<float> tiedGrad;           // tied: the head's word-embedding gradient
+  std::vector<float> sinusoid;           // [positions, h] fixed position table
+  std::vector<float> discard;            // a recomputed block's output (already known)
   size_t peakBytes = 0;
 };
 
@@ -174,20 +174,25 @@ Gpt::Gpt(GptConfig config, GptPlacement placement)
   const VocabSlice vocabRows = vocabSlice(vocab, rank, t);
   // A replicated tensor's gradient is the same on every model rank: rank 0 counts it in the norm.
   enum Kind { kWhole, kReplicated };
+  // A sliced tensor's place in the full one (ParamSpec::slice) and its local row width.
+  struct Slicing {
+    SliceMap map;
+    size_t localWidth = 0;
+  };
   auto add = [&](std::string name, std::vector<int64_t> shape, bool decay, int layer,
-                 FullTensor full = {}, Kind kind = kWhole) {
+                 Slicing slicing = {}, Kind kind = kWhole) {
     if (layer < first_ || layer >= end_) return;  // another stage's
     ParamSpec s;
     s.name = std::move(name);
     s.weightDecay = decay;
     s.layer = local(layer);
-    if (!full.rows.empty()) {  // sliced: the local shape from the full one
-      size_t rows = 0;
-      for (const auto& range : full.rows) rows += range.second;
-      full.shape = shape;
-      shape = shape.size() == 1 ? std::vector<int64_t>{static_cast<int64_t>(rows)}
-                                : std::vector<int64_t>{static_cast<int64_t>(rows),
-                                                       static_cast<int64_t>(full.localWidth)};
+    fullShapes_.push_back(shape);
+    if (!slicing.map.whole()) {  // sliced: the local shape from the runs
+      const auto local = static_cast<int64_t>(slicing.map.localNumel());
+      const auto width = static_cast<int64_t>(slicing.localWidth);
+      shape = shape.size() == 1 ? std::vector<int64_t>{local}
+                                : std::vector<int64_t>{local / width, width};
+      s.slice = std::move(slicing.map);
     }
     s.shape = std::move(shape);
     s.countInGradNorm = !(sliced && kind == kReplicated && rank > 0);
@@ -195,22 +200,22 @@ Gpt::Gpt(GptConfig config, GptPlacement placement)
     for (int64_t d : s.shape) s.numel *= static_cast<size_t>(d);
     s.offset = specs_.empty() ? 0 : specs_.back().offset + specs_.back().numel;
     specs_.push_back(std::move(s));
-    full_.push_back(std::move(full));
   };
-  // Slice descriptions (none at model size 1, which keeps the unsliced init path).
-  auto byRows = [&](std::vector<SliceRange> ranges, size_t width) {
-    FullTensor f;
+  // Slice descriptions (none at model size 1, which keeps the unsliced init path): row ranges
+  // of a [rows, width] tensor (one run each), or columns [colBegin, + localWidth) of every row.
+  auto byRows = [&](std::vector<SliceRange> ranges, size_t fullRows, size_t width) {
+    Slicing f;
     if (!sliced) return f;
-    for (const SliceRange& r : ranges) f.rows.emplace_back(r.begin, r.count);
-    f.width = f.localWidth = width;
+    f.map.fullNumel = fullRows * width;
+    for (const SliceRange& r : ranges) f.map.runs.push_back({r.begin * width, r.count * width});
+    f.localWidth = width;
     return f;
   };
   auto byColumns = [&](size_t rows, size_t width, size_t colBegin, size_t localWidth) {
-    FullTensor f;
+    Slicing f;
     if (!sliced) return f;
-    f.rows.emplace_back(0, rows);
-    f.width = width;
-    f.colBegin = colBegin;
+    f.map.fullNumel = rows * width;
+    f.map.runs.push_back({colBegin, localWidth, rows, width});
     f.localWidth = localWidth;
     return f;
   };
@@ -221,7 +226,7 @@ Gpt::Gpt(GptConfig config, GptPlacement placement)
   if (config_.gated()) fc1Slice.push_back({ffFull + slice.firstFfn, slice.ffn});  // [x | gate]
   const auto H = static_cast<int64_t>(h);
   add("embed.word_embeddings.weight", {static_cast<int64_t>(vocab), H}, true, 0,
-      byRows({vocabRows.rows}, h));
+      byRows({vocabRows.rows}, vocab, h));
   if (config_.posEmb == PositionEmbedding::Learned)
     add("embed.position_embeddings.weight", {config_.maxPositionEmbeddings, H}, true, 0, {},
         kReplicated);
@@ -244,17 +249,17 @@ Gpt::Gpt(GptConfig config, GptPlacement placement)
       if (config_.norm == NormKind::LayerNorm)
         add(p + "attention.qk_layernorm.bias", {heads, d}, false, l + 1);
     }
-    add(p + "attention.query_key_value.weight", {qkv, H}, true, l + 1, byRows(qkvSlice, h));
+    add(p + "attention.query_key_value.weight", {qkv, H}, true, l + 1, byRows(qkvSlice, config_.qkvSize(), h));
     if (attnBias)
-      add(p + "attention.query_key_value.bias", {qkv}, false, l + 1, byRows(qkvSlice, 1));
+      add(p + "attention.query_key_value.bias", {qkv}, false, l + 1, byRows(qkvSlice, config_.qkvSize(), 1));
     add(p + "attention.dense.weight", {H, H}, true, l + 1,
         byColumns(h, h, slice.firstHead * d, slice.heads * d));
     if (attnBias) add(p + "attention.dense.bias", {H}, false, l + 1, {}, kReplicated);
     add(p + "post_attention_layernorm.weight", {normWeights}, false, l + 1, {}, kReplicated);
     if (normBias)
       add(p + "post_attention_layernorm.bias", {H}, false, l + 1, {}, kReplicated);
-    add(p + "mlp.dense_h_to_4h.weight", {ff1, H}, true, l + 1, byRows(fc1Slice, h));
-    if (mlpBias) add(p + "mlp.dense_h_to_4h.bias", {ff1}, false, l + 1, byRows(fc1Slice, 1));
+    add(p + "mlp.dense_h_to_4h.weight", {ff1, H}, true, l + 1, byRows(fc1Slice, config_.ffnInputSize(), h));
+    if (mlpBias) add(p + "mlp.dense_h_to_4h.bias", {ff1}, false, l + 1, byRows(fc1Slice, config_.ffnInputSize(), 1));
     add(p + "mlp.dense_4h_to_h.weight", {H, ff}, true, l + 1,
         byColumns(h, ffFull, slice.firstFfn, slice.ffn));
     if (mlpBias) add(p + "mlp.dense_4h_to_h.bias", {H}, false, l + 1, {}, kReplicated);
@@ -264,12 +269,12 @@ Gpt::Gpt(GptConfig config, GptPlacement placement)
   if (normBias) add("final_layer_norm.bias", {H}, false, head, {}, kReplicated);
   if (!config_.weightTying)
     add("embed_out.weight", {static_cast<int64_t>(vocab), H}, true, head,
-        byRows({vocabRows.rows}, h));
+        byRows({vocabRows.rows}, vocab, h));
   if (tiedCopy_) {
     // The tied copy, sliced by vocabulary rows as the first stage's: that one counts in the
     // gradient norm, this one does not (on any model rank).
     add("embed.word_embeddings.weight", {static_cast<int64_t>(vocab), H}, true, head,
-        byRows({vocabRows.rows}, h));
+        byRows({vocabRows.rows}, vocab, h));
     specs_.back().countInGradNorm = false;
   }
 
@@ -314,17 +319,16 @@ void Gpt::initTensorRange(const ParamSpec& s, float* p, uint64_t seed, size_t be
   }
   const bool output = endsWith("attention.dense.weight") || endsWith("dense_4h_to_h.weight");
   const InitMethod method = output ? config_.outputLayerInitMethod : config_.initMethod;
-  // A slice draws the full tensor's elements, with the full tensor's fans.
-  // (By name: callers pass copies of the table, such as the engine's.)
-  const FullTensor* full = nullptr;
-  if (placement_.modelSize > 1)
+  // A slice draws the full tensor's elements (s.slice), with the full tensor's fans (its shape
+  // found by name: callers pass copies of the table, such as the engine's).
+  const std::vector<int64_t>* shape = &s.shape;
+  if (!s.slice.whole())
     for (size_t i = 0; i < specs_.size(); ++i)
-      if (specs_[i].name == s.name && !full_[i].rows.empty()) full = &full_[i];
-  const std::vector<int64_t>& shape = full ? full->shape : s.shape;
+      if (specs_[i].name == s.name) shape = &fullShapes_[i];
   size_t fullNumel = 1;
-  for (int64_t dim : shape) fullNumel *= static_cast<size_t>(dim);
+  for (int64_t dim : *shape) fullNumel *= static_cast<size_t>(dim);
   // PyTorch's fans of a [out, in] weight (an embedding's [vocab, h] alike).
-  const double fanOut = static_cast<double>(shape[0]),
+  const double fanOut = static_cast<double>((*shape)[0]),
                fanIn = static_cast<double>(fullNumel) / fanOut;
   const float std = initStd(method, config_, fanIn, fanOut);
   // Philox4x32-10 with key = seed and counter = (block, stream = the name's hash): each element
@@ -346,23 +350,19 @@ void Gpt::initTensorRange(const ParamSpec& s, float* p, uint64_t seed, size_t be
     }
     kernels::transformerKernels().normalFromPhilox(out, count, seed, stream, first, std);
   };
-  if (!full) {
+  if (s.slice.whole()) {
     draw(p, begin, end - begin);
     return;
   }
-  // Local row by local row: each is one contiguous run of a full row.
-  const size_t local = full->localWidth;
-  size_t rowBase = 0;  // local rows of the ranges before this one
-  for (const auto& [firstRow, rows] : full->rows) {
-    for (size_t r = 0; r < rows; ++r) {
-      const size_t localBegin = (rowBase + r) * local, localEnd = localBegin + local;
-      const size_t from = std::max(begin, localBegin), to = std::min(end, localEnd);
-      if (from >= to) continue;
-      draw(p + (from - begin), (firstRow + r) * full->width + full->colBegin + (from - localBegin),
-           to - from);
+  // Repeat by repeat of the runs: each is one contiguous piece of the full tensor.
+  size_t localBegin = 0;
+  for (const StridedRun& run : s.slice.runs)
+    for (uint64_t i = 0; i < run.repeat; ++i, localBegin += run.count) {
+      const size_t from = std::max<size_t>(begin, localBegin),
+                   to = std::min<size_t>(end, localBegin + run.count);
+      if (from < to)
+        draw(p + (from - begin), run.fullBegin + i * run.stride + (from - localBegin), to - from);
     }
-    rowBase += rows;
-  }
 }
 
 void Gpt::checkBatch(const Batch& batch, size_t& seq) const {

@@ -15,7 +15,8 @@
 // kernels of kernels/cpu/transformer_kernels.h. Not here: tokenisation, data, the training loop.
 // Tensor slicing (GptPlacement::modelSize t > 1, Megatron's layout): the rank holds its heads,
 // MLP columns and vocabulary rows; parameters keep the full model's names with their LOCAL
-// shapes, and initialise to the matching slice of the one-rank tensors (docs in gpt.cc).
+// shapes, ParamSpec::slice says where their elements sit in the full tensors, and they initialise
+// to those elements of the one-rank tensors (docs in gpt.cc).
 #pragma once
 
 #include <memory>
@@ -70,15 +71,6 @@ class Gpt : public Model, public PipelineStage {
 
   const GptConfig& config() const { return config_; }
   const GptPlacement& placement() const { return placement_; }
-  // Where a sliced parameter's local elements sit in the full (one-rank) tensor: rows `rows` of
-  // the full [rows, width] matrix in that order, of each its columns [colBegin, colBegin +
-  // localWidth). Unsliced tensors (and every tensor at model size 1) have rows empty.
-  struct FullTensor {
-    std::vector<int64_t> shape;  // the one-rank shape
-    std::vector<std::pair<size_t, size_t>> rows;  // (first full row, count)
-    size_t width = 0, colBegin = 0, localWidth = 0;
-  };
-  const FullTensor& fullTensor(size_t spec) const { return full_[spec]; }
   int maxPositions() const;  // the longest sequence the position tables cover
   // Activation memory: bytes held by the buffers kept for the backward pass, at most so far.
   size_t peakActivationBytes() const;
@@ -114,17 +106,15 @@ class Gpt : public Model, public PipelineStage {
   bool whole() const { return first_ == 0 && end_ == config_.numLayers + 2; }
   int local(int layer) const { return layer - first_; }  // the engine's number of a layer
   // The group a sliced pass all-reduces over; null at model size 1 (the unsliced code).
-  Communicator* modelGroup() const {
-    return placement_.modelSize > 1 ? placement_.model : nullptr;
-  }
+  Communicator* modelGroup() const { return placement_.modelSize > 1 ? placement_.model : nullptr; }
 
   GptConfig config_;
   GptPlacement placement_;
-  int first_ = 0, end_ = 0;  // layers held, full numbering
+  int first_ = 0, end_ = 0;            // layers held, full numbering
   int blockBegin_ = 0, blockEnd_ = 0;  // blocks held, 0-based
-  bool tiedCopy_ = false;  // the head holds its own copy of the tied word embeddings
+  bool tiedCopy_ = false;              // the head holds its own copy of the tied word embeddings
   std::vector<ParamSpec> specs_;
-  std::vector<FullTensor> full_;  // by spec
+  std::vector<std::vector<int64_t>> fullShapes_;  // by spec: the one-rank shape (init's fans)
   std::unique_ptr<GptActivations> acts_;
   bool profiling_ = false;
   std::vector<double> moduleSeconds_;  // by profileModules() index
