@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
+#include "common/slice_map.h"
 #include "runtime/comm/group_factory.h"
 #include "runtime/model/gpt.h"
 #include "runtime/model/model.h"
@@ -52,10 +54,10 @@ inline runtime::Batch tokenBatch(uint64_t first, size_t samples, size_t seq, int
   return b;
 }
 
-// The full-tensor element index of local element e of spec `t` of a (possibly sliced) Gpt: the
-// runs' repeats in order hold the local elements.
-inline size_t fullIndex(const runtime::Gpt& model, size_t t, size_t e) {
-  const SliceMap& map = model.parameters()[t].slice;
+// The full-tensor element index of local element e of a (possibly sliced) tensor: the runs'
+// repeats in order hold the local elements.
+inline size_t fullIndex(const runtime::ParamSpec& spec, size_t e) {
+  const SliceMap& map = spec.slice;
   if (map.whole()) return e;
   for (const StridedRun& run : map.runs) {
     if (e < run.count * run.repeat)
@@ -65,18 +67,25 @@ inline size_t fullIndex(const runtime::Gpt& model, size_t t, size_t e) {
   return ~size_t{0};
 }
 
-// Writes a model rank's flat values (its parameters() layout) into `full` (the one-rank model's
-// layout, `reference` its table); counts how often each full element was written in `writes`.
+// Writes a rank's flat values (its parameters() layout: a slice and/or a pipeline stage) into
+// `full` (the one-rank model's layout, `reference` its table; tensors matched by name); counts how
+// often each full element was written in `writes`. `agree` (if given) turns false when an element
+// written before (a replicated tensor, a tied copy) gets a different value, bit for bit.
 inline void scatterSlice(const runtime::Gpt& model, const std::vector<float>& local,
                          const std::vector<runtime::ParamSpec>& reference, std::vector<float>& full,
-                         std::vector<int>& writes) {
-  const auto& specs = model.parameters();
-  for (size_t t = 0; t < specs.size(); ++t)
-    for (size_t e = 0; e < specs[t].numel; ++e) {
-      const size_t at = reference[t].offset + fullIndex(model, t, e);
-      full[at] = local[specs[t].offset + e];
+                         std::vector<int>& writes, bool* agree = nullptr) {
+  for (const runtime::ParamSpec& spec : model.parameters()) {
+    const auto ref = std::find_if(reference.begin(), reference.end(),
+                                  [&](const runtime::ParamSpec& r) { return r.name == spec.name; });
+    if (ref == reference.end()) throw Error("scatterSlice: " + spec.name + " is not in the model");
+    for (size_t e = 0; e < spec.numel; ++e) {
+      const size_t at = ref->offset + fullIndex(spec, e);
+      const float value = local[spec.offset + e];
+      if (agree && writes[at] > 0 && full[at] != value) *agree = false;
+      full[at] = value;
       ++writes[at];
     }
+  }
 }
 
 // max |a - b| / max |b| over one tensor of the one-rank layout.

@@ -6,8 +6,10 @@
 // in another order than the data-parallel job's matrix products and reductions; AdamW's first
 // steps (about lr x sign(g)) turn that rounding into visible differences on elements whose
 // gradient is near zero, so single elements get a looser bound (1e-4 of the tensor's largest):
-// the data-parallel job itself at data 1 against data 4 differs by 2e-5 there. A 16-bit case shows the steps agree: same skips and loss
-// scale on every rank. Also: what the engine refuses with a model group.
+// the data-parallel job itself at data 1 against data 4 differs by 2e-5 there. A 16-bit case shows
+// the steps agree: same skips and loss scale on every rank. Also: what the engine refuses with a
+// model group, the 3D grid (pipe 2 x model 2, Engine::trainBatch) against the same job, and its
+// checkpoints resharded to and from data 4, bit for bit.
 #include <catch2/catch.hpp>
 #include <memory>
 #include <string>
@@ -17,9 +19,11 @@
 #include "runtime/comm/memory_store.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/engine/engine.h"
+#include "runtime/model/gpt_stage_partition.h"
 #include "runtime/parallel/topology_groups.h"
 #include "test/gpt_parallel_harness.h"
 #include "test/rank_threads.h"
+#include "test/scratch_dir.h"
 
 using namespace ds;
 using namespace ds::runtime;
@@ -37,14 +41,17 @@ GptConfig rotaryGqa() {
   return c;
 }
 
+// micro 0: the global batch over the data ranks (no gradient accumulation).
 std::string engineJson(int stage, int data, const std::string& precision,
-                       const std::string& optimizer = "AdamW") {
+                       const std::string& optimizer = "AdamW", int micro = 0) {
   std::string json = R"({"train_batch_size": )" + std::to_string(kGlobalBatch) +
                      R"(, "train_micro_batch_size_per_gpu": )" +
-                     std::to_string(kGlobalBatch / data) + R"(, "optimizer": {"type": ")" +
-                     optimizer + R"(", "params": {"lr": 0.01, "weight_decay": 0.01}},
+                     std::to_string(micro > 0 ? micro : kGlobalBatch / data) +
+                     R"(, "optimizer": {"type": ")" + optimizer +
+                     R"(", "params": {"lr": 0.01, "weight_decay": 0.01}},
     "gradient_clipping": 1.0,
-    "zero_optimization": {"stage": )" + std::to_string(stage) +
+    "zero_optimization": {"stage": )" +
+                     std::to_string(stage) +
                      R"(, "reduce_bucket_size": 3000, "allgather_bucket_size": 3000,
     "stage3_param_persistence_threshold": 0})";
   if (precision == "bf16") json += R"(, "bf16": {"enabled": true})";
@@ -80,7 +87,8 @@ GridRun trainGrid(const GptConfig& config, int model, int stage, const std::stri
     const int modelRank = groups.model->rank(), dataRank = groups.data->rank();
     models[r] = std::make_unique<Gpt>(config, GptPlacement{modelRank, model, groups.model.get()});
     const auto dsConfig = parseDeepSpeedConfig(engineJson(stage, data, precision), data, "tp-test");
-    Engine engine(*models[r], dsConfig, *groups.data, 7, ParallelGroups{groups.model.get(), nullptr});
+    Engine engine(*models[r], dsConfig, *groups.data, 7,
+                  ParallelGroups{groups.model.get(), nullptr});
     const size_t micro = kGlobalBatch / data;
     for (int s = 0; s < kSteps; ++s) {
       const uint64_t first = static_cast<uint64_t>(s * kGlobalBatch) + dataRank * micro;
@@ -126,7 +134,101 @@ void requireSameTraining(const GridRun& got, const GridRun& want, const GptConfi
   }
 }
 
+// A (pipe, model, data) grid through Engine::trainBatch: micro-batches of 2 samples, gradient
+// accumulation to the global batch; micro-batch m of step s on data rank d holds the samples
+// [s * global + (m * data + d) * 2, + 2), which at data 4 is trainGrid's batch of that rank.
+// After `steps` steps: saves a checkpoint to `save`, or first loads `load` (then trains on).
+struct Grid3Run {
+  std::vector<float> full;    // the assembled one-rank parameters (data rank 0's)
+  std::vector<float> losses;  // per step, from rank 0
+  bool copiesAgree = true;    // replicated tensors and the tied copy: equal bit for bit
+  bool allWritten = true;     // the slices and stages cover every element of the full model
+};
+
+Grid3Run trainGrid3(const GptConfig& config, int pipe, int model, int data, int zero, int steps,
+                    const std::string& save = "", const std::string& load = "") {
+  constexpr int kMicro = 2;
+  const PipeModelDataTopology topology(pipe, model, data);
+  const int world = pipe * model * data;
+  const std::vector<int> bounds = gptStageBounds(config, pipe, "type:transformer|mlp");
+  MemoryStore store;
+  std::vector<std::vector<float>> local(world), losses(world);
+  std::vector<std::unique_ptr<Gpt>> models(world);
+  onThreads(world, [&](int r) {
+    GroupFactory factory(store, {r, {world}}, test::loopbackGroupOptions("g3d"));
+    TopologyGroups groups = buildTopologyGroups(factory, topology);
+    const int stage = topology.stageOf(r), d = topology.getCoord(r, "data");
+    models[r] =
+        std::make_unique<Gpt>(config, GptPlacement{groups.model->rank(), model, groups.model.get(),
+                                                   bounds[stage], bounds[stage + 1]});
+    const auto ds =
+        parseDeepSpeedConfig(engineJson(zero, data, "fp32", "AdamW", kMicro), data, "3d-test");
+    const ParallelGroups grid{groups.model.get(), groups.pipe.get(), groups.prevStage.get(),
+                              groups.nextStage.get(), groups.tied.get()};
+    Engine engine(*models[r], ds, *groups.data, 7, grid);
+    if (!load.empty()) engine.loadCheckpoint(load);
+    for (int s = 0; s < steps; ++s)
+      losses[r].push_back(engine.trainBatch([&](int64_t m) {
+        const uint64_t first = static_cast<uint64_t>(s * kGlobalBatch + (m * data + d) * kMicro);
+        return test::tokenBatch(first, kMicro, config.seqLength, config.vocabSize);
+      }));
+    if (!save.empty()) engine.saveCheckpoint(save, "grid");
+    local[r] = engine.fullParameters();
+  });
+  Grid3Run run;
+  const Gpt reference(config);
+  run.full.assign(reference.parameterCount(), 0.0f);
+  std::vector<int> writes(run.full.size(), 0);
+  for (int r = 0; r < world; ++r)
+    if (topology.getCoord(r, "data") == 0)
+      test::scatterSlice(*models[r], local[r], reference.parameters(), run.full, writes,
+                         &run.copiesAgree);
+  run.allWritten = std::count(writes.begin(), writes.end(), 0) == 0;
+  run.losses = losses[0];
+  return run;
+}
+
 }  // namespace
+
+TEST_CASE("engine on a 3D grid: (pipe, model, data) = (2, 2, 1) trains as data 4",
+          "[gpt_tensor_parallel][engine][pipe]") {
+  // Rotary, GQA, tied embeddings (the last stage's copy sliced by vocabulary rows), ZeRO 1.
+  const GptConfig config = rotaryGqa();
+  REQUIRE(config.weightTying);
+  const GridRun want = trainGrid(config, 1, 1, "fp32");
+  const Grid3Run got = trainGrid3(config, 2, 2, 1, 1, kSteps);
+  CHECK(got.copiesAgree);
+  CHECK(got.allWritten);
+  REQUIRE(got.losses.size() == static_cast<size_t>(kSteps));
+  for (int s = 0; s < kSteps; ++s) CHECK(got.losses[s] == Approx(want.losses[s]).epsilon(1e-5));
+  const Gpt reference(config);
+  for (const ParamSpec& spec : reference.parameters()) {
+    INFO(spec.name);
+    CHECK(test::tensorNormDifference(got.full, want.full, spec) < 1e-5);
+    CHECK(test::tensorRelativeDifference(got.full, want.full, spec) < 1e-4);
+  }
+}
+
+TEST_CASE("engine on a 3D grid: a checkpoint of (2, 2, 1) loads at (1, 1, 4) and back, bit for bit",
+          "[gpt_tensor_parallel][engine][pipe]") {
+  const GptConfig config = rotaryGqa();
+  {
+    const std::string dir = test::makeScratchDir("3d-to-data");
+    const Grid3Run saved = trainGrid3(config, 2, 2, 1, 1, 2, dir);
+    const Grid3Run loaded = trainGrid3(config, 1, 1, 4, 1, 0, "", dir);
+    REQUIRE(saved.allWritten);
+    CHECK(saved.copiesAgree);
+    CHECK(loaded.full == saved.full);
+  }
+  {
+    const std::string dir = test::makeScratchDir("data-to-3d");
+    const Grid3Run saved = trainGrid3(config, 1, 1, 4, 1, 2, dir);
+    const Grid3Run loaded = trainGrid3(config, 2, 2, 1, 1, 0, "", dir);
+    REQUIRE(loaded.allWritten);
+    CHECK(loaded.copiesAgree);  // every copy of a replicated tensor, and the tied copy, loaded
+    CHECK(loaded.full == saved.full);
+  }
+}
 
 TEST_CASE("engine with a model group: (model, data) = (2, 2) and (4, 1) train as data 4",
           "[gpt_tensor_parallel][engine]") {
@@ -159,8 +261,7 @@ TEST_CASE("engine with a model group: fp16 steps agree across the grid",
   for (int s = 0; s < kSteps; ++s) CHECK(got.losses[s] == Approx(want.losses[s]).epsilon(1e-2));
 }
 
-TEST_CASE("engine with a model group: Lamb is refused by name",
-          "[gpt_tensor_parallel][engine]") {
+TEST_CASE("engine with a model group: Lamb is refused by name", "[gpt_tensor_parallel][engine]") {
   const GptConfig config = rotaryGqa();
   MemoryStore store;
   const PipeModelDataTopology topology(1, 2, 1);
@@ -182,4 +283,3 @@ TEST_CASE("engine with a model group: Lamb is refused by name",
     CHECK(lamb[r].find("model-parallel-size") != std::string::npos);
   }
 }
-

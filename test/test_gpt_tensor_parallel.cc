@@ -143,7 +143,7 @@ TEST_CASE("sliced GPT: initial slices, loss and gradients equal the one-rank mod
         for (size_t i = 0; i < refSpecs.size(); ++i)  // the slice's values, bit for bit
           for (size_t e = 0; e < m.parameters()[i].numel; ++e)
             if (got[r].params[m.parameters()[i].offset + e] !=
-                whole.params[refSpecs[i].offset + test::fullIndex(m, i, e)]) {
+                whole.params[refSpecs[i].offset + test::fullIndex(m.parameters()[i], e)]) {
               FAIL_CHECK(refSpecs[i].name << " element " << e << " differs from its full element");
               break;
             }

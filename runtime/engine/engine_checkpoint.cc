@@ -318,7 +318,10 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
     }
   }
   // A model without grid (one stage, no slices) loads the old form: the same tensors in order.
-  if (parts.size() == 1 && specs_.size() != parts.front().specs.size())
+  // A stage or slice of a grid holds fewer tensors than a one-part checkpoint (the names decide).
+  const bool onGrid =
+      (grid_.pipe && grid_.pipe->size() > 1) || (grid_.model && grid_.model->size() > 1);
+  if (parts.size() == 1 && !onGrid && specs_.size() != parts.front().specs.size())
     throw Error(manifestPath + ": the checkpoint has " +
                 std::to_string(parts.front().specs.size()) + " parameter tensors, this model " +
                 std::to_string(specs_.size()));
