@@ -264,11 +264,16 @@ TEST_CASE("sliced GPT: what slicing cannot do is refused by name", "[gpt_tensor_
   c.intermediateSize = 66;
   refused(c, 4, "intermediate-size");
   refused(test::tinyGpt(), 2, "model-parallel group");  // a group of 4 for a size of 2
-  // NeoX's padding: 257 tokens pad to 384 at t = 1 (multiple 128) and to 512 at t = 4 (512).
+  // The one-rank padding where the slices divide it (257 tokens pad to 384 at t = 1 with 128:
+  // 96 rows each at t = 4, the same model); else NeoX's (multiple 6 x 4: 264 rows).
   GptConfig padded = test::tinyGpt();
   padded.vocabSize = 257;
   padded.makeVocabSizeDivisibleBy = 128;
   Gpt four(padded, GptPlacement{1, 4, &group[1]});
-  CHECK(four.config().paddedVocabSize() == 512);
-  CHECK(four.parameters()[0].shape == std::vector<int64_t>{128, 32});
+  CHECK(four.config().paddedVocabSize() == 384);
+  CHECK(four.parameters()[0].shape == std::vector<int64_t>{96, 32});
+  padded.makeVocabSizeDivisibleBy = 6;  // 258 at t = 1: not a multiple of 4
+  Gpt padded24(padded, GptPlacement{1, 4, &group[1]});
+  CHECK(padded24.config().paddedVocabSize() == 264);
+  CHECK(padded24.parameters()[0].shape == std::vector<int64_t>{66, 32});
 }

@@ -153,9 +153,12 @@ Gpt::Gpt(GptConfig config, GptPlacement placement)
     if (config_.qkNorm)
       throw Error("use-qk-layernorm: not supported with model-parallel-size > 1 (the query/key "
                   "norm spans every head of a token; it is not sliced yet)");
-    // NeoX pads the vocabulary to make-vocab-size-divisible-by x model-parallel-size, so that
-    // every model rank gets the same number of rows.
-    config_.makeVocabSizeDivisibleBy *= t;
+    // Every model rank needs the same number of vocabulary rows. NeoX always pads to
+    // make-vocab-size-divisible-by x model-parallel-size, which makes the model (its padded
+    // logits take part in the softmax) differ with the model-parallel size; here the one-rank
+    // padding stays wherever the slices divide it (always for a power-of-two size with NeoX's
+    // default 128), so a job's model and checkpoints are the same at every size.
+    if (config_.paddedVocabSize() % t != 0) config_.makeVocabSizeDivisibleBy *= t;
   }
   config_.validate();
   const int layers = config_.numLayers + 2;
