@@ -71,6 +71,8 @@ std::vector<Variant> variants() {
     c.numKvHeads = 4;
     c.numAttentionHeads = 8;
     v.push_back({"dropout with activation checkpointing", c});
+    c.partitionActivations = true;  // the kept inputs split over the model ranks
+    v.push_back({"dropout with partitioned activation checkpoints", c});
   }
   return v;
 }
@@ -207,6 +209,41 @@ TEST_CASE(
     for (const Gpt* g : {whole[r].get(), head[r].get()})
       for (const ParamSpec& s : g->parameters())
         if (!s.slice.whole()) CHECK_NOTHROW(checkSliceMap(s.slice, s.numel, s.name));
+  }
+}
+
+TEST_CASE("sliced GPT: partition-activations keeps 1/t of each checkpointed block input, the "
+          "same gradients bit for bit",
+          "[gpt_tensor_parallel]") {
+  GptConfig c = test::tinyGpt();
+  c.checkpointActivations = true;
+  c.numLayers = 4;
+  const Batch batch = test::tokenBatch(40, 4, 16, c.vocabSize);
+  const int t = 2;
+  struct Result {
+    std::vector<float> grads;
+    size_t peak = 0;
+  };
+  auto run = [&](bool partition) {
+    c.partitionActivations = partition;
+    auto group = shmGroup(t);
+    std::vector<Result> out(t);
+    onThreads(t, [&](int r) {
+      Gpt m(c, GptPlacement{r, t, &group[r]});
+      std::vector<float> params(m.parameterCount());
+      m.initParameters(params.data(), kSeed);
+      FlatParameters access(m, params.data());
+      m.forwardBackward(batch, access, 1.0f);
+      out[r] = {access.gradients(), m.peakActivationBytes()};
+    });
+    return out;
+  };
+  const std::vector<Result> kept = run(false), split = run(true);
+  const size_t inputBytes = 4 * 16 * c.hiddenSize * sizeof(float);  // one block input
+  for (int r = 0; r < t; ++r) {
+    CHECK(split[r].grads == kept[r].grads);
+    // Four blocks keep their inputs: each rank saves half of each of them.
+    CHECK(kept[r].peak - split[r].peak >= 4 * inputBytes / 2);
   }
 }
 

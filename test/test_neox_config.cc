@@ -122,8 +122,11 @@ TEST_CASE("neox config: unknown, unimplemented and malformed keys are refused by
              Catch::Contains("pos-emb: expected one of learned, sinusoidal, rotary, none"));
   CHECK_THAT(errorOf("hidden-dropout: lots\n"), Catch::Contains("hidden-dropout: expected a number"));
   CHECK_THAT(errorOf("scheduler: {type: WarmupLR}\n"), Catch::Contains("remove the scheduler block"));
-  CHECK_THAT(parse("activation_checkpointing: {partition_activations: true}\n").notes.at(0),
-             Catch::Contains("model-parallel-size is 1"));
+  // DeepSpeed's spelling of NeoX's partition-activations.
+  CHECK(parse("activation_checkpointing: {partition_activations: true}\n").train.model
+            .partitionActivations);
+  CHECK(parse("partition-activations: true\n").train.model.partitionActivations);
+  CHECK_FALSE(parse("partition-activations: false\n").train.model.partitionActivations);
   CHECK_THAT(errorOf("checkpoint-num-layers: 2\n"), Catch::Contains("only 1"));
   CHECK_THAT(errorOf("lr-decay-style: exponential\n"), Catch::Contains("linear, cosine or constant"));
   CHECK_THAT(errorOf("tokenizer-type: TiktokenTokenizer\n"), Catch::Contains("GPT2BPETokenizer"));

@@ -553,6 +553,8 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
       checkPartitionMethod(t.parallel.partitionMethod);
     } else if (key == "checkpoint-activations")
       m.checkpointActivations = r.boolean();
+    else if (key == "partition-activations" || key == "distribute-checkpointed-activations")
+      m.partitionActivations = m.partitionActivations || r.boolean();
     else if (key == "checkpoint-num-layers") {
       if (r.integer(1, 1 << 20) != 1)
         throw Error("checkpoint-num-layers: only 1 (every layer a checkpoint) is implemented");
@@ -676,8 +678,7 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
     }
   }
   // DeepSpeed's activation_checkpointing block: settings of the recomputation NeoX's
-  // checkpoint-activations switches on. Partitioning splits over model-parallel ranks: with one,
-  // as every job here has, there is nothing to split (as in DeepSpeed).
+  // checkpoint-activations switches on; partition_activations is NeoX's partition-activations.
   if (merged.contains("activation_checkpointing") &&
       !merged["activation_checkpointing"].is_null()) {
     const Json& block = merged["activation_checkpointing"];
@@ -687,10 +688,7 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
           "partition_activations", "contiguous_memory_optimization",  "cpu_checkpointing",
           "number_checkpoints",    "synchronize_checkpoint_boundary", "profile"};
       if (!known.count(k)) throw Error("activation_checkpointing." + k + ": unknown key");
-      if (k == "partition_activations" && switchedOn(v))
-        out.notes.push_back(
-            "activation_checkpointing.partition_activations: no effect here (it splits "
-            "checkpointed activations over model-parallel ranks, and model-parallel-size is 1)");
+      if (k == "partition_activations" && switchedOn(v)) m.partitionActivations = true;
     }
   }
   parseTokenizerType(t.tokenizerType);  // a misspelt name fails at launch, not on every rank

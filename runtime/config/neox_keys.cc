@@ -38,8 +38,9 @@ constexpr std::string_view kFromOptimizerBlock =
     "NeoX derives it from the optimizer block's type and ignores a value given here; name the "
     "optimizer there";
 constexpr std::string_view kPartitionActivations =
-    "splits checkpointed activations over model-parallel ranks; with model-parallel-size 1 (the "
-    "only size here) there is nothing to split, as in DeepSpeed";
+    "splits each checkpointed block input over the model-parallel ranks, all-gathered before "
+    "its recomputation; no effect at model-parallel-size 1 or without checkpoint-activations, "
+    "as in DeepSpeed";
 constexpr std::string_view kTransformerEngineKey =
     "only used by NVIDIA Transformer Engine layers (not implemented)";
 constexpr std::string_view kLabelData =
@@ -308,7 +309,7 @@ const std::vector<NeoxKeyRule> kTable = {
     {"checkpoint-in-cpu", N, "activations are in CPU memory here"},
     {"synchronize-each-layer", N, "a CUDA synchronisation after each layer"},
     {"profile-backward", N, "NVTX ranges around backward"},
-    {"partition-activations", N, kPartitionActivations},
+    {"partition-activations", H, kPartitionActivations},
     {"clip-grad", H, "gradient_clipping"},
     {"hysteresis", H, "fp16.hysteresis"},
     {"dynamic-loss-scale", N, "NeoX derives it from loss-scale (none: dynamic), as here"},
@@ -382,7 +383,7 @@ const std::vector<NeoxKeyRule> kTable = {
     {"openai-gelu", X, "the exact-erf GeLU"},
     {"onebitadam", X, "1-bit Adam"},
     {"cpu-optimizer", X, "NeoX's CPU optimizer switch"},
-    {"distribute-checkpointed-activations", N, kPartitionActivations},
+    {"distribute-checkpointed-activations", H, kPartitionActivations},
     {"rpe", X, "relative position embeddings"},
     {"rpe-causal", X, "relative position embeddings"},
     {"sparsity", X, "sparse attention", ""},

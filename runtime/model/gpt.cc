@@ -548,12 +548,22 @@ void Gpt::blocksForward(GptPass& P, GptBuffer& B, LayerAccess& access) {
   const size_t h = config_.hiddenSize, N = P.shape.rows;
   const size_t first = static_cast<size_t>(blockBegin_), L = static_cast<size_t>(blockEnd_);
   double* times = P.times;
+  // partition-activations: a checkpointed block keeps 1/t of its input on each model rank.
+  Communicator* model = modelGroup();
+  const bool partitioned = P.checkpointing && model && config_.partitionActivations;
   for (size_t l = first; l < L; ++l) {
     const int layer = local(static_cast<int>(l + 1));
     const float* p = access.acquireParameters(layer);
     BlockActivations& kept = B.blocks[l - first];
     BlockActivations& a = P.checkpointing ? A.recompute : kept;
-    if (P.checkpointing) a.input.assign(kept.input.begin(), kept.input.end());
+    if (P.checkpointing) {
+      a.input.assign(kept.input.begin(), kept.input.end());
+      if (partitioned) {  // keep this rank's chunk of the input only (gathered in backward)
+        const size_t chunk = N * h / static_cast<size_t>(model->size());
+        const auto begin = kept.input.begin() + static_cast<std::ptrdiff_t>(chunk * model->rank());
+        std::vector<float>(begin, begin + static_cast<std::ptrdiff_t>(chunk)).swap(kept.input);
+      }
+    }
     float* out = sized(l + 1 < L ? B.blocks[l + 1 - first].input : B.last, N * h);
     const Clock::time_point blockStart = Clock::now();
     A.runner.forward(p, a, A.work, P.shape, out, P.dropoutFor(l + 1), times ? times + blockModule(l) : nullptr);
@@ -667,12 +677,18 @@ void Gpt::blocksBackward(GptPass& P, GptBuffer& B, LayerAccess& access) {
   const size_t h = config_.hiddenSize, N = P.shape.rows;
   const size_t first = static_cast<size_t>(blockBegin_), L = static_cast<size_t>(blockEnd_);
   float* dx = A.dy.data();
+  Communicator* model = modelGroup();
+  const bool partitioned = P.checkpointing && model && config_.partitionActivations;
   for (size_t l = L; l-- > first;) {
     const int layer = local(static_cast<int>(l + 1));
     const float* p = access.acquireParameters(layer);
     BlockActivations* a = &B.blocks[l - first];
     if (P.checkpointing) {  // recompute this block's forward from its kept input
-      A.recompute.input.assign(a->input.begin(), a->input.end());
+      if (partitioned)  // every model rank's chunk of it
+        model->allGather(a->input.data(), sized(A.recompute.input, N * h),
+                         N * h / static_cast<size_t>(model->size()));
+      else
+        A.recompute.input.assign(a->input.begin(), a->input.end());
       A.runner.forward(p, A.recompute, A.work, P.shape, sized(A.discard, N * h),
                        P.dropoutFor(l + 1));
       a = &A.recompute;

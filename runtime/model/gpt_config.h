@@ -67,6 +67,9 @@ struct GptConfig {
   InitMethod outputLayerInitMethod = InitMethod::ScaledNormal;
   double initMethodStd = 0.02;
   bool checkpointActivations = false;
+  // With checkpointing and tensor slicing: each block's kept input is split over the model ranks
+  // and all-gathered before its recomputation (NeoX's partition-activations).
+  bool partitionActivations = false;
 
   // The embedding and output rows: vocabSize rounded up to makeVocabSizeDivisibleBy.
   int paddedVocabSize() const;
