@@ -1,7 +1,8 @@
 // GPT-NeoX's own configs (test/neox/configs) shrunk in width, depth and sequence only, trained for
 // 2 iterations through ds-launch on 2 ranks with their own tokenizer kind: LLaMA-2 (NeoX's
 // default GPT-2 BPE), Mistral (sliding window, SentencePiece), pythia (Hugging Face tokenizer)
-// and LLaMA-2 70B's grouped-query attention. The loss must be finite at both iterations.
+// and LLaMA-2 70B's grouped-query attention; NeoX's 20B on its 3D grid (pipe 2 x model 2, on the
+// loopback hostfile's 4 ranks). The loss must be finite at both iterations.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -70,6 +71,7 @@ TEST_CASE("neox corpus: NeoX's configs shrunk in size train 2 iterations through
   struct Job {
     std::vector<std::string> files;
     std::string model;  // what the job's model line must say
+    int pipe = 1, modelParallel = 1;  // a grid: 2 loopback nodes x 2 ranks instead of 1 x 2
   };
   const std::vector<Job> jobs = {
       {{"llama2/7B.yml", "llama/train_config.yml"}, "rmsnorm, swiglu, no linear biases"},
@@ -78,14 +80,29 @@ TEST_CASE("neox corpus: NeoX's configs shrunk in size train 2 iterations through
        "sliding window 8"},
       {{"pythia/160M.yml"}, "layernorm, gelu, untied output, gpt-j residual"},
       {{"llama2/70B.yml", "llama/train_config.yml"}, "swiglu, 2 kv heads"},
+      // 20B.yml (pipe 4 x model 2 over 96 GPUs) on 4 ranks: the grid is the only change besides
+      // the size; it keeps its fp16, ZeRO 1, untied output, GPT-J residual and activation
+      // checkpointing.
+      {{"20B.yml"}, "layernorm, gelu, untied output, gpt-j residual", 2, 2},
   };
-  for (const auto& [files, model] : jobs) {
+  for (const auto& [files, model, pipe, modelParallel] : jobs) {
     DYNAMIC_SECTION(files[0]) {
       const std::string dir = makeScratchDir("neox-shrunk");
       std::vector<std::string> paths;
       for (const std::string& f : files) paths.push_back((kNeox / f).string());
       Json c = ds::runtime::readNeoxYaml(paths);
       shrink(c);
+      const bool grid = pipe * modelParallel > 1;
+      if (grid) {
+        // readNeoxYaml gives NeoX keys their hyphenated names whatever the file spells (20B.yml:
+        // pipe_parallel_size): the file's values must be there under those names to be replaced.
+        REQUIRE(c.contains("pipe-parallel-size"));
+        REQUIRE(c.contains("model-parallel-size"));
+        CHECK(!c.contains("pipe_parallel_size"));
+        CHECK(!c.contains("model_parallel_size"));
+        c["pipe-parallel-size"] = pipe;
+        c["model-parallel-size"] = modelParallel;
+      }
       const SmallBpe bpe = writeSmallBpe(dir);
       const Tokenizer tok = tokenizerFor(c, bpe);
       c["vocab-file"] = tok.vocabFile;
@@ -107,7 +124,8 @@ TEST_CASE("neox corpus: NeoX's configs shrunk in size train 2 iterations through
       REQUIRE(std::system(pre.c_str()) == 0);
 
       writeFile(dir + "/job.json", c.dump(2));
-      writeFile(dir + "/hostfile", "127.0.0.1 slots=2\n");
+      writeFile(dir + "/hostfile",
+                grid ? "127.0.0.1 slots=2\n127.0.0.2 slots=2\n" : "127.0.0.1 slots=2\n");
       const auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0",
                                          "--log_dir", "logs", "train", "--config", "job.json"});
       const auto status = waitExit(job, 240s);
@@ -120,6 +138,10 @@ TEST_CASE("neox corpus: NeoX's configs shrunk in size train 2 iterations through
         if (std::isfinite(std::stod((*it)[2].str()))) ++finite;
       CHECK(finite == 2);
       std::string modelLine = out.substr(out.find("[rank 0] model: GPT"));
+      if (grid)
+        CHECK_THAT(modelLine.substr(0, modelLine.find('\n')),
+                   Catch::Contains("1 data-parallel replicas (pipe " + std::to_string(pipe) +
+                                   " x model " + std::to_string(modelParallel) + " ranks each)"));
       modelLine =
           std::regex_replace(modelLine.substr(0, modelLine.find(';')), std::regex("\n"), " ");
       CHECK_THAT(modelLine, Catch::Contains(model));
