@@ -647,3 +647,17 @@ TEST_CASE("neox config: pipe-parallel-size and model-parallel-size set the data-
   CHECK(parse("model-parallel-size: 2\nzero_optimization:\n  stage: 3\n")
             .deepspeed.zero.stage == 3);
 }
+
+TEST_CASE("neox config: output-layer-parallelism and partitioned activations at model > 1",
+          "[neox]") {
+  // NeoX's Literal["column"]: the only split implemented here too; anything else by name.
+  CHECK(errorOf("output-layer-parallelism: column\nmodel-parallel-size: 2\n") == "no error");
+  CHECK_THAT(errorOf("output_layer_parallelism: row\n"),
+             Catch::Contains("output-layer-parallelism: \"row\" is not implemented"));
+  // Splitting checkpointed activations over the model ranks is honoured (the model keeps 1/t of
+  // each checkpointed input: test_gpt_tensor_parallel.cc), in either spelling, with no note.
+  const auto c = parse("model-parallel-size: 2\npartition-activations: true\n");
+  CHECK(c.train.model.partitionActivations);
+  for (const std::string& n : c.notes) CHECK(n.find("partition") == std::string::npos);
+  CHECK(parse("activation_checkpointing: {partition_activations: true}\n").notes.empty());
+}

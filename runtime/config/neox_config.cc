@@ -548,7 +548,14 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
       t.parallel.pipe = std::max(1, static_cast<int>(r.integer(0, 1 << 20)));  // NeoX: 0 is 1
     else if (key == "model-parallel-size")
       t.parallel.model = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "pipe-partition-method") {
+    else if (key == "output-layer-parallelism") {
+      // NeoX accepts "column" alone (its Literal; row is broken upstream, its issue 905): the
+      // head split by vocabulary rows, as the vocabulary-parallel cross-entropy here does.
+      if (const std::string kind = r.string(); kind != "column")
+        throw Error("output-layer-parallelism: \"" + kind +
+                    "\" is not implemented; only \"column\" (the output layer split over the "
+                    "vocabulary, NeoX's only accepted value)");
+    } else if (key == "pipe-partition-method") {
       t.parallel.partitionMethod = r.string();
       checkPartitionMethod(t.parallel.partitionMethod);
     } else if (key == "checkpoint-activations")

@@ -162,9 +162,9 @@ const std::vector<NeoxKeyRule> kTable = {
     {"mamba-selective-fp32-params", N, kMambaKey},
     {"mamba-use-bias-in-conv", N, kMambaKey},
     {"mamba-use-bias-in-linears", N, kMambaKey},
-    {"output-layer-parallelism", N,
-     "how NeoX splits the output layer over model-parallel ranks; one rank holds it whole here "
-     "(model-parallel-size 1)"},
+    {"output-layer-parallelism", H,
+     "how the output layer is split over model-parallel ranks: \"column\" (by vocabulary, with "
+     "a vocabulary-parallel cross-entropy), NeoX's only accepted value; any other is refused"},
     {"dim-att", N, kRwkvKey},
     {"head-size", N, kRwkvKey},
     {"ffn-dim", N, kRwkvKey},
@@ -182,7 +182,7 @@ const std::vector<NeoxKeyRule> kTable = {
      "collectives follow the DeepSpeed config's communication_data_type and the launcher"},
     {"local-rank", N, "ds-launch sets ranks"},
     {"rank", N, "ds-launch sets ranks"},
-    {"lazy-mpu-init", N, "no model parallelism"},
+    {"lazy-mpu-init", N, "the model-parallel groups are always built at start-up"},
     {"short-seq-prob", N, "a BERT data option; GPT samples are whole seq-length windows"},
     {"eod-mask-loss", X, "masking the loss at end-of-document tokens"},
     {"adlr-autoresume", X, "ADLR's autoresume"},
@@ -202,11 +202,13 @@ const std::vector<NeoxKeyRule> kTable = {
     {"global-num-gpus", N, kSetAtLaunch},
     // NeoXArgsParallelism
     {"pipe-parallel-size", H,
-     "pipeline stages (0 and 1: one); the batch rules divide by world / (pipe x model); the GPT "
-     "trainer refuses above 1 until its pipeline schedule lands (issue 28)"},
+     "pipeline stages (0 and 1: one), layers split by pipe-partition-method and run through "
+     "DeepSpeed's 1F1B schedule; the batch rules divide by world / (pipe x model); ZeRO 0 or 1 "
+     "only with more than one stage, as in DeepSpeed"},
     {"model-parallel-size", H,
-     "tensor slices per layer; the batch rules divide by world / (pipe x model); the GPT trainer "
-     "refuses above 1 until its tensor slicing lands (issue 28)"},
+     "tensor slices per layer (Megatron's column/row split, heads and kv heads divided, "
+     "vocabulary-parallel embedding and cross-entropy); the batch rules divide by world / (pipe x "
+     "model)"},
     {"pipe-partition-method", H,
      "how layers are split over pipeline stages: parameters, uniform or type:REGEX"},
     {"world-size", N, kSetAtLaunch},
