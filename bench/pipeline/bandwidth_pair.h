@@ -9,8 +9,8 @@
 namespace ds::bench {
 
 struct PairOptions {
-  int rateMbit = 50;
-  int layers = 8, hidden = 256, seq = 128, micro = 4, microBatches = 4, steps = 4;
+  int rateMbit = 100;
+  int layers = 8, hidden = 256, seq = 64, micro = 2, microBatches = 4, steps = 3;
   std::string binDir;
 };
 
@@ -18,7 +18,7 @@ struct PairJob {
   std::string name;
   int pipe = 1, data = 1;
   std::vector<double> stepSeconds;  // every iteration's, the first (warm-up) included
-  double medianSeconds = 0;         // over the iterations after the first
+  double meanSeconds = 0;           // over the iterations after the first
 };
 
 struct PairResult {
