@@ -185,7 +185,8 @@ Footprint measureState(int pipe, int model) {
                       Engine engine(r.model, ds, r.data, 1, r.groups);
                       const size_t bytes = engine.memory().modelState();
                       std::lock_guard<std::mutex> lock(mutex);
-                      if (bytes > f.largest) f = {bytes, r.rank, r.stage};
+                      if (bytes > f.largest || (bytes == f.largest && r.rank < f.rank))
+                        f = {bytes, r.rank, r.stage};  // ties: the lowest rank, for a stable report
                     });
   return f;
 }
