@@ -3,8 +3,9 @@
 // numerically, fp16 overflows skip steps without advancing the schedule, accumulation matches a
 // bigger micro-batch.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
-#include <set>
+#include <map>
 #include <string>
 
 #include "engine_harness.h"
@@ -45,47 +46,73 @@ TEST_CASE("engine: ZeRO stages 0-3 train to bitwise identical parameters on ever
   }
 }
 
-TEST_CASE(
-    "engine: each rank initialises a share of the tensors, and all start from the model's values") {
-  // The MLP, recording which tensors this rank initialised.
+TEST_CASE("engine: each rank draws only the elements it keeps, and all start from the model's values") {
+  // The MLP, recording the element ranges this rank drew.
   struct RecordingMlp : ds::runtime::Mlp {
     using Mlp::Mlp;
-    void initTensor(const ds::runtime::ParamSpec& spec, float* values,
-                    uint64_t seed) const override {
-      initialised.push_back(spec.name);
-      Mlp::initTensor(spec, values, seed);
+    void initTensorRange(const ds::runtime::ParamSpec& spec, float* values, uint64_t seed,
+                         size_t begin, size_t end) const override {
+      drawn.push_back({spec.name, begin, end});
+      Mlp::initTensorRange(spec, values, seed, begin, end);
     }
-    mutable std::vector<std::string> initialised;
+    struct Range {
+      std::string name;
+      size_t begin, end;
+    };
+    mutable std::vector<Range> drawn;
   };
   const std::vector<int> widths = {16, 64, 64, 4};
   const ds::runtime::Mlp reference(widths);
   std::vector<float> expected(reference.parameterCount());
   reference.initParameters(expected.data(), 7);
   for (int world : {1, 2, 3, 4}) {
-    for (int stage : {0, 3}) {
-      INFO("world " << world << " stage " << stage);
-      ds::runtime::ShmOptions options;
-      options.chunkBytes = kTestChunkBytes;
-      auto group = ds::runtime::ShmCommunicator::inProcessGroup(world, options);
-      std::vector<std::vector<float>> params(world);
-      std::vector<std::vector<std::string>> initialised(world);
-      onThreads(world, [&](int r) {
-        const auto config =
-            ds::runtime::parseDeepSpeedConfig(engineConfig(stage, "fp32"), world, "test-config");
-        RecordingMlp model(widths);
-        ds::runtime::Engine engine(model, config, group[r], 7);
-        params[r] = engine.fullParameters();
-        initialised[r] = model.initialised;
-      });
-      std::multiset<std::string> all;
-      for (int r = 0; r < world; ++r) {
-        CHECK(params[r] == expected);
-        CHECK_FALSE(initialised[r].empty());  // 6 tensors: every rank of up to 4 gets a share
-        all.insert(initialised[r].begin(), initialised[r].end());
+    for (int stage : {0, 2, 3}) {
+      for (const char* precision : {"fp32", "bf16"}) {
+        INFO("world " << world << " stage " << stage << " " << precision);
+        // A 16-bit working copy holds the values rounded.
+        std::vector<float> want = expected;
+        if (std::string(precision) == "bf16") {
+          std::vector<uint16_t> half(want.size());
+          ds::runtime::convertElements(want.data(), ds::DType::F32, half.data(), ds::DType::BF16, want.size());
+          ds::runtime::convertElements(half.data(), ds::DType::BF16, want.data(), ds::DType::F32, want.size());
+        }
+        ds::runtime::ShmOptions options;
+        options.chunkBytes = kTestChunkBytes;
+        auto group = ds::runtime::ShmCommunicator::inProcessGroup(world, options);
+        std::vector<std::vector<float>> params(world);
+        std::vector<std::vector<RecordingMlp::Range>> drawn(world);
+        onThreads(world, [&](int r) {
+          const auto config =
+              ds::runtime::parseDeepSpeedConfig(engineConfig(stage, precision), world, "test-config");
+          RecordingMlp model(widths);
+          ds::runtime::Engine engine(model, config, group[r], 7);
+          drawn[r] = model.drawn;  // before fullParameters, which draws nothing either
+          params[r] = engine.fullParameters();
+        });
+        // Per tensor, how many times each element was drawn over all ranks.
+        std::map<std::string, std::vector<int>> times;
+        for (const auto& spec : reference.parameters()) times[spec.name].assign(spec.numel, 0);
+        for (int r = 0; r < world; ++r) {
+          CHECK(params[r] == want);
+          size_t elements = 0;
+          for (const auto& d : drawn[r]) {
+            elements += d.end - d.begin;
+            for (size_t e = d.begin; e < d.end; ++e) ++times[d.name][e];
+          }
+          // Stages 0-2 keep the whole working copy, stage 3 its slices of each tensor.
+          size_t kept = 0;
+          for (const auto& spec : reference.parameters()) {
+            const size_t slice = (spec.numel + world - 1) / world;
+            kept += stage < 3 ? spec.numel
+                              : std::min(spec.numel, (r + 1) * slice) -
+                                    std::min(spec.numel, r * slice);
+          }
+          CHECK(elements == kept);
+        }
+        const int each = stage < 3 ? world : 1;
+        for (const auto& [name, counts] : times)
+          CHECK(std::count(counts.begin(), counts.end(), each) == long(counts.size()));
       }
-      std::multiset<std::string> once;
-      for (const auto& spec : reference.parameters()) once.insert(spec.name);
-      CHECK(all == once);  // each tensor by exactly one rank
     }
   }
 }

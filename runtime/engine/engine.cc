@@ -24,24 +24,6 @@ double elapsedMs(Clock::time_point since) {
   return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
 }
 
-// The rank that initialises each tensor: the largest tensors first, each to the rank with the
-// fewest elements so far (ties to the lowest rank), so that every rank does about 1/N of the work
-// and all compute the same assignment.
-std::vector<int> initialisingRanks(const std::vector<ParamSpec>& specs, int worldSize) {
-  std::vector<size_t> order(specs.size());
-  for (size_t t = 0; t < order.size(); ++t) order[t] = t;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return specs[a].numel > specs[b].numel; });
-  std::vector<size_t> load(static_cast<size_t>(std::max(1, worldSize)), 0);
-  std::vector<int> rankOf(specs.size(), 0);
-  for (size_t t : order) {
-    const auto least = std::min_element(load.begin(), load.end());
-    rankOf[t] = static_cast<int>(least - load.begin());
-    *least += specs[t].numel;
-  }
-  return rankOf;
-}
-
 }  // namespace
 
 Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, uint64_t seed,
@@ -118,20 +100,14 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
   for (const auto& [t0, t1] : runs)
     largestGroup = std::max(largestGroup, shard.shardBegin(t1) - shard.shardBegin(t0));
   checkMemoryBudget(optimizer, runs.size(), largestGroup);
-  {
-    // Every rank starts from the same values, as after DeepSpeed's broadcast at initialize(), but
-    // no rank computes them all: each initialises its share of the tensors, the rest stay zero,
-    // and one all-reduce sums the shares into every rank's copy. A tensor's values depend on the
-    // seed and its name only, and adding zeros is exact, so they equal one rank initialising all.
-    // The full fp32 copy is gone before any optimizer state exists.
-    std::vector<float> init(count_);
-    const std::vector<int> initialisers = initialisingRanks(specs_, comm.size());
-    for (size_t t = 0; t < specs_.size(); ++t)
-      if (initialisers[t] == comm.rank())
-        model.initTensor(specs_[t], init.data() + specs_[t].offset, seed);
-    comm.allReduce(init.data(), count_);
-    zero_->initialise(init.data());
-  }
+  // zero.Init: every rank starts from the same values, as after DeepSpeed's broadcast at
+  // initialize(), but each draws only the elements it keeps (stage 3: its shard; 0-2: the working
+  // copy): a value is a pure function of (seed, tensor, element), so no collective is needed and
+  // no rank ever holds a full fp32 copy. With model or pipe parallelism the table is this rank's
+  // slice and initTensorRange maps its local elements to the full tensor's.
+  zero_->initialise([&](size_t t, size_t begin, size_t end, float* out) {
+    model.initTensorRange(specs_[t], out, seed, begin, end);
+  });
 
   // What each group has: its master slice (16-bit models: fp32 copies of their own), then every
   // optimizer state array, all of the group's length.
@@ -144,13 +120,15 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
     groupElements.push_back(shard.shardBegin(t1) - shard.shardBegin(t0));
   home.reserve(groupElements, regionsPerGroup);
   const std::vector<ParamSpec> shardSpecs = shard.shardSpecs(specs_);
+  // Sub-group by sub-group, straight into the home: its master slice and zeroed state are written
+  // where they live (with offload to NVMe: a swap slot, then the file), never whole in memory.
   for (const auto& [t0, t1] : runs) {
-    zero_->fillMaster(t0, t1);
     const size_t begin = shard.shardBegin(t0), end = shard.shardBegin(t1);
     const std::vector<ParamSpec> groupSpecs(shardSpecs.begin() + t0, shardSpecs.begin() + t1);
     groups_.push_back({t0, t1, makeOptimizer(optimizer, groupSpecs, begin, end)});
     home.addGroup(zero_->separateMaster() ? zero_->masterData() + begin : nullptr, end - begin,
-                  *groups_.back().optimizer);
+                  *groups_.back().optimizer,
+                  [&, t0 = t0, t1 = t1](float* out) { zero_->fillMaster(t0, t1, out); });
   }
   zero_->startParameterOffload();
   lr_ = optimizer.lr();
@@ -164,10 +142,10 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
 void Engine::checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
                                size_t largestGroup) const {
   // What this rank will hold at its peak, activations aside: the model states it keeps resident,
-  // CPU-Adam's 16-bit copy of the shard (stages 1-2) and one full fp32 copy of the parameters
-  // (the initial values at the start; fullParameters() for a trainer's sample or report). The
-  // master weights and optimizer states take what their home says (with offload to NVMe: its
-  // swap slots).
+  // CPU-Adam's 16-bit copy of the shard (stages 1-2) and construction's working set (16-bit
+  // models: the fp32 scratch the initial values are drawn through; no full fp32 copy exists).
+  // The master weights and optimizer states take what their home says (with offload to NVMe:
+  // its swap slots, which construction fills too).
   const int stage = config_.zero.stage;
   const double params = static_cast<double>(count_);
   const double stateBytes = optimizerStateBytesPerParameter(optimizer);
@@ -178,7 +156,9 @@ void Engine::checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
                               : 0.0;
   const StateFootprint states =
       zero_->optimizerStates().footprint(e, stateBytes, groups, largestGroup);
-  const double need = e.parameters + e.gradients + states.bytes + halfCopy + sizeof(float) * params;
+  const double drawScratch =
+      modelType_ != DType::F32 ? sizeof(float) * std::min<double>(ZeroStage::kInitChunk, params) : 0.0;
+  const double need = e.parameters + e.gradients + states.bytes + halfCopy + drawScratch;
   const MemoryBudget budget = memoryBudget();
   if (need <= static_cast<double>(budget.availableBytes)) return;
   throw Error("the training state needs " + humanBytes(need) + " of memory (parameters " +

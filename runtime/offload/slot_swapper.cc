@@ -71,6 +71,13 @@ void SlotSwapper::waitSlot(size_t s) {
 }
 
 size_t SlotSwapper::addGroup(const std::vector<SwapRegion>& homes) {
+  return addGroup(homes, [&](const std::vector<void*>& at) {
+    for (size_t i = 0; i < homes.size(); ++i) std::memcpy(at[i], homes[i].data, homes[i].bytes);
+  });
+}
+
+size_t SlotSwapper::addGroup(const std::vector<SwapRegion>& homes,
+                             const std::function<void(const std::vector<void*>& at)>& fill) {
   Group group;
   group.homes = homes;
   std::vector<size_t> sizes;
@@ -87,8 +94,9 @@ size_t SlotSwapper::addGroup(const std::vector<SwapRegion>& homes) {
   const size_t g = groups_.size() - 1, s = slotOf(g);
   waitSlot(s);
   char* at = slot(s);
-  for (size_t i = 0; i < homes.size(); ++i)
-    std::memcpy(at + groups_[g].offsets[i], homes[i].data, homes[i].bytes);
+  std::vector<void*> regions;
+  for (size_t offset : groups_[g].offsets) regions.push_back(at + offset);
+  fill(regions);
   slotGroup_[s] = static_cast<long>(g);
   writeFromSlot(g);
   for (const SwapRegion& h : homes) givePagesBack(h.data, h.bytes);

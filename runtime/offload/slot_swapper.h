@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <string>
 #include <vector>
@@ -47,6 +48,10 @@ class SlotSwapper {
 
   // The next group's homes, resident and initialised: written to the file, then given back.
   size_t addGroup(const std::vector<SwapRegion>& homes);
+  // The same, but `fill` writes the group's initial values straight into its slot (region i at
+  // at[i]) and the homes are never touched: a group created in place, as zero.Init does.
+  size_t addGroup(const std::vector<SwapRegion>& homes,
+                  const std::function<void(const std::vector<void*>& at)>& fill);
   size_t groupCount() const { return groups_.size(); }
 
   // Group g's arrays in its slot, in addGroup's order, valid until release(g).

@@ -1,5 +1,7 @@
 #include "runtime/optim/optimizer.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 
 namespace ds::runtime {
@@ -24,9 +26,25 @@ void Optimizer::bindState(const std::vector<float*>& arrays) {
   bound_ = arrays;
 }
 
+std::vector<OptimizerStateArray> Optimizer::adoptStateArrays() {
+  ownWritten_ = true;
+  std::vector<OptimizerStateArray> arrays;
+  for (size_t i = 0; i < own_.size(); ++i)
+    arrays.push_back({stateNames_[i], own_[i].data(), own_[i].size()});
+  return arrays;
+}
+
+float* Optimizer::own(size_t i) {
+  if (!ownWritten_) {
+    for (auto& array : own_) std::fill(array.begin(), array.end(), 0.0f);
+    ownWritten_ = true;
+  }
+  return own_[i].data();
+}
+
 size_t Optimizer::addState(std::string name, size_t count) {
   stateNames_.push_back(std::move(name));
-  own_.emplace_back(count, 0.0f);
+  own_.emplace_back(count);
   return own_.size() - 1;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/aligned_vector.h"
 #include "kernels/cpu/cpu_adam.h"
 
 namespace ds::runtime {
@@ -46,6 +47,14 @@ class Optimizer {
   // and the next step equals the one the saved optimizer would have taken (bitwise).
   std::vector<OptimizerStateArray> stateArrays();
   size_t stateBytes() const;
+  // For a home that keeps the state elsewhere (offload_optimizer nvme, whose zeros are written
+  // straight into its swap slots): the own arrays, as stateArrays() would give them, but left
+  // untouched (no page written) and never zeroed from now on: the caller fills them (a swap-in)
+  // before anything reads them. Otherwise the own arrays are zeroed when first used.
+  std::vector<OptimizerStateArray> adoptStateArrays();
+  // Whether the state is still the fresh zeros, never written: a home may then write its zeros
+  // somewhere else without reading the arrays.
+  bool stateIsFresh() const { return !ownWritten_ && bound_.empty(); }
   // offload_optimizer nvme: until unbindState(), the state is at `arrays` (stateArrays() order,
   // same sizes): a resident slot the swapper read it into. The own arrays are then left alone (the
   // swapper gives their pages back and uses them around checkpoints only).
@@ -61,11 +70,14 @@ class Optimizer {
  protected:
   // A zeroed state array of `count` elements (PyTorch's state key `name`); returns its index.
   size_t addState(std::string name, size_t count);
-  float* state(size_t i) { return bound_.empty() ? own_[i].data() : bound_[i]; }
+  float* state(size_t i) { return bound_.empty() ? own(i) : bound_[i]; }
 
  private:
+  float* own(size_t i);
   std::vector<std::string> stateNames_;
-  std::vector<std::vector<float>> own_;
+  // Allocated untouched (AlignedVector): a large shard's state costs no page until written.
+  std::vector<AlignedVector<float>> own_;
+  bool ownWritten_ = false;  // zeroed, or adopted by a home that fills them
   std::vector<float*> bound_;
 };
 

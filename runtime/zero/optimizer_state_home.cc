@@ -4,6 +4,7 @@
 #include "runtime/zero/optimizer_state_home.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/error.h"
 #include "common/memory_budget.h"
@@ -16,7 +17,11 @@ namespace {
 class ResidentStates : public OptimizerStateHome {
  public:
   void reserve(const std::vector<size_t>&, size_t) override {}
-  void addGroup(float*, size_t, Optimizer&) override {}
+  void addGroup(float* masterSlice, size_t, Optimizer& optimizer,
+                const std::function<void(float*)>& fillMaster) override {
+    if (fillMaster && masterSlice != nullptr) fillMaster(masterSlice);
+    optimizer.stateArrays();  // its zeros written now, at construction, not in the first step
+  }
   float* acquire(size_t, float* masterSlice, Optimizer&) override { return masterSlice; }
   void release(size_t, Optimizer&) override {}
   void endStep() override {}
@@ -52,18 +57,33 @@ class NvmeStates : public OptimizerStateHome {
                                       "optimizer", static_cast<int>(offload_.bufferCount));
   }
 
-  void addGroup(float* masterSlice, size_t elements, Optimizer& optimizer) override {
+  void addGroup(float* masterSlice, size_t elements, Optimizer& optimizer,
+                const std::function<void(float*)>& fillMaster) override {
     if (!swapper_) throw Error("offload_optimizer: a sub-group added before reserve (a bug)");
+    // The group is made in its slot and written out from there: the homes (the master slice, the
+    // optimizer's own arrays) are touched only by checkpoints, so no rank ever holds more of the
+    // master and state than its slots, not even at construction.
+    const bool freshState = optimizer.stateIsFresh();
     std::vector<SwapRegion> regions;
     if (masterSlice != nullptr) regions.push_back({masterSlice, elements * sizeof(float)});
-    for (const OptimizerStateArray& state : optimizer.stateArrays())
+    for (const OptimizerStateArray& state : optimizer.adoptStateArrays())
       regions.push_back({state.data, state.count * sizeof(float)});
     if (regions.size() != regionsPerGroup_)
       throw Error("offload_optimizer: " + std::to_string(regions.size()) +
                   " arrays per sub-group, the swap file was sized for " +
                   std::to_string(regionsPerGroup_) + " (a bug)");
     withMaster_.push_back(masterSlice != nullptr);
-    swapper_->addGroup(regions);
+    swapper_->addGroup(regions, [&](const std::vector<void*>& at) {
+      for (size_t i = 0; i < regions.size(); ++i) {
+        const bool master = masterSlice != nullptr && i == 0;
+        if (master && fillMaster)
+          fillMaster(static_cast<float*>(at[i]));
+        else if (!master && freshState)
+          std::memset(at[i], 0, regions[i].bytes);
+        else
+          std::memcpy(at[i], regions[i].data, regions[i].bytes);
+      }
+    });
   }
 
   float* acquire(size_t g, float* masterSlice, Optimizer& optimizer) override {

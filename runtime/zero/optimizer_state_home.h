@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,8 +37,13 @@ class OptimizerStateHome {
   // has (1 for a separate master slice, then one per optimizer state array).
   virtual void reserve(const std::vector<size_t>& groupElements, size_t regionsPerGroup) = 0;
   // The next group: its master slice (nullptr where the master is the working copy, which stays
-  // where it is) of `elements`, and its optimizer, whose state exists and is initialised.
-  virtual void addGroup(float* masterSlice, size_t elements, Optimizer& optimizer) = 0;
+  // where it is) of `elements`, and its optimizer, whose state exists and is initialised (fresh
+  // zeros are written where the home keeps them, the optimizer's own arrays left untouched).
+  // `fillMaster`, when given, writes the slice's initial values where the home keeps them (the
+  // slice itself, or a swap slot: a streamed master is never resident whole); otherwise the slice
+  // already holds them.
+  virtual void addGroup(float* masterSlice, size_t elements, Optimizer& optimizer,
+                        const std::function<void(float* out)>& fillMaster = {}) = 0;
 
   // The step, group by group in order. acquire binds group g's state to its optimizer and returns
   // where its master slice lies (masterSlice itself unless streamsMaster()), valid until release;

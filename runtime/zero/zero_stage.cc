@@ -104,11 +104,10 @@ float* ZeroStage::layerGradients(int layer) {
   return layerScratch_.data();
 }
 
-void ZeroStage::fillMaster(size_t t0, size_t t1) {
+void ZeroStage::fillMaster(size_t t0, size_t t1, float* out) {
   if (master_.empty()) return;
   // The whole working copy (stages 0-2): the shard's slices of tensors [t0, t1).
-  shardLayout_->extractShard(working_.data(), ctx_.modelType, 0, t0, t1,
-                             master_.data() + shardLayout_->shardBegin(t0), DType::F32);
+  shardLayout_->extractShard(working_.data(), ctx_.modelType, 0, t0, t1, out, DType::F32);
 }
 
 float* ZeroStage::masterData() {
@@ -188,9 +187,31 @@ MemoryUsage ZeroStage::memory() const {
   return m;
 }
 
-void ZeroStage::fillWholeWorkingCopy(const float* init) {
-  working_.resize(ctx_.count * dtypeBytes(ctx_.modelType));
-  convertElements(init, DType::F32, working_.data(), ctx_.modelType, ctx_.count);
+void ZeroStage::fillWholeWorkingCopy(const InitialValues& draw) {
+  const size_t bytes = dtypeBytes(ctx_.modelType);
+  working_.resize(ctx_.count * bytes);
+  // Every rank keeps all of it, so every rank draws all of it: no collective is needed.
+  for (size_t t = 0; t < ctx_.specs.size(); ++t) {
+    const TensorPlacement& p = layout_->tensor(t);
+    drawInto(draw, t, 0, p.numel, working_.data() + p.flatOffset * bytes);
+  }
+}
+
+void ZeroStage::drawInto(const InitialValues& draw, size_t t, size_t begin, size_t end,
+                         void* out) {
+  if (begin >= end) return;
+  if (ctx_.modelType == DType::F32) {
+    draw(t, begin, end, static_cast<float*>(out));
+    return;
+  }
+  std::vector<float> scratch(std::min(kInitChunk, end - begin));
+  char* at = static_cast<char*>(out);
+  for (size_t i = begin; i < end; i += kInitChunk) {
+    const size_t n = std::min(kInitChunk, end - i);
+    draw(t, i, i + n, scratch.data());
+    convertElements(scratch.data(), DType::F32, at, ctx_.modelType, n);
+    at += n * dtypeBytes(ctx_.modelType);
+  }
 }
 
 void ZeroStage::accumulateWholeGradients(int layer) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <vector>
@@ -64,13 +65,20 @@ class ZeroStage {
   // The optimizer's shard: the whole model (one part) at stage 0.
   const PartitionLayout& shardLayout() const { return *shardLayout_; }
 
-  // Fills the working copy and the gradients from the initial parameters (identical on every
-  // rank) and allocates the master weights, which fillMaster then fills sub-group by sub-group
-  // (so that an offloaded master is never resident whole).
-  virtual void initialise(const float* init) = 0;
+  // Writes the fp32 initial values of elements [begin, end) of tensor t (ctx.specs' indices and
+  // local element indices) at `out`: a pure function of the element, so any cut gives the same
+  // values and each rank draws only what it holds (DeepSpeed's zero.Init).
+  using InitialValues = std::function<void(size_t t, size_t begin, size_t end, float* out)>;
+  // Fills the working copy (the whole model at stages 0-2, the own shard at 3) through `draw`,
+  // tensor by tensor through a bounded fp32 scratch (kInitChunk elements) where the working dtype
+  // is 16-bit, never a full fp32 copy; zeroes the gradients; allocates the master weights without
+  // touching them: fillMaster writes them sub-group by sub-group, straight into their home.
+  virtual void initialise(const InitialValues& draw) = 0;
+  static constexpr size_t kInitChunk = size_t{1} << 16;
   // The master weights of the shard's tensors [t0, t1) from the working copy (16-bit models: the
-  // rounded values, as DeepSpeed's fp32 partitions start as copies of the 16-bit parameters).
-  virtual void fillMaster(size_t t0, size_t t1);
+  // rounded values, as DeepSpeed's fp32 partitions start as copies of the 16-bit parameters),
+  // written at `out` (shard element shardBegin(t0) at out[0]): the master itself or a swap slot.
+  virtual void fillMaster(size_t t0, size_t t1, float* out);
 
   // The model's layer access (runtime/model/model.h), stage by stage.
   virtual const float* acquireParameters(int layer, bool inBackward) = 0;
@@ -155,7 +163,10 @@ class ZeroStage {
   void reduceBucket(void* staging, void* own, size_t chunk);
 
   // Shared pieces of the stages' strategies.
-  void fillWholeWorkingCopy(const float* init);                 // stages 0-2
+  void fillWholeWorkingCopy(const InitialValues& draw);         // stages 0-2
+  // Elements [begin, end) of tensor t drawn into `out` (working dtype), through kInitChunk
+  // elements of fp32 scratch where that dtype is 16-bit.
+  void drawInto(const InitialValues& draw, size_t t, size_t begin, size_t end, void* out);
   void accumulateWholeGradients(int layer);                     // stages 0, 1: gradientsDone
   void reduceBucketsAtBoundary(bool keepOwnSlicesOnly);         // stages 0, 1
   void packForReductionDuringBackward(int layer);               // stages 2, 3: gradientsDone

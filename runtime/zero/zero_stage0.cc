@@ -6,8 +6,8 @@
 
 namespace ds::runtime {
 
-void ZeroStage0::initialise(const float* init) {
-  fillWholeWorkingCopy(init);
+void ZeroStage0::initialise(const InitialValues& draw) {
+  fillWholeWorkingCopy(draw);
   // fp32 working parameters are the master weights themselves (the shard is everything).
   if (ctx_.modelType != DType::F32) {
     master_.resize(shardLayout_->shardSize());  // filled by fillMaster

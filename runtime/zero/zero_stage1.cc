@@ -4,8 +4,8 @@
 
 namespace ds::runtime {
 
-void ZeroStage1::initialise(const float* init) {
-  fillWholeWorkingCopy(init);
+void ZeroStage1::initialise(const InitialValues& draw) {
+  fillWholeWorkingCopy(draw);
   master_.resize(shardLayout_->shardSize());  // filled by fillMaster
   grads_.assign(ctx_.count * dtypeBytes(ctx_.gradType), 0);
 }

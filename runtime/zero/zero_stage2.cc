@@ -4,8 +4,8 @@
 
 namespace ds::runtime {
 
-void ZeroStage2::initialise(const float* init) {
-  fillWholeWorkingCopy(init);
+void ZeroStage2::initialise(const InitialValues& draw) {
+  fillWholeWorkingCopy(draw);
   const size_t shard = shardLayout_->shardSize();
   master_.resize(shard);  // filled by fillMaster
   grads_.assign(shard * dtypeBytes(ctx_.gradType), 0);

@@ -5,6 +5,9 @@
 // stage3_param_persistence_threshold elements stay gathered. With offload_param nvme each layer's
 // shard of the working copy lives in a swap file: read in by the gather that needs it, dropped
 // after, written out once after the optimizer step rewrote it.
+#include <algorithm>
+#include <cstring>
+
 #include "common/error.h"
 #include "common/phase_timer.h"
 #include "runtime/zero/zero_stages.h"
@@ -21,10 +24,20 @@ ZeroStage3::ZeroStage3(const ZeroContext& context) : ZeroStage(context, 0) {
 
 ZeroStage3::~ZeroStage3() = default;
 
-void ZeroStage3::initialise(const float* init) {
+void ZeroStage3::initialise(const InitialValues& draw) {
   const size_t shard = shardLayout_->shardSize();
-  working_.resize(shard * dtypeBytes(ctx_.modelType));
-  layout_->extractShard(init, DType::F32, 0, 0, ctx_.specs.size(), working_.data(), ctx_.modelType);
+  const size_t bytes = dtypeBytes(ctx_.modelType);
+  working_.resize(shard * bytes);
+  // The own slice of each tensor, drawn where it lies in the shard; the padding after the last
+  // rank's real elements is zero.
+  for (size_t t = 0; t < ctx_.specs.size(); ++t) {
+    const TensorPlacement& p = layout_->tensor(t);
+    const size_t begin = std::min(p.numel, static_cast<size_t>(layout_->rank()) * p.slice),
+                 end = std::min(p.numel, begin + p.slice);
+    char* at = working_.data() + p.shardOffset * bytes;
+    drawInto(draw, t, begin, end, at);
+    std::memset(at + (end - begin) * bytes, 0, (p.slice - (end - begin)) * bytes);
+  }
   // fp32 working parameters laid out as the shard are the master weights themselves.
   if (ctx_.modelType != DType::F32) master_.resize(shard);  // filled by fillMaster
   grads_.assign(shard * dtypeBytes(ctx_.gradType), 0);
@@ -95,11 +108,11 @@ const float* ZeroStage3::acquireParameters(int layer, bool inBackward) {
   return layerParams_[layer].data();
 }
 
-void ZeroStage3::fillMaster(size_t t0, size_t t1) {
+void ZeroStage3::fillMaster(size_t t0, size_t t1, float* out) {
   if (master_.empty()) return;
   const size_t begin = shardLayout_->shardBegin(t0);
-  convertElements(working_.data() + begin * dtypeBytes(ctx_.modelType), ctx_.modelType,
-                  master_.data() + begin, DType::F32, shardLayout_->chunk(t0, t1));
+  convertElements(working_.data() + begin * dtypeBytes(ctx_.modelType), ctx_.modelType, out,
+                  DType::F32, shardLayout_->chunk(t0, t1));
 }
 
 void ZeroStage3::releaseParameters(int layer) {

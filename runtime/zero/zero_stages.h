@@ -12,7 +12,7 @@ class ZeroStage0 : public ZeroStage {
  public:
   explicit ZeroStage0(const ZeroContext& context) : ZeroStage(context, 1) {}
   int stage() const override { return 0; }
-  void initialise(const float* init) override;
+  void initialise(const InitialValues& draw) override;
   const float* acquireParameters(int layer, bool) override { return convertedParameters(layer); }
   void gradientsDone(int layer) override {
     accumulateWholeGradients(layer);
@@ -35,7 +35,7 @@ class ZeroStage1 : public ZeroStage {
  public:
   explicit ZeroStage1(const ZeroContext& context) : ZeroStage(context, 0) {}
   int stage() const override { return 1; }
-  void initialise(const float* init) override;
+  void initialise(const InitialValues& draw) override;
   const float* acquireParameters(int layer, bool) override { return convertedParameters(layer); }
   void gradientsDone(int layer) override {
     accumulateWholeGradients(layer);
@@ -53,7 +53,7 @@ class ZeroStage2 : public ZeroStage {
  public:
   explicit ZeroStage2(const ZeroContext& context) : ZeroStage(context, 0) {}
   int stage() const override { return 2; }
-  void initialise(const float* init) override;
+  void initialise(const InitialValues& draw) override;
   const float* acquireParameters(int layer, bool) override { return convertedParameters(layer); }
   void gradientsDone(int layer) override {
     packForReductionDuringBackward(layer);
@@ -70,9 +70,9 @@ class ZeroStage3 : public ZeroStage {
  public:
   explicit ZeroStage3(const ZeroContext& context);
   int stage() const override { return 3; }
-  void initialise(const float* init) override;
+  void initialise(const InitialValues& draw) override;
   ~ZeroStage3() override;
-  void fillMaster(size_t t0, size_t t1) override;
+  void fillMaster(size_t t0, size_t t1, float* out) override;
   const float* acquireParameters(int layer, bool inBackward) override;
   void releaseParameters(int layer) override;
   void gradientsDone(int layer) override;
