@@ -2,8 +2,8 @@
 // per-rank model-state bytes follow the ZeRO formulas, overlap and stage-3 knobs change nothing
 // numerically, fp16 overflows skip steps without advancing the schedule, accumulation matches a
 // bigger micro-batch.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 #include <string>
@@ -46,7 +46,8 @@ TEST_CASE("engine: ZeRO stages 0-3 train to bitwise identical parameters on ever
   }
 }
 
-TEST_CASE("engine: each rank draws only the elements it keeps, and all start from the model's values") {
+TEST_CASE(
+    "engine: each rank draws only the elements it keeps, and all start from the model's values") {
   // The MLP, recording the element ranges this rank drew.
   struct RecordingMlp : ds::runtime::Mlp {
     using Mlp::Mlp;
@@ -73,8 +74,10 @@ TEST_CASE("engine: each rank draws only the elements it keeps, and all start fro
         std::vector<float> want = expected;
         if (std::string(precision) == "bf16") {
           std::vector<uint16_t> half(want.size());
-          ds::runtime::convertElements(want.data(), ds::DType::F32, half.data(), ds::DType::BF16, want.size());
-          ds::runtime::convertElements(half.data(), ds::DType::BF16, want.data(), ds::DType::F32, want.size());
+          ds::runtime::convertElements(want.data(), ds::DType::F32, half.data(), ds::DType::BF16,
+                                       want.size());
+          ds::runtime::convertElements(half.data(), ds::DType::BF16, want.data(), ds::DType::F32,
+                                       want.size());
         }
         ds::runtime::ShmOptions options;
         options.chunkBytes = kTestChunkBytes;
@@ -82,8 +85,8 @@ TEST_CASE("engine: each rank draws only the elements it keeps, and all start fro
         std::vector<std::vector<float>> params(world);
         std::vector<std::vector<RecordingMlp::Range>> drawn(world);
         onThreads(world, [&](int r) {
-          const auto config =
-              ds::runtime::parseDeepSpeedConfig(engineConfig(stage, precision), world, "test-config");
+          const auto config = ds::runtime::parseDeepSpeedConfig(engineConfig(stage, precision),
+                                                                world, "test-config");
           RecordingMlp model(widths);
           ds::runtime::Engine engine(model, config, group[r], 7);
           drawn[r] = model.drawn;  // before fullParameters, which draws nothing either
@@ -103,9 +106,9 @@ TEST_CASE("engine: each rank draws only the elements it keeps, and all start fro
           size_t kept = 0;
           for (const auto& spec : reference.parameters()) {
             const size_t slice = (spec.numel + world - 1) / world;
-            kept += stage < 3 ? spec.numel
-                              : std::min(spec.numel, (r + 1) * slice) -
-                                    std::min(spec.numel, r * slice);
+            kept += stage < 3
+                        ? spec.numel
+                        : std::min(spec.numel, (r + 1) * slice) - std::min(spec.numel, r * slice);
           }
           CHECK(elements == kept);
         }

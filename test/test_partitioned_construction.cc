@@ -24,9 +24,11 @@ const std::vector<int> kWidths(9, 1024);
 constexpr double kSlackBytes = 2.0 * 1024 * 1024;
 
 std::string configJson(int stage, const std::string& precision, const std::string& nvmeDir) {
-  std::string json = R"({"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.01}},
-    "zero_optimization": {"stage": )" + std::to_string(stage) +
-                     R"(, "stage3_param_persistence_threshold": 0, "sub_group_size": 600000)";
+  std::string json =
+      R"({"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.01}},
+    "zero_optimization": {"stage": )" +
+      std::to_string(stage) +
+      R"(, "stage3_param_persistence_threshold": 0, "sub_group_size": 600000)";
   if (!nvmeDir.empty())
     json += R"(, "offload_optimizer": {"device": "nvme", "nvme_path": ")" + nvmeDir +
             R"(", "buffer_count": 2})";
@@ -56,7 +58,8 @@ TEST_CASE("partitioned construction: one rank in this process", "[.construction-
   const auto config =
       ds::runtime::parseDeepSpeedConfig(configJson(stage, precision, nvmeDir), world, "child");
   ds::runtime::Mlp model(kWidths);
-  const ds::bench::ConstructionPeak peak = ds::bench::measureConstruction(model, config, rank, world, 7);
+  const ds::bench::ConstructionPeak peak =
+      ds::bench::measureConstruction(model, config, rank, world, 7);
   const double formula =
       ds::bench::constructionFormula(config, model.parameters(), rank, world).total();
   std::printf("construction: added %.0f formula %.0f\n", peak.added, formula);
@@ -68,7 +71,8 @@ TEST_CASE("partitioned construction: no rank's peak exceeds what it keeps plus t
     const char* precision;
     bool nvme;
   };
-  const Row rows[] = {{3, "fp32", false}, {3, "bf16", false}, {3, "bf16", true}, {2, "bf16", false}};
+  const Row rows[] = {
+      {3, "fp32", false}, {3, "bf16", false}, {3, "bf16", true}, {2, "bf16", false}};
   const std::string self = selfPath();
   // A full fp32 copy of the model (what construction held before) would not fit in the slack.
   REQUIRE(kSlackBytes < 4.0 * ds::runtime::Mlp(kWidths).parameterCount() / 4);
@@ -80,8 +84,8 @@ TEST_CASE("partitioned construction: no rank's peak exceeds what it keeps plus t
     }
     for (int world : {2, 4})
       for (int rank = 0; rank < world; ++rank) {
-        INFO("stage " << row.stage << " " << row.precision << (row.nvme ? " nvme" : "")
-                      << " world " << world << " rank " << rank);
+        INFO("stage " << row.stage << " " << row.precision << (row.nvme ? " nvme" : "") << " world "
+                      << world << " rank " << rank);
         const std::string spec = std::to_string(world) + " " + std::to_string(rank) + " " +
                                  std::to_string(row.stage) + " " + row.precision + " " +
                                  (dir.empty() ? "-" : dir);

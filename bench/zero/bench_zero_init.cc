@@ -35,7 +35,8 @@ struct Options {
 std::string configJson(const Options& o) {
   std::string json = R"({"train_batch_size": )" + std::to_string(o.world) +
                      R"(, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
-    "zero_optimization": {"stage": )" + std::to_string(o.stage) +
+    "zero_optimization": {"stage": )" +
+                     std::to_string(o.stage) +
                      R"(, "stage3_param_persistence_threshold": 0, "sub_group_size": )" +
                      std::to_string(o.subGroupSize);
   if (!o.nvme.empty())
@@ -76,7 +77,8 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"Partitioned construction: per-rank peak memory and time of building a ZeRO engine"};
   ds::bench::showDefaults(app);
-  app.add_option("--params", o.params, "parameters (the MLP is sized to it)")->check(CLI::PositiveNumber);
+  app.add_option("--params", o.params, "parameters (the MLP is sized to it)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--hidden", o.hidden, "the MLP's width")->check(CLI::PositiveNumber);
   app.add_option("--world", o.world, "data-parallel ranks")->check(CLI::Range(1, 64));
   app.add_option("--stage", o.stage, "ZeRO stage")->check(CLI::Range(0, 3));
@@ -93,11 +95,12 @@ int main(int argc, char** argv) {
   const std::vector<int> w = widths(o);
   const double params = (w.size() - 1) * (double(o.hidden) * o.hidden + o.hidden);
   if (!o.json)
-    std::printf("ZeRO %d %s, %.3g parameters (%zu layers of %d x %d), world %d%s; one process "
-                "per rank, in turn\n%6s %12s %12s %12s %10s\n",
-                o.stage, o.precision.c_str(), params, w.size() - 1, o.hidden, o.hidden, o.world,
-                o.nvme.empty() ? "" : ", offload_optimizer nvme", "rank", "peak MiB",
-                "formula MiB", "peak/formula", "seconds");
+    std::printf(
+        "ZeRO %d %s, %.3g parameters (%zu layers of %d x %d), world %d%s; one process "
+        "per rank, in turn\n%6s %12s %12s %12s %10s\n",
+        o.stage, o.precision.c_str(), params, w.size() - 1, o.hidden, o.hidden, o.world,
+        o.nvme.empty() ? "" : ", offload_optimizer nvme", "rank", "peak MiB", "formula MiB",
+        "peak/formula", "seconds");
   double worst = 0, worstFormula = 0, slowest = 0;
   std::string args;
   for (int i = 1; i < argc; ++i) args += std::string(" '") + argv[i] + "'";
@@ -106,9 +109,10 @@ int main(int argc, char** argv) {
     FILE* pipe = popen(command.c_str(), "r");
     int rank = -1;
     double added = 0, seconds = 0, kept = 0, slots = 0, scratch = 0;
-    const int fields = pipe ? std::fscanf(pipe, "rank %d added %lf seconds %lf kept %lf slots %lf "
-                                                "scratch %lf", &rank, &added, &seconds, &kept,
-                                          &slots, &scratch)
+    const int fields = pipe ? std::fscanf(pipe,
+                                          "rank %d added %lf seconds %lf kept %lf slots %lf "
+                                          "scratch %lf",
+                                          &rank, &added, &seconds, &kept, &slots, &scratch)
                             : 0;
     const int status = pipe ? pclose(pipe) : -1;
     if (fields != 6 || status != 0) {
@@ -146,9 +150,10 @@ int main(int argc, char** argv) {
     line["max_construct_s"] = ds::rounded(slowest, 3);
     ds::printJsonLine(line);
   } else {
-    std::printf("formula per rank: working copy + gradients + (master + optimizer state, or "
-                "buffer_count swap slots of the largest sub-group) + the %zu KiB draw scratch\n",
-                ds::runtime::ZeroStage::kInitChunk * sizeof(float) / 1024);
+    std::printf(
+        "formula per rank: working copy + gradients + (master + optimizer state, or "
+        "buffer_count swap slots of the largest sub-group) + the %zu KiB draw scratch\n",
+        ds::runtime::ZeroStage::kInitChunk * sizeof(float) / 1024);
   }
   return 0;
 }

@@ -60,9 +60,9 @@ inline double procStatusBytes(const std::string& field) {
 // memory_estimate.h) on the rank's real shard (padding included), and the bounded working set
 // construction may add on top.
 struct ConstructionFormula {
-  double kept = 0;        // working copy + gradients + resident master and optimizer state
-  double slots = 0;       // offload_optimizer nvme: buffer_count slots of the largest sub-group
-  double drawScratch = 0; // 16-bit models: the fp32 scratch the initial values go through
+  double kept = 0;         // working copy + gradients + resident master and optimizer state
+  double slots = 0;        // offload_optimizer nvme: buffer_count slots of the largest sub-group
+  double drawScratch = 0;  // 16-bit models: the fp32 scratch the initial values go through
   double total() const { return kept + slots + drawScratch; }
 };
 
@@ -78,8 +78,8 @@ inline ConstructionFormula constructionFormula(const runtime::DeepSpeedConfig& c
   const double count = static_cast<double>(specs.back().offset + specs.back().numel);
   const double own = static_cast<double>(layout.shardSize());
   const double optimizerShard = static_cast<double>(shard.shardSize());
-  const double stateBytes = optimizerStateBytesPerParameter(config.optimizer.value_or(
-      OptimizerConfig{}));
+  const double stateBytes =
+      optimizerStateBytesPerParameter(config.optimizer.value_or(OptimizerConfig{}));
   // A separate fp32 master: 16-bit models at every stage, fp32 ones at stages 1-2.
   const bool separateMaster = model != DType::F32 || stage == 1 || stage == 2;
   const double masterAndState = (separateMaster ? 4.0 : 0.0) + stateBytes;
@@ -97,8 +97,8 @@ inline ConstructionFormula constructionFormula(const runtime::DeepSpeedConfig& c
     size_t slot = SlotSwapper::groupBytes(std::vector<size_t>(arrays, largest * sizeof(float)));
     constexpr size_t kHuge = size_t{2} << 20;
     if (slot >= kHuge) slot = (slot + kHuge - 1) / kHuge * kHuge;
-    f.slots = static_cast<double>(std::min<size_t>(config.zero.offloadOptimizer.bufferCount,
-                                                   runs.size())) *
+    f.slots = static_cast<double>(
+                  std::min<size_t>(config.zero.offloadOptimizer.bufferCount, runs.size())) *
               static_cast<double>(slot);
   } else {
     f.kept += masterAndState * optimizerShard;
@@ -124,8 +124,7 @@ inline ConstructionPeak measureConstruction(runtime::Model& model,
   const auto start = std::chrono::steady_clock::now();
   {
     runtime::Engine engine(model, config, comm, seed);
-    peak.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    peak.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     peak.added = procStatusBytes("VmHWM") - peak.rssBefore;
   }
   return peak;

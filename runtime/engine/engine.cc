@@ -156,8 +156,9 @@ void Engine::checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
                               : 0.0;
   const StateFootprint states =
       zero_->optimizerStates().footprint(e, stateBytes, groups, largestGroup);
-  const double drawScratch =
-      modelType_ != DType::F32 ? sizeof(float) * std::min<double>(ZeroStage::kInitChunk, params) : 0.0;
+  const double drawScratch = modelType_ != DType::F32
+                                 ? sizeof(float) * std::min<double>(ZeroStage::kInitChunk, params)
+                                 : 0.0;
   const double need = e.parameters + e.gradients + states.bytes + halfCopy + drawScratch;
   const MemoryBudget budget = memoryBudget();
   if (need <= static_cast<double>(budget.availableBytes)) return;

@@ -197,8 +197,7 @@ void ZeroStage::fillWholeWorkingCopy(const InitialValues& draw) {
   }
 }
 
-void ZeroStage::drawInto(const InitialValues& draw, size_t t, size_t begin, size_t end,
-                         void* out) {
+void ZeroStage::drawInto(const InitialValues& draw, size_t t, size_t begin, size_t end, void* out) {
   if (begin >= end) return;
   if (ctx_.modelType == DType::F32) {
     draw(t, begin, end, static_cast<float*>(out));
