@@ -1,7 +1,10 @@
 // The offload swappers on a real swap file: SlotSwapper (offload_optimizer) streams groups through
-// its slots with any slot count and keeps every value across steps and checkpoints; PageSwapper
-// (offload_param) fetches, drops and writes groups in place; both give their arrays' pages back.
+// its slots with any slot count and keeps every value across steps and checkpoints; ParamSwapper
+// (offload_param) reads groups into its buffers ahead of use and keeps them there clean; both give
+// their arrays' pages back.
 // Both run on the libaio engine, in a directory that takes O_DIRECT (test/libaio_dir.h).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -11,13 +14,13 @@
 #include <vector>
 
 #include "common/error.h"
-#include "runtime/offload/page_swapper.h"
+#include "runtime/offload/param_swapper.h"
 #include "runtime/offload/slot_swapper.h"
 #include "test/libaio_dir.h"
 #include "test/scratch_dir.h"
 
 using ds::runtime::AioConfig;
-using ds::runtime::PageSwapper;
+using ds::runtime::ParamSwapper;
 using ds::runtime::SlotSwapper;
 using ds::runtime::SwapFile;
 using ds::runtime::SwapRegion;
@@ -130,30 +133,87 @@ TEST_CASE("SlotSwapper and SwapFile: bad settings are refused by name", "[offloa
   CHECK_THROWS_WITH(file.allocate(4096), Catch::Contains("outgrew the 8192 bytes reserved"));
 }
 
-TEST_CASE("PageSwapper: groups are fetched, dropped clean and written back in place", "[offload]") {
-  const std::string dir = ds::test::libaioScratchDir("page-swapper");
+TEST_CASE("ParamSwapper: groups are read into buffers ahead of use, kept there clean, and "
+          "written back from their homes",
+          "[offload]") {
+  const std::string dir = ds::test::libaioScratchDir("param-swapper");
   if (dir.empty()) return;
-  auto homes = makeHomes(3);
-  PageSwapper swapper(AioConfig{}, dir, 0, 1 << 20, "offload_param", "test");
+  // Four ragged groups (one array each, as a layer's shard), three buffers.
+  auto homes = makeHomes(4);
+  uint64_t reserve = 0;
+  size_t largest = 0;
+  for (auto& group : homes) {
+    reserve += ParamSwapper::fileBytesFor(group[2].size() * sizeof(float));
+    largest = std::max(largest, group[2].size() * sizeof(float));
+  }
+  ParamSwapper swapper(AioConfig{}, dir, 0, reserve, 3, largest, false);
   CHECK(swapper.engineName() == std::string(ds::test::kLibaioEngineName));
-  for (auto& group : homes) swapper.addGroup(regionsOf(group));
-  CHECK(swapper.groupCount() == 3);
+  for (auto& group : homes)
+    swapper.addGroup({group[2].data(), group[2].size() * sizeof(float)});
+  CHECK(swapper.groupCount() == 4);
   CHECK(middle(homes[1][2]) == 0.0f);  // given back
-  swapper.fetch(1);
-  CHECK(middle(homes[1][2]) == expected(1, 2, homes[1][2].size() / 2, 0));
-  // Written in place, then dropped clean: the change is lost, as the caller promised none.
-  homes[1][2][homes[1][2].size() / 2] = 7.0f;
-  swapper.dropClean(1);
-  swapper.fetch(1);
-  CHECK(middle(homes[1][2]) == expected(1, 2, homes[1][2].size() / 2, 0));
-  // Every group rewritten (a checkpoint load), then written out and read back.
+  auto valueAt = [&](const char* at, size_t g) {
+    float v;
+    const size_t e = homes[g][2].size() / 2;
+    std::memcpy(&v, at + e * sizeof(float), sizeof v);
+    return v == expected(g, 2, e, 0);
+  };
+  // Read ahead into free buffers; a buffer holding a group read ahead and not used yet is never
+  // taken by another read ahead.
+  CHECK(swapper.prefetch(0));
+  CHECK(swapper.prefetch(1));
+  CHECK(swapper.prefetch(2));
+  CHECK_FALSE(swapper.prefetch(3));
+  CHECK(swapper.counters().readsAhead == 3);
+  CHECK(valueAt(swapper.acquire(1), 1));
+  swapper.release(1);
+  CHECK(swapper.counters().hits == 1);
+  // Group 1 was used: a read ahead may take its buffer now.
+  CHECK(swapper.prefetch(3));
+  std::vector<size_t> in = swapper.slotGroups();
+  std::sort(in.begin(), in.end());
+  CHECK(in == std::vector<size_t>{0, 2, 3});
+  // An acquire always succeeds: group 1 again takes the least recently read buffer.
+  CHECK(valueAt(swapper.acquire(1), 1));
+  swapper.release(1);
+  CHECK(swapper.counters().reads == 5);
+  CHECK(swapper.counters().maxReadsInFlight >= 1);
+  CHECK(swapper.counters().maxReadsInFlight <= 3);
+  CHECK_FALSE(swapper.slotsLocked());  // pin_memory false
+  // Every home rewritten (the step), written out: the buffers keep the first groups for the next
+  // forward, which reads nothing for them.
   swapper.swapInAll();
-  for (auto& group : homes)
-    for (auto& array : group) std::fill(array.begin(), array.end(), 3.0f);
-  swapper.markAllResident();
+  CHECK(middle(homes[3][2]) == expected(3, 2, homes[3][2].size() / 2, 0));
+  for (auto& group : homes) std::fill(group[2].begin(), group[2].end(), 3.0f);
+  swapper.markHomesWritten();
   swapper.swapOutAll();
-  CHECK(middle(homes[0][0]) == 0.0f);
+  CHECK(middle(homes[0][2]) == 0.0f);
+  CHECK(swapper.counters().bytesWritten >= 4 * 5000 * sizeof(float));
+  in = swapper.slotGroups();
+  std::sort(in.begin(), in.end());
+  CHECK(in == std::vector<size_t>{0, 1, 2});
+  const uint64_t reads = swapper.counters().reads;
+  float first;
+  std::memcpy(&first, swapper.acquire(0), sizeof first);
+  swapper.release(0);
+  CHECK(first == 3.0f);
+  CHECK(swapper.counters().reads == reads);
   swapper.swapInAll();
   for (auto& group : homes)
-    for (auto& array : group) CHECK(std::all_of(array.begin(), array.end(), [](float v) { return v == 3.0f; }));
+    CHECK(std::all_of(group[2].begin(), group[2].end(), [](float v) { return v == 3.0f; }));
+  swapper.dropHomes();
+  CHECK(middle(homes[2][2]) == 0.0f);
+}
+
+TEST_CASE("ParamSwapper: pin_memory locks the buffers where the memlock allowance permits",
+          "[offload]") {
+  const std::string dir = ds::test::libaioScratchDir("param-swapper-pin");
+  if (dir.empty()) return;
+  std::vector<float> home(3000, 1.0f);
+  ParamSwapper swapper(AioConfig{}, dir, 0, 16384, 2, home.size() * sizeof(float), true);
+  swapper.addGroup({home.data(), home.size() * sizeof(float)});
+  struct rlimit limit {};
+  getrlimit(RLIMIT_MEMLOCK, &limit);
+  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= (size_t{1} << 20))
+    CHECK(swapper.slotsLocked());
 }

@@ -119,6 +119,8 @@ class Engine : private LayerAccess {
   SwapTraffic optimizerSwapTraffic() const;
   // offload_param nvme: bytes of this rank's parameter swap file (0 without).
   size_t parameterSwapBytes() const;
+  // Stage 3: its gathers so far and offload_param nvme's buffers (zeros at other stages).
+  ZeroStage::OffloadStats parameterOffloadStats() const;
 
   // Collective at stage 3. The working parameters (model dtype) as fp32, flat layout. With a model
   // or pipe group this is the rank's own slice or stage (the model's parameters() table, local

@@ -121,6 +121,8 @@ size_t Engine::optimizerSwapBytes() const { return zero_->optimizerStates().file
 
 size_t Engine::parameterSwapBytes() const { return zero_->parameterSwapBytes(); }
 
+ZeroStage::OffloadStats Engine::parameterOffloadStats() const { return zero_->offloadStats(); }
+
 Engine::SwapTraffic Engine::optimizerSwapTraffic() const {
   const OptimizerStateHome::Traffic t = zero_->optimizerStates().traffic();
   return {t.read, t.written};

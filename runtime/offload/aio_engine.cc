@@ -17,7 +17,7 @@
 
 namespace ds::runtime {
 
-AlignedBuffer::AlignedBuffer(size_t bytes) : bytes_(bytes) {
+AlignedBuffer::AlignedBuffer(size_t bytes, bool lock) : bytes_(bytes) {
   capacity_ = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   if (capacity_ == 0) capacity_ = kAlignment;
   // Large buffers on 2 MiB boundaries and transparent huge pages: the kernel pins a buffer's
@@ -30,7 +30,7 @@ AlignedBuffer::AlignedBuffer(size_t bytes) : bytes_(bytes) {
   if (alignment == kHuge) madvise(data_, capacity_, MADV_HUGEPAGE);
   std::memset(data_, 0, capacity_);  // touch every page now, not in the middle of an I/O
   // Locked pages never swap out under a transfer; without the memlock allowance they still work.
-  locked_ = mlock(data_, capacity_) == 0;
+  locked_ = lock && mlock(data_, capacity_) == 0;
 }
 
 AlignedBuffer::~AlignedBuffer() {

@@ -21,7 +21,8 @@ namespace ds::runtime {
 class AlignedBuffer {
  public:
   static constexpr size_t kAlignment = 4096;
-  explicit AlignedBuffer(size_t bytes);
+  // `lock`: mlock the pages where the memlock allowance permits (locked() says whether it did).
+  explicit AlignedBuffer(size_t bytes, bool lock = true);
   ~AlignedBuffer();
   AlignedBuffer(AlignedBuffer&& other) noexcept;
   AlignedBuffer& operator=(AlignedBuffer&&) = delete;

@@ -124,6 +124,20 @@ class ZeroStage {
   void bringStateIn();
   void sendStateOut();
   virtual size_t parameterSwapBytes() const { return 0; }
+  // Stage 3: what its gathers and offload_param nvme's buffers did so far, and where the layers
+  // are now (tests and benchmarks observe the stage3_* and offload_param knobs through it).
+  struct OffloadStats {
+    uint64_t gathers = 0;                    // layer all-gathers run
+    std::vector<int> gatheredLayers;         // layers gathered now
+    uint64_t reads = 0, readsAhead = 0, hits = 0, bytesRead = 0, bytesWritten = 0;
+    int maxReadsInFlight = 0;
+    int buffers = 0;                         // offload_param.buffer_count
+    size_t bufferBytes = 0;
+    bool buffersLocked = false;              // pin_memory: their pages mlock'd
+    std::vector<int> layersInBuffers;        // layers whose shard is in a buffer now
+    std::vector<int> swappedLayers;          // layers whose shard lives in the swap file
+  };
+  virtual OffloadStats offloadStats() const { return {}; }
   // wall_clock_breakdown: offload_param nvme's swaps around the step since the last call (stage 3:
   // the fp32 shard read in for the update, the updated shard written out after it).
   struct ParameterSwapTimes {

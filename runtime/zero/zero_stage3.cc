@@ -3,8 +3,10 @@
 // and stage3_max_live_parameters), kept for its backward when reused soon enough
 // (stage3_max_reuse_distance), and released after; layers at or under
 // stage3_param_persistence_threshold elements stay gathered. With offload_param nvme each layer's
-// shard of the working copy lives in a swap file: read in by the gather that needs it, dropped
-// after, written out once after the optimizer step rewrote it.
+// shard of the working copy lives in a swap file: read into one of buffer_count resident buffers
+// ahead of its gather (within the same prefetch budget, with or without overlap_comm) and
+// all-gathered from there, written out once after the optimizer step rewrote it
+// (runtime/offload/param_swapper.h).
 #include <algorithm>
 #include <cstring>
 
@@ -52,10 +54,11 @@ void ZeroStage3::startParameterOffload() {
   const OffloadParamConfig& c = ctx_.config.zero.offloadParam;
   if (c.device != OffloadDevice::Nvme) return;
   const size_t bytes = dtypeBytes(ctx_.modelType);
-  paramSwapper_ = std::make_unique<PageSwapper>(ctx_.config.aio, c.nvmePath, ctx_.comm.rank(),
-                                                working_.size(), "offload_param", "param");
-  // The first layers stay in memory up to max_in_cpu elements; persistent ones always do.
-  size_t inCpu = 0;
+  // The first layers stay in memory up to max_in_cpu elements; persistent ones always do. Every
+  // other layer's shard must fit one buffer of buffer_size elements (DeepSpeed's rule).
+  std::vector<int> swapped;
+  size_t inCpu = 0, largest = 0;
+  uint64_t fileBytes = 0;
   for (int l = 0; l < layerCount(); ++l) {
     const auto [t0, t1] = ctx_.layerTensors[l];
     const size_t chunk = layout_->chunk(t0, t1);
@@ -68,11 +71,23 @@ void ZeroStage3::startParameterOffload() {
       throw Error("zero_optimization.offload_param.buffer_size: layer " + std::to_string(l) +
                   "'s parameter shard has " + std::to_string(chunk) + " elements, more than " +
                   "buffer_size (" + std::to_string(c.bufferSize) +
-                  "); raise buffer_size to at "
-                  "least " +
-                  std::to_string(chunk));
+                  "); raise buffer_size to at least " + std::to_string(chunk) +
+                  " (or keep the layer in memory with a larger max_in_cpu)");
+    swapped.push_back(l);
+    largest = std::max(largest, chunk);
+    fileBytes += ParamSwapper::fileBytesFor(chunk * bytes);
+  }
+  // Made even when every layer stays in memory, so that a bad nvme_path is refused all the same.
+  // A buffer holds buffer_size elements, or the largest swapped shard where that is smaller: no
+  // layer could use the rest.
+  const size_t slotElements = std::min<size_t>(largest, static_cast<size_t>(c.bufferSize));
+  paramSwapper_ = std::make_unique<ParamSwapper>(ctx_.config.aio, c.nvmePath, ctx_.comm.rank(),
+                                                 fileBytes, static_cast<int>(c.bufferCount),
+                                                 slotElements * bytes, c.pinMemory);
+  for (int l : swapped) {
+    const auto [t0, t1] = ctx_.layerTensors[l];
     swapGroup_[l] = static_cast<int>(paramSwapper_->addGroup(
-        {{working_.data() + layout_->shardBegin(t0) * bytes, chunk * bytes}}));
+        {working_.data() + layout_->shardBegin(t0) * bytes, layout_->chunk(t0, t1) * bytes}));
   }
 }
 
@@ -138,7 +153,7 @@ void ZeroStage3::publishParameters(bool halfWritten) {
   // pages included: all of it goes to the swap file.
   if (paramSwapper_) {
     PhaseTimer timer(timed(paramSwapTimes_.outMs));
-    paramSwapper_->markAllResident();
+    paramSwapper_->markHomesWritten();
     paramSwapper_->swapOutAll();
   }
   for (int l = 0; l < layerCount(); ++l)
@@ -152,8 +167,7 @@ std::vector<float> ZeroStage3::fullParameters() {
   std::vector<char> all(ctx_.comm.size() * shard * bytes);
   ctx_.queue.run([&] { ctx_.comm.allGather(working_.data(), all.data(), shard, ctx_.modelType); });
   layout_->unpack(all.data(), ctx_.modelType, 0, ctx_.specs.size(), out.data(), DType::F32, 0);
-  if (paramSwapper_)
-    for (size_t g = 0; g < paramSwapper_->groupCount(); ++g) paramSwapper_->dropClean(g);
+  if (paramSwapper_) paramSwapper_->dropHomes();
   return out;
 }
 
@@ -175,10 +189,11 @@ void ZeroStage3::gatherLayer(int layer) {
     std::vector<char>& all = gatherStaging_;
     all.resize(ctx_.comm.size() * chunk * bytes);
     const int swapped = swapGroup_[layer];
-    if (swapped >= 0) paramSwapper_->fetch(swapped);
-    ctx_.comm.allGather(working_.data() + layout_->shardBegin(t0) * bytes, all.data(), chunk,
-                        ctx_.modelType);
-    if (swapped >= 0) paramSwapper_->dropClean(swapped);
+    const char* own = swapped >= 0 ? paramSwapper_->acquire(static_cast<size_t>(swapped))
+                                   : working_.data() + layout_->shardBegin(t0) * bytes;
+    ctx_.comm.allGather(own, all.data(), chunk, ctx_.modelType);
+    if (swapped >= 0) paramSwapper_->release(static_cast<size_t>(swapped));
+    ++gathers_;
     layout_->unpack(all.data(), ctx_.modelType, t0, t1, layerParams_[layer].data(), DType::F32,
                     layerBase(layer));
   });
@@ -201,15 +216,49 @@ void ZeroStage3::freeLayer(int layer) {
 }
 
 void ZeroStage3::prefetchFrom(int layer, int direction) {
-  if (!ctx_.config.zero.overlapComm) return;
+  // Gathers ahead need overlap_comm's thread; swap reads ahead have their own.
+  const bool gather = ctx_.config.zero.overlapComm;
+  if (!gather && !paramSwapper_) return;
   int64_t budget = ctx_.config.zero.prefetchBucketSize;
+  size_t readAhead = 0;  // elements read ahead and not gathered yet: live too
   for (int k = layer + direction; k >= 0 && k < layerCount() && budget > 0; k += direction) {
     const size_t numel = layerNumel(k);
     if (!layerParams_[k].empty()) continue;
-    if (static_cast<int64_t>(liveElements_ + numel) > ctx_.config.zero.maxLiveParameters) break;
-    gatherLayer(k);
+    if (static_cast<int64_t>(liveElements_ + readAhead + numel) >
+        ctx_.config.zero.maxLiveParameters)
+      break;
+    // The read first: it starts at once on the swapper's threads, before the gather's turn.
+    if (swapGroup_[k] >= 0 && !paramSwapper_->prefetch(static_cast<size_t>(swapGroup_[k]))) break;
+    if (gather)
+      gatherLayer(k);
+    else
+      readAhead += numel;
     budget -= static_cast<int64_t>(numel);
   }
+}
+
+ZeroStage3::OffloadStats ZeroStage3::offloadStats() const {
+  OffloadStats out;
+  out.gathers = gathers_;
+  for (int l = 0; l < layerCount(); ++l)
+    if (!layerParams_[l].empty()) out.gatheredLayers.push_back(l);
+  if (!paramSwapper_) return out;
+  const ParamSwapper::Counters c = paramSwapper_->counters();
+  out.reads = c.reads;
+  out.readsAhead = c.readsAhead;
+  out.hits = c.hits;
+  out.bytesRead = c.bytesRead;
+  out.bytesWritten = c.bytesWritten;
+  out.maxReadsInFlight = c.maxReadsInFlight;
+  out.buffers = paramSwapper_->slotCount();
+  out.bufferBytes = paramSwapper_->slotBytes();
+  out.buffersLocked = paramSwapper_->slotsLocked();
+  for (size_t g : paramSwapper_->slotGroups())
+    for (int l = 0; l < layerCount(); ++l)
+      if (swapGroup_[l] == static_cast<int>(g)) out.layersInBuffers.push_back(l);
+  for (int l = 0; l < layerCount(); ++l)
+    if (swapGroup_[l] >= 0) out.swappedLayers.push_back(l);
+  return out;
 }
 
 }  // namespace ds::runtime

@@ -2,7 +2,9 @@
 // zero_stage.cc's factory and the stage files include this header.
 #pragma once
 
-#include "runtime/offload/page_swapper.h"
+#include <atomic>
+
+#include "runtime/offload/param_swapper.h"
 #include "runtime/zero/zero_stage.h"
 
 namespace ds::runtime {
@@ -83,6 +85,7 @@ class ZeroStage3 : public ZeroStage {
   void startParameterOffload() override;
   size_t parameterSwapBytes() const override;
   MemoryUsage memory() const override;
+  OffloadStats offloadStats() const override;
 
  protected:
   void bringParametersIn() override;
@@ -102,8 +105,10 @@ class ZeroStage3 : public ZeroStage {
   std::vector<std::shared_future<void>> layerReady_;
   std::vector<bool> persistent_;  // layers that stay gathered
   size_t liveElements_ = 0;
-  // offload_param nvme: the swap file and each layer's group in it (-1: stays in memory).
-  std::unique_ptr<PageSwapper> paramSwapper_;
+  std::atomic<uint64_t> gathers_{0};  // counted on the communication queue
+  // offload_param nvme: the swap file and its buffers, each layer's group in it (-1: stays in
+  // memory).
+  std::unique_ptr<ParamSwapper> paramSwapper_;
   std::vector<int> swapGroup_;
 };
 

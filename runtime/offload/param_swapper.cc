@@ -1,0 +1,257 @@
+#include "runtime/offload/param_swapper.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+
+namespace ds::runtime {
+namespace {
+
+constexpr uint64_t kPage = AlignedBuffer::kAlignment;
+// One read per slot at a time; past this many threads they would only queue for the same disk.
+constexpr int kMaxIoThreads = 8;
+
+}  // namespace
+
+ParamSwapper::ParamSwapper(const AioConfig& aio, const std::string& directory, int rank,
+                           uint64_t reserveBytes, int slotCount, size_t slotBytes, bool lockSlots)
+    : file_(aio, directory, rank, reserveBytes, "offload_param", "param"),
+      slotBytes_((slotBytes + kPage - 1) / kPage * kPage),
+      slots_(static_cast<size_t>(std::max(slotCount, 1))),
+      lockSlots_(lockSlots),
+      io_(std::clamp(slotCount, 1, kMaxIoThreads)) {
+  if (slotCount < 1)
+    throw Error("offload_param.buffer_count: " + std::to_string(slotCount) +
+                " buffers; at least 1 is needed (2 or more read the next layer during a gather)");
+}
+
+ParamSwapper::~ParamSwapper() {
+  for (Slot& slot : slots_)
+    if (slot.io.valid()) slot.io.wait();
+}
+
+uint64_t ParamSwapper::fileBytesFor(size_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
+
+size_t ParamSwapper::addGroup(SwapRegion home) {
+  std::unique_lock lock(mutex_);
+  Group group{home, 0, fileBytesFor(home.bytes)};
+  if (group.fileBytes > slotBytes_)
+    throw Error("offload_param: a layer shard of " + std::to_string(home.bytes) +
+                " bytes is larger than the " + std::to_string(slotBytes_) +
+                "-byte buffers (a bug: the stage checks buffer_size first)");
+  group.fileOffset = file_.allocate(group.fileBytes);
+  groups_.push_back(group);
+  groupSlot_.push_back(-1);
+  // Through slot 0 (pages past the home's end are zeros in the file).
+  waitIo(lock, 0);
+  if (slots_[0].group >= 0) groupSlot_[static_cast<size_t>(slots_[0].group)] = -1;
+  slots_[0].group = -1;
+  if (!slots_[0].buffer) slots_[0].buffer = std::make_unique<AlignedBuffer>(slotBytes_, lockSlots_);
+  char* at = static_cast<char*>(slots_[0].buffer->data());
+  std::memcpy(at, home.data, home.bytes);
+  std::memset(at + home.bytes, 0, group.fileBytes - home.bytes);
+  file_.write(at, group.fileBytes, group.fileOffset);
+  givePagesBack(home.data, home.bytes);
+  homesIn_ = false;
+  return groups_.size() - 1;
+}
+
+long ParamSwapper::chooseSlot(bool evenUnused) const {
+  long best = -1;
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    const Slot& slot = slots_[s];
+    if (slot.group < 0) return static_cast<long>(s);
+    if (slot.pins > 0 || (!evenUnused && (!slot.used || ioRunning(slot)))) continue;
+    if (best < 0 || slot.lastUse < slots_[static_cast<size_t>(best)].lastUse)
+      best = static_cast<long>(s);
+  }
+  return best;
+}
+
+void ParamSwapper::startRead(size_t g, long s) {
+  Slot& slot = slots_[static_cast<size_t>(s)];
+  if (slot.group >= 0) groupSlot_[static_cast<size_t>(slot.group)] = -1;
+  if (!slot.buffer) slot.buffer = std::make_unique<AlignedBuffer>(slotBytes_, lockSlots_);
+  slot.group = static_cast<long>(g);
+  slot.used = false;
+  slot.lastUse = ++tick_;
+  groupSlot_[g] = s;
+  char* at = static_cast<char*>(slot.buffer->data());
+  const Group& group = groups_[g];
+  counters_.reads += 1;
+  counters_.bytesRead += group.fileBytes;
+  counters_.maxReadsInFlight = std::max(counters_.maxReadsInFlight, ++readsInFlight_);
+  slot.ioSerial += 1;
+  slot.io = io_
+                .submit([this, at, bytes = group.fileBytes, offset = group.fileOffset] {
+                  struct Done {  // counted out however the read ends
+                    ParamSwapper& swapper;
+                    ~Done() {
+                      std::lock_guard done(swapper.mutex_);
+                      --swapper.readsInFlight_;
+                    }
+                  } done{*this};
+                  file_.read(at, bytes, offset);
+                })
+                .share();
+}
+
+void ParamSwapper::waitIo(std::unique_lock<std::mutex>& lock, long s) {
+  Slot& slot = slots_[static_cast<size_t>(s)];
+  if (!slot.io.valid()) return;
+  std::shared_future<void> io = slot.io;
+  const uint64_t serial = slot.ioSerial;
+  lock.unlock();
+  io.wait();
+  lock.lock();
+  if (slot.ioSerial != serial) return;  // a later transfer replaced it: its waiter collects it
+  slot.io = {};
+  try {
+    io.get();
+  } catch (...) {
+    if (slot.group >= 0) groupSlot_[static_cast<size_t>(slot.group)] = -1;
+    slot.group = -1;  // its contents are unknown now
+    throw;
+  }
+}
+
+bool ParamSwapper::ioRunning(const Slot& slot) {
+  return slot.io.valid() && slot.io.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+}
+
+bool ParamSwapper::prefetch(size_t g) {
+  std::unique_lock lock(mutex_);
+  if (slotOf(g) >= 0) return true;
+  const long s = chooseSlot(false);
+  if (s < 0) return false;
+  waitIo(lock, s);  // finished already (chooseSlot): only collects a write's error
+  counters_.readsAhead += 1;
+  startRead(g, s);
+  return true;
+}
+
+const char* ParamSwapper::acquire(size_t g) {
+  std::unique_lock lock(mutex_);
+  long s = slotOf(g);
+  const bool hit = s >= 0;
+  if (!hit) s = chooseSlot(true);
+  if (s < 0)
+    throw Error("offload_param: every one of the " + std::to_string(slots_.size()) +
+                " buffers is in use (a bug: gathers hold one at a time)");
+  Slot& slot = slots_[static_cast<size_t>(s)];
+  slot.pins += 1;  // first: no prefetch may take the slot while this waits
+  try {
+    if (hit) {
+      counters_.hits += 1;
+    } else {
+      waitIo(lock, s);  // a read ahead that is dropped, or a write, must land first
+      startRead(g, s);
+    }
+    waitIo(lock, s);
+  } catch (...) {
+    slot.pins -= 1;
+    throw;
+  }
+  slot.used = true;
+  slot.lastUse = ++tick_;
+  return static_cast<const char*>(slot.buffer->data());
+}
+
+void ParamSwapper::release(size_t g) {
+  std::lock_guard lock(mutex_);
+  const long s = slotOf(g);
+  if (s >= 0) slots_[static_cast<size_t>(s)].pins -= 1;
+}
+
+void ParamSwapper::swapInAll() {
+  if (homesIn_) return;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    // The next groups read while this one is copied: as many as free slots allow.
+    for (size_t k = g + 1; k < groups_.size() && k <= g + slots_.size() - 1; ++k)
+      if (!prefetch(k)) break;
+    const char* at = acquire(g);
+    std::memcpy(groups_[g].home.data, at, groups_[g].home.bytes);
+    release(g);
+  }
+  homesIn_ = true;
+}
+
+void ParamSwapper::markHomesWritten() { homesIn_ = true; }
+
+void ParamSwapper::clearSlots() {
+  std::unique_lock lock(mutex_);
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    waitIo(lock, static_cast<long>(s));
+    Slot& slot = slots_[s];
+    if (slot.pins > 0) throw Error("offload_param: a buffer still in use when the shard changes (a bug)");
+    if (slot.group >= 0) groupSlot_[static_cast<size_t>(slot.group)] = -1;
+    slot.group = -1;
+  }
+}
+
+void ParamSwapper::swapOutAll() {
+  if (!homesIn_) return;
+  clearSlots();  // their copies are stale now
+  std::unique_lock lock(mutex_);
+  // Last group first, round the slots: the first layers stay in them for the next forward. Each
+  // write runs while the next group is copied into the next slot.
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    const size_t g = groups_.size() - 1 - i, s = i % slots_.size();
+    Slot& slot = slots_[s];
+    waitIo(lock, static_cast<long>(s));
+    if (slot.group >= 0) groupSlot_[static_cast<size_t>(slot.group)] = -1;
+    if (!slot.buffer) slot.buffer = std::make_unique<AlignedBuffer>(slotBytes_, lockSlots_);
+    char* at = static_cast<char*>(slot.buffer->data());
+    const Group& group = groups_[g];
+    std::memcpy(at, group.home.data, group.home.bytes);
+    std::memset(at + group.home.bytes, 0, group.fileBytes - group.home.bytes);
+    givePagesBack(group.home.data, group.home.bytes);
+    counters_.bytesWritten += group.fileBytes;
+    slot.group = static_cast<long>(g);
+    slot.used = false;
+    slot.lastUse = ++tick_;
+    groupSlot_[g] = static_cast<long>(s);
+    slot.ioSerial += 1;
+    slot.io = io_
+                  .submit([this, at, bytes = group.fileBytes, offset = group.fileOffset] {
+                    file_.write(at, bytes, offset);
+                  })
+                  .share();
+  }
+  homesIn_ = false;
+  // Every write done before the step ends: an I/O error stops the step that caused it.
+  for (size_t s = 0; s < slots_.size(); ++s) waitIo(lock, static_cast<long>(s));
+}
+
+void ParamSwapper::dropHomes() {
+  if (!homesIn_) return;
+  for (const Group& group : groups_) givePagesBack(group.home.data, group.home.bytes);
+  homesIn_ = false;
+}
+
+ParamSwapper::Counters ParamSwapper::counters() const {
+  std::lock_guard lock(mutex_);
+  return counters_;
+}
+
+std::vector<size_t> ParamSwapper::slotGroups() const {
+  std::lock_guard lock(mutex_);
+  std::vector<size_t> out;
+  for (const Slot& slot : slots_)
+    if (slot.group >= 0) out.push_back(static_cast<size_t>(slot.group));
+  return out;
+}
+
+bool ParamSwapper::slotsLocked() const {
+  std::lock_guard lock(mutex_);
+  bool any = false;
+  for (const Slot& slot : slots_) {
+    if (!slot.buffer) continue;
+    if (!slot.buffer->locked()) return false;
+    any = true;
+  }
+  return any;
+}
+
+}  // namespace ds::runtime

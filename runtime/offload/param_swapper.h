@@ -1,0 +1,113 @@
+// ParamSwapper: offload_param nvme (stage 3). Each swapped layer's shard of the working parameters
+// ("group") lives in the swap file; a gather reads it into one of `slotCount` resident buffers of
+// `slotBytes` each (DeepSpeed's offload_param.buffer_count and buffer_size), ideally started ahead
+// of use by prefetch, and all-gathers from there. A group stays in its slot, clean, until the slot
+// is wanted for another one (least recently used first), so a backward that follows its forward
+// closely, or a step that follows its backward, reads nothing again.
+// The homes (the working copy's own arrays) hold the values only around the optimizer step and
+// checkpoints: swapInAll copies every group into its home (from its slot where it still is),
+// swapOutAll writes every home through the slots, last group first so that the slots end holding
+// the first layers for the next forward, and gives the homes' pages back.
+// Why slots: pages given back and touched again cost a page fault each (slot_swapper.h says how
+// much); slots are touched once and stay resident.
+// Thread-safe: prefetch runs on the caller's thread, acquire/release on the communication queue's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/offload/io_pool.h"
+#include "runtime/offload/swap_file.h"
+
+namespace ds::runtime {
+
+class ParamSwapper {
+ public:
+  // Arguments: SwapFile's; `slotBytes` must hold the largest group (the caller refuses a config
+  // that cannot); `lockSlots`: pin_memory, the slots' pages locked (mlock) so they never swap.
+  ParamSwapper(const AioConfig& aio, const std::string& directory, int rank, uint64_t reserveBytes,
+               int slotCount, size_t slotBytes, bool lockSlots);
+  ~ParamSwapper();
+  ParamSwapper(const ParamSwapper&) = delete;
+  ParamSwapper& operator=(const ParamSwapper&) = delete;
+
+  // Bytes a group of `bytes` takes in the file.
+  static uint64_t fileBytesFor(size_t bytes);
+
+  // The next group's home, resident and initialised: written to the file, then given back.
+  size_t addGroup(SwapRegion home);
+  size_t groupCount() const { return groups_.size(); }
+
+  // Starts reading group g into a slot unless it is in one already; false when no slot can take
+  // it without dropping a group that is in use or was read ahead and not used yet.
+  bool prefetch(size_t g);
+  // Group g's bytes in its slot, read first if needed; valid until release(g).
+  const char* acquire(size_t g);
+  void release(size_t g);
+
+  void swapInAll();         // every group into its home (the step, checkpoints)
+  void markHomesWritten();  // the caller rewrote every home: swapOutAll must write them all
+  void swapOutAll();        // every home written (if in), then its pages given back
+  void dropHomes();         // the homes' pages given back without a write (they are unchanged)
+
+  // What the swapper did so far, for tests and benchmarks.
+  struct Counters {
+    uint64_t reads = 0, bytesRead = 0, bytesWritten = 0;
+    uint64_t readsAhead = 0;    // reads started by prefetch, before the group was asked for
+    uint64_t hits = 0;          // acquires that found their group in a slot (read or reading)
+    int maxReadsInFlight = 0;   // reads running at once, at most
+  };
+  Counters counters() const;
+  // Groups in a slot now (read or being read), in slot order.
+  std::vector<size_t> slotGroups() const;
+  int slotCount() const { return static_cast<int>(slots_.size()); }
+  size_t slotBytes() const { return slotBytes_; }
+  bool slotsLocked() const;
+  size_t fileBytes() const { return file_.usedBytes(); }
+  const char* engineName() const { return file_.engineName(); }
+
+ private:
+  struct Group {
+    SwapRegion home;
+    uint64_t fileOffset;
+    size_t fileBytes;  // the home's bytes rounded up to whole pages
+  };
+  struct Slot {
+    std::unique_ptr<AlignedBuffer> buffer;  // allocated when first needed
+    long group = -1;            // -1: none
+    int pins = 0;               // acquires not yet released
+    bool used = false;          // acquired since its read: may be dropped for a read ahead
+    uint64_t lastUse = 0;
+    std::shared_future<void> io;  // its transfer in flight, if any
+    uint64_t ioSerial = 0;        // transfers started on it so far
+  };
+  static bool ioRunning(const Slot& slot);
+  long slotOf(size_t g) const { return groupSlot_[g]; }
+  // A slot for a new read, or -1: free ones first, then used ones least recently used first;
+  // `evenUnused` lets a read ahead that was never used be dropped too (acquire must succeed).
+  long chooseSlot(bool evenUnused) const;
+  void startRead(size_t g, long s);  // under mutex_
+  void waitIo(std::unique_lock<std::mutex>& lock, long s);
+  void clearSlots();  // every slot empty, after its I/O
+
+  SwapFile file_;
+  std::vector<Group> groups_;
+  std::vector<long> groupSlot_;  // per group: its slot or -1
+  size_t slotBytes_;
+  std::vector<Slot> slots_;
+  const bool lockSlots_;
+  bool homesIn_ = true;  // the homes hold every group's values (until addGroup gives them back)
+  mutable std::mutex mutex_;
+  uint64_t tick_ = 0;
+  int readsInFlight_ = 0;
+  Counters counters_;
+  // Last: destroyed first, so that its threads are joined while the file and slots still exist.
+  IoPool io_;
+};
+
+}  // namespace ds::runtime
