@@ -4,9 +4,10 @@
 // bound is the bytes the step moves (each sub-group read, unless still in its slot, and written
 // once; counted by the swapper) over fio's read and write bandwidth on the same directory,
 // measured in the same run. Then parameter offload: a whole iteration (forward,
-// backward, step) at ZeRO 3 with overlap_comm, with offload_param nvme against without; its I/O
-// is the parameter shard read twice (forward and backward gathers) and written once.
+// backward, step) at ZeRO 3 with overlap_comm, with offload_param nvme against without and against
+// its I/O: the bytes its swapper moved in that iteration at fio's bandwidth.
 // Usage: bench_offload [--dir DIR] [--width N] [--layers N] [--sub-group N] [--steps N]
+//                      [--zero3-only]
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,22 +18,26 @@
 #include <vector>
 
 #include "bench/bench_cli.h"
+#include "bench/fio_baseline.h"
 #include "common/guarded_main.h"
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
-#include "bench/fio_baseline.h"
 
 namespace {
 
 struct Options {
   std::string dir = std::filesystem::temp_directory_path().string();
   long width = 6144, layers = 6, subGroup = 25'000'000, steps = 3;
+  bool zero3Only = false;
 };
 
 struct Timing {
-  double stepMs = 1e300, iterationMs = 1e300;  // best of the steps
-  double readBytes = 0, writtenBytes = 0;       // offload_optimizer nvme: the best step's I/O
+  double stepMs = 1e300, iterationMs = 1e300;        // best of the steps
+  double readBytes = 0, writtenBytes = 0;            // offload_optimizer nvme: the best step's I/O
+  double paramReadBytes = 0, paramWrittenBytes = 0;  // offload_param nvme: the best iteration's
+  ds::runtime::StepTimes parts;                      // the best iteration's, and its update's
+  ds::runtime::OptimizerTimes update;
 };
 
 // Timings over `steps` iterations at `stage` with the given zero_optimization keys.
@@ -41,7 +46,7 @@ Timing measure(const Options& o, int stage, const std::string& offload, size_t& 
   std::vector<int> sizes(static_cast<size_t>(o.layers) + 1, static_cast<int>(o.width));
   ds::runtime::Mlp model(sizes);
   const std::string json =
-      R"({"train_batch_size": 1, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
+      R"({"train_batch_size": 1, "wall_clock_breakdown": true, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},
           "zero_optimization": {"stage": )" +
       std::to_string(stage) + R"(, "overlap_comm": true, "sub_group_size": )" +
       std::to_string(o.subGroup) + (offload.empty() ? "" : ", " + offload) + "}}";
@@ -57,12 +62,21 @@ Timing measure(const Options& o, int stage, const std::string& offload, size_t& 
   Timing best;
   for (long s = 0; s < o.steps; ++s) {
     const ds::runtime::Engine::SwapTraffic before = engine.optimizerSwapTraffic();
+    const ds::runtime::ZeroStage::OffloadStats paramsBefore = engine.parameterOffloadStats();
     const auto start = std::chrono::steady_clock::now();
     engine.forwardBackward(batch);
     engine.step();
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    best.iterationMs = std::min(best.iterationMs, ms);
+    if (ms < best.iterationMs) {
+      best.iterationMs = ms;
+      const ds::runtime::ZeroStage::OffloadStats paramsAfter = engine.parameterOffloadStats();
+      best.paramReadBytes = static_cast<double>(paramsAfter.bytesRead - paramsBefore.bytesRead);
+      best.paramWrittenBytes =
+          static_cast<double>(paramsAfter.bytesWritten - paramsBefore.bytesWritten);
+      best.parts = engine.lastStepTimes();
+      best.update = engine.lastOptimizerTimes();
+    }
     if (engine.lastStepTimes().stepMs < best.stepMs) {
       best.stepMs = engine.lastStepTimes().stepMs;
       const ds::runtime::Engine::SwapTraffic after = engine.optimizerSwapTraffic();
@@ -73,54 +87,90 @@ Timing measure(const Options& o, int stage, const std::string& offload, size_t& 
   return best;
 }
 
+// The ZeRO-3 rows: a whole iteration with overlap_comm, without and with offload_param nvme. The
+// offload's I/O is what its swapper really moved in the best iteration (each layer's shard read
+// by a gather unless still in a buffer, read for the fp32 update unless still in a buffer, written
+// once after it), at fio's bandwidth.
+void runZero3(const Options& o, double fioRead, double fioWrite) {
+  size_t params = 0, paramSwapBytes = 0;
+  const Timing stage3 = measure(o, 3, "", params, paramSwapBytes);
+  const Timing offloaded = measure(
+      o, 3,
+      R"("offload_param": {"device": "nvme", "max_in_cpu": 0, "nvme_path": ")" + o.dir + R"("})",
+      params, paramSwapBytes);
+  std::printf("  iteration, ZeRO 3                      %9.1f ms\n", stage3.iterationMs);
+  const auto where = [](const Timing& t) {
+    std::printf(
+        "      forward %.1f, backward %.1f, step %.1f ms (parameter swap in %.1f, out %.1f "
+        "ms)\n",
+        t.parts.forwardMs, t.parts.backwardMs, t.parts.stepMs, t.update.paramSwapInMs,
+        t.update.paramSwapOutMs);
+  };
+  where(stage3);
+  if (fioRead <= 0 || fioWrite <= 0) {
+    std::printf("  iteration, ZeRO 3 + offload_param nvme %9.1f ms\n", offloaded.iterationMs);
+    where(offloaded);
+    return;
+  }
+  const double read = offloaded.paramReadBytes, written = offloaded.paramWrittenBytes;
+  const double io = (read / fioRead + written / fioWrite) / 1e9 * 1e3;
+  const double bound = std::max(stage3.iterationMs, io);
+  std::printf(
+      "  iteration, ZeRO 3 + offload_param nvme %9.1f ms   +%.1f ms over ZeRO 3; its I/O "
+      "(%.2f GB read, %.2f GB written of a %.2f GB swap file) takes %.1f ms at fio's "
+      "speed: %.2fx of max(ZeRO 3, I/O) (target <= 1.3x), the added time %.2fx of the "
+      "I/O\n",
+      offloaded.iterationMs, offloaded.iterationMs - stage3.iterationMs, read / 1e9, written / 1e9,
+      paramSwapBytes / 1e9, io, offloaded.iterationMs / bound,
+      (offloaded.iterationMs - stage3.iterationMs) / io);
+  where(offloaded);
+}
+
 int run(const Options& o) {
-  size_t params = 0, swapBytes = 0, paramSwapBytes = 0, unused = 0;
-  const double none = measure(o, 1, "", params, unused).stepMs;
-  const double cpu = measure(o, 1, R"("offload_optimizer": {"device": "cpu"})", params, unused).stepMs;
-  const Timing nvmeTiming = measure(o, 1,
-                                    R"("offload_optimizer": {"device": "nvme", "nvme_path": ")" +
-                                        o.dir + R"("})",
-                                    params, swapBytes);
+  size_t params = 0, swapBytes = 0, unused = 0;
+  double none = 0, cpu = 0;
+  Timing nvmeTiming;
+  if (!o.zero3Only) {
+    none = measure(o, 1, "", params, unused).stepMs;
+    cpu = measure(o, 1, R"("offload_optimizer": {"device": "cpu"})", params, unused).stepMs;
+    nvmeTiming =
+        measure(o, 1, R"("offload_optimizer": {"device": "nvme", "nvme_path": ")" + o.dir + R"("})",
+                params, swapBytes);
+  } else {
+    std::vector<int> sizes(static_cast<size_t>(o.layers) + 1, static_cast<int>(o.width));
+    params = ds::runtime::Mlp(sizes).parameterCount();
+    swapBytes = params * sizeof(float);
+  }
   const double nvme = nvmeTiming.stepMs;
-  const double stage3 = measure(o, 3, "", params, unused).iterationMs;
-  const double stage3Param =
-      measure(o, 3,
-              R"("offload_param": {"device": "nvme", "max_in_cpu": 0, "nvme_path": ")" + o.dir +
-                  R"("})",
-              params, paramSwapBytes)
-          .iterationMs;
-  const size_t probe = std::min<size_t>(swapBytes, size_t{1} << 30);
+  const size_t probe =
+      std::min<size_t>(std::max<size_t>(swapBytes, size_t{1} << 28), size_t{1} << 30);
   const std::string probeFile = o.dir + "/bench-offload-fio-" + std::to_string(getpid());
   const double fioWrite = ds::fioBandwidthGBps(probeFile, true, 1 << 20, 8, probe);
   const double fioRead = ds::fioBandwidthGBps(probeFile, false, 1 << 20, 8, probe);
   std::filesystem::remove(probeFile);
-  std::printf("bench_offload: MLP %ld x %ld = %.0fM parameters, fp32 AdamW, ZeRO 1, sub-groups of "
-              "%ldM, best of %ld steps, swap in %s\n",
-              o.layers, o.width, params / 1e6, o.subGroup / 1000000, o.steps, o.dir.c_str());
-  std::printf("  step, no offload        %9.1f ms\n", none);
-  std::printf("  step, offload cpu       %9.1f ms   %.2fx of no offload (target <= 1.1x)\n", cpu,
-              cpu / none);
-  if (fioRead > 0 && fioWrite > 0) {
-    const double read = nvmeTiming.readBytes, written = nvmeTiming.writtenBytes;
-    const double bound = (read / fioRead + written / fioWrite) / 1e9 * 1e3;
-    std::printf("  step, offload nvme      %9.1f ms   I/O bound %.1f ms (%.2f GB read, %.2f GB "
-                "written of a %.2f GB swap file, at fio's %.2f read / %.2f write GB/s): %.2fx "
-                "(target <= 1.2x)\n",
-                nvme, bound, read / 1e9, written / 1e9, swapBytes / 1e9, fioRead, fioWrite,
-                nvme / bound);
-  } else {
-    std::printf("  step, offload nvme      %9.1f ms   (no fio: no I/O bound)\n", nvme);
+  std::printf(
+      "bench_offload: MLP %ld x %ld = %.0fM parameters, fp32 AdamW, ZeRO 1, sub-groups of "
+      "%ldM, best of %ld steps, swap in %s\n",
+      o.layers, o.width, params / 1e6, o.subGroup / 1000000, o.steps, o.dir.c_str());
+  if (!o.zero3Only) {
+    std::printf("  step, no offload        %9.1f ms\n", none);
+    std::printf("  step, offload cpu       %9.1f ms   %.2fx of no offload (target <= 1.1x)\n", cpu,
+                cpu / none);
+    if (fioRead > 0 && fioWrite > 0) {
+      const double read = nvmeTiming.readBytes, written = nvmeTiming.writtenBytes;
+      const double bound = (read / fioRead + written / fioWrite) / 1e9 * 1e3;
+      std::printf(
+          "  step, offload nvme      %9.1f ms   I/O bound %.1f ms (%.2f GB read, %.2f GB "
+          "written of a %.2f GB swap file, at fio's %.2f read / %.2f write GB/s): %.2fx "
+          "(target <= 1.2x)\n",
+          nvme, bound, read / 1e9, written / 1e9, swapBytes / 1e9, fioRead, fioWrite, nvme / bound);
+    } else {
+      std::printf("  step, offload nvme      %9.1f ms   (no fio: no I/O bound)\n", nvme);
+    }
+  } else if (fioRead > 0 && fioWrite > 0) {
+    std::printf("  fio on the same directory: %.2f read / %.2f write GB/s\n", fioRead, fioWrite);
   }
-  std::printf("  iteration, ZeRO 3                      %9.1f ms\n", stage3);
-  if (fioRead > 0 && fioWrite > 0) {
-    const double io = (2 * paramSwapBytes / fioRead + paramSwapBytes / fioWrite) / 1e9 * 1e3;
-    std::printf("  iteration, ZeRO 3 + offload_param nvme %9.1f ms   +%.1f ms over ZeRO 3; its I/O "
-                "(%.2f GB read twice, written once) takes %.1f ms at fio's speed: %.2fx\n",
-                stage3Param, stage3Param - stage3, paramSwapBytes / 1e9, io,
-                (stage3Param - stage3) / io);
-  } else {
-    std::printf("  iteration, ZeRO 3 + offload_param nvme %9.1f ms\n", stage3Param);
-  }
+  runZero3(o, fioRead, fioWrite);
   return 0;
 }
 
@@ -140,6 +190,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1L, 1L << 40));
     app.add_option("--steps", o.steps, "timed steps (the best is kept)")
         ->check(CLI::Range(1L, 1000L));
+    app.add_flag("--zero3-only", o.zero3Only, "only the ZeRO-3 rows (offload_param)");
     if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
     return run(o);
   });

@@ -83,17 +83,16 @@ void ParamSwapper::startRead(size_t g, long s) {
   counters_.bytesRead += group.fileBytes;
   counters_.maxReadsInFlight = std::max(counters_.maxReadsInFlight, ++readsInFlight_);
   slot.ioSerial += 1;
-  slot.io = io_
-                .submit([this, at, bytes = group.fileBytes, offset = group.fileOffset] {
-                  struct Done {  // counted out however the read ends
-                    ParamSwapper& swapper;
-                    ~Done() {
-                      std::lock_guard done(swapper.mutex_);
-                      --swapper.readsInFlight_;
-                    }
-                  } done{*this};
-                  file_.read(at, bytes, offset);
-                })
+  slot.io = io_.submit([this, at, bytes = group.fileBytes, offset = group.fileOffset] {
+                 struct Done {  // counted out however the read ends
+                   ParamSwapper& swapper;
+                   ~Done() {
+                     std::lock_guard done(swapper.mutex_);
+                     --swapper.readsInFlight_;
+                   }
+                 } done{*this};
+                 file_.read(at, bytes, offset);
+               })
                 .share();
 }
 
@@ -120,13 +119,15 @@ bool ParamSwapper::ioRunning(const Slot& slot) {
   return slot.io.valid() && slot.io.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
 }
 
-bool ParamSwapper::prefetch(size_t g) {
+bool ParamSwapper::prefetch(size_t g) { return readAhead(g, true); }
+
+bool ParamSwapper::readAhead(size_t g, bool counted) {
   std::unique_lock lock(mutex_);
   if (slotOf(g) >= 0) return true;
   const long s = chooseSlot(false);
   if (s < 0) return false;
   waitIo(lock, s);  // finished already (chooseSlot): only collects a write's error
-  counters_.readsAhead += 1;
+  if (counted) counters_.readsAhead += 1;
   startRead(g, s);
   return true;
 }
@@ -134,20 +135,31 @@ bool ParamSwapper::prefetch(size_t g) {
 const char* ParamSwapper::acquire(size_t g) {
   std::unique_lock lock(mutex_);
   long s = slotOf(g);
-  const bool hit = s >= 0;
-  if (!hit) s = chooseSlot(true);
-  if (s < 0)
-    throw Error("offload_param: every one of the " + std::to_string(slots_.size()) +
-                " buffers is in use (a bug: gathers hold one at a time)");
-  Slot& slot = slots_[static_cast<size_t>(s)];
-  slot.pins += 1;  // first: no prefetch may take the slot while this waits
-  try {
-    if (hit) {
-      counters_.hits += 1;
-    } else {
+  bool hit = s >= 0;
+  while (s < 0) {
+    s = chooseSlot(true);
+    if (s < 0)
+      throw Error("offload_param: every one of the " + std::to_string(slots_.size()) +
+                  " buffers is in use (a bug: gathers hold one at a time)");
+    slots_[static_cast<size_t>(s)].pins += 1;  // no read ahead may take it while this waits
+    try {
       waitIo(lock, s);  // a read ahead that is dropped, or a write, must land first
+    } catch (...) {
+      slots_[static_cast<size_t>(s)].pins -= 1;
+      throw;
+    }
+    slots_[static_cast<size_t>(s)].pins -= 1;
+    if (slotOf(g) >= 0) {  // a read ahead of g started meanwhile: use that one
+      s = slotOf(g);
+      hit = true;
+    } else {
       startRead(g, s);
     }
+  }
+  if (hit) counters_.hits += 1;
+  Slot& slot = slots_[static_cast<size_t>(s)];
+  slot.pins += 1;
+  try {
     waitIo(lock, s);
   } catch (...) {
     slot.pins -= 1;
@@ -169,10 +181,16 @@ void ParamSwapper::swapInAll() {
   for (size_t g = 0; g < groups_.size(); ++g) {
     // The next groups read while this one is copied: as many as free slots allow.
     for (size_t k = g + 1; k < groups_.size() && k <= g + slots_.size() - 1; ++k)
-      if (!prefetch(k)) break;
+      if (!readAhead(k, false)) break;
     const char* at = acquire(g);
     std::memcpy(groups_[g].home.data, at, groups_[g].home.bytes);
     release(g);
+    // Its buffer is the first to reuse: the home has the values now, and a least-recently-used
+    // choice would instead drop a group this scan still needs, and so on down the scan.
+    std::lock_guard lock(mutex_);
+    Slot& slot = slots_[static_cast<size_t>(slotOf(g))];
+    slot.group = -1;
+    groupSlot_[g] = -1;
   }
   homesIn_ = true;
 }
@@ -184,7 +202,8 @@ void ParamSwapper::clearSlots() {
   for (size_t s = 0; s < slots_.size(); ++s) {
     waitIo(lock, static_cast<long>(s));
     Slot& slot = slots_[s];
-    if (slot.pins > 0) throw Error("offload_param: a buffer still in use when the shard changes (a bug)");
+    if (slot.pins > 0)
+      throw Error("offload_param: a buffer still in use when the shard changes (a bug)");
     if (slot.group >= 0) groupSlot_[static_cast<size_t>(slot.group)] = -1;
     slot.group = -1;
   }
@@ -213,10 +232,9 @@ void ParamSwapper::swapOutAll() {
     slot.lastUse = ++tick_;
     groupSlot_[g] = static_cast<long>(s);
     slot.ioSerial += 1;
-    slot.io = io_
-                  .submit([this, at, bytes = group.fileBytes, offset = group.fileOffset] {
-                    file_.write(at, bytes, offset);
-                  })
+    slot.io = io_.submit([this, at, bytes = group.fileBytes, offset = group.fileOffset] {
+                   file_.write(at, bytes, offset);
+                 })
                   .share();
   }
   homesIn_ = false;

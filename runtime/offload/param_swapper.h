@@ -5,11 +5,12 @@
 // is wanted for another one (least recently used first), so a backward that follows its forward
 // closely, or a step that follows its backward, reads nothing again.
 // The homes (the working copy's own arrays) hold the values only around the optimizer step and
-// checkpoints: swapInAll copies every group into its home (from its slot where it still is),
-// swapOutAll writes every home through the slots, last group first so that the slots end holding
-// the first layers for the next forward, and gives the homes' pages back.
+// checkpoints: swapInAll copies every group into its home (from its slot where it still is, which
+// is then free); swapOutAll writes every home through the slots, last group first so that the
+// slots end holding the first layers for the next forward, and gives the homes' pages back.
 // Why slots: pages given back and touched again cost a page fault each (slot_swapper.h says how
-// much); slots are touched once and stay resident.
+// much); slots are touched once and stay resident. The homes still pay those faults once per step
+// (the caller asks for huge pages there: preferHugePages).
 // Thread-safe: prefetch runs on the caller's thread, acquire/release on the communication queue's.
 #pragma once
 
@@ -58,9 +59,9 @@ class ParamSwapper {
   // What the swapper did so far, for tests and benchmarks.
   struct Counters {
     uint64_t reads = 0, bytesRead = 0, bytesWritten = 0;
-    uint64_t readsAhead = 0;    // reads started by prefetch, before the group was asked for
-    uint64_t hits = 0;          // acquires that found their group in a slot (read or reading)
-    int maxReadsInFlight = 0;   // reads running at once, at most
+    uint64_t readsAhead = 0;   // reads started by prefetch() (the stage's reads ahead)
+    uint64_t hits = 0;         // acquires that found their group in a slot (read or reading)
+    int maxReadsInFlight = 0;  // reads running at once, at most
   };
   Counters counters() const;
   // Groups in a slot now (read or being read), in slot order.
@@ -79,14 +80,15 @@ class ParamSwapper {
   };
   struct Slot {
     std::unique_ptr<AlignedBuffer> buffer;  // allocated when first needed
-    long group = -1;            // -1: none
-    int pins = 0;               // acquires not yet released
-    bool used = false;          // acquired since its read: may be dropped for a read ahead
+    long group = -1;                        // -1: none
+    int pins = 0;                           // acquires not yet released
+    bool used = false;  // acquired since its read: may be dropped for a read ahead
     uint64_t lastUse = 0;
     std::shared_future<void> io;  // its transfer in flight, if any
     uint64_t ioSerial = 0;        // transfers started on it so far
   };
   static bool ioRunning(const Slot& slot);
+  bool readAhead(size_t g, bool counted);  // prefetch; counted: in readsAhead
   long slotOf(size_t g) const { return groupSlot_[g]; }
   // A slot for a new read, or -1: free ones first, then used ones least recently used first;
   // `evenUnused` lets a read ahead that was never used be dropped too (acquire must succeed).

@@ -26,6 +26,13 @@ void givePagesBack(void* data, size_t bytes) {
   if (pages.bytes > 0) madvise(pages.data, pages.bytes, MADV_DONTNEED);
 }
 
+void preferHugePages(void* data, size_t bytes) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin + kHuge - 1) / kHuge * kHuge, last = (begin + bytes) / kHuge * kHuge;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+}
+
 void SwapFile::checkSpace(const std::string& directory, uint64_t bytes, const std::string& what) {
   struct statvfs fs {};
   if (statvfs(directory.c_str(), &fs) != 0)
