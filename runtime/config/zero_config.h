@@ -21,14 +21,14 @@ struct OffloadOptimizerConfig {
 };
 
 // zero_optimization.offload_param (stage 3): where each rank's shard of the working parameters
-// lives. cpu: where it lives anyway; nvme: in a per-rank swap file, each layer's shard read right
-// before its all-gather and dropped after, written back after each optimizer step.
+// lives. cpu: where it lives anyway; nvme: in a per-rank swap file, each layer's shard read into
+// one of buffer_count resident buffers ahead of its all-gather, written back after each step.
 struct OffloadParamConfig {
   OffloadDevice device = OffloadDevice::None;
   std::string nvmePath;
-  bool pinMemory = false;              // no effect here (no device to DMA to)
-  int64_t bufferCount = 5;             // no effect here: layers are read in place, one at a time
-  int64_t bufferSize = 100'000'000;    // elements: the largest layer shard that may be swapped
+  bool pinMemory = false;              // nvme: the buffers' pages locked (mlock)
+  int64_t bufferCount = 5;             // nvme: resident buffers the layers' shards are read into
+  int64_t bufferSize = 100'000'000;    // elements per buffer: the largest layer shard swapped
   int64_t maxInCpu = 1'000'000'000;    // elements kept in memory (first layers first)
 };
 

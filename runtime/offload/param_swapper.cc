@@ -261,6 +261,14 @@ std::vector<size_t> ParamSwapper::slotGroups() const {
   return out;
 }
 
+size_t ParamSwapper::allocatedBytes() const {
+  std::lock_guard lock(mutex_);
+  size_t bytes = 0;
+  for (const Slot& slot : slots_)
+    if (slot.buffer) bytes += slot.buffer->size();
+  return bytes;
+}
+
 bool ParamSwapper::slotsLocked() const {
   std::lock_guard lock(mutex_);
   bool any = false;

@@ -69,6 +69,7 @@ class ParamSwapper {
   int slotCount() const { return static_cast<int>(slots_.size()); }
   size_t slotBytes() const { return slotBytes_; }
   bool slotsLocked() const;
+  size_t allocatedBytes() const;  // of the buffers made so far (each is made when first needed)
   size_t fileBytes() const { return file_.usedBytes(); }
   const char* engineName() const { return file_.engineName(); }
 

@@ -178,6 +178,7 @@ MemoryUsage ZeroStage3::memory() const {
   MemoryUsage m = ZeroStage::memory();
   for (const auto& v : layerParams_) m.buffers += v.capacity() * sizeof(float);
   m.buffers += gatherStaging_.capacity();
+  if (paramSwapper_) m.buffers += paramSwapper_->allocatedBytes();
   return m;
 }
 
