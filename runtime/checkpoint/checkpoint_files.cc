@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "common/crc32c.h"
+#include "common/errno_text.h"
 #include "common/error.h"
 #include "common/files.h"
 
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 
 constexpr size_t kMaxTagFileBytes = 4096;
 
-std::string errnoText() { return std::strerror(errno); }
+std::string errnoText() { return ds::errnoText(errno); }
 
 void syncPath(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

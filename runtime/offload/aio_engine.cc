@@ -13,7 +13,9 @@
 #include <mutex>
 #include <utility>
 
+#include "common/errno_text.h"
 #include "common/error.h"
+#include "runtime/offload/io_fault_injection.h"
 
 namespace ds::runtime {
 
@@ -48,7 +50,7 @@ AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
 bool directIoSupported(const std::string& directory) {
   std::string probe = directory + "/.ds-odirect-probe-XXXXXX";
   const int fd = mkstemp(probe.data());
-  if (fd < 0) throw Error(directory + ": cannot create a file there: " + std::strerror(errno));
+  if (fd < 0) throw Error(directory + ": cannot create a file there: " + errnoText(errno));
   close(fd);
   const int direct = open(probe.c_str(), O_RDWR | O_DIRECT);
   const bool ok = direct >= 0;
@@ -62,7 +64,8 @@ AioBackend chooseAioBackend(bool libaioBuilt, bool directIo) {
 }
 
 std::unique_ptr<AioEngine> makeAioEngine(const AioConfig& config, AioBackend backend) {
-  return backend == AioBackend::kLibaio ? makeLibaioEngine(config) : makePlainEngine(config);
+  return withInjectedIoFault(backend == AioBackend::kLibaio ? makeLibaioEngine(config)
+                                                           : makePlainEngine(config));
 }
 
 std::unique_ptr<AioEngine> makeAioEngine(const AioConfig& config, const std::string& directory,

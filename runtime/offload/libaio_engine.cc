@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/errno_text.h"
 #include "common/error.h"
 #include "runtime/offload/aio_engine.h"
 #include "runtime/offload/transfer_parts.h"
@@ -91,7 +92,7 @@ class LibaioEngine final : public AioEngine {
         const int rc = io_submit(ctx, count, batch.data() + done);
         if (rc == -EAGAIN || rc == -EINTR) continue;
         if (rc < 0)
-          throw Error(describeTransfer(path, offset, bytes) + ": io_submit: " + std::strerror(-rc));
+          throw Error(describeTransfer(path, offset, bytes) + ": io_submit: " + errnoText(-rc));
         done += static_cast<size_t>(rc);
         inFlight += rc;
       }
@@ -115,7 +116,7 @@ class LibaioEngine final : public AioEngine {
       const int got = io_getevents(ctx, want, inFlight, events.data(), nullptr);
       if (got == -EINTR) continue;
       if (got < 0)
-        throw Error(describeTransfer(path, offset, bytes) + ": io_getevents: " + std::strerror(-got));
+        throw Error(describeTransfer(path, offset, bytes) + ": io_getevents: " + errnoText(-got));
       for (int e = 0; e < got; ++e) {
         --inFlight;
         const int slot = static_cast<int>(reinterpret_cast<intptr_t>(events[e].data));
@@ -123,7 +124,7 @@ class LibaioEngine final : public AioEngine {
         const long res = static_cast<long>(events[e].res);
         if (res < 0)
           throw Error(describeTransfer(path, offset + p.at, p.size) + ": " + (write ? "write" : "read") +
-                      " failed: " + std::strerror(static_cast<int>(-res)));
+                      " failed: " + errnoText(static_cast<int>(-res)));
         if (static_cast<size_t>(res) < p.size) {
           if (res == 0 || !write)  // a read comes up short only at the end of the file
             throw Error(describeTransfer(path, offset + p.at, p.size) + ": short " +
@@ -155,7 +156,7 @@ class LibaioEngine final : public AioEngine {
     io_context_t ctx{};
     if (const int rc = io_setup(static_cast<int>(c_.queueDepth), &ctx); rc < 0)
       throw Error(describeTransfer(path, offset, bytes) + ": io_setup(" + std::to_string(c_.queueDepth) +
-                  "): " + std::strerror(-rc) + " (raise /proc/sys/fs/aio-max-nr?)");
+                  "): " + errnoText(-rc) + " (raise /proc/sys/fs/aio-max-nr?)");
     return ctx;
   }
   void releaseContext(io_context_t ctx) const {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/errno_text.h"
 #include "common/error.h"
 #include "runtime/offload/aio_engine.h"
 #include "runtime/offload/transfer_parts.h"
@@ -39,7 +40,7 @@ class PlainEngine final : public AioEngine {
         if (got < 0 && errno == EINTR) continue;
         if (got < 0)
           throw Error(describeTransfer(path, offset + at, want) + ": " + (write ? "write" : "read") +
-                      " failed: " + std::strerror(errno));
+                      " failed: " + errnoText(errno));
         if (got == 0)
           throw Error(describeTransfer(path, offset + at, want) + ": short " +
                       (write ? "write" : "read") + ": the file ends at " +

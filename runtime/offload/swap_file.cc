@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/errno_text.h"
 #include "common/error.h"
 
 namespace ds::runtime {
@@ -36,7 +37,7 @@ void preferHugePages(void* data, size_t bytes) {
 void SwapFile::checkSpace(const std::string& directory, uint64_t bytes, const std::string& what) {
   struct statvfs fs {};
   if (statvfs(directory.c_str(), &fs) != 0)
-    throw Error(what + ".nvme_path " + directory + ": " + std::strerror(errno));
+    throw Error(what + ".nvme_path " + directory + ": " + errnoText(errno));
   const uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
   if (free < bytes)
     throw Error(what + ".nvme_path " + directory + ": the offloaded state needs " +
@@ -55,13 +56,14 @@ SwapFile::SwapFile(const AioConfig& aio, const std::string& directory, int rank,
   const std::string name = directory + "/.ds-" + stem + "-swap-" + std::to_string(getpid()) +
                            "-rank" + std::to_string(rank);
   fd_ = open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-  if (fd_ < 0) throw Error(name + ": cannot create the swap file: " + std::strerror(errno));
+  if (fd_ < 0) throw Error(name + ": cannot create the swap file: " + errnoText(errno));
   unlink(name.c_str());
+  name_ = name;
   if (reservedBytes_ > 0) {
     if (const int rc = posix_fallocate(fd_, 0, static_cast<off_t>(reservedBytes_)); rc != 0) {
       close(fd_);
       throw Error(directory + ": cannot reserve " + std::to_string(reservedBytes_) +
-                  " bytes for the " + what_ + " swap file: " + std::strerror(rc));
+                  " bytes for the " + what_ + " swap file: " + errnoText(rc));
     }
   }
   path_ = "/proc/self/fd/" + std::to_string(fd_);
@@ -80,12 +82,33 @@ uint64_t SwapFile::allocate(uint64_t bytes) {
   return offset;
 }
 
+namespace {
+
+// The engine's message starts with the path it opened (/proc/self/fd/N), which means nothing
+// once the process is gone: the swap file's own name replaces it.
+[[noreturn]] void rethrowNamed(const Error& e, const std::string& what, const std::string& path,
+                               const std::string& name) {
+  std::string text = e.what();
+  if (text.rfind(path, 0) == 0) text.replace(0, path.size(), name + " (unlinked)");
+  throw Error(what + " swap file " + text);
+}
+
+}  // namespace
+
 void SwapFile::read(void* buffer, size_t bytes, uint64_t offset) const {
-  engine_->read(path_, buffer, bytes, offset);
+  try {
+    engine_->read(path_, buffer, bytes, offset);
+  } catch (const Error& e) {
+    rethrowNamed(e, what_, path_, name_);
+  }
 }
 
 void SwapFile::write(const void* buffer, size_t bytes, uint64_t offset) const {
-  engine_->write(path_, buffer, bytes, offset);
+  try {
+    engine_->write(path_, buffer, bytes, offset);
+  } catch (const Error& e) {
+    rethrowNamed(e, what_, path_, name_);
+  }
 }
 
 }  // namespace ds::runtime

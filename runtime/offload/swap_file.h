@@ -47,7 +47,8 @@ class SwapFile {
   uint64_t allocate(uint64_t bytes);
   uint64_t usedBytes() const { return usedBytes_; }
 
-  // Blocking whole transfers; buffer, bytes and offset multiples of 4096 (O_DIRECT).
+  // Blocking whole transfers; buffer, bytes and offset multiples of 4096 (O_DIRECT). An I/O error
+  // names the swap file by its (unlinked) name, the offset and the errno.
   void read(void* buffer, size_t bytes, uint64_t offset) const;
   void write(const void* buffer, size_t bytes, uint64_t offset) const;
 
@@ -61,7 +62,8 @@ class SwapFile {
  private:
   std::string what_;
   std::unique_ptr<AioEngine> engine_;
-  std::string path_;
+  std::string path_;  // /proc/self/fd/N: what the engine opens
+  std::string name_;  // the file's name before it was unlinked: what errors say
   int fd_ = -1;
   uint64_t usedBytes_ = 0, reservedBytes_ = 0;
 };

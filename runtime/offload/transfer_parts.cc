@@ -13,6 +13,7 @@
 #include <mutex>
 #include <vector>
 
+#include "common/errno_text.h"
 #include "common/error.h"
 
 namespace ds::runtime {
@@ -28,7 +29,7 @@ void transferInParts(const std::string& path, bool write, int extraFlags, uint64
   const int fd = open(path.c_str(), (write ? O_WRONLY | O_CREAT : O_RDONLY) | extraFlags, 0600);
   if (fd < 0)
     throw Error(describeTransfer(path, offset, bytes) + ": cannot open for " +
-                (write ? "writing" : "reading") + ": " + std::strerror(errno));
+                (write ? "writing" : "reading") + ": " + errnoText(errno));
   struct Closer {
     int fd;
     ~Closer() { close(fd); }
