@@ -9,7 +9,7 @@
 #include <string>
 
 #include "engine_harness.h"
-#include "runtime/zero/memory_estimate.h"
+#include "runtime/config/model_state_estimate.h"
 
 using namespace ds::test;
 using ds::runtime::MemoryUsage;

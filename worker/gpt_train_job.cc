@@ -8,7 +8,6 @@
 // the end, averaged over the data-parallel ranks.
 #include "worker/gpt_train_job.h"
 
-#include <sys/resource.h>
 
 #include <chrono>
 #include <cinttypes>
@@ -20,6 +19,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/process_memory.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/checkpoint/checkpoint_files.h"
@@ -338,13 +338,13 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   }
   // Where this rank's memory went (rank logs: every rank's line).
   const runtime::MemoryUsage m = engine.memory();
-  struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);
+  const ProcessMemory rss = processMemory();
   constexpr double kMiB = 1024.0 * 1024.0;
   const bool swapped = engine.optimizerSwapBytes() > 0;
-  std::printf("memory: peak RSS %.1f MiB; model states %.1f MiB (parameters %.1f, gradients %.1f, "
+  std::printf("memory: RSS %.1f MiB, peak RSS %.1f MiB; model states %.1f MiB (parameters %.1f, gradients %.1f, "
               "master %.1f, optimizer %.1f%s); buffers %.1f MiB; activations %.1f MiB at most\n",
-              static_cast<double>(usage.ru_maxrss) / 1024.0, m.modelState() / kMiB,
+              static_cast<double>(rss.rssBytes) / kMiB, static_cast<double>(rss.peakRssBytes) / kMiB,
+              m.modelState() / kMiB,
               m.parameters / kMiB, m.gradients / kMiB, m.masterWeights / kMiB,
               m.optimizerStates / kMiB, swapped ? ", these two in an NVMe swap file" : "",
               m.buffers / kMiB, model.peakActivationBytes() / kMiB);

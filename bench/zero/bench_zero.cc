@@ -20,7 +20,7 @@
 #include "runtime/config/ds_config.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
-#include "runtime/zero/memory_estimate.h"
+#include "runtime/config/model_state_estimate.h"
 
 using namespace ds::runtime;
 using Clock = std::chrono::steady_clock;

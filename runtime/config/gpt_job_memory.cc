@@ -26,13 +26,17 @@ double blockActivationFloats(const GptConfig& m, double samples) {
          samples * m.numAttentionHeads * static_cast<double>(m.seqLength) * m.seqLength;
 }
 
-double activationBytes(const GptConfig& m, double samples, bool checkpointing) {
+}  // namespace
+
+double gptActivationBytes(const GptConfig& m, double samples, bool checkpointing) {
   const double layers = m.numLayers;
   const double kept = checkpointing ? layers * samples * m.seqLength * m.hiddenSize +
                                           blockActivationFloats(m, samples)
                                     : layers * blockActivationFloats(m, samples);
   return kept * sizeof(float);
 }
+
+namespace {
 
 std::string count(double n) {
   char text[32];
@@ -58,13 +62,13 @@ GptJobMemory estimateGptJobMemory(const GptTrainConfig& train, const BatchConfig
     const double evals = static_cast<double>(train.trainIters / train.evalInterval + 1);
     e.validSamples = static_cast<double>(train.evalIters) * global * evals;
     // One evaluation forward takes a rank's whole share of the global batch at once.
-    e.evalActivations = activationBytes(train.model,
+    e.evalActivations = gptActivationBytes(train.model,
                                         static_cast<double>(batch.microBatchPerGpu) *
                                             static_cast<double>(batch.gradientAccumulationSteps),
                                         /*checkpointing=*/false);
   }
   e.sampleIndex = (e.trainSamples + e.validSamples) * kIndexBytesPerSample;
-  e.trainActivations = activationBytes(train.model, static_cast<double>(batch.microBatchPerGpu),
+  e.trainActivations = gptActivationBytes(train.model, static_cast<double>(batch.microBatchPerGpu),
                                        train.model.checkpointActivations);
   return e;
 }

@@ -23,6 +23,10 @@ struct GptJobMemory {
 // order, which depends on the data, and the workspaces are left out).
 GptJobMemory estimateGptJobMemory(const GptTrainConfig& train, const BatchConfig& batch);
 
+// The floats a GPT keeps for the backward pass of `samples` sequences, in bytes (the rows of
+// Gpt::peakActivationBytes that grow with the batch; its workspaces are left out).
+double gptActivationBytes(const GptConfig& model, double samples, bool checkpointing);
+
 // Throws ds::Error naming the keys that drive the largest part and what to change when the
 // estimate is more than `budget` has left.
 void checkGptJobMemory(const GptTrainConfig& train, const BatchConfig& batch,

@@ -198,4 +198,10 @@ OptimizerConfig parseOptimizerConfig(JsonReader& r, const Json& block) {
   return out;
 }
 
+double optimizerStateBytesPerParameter(const OptimizerConfig& config) {
+  if (config.type != OptimizerType::SGD) return 8;
+  const SgdParams* sgd = std::get_if<SgdParams>(&config.params);
+  return sgd && sgd->momentum > 0 ? 4 : 0;
+}
+
 }  // namespace ds::runtime

@@ -58,4 +58,8 @@ struct OptimizerConfig {
 // "Adam", "AdamW", "Lamb", "SGD".
 const char* optimizerTypeName(OptimizerType type);
 
+// The fp32 state bytes per parameter that optimizer keeps: Adam, AdamW and Lamb two moments (8),
+// SGD its momentum if it has one (4, else 0).
+double optimizerStateBytesPerParameter(const OptimizerConfig& config);
+
 }  // namespace ds::runtime

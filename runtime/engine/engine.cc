@@ -13,7 +13,7 @@
 #include "common/memory_budget.h"
 #include "common/phase_timer.h"
 #include "runtime/optim/make_optimizer.h"
-#include "runtime/zero/memory_estimate.h"
+#include "runtime/config/model_state_estimate.h"
 
 namespace ds::runtime {
 namespace {

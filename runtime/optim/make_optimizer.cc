@@ -41,10 +41,5 @@ std::unique_ptr<Optimizer> makeOptimizer(const OptimizerConfig& config,
   return nullptr;
 }
 
-double optimizerStateBytesPerParameter(const OptimizerConfig& config) {
-  if (config.type == OptimizerType::SGD)
-    return paramsOf<SgdParams>(config, "SgdParams").momentum > 0 ? 4 : 0;
-  return 8;
-}
 
 }  // namespace ds::runtime

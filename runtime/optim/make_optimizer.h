@@ -16,8 +16,4 @@ std::unique_ptr<Optimizer> makeOptimizer(const OptimizerConfig& config,
                                          const std::vector<ParamSpec>& specs, size_t begin,
                                          size_t end);
 
-// The fp32 state bytes per parameter that optimizer keeps: Adam, AdamW and Lamb two moments (8),
-// SGD its momentum if it has one (4, else 0).
-double optimizerStateBytesPerParameter(const OptimizerConfig& config);
-
 }  // namespace ds::runtime

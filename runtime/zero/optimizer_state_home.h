@@ -15,7 +15,7 @@
 
 #include "runtime/config/ds_config.h"
 #include "runtime/optim/optimizer.h"
-#include "runtime/zero/memory_estimate.h"
+#include "runtime/config/model_state_estimate.h"
 
 namespace ds::runtime {
 

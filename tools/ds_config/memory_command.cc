@@ -1,20 +1,22 @@
 // ds-config memory: the per-rank model-state memory of every ZeRO stage for a parameter count and
 // world size, with the config's precision, accumulation dtype and optimizer (what DeepSpeed's
 // estimate_zero*_model_states_mem_needs print). The formulas are the engine's own allocations
-// (runtime/zero/memory_estimate.h), checked against it in test_engine.cc.
+// (runtime/config/model_state_estimate.h), checked against it in test_engine.cc.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "runtime/config/job_config.h"
+#include "runtime/config/rank_peak_memory.h"
 #include "runtime/model/gpt.h"
 #include "runtime/optim/make_optimizer.h"
-#include "runtime/zero/memory_estimate.h"
+#include "runtime/config/model_state_estimate.h"
 #include "tools/ds_config/commands.h"
 
 namespace ds::tools {
@@ -60,17 +62,48 @@ std::string gib(double bytes) {
   return text;
 }
 
+// The config's offload settings where the stage takes them (offload_optimizer from stage 1,
+// offload_param at stage 3), as DeepSpeed's rules do.
+runtime::RankPeakMemory peakAtStage(const runtime::DeepSpeedConfig& c,
+                                    const runtime::ModelShape& shape, int world, int stage) {
+  runtime::DeepSpeedConfig at = c;
+  at.zero.stage = stage;
+  if (stage == 0) at.zero.offloadOptimizer.device = runtime::OffloadDevice::None;
+  if (stage != 3) at.zero.offloadParam.device = runtime::OffloadDevice::None;
+  return runtime::estimateRankPeakMemory(at, shape, world);
+}
+
+void printPeak(const runtime::DeepSpeedConfig& c, const runtime::ModelShape& shape, int world) {
+  const runtime::RankPeakMemory r = runtime::estimateRankPeakMemory(c, shape, world);
+  constexpr double kMiB = 1024.0 * 1024.0;
+  std::printf("Peak resident memory per rank at stage %d (predicted): %.1f MiB, at %s = process "
+              "%.1f + resident states %.1f (parameters %.1f, gradients %.1f, master %.1f, "
+              "optimizer %.1f, swap slots %.1f) + the largest of construction %.1f, training "
+              "(buffers %.1f + activations %.1f) and the closing sample %.1f\n",
+              c.zero.stage, r.peak() / kMiB, r.peakPhase().c_str(), r.baseline / kMiB,
+              r.resident() / kMiB, r.parameters / kMiB, r.gradients / kMiB,
+              r.masterWeights / kMiB, r.optimizerStates / kMiB, r.swapSlots / kMiB,
+              r.construction / kMiB, r.buffers / kMiB, r.activations / kMiB,
+              r.closingSample / kMiB);
+}
+
 void runMemory(const MemoryOptions& o) {
   const runtime::JobConfig job = runtime::parseJobConfig(
       runtime::readJobConfigText(o.config), o.worldSize, runtime::configPathsText(o.config));
   const runtime::DeepSpeedConfig& c = job.deepspeed;
   double params = 0;
-  if (!o.params.empty()) {
-    params = parseParameterCount(o.params);
-  } else if (job.gpt) {  // NeoX YAML: the GPT it builds (byte-level vocabulary)
+  std::optional<runtime::ModelShape> shape;  // a NeoX YAML's GPT: what the peak RSS needs
+  if (job.gpt) {
     const runtime::GptConfig model =
         runtime::modelConfigFor(*job.gpt, *runtime::makeJobTokenizer(*job.gpt));
-    params = static_cast<double>(runtime::Gpt(model).parameterCount());
+    shape = runtime::gptModelShape(model, static_cast<double>(c.batch.microBatchPerGpu));
+    shape->parameters = static_cast<double>(runtime::Gpt(model).parameterCount());
+  }
+  if (!o.params.empty()) {
+    params = parseParameterCount(o.params);
+    if (shape) shape->parameters = params;
+  } else if (shape) {  // NeoX YAML: the GPT it builds (byte-level vocabulary)
+    params = shape->parameters;
   } else {
     throw ds::Error("--params: required with a DeepSpeed JSON config (a NeoX YAML config "
                     "gives its GPT's count)");
@@ -87,9 +120,12 @@ void runMemory(const MemoryOptions& o) {
       const auto e = runtime::estimateModelState(stage, model, grads, params, world, stateBytes);
       std::printf(
           "%s{\"stage\": %d, \"parameters\": %.0f, \"gradients\": %.0f, "
-          "\"master_weights\": %.0f, \"optimizer_states\": %.0f, \"total\": %.0f}",
+          "\"master_weights\": %.0f, \"optimizer_states\": %.0f, \"total\": %.0f",
           stage ? ", " : "", stage, e.parameters, e.gradients, e.masterWeights, e.optimizerStates,
           e.total());
+      if (shape)  // with the config's offload settings, wherever that stage allows them
+        std::printf(", \"peak_rss\": %.0f", peakAtStage(c, *shape, world, stage).peak());
+      std::printf("}");
       std::fflush(stdout);
     }
     std::cout << "]\n";
@@ -99,7 +135,8 @@ void runMemory(const MemoryOptions& o) {
       c.optimizer ? runtime::optimizerTypeName(c.optimizer->type) : "Adam (default)";
   std::printf(
       "Model states per rank: %.4gB parameters on %d rank%s, %s model, %s gradients, %s "
-      "(%.0f bytes/parameter of state). Activations and buffers not included.\n",
+      "(%.0f bytes/parameter of state). Activations and buffers not included here; a NeoX "
+      "YAML's peak resident memory follows the table.\n",
       params / 1e9, world, world == 1 ? "" : "s", dtypeName(model), dtypeName(grads),
       optimizer.c_str(), stateBytes);
   std::printf("  %-7s %12s %12s %12s %12s %12s\n", "stage", "params", "gradients", "master",
@@ -136,6 +173,7 @@ void runMemory(const MemoryOptions& o) {
   else if (offload.device == runtime::OffloadDevice::Cpu)
     std::printf("offload_optimizer cpu: the master weights and optimizer states live in CPU "
                 "memory, as everything does in this CPU-only runtime\n");
+  if (shape) printPeak(c, *shape, world);
   const auto& param = c.zero.offloadParam;
   if (param.device == runtime::OffloadDevice::Nvme)
     std::printf("offload_param nvme: each rank's parameter shard (%s per rank) lives in a swap file "

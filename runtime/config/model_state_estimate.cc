@@ -1,5 +1,5 @@
 // estimateModelState: what the engine allocates per rank (see the header's formulas).
-#include "runtime/zero/memory_estimate.h"
+#include "runtime/config/model_state_estimate.h"
 
 namespace ds::runtime {
 

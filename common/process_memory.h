@@ -1,0 +1,17 @@
+// This process's resident memory now and at its peak (VmRSS and VmHWM of /proc/self/status), for
+// the trainer's memory line and for tests that hold a prediction against what a rank really took.
+#pragma once
+
+#include <cstdint>
+
+namespace ds {
+
+struct ProcessMemory {
+  uint64_t rssBytes = 0;      // VmRSS
+  uint64_t peakRssBytes = 0;  // VmHWM: the high-water mark since the process started
+};
+
+// Zeros where /proc is not mounted.
+ProcessMemory processMemory();
+
+}  // namespace ds

@@ -1,0 +1,134 @@
+// estimateRankPeakMemory: see the header. The buffer terms follow the engine's allocations
+// (runtime/zero/zero_stage*.cc, engine.cc): they are sized by the largest layer, the reduce and
+// all-gather buckets and the largest optimizer sub-group, not by the model.
+#include "runtime/config/rank_peak_memory.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/config/gpt_job_memory.h"
+#include "runtime/config/model_state_estimate.h"
+
+namespace ds::runtime {
+namespace {
+
+double bytesOf(DType t) { return static_cast<double>(dtypeBytes(t)); }
+
+// The largest optimizer sub-group: whole tensor slices up to sub_group_size elements, a bigger
+// tensor's slice a group of its own (Engine's tensorRuns).
+double largestSubGroup(const DeepSpeedConfig& c, const ModelShape& m, double shard, int world) {
+  const double tensorShard = c.zero.stage == 0 ? m.largestTensor : m.largestTensor / world;
+  return std::max(std::min(static_cast<double>(c.zero.subGroupSize), shard), tensorShard);
+}
+
+// Reduce-bucket staging: whole layers up to reduce_bucket_size elements, at least one layer.
+double bucketElements(const DeepSpeedConfig& c, const ModelShape& m) {
+  return std::max(std::min(static_cast<double>(c.zero.reduceBucketSize), m.parameters),
+                  m.largestLayer);
+}
+
+double engineBuffers(const DeepSpeedConfig& c, const ModelShape& m, int world, double shard,
+                     double group) {
+  const DType model = c.precision.modelDtype;
+  const DType comm = c.precision.communicationDtype.value_or(c.precision.gradAccumDtype.value_or(model));
+  const int stage = c.zero.stage;
+  const double bucket = bucketElements(c, m);
+  // One layer's fp32 gradient scratch, the sub-group's fp32 gradients for the update, and the
+  // reduce staging: two slots of a bucket (double-buffered during backward).
+  double b = 4.0 * m.largestLayer + 4.0 * group + 2.0 * bucket * bytesOf(comm);
+  if (stage >= 1) b += 2.0 * bucket * bytesOf(comm) / world;  // each slot's reduced chunk
+  // Stages 2-3 reduce during the backward pass: the layer views and parts it packs from.
+  if (stage >= 2) b += 3.0 * 4.0 * m.largestLayer;
+  if (model != DType::F32) {
+    b += 2.0 * 4.0 * m.largestLayer;                            // fp32 views of 16-bit layers
+    if (stage == 1 || stage == 2) b += shard * bytesOf(model);  // CPU-Adam's 16-bit shard
+  }
+  if (stage == 3) {
+    // Gathered layers stay in fp32 up to stage3_max_live_parameters elements (at least the layer
+    // in use), beside one layer's gather staging in the model dtype.
+    const double live = std::max(
+        m.largestLayer, std::min(static_cast<double>(c.zero.maxLiveParameters), m.parameters));
+    b += 4.0 * live + m.largestLayer * bytesOf(model);
+  }
+  return b;
+}
+
+}  // namespace
+
+ModelShape gptModelShape(const GptConfig& g, double microBatch) {
+  const double h = g.hiddenSize, vocab = g.paddedVocabSize();
+  const double norm = g.normWeightSize() + (g.normHasBias() ? h : 0);
+  const double qkv = h * g.qkvSize() + g.qkvSize(), dense = h * h + h;
+  const double fc1 = h * g.ffnInputSize() + g.ffnInputSize(), fc2 = g.ffnSize() * h + h;
+  const double block = (g.gptjTied ? 1 : 2) * norm + g.qkNormParams() + qkv + dense + fc1 + fc2;
+  const double embed =
+      vocab * h + (g.posEmb == PositionEmbedding::Learned ? g.maxPositionEmbeddings * h : 0);
+  const double head = norm + (g.weightTying ? 0 : vocab * h);
+  ModelShape s;
+  s.parameters = embed + g.numLayers * block + head;
+  s.largestLayer = std::max({embed, block, head});
+  s.largestTensor = std::max({vocab * h, h * g.qkvSize(), h * g.ffnInputSize(), g.ffnSize() * h});
+  s.activationBytes = gptActivationBytes(g, microBatch, g.checkpointActivations);
+  return s;
+}
+
+double RankPeakMemory::peak() const {
+  return baseline + resident() + std::max({construction, buffers + activations, closingSample});
+}
+
+std::string RankPeakMemory::peakPhase() const {
+  const double training = buffers + activations;
+  if (construction >= training && construction >= closingSample) return "construction";
+  return closingSample > training ? "closing sample" : "training";
+}
+
+double constructionTransientBytes(const DeepSpeedConfig&, const ModelShape& model, int,
+                                  const RankPeakMemory&) {
+  // The initial values, whole and fp32, summed over the ranks before the stage takes its part.
+  return 4.0 * model.parameters;
+}
+
+double closingSampleBytes(const DeepSpeedConfig&, const ModelShape& model, int) {
+  // fullParameters() (fp32, every rank) and, on rank 0, FlatParameters' gradient buffer; on top
+  // of what training left allocated (its buffers and activations), which the caller adds.
+  return 8.0 * model.parameters;
+}
+
+RankPeakMemory estimateRankPeakMemory(const DeepSpeedConfig& c, const ModelShape& m, int world) {
+  const DType model = c.precision.modelDtype;
+  const DType grads = c.precision.gradAccumDtype.value_or(model);
+  const double stateBytes = optimizerStateBytesPerParameter(c.optimizer.value_or(OptimizerConfig{}));
+  const int stage = c.zero.stage;
+  const ModelStateEstimate e =
+      estimateModelState(stage, model, grads, m.parameters, world, stateBytes);
+  const double shard = stage == 0 ? m.parameters : m.parameters / world;
+  const double group = largestSubGroup(c, m, shard, world);
+  RankPeakMemory r;
+  r.baseline = kProcessBaselineBytes;
+  r.parameters = e.parameters;
+  r.gradients = e.gradients;
+  if (c.zero.offloadOptimizer.device == OffloadDevice::Nvme) {
+    const double groups = std::ceil(shard / std::max(1.0, group));
+    r.swapSlots = std::min(static_cast<double>(c.zero.offloadOptimizer.bufferCount), groups) *
+                  group * swapSlotBytesPerElement(e, stateBytes);
+  } else {
+    r.masterWeights = e.masterWeights;
+    r.optimizerStates = e.optimizerStates;
+  }
+  if (stage == 3 && c.zero.offloadParam.device == OffloadDevice::Nvme) {
+    // The shard lives in the swap file but for max_in_cpu elements and the layers in use.
+    const double inCpu = std::min(static_cast<double>(c.zero.offloadParam.maxInCpu), shard);
+    r.parameters = bytesOf(model) * std::min(shard, inCpu + 2.0 * m.largestLayer / world);
+  }
+  r.buffers = engineBuffers(c, m, world, shard, group);
+  if (c.zero.offloadOptimizer.device == OffloadDevice::Nvme && (stage == 1 || stage == 2))
+    // Measured (test_rank_peak_memory_launch.cc): with the optimizer state in the swap file nothing
+    // takes the place the initial values held at construction, and the allocator keeps it.
+    r.buffers += constructionTransientBytes(c, m, world, r);
+  r.activations = m.activationBytes;
+  r.construction = constructionTransientBytes(c, m, world, r);
+  r.closingSample = r.buffers + r.activations + closingSampleBytes(c, m, world);
+  return r;
+}
+
+}  // namespace ds::runtime
