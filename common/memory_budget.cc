@@ -1,6 +1,7 @@
 #include "common/memory_budget.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -88,6 +89,12 @@ std::string humanBytes(double bytes) {
 
 MemoryBudget memoryBudget() {
   MemoryBudget budget;
+  if (const char* fake = std::getenv(kMemoryBudgetVariable); fake && *fake) {
+    budget.availableBytes = std::stoull(fake);
+    budget.source = std::string(kMemoryBudgetVariable) + " (" +
+                    humanBytes(static_cast<double>(budget.availableBytes)) + ", a test override)";
+    return budget;
+  }
   double available = meminfoAvailable();
   budget.source = "the machine's available memory (" + humanBytes(available) + ")";
   Hierarchy h;

@@ -15,6 +15,10 @@ struct MemoryBudget {
   std::string source;  // "memory cgroup /sys/fs/cgroup/memory/job (limit 512 MiB, 301 MiB used)"
 };
 
+// DS_MEMORY_BUDGET_BYTES=N (tests only) replaces everything above with N bytes, so a test can
+// show what the pre-flight and the engine refuse without a machine that small.
+constexpr const char* kMemoryBudgetVariable = "DS_MEMORY_BUDGET_BYTES";
+
 MemoryBudget memoryBudget();
 
 // "1.25 GiB", "300 MiB": for messages.

@@ -17,6 +17,7 @@
 #include "launcher/worker_process.h"
 #include "common/files.h"
 #include "runtime/config/job_config.h"
+#include "runtime/config/rank_memory_preflight.h"
 
 extern char** environ;
 
@@ -158,6 +159,9 @@ JobPlan planJob(CommandLine& line) {
     parsed = ds::runtime::parseJobConfig(configJson, worldSize, path,
                                          thisMachine ? ds::runtime::MemoryCheck::ThisMachine
                                                      : ds::runtime::MemoryCheck::Elsewhere);
+    // Every rank of a loopback or netns job shares this machine's memory.
+    if (thisMachine && job.kind == JobKind::Train)
+      ds::runtime::checkRankMemory(*parsed, worldSize, worldSize, ds::memoryBudget(), path);
     const auto& config = parsed->deepspeed;
     for (const auto& note : parsed->notes) notices.push_back("config: " + note);
     const auto& offload = config.zero.offloadOptimizer;

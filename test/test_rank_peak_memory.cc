@@ -1,0 +1,113 @@
+// The peak-RSS prediction's pieces that need no process: the GPT's shape from its config against
+// the model itself, and the launcher's pre-flight against a fake budget (what it refuses, what it
+// names, which setting it says would fit). test_rank_peak_memory_launch.cc holds the prediction
+// against real ranks' VmHWM.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "common/error.h"
+#include "runtime/config/rank_memory_preflight.h"
+#include "runtime/config/rank_peak_memory.h"
+#include "runtime/model/gpt.h"
+
+using namespace ds;
+using namespace ds::runtime;
+
+namespace {
+
+JobConfig gptJob(int layers, int hidden, int stage) {
+  JobConfig job;
+  GptTrainConfig t;
+  t.tokenizerType = "ByteTokenizer";
+  t.model.numLayers = layers;
+  t.model.hiddenSize = hidden;
+  t.model.numAttentionHeads = 8;
+  t.model.seqLength = 16;
+  t.model.maxPositionEmbeddings = 16;
+  job.gpt = t;
+  job.deepspeed.batch = BatchConfig{1, 1, 1};
+  job.deepspeed.zero.stage = stage;
+  job.deepspeed.zero.subGroupSize = 1'000'000;
+  job.deepspeed.zero.reduceBucketSize = 2'000'000;
+  job.deepspeed.zero.offloadOptimizer.nvmePath = "/tmp";
+  job.deepspeed.zero.offloadParam.nvmePath = "/tmp";
+  return job;
+}
+
+double predicted(const JobConfig& job, int world) {
+  const GptConfig model = modelConfigFor(*job.gpt, *makeJobTokenizer(*job.gpt));
+  return estimateRankPeakMemory(job.deepspeed, gptModelShape(model, 1), world).peak();
+}
+
+std::string refusal(const JobConfig& job, int world, int ranksHere, double budget) {
+  try {
+    checkRankMemory(job, world, ranksHere, {static_cast<uint64_t>(budget), "a test budget"},
+                    "job.yml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("gptModelShape counts the GPT's parameters as the model does", "[memory]") {
+  struct Case {
+    int layers, hidden;
+    bool tied;
+    PositionEmbedding pos;
+  };
+  for (const Case c : {Case{1, 64, true, PositionEmbedding::Learned},
+                       Case{4, 384, false, PositionEmbedding::Learned},
+                       Case{6, 256, true, PositionEmbedding::Rotary}}) {
+    JobConfig job = gptJob(c.layers, c.hidden, 0);
+    job.gpt->model.weightTying = c.tied;
+    job.gpt->model.posEmb = c.pos;
+    const GptConfig model = modelConfigFor(*job.gpt, *makeJobTokenizer(*job.gpt));
+    const double shape = gptModelShape(model, 1).parameters;
+    const double real = static_cast<double>(Gpt(model).parameterCount());
+    INFO("layers " << c.layers << " hidden " << c.hidden);
+    CHECK(std::abs(shape - real) <= 0.005 * real);
+  }
+}
+
+TEST_CASE("the memory pre-flight refuses a job that cannot fit, naming the need, the budget "
+          "and the first setting that fits",
+          "[memory]") {
+  const JobConfig job = gptJob(4, 384, 1);
+  const double need = predicted(job, 1);
+  CHECK(refusal(job, 1, 1, need * 1.01).empty());
+  // Two ranks on this machine share it: each gets half.
+  CHECK_THAT(refusal(job, 2, 2, need * 1.01), Catch::Contains("shared by 2 rank(s)"));
+
+  JobConfig offloaded = job;
+  offloaded.deepspeed.zero.offloadOptimizer.device = OffloadDevice::Nvme;
+  const double withOffload = predicted(offloaded, 1);
+  REQUIRE(withOffload < need);
+  const std::string why = refusal(job, 1, 1, (need + withOffload) / 2);
+  CHECK_THAT(why, Catch::Contains("pre-flight: job.yml: the training state needs") &&
+                      Catch::Contains("per rank at its peak") &&
+                      Catch::Contains("under a test budget") &&
+                      Catch::Contains("offload_optimizer: {device: nvme") &&
+                      Catch::Contains("would make it fit"));
+
+  // Already offloading: a smaller buffer_count is the next thing that fits.
+  JobConfig slots = offloaded;
+  slots.deepspeed.zero.offloadParam.device = OffloadDevice::Nvme;  // nothing more to offload
+  slots.deepspeed.zero.stage = 3;
+  JobConfig fewer = slots;
+  fewer.deepspeed.zero.offloadOptimizer.bufferCount = 1;
+  const double withFewer = predicted(fewer, 1), withSlots = predicted(slots, 1);
+  REQUIRE(withFewer < withSlots);
+  CHECK_THAT(refusal(slots, 1, 1, withFewer + 1), Catch::Contains("sub_group_size") ||
+                                                      Catch::Contains("buffer_count"));
+
+  // Only more ranks: a budget below every single-node setting but above the 2-rank share.
+  const std::string ranks = refusal(slots, 1, 1, predicted(slots, 2) + 1);
+  CHECK_THAT(ranks, Catch::Contains("would make it fit"));
+
+  // A DeepSpeed JSON job has no model to size: not checked here (the engine checks its states).
+  JobConfig json = job;
+  json.gpt.reset();
+  CHECK(refusal(json, 1, 1, 1).empty());
+}
