@@ -109,7 +109,10 @@ TEST_CASE("an I/O error on the optimizer swap file during a step stops the job b
   prepare(dir);
   writeFile(dir + "/eio.yml", yaml(""));
   // The 4th swap read: in step 3 or the save after step 2, with a complete checkpoint before it.
-  const CommandOutcome failed = runCommand(launch(dir, "eio", "DS_TEST_IO_FAULT=read:4:EIO"));
+  // The ranks get the hook as DeepSpeed's ranks get any variable: through .deepspeed_env.
+  writeFile(dir + "/.deepspeed_env", "DS_TEST_IO_FAULT=read:4:EIO\n");
+  const CommandOutcome failed = runCommand(launch(dir, "eio", ""));
+  fs::remove(dir + "/.deepspeed_env");
   INFO(failed.output);
   CHECK(failed.status != 0);
   CHECK(failed.status < 128);  // an error exit, not a crash
@@ -124,7 +127,9 @@ TEST_CASE("an I/O error on the optimizer swap file during a step stops the job b
   checkResumes(dir, "eio");
 
   // A malformed hook is refused, not ignored.
-  const CommandOutcome typo = runCommand(launch(dir, "eio", "DS_TEST_IO_FAULT=reed:4"));
+  writeFile(dir + "/.deepspeed_env", "DS_TEST_IO_FAULT=reed:4\n");
+  const CommandOutcome typo = runCommand(launch(dir, "eio", ""));
+  fs::remove(dir + "/.deepspeed_env");
   CHECK(typo.status != 0);
   CHECK(typo.output.find("DS_TEST_IO_FAULT=reed:4: expected KIND:N") != std::string::npos);
 }
@@ -135,7 +140,8 @@ TEST_CASE("a full checkpoint disk (small tmpfs) stops the job by file, offset an
   const std::string dir = makeScratchDir("full-disk");
   prepare(dir);
   // One checkpoint's size, from a run that saves once into an ordinary directory.
-  writeFile(dir + "/probe.yml", yaml("train-iters: 1\n"));
+  writeFile(dir + "/probe.yml",
+            std::regex_replace(yaml(""), std::regex("train-iters: 6"), "train-iters: 1"));
   const CommandOutcome probe = runCommand(launch(dir, "probe", ""));
   INFO(probe.output);
   REQUIRE(probe.status == 0);
