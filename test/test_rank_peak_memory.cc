@@ -88,7 +88,8 @@ TEST_CASE("the memory pre-flight refuses a job that cannot fit, naming the need,
   CHECK_THAT(why, Catch::Contains("pre-flight: job.yml: the training state needs") &&
                       Catch::Contains("per rank at its peak") &&
                       Catch::Contains("under a test budget") &&
-                      Catch::Contains("offload_optimizer: {device: nvme") &&
+                      Catch::Contains("offload the optimizer state (zero_optimization.offload_optimizer: "
+                                      "{device: nvme") &&
                       Catch::Contains("would make it fit"));
 
   // Already offloading: a smaller buffer_count is the next thing that fits.

@@ -123,7 +123,7 @@ TEST_CASE("ds-launch's pre-flight refuses a job whose predicted peak does not fi
   CHECK(refused.status < 128);
   CHECK(std::regex_search(refused.output,
                           std::regex("pre-flight: s2.yml: the training state needs [0-9]+ MiB of "
-                                     "memory per rank at its peak.*only [0-9]+ MiB is left per "
-                                     "rank.*DS_MEMORY_BUDGET_BYTES.*would make it fit")));
+                                     "memory per rank at its peak.*only [0-9]+ MiB is left under "
+                                     "DS_MEMORY_BUDGET_BYTES.*would make it fit")));
   CHECK_FALSE(fs::exists(dir + "/logs-s2/rank-0.log"));  // no rank started
 }

@@ -25,10 +25,12 @@ std::vector<Candidate> candidates(const DeepSpeedConfig& c, int world) {
   if (opt.device != OffloadDevice::Nvme) {
     DeepSpeedConfig n = c;
     n.zero.offloadOptimizer.device = OffloadDevice::Nvme;
-    std::string text = "zero_optimization.offload_optimizer: {device: nvme, nvme_path: DIR}";
+    std::string text =
+        "offload the optimizer state (zero_optimization.offload_optimizer: {device: nvme, "
+        "nvme_path: DIR})";
     if (n.zero.stage == 0) {
       n.zero.stage = 1;
-      text = "zero_optimization.stage: 1 with " + text;
+      text = "zero_optimization.stage: 1 and " + text;
     }
     out.push_back({text, n, world});
   }
@@ -85,9 +87,10 @@ void checkRankMemory(const JobConfig& job, int world, int ranksHere, const Memor
   throw Error("pre-flight: " + configPath + ": the training state needs " +
               humanBytes(need.peak()) + " of memory per rank at its peak (" + need.peakPhase() +
               ", as `ds-config memory " + configPath + "` predicts), but only " +
-              humanBytes(perRank) + " is left per rank: " +
-              humanBytes(static_cast<double>(budget.availableBytes)) + " under " + budget.source +
-              " shared by " + std::to_string(ranksHere) + " rank(s) on this machine; " + fix);
+              humanBytes(perRank) + " is left under " + budget.source + " for each of the " +
+              std::to_string(ranksHere) + " rank(s) on this machine (" +
+              humanBytes(static_cast<double>(budget.availableBytes)) + " shared by " +
+              std::to_string(ranksHere) + " rank(s)); " + fix);
 }
 
 }  // namespace ds::runtime
