@@ -115,12 +115,14 @@ TEST_CASE(
                       " train --config " + config + ".yml'");
   };
 
+  // Refused by ds-launch's pre-flight (the predicted peak) before a rank starts; the engine's
+  // own check says the same where the launcher runs elsewhere.
   const CommandOutcome resident = launch("resident");
   INFO(resident.output);
   CHECK(resident.status != 0);
   CHECK(resident.status < 128);  // an error exit, not a kill
   CHECK(std::regex_search(resident.output,
-                          std::regex("the training state needs [0-9]+ MiB of memory.*only [0-9]+ "
+                          std::regex("the training state needs [0-9.]+ [GM]iB of memory.*only [0-9]+ "
                                      "MiB is left under the memory cgroup .*offload the optimizer "
                                      "state \\(zero_optimization.offload_optimizer")));
 
