@@ -72,7 +72,7 @@ int run(const Options& o) {
     const std::string log = readAll(dir / "logs/rank-0.log");
     std::smatch m;
     static const std::regex line(
-        R"(memory: peak RSS ([0-9.]+) MiB; model states ([0-9.]+) MiB .*buffers ([0-9.]+) MiB; activations ([0-9.]+) MiB)");
+        R"(memory: RSS [0-9.]+ MiB, peak RSS ([0-9.]+) MiB; model states ([0-9.]+) MiB .*buffers ([0-9.]+) MiB; activations ([0-9.]+) MiB)");
     if (!std::regex_search(log, m, line)) throw ds::Error("no memory line in rank 0's log:\n" + log);
     const auto estimate = nlohmann::json::parse(
         capture(bin + "/ds-config memory " + (dir / "gpt.yml").string() + " --world-size 4 --json"));
