@@ -12,8 +12,10 @@ ProcessMemory processMemory() {
   uint64_t kib = 0;
   std::string rest;
   while (in >> key) {
-    if (key == "VmRSS:" && in >> kib) m.rssBytes = kib * 1024;
-    else if (key == "VmHWM:" && in >> kib) m.peakRssBytes = kib * 1024;
+    if (key == "VmRSS:" && in >> kib)
+      m.rssBytes = kib * 1024;
+    else if (key == "VmHWM:" && in >> kib)
+      m.peakRssBytes = kib * 1024;
     std::getline(in, rest);
   }
   return m;

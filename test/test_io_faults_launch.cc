@@ -73,8 +73,8 @@ std::string checkLastCheckpointIntact(const std::string& ckpt) {
   const auto manifest = ds::runtime::readManifest(ckpt + "/" + tag + "/manifest.json");
   REQUIRE_FALSE(manifest.files.empty());
   for (const auto& f : manifest.files)
-    CHECK_NOTHROW(ds::runtime::verifyCheckpointFile(ckpt + "/" + tag + "/" + f.name, f.bytes,
-                                                    f.checksum));
+    CHECK_NOTHROW(
+        ds::runtime::verifyCheckpointFile(ckpt + "/" + tag + "/" + f.name, f.bytes, f.checksum));
   for (const auto& entry : fs::directory_iterator(ckpt))
     CHECK(entry.path().filename().string().rfind(".tmp", 0) != 0);
   return tag;
@@ -105,9 +105,10 @@ struct Tmpfs {
 
 }  // namespace
 
-TEST_CASE("an I/O error on the optimizer swap file during a step stops the job by file, offset "
-          "and errno, and the last checkpoint stays intact",
-          "[faults][launch]") {
+TEST_CASE(
+    "an I/O error on the optimizer swap file during a step stops the job by file, offset "
+    "and errno, and the last checkpoint stays intact",
+    "[faults][launch]") {
   const std::string dir = makeScratchDir("io-fault");
   prepare(dir);
   writeFile(dir + "/eio.yml", yaml(""));
@@ -132,9 +133,10 @@ TEST_CASE("an I/O error on the optimizer swap file during a step stops the job b
   CHECK(typo.output.find("DS_TEST_IO_FAULT=reed:4: expected KIND:N") != std::string::npos);
 }
 
-TEST_CASE("a full checkpoint disk (small tmpfs) stops the job by file, offset and ENOSPC, and "
-          "the previous checkpoint stays intact",
-          "[faults][launch]") {
+TEST_CASE(
+    "a full checkpoint disk (small tmpfs) stops the job by file, offset and ENOSPC, and "
+    "the previous checkpoint stays intact",
+    "[faults][launch]") {
   const std::string dir = makeScratchDir("full-disk");
   prepare(dir);
   // One checkpoint's size, from a run that saves once into an ordinary directory.
@@ -152,8 +154,8 @@ TEST_CASE("a full checkpoint disk (small tmpfs) stops the job by file, offset an
   if (skipUnless(tmpfs.mounted, "cannot mount a tmpfs here (needs root)")) return;
   // A swap directory on a tmpfs too small for the state: refused at the start by name.
   Tmpfs tinySwap(dir + "/tiny-swap", "64k");
-  writeFile(dir + "/tiny.yml", std::regex_replace(yaml(""), std::regex("nvme_path: swap"),
-                                                  "nvme_path: tiny-swap"));
+  writeFile(dir + "/tiny.yml",
+            std::regex_replace(yaml(""), std::regex("nvme_path: swap"), "nvme_path: tiny-swap"));
   const CommandOutcome tiny = runCommand(launch(dir, "tiny", ""));
   CHECK(tiny.status != 0);
   CHECK(tiny.output.find("offload_optimizer.nvme_path tiny-swap: the offloaded state needs") !=
@@ -164,9 +166,9 @@ TEST_CASE("a full checkpoint disk (small tmpfs) stops the job by file, offset an
   INFO(failed.output);
   CHECK(failed.status != 0);
   CHECK(failed.status < 128);
-  CHECK(std::regex_search(failed.output,
-                          std::regex("ckpt/\\.tmp-global_step[0-9]+/[^ :]+: write failed after "
-                                     "[0-9]+ bytes: No space left on device \\(ENOSPC, errno 28\\)")));
+  CHECK(std::regex_search(
+      failed.output, std::regex("ckpt/\\.tmp-global_step[0-9]+/[^ :]+: write failed after "
+                                "[0-9]+ bytes: No space left on device \\(ENOSPC, errno 28\\)")));
   checkLastCheckpointIntact(dir + "/ckpt");
   checkResumes(dir, "full");
 }

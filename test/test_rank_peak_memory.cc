@@ -71,9 +71,10 @@ TEST_CASE("gptModelShape counts the GPT's parameters as the model does", "[memor
   }
 }
 
-TEST_CASE("the memory pre-flight refuses a job that cannot fit, naming the need, the budget "
-          "and the first setting that fits",
-          "[memory]") {
+TEST_CASE(
+    "the memory pre-flight refuses a job that cannot fit, naming the need, the budget "
+    "and the first setting that fits",
+    "[memory]") {
   const JobConfig job = gptJob(4, 384, 1);
   const double need = predicted(job, 1);
   CHECK(refusal(job, 1, 1, need * 1.01).empty());
@@ -85,12 +86,12 @@ TEST_CASE("the memory pre-flight refuses a job that cannot fit, naming the need,
   const double withOffload = predicted(offloaded, 1);
   REQUIRE(withOffload < need);
   const std::string why = refusal(job, 1, 1, (need + withOffload) / 2);
-  CHECK_THAT(why, Catch::Contains("pre-flight: job.yml: the training state needs") &&
-                      Catch::Contains("per rank at its peak") &&
-                      Catch::Contains("under a test budget") &&
-                      Catch::Contains("offload the optimizer state (zero_optimization.offload_optimizer: "
-                                      "{device: nvme") &&
-                      Catch::Contains("would make it fit"));
+  CHECK_THAT(
+      why, Catch::Contains("pre-flight: job.yml: the training state needs") &&
+               Catch::Contains("per rank at its peak") && Catch::Contains("under a test budget") &&
+               Catch::Contains("offload the optimizer state (zero_optimization.offload_optimizer: "
+                               "{device: nvme") &&
+               Catch::Contains("would make it fit"));
 
   // Already offloading: a smaller buffer_count is the next thing that fits.
   JobConfig slots = offloaded;
@@ -100,8 +101,8 @@ TEST_CASE("the memory pre-flight refuses a job that cannot fit, naming the need,
   fewer.deepspeed.zero.offloadOptimizer.bufferCount = 1;
   const double withFewer = predicted(fewer, 1), withSlots = predicted(slots, 1);
   REQUIRE(withFewer < withSlots);
-  CHECK_THAT(refusal(slots, 1, 1, withFewer + 1), Catch::Contains("sub_group_size") ||
-                                                      Catch::Contains("buffer_count"));
+  CHECK_THAT(refusal(slots, 1, 1, withFewer + 1),
+             Catch::Contains("sub_group_size") || Catch::Contains("buffer_count"));
 
   // Only more ranks: a budget below every single-node setting but above the 2-rank share.
   const std::string ranks = refusal(slots, 1, 1, predicted(slots, 2) + 1);

@@ -40,13 +40,16 @@ log-interval: 1
 eval-interval: 1000
 eval-iters: 1
 zero_optimization:
-  stage: )" + std::to_string(stage) + R"(
+  stage: )" + std::to_string(stage) +
+                     R"(
   sub_group_size: 1000000
   reduce_bucket_size: 2000000
   allgather_bucket_size: 2000000
 )";
-  if (offload != Offload::kNone) text += "  offload_optimizer:\n    device: nvme\n    nvme_path: swap\n";
-  if (offload == Offload::kBoth) text += "  offload_param:\n    device: nvme\n    nvme_path: swap\n";
+  if (offload != Offload::kNone)
+    text += "  offload_optimizer:\n    device: nvme\n    nvme_path: swap\n";
+  if (offload == Offload::kBoth)
+    text += "  offload_param:\n    device: nvme\n    nvme_path: swap\n";
   return text;
 }
 
@@ -75,9 +78,10 @@ void prepare(const std::string& dir) {
 
 }  // namespace
 
-TEST_CASE("ds-config memory predicts a rank's peak RSS within 10% at every ZeRO stage and "
-          "offload setting",
-          "[memory][launch]") {
+TEST_CASE(
+    "ds-config memory predicts a rank's peak RSS within 10% at every ZeRO stage and "
+    "offload setting",
+    "[memory][launch]") {
   const std::string dir = makeScratchDir("peak-rss");
   prepare(dir);
   struct Case {
@@ -97,7 +101,8 @@ TEST_CASE("ds-config memory predicts a rank's peak RSS within 10% at every ZeRO 
     REQUIRE(run.status == 0);
     const std::string log = readFile(dir + "/logs-" + std::string(c.name) + "/rank-0.log");
     std::smatch m;
-    REQUIRE(std::regex_search(log, m, std::regex("memory: RSS ([0-9.]+) MiB, peak RSS ([0-9.]+) MiB")));
+    REQUIRE(
+        std::regex_search(log, m, std::regex("memory: RSS ([0-9.]+) MiB, peak RSS ([0-9.]+) MiB")));
     CHECK(std::stod(m[1]) > 0);
     const double measured = std::stod(m[2]) * 1024 * 1024;
     const double predicted = predictedPeak(dir, c.name, c.stage);
@@ -108,9 +113,10 @@ TEST_CASE("ds-config memory predicts a rank's peak RSS within 10% at every ZeRO 
   }
 }
 
-TEST_CASE("ds-launch's pre-flight refuses a job whose predicted peak does not fit the memory "
-          "budget, before any rank starts",
-          "[memory][launch]") {
+TEST_CASE(
+    "ds-launch's pre-flight refuses a job whose predicted peak does not fit the memory "
+    "budget, before any rank starts",
+    "[memory][launch]") {
   const std::string dir = makeScratchDir("preflight");
   prepare(dir);
   writeFile(dir + "/s2.yml", yaml(2, Offload::kNone));

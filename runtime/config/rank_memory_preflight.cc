@@ -53,13 +53,13 @@ std::vector<Candidate> candidates(const DeepSpeedConfig& c, int world) {
   for (int64_t count = opt.bufferCount - 1; swapping && count >= 1; --count) {
     DeepSpeedConfig n = c;
     n.zero.offloadOptimizer.bufferCount = count;
-    out.push_back({"zero_optimization.offload_optimizer.buffer_count: " + std::to_string(count), n,
-                   world});
+    out.push_back(
+        {"zero_optimization.offload_optimizer.buffer_count: " + std::to_string(count), n, world});
   }
   if (c.zero.stage >= 1)
     for (int more = world * 2; more <= world * 64; more *= 2)
-      out.push_back({std::to_string(more) + " ranks (more nodes, the same ranks per node)", c,
-                     more});
+      out.push_back(
+          {std::to_string(more) + " ranks (more nodes, the same ranks per node)", c, more});
   return out;
 }
 
@@ -69,14 +69,14 @@ void checkRankMemory(const JobConfig& job, int world, int ranksHere, const Memor
                      const std::string& configPath) {
   if (!job.gpt || job.gpt->parallel.pipe > 1 || job.gpt->parallel.model > 1) return;
   const DeepSpeedConfig& c = job.deepspeed;
-  ModelShape shape =
-      gptModelShape(modelConfigFor(*job.gpt, *makeJobTokenizer(*job.gpt)),
-                    static_cast<double>(c.batch.microBatchPerGpu));
+  ModelShape shape = gptModelShape(modelConfigFor(*job.gpt, *makeJobTokenizer(*job.gpt)),
+                                   static_cast<double>(c.batch.microBatchPerGpu));
   const double perRank = static_cast<double>(budget.availableBytes) / std::max(1, ranksHere);
   const RankPeakMemory need = estimateRankPeakMemory(c, shape, world);
   if (need.peak() <= perRank) return;
-  std::string fix = "no single setting makes it fit: combine offload_optimizer and offload_param "
-                    "nvme with more ranks, or a machine with more memory";
+  std::string fix =
+      "no single setting makes it fit: combine offload_optimizer and offload_param "
+      "nvme with more ranks, or a machine with more memory";
   for (const Candidate& k : candidates(c, world)) {
     const double peak = estimateRankPeakMemory(k.config, shape, k.world).peak();
     if (peak <= perRank) {

@@ -30,7 +30,8 @@ double bucketElements(const DeepSpeedConfig& c, const ModelShape& m) {
 double engineBuffers(const DeepSpeedConfig& c, const ModelShape& m, int world, double shard,
                      double group) {
   const DType model = c.precision.modelDtype;
-  const DType comm = c.precision.communicationDtype.value_or(c.precision.gradAccumDtype.value_or(model));
+  const DType comm =
+      c.precision.communicationDtype.value_or(c.precision.gradAccumDtype.value_or(model));
   const int stage = c.zero.stage;
   const double bucket = bucketElements(c, m);
   // One layer's fp32 gradient scratch, the sub-group's fp32 gradients for the update, and the
@@ -97,7 +98,8 @@ double closingSampleBytes(const DeepSpeedConfig&, const ModelShape& model, int) 
 RankPeakMemory estimateRankPeakMemory(const DeepSpeedConfig& c, const ModelShape& m, int world) {
   const DType model = c.precision.modelDtype;
   const DType grads = c.precision.gradAccumDtype.value_or(model);
-  const double stateBytes = optimizerStateBytesPerParameter(c.optimizer.value_or(OptimizerConfig{}));
+  const double stateBytes =
+      optimizerStateBytesPerParameter(c.optimizer.value_or(OptimizerConfig{}));
   const int stage = c.zero.stage;
   const ModelStateEstimate e =
       estimateModelState(stage, model, grads, m.parameters, world, stateBytes);

@@ -34,11 +34,11 @@ struct RankPeakMemory {
   double baseline = 0;
   // The model states resident on this rank (with offload: what stays in memory).
   double parameters = 0, gradients = 0, masterWeights = 0, optimizerStates = 0;
-  double swapSlots = 0;     // offload_optimizer nvme: buffer_count sub-groups' master and state
-  double buffers = 0;       // reduce buckets, layer scratch, gathered layers, sub-group gradients
-  double activations = 0;   // one micro-batch's kept activations
-  double construction = 0;  // held beside the states while the engine is built
-  double closingSample = 0; // held beside the states while the trainer samples at its end
+  double swapSlots = 0;      // offload_optimizer nvme: buffer_count sub-groups' master and state
+  double buffers = 0;        // reduce buckets, layer scratch, gathered layers, sub-group gradients
+  double activations = 0;    // one micro-batch's kept activations
+  double construction = 0;   // held beside the states while the engine is built
+  double closingSample = 0;  // held beside the states while the trainer samples at its end
   double resident() const {
     return parameters + gradients + masterWeights + optimizerStates + swapSlots;
   }
@@ -54,8 +54,8 @@ RankPeakMemory estimateRankPeakMemory(const DeepSpeedConfig& config, const Model
 // edit: today construction holds one full fp32 copy of the parameters (the initial values, summed
 // over the ranks) beside the stage's working copy, and the sample a full fp32 copy plus the
 // FlatParameters gradient buffer of the same size (rank 0).
-double constructionTransientBytes(const DeepSpeedConfig& config, const ModelShape& model,
-                                  int world, const RankPeakMemory& resident);
+double constructionTransientBytes(const DeepSpeedConfig& config, const ModelShape& model, int world,
+                                  const RankPeakMemory& resident);
 double closingSampleBytes(const DeepSpeedConfig& config, const ModelShape& model, int world);
 
 }  // namespace ds::runtime

@@ -73,8 +73,7 @@ class FaultyEngine final : public AioEngine {
     fault(false, path, bytes, offset);
     inner_->read(path, buffer, bytes, offset);
   }
-  void write(const std::string& path, const void* buffer, size_t bytes,
-             uint64_t offset) override {
+  void write(const std::string& path, const void* buffer, size_t bytes, uint64_t offset) override {
     fault(true, path, bytes, offset);
     inner_->write(path, buffer, bytes, offset);
   }
@@ -82,8 +81,8 @@ class FaultyEngine final : public AioEngine {
  private:
   void fault(bool write, const std::string& path, size_t bytes, uint64_t offset) {
     std::atomic<long>& counter = plan_.kind == FaultKind::kAny ? anySeen
-                                 : write                        ? writesSeen
-                                                                : readsSeen;
+                                 : write                       ? writesSeen
+                                                               : readsSeen;
     if ((plan_.kind == FaultKind::kRead && write) || (plan_.kind == FaultKind::kWrite && !write))
       return;
     if (counter.fetch_add(1) + 1 != plan_.nth) return;
