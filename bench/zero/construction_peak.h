@@ -16,7 +16,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/offload/slot_swapper.h"
 #include "runtime/optim/make_optimizer.h"
-#include "runtime/zero/memory_estimate.h"
+#include "runtime/config/model_state_estimate.h"
 #include "runtime/zero/partition_layout.h"
 
 namespace ds::bench {
@@ -57,7 +57,7 @@ inline double procStatusBytes(const std::string& field) {
 }
 
 // What one rank holds once its engine is built, by the ZeRO formulas (runtime/zero/
-// memory_estimate.h) on the rank's real shard (padding included), and the bounded working set
+// model_state_estimate.h) on the rank's real shard (padding included), and the bounded working set
 // construction may add on top.
 struct ConstructionFormula {
   double kept = 0;         // working copy + gradients + resident master and optimizer state
