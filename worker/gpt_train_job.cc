@@ -314,16 +314,21 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   }
   const auto trained = std::chrono::steady_clock::now();
 
-  // A sample of what the model learned, from the start of a validation (or training) sample. It
-  // needs the whole model, which no rank of a grid holds.
-  if (grid.gridded()) {
+  // A sample of what the model learned, from the start of a validation (or training) sample,
+  // layer by layer through the engine (stage 3 gathers each layer when used, as in evaluation), so
+  // no rank holds the whole model. Every rank steps in lockstep: each pass is collective at stage 3
+  // (and over the model group when sliced), so all ranks run the same passes on the same tokens;
+  // rank 0's logits are broadcast so every rank samples the same next token even if another
+  // rank's arithmetic differed, and a stop token ends every rank's loop at once. A pipeline would
+  // need activations passed stage to stage for every token, as the pipe schedule does for
+  // evaluation batches but not for a growing context: there ds-generate samples from a checkpoint.
+  if (grid.pipeSize > 1) {
     if (join.rank == 0)
       std::printf("sample: skipped (this rank holds pipeline stage %d of %d and model slice %d of "
-                  "%d, and a sample needs the whole model; ds-generate samples from a saved "
-                  "checkpoint)\n",
+                  "%d, and a sample passes activations through every stage; ds-generate samples "
+                  "from a saved checkpoint)\n",
                   grid.pipeRank, grid.pipeSize, grid.modelRank, grid.modelSize);
-  } else if (const std::vector<float> params = engine.fullParameters();  // collective at ZeRO 3
-             join.rank == 0) {
+  } else {
     const runtime::TokenSamples& source = valid ? *valid : train;
     std::vector<int32_t> prompt = source.sample(0);
     prompt.resize(std::min<size_t>(prompt.size(), 32));
@@ -332,9 +337,17 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
     sampling.temperature = 0.8;
     sampling.topK = 40;
     sampling.seed = gpt.seed;
-    const auto generated = runtime::generateTokens(model, params.data(), prompt, sampling);
-    std::printf("sample (prompt | generated):\n%s|%s\n", tokenizer->decode(prompt).c_str(),
-                tokenizer->decode(generated).c_str());
+    const auto logits = [&](const std::vector<int32_t>& context) {
+      std::vector<float> out;
+      engine.inferencePass(
+          [&](runtime::LayerAccess& access) { out = model.nextTokenLogits(context, access); });
+      if (grid.world->size() > 1) grid.world->broadcast(out.data(), out.size(), 0);
+      return out;
+    };
+    const auto generated = runtime::generateTokens(model, logits, prompt, sampling);
+    if (join.rank == 0)
+      std::printf("sample (prompt | generated):\n%s|%s\n", tokenizer->decode(prompt).c_str(),
+                  tokenizer->decode(generated).c_str());
   }
   // Where this rank's memory went (rank logs: every rank's line).
   const runtime::MemoryUsage m = engine.memory();

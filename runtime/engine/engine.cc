@@ -218,6 +218,12 @@ float Engine::evaluate(const Batch& batch) {
   return loss;
 }
 
+void Engine::inferencePass(const std::function<void(LayerAccess&)>& pass) {
+  inBackward_ = false;
+  pass(*this);
+  queue_->waitIdle();  // stage 3's prefetches
+}
+
 bool Engine::step() {
   if (++microSteps_ % config_.batch.gradientAccumulationSteps != 0) return false;
   stepAtBoundary();

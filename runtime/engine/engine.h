@@ -88,6 +88,11 @@ class Engine : private LayerAccess {
   bool step();
   // The batch's mean loss without gradients (evaluation); collective at stage 3 like a forward.
   float evaluate(const Batch& batch);
+  // A forward pass without gradients or loss that the caller runs through the engine's layer
+  // access (e.g. Gpt::nextTokenLogits for generation): stage 3 gathers each layer when the model
+  // asks for it and releases it after, so no rank holds the whole model. Collective at stage 3
+  // like evaluate: every rank of the data group runs the same pass.
+  void inferencePass(const std::function<void(LayerAccess&)>& pass);
 
   // One whole step, as DeepSpeed's train_batch: gradient_accumulation_steps micro-batches,
   // microBatch(0..gas-1) (this data replica's), then the boundary step. With a pipeline

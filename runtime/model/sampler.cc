@@ -12,16 +12,24 @@ namespace ds::runtime {
 std::vector<int32_t> generateTokens(Gpt& model, const float* params,
                                     const std::vector<int32_t>& prompt,
                                     const SamplingOptions& options) {
+  FlatParameters access(model, params);
+  return generateTokens(
+      model, [&](const std::vector<int32_t>& context) { return model.nextTokenLogits(context, access); },
+      prompt, options);
+}
+
+std::vector<int32_t> generateTokens(const Gpt& model, const NextTokenLogits& nextTokenLogits,
+                                    const std::vector<int32_t>& prompt,
+                                    const SamplingOptions& options) {
   if (prompt.empty()) throw Error("generation needs a prompt of at least one token");
   if (!(options.temperature >= 0.0)) throw Error("--temperature: expected >= 0");
-  FlatParameters access(model, params);
   std::mt19937_64 rng(options.seed);
   std::vector<int32_t> context = prompt, out;
   const auto window = static_cast<size_t>(model.maxPositions());
   const int vocab = model.config().vocabSize;  // padding rows are never sampled
   for (int n = 0; n < options.maxNewTokens; ++n) {
     if (context.size() > window) context.erase(context.begin(), context.end() - window);
-    std::vector<float> logits = model.nextTokenLogits(context, access);
+    std::vector<float> logits = nextTokenLogits(context);
     logits.resize(vocab);
     int32_t next = 0;
     if (options.temperature == 0.0) {
