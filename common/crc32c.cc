@@ -98,6 +98,39 @@ uint32_t crc32c(const void* data, size_t bytes, uint32_t crc) {
   return crc32cWith(crc32cBestPath(), data, bytes, crc);
 }
 
+namespace {
+
+// Polynomials over GF(2) modulo the CRC's, in its reflected bit order (bit 31 is x^0).
+constexpr uint32_t kReflectedPoly = 0x82F63B78u;
+
+uint32_t multiplyModPoly(uint32_t a, uint32_t b) {
+  uint32_t product = 0;
+  for (uint32_t bit = 1u << 31; bit != 0; bit >>= 1) {
+    if (a & bit) product ^= b;
+    b = (b & 1) ? (b >> 1) ^ kReflectedPoly : b >> 1;  // b *= x
+  }
+  return product;
+}
+
+// x^(8 n) modulo the polynomial: n zero bytes appended shift a CRC's register by this.
+uint32_t xPowerOfBytes(uint64_t n) {
+  uint32_t result = 1u << 31;  // x^0
+  uint32_t square = 1u << 23;  // x^8 (one byte), squared as n's bits go by
+  for (; n != 0; n >>= 1) {
+    if (n & 1) result = multiplyModPoly(square, result);
+    square = multiplyModPoly(square, square);
+  }
+  return result;
+}
+
+}  // namespace
+
+uint32_t crc32cCombine(uint32_t crcA, uint32_t crcB, uint64_t bBytes) {
+  // The CRC is affine in its input; the pre- and post-inversions of a and b cancel so that
+  // crc(a b) = crc(a) x^(8 |b|) + crc(b) (mod P), as for zlib's CRC-32.
+  return multiplyModPoly(xPowerOfBytes(bBytes), crcA) ^ crcB;
+}
+
 uint32_t maskedCrc32c(const void* data, size_t bytes) {
   const uint32_t crc = crc32c(data, bytes);
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;

@@ -19,6 +19,10 @@ const char* crc32cPathName(Crc32cPath path);
 // crc32c(b, nb, crc32c(a, na)).
 uint32_t crc32c(const void* data, size_t bytes, uint32_t crc = 0);
 
+// The CRC32C of a then b from crc32c(a) and crc32c(b) alone, b being `bBytes` long: what lets a
+// file written in pieces at any offsets be checksummed as a whole without reading it back.
+uint32_t crc32cCombine(uint32_t crcA, uint32_t crcB, uint64_t bBytes);
+
 // The same through one given path (tests compare the paths); Sse42 needs crc32cBestPath() ==
 // Crc32cPath::Sse42.
 uint32_t crc32cWith(Crc32cPath path, const void* data, size_t bytes, uint32_t crc = 0);

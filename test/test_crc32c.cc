@@ -78,3 +78,17 @@ TEST_CASE("crc32c: TFRecord's mask is the rotated CRC plus a constant") {
   const uint32_t crc = ds::crc32c(&length, 8);
   CHECK(ds::maskedCrc32c(&length, 8) == ((crc >> 15) | (crc << 17)) + 0xa282ead8u);
 }
+
+TEST_CASE("crc32c: combining two pieces' checksums gives the checksum of both in a row") {
+  std::vector<unsigned char> data(70000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 131 + 7);
+  for (const size_t cut : {size_t{0}, size_t{1}, size_t{7}, size_t{4096}, size_t{69999}}) {
+    for (const size_t end : {cut, cut + 1, data.size()}) {
+      if (end > data.size()) continue;
+      INFO("cut " << cut << ", end " << end);
+      const uint32_t a = ds::crc32c(data.data(), cut);
+      const uint32_t b = ds::crc32c(data.data() + cut, end - cut);
+      CHECK(ds::crc32cCombine(a, b, end - cut) == ds::crc32c(data.data(), end));
+    }
+  }
+}

@@ -64,6 +64,47 @@ WrittenFile writeFileSynced(const std::string& path,
   return out;
 }
 
+ShardFileWriter::ShardFileWriter(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd_ < 0) throw Error(path + ": cannot create checkpoint file: " + errnoText());
+}
+
+ShardFileWriter::~ShardFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ShardFileWriter::writeAt(uint64_t offset, const void* data, size_t bytes) {
+  if (bytes == 0) return;
+  const char* p = static_cast<const char*>(data);
+  for (size_t done = 0; done < bytes;) {
+    const ssize_t n = ::pwrite(fd_, p + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw Error(path_ + ": write failed at offset " + std::to_string(offset + done) + ": " +
+                  errnoText());
+    done += static_cast<size_t>(n);
+  }
+  pieces_.push_back({offset, bytes, crc32c(data, bytes)});
+}
+
+WrittenFile ShardFileWriter::finish() {
+  std::sort(pieces_.begin(), pieces_.end(),
+            [](const Piece& a, const Piece& b) { return a.offset < b.offset; });
+  WrittenFile out;
+  for (const Piece& piece : pieces_) {
+    if (piece.offset != out.bytes)
+      throw Error(path_ + ": the pieces written leave a gap or overlap at offset " +
+                  std::to_string(std::min(piece.offset, out.bytes)) + " (a bug)");
+    out.checksum = crc32cCombine(out.checksum, piece.checksum, piece.bytes);
+    out.bytes += piece.bytes;
+  }
+  if (::fsync(fd_) != 0) throw Error(path_ + ": fsync failed: " + errnoText());
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) throw Error(path_ + ": close failed: " + errnoText());
+  return out;
+}
+
 void verifyCheckpointFile(const std::string& path, uint64_t bytes, uint32_t checksum) {
   CheckpointReader reader(path);
   const uint64_t size = reader.size();

@@ -23,6 +23,29 @@ struct WrittenFile {
 WrittenFile writeFileSynced(const std::string& path,
                             const std::vector<std::pair<const void*, size_t>>& pieces);
 
+// A checkpoint file written in pieces at any offsets (a shard streamed sub-group by sub-group,
+// each array's piece at its place), each piece checksummed while in memory: finish() checks that
+// the pieces tile the file, fsyncs, and returns the size and the whole content's checksum combined
+// from the pieces' (crc32cCombine), so nothing is read back. Errors name the path.
+class ShardFileWriter {
+ public:
+  explicit ShardFileWriter(const std::string& path);
+  ~ShardFileWriter();  // closes an unfinished file; the caller removes it
+  ShardFileWriter(const ShardFileWriter&) = delete;
+  ShardFileWriter& operator=(const ShardFileWriter&) = delete;
+  void writeAt(uint64_t offset, const void* data, size_t bytes);
+  WrittenFile finish();
+
+ private:
+  struct Piece {
+    uint64_t offset, bytes;
+    uint32_t checksum;
+  };
+  std::string path_;
+  int fd_ = -1;
+  std::vector<Piece> pieces_;
+};
+
 // Checks `path`'s size and checksum against the manifest's, streaming (constant memory); a
 // mismatch is an error naming the file and what differs (truncated, corrupted).
 void verifyCheckpointFile(const std::string& path, uint64_t bytes, uint32_t checksum);

@@ -207,9 +207,14 @@ class Engine : private LayerAccess {
   // this process may still take (common/memory_budget.h).
   void checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
                          size_t largestGroup) const;
-  // Every offloaded state in memory for `body` (a checkpoint), out again after.
+  // Stage 3's offloaded parameters in memory for `body` (a checkpoint), out again after; the
+  // optimizer's sub-groups stream through their home group by group instead.
   template <class Body>
-  auto withStateResident(Body body);
+  auto withParametersResident(Body body);
+  // body(g, master slice, state arrays) for each optimizer sub-group in turn, acquired from its
+  // home (a slot with offload_optimizer nvme) and released after.
+  template <class Body>
+  void forEachStateGroup(Body body);
   void saveCheckpointResident(const std::string& dir, const std::string& tag);
   std::string loadCheckpointResident(const std::string& dir, const std::string& tag,
                                      CheckpointLoadScope scope);

@@ -10,10 +10,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 
 #include "common/error.h"
 #include "runtime/checkpoint/checkpoint_files.h"
 #include "runtime/checkpoint/manifest.h"
+#include "runtime/engine/checkpoint_parts.h"
 #include "runtime/engine/engine.h"
 
 namespace ds::runtime {
@@ -86,19 +88,21 @@ void Engine::failTogether(const std::string& problem) {
   if (!first.empty()) throw Error(first);
 }
 
-// Offloaded state is brought in for the checkpoint and swapped out again after, whether the save
-// or load succeeded or not.
+// Stage 3's offloaded parameters are brought in for the checkpoint and swapped out again after,
+// whether the save or load succeeded or not. The optimizer's sub-groups are not: the save and the
+// load acquire them from their home one at a time (offload_optimizer nvme: through its slots), as
+// a step does, so a checkpoint holds no more than one group beyond the steady state.
 template <class Body>
-auto Engine::withStateResident(Body body) {
-  zero_->bringStateIn();
+auto Engine::withParametersResident(Body body) {
+  zero_->bringParametersResident();
   try {
     auto result = body();
-    zero_->sendStateOut();
+    zero_->sendParametersAway();
     queue_->waitIdle();  // stage 3's persistent layers are gathered
     return result;
   } catch (...) {
     try {
-      zero_->sendStateOut();
+      zero_->sendParametersAway();
     } catch (...) {  // the first error is the one to report
     }
     throw;
@@ -106,7 +110,7 @@ auto Engine::withStateResident(Body body) {
 }
 
 void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
-  withStateResident([&] {
+  withParametersResident([&] {
     saveCheckpointResident(dir, tag);
     return 0;
   });
@@ -114,7 +118,26 @@ void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
 
 std::string Engine::loadCheckpoint(const std::string& dir, const std::string& tag,
                                    CheckpointLoadScope scope) {
-  return withStateResident([&] { return loadCheckpointResident(dir, tag, scope); });
+  return withParametersResident([&] { return loadCheckpointResident(dir, tag, scope); });
+}
+
+template <class Body>
+void Engine::forEachStateGroup(Body body) {
+  OptimizerStateHome& home = zero_->optimizerStates();
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const SubGroup& group = groups_[g];
+    const size_t begin = zero_->shardLayout().shardBegin(group.t0);
+    float* master = home.acquire(g, zero_->masterData() + begin, *group.optimizer);
+    try {
+      body(g, master, group.optimizer->stateArrays());
+    } catch (...) {
+      home.release(g, *group.optimizer);
+      home.endStep();
+      throw;
+    }
+    home.release(g, *group.optimizer);
+  }
+  home.endStep();  // the write-backs done, the next step's first group read ahead
 }
 
 size_t Engine::optimizerSwapBytes() const { return zero_->optimizerStates().fileBytes(); }
@@ -166,17 +189,20 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
     const auto arrays = groups_.front().optimizer->stateArrays();
     problem = problemOf([&] {
       if (rank >= partitions) return;
+      // The master shard, then each state array over the whole shard; a group's pieces are
+      // consecutive runs of each, written at their place while the group is acquired.
       const size_t shard = zero_->shardLayout().shardSize();
-      std::vector<std::pair<const void*, size_t>> pieces = {
-          {zero_->masterData(), shard * sizeof(float)}};
-      // Each state array over the whole shard: the sub-groups' pieces are consecutive runs of it.
-      for (size_t a = 0; a < arrays.size(); ++a)
-        for (const SubGroup& group : groups_) {
-          const auto piece = group.optimizer->stateArrays()[a];
-          pieces.push_back({piece.data, piece.count * sizeof(float)});
-        }
-      const WrittenFile written =
-          writeFileSynced((fs::path(mine_dir) / shardFileName(rank)).string(), pieces);
+      ShardFileWriter file((fs::path(mine_dir) / shardFileName(rank)).string());
+      forEachStateGroup([&](size_t g, const float* master,
+                            const std::vector<OptimizerStateArray>& states) {
+        const size_t begin = zero_->shardLayout().shardBegin(groups_[g].t0);
+        const size_t count = zero_->shardLayout().shardBegin(groups_[g].t1) - begin;
+        file.writeAt(begin * sizeof(float), master, count * sizeof(float));
+        for (size_t a = 0; a < states.size(); ++a)
+          file.writeAt(((a + 1) * shard + begin) * sizeof(float), states[a].data,
+                       states[a].count * sizeof(float));
+      });
+      const WrittenFile written = file.finish();
       mine = {written.bytes, written.checksum};
     });
     failTogether(problem);
@@ -238,48 +264,7 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
   queue_->run([] {});
   const std::string root = (fs::path(dir) / tag).string();
   // Every part of the saving grid: the top manifest says its pipe and model sizes.
-  struct Part {
-    std::string dir, manifestPath;
-    CheckpointManifest manifest;
-    std::vector<ParamSpec> specs;  // its tensor table, for its data partitions
-  };
-  std::vector<Part> parts;
-  {
-    Part top{root, (fs::path(root) / "manifest.json").string(), {}, {}};
-    top.manifest = readManifest(top.manifestPath);
-    const ManifestGrid grid = top.manifest.grid.value_or(ManifestGrid{});
-    if (grid.stage != 0 || grid.modelRank != 0)
-      throw Error(top.manifestPath + ": grid: the top part must be stage 0, model rank 0");
-    parts.push_back(std::move(top));
-    for (int64_t stage = 0; stage < grid.pipe; ++stage)
-      for (int64_t modelRank = 0; modelRank < grid.model; ++modelRank) {
-        if (stage == 0 && modelRank == 0) continue;
-        Part part;
-        part.dir = gridCheckpointDir(root, stage, modelRank);
-        part.manifestPath = (fs::path(part.dir) / "manifest.json").string();
-        part.manifest = readManifest(part.manifestPath);
-        const std::optional<ManifestGrid>& g = part.manifest.grid;
-        if (!g || g->pipe != grid.pipe || g->model != grid.model || g->stage != stage ||
-            g->modelRank != modelRank)
-          throw Error(part.manifestPath + ": grid: expected stage " + std::to_string(stage) +
-                      " and model rank " + std::to_string(modelRank) + " of a pipe " +
-                      std::to_string(grid.pipe) + " x model " + std::to_string(grid.model) +
-                      " checkpoint");
-        parts.push_back(std::move(part));
-      }
-  }
-  for (Part& part : parts) {
-    size_t offset = 0;
-    for (const ManifestTensor& t : part.manifest.tensors) {
-      ParamSpec spec;
-      spec.name = t.name;
-      spec.numel = t.numel;
-      spec.offset = offset;
-      offset += t.numel;
-      if (t.slice) spec.slice = *t.slice;
-      part.specs.push_back(std::move(spec));
-    }
-  }
+  const std::vector<CheckpointPart> parts = readCheckpointParts(root);
   const CheckpointManifest& m = parts.front().manifest;  // the training state is everyone's
   const std::string& manifestPath = parts.front().manifestPath;
   Optimizer& first = *groups_.front().optimizer;
@@ -289,36 +274,8 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
     throw Error(manifestPath + ": saved with optimizer \"" + m.optimizerName +
                 "\", this run uses \"" + first.name() + "\"");
 
-  // Where each of this rank's tensors comes from: the parts of the first stage that holds a
-  // tensor of its name (a tied embedding is in two stages, alike), every model rank's slice of
-  // it, or one whole copy where it was not sliced.
-  struct Source {
-    size_t part, tensor;
-  };
-  std::vector<std::vector<Source>> sources(specs_.size());
-  {
-    std::map<std::string, std::vector<Source>> byName;
-    for (size_t p = 0; p < parts.size(); ++p)
-      for (size_t u = 0; u < parts[p].specs.size(); ++u)
-        byName[parts[p].specs[u].name].push_back({p, u});
-    for (size_t t = 0; t < specs_.size(); ++t) {
-      const auto it = byName.find(specs_[t].name);
-      if (it == byName.end())
-        throw Error(manifestPath + ": the checkpoint has no tensor \"" + specs_[t].name +
-                    "\" (saved from another model?)");
-      const int64_t stage = parts[it->second.front().part].manifest.grid.value_or(ManifestGrid{}).stage;
-      for (const Source& source : it->second) {
-        const ParamSpec& was = parts[source.part].specs[source.tensor];
-        if (parts[source.part].manifest.grid.value_or(ManifestGrid{}).stage != stage) continue;
-        if (was.fullSlice().fullNumel != specs_[t].fullSlice().fullNumel)
-          throw Error(parts[source.part].manifestPath + ": tensor \"" + was.name + "\" has " +
-                      std::to_string(was.fullSlice().fullNumel) + " elements in full, this model " +
-                      std::to_string(specs_[t].fullSlice().fullNumel));
-        sources[t].push_back(source);
-        if (was.slice.fullNumel == 0) break;  // a whole copy has everything
-      }
-    }
-  }
+  // Where each of this rank's tensors comes from.
+  const std::vector<std::vector<TensorSource>> sources = tensorSources(parts, specs_);
   // A model without grid (one stage, no slices) loads the old form: the same tensors in order.
   // A stage or slice of a grid holds fewer tensors than a one-part checkpoint (the names decide).
   const bool onGrid =
@@ -328,19 +285,6 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
                 std::to_string(parts.front().specs.size()) + " parameter tensors, this model " +
                 std::to_string(specs_.size()));
 
-  // Where tensor t's slice of array a (0: master, then the optimizer's arrays) lives here.
-  std::vector<std::vector<OptimizerStateArray>> groupArrays;
-  for (const SubGroup& group : groups_) groupArrays.push_back(group.optimizer->stateArrays());
-  std::vector<size_t> groupOf(specs_.size());
-  for (size_t g = 0; g < groups_.size(); ++g)
-    for (size_t t = groups_[g].t0; t < groups_[g].t1; ++t) groupOf[t] = g;
-  auto destination = [&](size_t a, size_t t) -> float* {
-    const size_t offset = zero_->shardLayout().tensor(t).shardOffset;
-    if (a == 0) return zero_->masterData() + offset;
-    const size_t g = groupOf[t];
-    return groupArrays[g][a - 1].data + (offset - zero_->shardLayout().shardBegin(groups_[g].t0));
-  };
-
   // Every shard file read from is verified whole, then only the pieces of the old slices that
   // overlap this rank's new slices are read: any world size, stage and grid, memory bounded by
   // the own shard.
@@ -349,7 +293,7 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
   const int newPart = zero_->shardLayout().parts() == 1 ? 0 : zero_->shardLayout().rank();
   std::vector<bool> partUsed(parts.size(), false);
   for (const auto& list : sources)
-    for (const Source& source : list) partUsed[source.part] = true;
+    for (const TensorSource& source : list) partUsed[source.part] = true;
   std::vector<ShardFileCheck> checks;
   for (size_t p = 0; p < parts.size(); ++p) {
     const CheckpointManifest& pm = parts[p].manifest;
@@ -364,23 +308,52 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
                         nArrays * old.shardSize() * sizeof(float)});
     }
   }
-  for (size_t a = 0; a < nLoaded; ++a)  // padding of the new slices: zero
-    for (size_t t = 0; t < specs_.size(); ++t) {
-      const TensorPlacement& p = zero_->shardLayout().tensor(t);
-      const size_t valid = std::min(p.slice, p.numel - std::min(p.numel, newPart * p.slice));
-      std::fill(destination(a, t) + valid, destination(a, t) + p.slice, 0.0f);
-    }
   verifyShardFiles(checks);
+  // Sub-group by sub-group, each acquired from its home (offload_optimizer nvme: into a slot) while
+  // its tensors' pieces are read into it, then released (written back): never more than one group
+  // beyond the steady state. Where the home streams a separate master, the 16-bit working values
+  // are converted from the slot before it goes, as the step does.
+  OptimizerStateHome& home = zero_->optimizerStates();
+  const bool convertPerGroup = home.streamsMaster() && zero_->separateMaster();
+  char* halfOut = convertPerGroup ? zero_->halfCopyTarget() : nullptr;
   std::vector<uint64_t> loaded(specs_.size(), 0);  // elements of the master found, per tensor
-  for (size_t p = 0; p < parts.size(); ++p) {
-    if (!partUsed[p]) continue;
-    const int oldParts = static_cast<int>(parts[p].manifest.files.size());
-    for (int q = 0; q < oldParts; ++q) {
-      const PartitionLayout old(parts[p].specs, oldParts, q);
-      CheckpointReader reader((fs::path(parts[p].dir) / parts[p].manifest.files[q].name).string());
-      for (size_t t = 0; t < specs_.size(); ++t)
-        for (const Source& source : sources[t]) {
-          if (source.part != p) continue;
+  forEachStateGroup([&](size_t g, float* master, const std::vector<OptimizerStateArray>& states) {
+    const size_t begin = zero_->shardLayout().shardBegin(groups_[g].t0);
+    // Where tensor t's slice of array a (0: master, then the optimizer's arrays) lives now.
+    auto destination = [&](size_t a, size_t t) -> float* {
+      const size_t offset = zero_->shardLayout().tensor(t).shardOffset - begin;
+      return (a == 0 ? master : states[a - 1].data) + offset;
+    };
+    for (size_t a = 0; a < nLoaded; ++a)  // padding of the new slices: zero
+      for (size_t t = groups_[g].t0; t < groups_[g].t1; ++t) {
+        const TensorPlacement& p = zero_->shardLayout().tensor(t);
+        const size_t valid = std::min(p.slice, p.numel - std::min(p.numel, newPart * p.slice));
+        std::fill(destination(a, t) + valid, destination(a, t) + p.slice, 0.0f);
+      }
+    // The files this group reads from, opened for the group only (a checkpoint of many ranks
+    // has many files).
+    std::map<std::pair<size_t, int>, std::pair<PartitionLayout, CheckpointReader>> open;
+    auto file = [&](size_t p, int q) -> std::pair<PartitionLayout, CheckpointReader>& {
+      auto it = open.find({p, q});
+      if (it == open.end()) {
+        const CheckpointManifest& pm = parts[p].manifest;
+        it = open.emplace(std::piecewise_construct, std::forward_as_tuple(p, q),
+                          std::forward_as_tuple(
+                              std::piecewise_construct,
+                              std::forward_as_tuple(parts[p].specs,
+                                                    static_cast<int>(pm.files.size()), q),
+                              std::forward_as_tuple(
+                                  (fs::path(parts[p].dir) / pm.files[q].name).string())))
+                 .first;
+      }
+      return it->second;
+    };
+    for (size_t t = groups_[g].t0; t < groups_[g].t1; ++t)
+      for (const TensorSource& source : sources[t]) {
+        const size_t p = source.part;
+        const int oldParts = static_cast<int>(parts[p].manifest.files.size());
+        for (int q = 0; q < oldParts; ++q) {
+          auto& [old, reader] = file(p, q);
           const TensorPlacement& was = old.tensor(source.tensor);
           const TensorPlacement& now = zero_->shardLayout().tensor(t);
           const size_t nowBegin = std::min(now.numel, newPart * now.slice);
@@ -398,8 +371,11 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
                           c.count * sizeof(float), destination(a, t) + (c.toLocal - nowBegin));
           }
         }
-    }
-  }
+      }
+    if (convertPerGroup)
+      convertElements(master, DType::F32, halfOut + begin * dtypeBytes(modelType_), modelType_,
+                      zero_->shardLayout().shardBegin(groups_[g].t1) - begin);
+  });
   for (size_t t = 0; t < specs_.size(); ++t) {
     const TensorPlacement& now = zero_->shardLayout().tensor(t);
     const size_t nowBegin = std::min(now.numel, newPart * now.slice);
@@ -424,7 +400,7 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
     }
   }
   // The working copy follows the master: converted, gathered or re-sliced as the stage needs.
-  zero_->publishParameters(false);
+  zero_->publishParameters(convertPerGroup);
   zero_->zeroGradients();
   return tag;
 }

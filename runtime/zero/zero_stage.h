@@ -123,6 +123,10 @@ class ZeroStage {
   // for a checkpoint to read or write them; out again, and their pages given back, after.
   void bringStateIn();
   void sendStateOut();
+  // Only stage 3's offloaded parameters (checkpoints stream the optimizer's sub-groups through
+  // the home instead, group by group).
+  void bringParametersResident() { bringParametersIn(); }
+  void sendParametersAway() { sendParametersOut(); }
   virtual size_t parameterSwapBytes() const { return 0; }
   // Stage 3: what its gathers and offload_param nvme's buffers did so far, and where the layers
   // are now (tests and benchmarks observe the stage3_* and offload_param knobs through it).

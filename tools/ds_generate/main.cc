@@ -2,8 +2,12 @@
 //   ds-generate CHECKPOINT_DIR [--tag TAG] --prompt TEXT [--max-new-tokens N] [--temperature T]
 //               [--top-k K] [--seed S]
 // The model and tokenizer are rebuilt from CHECKPOINT_DIR/neox_config.json (written by the trainer
-// next to its checkpoints; relative vocab/merge file paths are read from the working directory) and loaded through the engine's resharding loader at world size 1, ZeRO stage 0,
-// whatever the world size and stage that saved it.
+// next to its checkpoints; relative vocab/merge file paths are read from the working directory).
+// The parameters are read layer by layer from the shard files as the model uses them, whatever
+// the world size, stage and grid that saved them (runtime/engine/checkpoint_layers.h): the process
+// holds a few layers, never the whole model.
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -11,12 +15,12 @@
 
 #include "common/error.h"
 #include "common/guarded_main.h"
-#include "runtime/comm/shm_communicator.h"
 #include "common/files.h"
 #include "common/json_text.h"
 #include "runtime/config/job_config.h"
 #include "runtime/config/neox_config.h"
-#include "runtime/engine/engine.h"
+#include "runtime/checkpoint/checkpoint_files.h"
+#include "runtime/engine/checkpoint_layers.h"
 #include "runtime/model/gpt.h"
 #include "runtime/model/sampler.h"
 
@@ -26,6 +30,7 @@ struct Options {
   std::string checkpoint, tag, prompt;
   ds::runtime::SamplingOptions sampling;
   bool stopAtEndOfDocument = true;
+  size_t cacheLayers = 2;
 };
 
 int run(const Options& o) {
@@ -40,7 +45,7 @@ int run(const Options& o) {
                     {kMaxShippedConfigDepth});
   if (!merged.is_object())
     throw ds::Error(configPath + ": expected a JSON object of NeoX config keys");
-  // One rank, whole parameters: stage 0 and one micro-batch, whatever trained it.
+  // One replica of one micro-batch, whatever trained it (only the model keys matter here).
   merged["zero_optimization"] = {{"stage", 0}};
   merged.erase("train_batch_size");
   merged.erase("gradient_accumulation_steps");
@@ -50,16 +55,30 @@ int run(const Options& o) {
   GptConfig modelConfig = modelConfigFor(neox.train, *tokenizer);
   modelConfig.attentionDropout = modelConfig.hiddenDropout = 0.0;
   Gpt model(modelConfig);
-  auto group = ShmCommunicator::inProcessGroup(1);
-  Engine engine(model, neox.deepspeed, group[0], neox.train.seed);
-  const std::string tag = engine.loadCheckpoint(o.checkpoint, o.tag);
-  const std::vector<float> params = engine.fullParameters();
+  const std::string tag = o.tag.empty() ? readLatestTag(o.checkpoint) : o.tag;
+  if (tag.empty() || tag.front() == '.' || tag.find_first_of("/\\") != std::string::npos)
+    throw ds::Error("checkpoint tag \"" + tag + "\": expected a plain name (no '/', not empty, "
+                    "not starting with '.'), e.g. \"global_step100\"");
+  CheckpointLayers layers(model, (std::filesystem::path(o.checkpoint) / tag).string(),
+                          neox.deepspeed.precision.modelDtype, o.cacheLayers);
 
   SamplingOptions sampling = o.sampling;
   if (o.stopAtEndOfDocument) sampling.stopToken = tokenizer->endOfDocument();
-  const auto generated = generateTokens(model, params.data(), tokenizer->encode(o.prompt), sampling);
+  const auto generated = generateTokens(
+      model,
+      [&](const std::vector<int32_t>& context) { return model.nextTokenLogits(context, layers); },
+      tokenizer->encode(o.prompt), sampling);
   std::fprintf(stderr, "ds-generate: %s/%s, %zu parameters, %zu new tokens\n",
-               o.checkpoint.c_str(), tag.c_str(), engine.parameterCount(), generated.size());
+               o.checkpoint.c_str(), tag.c_str(), model.parameterCount(), generated.size());
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  constexpr double kMiB = 1024.0 * 1024.0;
+  std::fprintf(stderr,
+               "ds-generate: peak RSS %.1f MiB; parameters %.1f MiB in fp32, at most %.1f MiB of "
+               "them held (layer by layer, %zu cached)\n",
+               static_cast<double>(usage.ru_maxrss) / 1024.0,
+               static_cast<double>(model.parameterCount() * sizeof(float)) / kMiB,
+               static_cast<double>(layers.peakResidentBytes()) / kMiB, o.cacheLayers);
   std::printf("%s%s\n", o.prompt.c_str(), tokenizer->decode(generated).c_str());
   return 0;
 }
@@ -82,6 +101,9 @@ int main(int argc, char** argv) {
     app.add_option("--top-k,--top_k", o.sampling.topK, "sample among the K likeliest (0: all)")
         ->check(CLI::Range(0, 1 << 30));
     app.add_option("--seed", o.sampling.seed, "sampling seed");
+    app.add_option("--cache-layers", o.cacheLayers,
+                   "released layers kept in memory (the rest are read again when used)")
+        ->check(CLI::Range(0, 1 << 20));
     app.add_flag("!--no-stop", o.stopAtEndOfDocument,
                  "keep going past the end-of-document token");
     try {

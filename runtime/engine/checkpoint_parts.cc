@@ -1,0 +1,83 @@
+#include "runtime/engine/checkpoint_parts.h"
+
+#include <filesystem>
+#include <map>
+
+#include "common/error.h"
+#include "runtime/checkpoint/checkpoint_files.h"
+
+namespace ds::runtime {
+
+namespace fs = std::filesystem;
+
+std::vector<CheckpointPart> readCheckpointParts(const std::string& root) {
+  std::vector<CheckpointPart> parts;
+  {
+    CheckpointPart top{root, (fs::path(root) / "manifest.json").string(), {}, {}};
+    top.manifest = readManifest(top.manifestPath);
+    const ManifestGrid grid = top.manifest.grid.value_or(ManifestGrid{});
+    if (grid.stage != 0 || grid.modelRank != 0)
+      throw Error(top.manifestPath + ": grid: the top part must be stage 0, model rank 0");
+    parts.push_back(std::move(top));
+    for (int64_t stage = 0; stage < grid.pipe; ++stage)
+      for (int64_t modelRank = 0; modelRank < grid.model; ++modelRank) {
+        if (stage == 0 && modelRank == 0) continue;
+        CheckpointPart part;
+        part.dir = gridCheckpointDir(root, stage, modelRank);
+        part.manifestPath = (fs::path(part.dir) / "manifest.json").string();
+        part.manifest = readManifest(part.manifestPath);
+        const std::optional<ManifestGrid>& g = part.manifest.grid;
+        if (!g || g->pipe != grid.pipe || g->model != grid.model || g->stage != stage ||
+            g->modelRank != modelRank)
+          throw Error(part.manifestPath + ": grid: expected stage " + std::to_string(stage) +
+                      " and model rank " + std::to_string(modelRank) + " of a pipe " +
+                      std::to_string(grid.pipe) + " x model " + std::to_string(grid.model) +
+                      " checkpoint");
+        parts.push_back(std::move(part));
+      }
+  }
+  for (CheckpointPart& part : parts) {
+    size_t offset = 0;
+    for (const ManifestTensor& t : part.manifest.tensors) {
+      ParamSpec spec;
+      spec.name = t.name;
+      spec.numel = t.numel;
+      spec.offset = offset;
+      offset += t.numel;
+      if (t.slice) spec.slice = *t.slice;
+      part.specs.push_back(std::move(spec));
+    }
+  }
+  return parts;
+}
+
+std::vector<std::vector<TensorSource>> tensorSources(const std::vector<CheckpointPart>& parts,
+                                                     const std::vector<ParamSpec>& specs) {
+  const std::string& manifestPath = parts.front().manifestPath;
+  std::vector<std::vector<TensorSource>> sources(specs.size());
+  std::map<std::string, std::vector<TensorSource>> byName;
+  for (size_t p = 0; p < parts.size(); ++p)
+    for (size_t u = 0; u < parts[p].specs.size(); ++u)
+      byName[parts[p].specs[u].name].push_back({p, u});
+  for (size_t t = 0; t < specs.size(); ++t) {
+    const auto it = byName.find(specs[t].name);
+    if (it == byName.end())
+      throw Error(manifestPath + ": the checkpoint has no tensor \"" + specs[t].name +
+                  "\" (saved from another model?)");
+    const int64_t stage =
+        parts[it->second.front().part].manifest.grid.value_or(ManifestGrid{}).stage;
+    for (const TensorSource& source : it->second) {
+      const ParamSpec& was = parts[source.part].specs[source.tensor];
+      if (parts[source.part].manifest.grid.value_or(ManifestGrid{}).stage != stage) continue;
+      if (was.fullSlice().fullNumel != specs[t].fullSlice().fullNumel)
+        throw Error(parts[source.part].manifestPath + ": tensor \"" + was.name + "\" has " +
+                    std::to_string(was.fullSlice().fullNumel) + " elements in full, this model " +
+                    std::to_string(specs[t].fullSlice().fullNumel));
+      sources[t].push_back(source);
+      if (was.slice.fullNumel == 0) break;  // a whole copy has everything
+    }
+  }
+  return sources;
+}
+
+}  // namespace ds::runtime
