@@ -26,8 +26,8 @@ std::string sampleJson(int stage, int world, const std::string& precision) {
   std::string json = R"({"train_batch_size": )" + std::to_string(2 * world) +
                      R"(, "train_micro_batch_size_per_gpu": 2,
     "optimizer": {"type": "AdamW", "params": {"lr": 0.01}},
-    "zero_optimization": {"stage": )" + std::to_string(stage) +
-                     R"(, "stage3_param_persistence_threshold": 0})";
+    "zero_optimization": {"stage": )" +
+                     std::to_string(stage) + R"(, "stage3_param_persistence_threshold": 0})";
   if (precision == "bf16") json += R"(, "bf16": {"enabled": true})";
   return json + "}";
 }
@@ -95,8 +95,8 @@ TEST_CASE("layerwise sample: a model x data grid samples in lockstep", "[gpt][sa
     const PipeModelDataTopology topology(1, kModel, kWorld / kModel);
     TopologyGroups groups = buildTopologyGroups(factory, topology);
     Gpt model(config, GptPlacement{groups.model->rank(), kModel, groups.model.get()});
-    const auto ds = parseDeepSpeedConfig(sampleJson(3, kWorld / kModel, "fp32"), kWorld / kModel,
-                                         "sample");
+    const auto ds =
+        parseDeepSpeedConfig(sampleJson(3, kWorld / kModel, "fp32"), kWorld / kModel, "sample");
     Engine engine(model, ds, *groups.data, 11, ParallelGroups{groups.model.get(), nullptr});
     tokens[r] = generateTokens(
         model,

@@ -324,10 +324,11 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   // evaluation batches but not for a growing context: there ds-generate samples from a checkpoint.
   if (grid.pipeSize > 1) {
     if (join.rank == 0)
-      std::printf("sample: skipped (this rank holds pipeline stage %d of %d and model slice %d of "
-                  "%d, and a sample passes activations through every stage; ds-generate samples "
-                  "from a saved checkpoint)\n",
-                  grid.pipeRank, grid.pipeSize, grid.modelRank, grid.modelSize);
+      std::printf(
+          "sample: skipped (this rank holds pipeline stage %d of %d and model slice %d of "
+          "%d, and a sample passes activations through every stage; ds-generate samples "
+          "from a saved checkpoint)\n",
+          grid.pipeRank, grid.pipeSize, grid.modelRank, grid.modelSize);
   } else {
     const runtime::TokenSamples& source = valid ? *valid : train;
     std::vector<int32_t> prompt = source.sample(0);

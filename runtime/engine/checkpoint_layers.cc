@@ -56,7 +56,8 @@ const float* CheckpointLayers::acquireParameters(int layer) {
   auto it = layers_.find(layer);
   if (it == layers_.end()) {
     const auto [t0, t1] = layerTensors_.at(layer);
-    const size_t numel = t0 == t1 ? 0 : specs_[t1 - 1].offset + specs_[t1 - 1].numel - specs_[t0].offset;
+    const size_t numel =
+        t0 == t1 ? 0 : specs_[t1 - 1].offset + specs_[t1 - 1].numel - specs_[t0].offset;
     Layer fresh;
     fresh.values.resize(numel);
     read(layer, fresh.values.data());

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <tuple>
+#include <memory>
 
 #include "common/error.h"
 #include "runtime/checkpoint/checkpoint_files.h"
@@ -193,15 +193,15 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
       // consecutive runs of each, written at their place while the group is acquired.
       const size_t shard = zero_->shardLayout().shardSize();
       ShardFileWriter file((fs::path(mine_dir) / shardFileName(rank)).string());
-      forEachStateGroup([&](size_t g, const float* master,
-                            const std::vector<OptimizerStateArray>& states) {
-        const size_t begin = zero_->shardLayout().shardBegin(groups_[g].t0);
-        const size_t count = zero_->shardLayout().shardBegin(groups_[g].t1) - begin;
-        file.writeAt(begin * sizeof(float), master, count * sizeof(float));
-        for (size_t a = 0; a < states.size(); ++a)
-          file.writeAt(((a + 1) * shard + begin) * sizeof(float), states[a].data,
-                       states[a].count * sizeof(float));
-      });
+      forEachStateGroup(
+          [&](size_t g, const float* master, const std::vector<OptimizerStateArray>& states) {
+            const size_t begin = zero_->shardLayout().shardBegin(groups_[g].t0);
+            const size_t count = zero_->shardLayout().shardBegin(groups_[g].t1) - begin;
+            file.writeAt(begin * sizeof(float), master, count * sizeof(float));
+            for (size_t a = 0; a < states.size(); ++a)
+              file.writeAt(((a + 1) * shard + begin) * sizeof(float), states[a].data,
+                           states[a].count * sizeof(float));
+          });
       const WrittenFile written = file.finish();
       mine = {written.bytes, written.checksum};
     });
@@ -332,28 +332,28 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
       }
     // The files this group reads from, opened for the group only (a checkpoint of many ranks
     // has many files).
-    std::map<std::pair<size_t, int>, std::pair<PartitionLayout, CheckpointReader>> open;
-    auto file = [&](size_t p, int q) -> std::pair<PartitionLayout, CheckpointReader>& {
-      auto it = open.find({p, q});
-      if (it == open.end()) {
+    struct OpenFile {
+      PartitionLayout layout;  // the saving rank's shard
+      CheckpointReader reader;
+    };
+    std::map<std::pair<size_t, int>, std::unique_ptr<OpenFile>> open;
+    auto file = [&](size_t p, int q) -> OpenFile& {
+      std::unique_ptr<OpenFile>& f = open[{p, q}];
+      if (!f) {
         const CheckpointManifest& pm = parts[p].manifest;
-        it = open.emplace(std::piecewise_construct, std::forward_as_tuple(p, q),
-                          std::forward_as_tuple(
-                              std::piecewise_construct,
-                              std::forward_as_tuple(parts[p].specs,
-                                                    static_cast<int>(pm.files.size()), q),
-                              std::forward_as_tuple(
-                                  (fs::path(parts[p].dir) / pm.files[q].name).string())))
-                 .first;
+        f.reset(
+            new OpenFile{PartitionLayout(parts[p].specs, static_cast<int>(pm.files.size()), q),
+                         CheckpointReader((fs::path(parts[p].dir) / pm.files[q].name).string())});
       }
-      return it->second;
+      return *f;
     };
     for (size_t t = groups_[g].t0; t < groups_[g].t1; ++t)
       for (const TensorSource& source : sources[t]) {
         const size_t p = source.part;
         const int oldParts = static_cast<int>(parts[p].manifest.files.size());
         for (int q = 0; q < oldParts; ++q) {
-          auto& [old, reader] = file(p, q);
+          OpenFile& f = file(p, q);
+          const PartitionLayout& old = f.layout;
           const TensorPlacement& was = old.tensor(source.tensor);
           const TensorPlacement& now = zero_->shardLayout().tensor(t);
           const size_t nowBegin = std::min(now.numel, newPart * now.slice);
@@ -366,9 +366,9 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
           for (const SliceCopy& c : copies) {
             loaded[t] += c.count;
             for (size_t a = 0; a < nLoaded; ++a)
-              reader.read((a * old.shardSize() + was.shardOffset + c.fromLocal - wasBegin) *
-                              sizeof(float),
-                          c.count * sizeof(float), destination(a, t) + (c.toLocal - nowBegin));
+              f.reader.read(
+                  (a * old.shardSize() + was.shardOffset + c.fromLocal - wasBegin) * sizeof(float),
+                  c.count * sizeof(float), destination(a, t) + (c.toLocal - nowBegin));
           }
         }
       }

@@ -14,7 +14,8 @@ std::vector<int32_t> generateTokens(Gpt& model, const float* params,
                                     const SamplingOptions& options) {
   FlatParameters access(model, params);
   return generateTokens(
-      model, [&](const std::vector<int32_t>& context) { return model.nextTokenLogits(context, access); },
+      model,
+      [&](const std::vector<int32_t>& context) { return model.nextTokenLogits(context, access); },
       prompt, options);
 }
 

@@ -14,12 +14,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "common/guarded_main.h"
 #include "common/files.h"
+#include "common/guarded_main.h"
 #include "common/json_text.h"
+#include "runtime/checkpoint/checkpoint_files.h"
 #include "runtime/config/job_config.h"
 #include "runtime/config/neox_config.h"
-#include "runtime/checkpoint/checkpoint_files.h"
 #include "runtime/engine/checkpoint_layers.h"
 #include "runtime/model/gpt.h"
 #include "runtime/model/sampler.h"
@@ -57,7 +57,8 @@ int run(const Options& o) {
   Gpt model(modelConfig);
   const std::string tag = o.tag.empty() ? readLatestTag(o.checkpoint) : o.tag;
   if (tag.empty() || tag.front() == '.' || tag.find_first_of("/\\") != std::string::npos)
-    throw ds::Error("checkpoint tag \"" + tag + "\": expected a plain name (no '/', not empty, "
+    throw ds::Error("checkpoint tag \"" + tag +
+                    "\": expected a plain name (no '/', not empty, "
                     "not starting with '.'), e.g. \"global_step100\"");
   CheckpointLayers layers(model, (std::filesystem::path(o.checkpoint) / tag).string(),
                           neox.deepspeed.precision.modelDtype, o.cacheLayers);
@@ -68,8 +69,8 @@ int run(const Options& o) {
       model,
       [&](const std::vector<int32_t>& context) { return model.nextTokenLogits(context, layers); },
       tokenizer->encode(o.prompt), sampling);
-  std::fprintf(stderr, "ds-generate: %s/%s, %zu parameters, %zu new tokens\n",
-               o.checkpoint.c_str(), tag.c_str(), model.parameterCount(), generated.size());
+  std::fprintf(stderr, "ds-generate: %s/%s, %zu parameters, %zu new tokens\n", o.checkpoint.c_str(),
+               tag.c_str(), model.parameterCount(), generated.size());
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
   constexpr double kMiB = 1024.0 * 1024.0;
