@@ -45,10 +45,14 @@ double engineBuffers(const DeepSpeedConfig& c, const ModelShape& m, int world, d
   if (model != DType::F32 && stage < 3) b += 2.0 * 4.0 * m.largestLayer;
   if (model != DType::F32 && (stage == 1 || stage == 2)) b += shard * bytesOf(model);
   if (stage == 3) {
-    // Gathered layers stay in fp32 up to stage3_max_live_parameters elements (at least the layer
-    // in use), beside one layer's gather staging in the model dtype.
+    // Gathered layers in fp32: the one in use and the one kept for its reuse in backward, plus,
+    // with overlap_comm, the prefetched ones (stage3_prefetch_bucket_size), all within
+    // stage3_max_live_parameters; beside one layer's gather staging in the model dtype.
+    const double prefetched =
+        c.zero.overlapComm ? static_cast<double>(c.zero.prefetchBucketSize) : 0.0;
     const double live = std::max(
-        m.largestLayer, std::min(static_cast<double>(c.zero.maxLiveParameters), m.parameters));
+        m.largestLayer, std::min({static_cast<double>(c.zero.maxLiveParameters), m.parameters,
+                                  2.0 * m.largestLayer + prefetched}));
     b += 4.0 * live + m.largestLayer * bytesOf(model);
   }
   return b;
@@ -83,16 +87,17 @@ std::string RankPeakMemory::peakPhase() const {
   return closingSample > training ? "closing sample" : "training";
 }
 
-double constructionTransientBytes(const DeepSpeedConfig&, const ModelShape& model, int,
+double constructionTransientBytes(const DeepSpeedConfig& c, const ModelShape&, int,
                                   const RankPeakMemory&) {
-  // The initial values, whole and fp32, summed over the ranks before the stage takes its part.
-  return 4.0 * model.parameters;
+  // Partitioned construction (zero.Init): each rank draws only what it keeps, straight into
+  // place; a 16-bit model's values pass through a 64K-element fp32 scratch.
+  return c.precision.modelDtype == DType::F32 ? 0.0 : 4.0 * 65536;
 }
 
 double closingSampleBytes(const DeepSpeedConfig&, const ModelShape& model, int) {
-  // fullParameters() (fp32, every rank) and, on rank 0, FlatParameters' gradient buffer; on top
-  // of what training left allocated (its buffers and activations), which the caller adds.
-  return 8.0 * model.parameters;
+  // The sample runs layer by layer through the engine (stage 3 gathers each layer when used):
+  // one layer's fp32 view at most, beside what training left allocated (the caller adds it).
+  return 4.0 * model.largestLayer;
 }
 
 RankPeakMemory estimateRankPeakMemory(const DeepSpeedConfig& c, const ModelShape& m, int world) {
@@ -123,13 +128,6 @@ RankPeakMemory estimateRankPeakMemory(const DeepSpeedConfig& c, const ModelShape
     r.parameters = bytesOf(model) * std::min(shard, inCpu + 2.0 * m.largestLayer / world);
   }
   r.buffers = engineBuffers(c, m, world, shard, group);
-  if (c.zero.offloadOptimizer.device == OffloadDevice::Nvme && (stage == 1 || stage == 2) &&
-      model == DType::F32)
-    // Measured (test_rank_peak_memory_launch.cc): with the optimizer state in the swap file nothing
-    // takes the place the initial values held at construction, and the allocator keeps it. A
-    // 16-bit model's fp32 layer views and sample copies reuse it (measured: a 40M-parameter bf16
-    // GPT at stage 1 with offload_optimizer nvme peaks at 749.5 MiB, predicted 749).
-    r.buffers += constructionTransientBytes(c, m, world, r);
   r.activations = m.activationBytes;
   r.construction = constructionTransientBytes(c, m, world, r);
   r.closingSample = r.buffers + r.activations + closingSampleBytes(c, m, world);
