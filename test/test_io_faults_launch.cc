@@ -167,8 +167,8 @@ TEST_CASE(
   CHECK(failed.status != 0);
   CHECK(failed.status < 128);
   CHECK(std::regex_search(
-      failed.output, std::regex("ckpt/\\.tmp-global_step[0-9]+/[^ :]+: write failed after "
-                                "[0-9]+ bytes: No space left on device \\(ENOSPC, errno 28\\)")));
+      failed.output, std::regex("ckpt/\\.tmp-global_step[0-9]+/[^ :]+: write failed at offset "
+                                "[0-9]+: No space left on device \\(ENOSPC, errno 28\\)")));
   checkLastCheckpointIntact(dir + "/ckpt");
   checkResumes(dir, "full");
 }
