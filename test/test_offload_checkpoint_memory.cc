@@ -61,7 +61,7 @@ TEST_CASE("offload_optimizer: save and load hold one sub-group beyond the steady
       widths);
   REQUIRE(measured);
   const size_t groupBytes = 2 * kGroup * sizeof(float);  // Adam's m and v of one group
-  WARN("states " << stateBytes / 1048576.0 << " MiB on NVMe; peak RSS above the steady state: save "
+  INFO("states " << stateBytes / 1048576.0 << " MiB on NVMe; peak RSS above the steady state: save "
                  << saveGrowth / 1048576.0 << " MiB, load " << loadGrowth / 1048576.0
                  << " MiB (one group: " << groupBytes / 1048576.0 << " MiB)");
   REQUIRE(stateBytes > 6 * groupBytes);

@@ -47,6 +47,18 @@ class MicroBatches {
   int64_t next_ = 0;
 };
 
+// Neighbour pairs (topology_groups.h): group rank 0 is the lower stage.
+constexpr int kLower = 0, kUpper = 1;
+
+// The activation hand-offs both schedules share.
+void recvActivation(Communicator& prevStage, const PipelineStage& stage, BoundaryBuffer& buffer) {
+  buffer.input.resize(stage.boundaryElements(buffer.batch));
+  prevStage.recv(buffer.input.data(), buffer.input.size(), kLower);
+}
+void sendActivation(Communicator& nextStage, const BoundaryBuffer& buffer) {
+  nextStage.send(buffer.output.data(), buffer.output.size(), kUpper);
+}
+
 }  // namespace
 
 PipelineStage* Engine::pipelineStage() const {
@@ -86,8 +98,6 @@ float Engine::runTrainSchedule(PipelineStage& stage,
   // activation gradients sent back carry the same factor, so every stage's sum is the step's.
   const float gradScale = static_cast<float>(scaler_.scale() / gas);
   double lossSum = 0.0;
-  // Neighbour pairs: group rank 0 is the lower stage.
-  constexpr int kLower = 0, kUpper = 1;
   for (const PipeStep& step : trainSchedule(gas, stages, stageId))
     for (const PipeInstruction& instruction : step) {
       const int b = instruction.bufferId;
@@ -95,12 +105,9 @@ float Engine::runTrainSchedule(PipelineStage& stage,
         case PipeOp::LoadMicroBatch:
           micro.load(b);
           break;
-        case PipeOp::RecvActivation: {
-          BoundaryBuffer& buffer = micro.load(b);
-          buffer.input.resize(stage.boundaryElements(buffer.batch));
-          grid_.prevStage->recv(buffer.input.data(), buffer.input.size(), kLower);
+        case PipeOp::RecvActivation:
+          recvActivation(*grid_.prevStage, stage, micro.load(b));
           break;
-        }
         case PipeOp::ForwardPass: {
           BoundaryBuffer& buffer = micro.load(b);
           if (!stage.lastStage()) buffer.output.resize(stage.boundaryElements(buffer.batch));
@@ -116,11 +123,9 @@ float Engine::runTrainSchedule(PipelineStage& stage,
           if (stage.lastStage()) lossSum += loss;
           break;
         }
-        case PipeOp::SendActivation: {
-          const BoundaryBuffer& buffer = micro.at(b);
-          grid_.nextStage->send(buffer.output.data(), buffer.output.size(), kUpper);
+        case PipeOp::SendActivation:
+          sendActivation(*grid_.nextStage, micro.at(b));
           break;
-        }
         case PipeOp::RecvGrad: {
           BoundaryBuffer& buffer = micro.at(b);
           buffer.outputGrad.resize(stage.boundaryElements(buffer.batch));
@@ -165,7 +170,6 @@ float Engine::runInferenceSchedule(PipelineStage& stage,
   stage.setPipeBuffers(kInferencePipeBuffers);
   MicroBatches micro(microBatch, kInferencePipeBuffers);
   double lossSum = 0.0;
-  constexpr int kLower = 0, kUpper = 1;
   for (const PipeStep& step : inferenceSchedule(gas, stages, stageId))
     for (const PipeInstruction& instruction : step) {
       const int b = instruction.bufferId;
@@ -173,17 +177,12 @@ float Engine::runInferenceSchedule(PipelineStage& stage,
         case PipeOp::LoadMicroBatch:
           micro.load(b);
           break;
-        case PipeOp::RecvActivation: {
-          BoundaryBuffer& buffer = micro.load(b);
-          buffer.input.resize(stage.boundaryElements(buffer.batch));
-          grid_.prevStage->recv(buffer.input.data(), buffer.input.size(), kLower);
+        case PipeOp::RecvActivation:
+          recvActivation(*grid_.prevStage, stage, micro.load(b));
           break;
-        }
-        case PipeOp::SendActivation: {
-          const BoundaryBuffer& buffer = micro.at(b);
-          grid_.nextStage->send(buffer.output.data(), buffer.output.size(), kUpper);
+        case PipeOp::SendActivation:
+          sendActivation(*grid_.nextStage, micro.at(b));
           break;
-        }
         case PipeOp::ForwardPass: {
           BoundaryBuffer& buffer = micro.load(b);
           if (!stage.lastStage()) buffer.output.resize(stage.boundaryElements(buffer.batch));
