@@ -3,6 +3,7 @@
 // (counters on their own cache lines, two pieces each). Everything cache-line aligned.
 #include "runtime/comm/shm_communicator.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <unistd.h>
@@ -11,8 +12,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <thread>
 
 #include "common/error.h"
@@ -30,10 +29,18 @@ struct alignas(kCacheLine) Counter {
 };
 
 // A zombie counts as dead: it will never arrive, whoever is slow to reap it.
+// A process that ends between the two checks is gone too: reading its /proc file then fails
+// with ESRCH (through an ifstream, libstdc++ throws on that read).
 bool processGone(int pid) {
   if (kill(pid, 0) != 0) return errno == ESRCH;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), {});
+  const int fd = ::open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT || errno == ESRCH;
+  char buffer[512];
+  const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+  const int readErrno = errno;
+  ::close(fd);
+  if (n < 0) return readErrno == ESRCH;
+  const std::string text(buffer, static_cast<size_t>(n));
   const auto close = text.rfind(')');
   return close != std::string::npos && close + 2 < text.size() &&
          (text[close + 2] == 'Z' || text[close + 2] == 'X');
