@@ -168,3 +168,47 @@ TEST_CASE(
           train(world, "", "\"stage3_param_persistence_threshold\": 10000").params);
   }
 }
+
+TEST_CASE(
+    "offload_param: the optimizer step streams the shard sub-group by sub-group, never "
+    "holding it whole, at fp32 (the shard is the master) and 16-bit (only its copy is written)",
+    "[offload]") {
+  const std::string swap = swapDir("param-streamed-step");
+  if (swap.empty()) return;
+  // Six layers of 256 x 256 + 256 = 65792 elements between the teacher's 16 inputs and 4
+  // outputs; sub-groups of 50000 elements cut through them, so a layer is completed by the
+  // second or third sub-group that covers it.
+  const std::vector<int> widths = {16, 256, 256, 256, 256, 256, 256, 4};
+  const std::string param = R"("offload_param": {"device": "nvme", "nvme_path": ")" + swap +
+                            R"(", "max_in_cpu": 0, "buffer_count": 3})";
+  for (const std::string precision : {"fp32", "bf16", "fp16"}) {
+    for (int world : {1, 2}) {
+      INFO(precision << ", world " << world);
+      auto config = [&](const std::string& offload) {
+        std::string json = engineConfig(3, precision);
+        const std::string anchor = "\"stage3_param_persistence_threshold\": 0";
+        json.replace(json.find(anchor), anchor.size(),
+                     anchor + ", \"sub_group_size\": 50000" + (offload.empty() ? "" : ", " + offload));
+        return json;
+      };
+      const auto plain = trainRanks(world, config(""), kSteps, {}, {}, widths);
+      ZeroStage::OffloadStats stats;
+      const auto nvme = trainRanks(
+          world, config(param), kSteps, {},
+          [&](ds::runtime::Engine& e, int r) {
+            if (r == 0) stats = e.parameterOffloadStats();
+          },
+          widths);
+      for (int r = 0; r < world; ++r) {
+        CHECK(nvme[r].params == plain[r].params);
+        CHECK(nvme[r].losses == plain[r].losses);
+      }
+      REQUIRE(stats.swappedLayers.size() == 7);
+      // At most the two layers a sub-group straddles (the largest ones: 65792 elements each).
+      const uint64_t bytes = precision == "fp32" ? 4 : 2;
+      const uint64_t layerShard = (65792 + world - 1) / world * bytes;
+      CHECK(stats.maxHomeBytesIn > 0);
+      CHECK(stats.maxHomeBytesIn <= 2 * layerShard);
+    }
+  }
+}

@@ -309,11 +309,13 @@ void Engine::stepAtBoundary() {
   // CPU-Adam writes the 16-bit working values in the same pass as the update, where the stage
   // wants them (the working copy itself, or a 16-bit shard to be all-gathered). Where the home
   // streams the master (offload to NVMe) the slice lies in a swap slot only while its group is
-  // updated, so an optimizer that does not fuse the copy has it converted right after, group by
-  // group.
+  // updated, and where the stage streams its working copy (stage 3's offload_param) the layers
+  // go out as their sub-groups finish: an optimizer that does not fuse the copy then has it
+  // converted right after each update, group by group.
   OptimizerStateHome& home = zero_->optimizerStates();
   const bool fused = modelType_ != DType::F32 && groups_.front().optimizer->fusesHalfCopy();
-  const bool convertPerGroup = home.streamsMaster() && zero_->separateMaster() && !fused;
+  const bool convertPerGroup =
+      (home.streamsMaster() || zero_->publishesPerGroup()) && zero_->separateMaster() && !fused;
   char* halfOut = fused || convertPerGroup ? zero_->halfCopyTarget() : nullptr;
   OptimizerTimes& times = optimizerTimes_;
   {
@@ -321,6 +323,10 @@ void Engine::stepAtBoundary() {
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
       const SubGroup& group = groups_[gi];
       const size_t begin = zero_->shardLayout().shardBegin(group.t0);
+      const ZeroStage::TensorRange next =
+          gi + 1 < groups_.size() ? ZeroStage::TensorRange{groups_[gi + 1].t0, groups_[gi + 1].t1}
+                                  : ZeroStage::TensorRange{0, 0};
+      zero_->beforeGroupUpdate({group.t0, group.t1}, next);
       float* master;
       {
         PhaseTimer timer(timed(times.swapInMs));
@@ -345,8 +351,11 @@ void Engine::stepAtBoundary() {
           convertElements(master, DType::F32, halfOut + begin * dtypeBytes(modelType_), modelType_,
                           zero_->shardLayout().shardBegin(group.t1) - begin);
       }
-      PhaseTimer timer(timed(times.swapOutMs));
-      home.release(gi, *group.optimizer);
+      {
+        PhaseTimer timer(timed(times.swapOutMs));
+        home.release(gi, *group.optimizer);
+      }
+      zero_->afterGroupUpdate({group.t0, group.t1});
     }
   }
   {

@@ -53,7 +53,6 @@ size_t ParamSwapper::addGroup(SwapRegion home) {
   std::memset(at + home.bytes, 0, group.fileBytes - home.bytes);
   file_.write(at, group.fileBytes, group.fileOffset);
   givePagesBack(home.data, home.bytes);
-  homesIn_ = false;
   return groups_.size() - 1;
 }
 
@@ -176,26 +175,118 @@ void ParamSwapper::release(size_t g) {
   if (s >= 0) slots_[static_cast<size_t>(s)].pins -= 1;
 }
 
-void ParamSwapper::swapInAll() {
-  if (homesIn_) return;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    // The next groups read while this one is copied: as many as free slots allow.
-    for (size_t k = g + 1; k < groups_.size() && k <= g + slots_.size() - 1; ++k)
-      if (!readAhead(k, false)) break;
-    const char* at = acquire(g);
-    std::memcpy(groups_[g].home.data, at, groups_[g].home.bytes);
-    release(g);
-    // Its buffer is the first to reuse: the home has the values now, and a least-recently-used
-    // choice would instead drop a group this scan still needs, and so on down the scan.
-    std::lock_guard lock(mutex_);
-    Slot& slot = slots_[static_cast<size_t>(slotOf(g))];
-    slot.group = -1;
-    groupSlot_[g] = -1;
+void ParamSwapper::setHomeIn(Group& group, bool in) {
+  if (group.homeIn == in) return;
+  group.homeIn = in;
+  if (in) {
+    homeBytesIn_ += group.home.bytes;
+    counters_.maxHomeBytesIn = std::max(counters_.maxHomeBytesIn, homeBytesIn_);
+  } else {
+    homeBytesIn_ -= group.home.bytes;
   }
-  homesIn_ = true;
 }
 
-void ParamSwapper::markHomesWritten() { homesIn_ = true; }
+bool ParamSwapper::homeIn(size_t g) const {
+  std::lock_guard lock(mutex_);
+  return groups_[g].homeIn;
+}
+
+void ParamSwapper::forgetSlotCopy(std::unique_lock<std::mutex>& lock, size_t g) {
+  const long s = slotOf(g);
+  if (s < 0) return;
+  Slot& slot = slots_[static_cast<size_t>(s)];
+  if (slot.pins > 0)
+    throw Error("offload_param: a buffer still in use when its layer's shard changes (a bug)");
+  waitIo(lock, s);
+  if (slot.group == static_cast<long>(g)) slot.group = -1;
+  groupSlot_[g] = -1;
+}
+
+void ParamSwapper::swapIn(size_t g) {
+  {
+    std::lock_guard lock(mutex_);
+    if (groups_[g].homeIn) return;
+  }
+  const char* at = acquire(g);
+  std::memcpy(groups_[g].home.data, at, groups_[g].home.bytes);
+  release(g);
+  // Its buffer is the first to reuse: the home has the values now and will change, and a
+  // least-recently-used choice would instead drop a group that is still to be read in.
+  std::unique_lock lock(mutex_);
+  forgetSlotCopy(lock, g);
+  setHomeIn(groups_[g], true);
+}
+
+void ParamSwapper::markWritten(size_t g) {
+  std::unique_lock lock(mutex_);
+  forgetSlotCopy(lock, g);  // a read ahead of it lands first, and is then stale
+  setHomeIn(groups_[g], true);
+}
+
+void ParamSwapper::writeOut(std::unique_lock<std::mutex>& lock, size_t g, long s) {
+  Slot& slot = slots_[static_cast<size_t>(s)];
+  slot.pins += 1;  // no read ahead takes it while its last transfer lands
+  try {
+    waitIo(lock, s);
+  } catch (...) {
+    slot.pins -= 1;
+    throw;
+  }
+  slot.pins -= 1;
+  if (slot.group >= 0) groupSlot_[static_cast<size_t>(slot.group)] = -1;
+  if (!slot.buffer) slot.buffer = std::make_unique<AlignedBuffer>(slotBytes_, lockSlots_);
+  char* at = static_cast<char*>(slot.buffer->data());
+  Group& group = groups_[g];
+  std::memcpy(at, group.home.data, group.home.bytes);
+  std::memset(at + group.home.bytes, 0, group.fileBytes - group.home.bytes);
+  givePagesBack(group.home.data, group.home.bytes);
+  setHomeIn(group, false);
+  counters_.bytesWritten += group.fileBytes;
+  slot.group = static_cast<long>(g);
+  slot.used = false;
+  slot.lastUse = ++tick_;
+  groupSlot_[g] = s;
+  slot.ioSerial += 1;
+  slot.io = io_.submit([this, at, bytes = group.fileBytes, offset = group.fileOffset] {
+                 file_.write(at, bytes, offset);
+               })
+                .share();
+}
+
+void ParamSwapper::swapOut(size_t g) {
+  std::unique_lock lock(mutex_);
+  if (!groups_[g].homeIn) return;
+  forgetSlotCopy(lock, g);
+  // A buffer that is done with: free ones first, then the least recently used (a finished write,
+  // whose group the file now holds, or a read that is not pinned: it can be read again).
+  long s = chooseSlot(false);
+  if (s < 0) s = chooseSlot(true);
+  if (s < 0)
+    throw Error("offload_param: every one of the " + std::to_string(slots_.size()) +
+                " buffers is in use (a bug: the step holds none)");
+  writeOut(lock, g, s);
+}
+
+void ParamSwapper::finishWrites() {
+  std::unique_lock lock(mutex_);
+  for (size_t s = 0; s < slots_.size(); ++s) waitIo(lock, static_cast<long>(s));
+}
+
+void ParamSwapper::swapInAll() {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (homeIn(g)) continue;
+    // The next groups read while this one is copied: as many as free slots allow.
+    for (size_t k = g + 1; k < groups_.size() && k <= g + slots_.size() - 1; ++k)
+      if (!homeIn(k) && !readAhead(k, false)) break;
+    swapIn(g);
+  }
+}
+
+void ParamSwapper::markHomesWritten() {
+  clearSlots();  // their copies are stale now
+  std::lock_guard lock(mutex_);
+  for (Group& group : groups_) setHomeIn(group, true);
+}
 
 void ParamSwapper::clearSlots() {
   std::unique_lock lock(mutex_);
@@ -210,42 +301,28 @@ void ParamSwapper::clearSlots() {
 }
 
 void ParamSwapper::swapOutAll() {
-  if (!homesIn_) return;
-  clearSlots();  // their copies are stale now
   std::unique_lock lock(mutex_);
   // Last group first, round the slots: the first layers stay in them for the next forward. Each
   // write runs while the next group is copied into the next slot.
+  size_t written = 0;
   for (size_t i = 0; i < groups_.size(); ++i) {
-    const size_t g = groups_.size() - 1 - i, s = i % slots_.size();
-    Slot& slot = slots_[s];
-    waitIo(lock, static_cast<long>(s));
-    if (slot.group >= 0) groupSlot_[static_cast<size_t>(slot.group)] = -1;
-    if (!slot.buffer) slot.buffer = std::make_unique<AlignedBuffer>(slotBytes_, lockSlots_);
-    char* at = static_cast<char*>(slot.buffer->data());
-    const Group& group = groups_[g];
-    std::memcpy(at, group.home.data, group.home.bytes);
-    std::memset(at + group.home.bytes, 0, group.fileBytes - group.home.bytes);
-    givePagesBack(group.home.data, group.home.bytes);
-    counters_.bytesWritten += group.fileBytes;
-    slot.group = static_cast<long>(g);
-    slot.used = false;
-    slot.lastUse = ++tick_;
-    groupSlot_[g] = static_cast<long>(s);
-    slot.ioSerial += 1;
-    slot.io = io_.submit([this, at, bytes = group.fileBytes, offset = group.fileOffset] {
-                   file_.write(at, bytes, offset);
-                 })
-                  .share();
+    const size_t g = groups_.size() - 1 - i;
+    if (!groups_[g].homeIn) continue;
+    forgetSlotCopy(lock, g);
+    writeOut(lock, g, static_cast<long>(written++ % slots_.size()));
   }
-  homesIn_ = false;
+  lock.unlock();
   // Every write done before the step ends: an I/O error stops the step that caused it.
-  for (size_t s = 0; s < slots_.size(); ++s) waitIo(lock, static_cast<long>(s));
+  finishWrites();
 }
 
 void ParamSwapper::dropHomes() {
-  if (!homesIn_) return;
-  for (const Group& group : groups_) givePagesBack(group.home.data, group.home.bytes);
-  homesIn_ = false;
+  std::lock_guard lock(mutex_);
+  for (Group& group : groups_)
+    if (group.homeIn) {
+      givePagesBack(group.home.data, group.home.bytes);
+      setHomeIn(group, false);
+    }
 }
 
 ParamSwapper::Counters ParamSwapper::counters() const {

@@ -4,10 +4,13 @@
 // of use by prefetch, and all-gathers from there. A group stays in its slot, clean, until the slot
 // is wanted for another one (least recently used first), so a backward that follows its forward
 // closely, or a step that follows its backward, reads nothing again.
-// The homes (the working copy's own arrays) hold the values only around the optimizer step and
-// checkpoints: swapInAll copies every group into its home (from its slot where it still is, which
-// is then free); swapOutAll writes every home through the slots, last group first so that the
-// slots end holding the first layers for the next forward, and gives the homes' pages back.
+// The homes (the working copy's own arrays) hold a group's values only while the optimizer step
+// updates it or a checkpoint reads or writes it, group by group: swapIn copies one group into its
+// home (from its slot where it still is, which is then free), markWritten declares a home that
+// will be rewritten whole (nothing is read), swapOut writes one home through a slot and gives its
+// pages back while the caller goes on. The step streams the shard this way, a sub-group at a
+// time; swapInAll / swapOutAll do every group (checkpoints), the latter last group first so that
+// the slots end holding the first layers for the next forward.
 // Why slots: pages given back and touched again cost a page fault each (slot_swapper.h says how
 // much); slots are touched once and stay resident. The homes still pay those faults once per step
 // (the caller asks for huge pages there: preferHugePages).
@@ -51,9 +54,18 @@ class ParamSwapper {
   const char* acquire(size_t g);
   void release(size_t g);
 
-  void swapInAll();         // every group into its home (the step, checkpoints)
+  // One group's home: read in (a no-op when in already); declared about to be rewritten whole
+  // (its copies in the slots and file are stale from now); written out through a slot (the write
+  // runs on in the background: finishWrites or swapOutAll collects it) and its pages given back.
+  void swapIn(size_t g);
+  void markWritten(size_t g);
+  void swapOut(size_t g);
+  bool homeIn(size_t g) const;
+  void finishWrites();  // every write landed; the first write error is thrown here
+
+  void swapInAll();         // every group into its home (checkpoints)
   void markHomesWritten();  // the caller rewrote every home: swapOutAll must write them all
-  void swapOutAll();        // every home written (if in), then its pages given back
+  void swapOutAll();        // every home in written out, pages given back, writes finished
   void dropHomes();         // the homes' pages given back without a write (they are unchanged)
 
   // What the swapper did so far, for tests and benchmarks.
@@ -62,6 +74,7 @@ class ParamSwapper {
     uint64_t readsAhead = 0;   // reads started by prefetch() (the stage's reads ahead)
     uint64_t hits = 0;         // acquires that found their group in a slot (read or reading)
     int maxReadsInFlight = 0;  // reads running at once, at most
+    uint64_t maxHomeBytesIn = 0;  // the homes' bytes holding values at once, at most
   };
   Counters counters() const;
   // Groups in a slot now (read or being read), in slot order.
@@ -78,6 +91,7 @@ class ParamSwapper {
     SwapRegion home;
     uint64_t fileOffset;
     size_t fileBytes;  // the home's bytes rounded up to whole pages
+    bool homeIn = false;  // the home holds the values (the file may be stale)
   };
   struct Slot {
     std::unique_ptr<AlignedBuffer> buffer;  // allocated when first needed
@@ -97,6 +111,9 @@ class ParamSwapper {
   void startRead(size_t g, long s);  // under mutex_
   void waitIo(std::unique_lock<std::mutex>& lock, long s);
   void clearSlots();  // every slot empty, after its I/O
+  void forgetSlotCopy(std::unique_lock<std::mutex>& lock, size_t g);  // g's slot now free
+  void writeOut(std::unique_lock<std::mutex>& lock, size_t g, long s);  // home -> slot s -> file
+  void setHomeIn(Group& group, bool in);  // under mutex_: the flag and the bytes counted in
 
   SwapFile file_;
   std::vector<Group> groups_;
@@ -104,10 +121,10 @@ class ParamSwapper {
   size_t slotBytes_;
   std::vector<Slot> slots_;
   const bool lockSlots_;
-  bool homesIn_ = true;  // the homes hold every group's values (until addGroup gives them back)
   mutable std::mutex mutex_;
   uint64_t tick_ = 0;
   int readsInFlight_ = 0;
+  uint64_t homeBytesIn_ = 0;
   Counters counters_;
   // Last: destroyed first, so that its threads are joined while the file and slots still exist.
   IoPool io_;

@@ -105,6 +105,18 @@ class ZeroStage {
   bool separateMaster() const { return !master_.empty(); }
   // Where a fused 16-bit copy of the updated shard goes.
   virtual char* halfCopyTarget() = 0;
+  // Around each optimizer sub-group's update (the shard's tensors [first, second)), in order:
+  // before, its working values are made reachable where masterData() and halfCopyTarget() point
+  // (stage 3 with offload_param nvme reads in only the layers' shards it covers, or, where only
+  // their 16-bit copy will be written, reads nothing; `next`, the following sub-group, is read
+  // ahead); after (its 16-bit copy written), the layers' shards it completed are written out
+  // while the next one is updated. So the shard is never in memory whole.
+  using TensorRange = std::pair<size_t, size_t>;
+  virtual void beforeGroupUpdate(TensorRange group, TensorRange next) {}
+  virtual void afterGroupUpdate(TensorRange group) {}
+  // Whether a 16-bit working copy must be written group by group in the step (the optimizer's
+  // fused copy or a conversion right after each update), not converted whole by publish.
+  virtual bool publishesPerGroup() const { return false; }
   // Makes the working copy follow the master (halfWritten: the 16-bit values are written).
   virtual void publishParameters(bool halfWritten) = 0;
   void zeroGradients();
@@ -135,6 +147,7 @@ class ZeroStage {
     std::vector<int> gatheredLayers;         // layers gathered now
     uint64_t reads = 0, readsAhead = 0, hits = 0, bytesRead = 0, bytesWritten = 0;
     int maxReadsInFlight = 0;
+    uint64_t maxHomeBytesIn = 0;             // the shard's bytes in memory at once, at most
     int buffers = 0;                         // offload_param.buffer_count
     size_t bufferBytes = 0;
     bool buffersLocked = false;              // pin_memory: their pages mlock'd

@@ -5,8 +5,10 @@
 // stage3_param_persistence_threshold elements stay gathered. With offload_param nvme each layer's
 // shard of the working copy lives in a swap file: read into one of buffer_count resident buffers
 // ahead of its gather (within the same prefetch budget, with or without overlap_comm) and
-// all-gathered from there, written out once after the optimizer step rewrote it
-// (runtime/offload/param_swapper.h).
+// all-gathered from there. The optimizer step streams the shard sub-group by sub-group: the
+// layers' shards a sub-group covers are read in (fp32: they are the master) or only rewritten
+// (16-bit: the update writes their copy), and written out as soon as complete, while the next
+// sub-group is updated (runtime/offload/param_swapper.h).
 #include <algorithm>
 #include <cstring>
 
@@ -94,13 +96,48 @@ void ZeroStage3::startParameterOffload() {
   }
 }
 
-void ZeroStage3::reduceGradientsForStep() {
-  waitForBackwardReductions();
-  // An fp32 working copy is the master the optimizer reads: it must be in memory for the step.
-  if (paramSwapper_ && master_.empty()) {
-    PhaseTimer timer(timed(paramSwapTimes_.inMs));
-    bringParametersIn();
+void ZeroStage3::reduceGradientsForStep() { waitForBackwardReductions(); }
+
+template <class Visit>
+void ZeroStage3::forEachSwappedLayerIn(TensorRange range, Visit visit) const {
+  const size_t begin = layout_->shardBegin(range.first), end = layout_->shardBegin(range.second);
+  for (int l = 0; l < layerCount(); ++l) {
+    if (swapGroup_[l] < 0) continue;
+    const auto [t0, t1] = ctx_.layerTensors[l];
+    const size_t layerBegin = layout_->shardBegin(t0),
+                 layerEnd = layerBegin + layout_->chunk(t0, t1);
+    if (layerBegin < end && layerEnd > begin)
+      visit(static_cast<size_t>(swapGroup_[l]), layerEnd <= end);
   }
+}
+
+void ZeroStage3::beforeGroupUpdate(TensorRange group, TensorRange next) {
+  if (!paramSwapper_) return;
+  PhaseTimer timer(timed(paramSwapTimes_.inMs));
+  if (!streamedStep_)
+    for (int l = 0; l < layerCount(); ++l) waitLayer(l);  // gathers read the swapper too
+  streamedStep_ = true;
+  // fp32: the working shard is the master the optimizer reads. 16-bit: the update writes the
+  // whole of it (the fused copy or the conversion after), nothing needs reading.
+  const bool read = master_.empty();
+  forEachSwappedLayerIn(group, [&](size_t g, bool) {
+    if (read)
+      paramSwapper_->swapIn(g);
+    else
+      paramSwapper_->markWritten(g);
+  });
+  if (read && next.first < next.second)
+    forEachSwappedLayerIn(next, [&](size_t g, bool) {
+      if (!paramSwapper_->homeIn(g)) paramSwapper_->prefetch(g);
+    });
+}
+
+void ZeroStage3::afterGroupUpdate(TensorRange group) {
+  if (!paramSwapper_) return;
+  PhaseTimer timer(timed(paramSwapTimes_.outMs));
+  forEachSwappedLayerIn(group, [&](size_t g, bool complete) {
+    if (complete) paramSwapper_->swapOut(g);
+  });
 }
 
 void ZeroStage3::bringParametersIn() {
@@ -153,10 +190,12 @@ void ZeroStage3::publishParameters(bool halfWritten) {
   for (int l = 0; l < layerCount(); ++l) freeLayer(l);
   convertMasterToWorking(master_.size(), halfWritten);
   // Every byte of the shard was just rewritten (by the update or the conversion), given-back
-  // pages included: all of it goes to the swap file.
+  // pages included: all of it goes to the swap file, unless the step streamed it out already
+  // (then only its last writes are waited for).
   if (paramSwapper_) {
     PhaseTimer timer(timed(paramSwapTimes_.outMs));
-    paramSwapper_->markHomesWritten();
+    if (!streamedStep_) paramSwapper_->markHomesWritten();
+    streamedStep_ = false;
     paramSwapper_->swapOutAll();
   }
   for (int l = 0; l < layerCount(); ++l)
@@ -254,6 +293,7 @@ ZeroStage3::OffloadStats ZeroStage3::offloadStats() const {
   out.bytesRead = c.bytesRead;
   out.bytesWritten = c.bytesWritten;
   out.maxReadsInFlight = c.maxReadsInFlight;
+  out.maxHomeBytesIn = c.maxHomeBytesIn;
   out.buffers = paramSwapper_->slotCount();
   out.bufferBytes = paramSwapper_->slotBytes();
   out.buffersLocked = paramSwapper_->slotsLocked();

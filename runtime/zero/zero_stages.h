@@ -80,6 +80,9 @@ class ZeroStage3 : public ZeroStage {
   void gradientsDone(int layer) override;
   void reduceGradientsForStep() override;
   char* halfCopyTarget() override { return working_.data(); }
+  void beforeGroupUpdate(TensorRange group, TensorRange next) override;
+  void afterGroupUpdate(TensorRange group) override;
+  bool publishesPerGroup() const override { return paramSwapper_ != nullptr; }
   void publishParameters(bool halfWritten) override;
   std::vector<float> fullParameters() override;
   void startParameterOffload() override;
@@ -97,6 +100,10 @@ class ZeroStage3 : public ZeroStage {
   void dropLayer(int layer);  // unless persistent
   void freeLayer(int layer);
   void prefetchFrom(int layer, int direction);
+  // Each swapped layer whose shard overlaps the shard's tensors [range.first, range.second):
+  // visit(its swap group, whether the range holds the layer's last element).
+  template <class Visit>
+  void forEachSwappedLayerIn(TensorRange range, Visit visit) const;
 
   std::vector<std::vector<float>> layerParams_;  // fp32 per layer: gathered
   // The all-gather's rank-major staging, reused by every gather (they run one at a time on the
@@ -110,6 +117,7 @@ class ZeroStage3 : public ZeroStage {
   // memory).
   std::unique_ptr<ParamSwapper> paramSwapper_;
   std::vector<int> swapGroup_;
+  bool streamedStep_ = false;  // this step's sub-groups wrote their layers out themselves
 };
 
 }  // namespace ds::runtime
