@@ -323,10 +323,7 @@ void Engine::stepAtBoundary() {
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
       const SubGroup& group = groups_[gi];
       const size_t begin = zero_->shardLayout().shardBegin(group.t0);
-      const ZeroStage::TensorRange next =
-          gi + 1 < groups_.size() ? ZeroStage::TensorRange{groups_[gi + 1].t0, groups_[gi + 1].t1}
-                                  : ZeroStage::TensorRange{0, 0};
-      zero_->beforeGroupUpdate({group.t0, group.t1}, next);
+      zero_->beforeGroupUpdate({group.t0, group.t1});
       float* master;
       {
         PhaseTimer timer(timed(times.swapInMs));

@@ -265,6 +265,9 @@ void ParamSwapper::swapOut(size_t g) {
     throw Error("offload_param: every one of the " + std::to_string(slots_.size()) +
                 " buffers is in use (a bug: the step holds none)");
   writeOut(lock, g, s);
+  // Once written, the buffer may take a read ahead: the step goes on to later layers, and the
+  // next forward starts from the first.
+  slots_[static_cast<size_t>(s)].used = true;
 }
 
 void ParamSwapper::finishWrites() {

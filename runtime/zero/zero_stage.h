@@ -107,12 +107,11 @@ class ZeroStage {
   virtual char* halfCopyTarget() = 0;
   // Around each optimizer sub-group's update (the shard's tensors [first, second)), in order:
   // before, its working values are made reachable where masterData() and halfCopyTarget() point
-  // (stage 3 with offload_param nvme reads in only the layers' shards it covers, or, where only
-  // their 16-bit copy will be written, reads nothing; `next`, the following sub-group, is read
-  // ahead); after (its 16-bit copy written), the layers' shards it completed are written out
+  // (stage 3 with offload_param nvme reads in only the layers' shards it covers and reads the
+  // next ones ahead, or, where only their 16-bit copy will be written, reads nothing); after (its 16-bit copy written), the layers' shards it completed are written out
   // while the next one is updated. So the shard is never in memory whole.
   using TensorRange = std::pair<size_t, size_t>;
-  virtual void beforeGroupUpdate(TensorRange group, TensorRange next) {}
+  virtual void beforeGroupUpdate(TensorRange group) {}
   virtual void afterGroupUpdate(TensorRange group) {}
   // Whether a 16-bit working copy must be written group by group in the step (the optimizer's
   // fused copy or a conversion right after each update), not converted whole by publish.

@@ -111,7 +111,7 @@ void ZeroStage3::forEachSwappedLayerIn(TensorRange range, Visit visit) const {
   }
 }
 
-void ZeroStage3::beforeGroupUpdate(TensorRange group, TensorRange next) {
+void ZeroStage3::beforeGroupUpdate(TensorRange group) {
   if (!paramSwapper_) return;
   PhaseTimer timer(timed(paramSwapTimes_.inMs));
   if (!streamedStep_)
@@ -119,17 +119,22 @@ void ZeroStage3::beforeGroupUpdate(TensorRange group, TensorRange next) {
   streamedStep_ = true;
   // fp32: the working shard is the master the optimizer reads. 16-bit: the update writes the
   // whole of it (the fused copy or the conversion after), nothing needs reading.
-  const bool read = master_.empty();
-  forEachSwappedLayerIn(group, [&](size_t g, bool) {
-    if (read)
-      paramSwapper_->swapIn(g);
-    else
-      paramSwapper_->markWritten(g);
-  });
-  if (read && next.first < next.second)
-    forEachSwappedLayerIn(next, [&](size_t g, bool) {
-      if (!paramSwapper_->homeIn(g)) paramSwapper_->prefetch(g);
-    });
+  if (!master_.empty()) {
+    forEachSwappedLayerIn(group, [&](size_t g, bool) { paramSwapper_->markWritten(g); });
+    return;
+  }
+  forEachSwappedLayerIn(group, [&](size_t g, bool) { paramSwapper_->swapIn(g); });
+  // The layers after this sub-group are read while it is updated, as far as half the buffers
+  // go (the other half take the writes of the layers it completes).
+  const size_t groupEnd = layout_->shardBegin(group.second);
+  int ahead = std::max(1, paramSwapper_->slotCount() / 2);
+  for (int l = 0; l < layerCount() && ahead > 0; ++l) {
+    if (swapGroup_[l] < 0 || layout_->shardBegin(ctx_.layerTensors[l].first) < groupEnd) continue;
+    const auto g = static_cast<size_t>(swapGroup_[l]);
+    if (paramSwapper_->homeIn(g)) continue;
+    if (!paramSwapper_->prefetch(g)) break;
+    --ahead;
+  }
 }
 
 void ZeroStage3::afterGroupUpdate(TensorRange group) {

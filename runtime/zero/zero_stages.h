@@ -80,7 +80,7 @@ class ZeroStage3 : public ZeroStage {
   void gradientsDone(int layer) override;
   void reduceGradientsForStep() override;
   char* halfCopyTarget() override { return working_.data(); }
-  void beforeGroupUpdate(TensorRange group, TensorRange next) override;
+  void beforeGroupUpdate(TensorRange group) override;
   void afterGroupUpdate(TensorRange group) override;
   bool publishesPerGroup() const override { return paramSwapper_ != nullptr; }
   void publishParameters(bool halfWritten) override;
