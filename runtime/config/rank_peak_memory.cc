@@ -87,11 +87,16 @@ std::string RankPeakMemory::peakPhase() const {
   return closingSample > training ? "closing sample" : "training";
 }
 
-double constructionTransientBytes(const DeepSpeedConfig& c, const ModelShape&, int,
-                                  const RankPeakMemory&) {
+double constructionTransientBytes(const DeepSpeedConfig& c, const ModelShape& model, int world,
+                                  const RankPeakMemory& resident) {
   // Partitioned construction (zero.Init): each rank draws only what it keeps, straight into
   // place; a 16-bit model's values pass through a 64K-element fp32 scratch.
-  return c.precision.modelDtype == DType::F32 ? 0.0 : 4.0 * 65536;
+  const double scratch = c.precision.modelDtype == DType::F32 ? 0.0 : 4.0 * 65536;
+  if (c.zero.stage != 3 || c.zero.offloadParam.device != OffloadDevice::Nvme) return scratch;
+  // offload_param nvme: the working shard is drawn whole before it moves to the swap file, while
+  // the gradient buffer is not touched yet (it is zeroed without a touch).
+  const double shard = bytesOf(c.precision.modelDtype) * model.parameters / world;
+  return scratch + std::max(0.0, shard - resident.parameters - resident.gradients);
 }
 
 double closingSampleBytes(const DeepSpeedConfig&, const ModelShape& model, int) {

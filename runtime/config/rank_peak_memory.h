@@ -51,9 +51,8 @@ RankPeakMemory estimateRankPeakMemory(const DeepSpeedConfig& config, const Model
                                       int world);
 
 // The phases' transient terms, kept apart so a change in construction or in the sample is one
-// edit: today construction holds one full fp32 copy of the parameters (the initial values, summed
-// over the ranks) beside the stage's working copy, and the sample a full fp32 copy plus the
-// FlatParameters gradient buffer of the same size (rank 0).
+// edit: construction draws each rank's share straight into place (offload_param nvme: the working
+// shard whole, before it moves out), the sample runs layer by layer.
 double constructionTransientBytes(const DeepSpeedConfig& config, const ModelShape& model, int world,
                                   const RankPeakMemory& resident);
 double closingSampleBytes(const DeepSpeedConfig& config, const ModelShape& model, int world);

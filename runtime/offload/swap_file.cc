@@ -27,6 +27,19 @@ void givePagesBack(void* data, size_t bytes) {
   if (pages.bytes > 0) madvise(pages.data, pages.bytes, MADV_DONTNEED);
 }
 
+void zeroUntouched(void* data, size_t bytes) {
+  const SwapRegion pages = wholePages(data, bytes);
+  if (pages.bytes == 0) {
+    std::memset(data, 0, bytes);
+    return;
+  }
+  char* begin = static_cast<char*>(data);
+  char* first = static_cast<char*>(pages.data);
+  std::memset(begin, 0, static_cast<size_t>(first - begin));
+  std::memset(first + pages.bytes, 0, static_cast<size_t>(begin + bytes - (first + pages.bytes)));
+  givePagesBack(pages.data, pages.bytes);
+}
+
 void preferHugePages(void* data, size_t bytes) {
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
   const auto begin = reinterpret_cast<uintptr_t>(data);

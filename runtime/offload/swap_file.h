@@ -27,6 +27,10 @@ SwapRegion wholePages(void* data, size_t bytes);
 // Gives wholePages(data, bytes) back to the OS (MADV_DONTNEED: they read as zeros when touched
 // again).
 void givePagesBack(void* data, size_t bytes);
+// Zeroes [data, data + bytes) of private anonymous memory (any heap allocation) touching only its
+// ragged ends: the whole pages are given back and read as zeros when first written, so a large
+// zeroed buffer costs no memory until used.
+void zeroUntouched(void* data, size_t bytes);
 // Asks for transparent huge pages over the 2 MiB-aligned interior of [data, data + bytes): an
 // array whose pages are given back and faulted in again each step (an offloaded home) then
 // costs a fault per 2 MiB instead of per 4 KiB.

@@ -213,7 +213,7 @@ class ZeroStage {
   // Buffers (element counts in comments; F = flat size, S = shard size).
   // AlignedVector: no page is touched until written (the master is filled group by group).
   AlignedVector<char> working_;      // model dtype: F (stages 0-2) or S (stage 3)
-  std::vector<char> grads_;          // grad dtype: F (stages 0, 1) or S (stages 2, 3)
+  AlignedVector<char> grads_;        // grad dtype: F (stages 0, 1) or S (stages 2, 3)
   AlignedVector<float> master_;      // S; empty when the working copy is the master itself
   AlignedVector<char> halfShard_;    // S, model dtype: CPU-Adam's fused copy at stages 1-2
   std::vector<float> layerScratch_;  // fp32 gradients of the layer being back-propagated

@@ -44,7 +44,10 @@ void ZeroStage3::initialise(const InitialValues& draw) {
   }
   // fp32 working parameters laid out as the shard are the master weights themselves.
   if (ctx_.modelType != DType::F32) master_.resize(shard);  // filled by fillMaster
-  grads_.assign(shard * dtypeBytes(ctx_.gradType), 0);
+  // Zero without a touch: the first backward writes every page, and until then (construction,
+  // the working shard drawn whole before offload_param moves it out) they cost nothing.
+  grads_.resize(shard * dtypeBytes(ctx_.gradType));
+  zeroUntouched(grads_.data(), grads_.size());
   for (int l = 0; l < layerCount(); ++l) {
     persistent_[l] =
         static_cast<int64_t>(layerNumel(l)) <= ctx_.config.zero.paramPersistenceThreshold;
