@@ -84,7 +84,11 @@ struct StepRecord {
   double seconds = 0, loss = 0;
   ds::runtime::StepTimes parts;
   double readBytes = 0, writtenBytes = 0;  // both swap files, this step
+  // VmHWM after the forward and backward pass and after the update: which phase set the peak.
+  double peakAfterBackward = 0, peakAfterUpdate = 0;
 };
+
+double peakRss() { return static_cast<double>(ds::processMemory().peakRssBytes); }
 
 struct Fio {
   double readGBps = 0, writeGBps = 0;
@@ -114,7 +118,9 @@ std::vector<StepRecord> train(ds::runtime::Engine& engine, const ds::runtime::Ba
     const auto start = Clock::now();
     StepRecord r;
     r.loss = engine.forwardBackward(batch);
+    r.peakAfterBackward = peakRss();
     engine.step();
+    r.peakAfterUpdate = peakRss();
     r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     r.parts = engine.lastStepTimes();
     const auto optimizerAfter = engine.optimizerSwapTraffic();
@@ -174,12 +180,13 @@ int run(const Options& o) {
   auto group = ShmCommunicator::inProcessGroup(1);
   const auto built = Clock::now();
   Engine engine(model, config, group[0], kSeed);
-  std::printf("  engine built in %.1f s: swap files %s (parameters) + %s (optimizer)\n",
-              std::chrono::duration<double>(Clock::now() - built).count(),
+  std::printf(
+      "  engine built in %.1f s (peak RSS %s): swap files %s (parameters) + %s (optimizer)\n",
+      std::chrono::duration<double>(Clock::now() - built).count(), humanBytes(peakRss()).c_str(),
               humanBytes(double(engine.parameterSwapBytes())).c_str(),
               humanBytes(double(engine.optimizerSwapBytes())).c_str());
-  std::printf("%5s %8s %9s %9s %9s %9s %9s %9s %10s %8s\n", "step", "loss", "time s", "fwd s",
-              "bwd s", "upd s", "read GB", "write GB", "I/O bnd s", "x bound");
+  std::printf("%5s %8s %8s %7s %7s %7s %8s %8s %9s %7s %16s\n", "step", "loss", "time s", "fwd s",
+              "bwd s", "upd s", "read GB", "write GB", "I/O bnd s", "x bound", "peak RSS fb/upd");
   std::fflush(stdout);
   const std::vector<StepRecord> steps = train(engine, patternBatch(o.seq), o.steps);
   double stepSum = 0, boundSum = 0;
@@ -187,9 +194,11 @@ int run(const Options& o) {
     const StepRecord& s = steps[i];
     const double bound = fio.measured() ? fio.seconds(s) : 0.0;
     if (i > 0) stepSum += s.seconds, boundSum += bound;
-    std::printf("%5zu %8.4f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %10.2f %8.2f\n", i + 1, s.loss,
-                s.seconds, s.parts.forwardMs / 1e3, s.parts.backwardMs / 1e3, s.parts.stepMs / 1e3,
-                s.readBytes / 1e9, s.writtenBytes / 1e9, bound, bound > 0 ? s.seconds / bound : 0.0);
+    std::printf("%5zu %8.4f %8.2f %7.2f %7.2f %7.2f %8.2f %8.2f %9.2f %7.2f %7.0f/%-4.0f MiB\n",
+                i + 1, s.loss, s.seconds, s.parts.forwardMs / 1e3, s.parts.backwardMs / 1e3,
+                s.parts.stepMs / 1e3, s.readBytes / 1e9, s.writtenBytes / 1e9, bound,
+                bound > 0 ? s.seconds / bound : 0.0, s.peakAfterBackward / 1048576,
+                s.peakAfterUpdate / 1048576);
   }
   const double timed = static_cast<double>(steps.size() - 1);
   const double stepMean = stepSum / timed, boundMean = boundSum / timed;
@@ -199,7 +208,7 @@ int run(const Options& o) {
   else
     std::printf("  steps 2..%zu, mean: %.2f s per step\n", steps.size(), stepMean);
 
-  const double peak = static_cast<double>(ds::processMemory().peakRssBytes);
+  const double peak = peakRss();
   const RankPeakMemory predicted = estimateRankPeakMemory(config, shape, 1);
   std::printf(
       "  peak RSS %s (VmHWM) vs predicted %s (ds-config memory: %s resident states, %s swap "
