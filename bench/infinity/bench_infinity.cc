@@ -63,9 +63,10 @@ std::string configJson(const std::string& dir, double lr, double subGroup, doubl
          ds::JsonLine(lr).dump() + R"(, "weight_decay": 0.0}},
     "zero_optimization": {"stage": 3, "overlap_comm": true, "sub_group_size": )" +
          count(subGroup) + R"(, "reduce_bucket_size": )" + count(largestLayer) + R"(,
-      "offload_param": {"device": "nvme", "nvme_path": ")" + dir +
-         R"(", "max_in_cpu": 0, "buffer_size": )" + count(largestLayer) + R"(},
-      "offload_optimizer": {"device": "nvme", "nvme_path": ")" + dir + R"("}}})";
+      "offload_param": {"device": "nvme", "nvme_path": ")" +
+         dir + R"(", "max_in_cpu": 0, "buffer_size": )" + count(largestLayer) + R"(},
+      "offload_optimizer": {"device": "nvme", "nvme_path": ")" +
+         dir + R"("}}})";
 }
 
 // A fixed, learnable sequence: a sentence repeated, each position's target its next byte.
@@ -137,8 +138,8 @@ std::vector<StepRecord> train(ds::runtime::Engine& engine, const ds::runtime::Ba
 int run(const Options& o) {
   using namespace ds::runtime;
   const ds::bench::MachineRoom room = ds::bench::machineRoom(o.dir);
-  const ds::bench::BytesPerParameter perParam =
-      ds::bench::bytesPerParameter(parseDeepSpeedConfig(configJson(o.dir, o.lr, 1, 1), 1, "bench_infinity"));
+  const ds::bench::BytesPerParameter perParam = ds::bench::bytesPerParameter(
+      parseDeepSpeedConfig(configJson(o.dir, o.lr, 1, 1), 1, "bench_infinity"));
   const bool sized = o.params <= 0;
   const double target = sized ? o.ramFactor * room.ramBytes / perParam.modelStates : o.params;
   const GptConfig gpt = ds::bench::chooseGptShape(target, o.hidden, o.layers, o.seq);
@@ -149,19 +150,23 @@ int run(const Options& o) {
   const DeepSpeedConfig config = parseDeepSpeedConfig(
       configJson(o.dir, lr, shape.largestTensor, shape.largestLayer), 1, "bench_infinity");
 
-  std::printf("bench_infinity: RAM %s (MemTotal), %s free in %s\n", humanBytes(room.ramBytes).c_str(),
-              humanBytes(room.freeDiskBytes).c_str(), o.dir.c_str());
+  std::printf("bench_infinity: RAM %s (MemTotal), %s free in %s\n",
+              humanBytes(room.ramBytes).c_str(), humanBytes(room.freeDiskBytes).c_str(),
+              o.dir.c_str());
   if (o.hidden > 0 && o.layers > 0)
     std::printf("  shape given by --hidden and --layers\n");
   else if (sized)
-    std::printf("  sized: model states %.0f B/parameter x params >= %.2f x RAM: >= %.3gM parameters\n",
-                perParam.modelStates, o.ramFactor, target / 1e6);
+    std::printf(
+        "  sized: model states %.0f B/parameter x params >= %.2f x RAM: >= %.3gM parameters\n",
+        perParam.modelStates, o.ramFactor, target / 1e6);
   else
     std::printf("  sized by --params: %.3gM parameters\n", target / 1e6);
   std::printf(
       "  GPT %d layers, hidden %d, %d heads, seq %d, micro-batch 1, vocab %d (ByteTokenizer's, "
-      "padded to %d): %.4gM parameters\n  model states %s = %.2f x RAM; swap files %.0f B/parameter "
-      "= %s (up to 90%% of the free disk)\n  ZeRO 3 bf16 AdamW (lr %.3g), offload_param + offload_optimizer "
+      "padded to %d): %.4gM parameters\n  model states %s = %.2f x RAM; swap files %.0f "
+      "B/parameter "
+      "= %s (up to 90%% of the free disk)\n  ZeRO 3 bf16 AdamW (lr %.3g), offload_param + "
+      "offload_optimizer "
       "nvme, sub_group_size %.0f, buffer_size %.0f\n",
       gpt.numLayers, gpt.hiddenSize, gpt.numAttentionHeads, gpt.seqLength, gpt.vocabSize,
       gpt.paddedVocabSize(), params / 1e6, humanBytes(params * perParam.modelStates).c_str(),
@@ -183,8 +188,8 @@ int run(const Options& o) {
   std::printf(
       "  engine built in %.1f s (peak RSS %s): swap files %s (parameters) + %s (optimizer)\n",
       std::chrono::duration<double>(Clock::now() - built).count(), humanBytes(peakRss()).c_str(),
-              humanBytes(double(engine.parameterSwapBytes())).c_str(),
-              humanBytes(double(engine.optimizerSwapBytes())).c_str());
+      humanBytes(double(engine.parameterSwapBytes())).c_str(),
+      humanBytes(double(engine.optimizerSwapBytes())).c_str());
   std::printf("%5s %8s %8s %7s %7s %7s %8s %8s %9s %7s %16s\n", "step", "loss", "time s", "fwd s",
               "bwd s", "upd s", "read GB", "write GB", "I/O bnd s", "x bound", "peak RSS fb/upd");
   std::fflush(stdout);
@@ -259,7 +264,8 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(2, 1000));
     app.add_option("--ram-factor", o.ramFactor, "model states at least this x MemTotal")
         ->check(CLI::Range(0.01, 1000.0));
-    app.add_option("--lr", o.lr, "AdamW's learning rate (0: 0.01 / hidden)")->check(CLI::Range(0.0, 1.0));
+    app.add_option("--lr", o.lr, "AdamW's learning rate (0: 0.01 / hidden)")
+        ->check(CLI::Range(0.0, 1.0));
     app.add_flag("--json", o.json, "end with one JSON line of the figures");
     if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
     return run(o);

@@ -37,7 +37,9 @@ int roundHidden(double wanted) {
   return std::clamp(multiples * kHeadWidth, kHeadWidth, kMaxHidden);
 }
 
-double gptParameters(const runtime::GptConfig& c) { return runtime::gptModelShape(c, 1).parameters; }
+double gptParameters(const runtime::GptConfig& c) {
+  return runtime::gptModelShape(c, 1).parameters;
+}
 
 }  // namespace
 

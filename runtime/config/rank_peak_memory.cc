@@ -50,9 +50,9 @@ double engineBuffers(const DeepSpeedConfig& c, const ModelShape& m, int world, d
     // stage3_max_live_parameters; beside one layer's gather staging in the model dtype.
     const double prefetched =
         c.zero.overlapComm ? static_cast<double>(c.zero.prefetchBucketSize) : 0.0;
-    const double live = std::max(
-        m.largestLayer, std::min({static_cast<double>(c.zero.maxLiveParameters), m.parameters,
-                                  2.0 * m.largestLayer + prefetched}));
+    const double live =
+        std::max(m.largestLayer, std::min({static_cast<double>(c.zero.maxLiveParameters),
+                                           m.parameters, 2.0 * m.largestLayer + prefetched}));
     b += 4.0 * live + m.largestLayer * bytesOf(model);
   }
   return b;
@@ -128,9 +128,14 @@ RankPeakMemory estimateRankPeakMemory(const DeepSpeedConfig& c, const ModelShape
     r.optimizerStates = e.optimizerStates;
   }
   if (stage == 3 && c.zero.offloadParam.device == OffloadDevice::Nvme) {
-    // The shard lives in the swap file but for max_in_cpu elements and the layers in use.
-    const double inCpu = std::min(static_cast<double>(c.zero.offloadParam.maxInCpu), shard);
-    r.parameters = bytesOf(model) * std::min(shard, inCpu + 2.0 * m.largestLayer / world);
+    // The shard lives in the swap file but for max_in_cpu elements and the buffer_count buffers
+    // its layers are read into (ParamSwapper's slots: each holds buffer_size elements or the
+    // largest layer shard where that is smaller, and a pass through the layers fills them all).
+    const OffloadParamConfig& p = c.zero.offloadParam;
+    const double inCpu = std::min(static_cast<double>(p.maxInCpu), shard);
+    const double buffer = std::min(static_cast<double>(p.bufferSize), m.largestLayer / world);
+    r.parameters =
+        bytesOf(model) * std::min(shard, inCpu + static_cast<double>(p.bufferCount) * buffer);
   }
   r.buffers = engineBuffers(c, m, world, shard, group);
   r.activations = m.activationBytes;
