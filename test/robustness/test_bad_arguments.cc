@@ -28,7 +28,8 @@ TEST_CASE("robustness: benches refuse malformed numbers without crashing") {
         bin + "/bench_gpt --threads 0", bin + "/bench_gpt --seq",
         bin + "/bench_gpt_memory --hidden 1e9", bin + "/bench_elastic --fast",
         bin + "/bench_aio --depth 0", bin + "/bench_offload --steps 0",
-        bin + "/bench_control_plane --nodes 0"}) {
+        bin + "/bench_control_plane --nodes 0", bin + "/bench_infinity --steps 1",
+        bin + "/bench_infinity --dir /nonexistent-swap-dir"}) {
     INFO(command);
     const Outcome outcome = runCommand(command);
     INFO(outcome.output);
