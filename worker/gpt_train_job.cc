@@ -322,6 +322,7 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   // rank's arithmetic differed, and a stop token ends every rank's loop at once. A pipeline would
   // need activations passed stage to stage for every token, as the pipe schedule does for
   // evaluation batches but not for a growing context: there ds-generate samples from a checkpoint.
+  // So does it with offload_param nvme, where each token's pass would read every layer again.
   if (grid.pipeSize > 1) {
     if (join.rank == 0)
       std::printf(
@@ -329,6 +330,12 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
           "%d, and a sample passes activations through every stage; ds-generate samples "
           "from a saved checkpoint)\n",
           grid.pipeRank, grid.pipeSize, grid.modelRank, grid.modelSize);
+  } else if (engine.parameterSwapBytes() > 0) {
+    if (join.rank == 0)
+      std::printf(
+          "sample: skipped (offload_param nvme: every generated token would read the whole "
+          "parameter shard from the swap file again; ds-generate samples from a saved "
+          "checkpoint)\n");
   } else {
     const runtime::TokenSamples& source = valid ? *valid : train;
     std::vector<int32_t> prompt = source.sample(0);
@@ -355,11 +362,13 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
   const ProcessMemory rss = processMemory();
   constexpr double kMiB = 1024.0 * 1024.0;
   const bool swapped = engine.optimizerSwapBytes() > 0;
-  std::printf("memory: RSS %.1f MiB, peak RSS %.1f MiB; model states %.1f MiB (parameters %.1f, gradients %.1f, "
+  const bool paramsSwapped = engine.parameterSwapBytes() > 0;
+  std::printf("memory: RSS %.1f MiB, peak RSS %.1f MiB; model states %.1f MiB (parameters %.1f%s, gradients %.1f, "
               "master %.1f, optimizer %.1f%s); buffers %.1f MiB; activations %.1f MiB at most\n",
               static_cast<double>(rss.rssBytes) / kMiB, static_cast<double>(rss.peakRssBytes) / kMiB,
               m.modelState() / kMiB,
-              m.parameters / kMiB, m.gradients / kMiB, m.masterWeights / kMiB,
+              m.parameters / kMiB, paramsSwapped ? " in an NVMe swap file but for their buffers" : "",
+              m.gradients / kMiB, m.masterWeights / kMiB,
               m.optimizerStates / kMiB, swapped ? ", these two in an NVMe swap file" : "",
               m.buffers / kMiB, model.peakActivationBytes() / kMiB);
   // The job's wall time covers the sample and the memory report too.

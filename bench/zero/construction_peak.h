@@ -60,7 +60,7 @@ inline double procStatusBytes(const std::string& field) {
 // model_state_estimate.h) on the rank's real shard (padding included), and the bounded working set
 // construction may add on top.
 struct ConstructionFormula {
-  double kept = 0;         // working copy + gradients + resident master and optimizer state
+  double kept = 0;         // working copy + gradients (stages 0-2) + resident master and state
   double slots = 0;        // offload_optimizer nvme: buffer_count slots of the largest sub-group
   double drawScratch = 0;  // 16-bit models: the fp32 scratch the initial values go through
   double total() const { return kept + slots + drawScratch; }
@@ -84,8 +84,10 @@ inline ConstructionFormula constructionFormula(const runtime::DeepSpeedConfig& c
   const bool separateMaster = model != DType::F32 || stage == 1 || stage == 2;
   const double masterAndState = (separateMaster ? 4.0 : 0.0) + stateBytes;
   ConstructionFormula f;
+  // Stage 3 zeroes its gradient shard without touching it: it costs nothing until the first
+  // backward writes it.
   f.kept = dtypeBytes(model) * (stage == 3 ? own : count) +
-           dtypeBytes(grad) * (stage >= 2 ? own : count);
+           (stage == 3 ? 0.0 : dtypeBytes(grad) * (stage == 2 ? own : count));
   if (config.zero.offloadOptimizer.device == OffloadDevice::Nvme) {
     const auto limit = static_cast<size_t>(std::max<int64_t>(1, config.zero.subGroupSize));
     const auto runs = shard.tensorRuns(limit);

@@ -34,26 +34,35 @@ double engineBuffers(const DeepSpeedConfig& c, const ModelShape& m, int world, d
       c.precision.communicationDtype.value_or(c.precision.gradAccumDtype.value_or(model));
   const int stage = c.zero.stage;
   const double bucket = bucketElements(c, m);
-  // One layer's fp32 gradient scratch, the sub-group's fp32 gradients for the update, and the
-  // reduce staging: two slots of a bucket (double-buffered during backward).
-  double b = 4.0 * m.largestLayer + 4.0 * group + 2.0 * bucket * bytesOf(comm);
+  // The sub-group's fp32 gradients for the update, and the reduce staging: two slots of a bucket
+  // (double-buffered during backward).
+  double b = 4.0 * group + 2.0 * bucket * bytesOf(comm);
   if (stage >= 1) b += 2.0 * bucket * bytesOf(comm) / world;  // each slot's reduced chunk
-  // Stages 2-3 reduce during the backward pass: the layer views and parts it packs from.
-  if (stage >= 2) b += 3.0 * 4.0 * m.largestLayer;
+  // The backward pass: one layer's fp32 gradient scratch, and at stages 2-3, which reduce during
+  // it, the layer views and parts it packs from.
+  const double backward = 4.0 * m.largestLayer + (stage >= 2 ? 3.0 * 4.0 * m.largestLayer : 0.0);
+  if (stage < 3) b += backward;
   // Stages 0-2 of a 16-bit model compute on fp32 views of its layers (stage 3 gathers in fp32),
   // and stages 1-2 keep CPU-Adam's 16-bit copy of the shard.
   if (model != DType::F32 && stage < 3) b += 2.0 * 4.0 * m.largestLayer;
   if (model != DType::F32 && (stage == 1 || stage == 2)) b += shard * bytesOf(model);
   if (stage == 3) {
-    // Gathered layers in fp32: the one in use and the one kept for its reuse in backward, plus,
-    // with overlap_comm, the prefetched ones (stage3_prefetch_bucket_size), all within
-    // stage3_max_live_parameters; beside one layer's gather staging in the model dtype.
+    // Gathered layers in fp32, beside one layer's gather staging in the model dtype. At the end
+    // of the forward: the one in use, those kept for their backward (a layer is kept when twice
+    // the elements after it are within stage3_max_reuse_distance: with DeepSpeed's default 1e9
+    // every layer of a model under 500M), plus, with overlap_comm, the prefetched ones
+    // (stage3_prefetch_bucket_size), all within stage3_max_live_parameters. The backward drops
+    // each kept layer as its gradients are packed, so its own working set and the kept layers
+    // are not held at once.
     const double prefetched =
         c.zero.overlapComm ? static_cast<double>(c.zero.prefetchBucketSize) : 0.0;
+    const double kept = std::min(
+        m.parameters, static_cast<double>(c.zero.maxReuseDistance) / 2.0 + m.largestLayer);
     const double live =
         std::max(m.largestLayer, std::min({static_cast<double>(c.zero.maxLiveParameters),
-                                           m.parameters, 2.0 * m.largestLayer + prefetched}));
-    b += 4.0 * live + m.largestLayer * bytesOf(model);
+                                           m.parameters, kept + m.largestLayer + prefetched}));
+    const double inBackward = std::min(live, 2.0 * m.largestLayer);
+    b += std::max(4.0 * live, backward + 4.0 * inBackward) + m.largestLayer * bytesOf(model);
   }
   return b;
 }
@@ -140,7 +149,11 @@ RankPeakMemory estimateRankPeakMemory(const DeepSpeedConfig& c, const ModelShape
   r.buffers = engineBuffers(c, m, world, shard, group);
   r.activations = m.activationBytes;
   r.construction = constructionTransientBytes(c, m, world, r);
-  r.closingSample = r.buffers + r.activations + closingSampleBytes(c, m, world);
+  // The trainer skips its closing sample where layers live in the swap file (each token would
+  // read them all again).
+  const bool layersSwapped = stage == 3 && c.zero.offloadParam.device == OffloadDevice::Nvme &&
+                             static_cast<double>(c.zero.offloadParam.maxInCpu) < shard;
+  if (!layersSwapped) r.closingSample = r.buffers + r.activations + closingSampleBytes(c, m, world);
   return r;
 }
 

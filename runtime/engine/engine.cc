@@ -159,7 +159,25 @@ void Engine::checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
   const double drawScratch = modelType_ != DType::F32
                                  ? sizeof(float) * std::min<double>(ZeroStage::kInitChunk, params)
                                  : 0.0;
-  const double need = e.parameters + e.gradients + states.bytes + halfCopy + drawScratch;
+  // offload_param nvme (stage 3): the working shard is whole only while it is drawn, before the
+  // gradient shard is first touched; then buffer_count buffers and max_in_cpu elements stay.
+  double paramsAndGrads = e.parameters + e.gradients;
+  const OffloadParamConfig& offloadParam = config_.zero.offloadParam;
+  if (stage == 3 && offloadParam.device == OffloadDevice::Nvme) {
+    const double shard = params / comm_.size();
+    double largestLayer = 0;  // elements of the largest layer's shard: what a buffer holds
+    for (const auto& [t0, t1] : layerTensors_) {
+      double layer = 0;
+      for (size_t t = t0; t < t1; ++t) layer += static_cast<double>(specs_[t].numel);
+      largestLayer = std::max(largestLayer, layer / comm_.size());
+    }
+    const double resident = std::min(
+        shard, static_cast<double>(offloadParam.maxInCpu) +
+                   static_cast<double>(offloadParam.bufferCount) *
+                       std::min(largestLayer, static_cast<double>(offloadParam.bufferSize)));
+    paramsAndGrads = std::max(e.parameters, dtypeBytes(modelType_) * resident + e.gradients);
+  }
+  const double need = paramsAndGrads + states.bytes + halfCopy + drawScratch;
   const MemoryBudget budget = memoryBudget();
   if (need <= static_cast<double>(budget.availableBytes)) return;
   throw Error("the training state needs " + humanBytes(need) + " of memory (parameters " +

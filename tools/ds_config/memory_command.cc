@@ -178,7 +178,7 @@ void runMemory(const MemoryOptions& o) {
   if (param.device == runtime::OffloadDevice::Nvme)
     std::printf("offload_param nvme: each rank's parameter shard (%s per rank) lives in a swap file "
                 "in %s, except the first layers up to max_in_cpu = %lld elements; a layer's shard "
-                "is in memory while it is gathered and during the optimizer step\n",
+                "is in memory while it is gathered and while the optimizer step updates it\n",
                 gib(e.parameters).c_str(), param.nvmePath.c_str(),
                 static_cast<long long>(param.maxInCpu));
   else if (param.device == runtime::OffloadDevice::Cpu)
