@@ -5,8 +5,11 @@
 //              (bench/gpt/torch_gpt_bench.py under /usr/bin/python3);
 //   sgemm peak a large square sgemm through the same BLAS: what the matrix products could reach.
 // "gflops" counts 3 x 2 x the forward MACs per token (forward + backward), as DeepSpeed's profiler.
-// Usage: bench_gpt [--threads 1,2] [--steps 10] [--layers 4] [--hidden 256] [--heads 4]
-//                  [--seq 128] [--batch 8] [--json] [--no-torch]
+// Shapes: "demo" (configs/gpt_demo.yml's model) and "gpt2-small" (12 x 768, 12 heads, seq 1024,
+// GPT-2's padded vocabulary 50304), where the products are large enough to reach the BLAS's peak;
+// a dimension option given on the command line overrides the shape's, which is then "custom".
+// Usage: bench_gpt [--shape demo|gpt2-small] [--threads 1,2] [--steps N] [--layers L]
+//                  [--hidden H] [--heads A] [--seq T] [--vocab V] [--batch B] [--json] [--no-torch]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,11 +33,31 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+struct Shape {
+  const char* name;
+  int layers, hidden, heads, seq, vocab, batch, steps;
+};
+
+// batch x seq and the step count keep each shape's run to a minute or two on 2 cores.
+constexpr Shape kShapes[] = {{"demo", 4, 256, 4, 128, 257, 8, 10},
+                             {"gpt2-small", 12, 768, 12, 1024, 50304, 1, 3}};
+
 struct Options {
+  std::string shape = "demo";
   std::vector<int> threads = {1, 2};
-  int steps = 10, layers = 4, hidden = 256, heads = 4, seq = 128, batch = 8;
+  int steps = 10, layers = 4, hidden = 256, heads = 4, seq = 128, vocab = 257, batch = 8;
   bool json = false, torch = true;
 };
+
+ds::runtime::GptConfig gptConfig(const Options& o) {
+  ds::runtime::GptConfig c;
+  c.numLayers = o.layers;
+  c.hiddenSize = o.hidden;
+  c.numAttentionHeads = o.heads;
+  c.seqLength = c.maxPositionEmbeddings = o.seq;
+  c.vocabSize = o.vocab;
+  return c;
+}
 
 double sgemmPeakGflops(int threads) {
   ds::kernels::setMatmulThreads(threads);
@@ -55,13 +78,7 @@ double oursTokensPerSecond(const Options& o, int threads, double& loss) {
   using namespace ds::runtime;
   setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);  // CPU-Adam's pool
   ds::kernels::setMatmulThreads(threads);
-  GptConfig c;
-  c.numLayers = o.layers;
-  c.hiddenSize = o.hidden;
-  c.numAttentionHeads = o.heads;
-  c.seqLength = c.maxPositionEmbeddings = o.seq;
-  c.vocabSize = 257;
-  Gpt model(c);
+  Gpt model(gptConfig(o));
   const std::string json = R"({"train_micro_batch_size_per_gpu": )" + std::to_string(o.batch) +
                            R"(, "optimizer": {"type": "AdamW", "params": {"lr": 0.001,
                            "weight_decay": 0.1}}})";
@@ -73,8 +90,8 @@ double oursTokensPerSecond(const Options& o, int threads, double& loss) {
   uint64_t x = 1;
   for (int i = 0; i < o.batch * o.seq; ++i) {
     x = x * 6364136223846793005ULL + 1442695040888963407ULL;
-    batch.inputIds.push_back(static_cast<int32_t>((x >> 33) % 257));
-    batch.targetIds.push_back(static_cast<int32_t>((x >> 17) % 257));
+    batch.inputIds.push_back(static_cast<int32_t>((x >> 33) % static_cast<uint64_t>(o.vocab)));
+    batch.targetIds.push_back(static_cast<int32_t>((x >> 17) % static_cast<uint64_t>(o.vocab)));
   }
   for (int i = 0; i < 2; ++i) {
     engine.forwardBackward(batch);
@@ -90,10 +107,12 @@ double oursTokensPerSecond(const Options& o, int threads, double& loss) {
 }
 
 double torchTokensPerSecond(const Options& o, int threads) {
+  // PyTorch's model takes the padded vocabulary: the same output layer and softmax as ours.
+  const int vocab = gptConfig(o).paddedVocabSize();
   const std::string cmd = "OMP_NUM_THREADS=" + std::to_string(threads) +
                           " /usr/bin/python3 " DS_SOURCE_DIR "/bench/gpt/torch_gpt_bench.py " +
                           std::to_string(o.layers) + " " + std::to_string(o.hidden) + " " +
-                          std::to_string(o.heads) + " " + std::to_string(o.seq) + " 384 " +
+                          std::to_string(o.heads) + " " + std::to_string(o.seq) + " " + std::to_string(vocab) + " " +
                           std::to_string(o.batch) + " " + std::to_string(o.steps) + " " +
                           std::to_string(threads) + " 2>/dev/null";
   const std::optional<std::string> out = ds::commandOutput(cmd);
@@ -102,22 +121,39 @@ double torchTokensPerSecond(const Options& o, int threads) {
   return j.is_discarded() || !j.contains("tokens_per_s") ? 0.0 : j["tokens_per_s"].get<double>();
 }
 
+// The shape's dimensions, batch and steps, except those given on the command line; the run names
+// the shape only when no model dimension was overridden.
+void applyShape(const CLI::App& app, const std::string& name, Options& o) {
+  for (const Shape& shape : kShapes) {
+    if (name != shape.name) continue;
+    bool custom = false;
+    auto take = [&](const char* flag, int& value, int preset) {
+      if (app.count(flag) == 0)
+        value = preset;
+      else
+        custom = custom || value != preset;
+    };
+    take("--layers", o.layers, shape.layers);
+    take("--hidden", o.hidden, shape.hidden);
+    take("--heads", o.heads, shape.heads);
+    take("--seq", o.seq, shape.seq);
+    take("--vocab", o.vocab, shape.vocab);
+    if (app.count("--batch") == 0) o.batch = shape.batch;  // the workload's size, not the model's
+    if (app.count("--steps") == 0) o.steps = shape.steps;
+    o.shape = custom ? "custom" : shape.name;
+  }
+}
+
 int run(const Options& o) {
   using namespace ds::runtime;
-  GptConfig c;
-  c.numLayers = o.layers;
-  c.hiddenSize = o.hidden;
-  c.numAttentionHeads = o.heads;
-  c.seqLength = c.maxPositionEmbeddings = o.seq;
-  c.vocabSize = 257;
-  const Gpt shape(c);
+  const Gpt shape(gptConfig(o));
+  const char* isa = ds::kernels::kernelIsaName(ds::kernels::bestKernelIsa());
   const double flopsPerToken = 6.0 * shape.forwardMacsPerSample(o.seq).total() / o.seq;
   if (!o.json)
-    std::printf("GPT %d layers, hidden %d, %d heads, seq %d, batch %d: %zu parameters; kernels %s; "
-                "%s\n%8s %14s %14s %8s %10s %12s %8s\n",
-                o.layers, o.hidden, o.heads, o.seq, o.batch, shape.parameterCount(),
-                ds::kernels::kernelIsaName(ds::kernels::bestKernelIsa()),
-                ds::kernels::matmulLibrary(), "threads", "tokens/s", "torch tok/s", "ratio",
+    std::printf("GPT %s: %d layers, hidden %d, %d heads, seq %d, vocab %d, batch %d: %zu parameters; "
+                "kernels %s; %s\n%8s %14s %14s %8s %10s %12s %8s\n",
+                o.shape.c_str(), o.layers, o.hidden, o.heads, o.seq, o.vocab, o.batch,
+                shape.parameterCount(), isa, ds::kernels::matmulLibrary(), "threads", "tokens/s", "torch tok/s", "ratio",
                 "GFLOPS", "sgemm peak", "of peak");
   for (int t : o.threads) {
     double loss = 0.0;
@@ -132,7 +168,9 @@ int run(const Options& o) {
                                 {"tokens_per_s", rounded(ours, 1)},
                                 {"torch_tokens_per_s", rounded(torch, 1)},
                                 {"gflops", rounded(gflops, 2)},
-                                {"sgemm_peak_gflops", rounded(peak, 2)}});
+                                {"sgemm_peak_gflops", rounded(peak, 2)},
+                                {"isa", isa},
+                                {"shape", o.shape}});
     } else {
       std::printf("%8d %14.0f %14.0f %7.2fx %10.1f %12.1f %7.0f%%\n", t, ours, torch,
                   torch > 0 ? ours / torch : 0.0, gflops, peak, 100.0 * gflops / peak);
@@ -146,10 +184,13 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   return ds::guardedMain("bench_gpt", [&] {
     Options o;
+    std::string shapeName = "demo";
     CLI::App app{
         "bench_gpt: GPT training tokens per second through the engine beside PyTorch "
         "eager and the sgemm peak"};
     ds::bench::showDefaults(app);
+    app.add_option("--shape", shapeName, "model shape: demo or gpt2-small (sets the options below)")
+        ->check(CLI::IsMember({"demo", "gpt2-small"}));
     app.add_option("--threads", o.threads, "thread counts (comma-separated)")
         ->delimiter(',')
         ->check(CLI::Range(1, 1024));
@@ -158,12 +199,14 @@ int main(int argc, char** argv) {
     app.add_option("--hidden", o.hidden, "hidden size")->check(CLI::Range(1, 65536));
     app.add_option("--heads", o.heads, "attention heads")->check(CLI::Range(1, 1024));
     app.add_option("--seq", o.seq, "sequence length")->check(CLI::Range(1, 65536));
+    app.add_option("--vocab", o.vocab, "vocabulary (padded to 128)")->check(CLI::Range(1, 1 << 24));
     app.add_option("--batch", o.batch, "micro-batch size")->check(CLI::Range(1, 65536));
     app.add_flag("--json", o.json, "print one JSON line per thread count");
     bool noTorch = false;
     app.add_flag("--no-torch", noTorch, "skip the PyTorch baseline");
     if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
     o.torch = !noTorch;
+    applyShape(app, shapeName, o);
     return run(o);
   });
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """bench_gpt's baseline: the same GPT (learned positions, LayerNorm, tanh GeLU, tied output) as
 plain PyTorch eager modules, trained with torch.optim.AdamW in fp32 on random tokens.
-Usage: torch_gpt_bench.py LAYERS HIDDEN HEADS SEQ VOCAB BATCH STEPS THREADS
+Usage: torch_gpt_bench.py LAYERS HIDDEN HEADS SEQ VOCAB BATCH STEPS THREADS (VOCAB: our padded one)
 Prints one JSON line: {"tokens_per_s": X, "loss": L}."""
 import json
 import math
