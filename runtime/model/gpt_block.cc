@@ -13,10 +13,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <exception>
 
 #include "common/error.h"
 #include "kernels/cpu/matmul.h"
+#include "runtime/model/norm_backward.h"
+#include "runtime/model/parallel_loops.h"
 #include "runtime/parallel/tensor_slicing.h"
 
 namespace ds::runtime::gpt {
@@ -30,37 +31,6 @@ uint64_t mix(uint64_t x) {  // splitmix64's finaliser
   x ^= x >> 27;
   x *= 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
-}
-
-// Runs fn(i) for i in [0, n) over the OpenMP threads the matrix products use (setMatmulThreads);
-// iterations write disjoint outputs, each computed whole by one thread. A matmul inside runs
-// single-threaded there (OpenMP does not nest by default); with OpenBLAS, whose own threads would
-// fight over the cores, the loop runs serially. Exceptions are carried out.
-template <class Fn>
-void parallelFor(size_t n, Fn fn) {
-  if (!kernels::matmulNestsInOpenMP()) {
-    for (size_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  std::exception_ptr error;
-#pragma omp parallel for schedule(static)
-  for (long i = 0; i < static_cast<long>(n); ++i) {
-    try {
-      fn(static_cast<size_t>(i));
-    } catch (...) {
-#pragma omp critical
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
-}
-
-// Element-wise work over `rows` rows, in one contiguous run of rows per thread.
-template <class Fn>
-void parallelRows(size_t rows, Fn fn) {
-  constexpr size_t kChunks = 8;  // a few per thread: even when rows do not divide evenly
-  const size_t chunks = std::min(rows, kChunks);
-  parallelFor(chunks, [&](size_t c) { fn(rows * c / chunks, rows * (c + 1) / chunks); });
 }
 
 kernels::Unit unitOf(Activation a) {
@@ -222,10 +192,12 @@ void BlockRunner::normBackward(const float* dout, const float* x, const float* w
   const size_t h = c_.hiddenSize;
   switch (c_.norm) {
     case NormKind::LayerNorm:
-      k_.layerNormBackward(dx, dw, db ? db : unusedBiasGrad_.data(), dout, x, sa, sb, w, rows, h);
+      layerNormBackwardRows(k_, dx, dw, db ? db : unusedBiasGrad_.data(), dout, x, sa, sb, w, rows,
+                            h, normPartials_);
       break;
     case NormKind::RmsNorm:
-      k_.rmsNormBackward(dx, dw, dout, x, sa, w, rows, h, static_cast<float>(c_.rmsNormEpsilon));
+      rmsNormBackwardRows(k_, dx, dw, dout, x, sa, w, rows, h,
+                          static_cast<float>(c_.rmsNormEpsilon), normPartials_);
       break;
     case NormKind::ScaleNorm:
       k_.scaleNormBackward(dx, dw, dout, x, sa, w[0], rows, h,
@@ -299,7 +271,8 @@ void BlockRunner::qkNormBackward(const float* w, float* dw, float* db, float* dq
   const float* sa = a.qkStatsA.data();
   switch (c_.norm) {
     case NormKind::LayerNorm:
-      k_.layerNormBackward(draw, dw, db, dn, raw, sa, a.qkStatsB.data(), w, 2 * N, h);
+      layerNormBackwardRows(k_, draw, dw, db, dn, raw, sa, a.qkStatsB.data(), w, 2 * N, h,
+                            normPartials_);
       break;
     case NormKind::RmsNorm:  // one task per head: each adds into its own slice of dw
       parallelFor(H, [&](size_t j) {

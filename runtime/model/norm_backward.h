@@ -1,0 +1,27 @@
+// The LayerNorm and RMSNorm backward over many rows on the matrix products' OpenMP threads. The
+// weight and bias gradient sums are taken per block of kNormRowBlock rows, a partial each, then
+// added in block order: the same bits at any thread count (a block is never split by threads).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "kernels/cpu/transformer_kernels.h"
+
+namespace ds::runtime::gpt {
+
+// Fixed, never derived from the thread count: it sets the summation order of dw and db.
+constexpr size_t kNormRowBlock = 32;
+
+// dx as k.layerNormBackward writes it; dw, db += the sums over all rows. `partials` is scratch,
+// kept by the caller so its allocation is reused call after call.
+void layerNormBackwardRows(const kernels::TransformerKernels& k, float* dx, float* dw, float* db,
+                           const float* dout, const float* x, const float* mean, const float* rstd,
+                           const float* w, size_t rows, size_t dim, std::vector<float>& partials);
+
+// dx as k.rmsNormBackward writes it; dw += the sum over all rows.
+void rmsNormBackwardRows(const kernels::TransformerKernels& k, float* dx, float* dw,
+                         const float* dout, const float* x, const float* norm, const float* w,
+                         size_t rows, size_t dim, float eps, std::vector<float>& partials);
+
+}  // namespace ds::runtime::gpt
