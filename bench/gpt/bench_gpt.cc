@@ -19,9 +19,10 @@
 
 #include "bench/bench_cli.h"
 #include "bench/command_seconds.h"
-#include "common/json_line.h"
 #include "common/command_output.h"
 #include "common/guarded_main.h"
+#include "common/json_line.h"
+#include "kernels/cpu/kernel_timers.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/comm/shm_communicator.h"
@@ -74,7 +75,14 @@ double sgemmPeakGflops(int threads) {
   return best;
 }
 
-double oursTokensPerSecond(const Options& o, int threads, double& loss) {
+// Seconds per timed step by kernel family (kernels/cpu/kernel_timers.h), the optimizer's step and
+// the whole step; "other" is what none of them covers (the engine's gradient handling, copies).
+struct Breakdown {
+  double family[ds::kernels::kKernelFamilies] = {};
+  double optimizer = 0, step = 0;
+};
+
+double oursTokensPerSecond(const Options& o, int threads, double& loss, Breakdown& where) {
   using namespace ds::runtime;
   setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);  // CPU-Adam's pool
   ds::kernels::setMatmulThreads(threads);
@@ -97,12 +105,21 @@ double oursTokensPerSecond(const Options& o, int threads, double& loss) {
     engine.forwardBackward(batch);
     engine.step();
   }
+  ds::kernels::setKernelTiming(true);
   const auto start = Clock::now();
   for (int i = 0; i < o.steps; ++i) {
     loss = engine.forwardBackward(batch);
+    const auto stepStart = Clock::now();
     engine.step();
+    where.optimizer += std::chrono::duration<double>(Clock::now() - stepStart).count();
   }
   const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  for (size_t f = 0; f < ds::kernels::kKernelFamilies; ++f)
+    where.family[f] =
+        ds::kernels::kernelSeconds(static_cast<ds::kernels::KernelFamily>(f)) / o.steps;
+  ds::kernels::setKernelTiming(false);
+  where.optimizer /= o.steps;
+  where.step = s / o.steps;
   return static_cast<double>(o.batch) * o.seq * o.steps / s;
 }
 
@@ -112,9 +129,9 @@ double torchTokensPerSecond(const Options& o, int threads) {
   const std::string cmd = "OMP_NUM_THREADS=" + std::to_string(threads) +
                           " /usr/bin/python3 " DS_SOURCE_DIR "/bench/gpt/torch_gpt_bench.py " +
                           std::to_string(o.layers) + " " + std::to_string(o.hidden) + " " +
-                          std::to_string(o.heads) + " " + std::to_string(o.seq) + " " + std::to_string(vocab) + " " +
-                          std::to_string(o.batch) + " " + std::to_string(o.steps) + " " +
-                          std::to_string(threads) + " 2>/dev/null";
+                          std::to_string(o.heads) + " " + std::to_string(o.seq) + " " +
+                          std::to_string(vocab) + " " + std::to_string(o.batch) + " " +
+                          std::to_string(o.steps) + " " + std::to_string(threads) + " 2>/dev/null";
   const std::optional<std::string> out = ds::commandOutput(cmd);
   if (!out) return 0.0;
   const auto j = nlohmann::json::parse(*out, nullptr, false);
@@ -144,38 +161,78 @@ void applyShape(const CLI::App& app, const std::string& name, Options& o) {
   }
 }
 
+// Where a step's time goes, one line per family: seconds, share of the step, and for the matrix
+// products and attention the GFLOPS they reached (forward + backward = 3 x the forward MACs).
+void printBreakdown(int threads, const Breakdown& b, const ds::runtime::Gpt::Macs& macs,
+                    double samples, double peak) {
+  using ds::kernels::KernelFamily;
+  std::printf("where a step's %.3f s goes at %d thread%s:\n", b.step, threads,
+              threads > 1 ? "s" : "");
+  double covered = b.optimizer;
+  for (size_t f = 0; f < ds::kernels::kKernelFamilies; ++f) {
+    const auto family = static_cast<KernelFamily>(f);
+    const double seconds = b.family[f];
+    covered += seconds;
+    std::printf("  %-18s %8.3f s %5.1f%%", ds::kernels::kernelFamilyName(family), seconds,
+                100.0 * seconds / b.step);
+    const double flops = family == KernelFamily::MatrixProducts
+                             ? 6.0 * (macs.attentionProjections + macs.mlp + macs.head)
+                         : family == KernelFamily::Attention ? 6.0 * macs.attentionScores
+                                                             : 0.0;
+    if (flops > 0 && seconds > 0)
+      std::printf("  %7.1f GFLOPS, %3.0f%% of the sgemm peak", flops * samples / seconds / 1e9,
+                  100.0 * flops * samples / seconds / 1e9 / peak);
+    std::printf("\n");
+  }
+  std::printf("  %-18s %8.3f s %5.1f%%\n", "optimizer step", b.optimizer,
+              100.0 * b.optimizer / b.step);
+  std::printf("  %-18s %8.3f s %5.1f%%\n", "other", b.step - covered,
+              100.0 * (b.step - covered) / b.step);
+}
+
 int run(const Options& o) {
   using namespace ds::runtime;
   const Gpt shape(gptConfig(o));
   const char* isa = ds::kernels::kernelIsaName(ds::kernels::bestKernelIsa());
   const double flopsPerToken = 6.0 * shape.forwardMacsPerSample(o.seq).total() / o.seq;
   if (!o.json)
-    std::printf("GPT %s: %d layers, hidden %d, %d heads, seq %d, vocab %d, batch %d: %zu parameters; "
-                "kernels %s; %s\n%8s %14s %14s %8s %10s %12s %8s\n",
-                o.shape.c_str(), o.layers, o.hidden, o.heads, o.seq, o.vocab, o.batch,
-                shape.parameterCount(), isa, ds::kernels::matmulLibrary(), "threads", "tokens/s", "torch tok/s", "ratio",
-                "GFLOPS", "sgemm peak", "of peak");
+    std::printf(
+        "GPT %s: %d layers, hidden %d, %d heads, seq %d, vocab %d, batch %d: %zu parameters; "
+        "kernels %s; %s\n%8s %14s %14s %8s %10s %12s %8s\n",
+        o.shape.c_str(), o.layers, o.hidden, o.heads, o.seq, o.vocab, o.batch,
+        shape.parameterCount(), isa, ds::kernels::matmulLibrary(), "threads", "tokens/s",
+        "torch tok/s", "ratio", "GFLOPS", "sgemm peak", "of peak");
+  const ds::runtime::Gpt::Macs macsPerSample = shape.forwardMacsPerSample(o.seq);
+  const double samplesPerStep = o.batch;
+  std::vector<Breakdown> breakdowns;
+  std::vector<double> peaks;
   for (int t : o.threads) {
     double loss = 0.0;
-    const double ours = oursTokensPerSecond(o, t, loss);
+    Breakdown where;
+    const double ours = oursTokensPerSecond(o, t, loss, where);
     const double torch = o.torch ? torchTokensPerSecond(o, t) : 0.0;
     const double peak = sgemmPeakGflops(t);
     const double gflops = ours * flopsPerToken / 1e9;
     if (o.json) {
       using ds::rounded;
       ds::printJsonLine({{"threads", t},
-                                {"params", shape.parameterCount()},
-                                {"tokens_per_s", rounded(ours, 1)},
-                                {"torch_tokens_per_s", rounded(torch, 1)},
-                                {"gflops", rounded(gflops, 2)},
-                                {"sgemm_peak_gflops", rounded(peak, 2)},
-                                {"isa", isa},
-                                {"shape", o.shape}});
+                         {"params", shape.parameterCount()},
+                         {"tokens_per_s", rounded(ours, 1)},
+                         {"torch_tokens_per_s", rounded(torch, 1)},
+                         {"gflops", rounded(gflops, 2)},
+                         {"sgemm_peak_gflops", rounded(peak, 2)},
+                         {"isa", isa},
+                         {"shape", o.shape}});
     } else {
       std::printf("%8d %14.0f %14.0f %7.2fx %10.1f %12.1f %7.0f%%\n", t, ours, torch,
                   torch > 0 ? ours / torch : 0.0, gflops, peak, 100.0 * gflops / peak);
+      breakdowns.push_back(where);
+      peaks.push_back(peak);
     }
   }
+  // Macs are per sample: the families' GFLOPS count a step's samples.
+  for (size_t i = 0; i < breakdowns.size(); ++i)
+    printBreakdown(o.threads[i], breakdowns[i], macsPerSample, samplesPerStep, peaks[i]);
   return 0;
 }
 

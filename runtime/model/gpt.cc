@@ -16,6 +16,7 @@
 
 #include "common/error.h"
 #include "common/fnv1a.h"
+#include "kernels/cpu/kernel_timers.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/philox.h"
 #include "kernels/cpu/transformer_kernels.h"
@@ -528,6 +529,7 @@ void Gpt::embedForward(GptPass& P, LayerAccess& access, float* x) {
   const float* fixedPositions =
       config_.posEmb == PositionEmbedding::Sinusoidal ? A.sinusoid.data() : nullptr;
   const float* p = access.acquireParameters(local(0));
+  kernels::KernelTimer timer(kernels::KernelFamily::EmbeddingLoss);
   if (!model) {
     k.embeddingForward(x, batch.inputIds.data(), p,
                        learnedPositions ? p + vocab * h : fixedPositions, N, seq, h);
@@ -538,6 +540,7 @@ void Gpt::embedForward(GptPass& P, LayerAccess& access, float* x) {
   }
   if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0)
     gpt::applyDropout(x, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0);
+  timer.stop();
   access.releaseParameters(local(0));
   if (P.times) P.times[kEmbedModule] += since(P.forwardStart);
 }
@@ -638,14 +641,19 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
     const size_t V = localVocab;  // sliced: the rank's columns of the logits
     float* z = sized(A.logits, rows * V);
     const Clock::time_point chunkStart = Clock::now();
+    kernels::KernelTimer logitsTimer(kernels::KernelFamily::MatrixProducts);
     kernels::matmul(false, true, rows, V, h, 1.0f, xf + r0 * h, h, outW, h, 0.0f, z, V);
+    logitsTimer.stop();
+    kernels::KernelTimer lossTimer(kernels::KernelFamily::EmbeddingLoss);
     if (!model)
       lossSum += k.crossEntropy(z, batch.targetIds.data() + r0, rows, vocab, rowScale);
     else
       lossSum += vocabParallelCrossEntropy(*model, A.vocab, z, batch.targetIds.data() + r0, rows,
                                            rowScale);
+    lossTimer.stop();
     outputSeconds += since(chunkStart);
     if (!train) continue;
+    kernels::KernelTimer gradientTimer(kernels::KernelFamily::MatrixProducts);
     kernels::matmul(false, false, rows, h, V, 1.0f, z, V, outW, h, 0.0f, dxf + r0 * h, h);
     kernels::matmul(true, false, V, h, rows, 1.0f, z, V, xf + r0 * h, h, 1.0f, outG, h);
   }
@@ -714,6 +722,7 @@ void Gpt::embedBackward(GptPass& P, LayerAccess& access) {
   const size_t localVocab = A.vocab.rows.count;
   float* dx = A.dy.data();
   float* g0 = access.layerGradients(local(0));
+  kernels::KernelTimer timer(kernels::KernelFamily::EmbeddingLoss);
   if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0)
     gpt::applyDropout(dx, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0);
   if (!model) {
@@ -725,6 +734,7 @@ void Gpt::embedBackward(GptPass& P, LayerAccess& access) {
       for (size_t r = 0; r < N; ++r) k.add(g0 + localVocab * h + (r % seq) * h, dx + r * h, h);
   }
   if (config_.weightTying && lastStage()) k.add(g0, A.tiedGrad.data(), localVocab * h);
+  timer.stop();
   access.gradientsDone(local(0));
 }
 

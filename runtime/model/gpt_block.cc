@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "kernels/cpu/kernel_timers.h"
 #include "kernels/cpu/matmul.h"
 #include "runtime/model/norm_backward.h"
 #include "runtime/model/parallel_loops.h"
@@ -23,7 +24,17 @@
 namespace ds::runtime::gpt {
 namespace {
 
+using kernels::KernelFamily;
+using kernels::KernelTimer;
 using kernels::matmul;
+
+// The block's whole-matrix products (not the per-head ones inside the attention's loops), timed
+// as their family.
+void product(bool transA, bool transB, size_t m, size_t n, size_t k, float alpha, const float* a,
+             size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) {
+  KernelTimer timer(KernelFamily::MatrixProducts);
+  matmul(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 
 uint64_t mix(uint64_t x) {  // splitmix64's finaliser
   x ^= x >> 30;
@@ -171,6 +182,7 @@ void BlockRunner::allReduceModel(float* x, size_t n) const {
 
 void BlockRunner::norm(const float* x, const float* w, const float* b, float* out, float* sa,
                        float* sb, size_t rows) const {
+  KernelTimer timer(KernelFamily::Norms);
   const size_t h = c_.hiddenSize;
   switch (c_.norm) {
     case NormKind::LayerNorm:
@@ -189,6 +201,7 @@ void BlockRunner::norm(const float* x, const float* w, const float* b, float* ou
 void BlockRunner::normBackward(const float* dout, const float* x, const float* w, const float* sa,
                                const float* sb, float* dx, float* dw, float* db,
                                size_t rows) const {
+  KernelTimer timer(KernelFamily::Norms);
   const size_t h = c_.hiddenSize;
   switch (c_.norm) {
     case NormKind::LayerNorm:
@@ -313,10 +326,16 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   norm(x, P(L.ln1w), P(L.ln1b), sized(a.ln1, N * h), sized(a.stats1a, N), sized(a.stats1b, N), N);
   attentionStart = lap(kNorm1);
   float* qkv = sized(a.qkv, N * Q);
-  matmul(false, true, N, Q, h, 1.0f, a.ln1.data(), h, P(L.qkvw), h, 0.0f, qkv, Q);
+  product(false, true, N, Q, h, 1.0f, a.ln1.data(), h, P(L.qkvw), h, 0.0f, qkv, Q);
+  KernelTimer elementWise(KernelFamily::ElementWise);
   if (L.qkvb != BlockLayout::kNone) k_.addBias(qkv, P(L.qkvb), N, Q);
+  elementWise.stop();
   lap(kQkv);
-  if (c_.qkNorm) qkNormForward(P(L.qknw), P(L.qknb), qkv, a, w, N);
+  if (c_.qkNorm) {
+    KernelTimer norms(KernelFamily::Norms);
+    qkNormForward(P(L.qknw), P(L.qknb), qkv, a, w, N);
+  }
+  KernelTimer attention(KernelFamily::Attention);
   if (const size_t rot = c_.rotaryDim()) {
     k_.rotary(qkv, N, T, H, d, Q, rot, cos_.data(), sin_.data(), false);
     k_.rotary(qkv + hq, N, T, H / group, d, Q, rot, cos_.data(), sin_.data(), false);
@@ -347,10 +366,12 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
     matmul(false, false, T, d, T, 1.0f, used + (b * H + head) * T * T, T, v, Q, 0.0f,
            ctx + b * T * hq + head * d, hq);
   });
+  attention.stop();
   lap(kCore);
   float* attnOut = sized(w.attnOut, N * h);
-  matmul(false, true, N, h, hq, 1.0f, ctx, hq, P(L.densew), hq, 0.0f, attnOut, h);
+  product(false, true, N, h, hq, 1.0f, ctx, hq, P(L.densew), hq, 0.0f, attnOut, h);
   allReduceModel(attnOut, N * h);  // row-parallel: the ranks' partial sums, then the bias once
+  KernelTimer denseElementWise(KernelFamily::ElementWise);
   if (L.denseb != BlockLayout::kNone) k_.addBias(attnOut, P(L.denseb), N, h);
   if (dropout && c_.hiddenDropout > 0.0)
     applyDropout(attnOut, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
@@ -368,6 +389,7 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   } else {
     a.mid.clear();
   }
+  denseElementWise.stop();
   if (c_.gptjTied) {  // the MLP reads norm1's output
     a.ln2.clear();
   } else {
@@ -377,7 +399,8 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   const float* mlpNormed = c_.gptjTied ? a.ln1.data() : a.ln2.data();
   mlpStart = lap(kNorm2);
   float* fc1 = sized(a.fc1, N * ff1);
-  matmul(false, true, N, ff1, h, 1.0f, mlpNormed, h, P(L.fc1w), h, 0.0f, fc1, ff1);
+  product(false, true, N, ff1, h, 1.0f, mlpNormed, h, P(L.fc1w), h, 0.0f, fc1, ff1);
+  KernelTimer mlpElementWise(KernelFamily::ElementWise);
   if (L.fc1b != BlockLayout::kNone) k_.addBias(fc1, P(L.fc1b), N, ff1);
   lap(kFc1);
   float* act = sized(a.act, N * ff);
@@ -388,10 +411,12 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
     else
       k_.unitForward(unit, act + r0 * ff, fc1 + r0 * ff, (r1 - r0) * ff);
   });
+  mlpElementWise.stop();
   lap(kAct);
   float* mlpOut = sized(w.mlpOut, N * h);
-  matmul(false, true, N, h, ff, 1.0f, act, ff, P(L.fc2w), ff, 0.0f, mlpOut, h);
+  product(false, true, N, h, ff, 1.0f, act, ff, P(L.fc2w), ff, 0.0f, mlpOut, h);
   allReduceModel(mlpOut, N * h);
+  KernelTimer outElementWise(KernelFamily::ElementWise);
   if (L.fc2b != BlockLayout::kNone) k_.addBias(mlpOut, P(L.fc2b), N, h);
   if (dropout && c_.hiddenDropout > 0.0)
     applyDropout(mlpOut, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
@@ -415,60 +440,72 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
   auto P = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : params + offset; };
   auto G = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : grads + offset; };
   const bool hiddenDrop = dropout && c_.hiddenDropout > 0.0;
+  auto elementWise = [](auto fn) {
+    KernelTimer timer(KernelFamily::ElementWise);
+    fn();
+  };
 
   // MLP: dOut reaches mlpOut through the (dropout-masked) residual sum.
   float* dMlp = sized(w.dA, N * h);
-  std::memcpy(dMlp, dOut, N * h * sizeof(float));
-  if (hiddenDrop)
-    applyDropout(dMlp, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
-                 kSiteMlpOut);
-  matmul(true, false, h, ff, N, 1.0f, dMlp, h, a.act.data(), ff, 1.0f, G(L.fc2w), ff);
-  if (L.fc2b != BlockLayout::kNone) k_.biasGradient(G(L.fc2b), dMlp, N, h);
+  elementWise([&] {
+    std::memcpy(dMlp, dOut, N * h * sizeof(float));
+    if (hiddenDrop)
+      applyDropout(dMlp, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
+                   kSiteMlpOut);
+  });
+  product(true, false, h, ff, N, 1.0f, dMlp, h, a.act.data(), ff, 1.0f, G(L.fc2w), ff);
+  if (L.fc2b != BlockLayout::kNone) elementWise([&] { k_.biasGradient(G(L.fc2b), dMlp, N, h); });
   float* dAct = sized(w.dact, N * ff);
-  matmul(false, false, N, ff, h, 1.0f, dMlp, h, P(L.fc2w), ff, 0.0f, dAct, ff);
+  product(false, false, N, ff, h, 1.0f, dMlp, h, P(L.fc2w), ff, 0.0f, dAct, ff);
   float* dFc1 = sized(w.dfc1, N * ff1);
   const kernels::Unit unit = unitOf(c_.activation);
-  parallelRows(N, [&](size_t r0, size_t r1) {
-    const float* in = a.fc1.data();
-    if (c_.gated())
-      k_.gatedBackward(unit, dFc1 + r0 * ff1, dAct + r0 * ff, in + r0 * ff1, r1 - r0, ff);
-    else
-      k_.unitBackward(unit, dFc1 + r0 * ff, dAct + r0 * ff, in + r0 * ff, (r1 - r0) * ff);
+  elementWise([&] {
+    parallelRows(N, [&](size_t r0, size_t r1) {
+      const float* in = a.fc1.data();
+      if (c_.gated())
+        k_.gatedBackward(unit, dFc1 + r0 * ff1, dAct + r0 * ff, in + r0 * ff1, r1 - r0, ff);
+      else
+        k_.unitBackward(unit, dFc1 + r0 * ff, dAct + r0 * ff, in + r0 * ff, (r1 - r0) * ff);
+    });
   });
   const bool tied = c_.gptjTied;
-  matmul(true, false, ff1, h, N, 1.0f, dFc1, ff1, tied ? a.ln1.data() : a.ln2.data(), h, 1.0f,
-         G(L.fc1w), h);
-  if (L.fc1b != BlockLayout::kNone) k_.biasGradient(G(L.fc1b), dFc1, N, ff1);
+  product(true, false, ff1, h, N, 1.0f, dFc1, ff1, tied ? a.ln1.data() : a.ln2.data(), h, 1.0f,
+          G(L.fc1w), h);
+  if (L.fc1b != BlockLayout::kNone) elementWise([&] { k_.biasGradient(G(L.fc1b), dFc1, N, ff1); });
   float* dLn = sized(w.dB, N * h);  // tied: norm1's output gradient from the MLP, so far
-  matmul(false, false, N, h, ff1, 1.0f, dFc1, ff1, P(L.fc1w), h, 0.0f, dLn, h);
+  product(false, false, N, h, ff1, 1.0f, dFc1, ff1, P(L.fc1w), h, 0.0f, dLn, h);
   // Column-parallel's input gradient is the ranks' sum; tied, it is summed with QKV's below.
   if (!tied) allReduceModel(dLn, N * h);
   const float* mlpIn = c_.gptjResidual ? a.input.data() : a.mid.data();
   // dIn collects the residual paths: dOut, then norm2's and norm1's input gradients.
   if (tied) {
-    std::memcpy(dIn, dOut, N * h * sizeof(float));
+    elementWise([&] { std::memcpy(dIn, dOut, N * h * sizeof(float)); });
   } else {
     normBackward(dLn, mlpIn, P(L.ln2w), a.stats2a.data(), a.stats2b.data(), dIn, G(L.ln2w),
                  G(L.ln2b), N);
-    k_.add(dIn, dOut, N * h);  // sequential: d(mid); gpt-j: d(x) so far
+    elementWise([&] { k_.add(dIn, dOut, N * h); });  // sequential: d(mid); gpt-j: d(x) so far
   }
 
   // Attention: its output feeds mid (sequential) or out (gpt-j).
   float* dAttn = sized(w.dA, N * h);
-  std::memcpy(dAttn, c_.gptjResidual ? dOut : dIn, N * h * sizeof(float));
-  if (hiddenDrop)
-    applyDropout(dAttn, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
-                 kSiteAttentionOut);
-  matmul(true, false, h, hq, N, 1.0f, dAttn, h, a.ctx.data(), hq, 1.0f, G(L.densew), hq);
-  if (L.denseb != BlockLayout::kNone) k_.biasGradient(G(L.denseb), dAttn, N, h);
+  elementWise([&] {
+    std::memcpy(dAttn, c_.gptjResidual ? dOut : dIn, N * h * sizeof(float));
+    if (hiddenDrop)
+      applyDropout(dAttn, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
+                   kSiteAttentionOut);
+  });
+  product(true, false, h, hq, N, 1.0f, dAttn, h, a.ctx.data(), hq, 1.0f, G(L.densew), hq);
+  if (L.denseb != BlockLayout::kNone)
+    elementWise([&] { k_.biasGradient(G(L.denseb), dAttn, N, h); });
   float* dCtx = sized(w.dctx, N * hq);
-  matmul(false, false, N, hq, h, 1.0f, dAttn, h, P(L.densew), hq, 0.0f, dCtx, hq);
+  product(false, false, N, hq, h, 1.0f, dAttn, h, P(L.densew), hq, 0.0f, dCtx, hq);
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const float* qkv = a.qkv.data();
   const float* used = a.probsDrop.empty() ? a.probs.data() : a.probsDrop.data();
   float* dqkv = sized(w.dqkv, N * Q);
   float* dProbs = sized(w.dprobs, s.samples * H * T * T);
+  KernelTimer attention(KernelFamily::Attention);
   // One task per key/value head: the query heads of its group add into its dK and dV in turn.
   parallelFor(s.samples * KV, [&](size_t bk) {
     const size_t b = bk / KV, kvHead = bk % KV, vAt = b * T * Q + hq + kv + kvHead * d;
@@ -497,15 +534,19 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
     k_.rotary(dqkv, N, T, H, d, Q, rot, cos_.data(), sin_.data(), true);
     k_.rotary(dqkv + hq, N, T, KV, d, Q, rot, cos_.data(), sin_.data(), true);
   }
-  if (c_.qkNorm) qkNormBackward(P(L.qknw), G(L.qknw), G(L.qknb), dqkv, a, w, N);
-  matmul(true, false, Q, h, N, 1.0f, dqkv, Q, a.ln1.data(), h, 1.0f, G(L.qkvw), h);
-  if (L.qkvb != BlockLayout::kNone) k_.biasGradient(G(L.qkvb), dqkv, N, Q);
-  matmul(false, false, N, h, Q, 1.0f, dqkv, Q, P(L.qkvw), h, tied ? 1.0f : 0.0f, dLn, h);
+  attention.stop();
+  if (c_.qkNorm) {
+    KernelTimer norms(KernelFamily::Norms);
+    qkNormBackward(P(L.qknw), G(L.qknw), G(L.qknb), dqkv, a, w, N);
+  }
+  product(true, false, Q, h, N, 1.0f, dqkv, Q, a.ln1.data(), h, 1.0f, G(L.qkvw), h);
+  if (L.qkvb != BlockLayout::kNone) elementWise([&] { k_.biasGradient(G(L.qkvb), dqkv, N, Q); });
+  product(false, false, N, h, Q, 1.0f, dqkv, Q, P(L.qkvw), h, tied ? 1.0f : 0.0f, dLn, h);
   allReduceModel(dLn, N * h);
   float* dNorm1 = sized(w.dA, N * h);
   normBackward(dLn, a.input.data(), P(L.ln1w), a.stats1a.data(), a.stats1b.data(), dNorm1,
                G(L.ln1w), G(L.ln1b), N);
-  k_.add(dIn, dNorm1, N * h);
+  elementWise([&] { k_.add(dIn, dNorm1, N * h); });
 }
 
 }  // namespace ds::runtime::gpt
