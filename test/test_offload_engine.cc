@@ -147,19 +147,24 @@ TEST_CASE("offload_param: nvme at stage 3 trains to bitwise the parameters of no
     CHECK(filesIn(swap) == 0);
   }
   // Saved with parameters offloaded after 2 steps, resumed offloaded or resident: the straight
-  // run's end.
-  const auto straight = trainRanks(2, config(3, "bf16", ""), 4, {}, {}, widths);
-  trainRanks(2, config(3, "bf16", param), 2, {},
-             [&](ds::runtime::Engine& e, int) { e.saveCheckpoint(ckpt, "s2"); }, widths);
-  const auto resumed = trainRanks(
-      2, config(3, "bf16", param), 2,
-      [&](ds::runtime::Engine& e, int) { e.loadCheckpoint(ckpt, "s2"); }, {}, widths);
-  const auto resumedResident = trainRanks(
-      2, config(3, "bf16", ""), 2,
-      [&](ds::runtime::Engine& e, int) { e.loadCheckpoint(ckpt, "s2"); }, {}, widths);
-  for (int r = 0; r < 2; ++r) {
-    CHECK(resumed[r].params == straight[r].params);
-    CHECK(resumedResident[r].params == straight[r].params);
+  // run's end. The checkpoint streams the layers with the sub-groups (fp32: read for the save,
+  // they are the master; config's 1500-element sub-groups cut every layer into many).
+  for (const std::string precision : {"fp32", "bf16"}) {
+    INFO(precision << " checkpoint");
+    const auto straight = trainRanks(2, config(3, precision, ""), 4, {}, {}, widths);
+    trainRanks(2, config(3, precision, param), 2, {},
+               [&](ds::runtime::Engine& e, int) { e.saveCheckpoint(ckpt, "s2"); }, widths);
+    const auto resumed = trainRanks(
+        2, config(3, precision, param), 2,
+        [&](ds::runtime::Engine& e, int) { e.loadCheckpoint(ckpt, "s2"); }, {}, widths);
+    const auto resumedResident = trainRanks(
+        2, config(3, precision, ""), 2,
+        [&](ds::runtime::Engine& e, int) { e.loadCheckpoint(ckpt, "s2"); }, {}, widths);
+    for (int r = 0; r < 2; ++r) {
+      CHECK(resumed[r].params == straight[r].params);
+      CHECK(resumedResident[r].params == straight[r].params);
+    }
+    std::filesystem::remove_all(ckpt);
   }
 }
 

@@ -170,8 +170,9 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "offload_param: the optimizer step streams the shard sub-group by sub-group, never "
-    "holding it whole, at fp32 (the shard is the master) and 16-bit (only its copy is written)",
+    "offload_param: the optimizer step and checkpoints stream the shard sub-group by sub-group, "
+    "never holding it whole, at fp32 (the shard is the master) and 16-bit (only its copy is "
+    "written)",
     "[offload]") {
   const std::string swap = swapDir("param-streamed-step");
   if (swap.empty()) return;
@@ -193,12 +194,17 @@ TEST_CASE(
       };
       const auto plain = trainRanks(world, config(""), kSteps, {}, {}, widths);
       ZeroStage::OffloadStats stats;
+      // A checkpoint saved and loaded back streams the layers the same way.
+      const std::string ckpt = swap + "/../ckpt-" + precision + "-" + std::to_string(world);
       const auto nvme = trainRanks(
           world, config(param), kSteps, {},
           [&](ds::runtime::Engine& e, int r) {
+            e.saveCheckpoint(ckpt, "end");
+            e.loadCheckpoint(ckpt, "end");
             if (r == 0) stats = e.parameterOffloadStats();
           },
           widths);
+      std::filesystem::remove_all(ckpt);
       for (int r = 0; r < world; ++r) {
         CHECK(nvme[r].params == plain[r].params);
         CHECK(nvme[r].losses == plain[r].losses);

@@ -341,7 +341,7 @@ void Engine::stepAtBoundary() {
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
       const SubGroup& group = groups_[gi];
       const size_t begin = zero_->shardLayout().shardBegin(group.t0);
-      zero_->beforeGroupUpdate({group.t0, group.t1});
+      zero_->beginGroup({group.t0, group.t1}, ZeroStage::ShardUse::kUpdate);
       float* master;
       {
         PhaseTimer timer(timed(times.swapInMs));
@@ -370,7 +370,7 @@ void Engine::stepAtBoundary() {
         PhaseTimer timer(timed(times.swapOutMs));
         home.release(gi, *group.optimizer);
       }
-      zero_->afterGroupUpdate({group.t0, group.t1});
+      zero_->endGroup({group.t0, group.t1}, ZeroStage::ShardUse::kUpdate);
     }
   }
   {

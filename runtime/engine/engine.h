@@ -207,14 +207,15 @@ class Engine : private LayerAccess {
   // this process may still take (common/memory_budget.h).
   void checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
                          size_t largestGroup) const;
-  // Stage 3's offloaded parameters in memory for `body` (a checkpoint), out again after; the
-  // optimizer's sub-groups stream through their home group by group instead.
+  // Runs `body` (a checkpoint), then writes out whatever of stage 3's offloaded parameters is still
+  // in memory (all of it after a failure part-way) and waits for the writes.
   template <class Body>
-  auto withParametersResident(Body body);
+  auto withParametersWrittenBack(Body body);
   // body(g, master slice, state arrays) for each optimizer sub-group in turn, acquired from its
-  // home (a slot with offload_optimizer nvme) and released after.
+  // home (a slot with offload_optimizer nvme) and released after; the stage's working values of
+  // the sub-group are brought in for `use` around it (ZeroStage::beginGroup / endGroup).
   template <class Body>
-  void forEachStateGroup(Body body);
+  void forEachStateGroup(ZeroStage::ShardUse use, Body body);
   void saveCheckpointResident(const std::string& dir, const std::string& tag);
   std::string loadCheckpointResident(const std::string& dir, const std::string& tag,
                                      CheckpointLoadScope scope);

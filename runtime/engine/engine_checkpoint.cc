@@ -88,13 +88,13 @@ void Engine::failTogether(const std::string& problem) {
   if (!first.empty()) throw Error(first);
 }
 
-// Stage 3's offloaded parameters are brought in for the checkpoint and swapped out again after,
-// whether the save or load succeeded or not. The optimizer's sub-groups are not: the save and the
-// load acquire them from their home one at a time (offload_optimizer nvme: through its slots), as
-// a step does, so a checkpoint holds no more than one group beyond the steady state.
+// Nothing is brought in whole for a checkpoint: the save and the load acquire the optimizer's
+// sub-groups from their home one at a time (offload_optimizer nvme: through its slots), as a step
+// does, and stage 3's offloaded parameters with them, layer by layer (read for a save only where
+// they are the fp32 master; a load rewrites them), so a checkpoint holds no more than one group
+// beyond the steady state. Whatever is still in at the end, or after a failure, is written out.
 template <class Body>
-auto Engine::withParametersResident(Body body) {
-  zero_->bringParametersResident();
+auto Engine::withParametersWrittenBack(Body body) {
   try {
     auto result = body();
     zero_->sendParametersAway();
@@ -110,7 +110,7 @@ auto Engine::withParametersResident(Body body) {
 }
 
 void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
-  withParametersResident([&] {
+  withParametersWrittenBack([&] {
     saveCheckpointResident(dir, tag);
     return 0;
   });
@@ -118,15 +118,16 @@ void Engine::saveCheckpoint(const std::string& dir, const std::string& tag) {
 
 std::string Engine::loadCheckpoint(const std::string& dir, const std::string& tag,
                                    CheckpointLoadScope scope) {
-  return withParametersResident([&] { return loadCheckpointResident(dir, tag, scope); });
+  return withParametersWrittenBack([&] { return loadCheckpointResident(dir, tag, scope); });
 }
 
 template <class Body>
-void Engine::forEachStateGroup(Body body) {
+void Engine::forEachStateGroup(ZeroStage::ShardUse use, Body body) {
   OptimizerStateHome& home = zero_->optimizerStates();
   for (size_t g = 0; g < groups_.size(); ++g) {
     const SubGroup& group = groups_[g];
     const size_t begin = zero_->shardLayout().shardBegin(group.t0);
+    zero_->beginGroup({group.t0, group.t1}, use);
     float* master = home.acquire(g, zero_->masterData() + begin, *group.optimizer);
     try {
       body(g, master, group.optimizer->stateArrays());
@@ -136,6 +137,7 @@ void Engine::forEachStateGroup(Body body) {
       throw;
     }
     home.release(g, *group.optimizer);
+    zero_->endGroup({group.t0, group.t1}, use);
   }
   home.endStep();  // the write-backs done, the next step's first group read ahead
 }
@@ -194,6 +196,7 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
       const size_t shard = zero_->shardLayout().shardSize();
       ShardFileWriter file((fs::path(mine_dir) / shardFileName(rank)).string());
       forEachStateGroup(
+          ZeroStage::ShardUse::kRead,
           [&](size_t g, const float* master, const std::vector<OptimizerStateArray>& states) {
             const size_t begin = zero_->shardLayout().shardBegin(groups_[g].t0);
             const size_t count = zero_->shardLayout().shardBegin(groups_[g].t1) - begin;
@@ -314,10 +317,12 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
   // beyond the steady state. Where the home streams a separate master, the 16-bit working values
   // are converted from the slot before it goes, as the step does.
   OptimizerStateHome& home = zero_->optimizerStates();
-  const bool convertPerGroup = home.streamsMaster() && zero_->separateMaster();
+  const bool convertPerGroup =
+      (home.streamsMaster() || zero_->publishesPerGroup()) && zero_->separateMaster();
   char* halfOut = convertPerGroup ? zero_->halfCopyTarget() : nullptr;
   std::vector<uint64_t> loaded(specs_.size(), 0);  // elements of the master found, per tensor
-  forEachStateGroup([&](size_t g, float* master, const std::vector<OptimizerStateArray>& states) {
+  forEachStateGroup(ZeroStage::ShardUse::kOverwrite, [&](size_t g, float* master,
+                                                         const std::vector<OptimizerStateArray>& states) {
     const size_t begin = zero_->shardLayout().shardBegin(groups_[g].t0);
     // Where tensor t's slice of array a (0: master, then the optimizer's arrays) lives now.
     auto destination = [&](size_t a, size_t t) -> float* {

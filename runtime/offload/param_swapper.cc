@@ -270,6 +270,14 @@ void ParamSwapper::swapOut(size_t g) {
   slots_[static_cast<size_t>(s)].used = true;
 }
 
+void ParamSwapper::dropHome(size_t g) {
+  std::lock_guard lock(mutex_);
+  Group& group = groups_[g];
+  if (!group.homeIn) return;
+  givePagesBack(group.home.data, group.home.bytes);
+  setHomeIn(group, false);
+}
+
 void ParamSwapper::finishWrites() {
   std::unique_lock lock(mutex_);
   for (size_t s = 0; s < slots_.size(); ++s) waitIo(lock, static_cast<long>(s));

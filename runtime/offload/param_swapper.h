@@ -60,6 +60,7 @@ class ParamSwapper {
   void swapIn(size_t g);
   void markWritten(size_t g);
   void swapOut(size_t g);
+  void dropHome(size_t g);  // its pages given back without a write (the home is unchanged)
   bool homeIn(size_t g) const;
   void finishWrites();  // every write landed; the first write error is thrown here
 

@@ -36,16 +36,6 @@ std::unique_ptr<ZeroStage> ZeroStage::make(const ZeroContext& context) {
   return stage;
 }
 
-void ZeroStage::bringStateIn() {
-  states_->swapInAll();
-  bringParametersIn();
-}
-
-void ZeroStage::sendStateOut() {
-  states_->swapOutAll();
-  sendParametersOut();
-}
-
 ZeroStage::ZeroStage(const ZeroContext& context, int shardParts) : ctx_(context) {
   Communicator& comm = ctx_.comm;
   layout_ = std::make_unique<PartitionLayout>(ctx_.specs, comm.size(), comm.rank());

@@ -105,14 +105,18 @@ class ZeroStage {
   bool separateMaster() const { return !master_.empty(); }
   // Where a fused 16-bit copy of the updated shard goes.
   virtual char* halfCopyTarget() = 0;
-  // Around each optimizer sub-group's update (the shard's tensors [first, second)), in order:
-  // before, its working values are made reachable where masterData() and halfCopyTarget() point
-  // (stage 3 with offload_param nvme reads in only the layers' shards it covers and reads the
-  // next ones ahead, or, where only their 16-bit copy will be written, reads nothing); after (its 16-bit copy written), the layers' shards it completed are written out
-  // while the next one is updated. So the shard is never in memory whole.
+  // Around each optimizer sub-group's turn (the shard's tensors [first, second)), in order, in the
+  // step (kUpdate) and checkpoints (kRead: saved; kOverwrite: loaded): begin makes its working
+  // values reachable where masterData() and halfCopyTarget() point, end lets go of them. Stage 3
+  // with offload_param nvme brings in only the layers' shards the sub-group covers: read where the
+  // working copy is the master (fp32) and will be read, only declared rewritten where its values
+  // will all be written (16-bit update, any load); at the end the layers it completed are written
+  // out (kRead: given back unchanged) while the next sub-group goes on. So the shard is never in
+  // memory whole.
   using TensorRange = std::pair<size_t, size_t>;
-  virtual void beforeGroupUpdate(TensorRange group) {}
-  virtual void afterGroupUpdate(TensorRange group) {}
+  enum class ShardUse { kRead, kUpdate, kOverwrite };
+  virtual void beginGroup(TensorRange group, ShardUse use) {}
+  virtual void endGroup(TensorRange group, ShardUse use) {}
   // Whether a 16-bit working copy must be written group by group in the step (the optimizer's
   // fused copy or a conversion right after each update), not converted whole by publish.
   virtual bool publishesPerGroup() const { return false; }
@@ -130,13 +134,8 @@ class ZeroStage {
   // offload_param nvme (stage 3): moves the layers' shards to the swap file once the master weights
   // were filled from them.
   virtual void startParameterOffload() {}
-  // Every offloaded state (the optimizer's sub-groups, stage 3's parameters) into its own arrays,
-  // for a checkpoint to read or write them; out again, and their pages given back, after.
-  void bringStateIn();
-  void sendStateOut();
-  // Only stage 3's offloaded parameters (checkpoints stream the optimizer's sub-groups through
-  // the home instead, group by group).
-  void bringParametersResident() { bringParametersIn(); }
+  // Stage 3's offloaded parameters still in memory (after a checkpoint, or one that failed
+  // part-way) written out, their pages given back, and the writes waited for.
   void sendParametersAway() { sendParametersOut(); }
   virtual size_t parameterSwapBytes() const { return 0; }
   // Stage 3: what its gathers and offload_param nvme's buffers did so far, and where the layers

@@ -114,21 +114,23 @@ void ZeroStage3::forEachSwappedLayerIn(TensorRange range, Visit visit) const {
   }
 }
 
-void ZeroStage3::beforeGroupUpdate(TensorRange group) {
+void ZeroStage3::beginGroup(TensorRange group, ShardUse use) {
   if (!paramSwapper_) return;
   PhaseTimer timer(timed(paramSwapTimes_.inMs));
-  if (!streamedStep_)
+  const bool workingIsMaster = master_.empty();
+  if (use == ShardUse::kRead && !workingIsMaster) return;  // a 16-bit copy is not saved
+  if (!streamedShard_)
     for (int l = 0; l < layerCount(); ++l) waitLayer(l);  // gathers read the swapper too
-  streamedStep_ = true;
-  // fp32: the working shard is the master the optimizer reads. 16-bit: the update writes the
-  // whole of it (the fused copy or the conversion after), nothing needs reading.
-  if (!master_.empty()) {
+  if (use != ShardUse::kRead) streamedShard_ = true;
+  // Read in only what will be read: an fp32 master. A 16-bit update writes the whole copy (the
+  // fused copy or the conversion after), and a load writes every value.
+  if (use == ShardUse::kOverwrite || (use == ShardUse::kUpdate && !workingIsMaster)) {
     forEachSwappedLayerIn(group, [&](size_t g, bool) { paramSwapper_->markWritten(g); });
     return;
   }
   forEachSwappedLayerIn(group, [&](size_t g, bool) { paramSwapper_->swapIn(g); });
-  // The layers after this sub-group are read while it is updated, as far as half the buffers
-  // go (the other half take the writes of the layers it completes).
+  // The layers after this sub-group are read while it is used, as far as half the buffers go
+  // (the other half take the writes of the layers it completes).
   const size_t groupEnd = layout_->shardBegin(group.second);
   int ahead = std::max(1, paramSwapper_->slotCount() / 2);
   for (int l = 0; l < layerCount() && ahead > 0; ++l) {
@@ -140,11 +142,15 @@ void ZeroStage3::beforeGroupUpdate(TensorRange group) {
   }
 }
 
-void ZeroStage3::afterGroupUpdate(TensorRange group) {
+void ZeroStage3::endGroup(TensorRange group, ShardUse use) {
   if (!paramSwapper_) return;
   PhaseTimer timer(timed(paramSwapTimes_.outMs));
   forEachSwappedLayerIn(group, [&](size_t g, bool complete) {
-    if (complete) paramSwapper_->swapOut(g);
+    if (!complete) return;
+    if (use == ShardUse::kRead)
+      paramSwapper_->dropHome(g);
+    else
+      paramSwapper_->swapOut(g);
   });
 }
 
@@ -202,8 +208,8 @@ void ZeroStage3::publishParameters(bool halfWritten) {
   // (then only its last writes are waited for).
   if (paramSwapper_) {
     PhaseTimer timer(timed(paramSwapTimes_.outMs));
-    if (!streamedStep_) paramSwapper_->markHomesWritten();
-    streamedStep_ = false;
+    if (!streamedShard_) paramSwapper_->markHomesWritten();
+    streamedShard_ = false;
     paramSwapper_->swapOutAll();
   }
   for (int l = 0; l < layerCount(); ++l)

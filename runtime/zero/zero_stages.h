@@ -80,8 +80,8 @@ class ZeroStage3 : public ZeroStage {
   void gradientsDone(int layer) override;
   void reduceGradientsForStep() override;
   char* halfCopyTarget() override { return working_.data(); }
-  void beforeGroupUpdate(TensorRange group) override;
-  void afterGroupUpdate(TensorRange group) override;
+  void beginGroup(TensorRange group, ShardUse use) override;
+  void endGroup(TensorRange group, ShardUse use) override;
   bool publishesPerGroup() const override { return paramSwapper_ != nullptr; }
   void publishParameters(bool halfWritten) override;
   std::vector<float> fullParameters() override;
@@ -117,7 +117,7 @@ class ZeroStage3 : public ZeroStage {
   // memory).
   std::unique_ptr<ParamSwapper> paramSwapper_;
   std::vector<int> swapGroup_;
-  bool streamedStep_ = false;  // this step's sub-groups wrote their layers out themselves
+  bool streamedShard_ = false;  // the sub-groups since the last publish wrote their layers out
 };
 
 }  // namespace ds::runtime
