@@ -1,5 +1,6 @@
 #include "common/memory_budget.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -30,7 +31,26 @@ struct Hierarchy {
   std::string path;     // this process's cgroup in it ("/" for the root)
   const char* limitFile;
   const char* usageFile;
+  const char* statPrefix;  // memory.stat's key prefix for the hierarchy's totals: v1 "total_"
+  const char* mappedKey;   // memory.stat's mapped page cache: v1 "mapped_file", v2 "file_mapped"
 };
+
+// The cgroup's page cache that no process maps (memory.stat: file pages on the LRU lists less
+// the mapped ones): charged to it, counted in its usage, but given back by the kernel before it
+// would stop anyone. The shared libraries a finished job read stay charged that way.
+uint64_t reclaimableCache(const fs::path& dir, const Hierarchy& h) {
+  std::ifstream in(dir / "memory.stat");
+  const std::string prefix = h.statPrefix;
+  uint64_t active = 0, inactive = 0, mapped = 0;
+  std::string key;
+  uint64_t value = 0;
+  while (in >> key >> value) {
+    if (key == prefix + "active_file") active = value;
+    if (key == prefix + "inactive_file") inactive = value;
+    if (key == prefix + h.mappedKey) mapped = value;
+  }
+  return active + inactive > mapped ? active + inactive - mapped : 0;
+}
 
 // The memory hierarchy this process is in, from /proc/self/cgroup: a v1 "N:memory:/path" line
 // (mounted at /sys/fs/cgroup/memory) or the v2 "0::/path" line (at /sys/fs/cgroup, or at
@@ -47,7 +67,8 @@ bool findHierarchy(Hierarchy& out) {
     std::stringstream list(controllers);
     for (std::string c; std::getline(list, c, ',');)
       if (c == "memory" && fs::exists("/sys/fs/cgroup/memory/memory.limit_in_bytes")) {
-        out = {"/sys/fs/cgroup/memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes"};
+        out = {"/sys/fs/cgroup/memory", path,      "memory.limit_in_bytes",
+               "memory.usage_in_bytes", "total_", "mapped_file"};
         return true;
       }
     if (controllers.empty()) {
@@ -58,7 +79,7 @@ bool findHierarchy(Hierarchy& out) {
   if (!unified) return false;
   for (const char* root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"})
     if (fs::exists(fs::path(root) / "cgroup.controllers")) {
-      out = {root, unifiedPath, "memory.max", "memory.current"};
+      out = {root, unifiedPath, "memory.max", "memory.current", "", "file_mapped"};
       return true;
     }
   return false;
@@ -106,12 +127,15 @@ MemoryBudget memoryBudget() {
       uint64_t limit = 0, usage = 0;
       if (fs::is_directory(dir) && readNumber(dir / h.limitFile, limit) &&
           readNumber(dir / h.usageFile, usage) && limit < (uint64_t{1} << 60)) {
+        const uint64_t cache = std::min(usage, reclaimableCache(dir, h));
+        usage -= cache;
         const double left = limit > usage ? static_cast<double>(limit - usage) : 0.0;
         if (left < available) {
           available = left;
           budget.source = "the memory cgroup " + dir.string() + " (limit " +
                           humanBytes(static_cast<double>(limit)) + ", " +
-                          humanBytes(static_cast<double>(usage)) + " in use)";
+                          humanBytes(static_cast<double>(usage)) + " in use besides " +
+                          humanBytes(static_cast<double>(cache)) + " of page cache)";
         }
       }
       if (dir.string().size() <= root.string().size()) break;

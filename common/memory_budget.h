@@ -1,6 +1,7 @@
 // How much more memory this process may take before the kernel stops it: the tightest of the
 // memory cgroup limits above it (v1 memory.limit_in_bytes or v2 memory.max, minus what each
-// cgroup already uses) and the machine's MemAvailable. The engine checks its training state
+// cgroup already uses besides page cache no process maps, which the kernel reclaims first) and the
+// machine's MemAvailable. The engine checks its training state
 // against it before allocating, so a job that cannot fit fails with a message that says what to
 // change instead of being killed by the OOM killer halfway through its start.
 #pragma once
