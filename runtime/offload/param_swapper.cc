@@ -56,16 +56,26 @@ size_t ParamSwapper::addGroup(SwapRegion home) {
   return groups_.size() - 1;
 }
 
-long ParamSwapper::chooseSlot(bool evenUnused) const {
-  long best = -1;
+long ParamSwapper::chooseSlot(bool evenUnused, size_t g, int direction) const {
+  const auto behind = static_cast<long>(groups_.size()) + 1;  // any group behind ranks first
+  long best = -1, bestRank = -1;
   for (size_t s = 0; s < slots_.size(); ++s) {
     const Slot& slot = slots_[s];
     if (slot.group < 0) return static_cast<long>(s);
     if (slot.pins > 0 || (!evenUnused && (!slot.used || ioRunning(slot)))) continue;
-    if (best < 0 || slot.lastUse < slots_[static_cast<size_t>(best)].lastUse)
+    const long ahead = (slot.group - static_cast<long>(g)) * direction;
+    const long rank = ahead >= 0 ? ahead : behind - ahead;
+    if (rank > bestRank) {
       best = static_cast<long>(s);
+      bestRank = rank;
+    }
   }
   return best;
+}
+
+void ParamSwapper::setScanDirection(int direction) {
+  std::lock_guard lock(mutex_);
+  direction_ = direction < 0 ? -1 : 1;
 }
 
 void ParamSwapper::startRead(size_t g, long s) {
@@ -123,7 +133,7 @@ bool ParamSwapper::prefetch(size_t g) { return readAhead(g, true); }
 bool ParamSwapper::readAhead(size_t g, bool counted) {
   std::unique_lock lock(mutex_);
   if (slotOf(g) >= 0) return true;
-  const long s = chooseSlot(false);
+  const long s = chooseSlot(false, g, direction_);
   if (s < 0) return false;
   waitIo(lock, s);  // finished already (chooseSlot): only collects a write's error
   if (counted) counters_.readsAhead += 1;
@@ -136,7 +146,7 @@ const char* ParamSwapper::acquire(size_t g) {
   long s = slotOf(g);
   bool hit = s >= 0;
   while (s < 0) {
-    s = chooseSlot(true);
+    s = chooseSlot(true, g, direction_);
     if (s < 0)
       throw Error("offload_param: every one of the " + std::to_string(slots_.size()) +
                   " buffers is in use (a bug: gathers hold one at a time)");
@@ -257,10 +267,12 @@ void ParamSwapper::swapOut(size_t g) {
   std::unique_lock lock(mutex_);
   if (!groups_[g].homeIn) return;
   forgetSlotCopy(lock, g);
-  // A buffer that is done with: free ones first, then the least recently used (a finished write,
-  // whose group the file now holds, or a read that is not pinned: it can be read again).
-  long s = chooseSlot(false);
-  if (s < 0) s = chooseSlot(true);
+  // A buffer that is done with: a free one first, then one holding a finished write or an unpinned
+  // read (the file has their groups: they can be read again).
+  // The written copy is next wanted by the next forward, which starts from the first group: the
+  // groups farthest from it go first.
+  long s = chooseSlot(false, 0, 1);
+  if (s < 0) s = chooseSlot(true, 0, 1);
   if (s < 0)
     throw Error("offload_param: every one of the " + std::to_string(slots_.size()) +
                 " buffers is in use (a bug: the step holds none)");

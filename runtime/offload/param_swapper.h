@@ -78,6 +78,9 @@ class ParamSwapper {
     uint64_t maxHomeBytesIn = 0;  // the homes' bytes holding values at once, at most
   };
   Counters counters() const;
+  // The gathers' order from now on: +1 ascending (a forward), -1 descending (a backward); which
+  // buffers a read takes depends on it (chooseSlot).
+  void setScanDirection(int direction);
   // Groups in a slot now (read or being read), in slot order.
   std::vector<size_t> slotGroups() const;
   int slotCount() const { return static_cast<int>(slots_.size()); }
@@ -106,9 +109,14 @@ class ParamSwapper {
   static bool ioRunning(const Slot& slot);
   bool readAhead(size_t g, bool counted);  // prefetch; counted: in readsAhead
   long slotOf(size_t g) const { return groupSlot_[g]; }
-  // A slot for a new read, or -1: free ones first, then used ones least recently used first;
-  // `evenUnused` lets a read ahead that was never used be dropped too (acquire must succeed).
-  long chooseSlot(bool evenUnused) const;
+  // A slot for group `g`'s transfer, or -1: a free one first, else the group whose next use is
+  // farthest off, for a scan over the groups in `direction` (+1: ascending) now at `g`. Groups
+  // behind the scan come next in the reverse scan that follows (a backward after its forward,
+  // the step's ascending pass after a backward), farthest behind last: they go first, the
+  // farthest behind first; then those ahead, the farthest ahead first. (Least recently used would
+  // drop, on every scan, the very group the scan needs next.) `evenUnused` lets a read ahead
+  // that was never used be dropped too (acquire must succeed).
+  long chooseSlot(bool evenUnused, size_t g, int direction) const;
   void startRead(size_t g, long s);  // under mutex_
   void waitIo(std::unique_lock<std::mutex>& lock, long s);
   void clearSlots();  // every slot empty, after its I/O
@@ -124,6 +132,7 @@ class ParamSwapper {
   const bool lockSlots_;
   mutable std::mutex mutex_;
   uint64_t tick_ = 0;
+  int direction_ = 1;
   int readsInFlight_ = 0;
   uint64_t homeBytesIn_ = 0;
   Counters counters_;

@@ -128,6 +128,7 @@ void ZeroStage3::beginGroup(TensorRange group, ShardUse use) {
     forEachSwappedLayerIn(group, [&](size_t g, bool) { paramSwapper_->markWritten(g); });
     return;
   }
+  paramSwapper_->setScanDirection(1);  // sub-groups go in shard order
   forEachSwappedLayerIn(group, [&](size_t g, bool) { paramSwapper_->swapIn(g); });
   // The layers after this sub-group are read while it is used, as far as half the buffers go
   // (the other half take the writes of the layers it completes).
@@ -171,6 +172,7 @@ size_t ZeroStage3::parameterSwapBytes() const {
 }
 
 const float* ZeroStage3::acquireParameters(int layer, bool inBackward) {
+  if (paramSwapper_) paramSwapper_->setScanDirection(inBackward ? -1 : 1);
   if (layerParams_[layer].empty() && layerNumel(layer) > 0) gatherLayer(layer);
   prefetchFrom(layer, inBackward ? -1 : 1);
   waitLayer(layer);
