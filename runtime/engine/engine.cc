@@ -95,7 +95,21 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
   // NVMe: the swap file, so they are never resident whole).
   const PartitionLayout& shard = zero_->shardLayout();
   const auto groupLimit = static_cast<size_t>(std::max<int64_t>(1, config_.zero.subGroupSize));
-  const std::vector<std::pair<size_t, size_t>> runs = shard.tensorRuns(groupLimit);
+  std::vector<std::pair<size_t, size_t>> runs = shard.tensorRuns(groupLimit);
+  if (zero_->subGroupsWithinLayers()) {
+    // Cut at every layer's first tensor too, so each sub-group lies in one layer's buffer.
+    std::vector<std::pair<size_t, size_t>> cut;
+    for (const auto& [t0, t1] : runs) {
+      size_t from = t0;
+      for (const auto& [l0, l1] : layerTensors_)
+        if (l0 > from && l0 < t1 && l0 < l1) {
+          cut.push_back({from, l0});
+          from = l0;
+        }
+      cut.push_back({from, t1});
+    }
+    runs = std::move(cut);
+  }
   size_t largestGroup = 0;
   for (const auto& [t0, t1] : runs)
     largestGroup = std::max(largestGroup, shard.shardBegin(t1) - shard.shardBegin(t0));
@@ -341,12 +355,17 @@ void Engine::stepAtBoundary() {
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
       const SubGroup& group = groups_[gi];
       const size_t begin = zero_->shardLayout().shardBegin(group.t0);
-      zero_->beginGroup({group.t0, group.t1}, ZeroStage::ShardUse::kUpdate);
+      const ZeroStage::GroupView view =
+          zero_->beginGroup({group.t0, group.t1}, ZeroStage::ShardUse::kUpdate);
       float* master;
       {
         PhaseTimer timer(timed(times.swapInMs));
-        master = home.acquire(gi, zero_->masterData() + begin, *group.optimizer);
+        master = home.acquire(gi, view.master ? view.master : zero_->masterData() + begin,
+                              *group.optimizer);
       }
+      char* halfAt = view.halfCopy ? view.halfCopy
+                     : halfOut     ? halfOut + begin * dtypeBytes(modelType_)
+                                   : nullptr;
       {
         PhaseTimer timer(timed(times.gradientsMs));
         // With one sub-group (the usual case) its gradients are still loaded from the statistics.
@@ -359,11 +378,11 @@ void Engine::stepAtBoundary() {
         PhaseTimer timer(timed(times.updateMs));
         if (fused)
           update.halfCopy = {
-              reinterpret_cast<uint16_t*>(halfOut + begin * dtypeBytes(modelType_)),
+              reinterpret_cast<uint16_t*>(halfAt),
               modelType_ == DType::BF16 ? kernels::HalfFormat::Bf16 : kernels::HalfFormat::Fp16};
         group.optimizer->step(master, groupGrads_.data(), update);
         if (convertPerGroup)
-          convertElements(master, DType::F32, halfOut + begin * dtypeBytes(modelType_), modelType_,
+          convertElements(master, DType::F32, halfAt, modelType_,
                           zero_->shardLayout().shardBegin(group.t1) - begin);
       }
       {

@@ -290,6 +290,52 @@ void ParamSwapper::dropHome(size_t g) {
   setHomeIn(group, false);
 }
 
+char* ParamSwapper::acquireForUpdate(size_t g, bool read) {
+  if (read) return const_cast<char*>(acquire(g));
+  std::unique_lock lock(mutex_);
+  long s = slotOf(g);
+  if (s < 0) s = chooseSlot(true, g, direction_);
+  if (s < 0)
+    throw Error("offload_param: every one of the " + std::to_string(slots_.size()) +
+                " buffers is in use (a bug: the step holds one at a time)");
+  Slot& slot = slots_[static_cast<size_t>(s)];
+  slot.pins += 1;
+  try {
+    waitIo(lock, s);  // a read ahead of g, or the slot's last write, lands first
+  } catch (...) {
+    slot.pins -= 1;
+    throw;
+  }
+  if (slot.group >= 0 && slot.group != static_cast<long>(g))
+    groupSlot_[static_cast<size_t>(slot.group)] = -1;
+  if (!slot.buffer) slot.buffer = std::make_unique<AlignedBuffer>(slotBytes_, lockSlots_);
+  slot.group = static_cast<long>(g);
+  groupSlot_[g] = s;
+  slot.used = true;
+  slot.lastUse = ++tick_;
+  char* at = static_cast<char*>(slot.buffer->data());
+  const Group& group = groups_[g];
+  std::memset(at + group.home.bytes, 0, group.fileBytes - group.home.bytes);
+  return at;
+}
+
+void ParamSwapper::writeBack(size_t g) {
+  std::lock_guard lock(mutex_);
+  const long s = slotOf(g);
+  if (s < 0) throw Error("offload_param: a layer written back that holds no buffer (a bug)");
+  Slot& slot = slots_[static_cast<size_t>(s)];
+  slot.pins -= 1;
+  const Group& group = groups_[g];
+  char* at = static_cast<char*>(slot.buffer->data());
+  counters_.bytesWritten += group.fileBytes;
+  slot.used = true;  // may take a read ahead once written: the file holds the group again
+  slot.ioSerial += 1;
+  slot.io = io_.submit([this, at, bytes = group.fileBytes, offset = group.fileOffset] {
+                 file_.write(at, bytes, offset);
+               })
+                .share();
+}
+
 void ParamSwapper::finishWrites() {
   std::unique_lock lock(mutex_);
   for (size_t s = 0; s < slots_.size(); ++s) waitIo(lock, static_cast<long>(s));

@@ -50,9 +50,19 @@ class ParamSwapper {
   // Starts reading group g into a slot unless it is in one already; false when no slot can take
   // it without dropping a group that is in use or was read ahead and not used yet.
   bool prefetch(size_t g);
+  // The same for the optimizer step's own reads ahead (not counted in readsAhead, which counts
+  // the gathers' prefetch, stage3_prefetch_bucket_size's).
+  bool prefetchForStep(size_t g) { return readAhead(g, false); }
   // Group g's bytes in its slot, read first if needed; valid until release(g).
   const char* acquire(size_t g);
   void release(size_t g);
+
+  // The optimizer step's use of group g in its buffer itself, the home never touched: read in
+  // first where `read` (an fp32 master the update reads), or taken as it is where the caller will
+  // write every byte (a 16-bit copy); held until writeBack(g), which writes the buffer to the file
+  // in the background (finishWrites collects it) and leaves it holding g, clean.
+  char* acquireForUpdate(size_t g, bool read);
+  void writeBack(size_t g);
 
   // One group's home: read in (a no-op when in already); declared about to be rewritten whole
   // (its copies in the slots and file are stale from now); written out through a slot (the write

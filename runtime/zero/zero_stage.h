@@ -107,16 +107,25 @@ class ZeroStage {
   virtual char* halfCopyTarget() = 0;
   // Around each optimizer sub-group's turn (the shard's tensors [first, second)), in order, in the
   // step (kUpdate) and checkpoints (kRead: saved; kOverwrite: loaded): begin makes its working
-  // values reachable where masterData() and halfCopyTarget() point, end lets go of them. Stage 3
-  // with offload_param nvme brings in only the layers' shards the sub-group covers: read where the
-  // working copy is the master (fp32) and will be read, only declared rewritten where its values
-  // will all be written (16-bit update, any load); at the end the layers it completed are written
-  // out (kRead: given back unchanged) while the next sub-group goes on. So the shard is never in
-  // memory whole.
+  // values reachable, end lets go of them. Stage 3 with offload_param nvme never holds the shard
+  // whole: in the step, a sub-group within one swapped layer (the engine cuts sub-groups at layer
+  // boundaries there) is updated in that layer's buffer itself, read first where the working copy
+  // is the fp32 master, and the buffer is written out once the layer's last sub-group is done,
+  // while the next one goes on; otherwise (checkpoints) the layers' shards the sub-group covers
+  // come into their own arrays (read where they will be read, only declared rewritten where every
+  // value will be written) and go out as each is completed (kRead: given back unchanged).
   using TensorRange = std::pair<size_t, size_t>;
   enum class ShardUse { kRead, kUpdate, kOverwrite };
-  virtual void beginGroup(TensorRange group, ShardUse use) {}
+  // Where the sub-group's fp32 master slice and 16-bit copy lie for this turn; null: at their
+  // usual place (masterData() and halfCopyTarget() at the sub-group's shard offset).
+  struct GroupView {
+    float* master = nullptr;
+    char* halfCopy = nullptr;
+  };
+  virtual GroupView beginGroup(TensorRange group, ShardUse use) { return {}; }
   virtual void endGroup(TensorRange group, ShardUse use) {}
+  // Whether sub-groups must not straddle layers (stage 3 updating them in the layers' buffers).
+  virtual bool subGroupsWithinLayers() const { return false; }
   // Whether a 16-bit working copy must be written group by group in the step (the optimizer's
   // fused copy or a conversion right after each update), not converted whole by publish.
   virtual bool publishesPerGroup() const { return false; }

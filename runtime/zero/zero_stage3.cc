@@ -114,38 +114,78 @@ void ZeroStage3::forEachSwappedLayerIn(TensorRange range, Visit visit) const {
   }
 }
 
-void ZeroStage3::beginGroup(TensorRange group, ShardUse use) {
-  if (!paramSwapper_) return;
+int ZeroStage3::swappedLayerHolding(size_t begin, size_t end) const {
+  for (int l = 0; l < layerCount(); ++l) {
+    const auto [t0, t1] = ctx_.layerTensors[l];
+    const size_t layerBegin = layout_->shardBegin(t0), layerEnd = layerBegin + layout_->chunk(t0, t1);
+    if (layerBegin <= begin && end <= layerEnd && begin < layerEnd)
+      return swapGroup_[l] >= 0 ? l : -1;
+  }
+  return -1;
+}
+
+void ZeroStage3::readLayersAheadOf(size_t shardEnd) {
+  // As far as half the buffers go (the other half take the writes of the layers completed).
+  int ahead = std::max(1, paramSwapper_->slotCount() / 2);
+  for (int l = 0; l < layerCount() && ahead > 0; ++l) {
+    if (swapGroup_[l] < 0 || layout_->shardBegin(ctx_.layerTensors[l].first) < shardEnd) continue;
+    const auto g = static_cast<size_t>(swapGroup_[l]);
+    if (paramSwapper_->homeIn(g)) continue;
+    if (!paramSwapper_->prefetchForStep(g)) break;
+    --ahead;
+  }
+}
+
+ZeroStage::GroupView ZeroStage3::beginGroup(TensorRange group, ShardUse use) {
+  if (!paramSwapper_) return {};
   PhaseTimer timer(timed(paramSwapTimes_.inMs));
   const bool workingIsMaster = master_.empty();
-  if (use == ShardUse::kRead && !workingIsMaster) return;  // a 16-bit copy is not saved
+  if (use == ShardUse::kRead && !workingIsMaster) return {};  // a 16-bit copy is not saved
   if (!streamedShard_)
     for (int l = 0; l < layerCount(); ++l) waitLayer(l);  // gathers read the swapper too
   if (use != ShardUse::kRead) streamedShard_ = true;
-  // Read in only what will be read: an fp32 master. A 16-bit update writes the whole copy (the
-  // fused copy or the conversion after), and a load writes every value.
+  paramSwapper_->setScanDirection(1);  // sub-groups go in shard order
+  const size_t begin = layout_->shardBegin(group.first), end = layout_->shardBegin(group.second);
+  const int layer = use == ShardUse::kUpdate ? swappedLayerHolding(begin, end) : -1;
+  if (layer >= 0) {
+    // The update in the layer's buffer itself: read first for an fp32 master, taken as it is
+    // for a 16-bit copy the update rewrites whole. The layer's later sub-groups find it held.
+    if (updatingLayer_ != layer) {
+      if (updatingLayer_ >= 0)
+        throw Error("offload_param: a layer's buffer still held by the step (a bug)");
+      updatingBuffer_ =
+          paramSwapper_->acquireForUpdate(static_cast<size_t>(swapGroup_[layer]), workingIsMaster);
+      updatingLayer_ = layer;
+      if (workingIsMaster) readLayersAheadOf(end);
+    }
+    char* at = updatingBuffer_ + (begin - layout_->shardBegin(ctx_.layerTensors[layer].first)) *
+                                     dtypeBytes(ctx_.modelType);
+    if (workingIsMaster) return {reinterpret_cast<float*>(at), nullptr};
+    return {nullptr, at};
+  }
+  // Through the layers' own arrays: read in only what will be read (an fp32 master); a 16-bit
+  // update writes the whole copy, and a load writes every value.
   if (use == ShardUse::kOverwrite || (use == ShardUse::kUpdate && !workingIsMaster)) {
     forEachSwappedLayerIn(group, [&](size_t g, bool) { paramSwapper_->markWritten(g); });
-    return;
+    return {};
   }
-  paramSwapper_->setScanDirection(1);  // sub-groups go in shard order
   forEachSwappedLayerIn(group, [&](size_t g, bool) { paramSwapper_->swapIn(g); });
-  // The layers after this sub-group are read while it is used, as far as half the buffers go
-  // (the other half take the writes of the layers it completes).
-  const size_t groupEnd = layout_->shardBegin(group.second);
-  int ahead = std::max(1, paramSwapper_->slotCount() / 2);
-  for (int l = 0; l < layerCount() && ahead > 0; ++l) {
-    if (swapGroup_[l] < 0 || layout_->shardBegin(ctx_.layerTensors[l].first) < groupEnd) continue;
-    const auto g = static_cast<size_t>(swapGroup_[l]);
-    if (paramSwapper_->homeIn(g)) continue;
-    if (!paramSwapper_->prefetch(g)) break;
-    --ahead;
-  }
+  readLayersAheadOf(end);
+  return {};
 }
 
 void ZeroStage3::endGroup(TensorRange group, ShardUse use) {
   if (!paramSwapper_) return;
   PhaseTimer timer(timed(paramSwapTimes_.outMs));
+  if (updatingLayer_ >= 0) {
+    const auto [t0, t1] = ctx_.layerTensors[updatingLayer_];
+    if (layout_->shardBegin(group.second) >= layout_->shardBegin(t0) + layout_->chunk(t0, t1)) {
+      paramSwapper_->writeBack(static_cast<size_t>(swapGroup_[updatingLayer_]));
+      updatingLayer_ = -1;
+      updatingBuffer_ = nullptr;
+    }
+    return;
+  }
   forEachSwappedLayerIn(group, [&](size_t g, bool complete) {
     if (!complete) return;
     if (use == ShardUse::kRead)

@@ -80,8 +80,11 @@ class ZeroStage3 : public ZeroStage {
   void gradientsDone(int layer) override;
   void reduceGradientsForStep() override;
   char* halfCopyTarget() override { return working_.data(); }
-  void beginGroup(TensorRange group, ShardUse use) override;
+  GroupView beginGroup(TensorRange group, ShardUse use) override;
   void endGroup(TensorRange group, ShardUse use) override;
+  bool subGroupsWithinLayers() const override {
+    return ctx_.config.zero.offloadParam.device == OffloadDevice::Nvme;
+  }
   bool publishesPerGroup() const override { return paramSwapper_ != nullptr; }
   void publishParameters(bool halfWritten) override;
   std::vector<float> fullParameters() override;
@@ -118,6 +121,13 @@ class ZeroStage3 : public ZeroStage {
   std::unique_ptr<ParamSwapper> paramSwapper_;
   std::vector<int> swapGroup_;
   bool streamedShard_ = false;  // the sub-groups since the last publish wrote their layers out
+  // The swapped layer whose buffer the step is updating in place, or -1, and that buffer.
+  int updatingLayer_ = -1;
+  char* updatingBuffer_ = nullptr;
+  // The swapped layer holding the shard's elements [begin, end) whole, or -1.
+  int swappedLayerHolding(size_t begin, size_t end) const;
+  // Reads the swapped layers after the shard's element shardEnd ahead into free buffers.
+  void readLayersAheadOf(size_t shardEnd);
 };
 
 }  // namespace ds::runtime
