@@ -82,8 +82,38 @@ zero_optimization:
 )" + offload;
 }
 
-void writeCorpus(const std::string& dir) {
+// A job directory (corpus, swap/, a one-slot hostfile) and a memory cgroup of `limitBytes` that
+// its launches run in; nullopt where the case cannot run here (skipped, saying why).
+struct CappedJob {
+  std::string dir;
+  MemoryCgroup cgroup;
+  // ds-launch train --config NAME.yml, inside the cgroup (on a free port: tests run side by side).
+  CommandOutcome launch(const std::string& config) const {
+    return runCommand("cd " + dir + " && sh -c '" + cgroup.enter() + "exec " + DS_BIN_DIR +
+                      "/ds-launch --hostfile hostfile --master_port 0 --log_dir logs-" + config +
+                      " train --config " + config + ".yml'");
+  }
+};
+
+std::optional<CappedJob> cappedJob(const std::string& name, uint64_t limitBytes,
+                                   double diskBytes) {
+  const std::string dir = makeScratchDir(name);
+  struct statfs fsInfo {};
+  REQUIRE(statfs(dir.c_str(), &fsInfo) == 0);
+  if (skipUnless(static_cast<long>(fsInfo.f_type) != kTmpfsMagic,
+                 "the scratch directory is tmpfs: swapped state would count against the limit") ||
+      skipUnless(static_cast<double>(fsInfo.f_bavail) * fsInfo.f_bsize > diskBytes,
+                 "too little free disk for the swap files"))
+    return std::nullopt;
+  std::optional<MemoryCgroup> cgroup = MemoryCgroup::make(limitBytes);
+  if (skipUnless(cgroup.has_value(),
+                 "no memory cgroup can be created here (needs root and a "
+                 "writable cgroup v1 memory or v2 hierarchy)"))
+    return std::nullopt;
   writeByteCorpus(dir + "/data/corpus", 20, [](int) { return 2; });
+  fs::create_directories(dir + "/swap");
+  writeFile(dir + "/hostfile", "127.0.0.1 slots=1\n");
+  return CappedJob{dir, std::move(*cgroup)};
 }
 
 }  // namespace
@@ -92,28 +122,13 @@ TEST_CASE(
     "offload_optimizer nvme: a model whose optimizer state does not fit under a memory "
     "limit trains, and without offload it fails by name, not by the OOM killer",
     "[offload][launch]") {
-  const std::string dir = makeScratchDir("memcap");
-  struct statfs fsInfo {};
-  REQUIRE(statfs(dir.c_str(), &fsInfo) == 0);
-  if (skipUnless(static_cast<long>(fsInfo.f_type) != kTmpfsMagic,
-                 "the scratch directory is tmpfs: swapped state would count against the limit"))
-    return;
-  std::optional<MemoryCgroup> cgroup = MemoryCgroup::make(760ull << 20);
-  if (skipUnless(cgroup.has_value(),
-                 "no memory cgroup can be created here (needs root and a "
-                 "writable cgroup v1 memory or v2 hierarchy)"))
-    return;
-  writeCorpus(dir);
-  fs::create_directories(dir + "/swap");
-  writeFile(dir + "/hostfile", "127.0.0.1 slots=1\n");
+  const std::optional<CappedJob> job = cappedJob("memcap", 760ull << 20, 1e9);
+  if (!job) return;
+  const std::string& dir = job->dir;
   writeFile(dir + "/resident.yml", yaml(""));
   writeFile(dir + "/nvme.yml",
             yaml("  offload_optimizer:\n    device: nvme\n    nvme_path: swap\n"));
-  auto launch = [&](const std::string& config) {
-    return runCommand("cd " + dir + " && sh -c '" + cgroup->enter() + "exec " + DS_BIN_DIR +
-                      "/ds-launch --hostfile hostfile --log_dir logs-" + config +
-                      " train --config " + config + ".yml'");
-  };
+  auto launch = [&](const std::string& config) { return job->launch(config); };
 
   // Refused by ds-launch's pre-flight (the predicted peak) before a rank starts; the engine's
   // own check says the same where the launcher runs elsewhere.
@@ -181,24 +196,10 @@ TEST_CASE(
     "ZeRO-Infinity: a GPT whose model states are 4 x the memory cgroup trains at ZeRO 3 with "
     "both offloads on NVMe, with a falling loss, and without offload the pre-flight refuses it",
     "[offload][launch]") {
-  const std::string dir = makeScratchDir("memcap-infinity");
-  struct statfs fsInfo {};
-  REQUIRE(statfs(dir.c_str(), &fsInfo) == 0);
-  if (skipUnless(static_cast<long>(fsInfo.f_type) != kTmpfsMagic,
-                 "the scratch directory is tmpfs: swapped state would count against the limit"))
-    return;
-  if (skipUnless(static_cast<double>(fsInfo.f_bavail) * fsInfo.f_bsize > 4e9,
-                 "less than 4 GB free for the swap files"))
-    return;
   constexpr uint64_t kLimit = 576ull << 20;
-  std::optional<MemoryCgroup> cgroup = MemoryCgroup::make(kLimit);
-  if (skipUnless(cgroup.has_value(),
-                 "no memory cgroup can be created here (needs root and a "
-                 "writable cgroup v1 memory or v2 hierarchy)"))
-    return;
-  writeCorpus(dir);
-  fs::create_directories(dir + "/swap");
-  writeFile(dir + "/hostfile", "127.0.0.1 slots=1\n");
+  const std::optional<CappedJob> job = cappedJob("memcap-infinity", kLimit, 4e9);
+  if (!job) return;
+  const std::string& dir = job->dir;
   writeFile(dir + "/resident.yml", infinityYaml(false));
   writeFile(dir + "/infinity.yml", infinityYaml(true));
 
@@ -212,19 +213,14 @@ TEST_CASE(
   INFO(states.output);
   CHECK(std::stod(total[1]) >= 4.0 * kLimit);
 
-  auto launch = [&](const std::string& config) {
-    return runCommand("cd " + dir + " && sh -c '" + cgroup->enter() + "exec " + DS_BIN_DIR +
-                      "/ds-launch --hostfile hostfile --log_dir logs-" + config +
-                      " train --config " + config + ".yml'");
-  };
-  const CommandOutcome resident = launch("resident");
+  const CommandOutcome resident = job->launch("resident");
   INFO(resident.output);
   CHECK(resident.status != 0);
   CHECK(resident.status < 128);  // refused, not killed
   CHECK(std::regex_search(resident.output,
                           std::regex("only [0-9]+ MiB is left under the memory cgroup")));
 
-  const CommandOutcome infinity = launch("infinity");
+  const CommandOutcome infinity = job->launch("infinity");
   INFO(infinity.output);
   REQUIRE(infinity.status == 0);
   const std::string log = readFile(dir + "/logs-infinity/rank-0.log");
