@@ -1,11 +1,14 @@
-// fp32 runs straight over the arrays (vectorised by the compiler); halves go through an fp32
-// accumulator of one block that stays in L1.
+// fp32 runs straight over the arrays (vectorised by the compiler); bf16 goes through the fused
+// kernel (kernels/cpu/bf16_reduce.h); fp16 through an fp32 accumulator of one block that stays in
+// L1.
 #include "runtime/comm/elementwise_reduce.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
+#include "kernels/cpu/bf16_reduce.h"
 #include "kernels/cpu/half_convert.h"
 
 namespace ds::runtime {
@@ -32,6 +35,18 @@ void reduceFloat(float* out, const void* const* inputs, int n, size_t count, Red
     for (int k = 2; k < n; ++k) combine(out, static_cast<const float*>(inputs[k]), count, op);
   }
   if (op == ReduceOp::Avg) scaleElements(out, count, DType::F32, 1.0f / static_cast<float>(ranks));
+}
+
+kernels::Bf16ReduceOp bf16Op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Avg:
+      return kernels::Bf16ReduceOp::Avg;
+    case ReduceOp::Max:
+      return kernels::Bf16ReduceOp::Max;
+    case ReduceOp::Sum:
+      break;
+  }
+  return kernels::Bf16ReduceOp::Sum;
 }
 
 }  // namespace
@@ -67,10 +82,19 @@ void reduceElements(void* out, const void* const* inputs, int n, size_t count, D
   if (count == 0 || n < 1) return;
   if (dtype == DType::F32)
     return reduceFloat(static_cast<float*>(out), inputs, n, count, op, ranks);
+  const float scale = op == ReduceOp::Avg ? 1.0f / static_cast<float>(ranks) : 1.0f;
+  if (dtype == DType::BF16) {
+    // Typed copies of the pointers rather than a cast of the array (no aliasing of void* slots).
+    constexpr int kInline = 16;
+    const uint16_t* inlineHalves[kInline];
+    std::vector<const uint16_t*> heapHalves(n > kInline ? n : 0);
+    const uint16_t** halves = n > kInline ? heapHalves.data() : inlineHalves;
+    for (int k = 0; k < n; ++k) halves[k] = static_cast<const uint16_t*>(inputs[k]);
+    return kernels::bf16Reduce(static_cast<uint16_t*>(out), halves, n, count, bf16Op(op), scale);
+  }
   constexpr size_t kBlock = 1024;
   float acc[kBlock], next[kBlock];
   const size_t bytes = dtypeBytes(dtype);
-  const float scale = op == ReduceOp::Avg ? 1.0f / static_cast<float>(ranks) : 1.0f;
   for (size_t begin = 0; begin < count; begin += kBlock) {
     const size_t m = std::min(kBlock, count - begin);
     const size_t offset = begin * bytes;
@@ -90,6 +114,11 @@ void scaleElements(void* data, size_t count, DType dtype, float factor) {
     float* values = static_cast<float*>(data);
     for (size_t i = 0; i < count; ++i) values[i] *= factor;
     return;
+  }
+  if (dtype == DType::BF16) {
+    auto* values = static_cast<uint16_t*>(data);
+    const uint16_t* const inputs[] = {values};
+    return kernels::bf16Reduce(values, inputs, 1, count, kernels::Bf16ReduceOp::Avg, factor);
   }
   constexpr size_t kBlock = 1024;
   float block[kBlock];

@@ -1,0 +1,155 @@
+// bf16Reduce: the scalar path against a plain per-element reference (and known ties), then every
+// vector path this CPU runs bitwise against the scalar one, over every bf16 pattern (NaNs,
+// infinities, denormals), constructed ties, odd lengths and outputs aliasing an input.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/bf16_reduce.h"
+#include "kernels/cpu/half_convert.h"
+#include "test/skip.h"
+
+using ds::kernels::Bf16ReduceOp;
+using ds::kernels::KernelIsa;
+
+namespace {
+
+using Halves = std::vector<uint16_t>;
+
+// n input arrays of `count` values: input 0 walks every bf16 pattern in a shuffled order; the
+// others mix random patterns with exact half-ulps of input 0 (so that sums land on ties) and
+// values near input 0 in magnitude (so that they do not just vanish in the sum).
+std::vector<Halves> makeInputs(int n, size_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Halves> inputs(n, Halves(count));
+  Halves all(65536);
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng);
+  for (size_t i = 0; i < count; ++i) inputs[0][i] = all[i % all.size()];
+  for (int k = 1; k < n; ++k)
+    for (size_t i = 0; i < count; ++i) {
+      const uint16_t first = inputs[0][i];
+      const uint16_t exponent = first & 0x7f80;
+      const uint64_t draw = rng();
+      switch (draw % 4) {
+        case 0:  // half an ulp of input 0, either sign: a tie before any other input comes in
+          inputs[k][i] = exponent > (8 << 7)
+                             ? static_cast<uint16_t>(((draw >> 8) & 0x8000) | (exponent - (8 << 7)))
+                             : static_cast<uint16_t>(draw >> 16);
+          break;
+        case 1:  // same exponent, random sign and mantissa
+          inputs[k][i] = static_cast<uint16_t>(exponent | ((draw >> 8) & 0x807f));
+          break;
+        default:
+          inputs[k][i] = static_cast<uint16_t>(draw >> 16);
+      }
+    }
+  return inputs;
+}
+
+std::vector<const uint16_t*> pointers(const std::vector<Halves>& inputs) {
+  std::vector<const uint16_t*> out;
+  for (const Halves& h : inputs) out.push_back(h.data());
+  return out;
+}
+
+Halves reduceOn(KernelIsa isa, const std::vector<Halves>& inputs, size_t count, Bf16ReduceOp op,
+                float scale) {
+  Halves out(count, 0xdead);
+  ds::kernels::bf16Reduce(out.data(), pointers(inputs).data(), static_cast<int>(inputs.size()),
+                          count, op, scale, isa);
+  return out;
+}
+
+// The plain meaning: widen, combine left to right in fp32 as std::max / +, scale, round once.
+Halves reference(const std::vector<Halves>& inputs, size_t count, Bf16ReduceOp op, float scale) {
+  Halves out(count);
+  for (size_t i = 0; i < count; ++i) {
+    float acc = ds::kernels::bf16ToFloat(inputs[0][i]);
+    for (size_t k = 1; k < inputs.size(); ++k) {
+      const float next = ds::kernels::bf16ToFloat(inputs[k][i]);
+      acc = op == Bf16ReduceOp::Max ? std::max(acc, next) : acc + next;
+    }
+    if (op == Bf16ReduceOp::Avg) acc *= scale;
+    out[i] = ds::kernels::floatToBf16(acc);
+  }
+  return out;
+}
+
+const Bf16ReduceOp kOps[] = {Bf16ReduceOp::Sum, Bf16ReduceOp::Avg, Bf16ReduceOp::Max};
+
+// Covers every pattern once plus an odd tail, so each vector path also runs its scalar finish.
+constexpr size_t kCount = 65536 + 45;
+
+void checkPath(KernelIsa isa) {
+  if (ds::test::skipUnless(ds::kernels::kernelIsaSupported(isa),
+                           std::string("this CPU lacks ") + ds::kernels::kernelIsaName(isa) +
+                               ": that path of bf16Reduce is not tested here"))
+    return;
+  for (int n : {1, 2, 3, 4, 7})
+    for (Bf16ReduceOp op : kOps) {
+      INFO("inputs " << n << ", op " << static_cast<int>(op));
+      const float scale = 1.0f / static_cast<float>(n == 1 ? 2 : n);
+      const std::vector<Halves> inputs = makeInputs(n, kCount, 1000 + n);
+      const Halves scalar = reduceOn(KernelIsa::Scalar, inputs, kCount, op, scale);
+      for (size_t count : {kCount, size_t{0}, size_t{1}, size_t{15}, size_t{31}, size_t{33}}) {
+        const Halves got = reduceOn(isa, inputs, count, op, scale);
+        CHECK(std::equal(got.begin(), got.begin() + count, scalar.begin()));
+        CHECK(std::all_of(got.begin() + count, got.end(), [](uint16_t h) { return h == 0xdead; }));
+      }
+      // The output may be the first or the last input (the shared-memory ring does both).
+      for (size_t target : {size_t{0}, inputs.size() - 1}) {
+        std::vector<Halves> aliased = inputs;
+        ds::kernels::bf16Reduce(aliased[target].data(), pointers(aliased).data(), n, kCount, op,
+                                scale, isa);
+        CHECK(aliased[target] == scalar);
+      }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("bf16Reduce scalar path is the per-element fp32 reference", "[bf16_reduce]") {
+  for (int n : {1, 2, 3, 7})
+    for (Bf16ReduceOp op : kOps) {
+      const std::vector<Halves> inputs = makeInputs(n, kCount, 7 + n);
+      CHECK(reduceOn(KernelIsa::Scalar, inputs, kCount, op, 0.25f) ==
+            reference(inputs, kCount, op, 0.25f));
+    }
+}
+
+TEST_CASE("bf16Reduce rounds ties to even, keeps NaN and saturates to inf", "[bf16_reduce]") {
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: even is 1. (1 + 2^-7) + 2^-8: even is 1 + 2^-6.
+  // 0x0001 (the smallest denormal) halved: halfway to 0, even is 0. max + max overflows to inf;
+  // inf + -inf is the default NaN (negative on x86); a signalling NaN comes out quiet; max(NaN, 1)
+  // keeps the NaN that came first.
+  const std::vector<Halves> sums = {{0x3f80, 0x3f81, 0x7f7f, 0x7f80, 0x7f81, 0x0003},
+                                    {0x3b80, 0x3b80, 0x7f7f, 0xff80, 0x3f80, 0x0000}};
+  const Halves expected = {0x3f80, 0x3f82, 0x7f80, 0xffc0, 0x7fc1, 0x0003};
+  for (KernelIsa isa : {KernelIsa::Scalar, KernelIsa::Avx2, KernelIsa::Avx512}) {
+    if (!ds::kernels::kernelIsaSupported(isa)) continue;
+    INFO(ds::kernels::kernelIsaName(isa));
+    // Repeated so the vector paths see these values in full vectors, not only in the tail.
+    std::vector<Halves> wide(2);
+    for (int copy = 0; copy < 16; ++copy)
+      for (int k = 0; k < 2; ++k) wide[k].insert(wide[k].end(), sums[k].begin(), sums[k].end());
+    const Halves got = reduceOn(isa, wide, wide[0].size(), Bf16ReduceOp::Sum, 1.0f);
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == expected[i % expected.size()]);
+    const std::vector<Halves> denormal(1, Halves(64, 0x0001)),
+        maxNan = {Halves(64, 0x7fc5), Halves(64, 0x3f80)};
+    CHECK(reduceOn(isa, denormal, 64, Bf16ReduceOp::Avg, 0.5f) == Halves(64, 0x0000));
+    CHECK(reduceOn(isa, maxNan, 64, Bf16ReduceOp::Max, 1.0f) == Halves(64, 0x7fc5));
+  }
+}
+
+TEST_CASE("bf16Reduce avx2 path matches scalar bitwise", "[bf16_reduce]") {
+  checkPath(KernelIsa::Avx2);
+}
+
+TEST_CASE("bf16Reduce avx512 path matches scalar bitwise", "[bf16_reduce]") {
+  checkPath(KernelIsa::Avx512);
+}
