@@ -9,7 +9,7 @@
 // for the copy back were tried and did not help here.
 // Then bf16 against fp32 of the same element count on shared memory (bf16 gradients must not cost
 // more than fp32 ones).
-// Usage: bench_comm [--ranks 2,4] [--bytes 67108864] [--iters 10] [--chunk BYTES]
+// Usage: bench_comm [--ranks 2,4] [--bytes 67108864] [--iters 10] [--chunk BYTES] [--bf16-only]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +29,7 @@
 #include "bench/command_seconds.h"
 #include "bench/free_port.h"
 #include "common/guarded_main.h"
+#include "kernels/cpu/transformer_kernels.h"
 #include "runtime/comm/shm_communicator.h"
 
 using namespace ds::runtime;
@@ -121,6 +122,25 @@ double glooAcrossNodes(size_t bytes, int iters) {
   return seconds;
 }
 
+// bf16 gradients: the same element count as the fp32 run, half the bytes; summed in fp32 and
+// rounded once, so the conversions must not cost more than the bytes saved. The kernel path
+// (DS_KERNEL_ISA) is printed because the bf16 combine runs on it.
+void bf16AgainstFp32(const std::vector<int>& rankCounts, size_t bytes, int iters,
+                     size_t chunkBytes) {
+  std::printf("bf16 against fp32, %zu elements (shared memory, %s kernels)\n",
+              bytes / sizeof(float), ds::kernels::kernelIsaName(ds::kernels::bestKernelIsa()));
+  std::printf("%6s %14s %14s %12s\n", "ranks", "fp32 ms", "bf16 ms", "bf16/fp32");
+  for (int ranks : rankCounts) {
+    double fp32 = 1e30, bf16 = 1e30;
+    for (int run = 0; run < 3; ++run) {
+      fp32 = std::min(fp32, shmAllReduceOf(ranks, bytes / 4, ds::DType::F32, iters, chunkBytes));
+      bf16 = std::min(bf16, shmAllReduceOf(ranks, bytes / 4, ds::DType::BF16, iters, chunkBytes));
+    }
+    std::printf("%6d %14.2f %14.2f %11.2fx\n", ranks, fp32 * 1e3, bf16 * 1e3, bf16 / fp32);
+  }
+  std::printf("target: bf16 time <= fp32 time per element (ratio <= 1)\n\n");
+}
+
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -138,7 +158,14 @@ int run(int argc, char** argv) {
   app.add_option("--chunk", chunkBytes, "shared-memory chunk size in bytes")
       ->check(CLI::Range(size_t{4096}, size_t{1} << 30));
   app.add_option("--iters", iters, "timed iterations")->check(CLI::Range(1, 100000));
+  bool bf16Only = false;
+  app.add_flag("--bf16-only", bf16Only,
+               "only the bf16 against fp32 comparison (no PyTorch, no Gloo; quick per-ISA runs)");
   if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+  if (bf16Only) {
+    bf16AgainstFp32(rankCounts, bytes, iters, chunkBytes);
+    return 0;
+  }
   const double copy = memcpyBandwidth(size_t{256} << 20);
   std::printf("bench_comm: all_reduce float32, %zu bytes, %d iterations; memcpy %.1f GB/s\n", bytes,
               iters, copy / 1e9);
@@ -167,19 +194,7 @@ int run(int argc, char** argv) {
   }
   std::printf("target: busbw >= 5x PyTorch gloo at 2 and 4 ranks\n\n");
 
-  // bf16 gradients: the same element count as the fp32 run, half the bytes; summed in fp32 and
-  // rounded once, so the conversions must not cost more than the bytes saved.
-  std::printf("bf16 against fp32, %zu elements (shared memory)\n", bytes / sizeof(float));
-  std::printf("%6s %14s %14s %12s\n", "ranks", "fp32 ms", "bf16 ms", "bf16/fp32");
-  for (int ranks : rankCounts) {
-    double fp32 = 1e30, bf16 = 1e30;
-    for (int run = 0; run < 3; ++run) {
-      fp32 = std::min(fp32, shmAllReduceOf(ranks, bytes / 4, ds::DType::F32, iters, chunkBytes));
-      bf16 = std::min(bf16, shmAllReduceOf(ranks, bytes / 4, ds::DType::BF16, iters, chunkBytes));
-    }
-    std::printf("%6d %14.2f %14.2f %11.2fx\n", ranks, fp32 * 1e3, bf16 * 1e3, bf16 / fp32);
-  }
-  std::printf("target: bf16 time <= fp32 time per element (ratio <= 1)\n\n");
+  bf16AgainstFp32(rankCounts, bytes, iters, chunkBytes);
 
   // The Gloo path: two ranks on two loopback nodes, against PyTorch gloo's two ranks (which talk
   // TCP over loopback as well).
