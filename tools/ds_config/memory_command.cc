@@ -162,12 +162,16 @@ void runMemory(const MemoryOptions& o) {
         std::min(static_cast<double>(offload.bufferCount), std::ceil(shard / groupElements));
     const double slots =
         slotCount * groupElements * runtime::swapSlotBytesPerElement(e, stateBytes);
+    // With offload_param nvme the parameters are not resident either (their line follows).
+    const bool paramsSwapped =
+        c.zero.stage == 3 && c.zero.offloadParam.device == runtime::OffloadDevice::Nvme;
     std::printf("offload_optimizer nvme: at stage %d the master weights and optimizer states "
                 "(%s per rank) live in a swap file in %s, %s of disk per rank; in memory: %s per "
-                "rank, plus %.0f swap slot(s) (buffer_count) of one sub-group each: %s\n",
+                "rank%s, plus %.0f swap slot(s) (buffer_count) of one sub-group each: %s\n",
                 c.zero.stage, gib(e.masterWeights + e.optimizerStates).c_str(),
                 offload.nvmePath.c_str(), gib(e.masterWeights + e.optimizerStates).c_str(),
-                gib(e.parameters + e.gradients).c_str(),
+                gib(paramsSwapped ? e.gradients : e.parameters + e.gradients).c_str(),
+                paramsSwapped ? " of gradients (the parameters: offload_param below)" : "",
                 slotCount, gib(slots).c_str());
   }
   else if (offload.device == runtime::OffloadDevice::Cpu)
