@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/adam_simd_loop.h"
+#include "kernels/cpu/bf16_round_avx512.h"
 
 namespace ds::kernels::detail {
 namespace {
@@ -21,18 +22,9 @@ struct Avx512Ops {
   static Vec div(Vec a, Vec b) { return _mm512_div_ps(a, b); }
   static Vec sqrt(Vec a) { return _mm512_sqrt_ps(a); }
 
-  // floatToBf16 on 16 lanes; see Avx2Ops::storeBf16 in adam_avx2.cc for the rounding and NaN rule.
+  // floatToBf16 on 16 lanes (bf16_round_avx512.h).
   static void storeBf16(uint16_t* at, Vec x) {
-    const __m512i bits = _mm512_castps_si512(x);
-    const __m512i high = _mm512_srli_epi32(bits, 16);
-    const __m512i lsb = _mm512_and_si512(high, _mm512_set1_epi32(1));
-    const __m512i rounded = _mm512_srli_epi32(
-        _mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-    const __m512i magnitude = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
-    const __mmask16 isNan = _mm512_cmpgt_epi32_mask(magnitude, _mm512_set1_epi32(0x7f800000));
-    const __m512i quietNan = _mm512_or_si512(high, _mm512_set1_epi32(0x40));
-    const __m512i result = _mm512_mask_blend_epi32(isNan, rounded, quietNan);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), _mm512_cvtepi32_epi16(result));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), roundToBf16(x));
   }
 
   static void storeFp16(uint16_t* at, Vec x) {

@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/bf16_reduce_paths.h"
+#include "kernels/cpu/bf16_round_avx2.h"
 
 namespace ds::kernels::detail {
 namespace {
@@ -14,21 +15,6 @@ inline __m256 widenLo(__m256i half) {
 }
 inline __m256 widenHi(__m256i half) {
   return _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), half));
-}
-
-// floatToBf16 on 8 lanes, leaving the result in the low 16 bits of each 32: add 0x7fff plus the
-// kept part's lowest bit (ties to even); a NaN instead keeps its top bits with the quiet bit set,
-// so that rounding cannot carry it into an infinity.
-inline __m256i roundToBf16(__m256 value) {
-  const __m256i bits = _mm256_castps_si256(value);
-  const __m256i high = _mm256_srli_epi32(bits, 16);
-  const __m256i lsb = _mm256_and_si256(high, _mm256_set1_epi32(1));
-  const __m256i rounded = _mm256_srli_epi32(
-      _mm256_add_epi32(bits, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
-  const __m256i magnitude = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
-  const __m256i isNan = _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x7f800000));
-  const __m256i quietNan = _mm256_or_si256(high, _mm256_set1_epi32(0x40));
-  return _mm256_blendv_epi8(rounded, quietNan, isNan);
 }
 
 // std::max(acc, next) lane by lane: maxps returns its second operand unless the first is greater,
@@ -58,7 +44,7 @@ size_t bf16ReduceAvx2(uint16_t* out, const uint16_t* const* inputs, int n, size_
     }
     // Stored only after every input is read: out may be one of them.
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                        _mm256_packus_epi32(roundToBf16(lo), roundToBf16(hi)));
+                        _mm256_packus_epi32(roundToBf16Lanes(lo), roundToBf16Lanes(hi)));
   }
   return i;
 }
