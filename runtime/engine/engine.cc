@@ -96,7 +96,7 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
   const PartitionLayout& shard = zero_->shardLayout();
   const auto groupLimit = static_cast<size_t>(std::max<int64_t>(1, config_.zero.subGroupSize));
   std::vector<std::pair<size_t, size_t>> runs = shard.tensorRuns(groupLimit);
-  if (zero_->subGroupsWithinLayers()) {
+  if (zero_->streamsWorkingCopy()) {
     // Cut at every layer's first tensor too, so each sub-group lies in one layer's buffer.
     std::vector<std::pair<size_t, size_t>> cut;
     for (const auto& [t0, t1] : runs) {
@@ -347,7 +347,7 @@ void Engine::stepAtBoundary() {
   OptimizerStateHome& home = zero_->optimizerStates();
   const bool fused = modelType_ != DType::F32 && groups_.front().optimizer->fusesHalfCopy();
   const bool convertPerGroup =
-      (home.streamsMaster() || zero_->publishesPerGroup()) && zero_->separateMaster() && !fused;
+      (home.streamsMaster() || zero_->streamsWorkingCopy()) && zero_->separateMaster() && !fused;
   char* halfOut = fused || convertPerGroup ? zero_->halfCopyTarget() : nullptr;
   OptimizerTimes& times = optimizerTimes_;
   {

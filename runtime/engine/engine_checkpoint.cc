@@ -318,7 +318,7 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
   // are converted from the slot before it goes, as the step does.
   OptimizerStateHome& home = zero_->optimizerStates();
   const bool convertPerGroup =
-      (home.streamsMaster() || zero_->publishesPerGroup()) && zero_->separateMaster();
+      (home.streamsMaster() || zero_->streamsWorkingCopy()) && zero_->separateMaster();
   char* halfOut = convertPerGroup ? zero_->halfCopyTarget() : nullptr;
   std::vector<uint64_t> loaded(specs_.size(), 0);  // elements of the master found, per tensor
   forEachStateGroup(ZeroStage::ShardUse::kOverwrite, [&](size_t g, float* master,

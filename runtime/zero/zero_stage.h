@@ -124,11 +124,11 @@ class ZeroStage {
   };
   virtual GroupView beginGroup(TensorRange group, ShardUse use) { return {}; }
   virtual void endGroup(TensorRange group, ShardUse use) {}
-  // Whether sub-groups must not straddle layers (stage 3 updating them in the layers' buffers).
-  virtual bool subGroupsWithinLayers() const { return false; }
-  // Whether a 16-bit working copy must be written group by group in the step (the optimizer's
-  // fused copy or a conversion right after each update), not converted whole by publish.
-  virtual bool publishesPerGroup() const { return false; }
+  // Stage 3 with offload_param nvme: each sub-group is updated in its layer's buffer, so
+  // sub-groups must not straddle layers, and a 16-bit working copy must be written group by group
+  // (the optimizer's fused copy or a conversion right after each update), not converted whole by
+  // publishParameters.
+  virtual bool streamsWorkingCopy() const { return false; }
   // Makes the working copy follow the master (halfWritten: the 16-bit values are written).
   virtual void publishParameters(bool halfWritten) = 0;
   void zeroGradients();

@@ -141,15 +141,20 @@ ZeroStage::GroupView ZeroStage3::beginGroup(TensorRange group, ShardUse use) {
   PhaseTimer timer(timed(paramSwapTimes_.inMs));
   const bool workingIsMaster = master_.empty();
   if (use == ShardUse::kRead && !workingIsMaster) return {};  // a 16-bit copy is not saved
-  if (!streamedShard_)
-    for (int l = 0; l < layerCount(); ++l) waitLayer(l);  // gathers read the swapper too
-  if (use != ShardUse::kRead) streamedShard_ = true;
+  for (int l = 0; l < layerCount(); ++l) waitLayer(l);  // gathers read the swapper too
   paramSwapper_->setScanDirection(1);  // sub-groups go in shard order
   const size_t begin = layout_->shardBegin(group.first), end = layout_->shardBegin(group.second);
-  const int layer = use == ShardUse::kUpdate ? swappedLayerHolding(begin, end) : -1;
-  if (layer >= 0) {
+  if (use == ShardUse::kUpdate) {
     // The update in the layer's buffer itself: read first for an fp32 master, taken as it is
     // for a 16-bit copy the update rewrites whole. The layer's later sub-groups find it held.
+    const int layer = swappedLayerHolding(begin, end);
+    if (layer < 0) {
+      forEachSwappedLayerIn(group, [](size_t, bool) {
+        throw Error("offload_param: an optimizer sub-group straddles a swapped layer (a bug: "
+                    "the engine cuts them at layer boundaries)");
+      });
+      return {};  // its layer stays in memory
+    }
     if (updatingLayer_ != layer) {
       if (updatingLayer_ >= 0)
         throw Error("offload_param: a layer's buffer still held by the step (a bug)");
@@ -163,9 +168,9 @@ ZeroStage::GroupView ZeroStage3::beginGroup(TensorRange group, ShardUse use) {
     if (workingIsMaster) return {reinterpret_cast<float*>(at), nullptr};
     return {nullptr, at};
   }
-  // Through the layers' own arrays: read in only what will be read (an fp32 master); a 16-bit
-  // update writes the whole copy, and a load writes every value.
-  if (use == ShardUse::kOverwrite || (use == ShardUse::kUpdate && !workingIsMaster)) {
+  // Checkpoints, through the layers' own arrays: a save reads in an fp32 master, a load writes
+  // every value (nothing read).
+  if (use == ShardUse::kOverwrite) {
     forEachSwappedLayerIn(group, [&](size_t g, bool) { paramSwapper_->markWritten(g); });
     return {};
   }
@@ -177,7 +182,8 @@ ZeroStage::GroupView ZeroStage3::beginGroup(TensorRange group, ShardUse use) {
 void ZeroStage3::endGroup(TensorRange group, ShardUse use) {
   if (!paramSwapper_) return;
   PhaseTimer timer(timed(paramSwapTimes_.outMs));
-  if (updatingLayer_ >= 0) {
+  if (use == ShardUse::kUpdate) {
+    if (updatingLayer_ < 0) return;
     const auto [t0, t1] = ctx_.layerTensors[updatingLayer_];
     if (layout_->shardBegin(group.second) >= layout_->shardBegin(t0) + layout_->chunk(t0, t1)) {
       paramSwapper_->writeBack(static_cast<size_t>(swapGroup_[updatingLayer_]));
@@ -245,13 +251,12 @@ void ZeroStage3::publishParameters(bool halfWritten) {
   // Gathered copies are stale now; persistent layers are re-gathered below.
   for (int l = 0; l < layerCount(); ++l) freeLayer(l);
   convertMasterToWorking(master_.size(), halfWritten);
-  // Every byte of the shard was just rewritten (by the update or the conversion), given-back
-  // pages included: all of it goes to the swap file, unless the step streamed it out already
-  // (then only its last writes are waited for).
+  // The step and a load wrote the layers out sub-group by sub-group (the engine writes a 16-bit
+  // copy group by group where the stage streams): only their last writes are waited for. A
+  // whole conversion here would have rewritten every layer in its own arrays.
   if (paramSwapper_) {
     PhaseTimer timer(timed(paramSwapTimes_.outMs));
-    if (!streamedShard_) paramSwapper_->markHomesWritten();
-    streamedShard_ = false;
+    if (!master_.empty() && !halfWritten) paramSwapper_->markHomesWritten();
     paramSwapper_->swapOutAll();
   }
   for (int l = 0; l < layerCount(); ++l)

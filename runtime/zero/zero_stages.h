@@ -82,10 +82,9 @@ class ZeroStage3 : public ZeroStage {
   char* halfCopyTarget() override { return working_.data(); }
   GroupView beginGroup(TensorRange group, ShardUse use) override;
   void endGroup(TensorRange group, ShardUse use) override;
-  bool subGroupsWithinLayers() const override {
+  bool streamsWorkingCopy() const override {
     return ctx_.config.zero.offloadParam.device == OffloadDevice::Nvme;
   }
-  bool publishesPerGroup() const override { return paramSwapper_ != nullptr; }
   void publishParameters(bool halfWritten) override;
   std::vector<float> fullParameters() override;
   void startParameterOffload() override;
@@ -120,7 +119,6 @@ class ZeroStage3 : public ZeroStage {
   // memory).
   std::unique_ptr<ParamSwapper> paramSwapper_;
   std::vector<int> swapGroup_;
-  bool streamedShard_ = false;  // the sub-groups since the last publish wrote their layers out
   // The swapped layer whose buffer the step is updating in place, or -1, and that buffer.
   int updatingLayer_ = -1;
   char* updatingBuffer_ = nullptr;
