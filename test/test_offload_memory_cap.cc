@@ -57,9 +57,12 @@ class MemoryCgroup {
   fs::path dir_;
 };
 
-std::string yaml(const std::string& offload) {
-  return R"(num-layers: 8
-hidden-size: 640
+// A 3-iteration bf16 GPT job on the byte corpus: `layers` blocks of `hidden`, 8 heads, seq 32,
+// then `zeroBlock` (the zero_optimization lines).
+std::string cappedGptYaml(int layers, int hidden, const std::string& lr,
+                          const std::string& zeroBlock) {
+  return "num-layers: " + std::to_string(layers) + "\nhidden-size: " + std::to_string(hidden) +
+         R"(
 num-attention-heads: 8
 seq-length: 32
 max-position-embeddings: 32
@@ -68,18 +71,22 @@ data-path: data/corpus
 tokenizer-type: ByteTokenizer
 split: "90,10,0"
 train-iters: 3
-lr: 0.001
+lr: )" + lr + R"(
 batch-size: 1
 log-interval: 1
 eval-interval: 1000
 eval-iters: 1
 precision: bfloat16
 zero_optimization:
-  stage: 1
+)" + zeroBlock;
+}
+
+std::string yaml(const std::string& offload) {
+  return cappedGptYaml(8, 640, "0.001", R"(  stage: 1
   sub_group_size: 1000000
   reduce_bucket_size: 4000000
   allgather_bucket_size: 4000000
-)" + offload;
+)" + offload);
 }
 
 // A job directory (corpus, swap/, a one-slot hostfile) and a memory cgroup of `limitBytes` that
@@ -157,31 +164,14 @@ namespace {
 // the gathered fp32 layers to a few (DeepSpeed's defaults would keep every layer gathered from
 // forward to backward).
 std::string infinityYaml(bool offload) {
-  std::string text = R"(num-layers: 48
-hidden-size: 512
-num-attention-heads: 8
-seq-length: 32
-max-position-embeddings: 32
-pos-emb: learned
-data-path: data/corpus
-tokenizer-type: ByteTokenizer
-split: "90,10,0"
-train-iters: 3
-lr: 0.002
-batch-size: 1
-log-interval: 1
-eval-interval: 1000
-eval-iters: 1
-precision: bfloat16
-zero_optimization:
-  stage: 3
+  std::string text = cappedGptYaml(48, 512, "0.002", R"(  stage: 3
   sub_group_size: 1000000
   reduce_bucket_size: 3200000
   stage3_prefetch_bucket_size: 3200000
   stage3_max_live_parameters: 6400000
   stage3_max_reuse_distance: 0
   stage3_param_persistence_threshold: 0
-)";
+)");
   if (offload)
     text +=
         "  offload_optimizer:\n    device: nvme\n    nvme_path: swap\n    buffer_count: 4\n"
