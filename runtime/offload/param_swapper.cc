@@ -78,15 +78,42 @@ void ParamSwapper::setScanDirection(int direction) {
   direction_ = direction < 0 ? -1 : 1;
 }
 
-void ParamSwapper::startRead(size_t g, long s) {
+char* ParamSwapper::claimSlot(long s, size_t g) {
   Slot& slot = slots_[static_cast<size_t>(s)];
   if (slot.group >= 0) groupSlot_[static_cast<size_t>(slot.group)] = -1;
   if (!slot.buffer) slot.buffer = std::make_unique<AlignedBuffer>(slotBytes_, lockSlots_);
   slot.group = static_cast<long>(g);
-  slot.used = false;
-  slot.lastUse = ++tick_;
   groupSlot_[g] = s;
-  char* at = static_cast<char*>(slot.buffer->data());
+  return static_cast<char*>(slot.buffer->data());
+}
+
+void ParamSwapper::waitIoPinned(std::unique_lock<std::mutex>& lock, long s) {
+  Slot& slot = slots_[static_cast<size_t>(s)];
+  slot.pins += 1;
+  try {
+    waitIo(lock, s);
+  } catch (...) {
+    slot.pins -= 1;
+    throw;
+  }
+}
+
+void ParamSwapper::startWrite(size_t g, long s) {
+  Slot& slot = slots_[static_cast<size_t>(s)];
+  const Group& group = groups_[g];
+  counters_.bytesWritten += group.fileBytes;
+  slot.ioSerial += 1;
+  slot.io = io_.submit([this, at = static_cast<const char*>(slot.buffer->data()),
+                        bytes = group.fileBytes, offset = group.fileOffset] {
+                 file_.write(at, bytes, offset);
+               })
+                .share();
+}
+
+void ParamSwapper::startRead(size_t g, long s) {
+  Slot& slot = slots_[static_cast<size_t>(s)];
+  char* at = claimSlot(s, g);
+  slot.used = false;
   const Group& group = groups_[g];
   counters_.reads += 1;
   counters_.bytesRead += group.fileBytes;
@@ -150,13 +177,7 @@ const char* ParamSwapper::acquire(size_t g) {
     if (s < 0)
       throw Error("offload_param: every one of the " + std::to_string(slots_.size()) +
                   " buffers is in use (a bug: gathers hold one at a time)");
-    slots_[static_cast<size_t>(s)].pins += 1;  // no read ahead may take it while this waits
-    try {
-      waitIo(lock, s);  // a read ahead that is dropped, or a write, must land first
-    } catch (...) {
-      slots_[static_cast<size_t>(s)].pins -= 1;
-      throw;
-    }
+    waitIoPinned(lock, s);  // a read ahead that is dropped, or a write, must land first
     slots_[static_cast<size_t>(s)].pins -= 1;
     if (slotOf(g) >= 0) {  // a read ahead of g started meanwhile: use that one
       s = slotOf(g);
@@ -166,16 +187,9 @@ const char* ParamSwapper::acquire(size_t g) {
     }
   }
   if (hit) counters_.hits += 1;
+  waitIoPinned(lock, s);  // held until release(g)
   Slot& slot = slots_[static_cast<size_t>(s)];
-  slot.pins += 1;
-  try {
-    waitIo(lock, s);
-  } catch (...) {
-    slot.pins -= 1;
-    throw;
-  }
   slot.used = true;
-  slot.lastUse = ++tick_;
   return static_cast<const char*>(slot.buffer->data());
 }
 
@@ -235,32 +249,16 @@ void ParamSwapper::markWritten(size_t g) {
 
 void ParamSwapper::writeOut(std::unique_lock<std::mutex>& lock, size_t g, long s) {
   Slot& slot = slots_[static_cast<size_t>(s)];
-  slot.pins += 1;  // no read ahead takes it while its last transfer lands
-  try {
-    waitIo(lock, s);
-  } catch (...) {
-    slot.pins -= 1;
-    throw;
-  }
+  waitIoPinned(lock, s);  // no read ahead takes it while its last transfer lands
   slot.pins -= 1;
-  if (slot.group >= 0) groupSlot_[static_cast<size_t>(slot.group)] = -1;
-  if (!slot.buffer) slot.buffer = std::make_unique<AlignedBuffer>(slotBytes_, lockSlots_);
-  char* at = static_cast<char*>(slot.buffer->data());
+  char* at = claimSlot(s, g);
   Group& group = groups_[g];
   std::memcpy(at, group.home.data, group.home.bytes);
   std::memset(at + group.home.bytes, 0, group.fileBytes - group.home.bytes);
   givePagesBack(group.home.data, group.home.bytes);
   setHomeIn(group, false);
-  counters_.bytesWritten += group.fileBytes;
-  slot.group = static_cast<long>(g);
   slot.used = false;
-  slot.lastUse = ++tick_;
-  groupSlot_[g] = s;
-  slot.ioSerial += 1;
-  slot.io = io_.submit([this, at, bytes = group.fileBytes, offset = group.fileOffset] {
-                 file_.write(at, bytes, offset);
-               })
-                .share();
+  startWrite(g, s);
 }
 
 void ParamSwapper::swapOut(size_t g) {
@@ -298,22 +296,9 @@ char* ParamSwapper::acquireForUpdate(size_t g, bool read) {
   if (s < 0)
     throw Error("offload_param: every one of the " + std::to_string(slots_.size()) +
                 " buffers is in use (a bug: the step holds one at a time)");
-  Slot& slot = slots_[static_cast<size_t>(s)];
-  slot.pins += 1;
-  try {
-    waitIo(lock, s);  // a read ahead of g, or the slot's last write, lands first
-  } catch (...) {
-    slot.pins -= 1;
-    throw;
-  }
-  if (slot.group >= 0 && slot.group != static_cast<long>(g))
-    groupSlot_[static_cast<size_t>(slot.group)] = -1;
-  if (!slot.buffer) slot.buffer = std::make_unique<AlignedBuffer>(slotBytes_, lockSlots_);
-  slot.group = static_cast<long>(g);
-  groupSlot_[g] = s;
-  slot.used = true;
-  slot.lastUse = ++tick_;
-  char* at = static_cast<char*>(slot.buffer->data());
+  waitIoPinned(lock, s);  // a read ahead of g, or the slot's last write, lands first; held
+  char* at = claimSlot(s, g);
+  slots_[static_cast<size_t>(s)].used = true;
   const Group& group = groups_[g];
   std::memset(at + group.home.bytes, 0, group.fileBytes - group.home.bytes);
   return at;
@@ -325,15 +310,8 @@ void ParamSwapper::writeBack(size_t g) {
   if (s < 0) throw Error("offload_param: a layer written back that holds no buffer (a bug)");
   Slot& slot = slots_[static_cast<size_t>(s)];
   slot.pins -= 1;
-  const Group& group = groups_[g];
-  char* at = static_cast<char*>(slot.buffer->data());
-  counters_.bytesWritten += group.fileBytes;
   slot.used = true;  // may take a read ahead once written: the file holds the group again
-  slot.ioSerial += 1;
-  slot.io = io_.submit([this, at, bytes = group.fileBytes, offset = group.fileOffset] {
-                 file_.write(at, bytes, offset);
-               })
-                .share();
+  startWrite(g, s);
 }
 
 void ParamSwapper::finishWrites() {

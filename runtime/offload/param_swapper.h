@@ -2,18 +2,17 @@
 // ("group") lives in the swap file; a gather reads it into one of `slotCount` resident buffers of
 // `slotBytes` each (DeepSpeed's offload_param.buffer_count and buffer_size), ideally started ahead
 // of use by prefetch, and all-gathers from there. A group stays in its slot, clean, until the slot
-// is wanted for another one (least recently used first), so a backward that follows its forward
-// closely, or a step that follows its backward, reads nothing again.
-// The homes (the working copy's own arrays) hold a group's values only while the optimizer step
-// updates it or a checkpoint reads or writes it, group by group: swapIn copies one group into its
-// home (from its slot where it still is, which is then free), markWritten declares a home that
-// will be rewritten whole (nothing is read), swapOut writes one home through a slot and gives its
-// pages back while the caller goes on. The step streams the shard this way, a sub-group at a
-// time; swapInAll / swapOutAll do every group (checkpoints), the latter last group first so that
-// the slots end holding the first layers for the next forward.
+// is wanted for another one (the group needed farthest off goes: chooseSlot), so a backward that
+// follows its forward closely, or a step that follows its backward, reads nothing again.
+// The optimizer step updates a group in its slot itself (acquireForUpdate, writeBack). The homes
+// (the working copy's own arrays) hold a group's values only while a checkpoint reads or writes
+// it, group by group: swapIn copies one group into its home (from its slot where it still is,
+// which is then free), markWritten declares a home that will be rewritten whole (nothing is
+// read), swapOut writes one home through a slot and gives its pages back while the caller goes
+// on; swapInAll / swapOutAll do every group, the latter last group first so that the slots end
+// holding the first layers for the next forward.
 // Why slots: pages given back and touched again cost a page fault each (slot_swapper.h says how
-// much); slots are touched once and stay resident. The homes still pay those faults once per step
-// (the caller asks for huge pages there: preferHugePages).
+// much); slots are touched once and stay resident.
 // Thread-safe: prefetch runs on the caller's thread, acquire/release on the communication queue's.
 #pragma once
 
@@ -112,7 +111,6 @@ class ParamSwapper {
     long group = -1;                        // -1: none
     int pins = 0;                           // acquires not yet released
     bool used = false;  // acquired since its read: may be dropped for a read ahead
-    uint64_t lastUse = 0;
     std::shared_future<void> io;  // its transfer in flight, if any
     uint64_t ioSerial = 0;        // transfers started on it so far
   };
@@ -127,7 +125,14 @@ class ParamSwapper {
   // drop, on every scan, the very group the scan needs next.) `evenUnused` lets a read ahead
   // that was never used be dropped too (acquire must succeed).
   long chooseSlot(bool evenUnused, size_t g, int direction) const;
-  void startRead(size_t g, long s);  // under mutex_
+  // Under mutex_: slot s made g's (its buffer allocated if new, its old group's mapping cleared);
+  // its buffer.
+  char* claimSlot(long s, size_t g);
+  // Under mutex_: waitIo with the slot pinned, so no read ahead takes it meanwhile; still pinned
+  // after (the caller unpins), unpinned if the transfer failed.
+  void waitIoPinned(std::unique_lock<std::mutex>& lock, long s);
+  void startRead(size_t g, long s);   // under mutex_
+  void startWrite(size_t g, long s);  // under mutex_: slot s's buffer to g's place in the file
   void waitIo(std::unique_lock<std::mutex>& lock, long s);
   void clearSlots();  // every slot empty, after its I/O
   void forgetSlotCopy(std::unique_lock<std::mutex>& lock, size_t g);  // g's slot now free
@@ -141,7 +146,6 @@ class ParamSwapper {
   std::vector<Slot> slots_;
   const bool lockSlots_;
   mutable std::mutex mutex_;
-  uint64_t tick_ = 0;
   int direction_ = 1;
   int readsInFlight_ = 0;
   uint64_t homeBytesIn_ = 0;
