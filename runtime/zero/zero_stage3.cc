@@ -89,8 +89,8 @@ void ZeroStage3::startParameterOffload() {
   paramSwapper_ = std::make_unique<ParamSwapper>(ctx_.config.aio, c.nvmePath, ctx_.comm.rank(),
                                                  fileBytes, static_cast<int>(c.bufferCount),
                                                  slotElements * bytes, c.pinMemory);
-  // The homes are given back after every step and touched again by the next one (the fp32 update
-  // or the 16-bit copy of it): one fault per 2 MiB, not per 4 KiB.
+  // The homes are touched again, and given back, by every checkpoint (the step updates the layers
+  // in their buffers): one fault per 2 MiB, not per 4 KiB.
   preferHugePages(working_.data(), working_.size());
   for (int l : swapped) {
     const auto [t0, t1] = ctx_.layerTensors[l];
