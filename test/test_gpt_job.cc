@@ -91,6 +91,24 @@ TEST_CASE("gpt job: a NeoX YAML job at ZeRO 3 trains, evaluates, and resumes bit
   // The first step's loss is the initial weights' (the update comes after it).
   CHECK(std::stod(evals.at(6)) < std::stod(straightLosses.at(1)) - 0.5);
   REQUIRE(out.find("sample (prompt | generated):") != std::string::npos);
+  // The closing efficiency line: the last iteration line's tokens/s times the model's flops per
+  // token (6 x the forward MACs: 2 layers x (32 x 96 + 32 x 32 + 2 x 16 x 32 + 32 x 256) + 32 x 384
+  // for the padded byte vocabulary = 38912), against this machine's sgemm peak (the loopback
+  // nodes are one machine).
+  std::smatch efficiency;
+  REQUIRE(std::regex_search(
+      out, efficiency,
+      std::regex(R"(efficiency: ([0-9]+) tokens/s x ([0-9.]+) MFLOP a token = ([0-9.]+) GFLOPS, ([0-9]+)% of this machine's sgemm peak \(([0-9.]+) GFLOPS at ([0-9]+) cores\))")));
+  const std::regex lastIteration(R"(iteration 6/6 \| .* tokens/s ([0-9]+))");
+  std::smatch last;
+  REQUIRE(std::regex_search(out, last, lastIteration));
+  CHECK(efficiency[1] == last[1]);
+  CHECK(efficiency[2] == "0.233");
+  const double gflops = std::stod(efficiency[3]), peak = std::stod(efficiency[5]);
+  CHECK(gflops == Approx(std::stod(efficiency[1]) * 233472.0 / 1e9).margin(0.051));
+  CHECK(peak > 0.0);
+  CHECK(std::stod(efficiency[4]) == Approx(100.0 * gflops / peak).margin(1.0));
+  CHECK(std::stoi(efficiency[6]) >= 1);
   // ds-launch times its start-up, once: until every rank began training, with when every rank
   // had joined and when every rank's first step was done, in that order.
   std::smatch startup;

@@ -32,6 +32,7 @@
 #include "runtime/model/sampler.h"
 #include "worker/step_timers.h"
 #include "worker/gpt_data.h"
+#include "worker/job_efficiency.h"
 #include "worker/training_loop.h"
 #include "worker/training_monitors.h"
 #include "worker/training_step.h"
@@ -313,6 +314,12 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
     result = runTrainingLoop(settings, parts, batches, hooks);
   }
   const auto trained = std::chrono::steady_clock::now();
+  if (result.steps > 0 && result.samplesPerSecond > 0) {
+    const JobEfficiency efficiency =
+        measureJobEfficiency(*grid.world, result.samplesPerSecond * static_cast<double>(seq),
+                             model.trainingFlopsPerToken(seq));
+    if (join.rank == 0) std::printf("%s\n", efficiencyLine(efficiency).c_str());
+  }
 
   // A sample of what the model learned, from the start of a validation (or training) sample,
   // layer by layer through the engine (stage 3 gathers each layer when used, as in evaluation), so

@@ -24,6 +24,7 @@
 #include "common/json_line.h"
 #include "kernels/cpu/kernel_timers.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_peak.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/config/ds_config.h"
@@ -58,21 +59,6 @@ ds::runtime::GptConfig gptConfig(const Options& o) {
   c.seqLength = c.maxPositionEmbeddings = o.seq;
   c.vocabSize = o.vocab;
   return c;
-}
-
-double sgemmPeakGflops(int threads) {
-  ds::kernels::setMatmulThreads(threads);
-  const size_t n = 1024;
-  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
-  ds::kernels::matmul(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-  double best = 0.0;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto start = Clock::now();
-    ds::kernels::matmul(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    const double s = std::chrono::duration<double>(Clock::now() - start).count();
-    best = std::max(best, 2.0 * n * n * n / s / 1e9);
-  }
-  return best;
 }
 
 // Seconds per timed step by kernel family (kernels/cpu/kernel_timers.h), the optimizer's step and
@@ -194,7 +180,7 @@ int run(const Options& o) {
   using namespace ds::runtime;
   const Gpt shape(gptConfig(o));
   const char* isa = ds::kernels::kernelIsaName(ds::kernels::bestKernelIsa());
-  const double flopsPerToken = 6.0 * shape.forwardMacsPerSample(o.seq).total() / o.seq;
+  const double flopsPerToken = shape.trainingFlopsPerToken(o.seq);
   if (!o.json)
     std::printf(
         "GPT %s: %d layers, hidden %d, %d heads, seq %d, vocab %d, batch %d: %zu parameters; "
@@ -211,7 +197,7 @@ int run(const Options& o) {
     Breakdown where;
     const double ours = oursTokensPerSecond(o, t, loss, where);
     const double torch = o.torch ? torchTokensPerSecond(o, t) : 0.0;
-    const double peak = sgemmPeakGflops(t);
+    const double peak = ds::kernels::sgemmPeakGflops(t);
     const double gflops = ours * flopsPerToken / 1e9;
     if (o.json) {
       using ds::rounded;

@@ -81,6 +81,11 @@ class Gpt : public Model, public PipelineStage {
     double total() const { return attentionProjections + attentionScores + mlp + head; }
   };
   Macs forwardMacsPerSample(size_t seq) const;
+  // A training step's model flops per token: forward and backward, 3 x 2 x the forward MACs, as
+  // DeepSpeed's profiler and Megatron's MFU count them (a recomputed forward is not counted).
+  double trainingFlopsPerToken(size_t seq) const {
+    return 6.0 * forwardMacsPerSample(seq).total() / static_cast<double>(seq);
+  }
 
   // The flops profiler: while on, each pass adds every module's forward latency to the table
   // profileModules() returns (cleared by turning it on).
