@@ -147,7 +147,7 @@ int run(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON line per kernel and path");
   if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
   if (s.seq * s.seq > s.rows * s.ffn || s.hidden > s.ffn || s.rows < 2)
-    throw ds::Error("bench_kernels: --seq^2 and --hidden must fit in --rows x --ffn (the arrays "
+    throw ds::Error("--seq^2 and --hidden must fit in --rows x --ffn (the arrays "
                     "are sized by them), and --rows must be at least 2");
 
   Arrays arrays(s);
