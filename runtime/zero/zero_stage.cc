@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "runtime/zero/square_sum.h"
 #include "runtime/zero/zero_stages.h"
 
 namespace ds::runtime {
@@ -147,13 +148,10 @@ GradientStatistics ZeroStage::gradientStatistics(
     loadGroupGradients(t0, t1, scratch, unscale);
     const size_t groupBegin = shardLayout_->shardBegin(t0);
     for (size_t t = t0; t < t1; ++t) {
-      const bool counted = ctx_.specs[t].countInGradNorm;
-      const size_t end = shardLayout_->shardBegin(t + 1) - groupBegin;
-      for (size_t i = shardLayout_->shardBegin(t) - groupBegin; i < end; ++i) {
-        const float g = scratch[i];
-        out.overflow = out.overflow || !std::isfinite(g);
-        if (counted) out.sumSquares += static_cast<double>(g) * g;
-      }
+      const size_t begin = shardLayout_->shardBegin(t) - groupBegin;
+      SquareSum squares;
+      squares.add(scratch.data() + begin, shardLayout_->shardBegin(t + 1) - groupBegin - begin);
+      addTensorStatistics(out, squares.total(), ctx_.specs[t].countInGradNorm);
     }
   }
   return out;

@@ -12,6 +12,7 @@
 //   stage 3 (zero_stage3.cc): parameters partitioned too: gathered per layer before use.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -43,6 +44,13 @@ struct GradientStatistics {
   bool overflow = false;  // a non-finite gradient on this rank
   double sumSquares = 0;  // of this rank's slices
 };
+
+// One tensor slice's sum of squares (runtime/zero/square_sum.h) into the rank's statistics, tensors
+// in order: a non-finite sum means a non-finite gradient, counted in the norm or not.
+inline void addTensorStatistics(GradientStatistics& out, double squares, bool countInNorm) {
+  out.overflow = out.overflow || !std::isfinite(squares);
+  if (countInNorm) out.sumSquares += squares;
+}
 
 // What every stage works with; references stay owned by the Engine.
 struct ZeroContext {

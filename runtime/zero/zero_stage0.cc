@@ -2,6 +2,7 @@
 // whole model; gradients accumulate whole and are all-reduced at the boundary.
 #include <cmath>
 
+#include "runtime/zero/square_sum.h"
 #include "runtime/zero/zero_stages.h"
 
 namespace ds::runtime {
@@ -27,15 +28,14 @@ GradientStatistics ZeroStage0::gradientStatistics(const std::vector<std::pair<si
     const TensorPlacement& p = layout_->tensor(t);
     const size_t begin = std::min(p.numel, rank * p.slice);
     const size_t end = std::min(p.numel, begin + p.slice);
+    SquareSum squares;
     for (size_t i = begin; i < end; i += 1024) {
       const size_t n = std::min<size_t>(1024, end - i);
       convertElements(grads_.data() + (p.flatOffset + i) * bytes, ctx_.gradType, block, DType::F32,
                       n, unscale);
-      for (size_t k = 0; k < n; ++k) {
-        out.overflow = out.overflow || !std::isfinite(block[k]);
-        if (ctx_.specs[t].countInGradNorm) out.sumSquares += static_cast<double>(block[k]) * block[k];
-      }
+      squares.add(block, n);
     }
+    addTensorStatistics(out, squares.total(), ctx_.specs[t].countInGradNorm);
   }
   return out;
 }
