@@ -10,6 +10,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/model/norm_backward.h"
+#include "runtime/model/parallel_loops.h"
 #include "test/skip.h"
 
 using ds::kernels::KernelIsa;
@@ -34,7 +35,7 @@ struct Grads {
 };
 
 // Rows: none, fewer than a block, whole blocks and a part block; dim not a multiple of 16.
-const std::vector<size_t> kRows = {0, 5, 2 * ds::runtime::gpt::kNormRowBlock, 203};
+const std::vector<size_t> kRows = {0, 5, 2 * ds::runtime::gpt::kRowBlock, 203};
 constexpr size_t kDim = 45;
 
 // LayerNorm (rms = false) or RMSNorm forward by the scalar kernel, then the backward either in

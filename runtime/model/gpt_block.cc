@@ -19,6 +19,7 @@
 #include "kernels/cpu/matmul.h"
 #include "runtime/model/norm_backward.h"
 #include "runtime/model/parallel_loops.h"
+#include "runtime/model/row_kernels.h"
 #include "runtime/parallel/tensor_slicing.h"
 
 namespace ds::runtime::gpt {
@@ -184,18 +185,22 @@ void BlockRunner::norm(const float* x, const float* w, const float* b, float* ou
                        float* sb, size_t rows) const {
   KernelTimer timer(KernelFamily::Norms);
   const size_t h = c_.hiddenSize;
-  switch (c_.norm) {
-    case NormKind::LayerNorm:
-      k_.layerNormForward(out, sa, sb, x, w, b ? b : zeroBias_.data(), rows, h,
-                          static_cast<float>(c_.layernormEpsilon));
-      break;
-    case NormKind::RmsNorm:
-      k_.rmsNormForward(out, sa, x, w, rows, h, static_cast<float>(c_.rmsNormEpsilon));
-      break;
-    case NormKind::ScaleNorm:
-      k_.scaleNormForward(out, sa, x, w[0], rows, h, static_cast<float>(c_.scalenormEpsilon));
-      break;
-  }
+  parallelRows(rows, [&](size_t r0, size_t r1) {  // each row on its own: any split, the same bits
+    const size_t n = r1 - r0, at = r0 * h;
+    switch (c_.norm) {
+      case NormKind::LayerNorm:
+        k_.layerNormForward(out + at, sa + r0, sb + r0, x + at, w, b ? b : zeroBias_.data(), n, h,
+                            static_cast<float>(c_.layernormEpsilon));
+        break;
+      case NormKind::RmsNorm:
+        k_.rmsNormForward(out + at, sa + r0, x + at, w, n, h, static_cast<float>(c_.rmsNormEpsilon));
+        break;
+      case NormKind::ScaleNorm:
+        k_.scaleNormForward(out + at, sa + r0, x + at, w[0], n, h,
+                            static_cast<float>(c_.scalenormEpsilon));
+        break;
+    }
+  });
 }
 
 void BlockRunner::normBackward(const float* dout, const float* x, const float* w, const float* sa,
@@ -328,7 +333,7 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   float* qkv = sized(a.qkv, N * Q);
   product(false, true, N, Q, h, 1.0f, a.ln1.data(), h, P(L.qkvw), h, 0.0f, qkv, Q);
   KernelTimer elementWise(KernelFamily::ElementWise);
-  if (L.qkvb != BlockLayout::kNone) k_.addBias(qkv, P(L.qkvb), N, Q);
+  if (L.qkvb != BlockLayout::kNone) addBiasRows(k_, qkv, P(L.qkvb), N, Q);
   elementWise.stop();
   lap(kQkv);
   if (c_.qkNorm) {
@@ -372,7 +377,7 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   product(false, true, N, h, hq, 1.0f, ctx, hq, P(L.densew), hq, 0.0f, attnOut, h);
   allReduceModel(attnOut, N * h);  // row-parallel: the ranks' partial sums, then the bias once
   KernelTimer denseElementWise(KernelFamily::ElementWise);
-  if (L.denseb != BlockLayout::kNone) k_.addBias(attnOut, P(L.denseb), N, h);
+  if (L.denseb != BlockLayout::kNone) addBiasRows(k_, attnOut, P(L.denseb), N, h);
   if (dropout && c_.hiddenDropout > 0.0)
     applyDropout(attnOut, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
                  kSiteAttentionOut);
@@ -383,8 +388,7 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   const float* mlpIn = x;
   if (!c_.gptjResidual) {
     float* mid = sized(a.mid, N * h);
-    std::memcpy(mid, x, N * h * sizeof(float));
-    k_.add(mid, attnOut, N * h);
+    sumRows(k_, mid, x, attnOut, N, h);
     mlpIn = mid;
   } else {
     a.mid.clear();
@@ -401,7 +405,7 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   float* fc1 = sized(a.fc1, N * ff1);
   product(false, true, N, ff1, h, 1.0f, mlpNormed, h, P(L.fc1w), h, 0.0f, fc1, ff1);
   KernelTimer mlpElementWise(KernelFamily::ElementWise);
-  if (L.fc1b != BlockLayout::kNone) k_.addBias(fc1, P(L.fc1b), N, ff1);
+  if (L.fc1b != BlockLayout::kNone) addBiasRows(k_, fc1, P(L.fc1b), N, ff1);
   lap(kFc1);
   float* act = sized(a.act, N * ff);
   const kernels::Unit unit = unitOf(c_.activation);
@@ -417,16 +421,20 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   product(false, true, N, h, ff, 1.0f, act, ff, P(L.fc2w), ff, 0.0f, mlpOut, h);
   allReduceModel(mlpOut, N * h);
   KernelTimer outElementWise(KernelFamily::ElementWise);
-  if (L.fc2b != BlockLayout::kNone) k_.addBias(mlpOut, P(L.fc2b), N, h);
+  if (L.fc2b != BlockLayout::kNone) addBiasRows(k_, mlpOut, P(L.fc2b), N, h);
   if (dropout && c_.hiddenDropout > 0.0)
     applyDropout(mlpOut, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
                  kSiteMlpOut);
   lap(kFc2);
   if (times) times[kMlp] += std::chrono::duration<double>(last - mlpStart).count();
 
-  std::memcpy(out, mlpIn, N * h * sizeof(float));  // mid, or x for gpt-j
-  if (c_.gptjResidual) k_.add(out, attnOut, N * h);
-  k_.add(out, mlpOut, N * h);
+  // mid + mlpOut, or (x + attnOut) + mlpOut for gpt-j.
+  if (c_.gptjResidual) {
+    sumRows(k_, out, mlpIn, attnOut, N, h);
+    addRows(k_, out, mlpOut, N, h);
+  } else {
+    sumRows(k_, out, mlpIn, mlpOut, N, h);
+  }
 }
 
 void BlockRunner::backward(const float* params, float* grads, const BlockActivations& a,
@@ -445,16 +453,20 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
     fn();
   };
 
-  // MLP: dOut reaches mlpOut through the (dropout-masked) residual sum.
-  float* dMlp = sized(w.dA, N * h);
-  elementWise([&] {
-    std::memcpy(dMlp, dOut, N * h * sizeof(float));
-    if (hiddenDrop)
-      applyDropout(dMlp, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
+  // MLP: dOut reaches mlpOut through the (dropout-masked) residual sum; without dropout it is
+  // dOut itself.
+  const float* dMlp = dOut;
+  if (hiddenDrop)
+    elementWise([&] {
+      float* masked = sized(w.dA, N * h);
+      std::memcpy(masked, dOut, N * h * sizeof(float));
+      applyDropout(masked, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
                    kSiteMlpOut);
-  });
+      dMlp = masked;
+    });
   product(true, false, h, ff, N, 1.0f, dMlp, h, a.act.data(), ff, 1.0f, G(L.fc2w), ff);
-  if (L.fc2b != BlockLayout::kNone) elementWise([&] { k_.biasGradient(G(L.fc2b), dMlp, N, h); });
+  if (L.fc2b != BlockLayout::kNone)
+    elementWise([&] { biasGradientRows(k_, G(L.fc2b), dMlp, N, h, normPartials_); });
   float* dAct = sized(w.dact, N * ff);
   product(false, false, N, ff, h, 1.0f, dMlp, h, P(L.fc2w), ff, 0.0f, dAct, ff);
   float* dFc1 = sized(w.dfc1, N * ff1);
@@ -471,7 +483,8 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
   const bool tied = c_.gptjTied;
   product(true, false, ff1, h, N, 1.0f, dFc1, ff1, tied ? a.ln1.data() : a.ln2.data(), h, 1.0f,
           G(L.fc1w), h);
-  if (L.fc1b != BlockLayout::kNone) elementWise([&] { k_.biasGradient(G(L.fc1b), dFc1, N, ff1); });
+  if (L.fc1b != BlockLayout::kNone)
+    elementWise([&] { biasGradientRows(k_, G(L.fc1b), dFc1, N, ff1, normPartials_); });
   float* dLn = sized(w.dB, N * h);  // tied: norm1's output gradient from the MLP, so far
   product(false, false, N, h, ff1, 1.0f, dFc1, ff1, P(L.fc1w), h, 0.0f, dLn, h);
   // Column-parallel's input gradient is the ranks' sum; tied, it is summed with QKV's below.
@@ -483,20 +496,23 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
   } else {
     normBackward(dLn, mlpIn, P(L.ln2w), a.stats2a.data(), a.stats2b.data(), dIn, G(L.ln2w),
                  G(L.ln2b), N);
-    elementWise([&] { k_.add(dIn, dOut, N * h); });  // sequential: d(mid); gpt-j: d(x) so far
+    elementWise([&] { addRows(k_, dIn, dOut, N, h); });  // sequential: d(mid); gpt-j: d(x) so far
   }
 
-  // Attention: its output feeds mid (sequential) or out (gpt-j).
-  float* dAttn = sized(w.dA, N * h);
-  elementWise([&] {
-    std::memcpy(dAttn, c_.gptjResidual ? dOut : dIn, N * h * sizeof(float));
-    if (hiddenDrop)
-      applyDropout(dAttn, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
+  // Attention: its output feeds mid (sequential) or out (gpt-j); without dropout its gradient is
+  // that one (dIn is added to only after its last use here).
+  const float* dAttn = c_.gptjResidual ? dOut : dIn;
+  if (hiddenDrop)
+    elementWise([&] {
+      float* masked = sized(w.dA, N * h);
+      std::memcpy(masked, dAttn, N * h * sizeof(float));
+      applyDropout(masked, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
                    kSiteAttentionOut);
-  });
+      dAttn = masked;
+    });
   product(true, false, h, hq, N, 1.0f, dAttn, h, a.ctx.data(), hq, 1.0f, G(L.densew), hq);
   if (L.denseb != BlockLayout::kNone)
-    elementWise([&] { k_.biasGradient(G(L.denseb), dAttn, N, h); });
+    elementWise([&] { biasGradientRows(k_, G(L.denseb), dAttn, N, h, normPartials_); });
   float* dCtx = sized(w.dctx, N * hq);
   product(false, false, N, hq, h, 1.0f, dAttn, h, P(L.densew), hq, 0.0f, dCtx, hq);
 
@@ -540,13 +556,14 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
     qkNormBackward(P(L.qknw), G(L.qknw), G(L.qknb), dqkv, a, w, N);
   }
   product(true, false, Q, h, N, 1.0f, dqkv, Q, a.ln1.data(), h, 1.0f, G(L.qkvw), h);
-  if (L.qkvb != BlockLayout::kNone) elementWise([&] { k_.biasGradient(G(L.qkvb), dqkv, N, Q); });
+  if (L.qkvb != BlockLayout::kNone)
+    elementWise([&] { biasGradientRows(k_, G(L.qkvb), dqkv, N, Q, normPartials_); });
   product(false, false, N, h, Q, 1.0f, dqkv, Q, P(L.qkvw), h, tied ? 1.0f : 0.0f, dLn, h);
   allReduceModel(dLn, N * h);
   float* dNorm1 = sized(w.dA, N * h);
   normBackward(dLn, a.input.data(), P(L.ln1w), a.stats1a.data(), a.stats1b.data(), dNorm1,
                G(L.ln1w), G(L.ln1b), N);
-  elementWise([&] { k_.add(dIn, dNorm1, N * h); });
+  elementWise([&] { addRows(k_, dIn, dNorm1, N, h); });
 }
 
 }  // namespace ds::runtime::gpt

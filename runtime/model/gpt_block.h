@@ -120,7 +120,7 @@ class BlockRunner {
   // and a gradient nobody reads.
   std::vector<float> zeroBias_;
   mutable std::vector<float> unusedBiasGrad_;
-  mutable std::vector<float> normPartials_;  // the norms' per-row-block gradient sums
+  mutable std::vector<float> normPartials_;  // per-row-block gradient sums: norms and biases
 };
 
 // Resizes v to n elements without shrinking its allocation (buffers are reused call after call).

@@ -1,6 +1,6 @@
 // The LayerNorm and RMSNorm backward over many rows on the matrix products' OpenMP threads. The
-// weight and bias gradient sums are taken per block of kNormRowBlock rows, a partial each, then
-// added in block order: the same bits at any thread count (a block is never split by threads).
+// weight and bias gradient sums are taken per block of kRowBlock rows (parallel_loops.h), a partial
+// each, then added in block order: the same bits at any thread count.
 #pragma once
 
 #include <cstddef>
@@ -9,9 +9,6 @@
 #include "kernels/cpu/transformer_kernels.h"
 
 namespace ds::runtime::gpt {
-
-// Fixed, never derived from the thread count: it sets the summation order of dw and db.
-constexpr size_t kNormRowBlock = 32;
 
 // dx as k.layerNormBackward writes it; dw, db += the sums over all rows. `partials` is scratch,
 // kept by the caller so its allocation is reused call after call.

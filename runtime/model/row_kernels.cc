@@ -1,0 +1,39 @@
+#include "runtime/model/row_kernels.h"
+
+#include <cstring>
+
+#include "runtime/model/parallel_loops.h"
+
+namespace ds::runtime::gpt {
+
+void addBiasRows(const kernels::TransformerKernels& k, float* out, const float* bias, size_t rows,
+                 size_t dim) {
+  parallelRows(rows, [&](size_t r0, size_t r1) { k.addBias(out + r0 * dim, bias, r1 - r0, dim); });
+}
+
+void addRows(const kernels::TransformerKernels& k, float* y, const float* x, size_t rows,
+             size_t dim) {
+  parallelRows(rows,
+               [&](size_t r0, size_t r1) { k.add(y + r0 * dim, x + r0 * dim, (r1 - r0) * dim); });
+}
+
+void sumRows(const kernels::TransformerKernels& k, float* out, const float* a, const float* b,
+             size_t rows, size_t dim) {
+  parallelRows(rows, [&](size_t r0, size_t r1) {
+    const size_t at = r0 * dim, n = (r1 - r0) * dim;
+    if (out != a) std::memcpy(out + at, a + at, n * sizeof(float));
+    k.add(out + at, b + at, n);
+  });
+}
+
+void biasGradientRows(const kernels::TransformerKernels& k, float* dbias, const float* dout,
+                      size_t rows, size_t dim, std::vector<float>& partials) {
+  overRowBlocks(
+      k, rows, dim, partials,
+      [&](size_t r0, size_t r1, float* partial) {
+        k.biasGradient(partial, dout + r0 * dim, r1 - r0, dim);
+      },
+      dbias);
+}
+
+}  // namespace ds::runtime::gpt

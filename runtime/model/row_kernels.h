@@ -1,0 +1,28 @@
+// Internal to the GPT model: a block's element-wise kernels (bias adds, residual sums, bias
+// gradients) spread over the matrix products' OpenMP threads, where they ran on one thread while
+// the other waited. Rows go to threads in contiguous runs; sums over rows take a partial per
+// kRowBlock rows added in block order (parallel_loops.h), so no result depends on the thread count.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "kernels/cpu/transformer_kernels.h"
+
+namespace ds::runtime::gpt {
+
+// out[r] += bias for each of `rows` rows of `dim`.
+void addBiasRows(const kernels::TransformerKernels& k, float* out, const float* bias, size_t rows,
+                 size_t dim);
+// y += x over rows x dim elements.
+void addRows(const kernels::TransformerKernels& k, float* y, const float* x, size_t rows,
+             size_t dim);
+// out = a + b over rows x dim elements, in one pass per run of rows (a copy, then an add while the
+// run is in cache); out may be a.
+void sumRows(const kernels::TransformerKernels& k, float* out, const float* a, const float* b,
+             size_t rows, size_t dim);
+// dbias += the sum over rows of dout; `partials` is scratch the caller keeps between calls.
+void biasGradientRows(const kernels::TransformerKernels& k, float* dbias, const float* dout,
+                      size_t rows, size_t dim, std::vector<float>& partials);
+
+}  // namespace ds::runtime::gpt
