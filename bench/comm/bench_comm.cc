@@ -7,9 +7,9 @@
 // memory as one memcpy of it, and the ranks share the memory bus: floor = ranks x bytes / memcpy
 // rate. "of floor" is floor / measured time (100% = at the memory roofline). Streaming stores
 // for the copy back were tried and did not help here.
-// Then bf16 against fp32 of the same element count on shared memory (bf16 gradients must not cost
-// more than fp32 ones).
-// Usage: bench_comm [--ranks 2,4] [--bytes 67108864] [--iters 10] [--chunk BYTES] [--bf16-only]
+// Then bf16 and fp16 against fp32 of the same element count, on shared memory and on the Gloo path
+// (16-bit gradients must not cost more than fp32 ones).
+// Usage: bench_comm [--ranks 2,4] [--bytes 67108864] [--iters 10] [--chunk BYTES] [--half-only]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -95,20 +95,23 @@ double torchAllReduce(int ranks, size_t bytes, int iters) {
   return ds::bench::commandSeconds(command);
 }
 
-// Seconds per all_reduce through the whole product over the Gloo path: ds-launch starts one
-// ds-worker on each of two loopback "nodes" (127.0.0.1 and 127.0.0.2), which run ds-comm-bench
-// with the flat Gloo backend; rank 0's JSON line gives the time.
-double glooAcrossNodes(size_t bytes, int iters) {
+// Seconds per all_reduce of `bytes` of `dtype` through the whole product over the Gloo path:
+// ds-launch starts the ranks on two loopback "nodes" (127.0.0.1 and 127.0.0.2, the first one
+// taking the odd rank out), which run ds-comm-bench with the flat Gloo backend; rank 0's JSON line
+// gives the time.
+double glooAcrossNodes(int ranks, size_t bytes, int iters, ds::DType dtype = ds::DType::F32) {
   const std::string binDir = std::filesystem::canonical("/proc/self/exe").parent_path().string();
   const std::string dir = "/tmp/bench-comm-" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/hostfile") << "127.0.0.1 slots=1\n127.0.0.2 slots=1\n";
+  std::ofstream(dir + "/hostfile") << "127.0.0.1 slots=" << (ranks + 1) / 2
+                                   << "\n127.0.0.2 slots=" << ranks / 2 << "\n";
   const std::string size = std::to_string(bytes);
   const std::string command =
       "cd " + dir + " && " + binDir + "/ds-launch -H hostfile --master_port " +
       std::to_string(ds::bench::freeLoopbackPort()) +
-      " --log_dir logs ds-comm-bench --backend gloo --op all_reduce --min " + size + " --max " +
-      size + " --iters " + std::to_string(iters) + " --warmup 2 --json >/dev/null 2>&1";
+      " --log_dir logs ds-comm-bench --backend gloo --op all_reduce --dtype " +
+      ds::dtypeName(dtype) + " --min " + size + " --max " + size + " --iters " +
+      std::to_string(iters) + " --warmup 2 --json >/dev/null 2>&1";
   double seconds = -1;
   if (std::system(command.c_str()) == 0) {
     std::ifstream log(dir + "/logs/rank-0.log");
@@ -122,23 +125,47 @@ double glooAcrossNodes(size_t bytes, int iters) {
   return seconds;
 }
 
-// bf16 gradients: the same element count as the fp32 run, half the bytes; summed in fp32 and
-// rounded once, so the conversions must not cost more than the bytes saved. The kernel path
-// (DS_KERNEL_ISA) is printed because the bf16 combine runs on it.
-void bf16AgainstFp32(const std::vector<int>& rankCounts, size_t bytes, int iters,
-                     size_t chunkBytes) {
-  std::printf("bf16 against fp32, %zu elements (shared memory, %s kernels)\n",
-              bytes / sizeof(float), ds::kernels::kernelIsaName(ds::kernels::bestKernelIsa()));
-  std::printf("%6s %14s %14s %12s\n", "ranks", "fp32 ms", "bf16 ms", "bf16/fp32");
+// 16-bit gradients: the same element count as the fp32 run, half the bytes, so the conversions
+// and roundings must not cost more than the bytes saved. The kernel path (DS_KERNEL_ISA) is
+// printed because the 16-bit combine runs on it. Each figure is the best of `runs`.
+using AllReduceSeconds = double (*)(int ranks, size_t count, ds::DType dtype, int iters,
+                                    size_t chunkBytes);
+
+void halvesAgainstFp32(const char* path, AllReduceSeconds allReduce, int runs,
+                       const std::vector<int>& rankCounts, size_t bytes, int iters,
+                       size_t chunkBytes) {
+  const size_t count = bytes / sizeof(float);
+  std::printf("bf16 and fp16 against fp32, %zu elements (%s, %s kernels)\n", count, path,
+              ds::kernels::kernelIsaName(ds::kernels::bestKernelIsa()));
+  std::printf("%6s %10s %10s %10s %10s %10s\n", "ranks", "fp32 ms", "bf16 ms", "fp16 ms",
+              "bf16/fp32", "fp16/fp32");
   for (int ranks : rankCounts) {
-    double fp32 = 1e30, bf16 = 1e30;
-    for (int run = 0; run < 3; ++run) {
-      fp32 = std::min(fp32, shmAllReduceOf(ranks, bytes / 4, ds::DType::F32, iters, chunkBytes));
-      bf16 = std::min(bf16, shmAllReduceOf(ranks, bytes / 4, ds::DType::BF16, iters, chunkBytes));
+    double best[3] = {1e30, 1e30, 1e30};
+    const ds::DType dtypes[3] = {ds::DType::F32, ds::DType::BF16, ds::DType::F16};
+    for (int run = 0; run < runs; ++run)
+      for (int d = 0; d < 3; ++d) {
+        const double t = allReduce(ranks, count, dtypes[d], iters, chunkBytes);
+        if (t > 0) best[d] = std::min(best[d], t);
+      }
+    if (best[0] == 1e30 || best[1] == 1e30 || best[2] == 1e30) {
+      std::printf("%6d %10s\n", ranks, "failed");
+      continue;
     }
-    std::printf("%6d %14.2f %14.2f %11.2fx\n", ranks, fp32 * 1e3, bf16 * 1e3, bf16 / fp32);
+    std::printf("%6d %10.2f %10.2f %10.2f %9.2fx %9.2fx\n", ranks, best[0] * 1e3, best[1] * 1e3,
+                best[2] * 1e3, best[1] / best[0], best[2] / best[0]);
   }
-  std::printf("target: bf16 time <= fp32 time per element (ratio <= 1)\n\n");
+  std::printf("target: 16-bit time <= fp32 time per element (ratio <= 1)\n\n");
+}
+
+double glooAllReduceOf(int ranks, size_t count, ds::DType dtype, int iters, size_t) {
+  return glooAcrossNodes(ranks, count * ds::dtypeBytes(dtype), iters, dtype);
+}
+
+void everyHalfComparison(const std::vector<int>& rankCounts, size_t bytes, int iters,
+                         size_t chunkBytes) {
+  halvesAgainstFp32("shared memory", shmAllReduceOf, 3, rankCounts, bytes, iters, chunkBytes);
+  halvesAgainstFp32("gloo over loopback, ds-launch on 2 nodes", glooAllReduceOf, 2, rankCounts,
+                    bytes, iters, chunkBytes);
 }
 
 }  // namespace
@@ -158,12 +185,13 @@ int run(int argc, char** argv) {
   app.add_option("--chunk", chunkBytes, "shared-memory chunk size in bytes")
       ->check(CLI::Range(size_t{4096}, size_t{1} << 30));
   app.add_option("--iters", iters, "timed iterations")->check(CLI::Range(1, 100000));
-  bool bf16Only = false;
-  app.add_flag("--bf16-only", bf16Only,
-               "only the bf16 against fp32 comparison (no PyTorch, no Gloo; quick per-ISA runs)");
+  bool halfOnly = false;
+  app.add_flag("--half-only,--bf16-only", halfOnly,
+               "only the bf16 and fp16 against fp32 comparisons, shared memory and Gloo (no "
+               "PyTorch; quick per-ISA runs)");
   if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
-  if (bf16Only) {
-    bf16AgainstFp32(rankCounts, bytes, iters, chunkBytes);
+  if (halfOnly) {
+    everyHalfComparison(rankCounts, bytes, iters, chunkBytes);
     return 0;
   }
   const double copy = memcpyBandwidth(size_t{256} << 20);
@@ -194,13 +222,13 @@ int run(int argc, char** argv) {
   }
   std::printf("target: busbw >= 5x PyTorch gloo at 2 and 4 ranks\n\n");
 
-  bf16AgainstFp32(rankCounts, bytes, iters, chunkBytes);
+  everyHalfComparison(rankCounts, bytes, iters, chunkBytes);
 
   // The Gloo path: two ranks on two loopback nodes, against PyTorch gloo's two ranks (which talk
   // TCP over loopback as well).
   double ours = 1e30, theirs = 1e30;
   for (int run = 0; run < 3; ++run) {
-    const double t = glooAcrossNodes(bytes, iters);
+    const double t = glooAcrossNodes(2, bytes, iters);
     if (t > 0) ours = std::min(ours, t);
   }
   for (int run = 0; run < 2; ++run) {
