@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/bf16_reduce.h"
 #include "kernels/cpu/half_convert.h"
+#include "kernels/cpu/half_reduce.h"
 #include "test/skip.h"
 
-using ds::kernels::Bf16ReduceOp;
+using ds::kernels::HalfReduceOp;
 using ds::kernels::KernelIsa;
 
 namespace {
@@ -57,7 +57,7 @@ std::vector<const uint16_t*> pointers(const std::vector<Halves>& inputs) {
   return out;
 }
 
-Halves reduceOn(KernelIsa isa, const std::vector<Halves>& inputs, size_t count, Bf16ReduceOp op,
+Halves reduceOn(KernelIsa isa, const std::vector<Halves>& inputs, size_t count, HalfReduceOp op,
                 float scale) {
   Halves out(count, 0xdead);
   ds::kernels::bf16Reduce(out.data(), pointers(inputs).data(), static_cast<int>(inputs.size()),
@@ -66,21 +66,21 @@ Halves reduceOn(KernelIsa isa, const std::vector<Halves>& inputs, size_t count, 
 }
 
 // The plain meaning: widen, combine left to right in fp32 as std::max / +, scale, round once.
-Halves reference(const std::vector<Halves>& inputs, size_t count, Bf16ReduceOp op, float scale) {
+Halves reference(const std::vector<Halves>& inputs, size_t count, HalfReduceOp op, float scale) {
   Halves out(count);
   for (size_t i = 0; i < count; ++i) {
     float acc = ds::kernels::bf16ToFloat(inputs[0][i]);
     for (size_t k = 1; k < inputs.size(); ++k) {
       const float next = ds::kernels::bf16ToFloat(inputs[k][i]);
-      acc = op == Bf16ReduceOp::Max ? std::max(acc, next) : acc + next;
+      acc = op == HalfReduceOp::Max ? std::max(acc, next) : acc + next;
     }
-    if (op == Bf16ReduceOp::Avg) acc *= scale;
+    if (op == HalfReduceOp::Avg) acc *= scale;
     out[i] = ds::kernels::floatToBf16(acc);
   }
   return out;
 }
 
-const Bf16ReduceOp kOps[] = {Bf16ReduceOp::Sum, Bf16ReduceOp::Avg, Bf16ReduceOp::Max};
+const HalfReduceOp kOps[] = {HalfReduceOp::Sum, HalfReduceOp::Avg, HalfReduceOp::Max};
 
 // Covers every pattern once plus an odd tail, so each vector path also runs its scalar finish.
 constexpr size_t kCount = 65536 + 45;
@@ -91,7 +91,7 @@ void checkPath(KernelIsa isa) {
                                ": that path of bf16Reduce is not tested here"))
     return;
   for (int n : {1, 2, 3, 4, 7})
-    for (Bf16ReduceOp op : kOps) {
+    for (HalfReduceOp op : kOps) {
       INFO("inputs " << n << ", op " << static_cast<int>(op));
       const float scale = 1.0f / static_cast<float>(n == 1 ? 2 : n);
       const std::vector<Halves> inputs = makeInputs(n, kCount, 1000 + n);
@@ -115,7 +115,7 @@ void checkPath(KernelIsa isa) {
 
 TEST_CASE("bf16Reduce scalar path is the per-element fp32 reference", "[bf16_reduce]") {
   for (int n : {1, 2, 3, 7})
-    for (Bf16ReduceOp op : kOps) {
+    for (HalfReduceOp op : kOps) {
       const std::vector<Halves> inputs = makeInputs(n, kCount, 7 + n);
       CHECK(reduceOn(KernelIsa::Scalar, inputs, kCount, op, 0.25f) ==
             reference(inputs, kCount, op, 0.25f));
@@ -137,12 +137,12 @@ TEST_CASE("bf16Reduce rounds ties to even, keeps NaN and saturates to inf", "[bf
     std::vector<Halves> wide(2);
     for (int copy = 0; copy < 16; ++copy)
       for (int k = 0; k < 2; ++k) wide[k].insert(wide[k].end(), sums[k].begin(), sums[k].end());
-    const Halves got = reduceOn(isa, wide, wide[0].size(), Bf16ReduceOp::Sum, 1.0f);
+    const Halves got = reduceOn(isa, wide, wide[0].size(), HalfReduceOp::Sum, 1.0f);
     for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == expected[i % expected.size()]);
     const std::vector<Halves> denormal(1, Halves(64, 0x0001)),
         maxNan = {Halves(64, 0x7fc5), Halves(64, 0x3f80)};
-    CHECK(reduceOn(isa, denormal, 64, Bf16ReduceOp::Avg, 0.5f) == Halves(64, 0x0000));
-    CHECK(reduceOn(isa, maxNan, 64, Bf16ReduceOp::Max, 1.0f) == Halves(64, 0x7fc5));
+    CHECK(reduceOn(isa, denormal, 64, HalfReduceOp::Avg, 0.5f) == Halves(64, 0x0000));
+    CHECK(reduceOn(isa, maxNan, 64, HalfReduceOp::Max, 1.0f) == Halves(64, 0x7fc5));
   }
 }
 

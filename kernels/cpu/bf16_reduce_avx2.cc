@@ -2,8 +2,8 @@
 // placing the 16 bits above 16 zero bits, rounding is integer arithmetic on the fp32 pattern.
 #include <immintrin.h>
 
-#include "kernels/cpu/bf16_reduce_paths.h"
 #include "kernels/cpu/bf16_round_avx2.h"
+#include "kernels/cpu/half_reduce_paths.h"
 
 namespace ds::kernels::detail {
 namespace {
@@ -19,14 +19,14 @@ inline __m256 widenHi(__m256i half) {
 
 // std::max(acc, next) lane by lane: maxps returns its second operand unless the first is greater,
 // which is (acc < next ? next : acc) for NaNs and signed zeros too.
-inline __m256 combine(__m256 acc, __m256 next, Bf16ReduceOp op) {
-  return op == Bf16ReduceOp::Max ? _mm256_max_ps(next, acc) : _mm256_add_ps(acc, next);
+inline __m256 combine(__m256 acc, __m256 next, HalfReduceOp op) {
+  return op == HalfReduceOp::Max ? _mm256_max_ps(next, acc) : _mm256_add_ps(acc, next);
 }
 
 }  // namespace
 
 size_t bf16ReduceAvx2(uint16_t* out, const uint16_t* const* inputs, int n, size_t count,
-                      Bf16ReduceOp op, float scale) {
+                      HalfReduceOp op, float scale) {
   constexpr size_t kStep = 16;
   const __m256 factor = _mm256_set1_ps(scale);
   size_t i = 0;
@@ -38,7 +38,7 @@ size_t bf16ReduceAvx2(uint16_t* out, const uint16_t* const* inputs, int n, size_
       lo = combine(lo, widenLo(next), op);
       hi = combine(hi, widenHi(next), op);
     }
-    if (op == Bf16ReduceOp::Avg) {
+    if (op == HalfReduceOp::Avg) {
       lo = _mm256_mul_ps(lo, factor);
       hi = _mm256_mul_ps(hi, factor);
     }

@@ -2,8 +2,8 @@
 // widening and rounding as the AVX2 path (bf16_reduce_avx2.cc), on 16 lanes with mask registers.
 #include <immintrin.h>
 
-#include "kernels/cpu/bf16_reduce_paths.h"
 #include "kernels/cpu/bf16_round_avx512.h"
+#include "kernels/cpu/half_reduce_paths.h"
 
 namespace ds::kernels::detail {
 namespace {
@@ -13,8 +13,8 @@ inline __m512 widen(__m256i half) {
 }
 
 // (acc < next ? next : acc): see bf16_reduce_avx2.cc.
-inline __m512 combine(__m512 acc, __m512 next, Bf16ReduceOp op) {
-  return op == Bf16ReduceOp::Max ? _mm512_max_ps(next, acc) : _mm512_add_ps(acc, next);
+inline __m512 combine(__m512 acc, __m512 next, HalfReduceOp op) {
+  return op == HalfReduceOp::Max ? _mm512_max_ps(next, acc) : _mm512_add_ps(acc, next);
 }
 
 inline const __m256i* at(const uint16_t* base, size_t i) {
@@ -24,7 +24,7 @@ inline const __m256i* at(const uint16_t* base, size_t i) {
 }  // namespace
 
 size_t bf16ReduceAvx512(uint16_t* out, const uint16_t* const* inputs, int n, size_t count,
-                        Bf16ReduceOp op, float scale) {
+                        HalfReduceOp op, float scale) {
   constexpr size_t kStep = 32;
   const __m512 factor = _mm512_set1_ps(scale);
   size_t i = 0;
@@ -35,7 +35,7 @@ size_t bf16ReduceAvx512(uint16_t* out, const uint16_t* const* inputs, int n, siz
       lo = combine(lo, widen(_mm256_loadu_si256(at(inputs[k], i))), op);
       hi = combine(hi, widen(_mm256_loadu_si256(at(inputs[k], i + 16))), op);
     }
-    if (op == Bf16ReduceOp::Avg) {
+    if (op == HalfReduceOp::Avg) {
       lo = _mm512_mul_ps(lo, factor);
       hi = _mm512_mul_ps(hi, factor);
     }

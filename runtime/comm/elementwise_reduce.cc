@@ -1,6 +1,5 @@
-// fp32 runs straight over the arrays (vectorised by the compiler); bf16 goes through the fused
-// kernel (kernels/cpu/bf16_reduce.h); fp16 through an fp32 accumulator of one block that stays in
-// L1.
+// fp32 runs straight over the arrays (vectorised by the compiler); bf16 and fp16 go through the
+// fused kernels (kernels/cpu/half_reduce.h): one pass, widened and rounded in registers.
 #include "runtime/comm/elementwise_reduce.h"
 
 #include <algorithm>
@@ -8,8 +7,8 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/bf16_reduce.h"
 #include "kernels/cpu/half_convert.h"
+#include "kernels/cpu/half_reduce.h"
 
 namespace ds::runtime {
 namespace {
@@ -37,16 +36,22 @@ void reduceFloat(float* out, const void* const* inputs, int n, size_t count, Red
   if (op == ReduceOp::Avg) scaleElements(out, count, DType::F32, 1.0f / static_cast<float>(ranks));
 }
 
-kernels::Bf16ReduceOp bf16Op(ReduceOp op) {
+kernels::HalfReduceOp halfOp(ReduceOp op) {
   switch (op) {
     case ReduceOp::Avg:
-      return kernels::Bf16ReduceOp::Avg;
+      return kernels::HalfReduceOp::Avg;
     case ReduceOp::Max:
-      return kernels::Bf16ReduceOp::Max;
+      return kernels::HalfReduceOp::Max;
     case ReduceOp::Sum:
       break;
   }
-  return kernels::Bf16ReduceOp::Sum;
+  return kernels::HalfReduceOp::Sum;
+}
+
+void reduceHalves(uint16_t* out, const uint16_t* const* inputs, int n, size_t count, DType dtype,
+                  kernels::HalfReduceOp op, float scale) {
+  if (dtype == DType::BF16) return kernels::bf16Reduce(out, inputs, n, count, op, scale);
+  kernels::fp16Reduce(out, inputs, n, count, op, scale);
 }
 
 }  // namespace
@@ -83,30 +88,13 @@ void reduceElements(void* out, const void* const* inputs, int n, size_t count, D
   if (dtype == DType::F32)
     return reduceFloat(static_cast<float*>(out), inputs, n, count, op, ranks);
   const float scale = op == ReduceOp::Avg ? 1.0f / static_cast<float>(ranks) : 1.0f;
-  if (dtype == DType::BF16) {
-    // Typed copies of the pointers rather than a cast of the array (no aliasing of void* slots).
-    constexpr int kInline = 16;
-    const uint16_t* inlineHalves[kInline];
-    std::vector<const uint16_t*> heapHalves(n > kInline ? n : 0);
-    const uint16_t** halves = n > kInline ? heapHalves.data() : inlineHalves;
-    for (int k = 0; k < n; ++k) halves[k] = static_cast<const uint16_t*>(inputs[k]);
-    return kernels::bf16Reduce(static_cast<uint16_t*>(out), halves, n, count, bf16Op(op), scale);
-  }
-  constexpr size_t kBlock = 1024;
-  float acc[kBlock], next[kBlock];
-  const size_t bytes = dtypeBytes(dtype);
-  for (size_t begin = 0; begin < count; begin += kBlock) {
-    const size_t m = std::min(kBlock, count - begin);
-    const size_t offset = begin * bytes;
-    toFloat(static_cast<const char*>(inputs[0]) + offset, acc, m, dtype);
-    for (int k = 1; k < n; ++k) {
-      toFloat(static_cast<const char*>(inputs[k]) + offset, next, m, dtype);
-      combine(acc, next, m, op);
-    }
-    if (op == ReduceOp::Avg)
-      for (size_t i = 0; i < m; ++i) acc[i] *= scale;
-    fromFloat(acc, static_cast<char*>(out) + offset, m, dtype);
-  }
+  // Typed copies of the pointers rather than a cast of the array (no aliasing of void* slots).
+  constexpr int kInline = 16;
+  const uint16_t* inlineHalves[kInline];
+  std::vector<const uint16_t*> heapHalves(n > kInline ? n : 0);
+  const uint16_t** halves = n > kInline ? heapHalves.data() : inlineHalves;
+  for (int k = 0; k < n; ++k) halves[k] = static_cast<const uint16_t*>(inputs[k]);
+  reduceHalves(static_cast<uint16_t*>(out), halves, n, count, dtype, halfOp(op), scale);
 }
 
 void scaleElements(void* data, size_t count, DType dtype, float factor) {
@@ -115,21 +103,9 @@ void scaleElements(void* data, size_t count, DType dtype, float factor) {
     for (size_t i = 0; i < count; ++i) values[i] *= factor;
     return;
   }
-  if (dtype == DType::BF16) {
-    auto* values = static_cast<uint16_t*>(data);
-    const uint16_t* const inputs[] = {values};
-    return kernels::bf16Reduce(values, inputs, 1, count, kernels::Bf16ReduceOp::Avg, factor);
-  }
-  constexpr size_t kBlock = 1024;
-  float block[kBlock];
-  const size_t bytes = dtypeBytes(dtype);
-  for (size_t begin = 0; begin < count; begin += kBlock) {
-    const size_t m = std::min(kBlock, count - begin);
-    char* at = static_cast<char*>(data) + begin * bytes;
-    toFloat(at, block, m, dtype);
-    for (size_t i = 0; i < m; ++i) block[i] *= factor;
-    fromFloat(block, at, m, dtype);
-  }
+  auto* values = static_cast<uint16_t*>(data);
+  const uint16_t* const inputs[] = {values};
+  reduceHalves(values, inputs, 1, count, dtype, kernels::HalfReduceOp::Avg, factor);
 }
 
 }  // namespace ds::runtime

@@ -1,0 +1,165 @@
+// fp16Reduce: the scalar path against the arithmetic the collectives used before it (array
+// conversions to fp32, add or max, scale, array conversion back), known ties, denormals,
+// overflow and NaNs, then every vector path this CPU runs bitwise against the scalar one, over
+// every fp16 pattern, odd lengths and outputs aliasing an input.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/half_convert.h"
+#include "kernels/cpu/half_reduce.h"
+#include "test/skip.h"
+
+using ds::kernels::HalfReduceOp;
+using ds::kernels::KernelIsa;
+
+namespace {
+
+using Halves = std::vector<uint16_t>;
+
+// n input arrays of `count` values: input 0 walks every fp16 pattern in a shuffled order; the
+// others mix random patterns with exact half-ulps of input 0 (so that sums land on ties) and
+// values of input 0's exponent (so that they do not just vanish in the sum).
+std::vector<Halves> makeInputs(int n, size_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Halves> inputs(n, Halves(count));
+  Halves all(65536);
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng);
+  for (size_t i = 0; i < count; ++i) inputs[0][i] = all[i % all.size()];
+  for (int k = 1; k < n; ++k)
+    for (size_t i = 0; i < count; ++i) {
+      const uint16_t exponent = inputs[0][i] & 0x7c00;
+      const uint64_t draw = rng();
+      switch (draw % 4) {
+        case 0:  // half an ulp of input 0 (10 mantissa bits, so 11 binades down), either sign
+          inputs[k][i] =
+              exponent > (11 << 10)
+                  ? static_cast<uint16_t>(((draw >> 8) & 0x8000) | (exponent - (11 << 10)))
+                  : static_cast<uint16_t>(draw >> 16);
+          break;
+        case 1:  // same exponent, random sign and mantissa
+          inputs[k][i] = static_cast<uint16_t>(exponent | ((draw >> 8) & 0x83ff));
+          break;
+        default:
+          inputs[k][i] = static_cast<uint16_t>(draw >> 16);
+      }
+    }
+  return inputs;
+}
+
+std::vector<const uint16_t*> pointers(const std::vector<Halves>& inputs) {
+  std::vector<const uint16_t*> out;
+  for (const Halves& h : inputs) out.push_back(h.data());
+  return out;
+}
+
+Halves reduceOn(KernelIsa isa, const std::vector<Halves>& inputs, size_t count, HalfReduceOp op,
+                float scale) {
+  Halves out(count, 0xdead);
+  ds::kernels::fp16Reduce(out.data(), pointers(inputs).data(), static_cast<int>(inputs.size()),
+                          count, op, scale, isa);
+  return out;
+}
+
+// What runtime/comm/elementwise_reduce.cc computed before the fused path: whole arrays widened
+// with the array conversion, combined left to right as std::max / +, scaled, narrowed back.
+Halves oldArithmetic(const std::vector<Halves>& inputs, size_t count, HalfReduceOp op,
+                     float scale) {
+  std::vector<float> acc(count), next(count);
+  ds::kernels::fp16ToFloat(inputs[0].data(), acc.data(), count);
+  for (size_t k = 1; k < inputs.size(); ++k) {
+    ds::kernels::fp16ToFloat(inputs[k].data(), next.data(), count);
+    for (size_t i = 0; i < count; ++i)
+      acc[i] = op == HalfReduceOp::Max ? std::max(acc[i], next[i]) : acc[i] + next[i];
+  }
+  if (op == HalfReduceOp::Avg)
+    for (float& value : acc) value *= scale;
+  Halves out(count);
+  ds::kernels::floatToFp16(acc.data(), out.data(), count);
+  return out;
+}
+
+const HalfReduceOp kOps[] = {HalfReduceOp::Sum, HalfReduceOp::Avg, HalfReduceOp::Max};
+
+// Covers every pattern once plus an odd tail, so each vector path also runs its scalar finish.
+constexpr size_t kCount = 65536 + 45;
+
+void checkPath(KernelIsa isa) {
+  if (ds::test::skipUnless(ds::kernels::kernelIsaSupported(isa),
+                           std::string("this CPU lacks ") + ds::kernels::kernelIsaName(isa) +
+                               ": that path of fp16Reduce is not tested here"))
+    return;
+  for (int n : {1, 2, 3, 4, 7})
+    for (HalfReduceOp op : kOps) {
+      INFO("inputs " << n << ", op " << static_cast<int>(op));
+      const float scale = 1.0f / static_cast<float>(n == 1 ? 2 : n);
+      const std::vector<Halves> inputs = makeInputs(n, kCount, 2000 + n);
+      const Halves scalar = reduceOn(KernelIsa::Scalar, inputs, kCount, op, scale);
+      for (size_t count : {kCount, size_t{0}, size_t{1}, size_t{15}, size_t{31}, size_t{33}}) {
+        const Halves got = reduceOn(isa, inputs, count, op, scale);
+        CHECK(std::equal(got.begin(), got.begin() + count, scalar.begin()));
+        CHECK(std::all_of(got.begin() + count, got.end(), [](uint16_t h) { return h == 0xdead; }));
+      }
+      // The output may be the first or the last input (the shared-memory ring does both).
+      for (size_t target : {size_t{0}, inputs.size() - 1}) {
+        std::vector<Halves> aliased = inputs;
+        ds::kernels::fp16Reduce(aliased[target].data(), pointers(aliased).data(), n, kCount, op,
+                                scale, isa);
+        CHECK(aliased[target] == scalar);
+      }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("fp16Reduce scalar path gives the old convert-add-convert bits", "[fp16_reduce]") {
+  for (int n : {1, 2, 3, 7})
+    for (HalfReduceOp op : kOps) {
+      INFO("inputs " << n << ", op " << static_cast<int>(op));
+      const std::vector<Halves> inputs = makeInputs(n, kCount, 17 + n);
+      for (float scale : {0.25f, 1.0f / 3.0f})
+        CHECK(reduceOn(KernelIsa::Scalar, inputs, kCount, op, scale) ==
+              oldArithmetic(inputs, kCount, op, scale));
+    }
+}
+
+TEST_CASE("fp16Reduce rounds ties to even, keeps NaN, saturates to inf, keeps denormals",
+          "[fp16_reduce]") {
+  // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: even is 1. (1 + 2^-10) + 2^-11: even is
+  // 1 + 2^-9. 65504 + 16 is halfway to 65536, whose even side is inf; 65504 + 15.98 stays. inf +
+  // -inf is the default NaN (negative on x86); a signalling NaN comes out quiet with its payload;
+  // two denormals add exactly.
+  const std::vector<Halves> sums = {{0x3c00, 0x3c01, 0x7bff, 0x7bff, 0x7c00, 0x7c01, 0x0003},
+                                    {0x1000, 0x1000, 0x4c00, 0x4bff, 0xfc00, 0x3c00, 0x83fe}};
+  const Halves expected = {0x3c00, 0x3c02, 0x7c00, 0x7bff, 0xfe00, 0x7e01, 0x83fb};
+  for (KernelIsa isa : {KernelIsa::Scalar, KernelIsa::Avx2, KernelIsa::Avx512}) {
+    if (!ds::kernels::kernelIsaSupported(isa)) continue;
+    INFO(ds::kernels::kernelIsaName(isa));
+    // Repeated so the vector paths see these values in full vectors, not only in the tail.
+    std::vector<Halves> wide(2);
+    for (int copy = 0; copy < 16; ++copy)
+      for (int k = 0; k < 2; ++k) wide[k].insert(wide[k].end(), sums[k].begin(), sums[k].end());
+    const Halves got = reduceOn(isa, wide, wide[0].size(), HalfReduceOp::Sum, 1.0f);
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == expected[i % expected.size()]);
+    // The smallest denormal halved is a tie with 0 (even: 0); three of them halved, a tie between
+    // one and two (even: two). max(NaN, 1) keeps the NaN that came first.
+    const std::vector<Halves> tiny(1, Halves(64, 0x0001)), three(1, Halves(64, 0x0003)),
+        maxNan = {Halves(64, 0x7e05), Halves(64, 0x3c00)};
+    CHECK(reduceOn(isa, tiny, 64, HalfReduceOp::Avg, 0.5f) == Halves(64, 0x0000));
+    CHECK(reduceOn(isa, three, 64, HalfReduceOp::Avg, 0.5f) == Halves(64, 0x0002));
+    CHECK(reduceOn(isa, maxNan, 64, HalfReduceOp::Max, 1.0f) == Halves(64, 0x7e05));
+  }
+}
+
+TEST_CASE("fp16Reduce avx2 path matches scalar bitwise", "[fp16_reduce]") {
+  checkPath(KernelIsa::Avx2);
+}
+
+TEST_CASE("fp16Reduce avx512 path matches scalar bitwise", "[fp16_reduce]") {
+  checkPath(KernelIsa::Avx512);
+}
