@@ -77,67 +77,62 @@ void GlooCommunicator::collective(const char* op, Fn&& fn) {
                           "gloo " + std::string(op), cause);
 }
 
-void GlooCommunicator::allReduceFloat(float* data, size_t count, ReduceOp op) {
+void GlooCommunicator::allReduceRing(char* data, size_t count, DType dtype, ReduceOp op) {
   // Reduce-scatter then all_gather, both rings: each rank sends and receives 2(n-1)/n of the
-  // buffer, the bandwidth-optimal all_reduce.
+  // buffer, the bandwidth-optimal all_reduce. An average is scaled inside the reduce-scatter, so
+  // the all_gather spreads finished blocks.
   std::vector<size_t> bounds(size_ + 1);
   for (int b = 0; b <= size_; ++b) bounds[b] = count * b / size_;
-  const ReduceOp stageOp = op == ReduceOp::Avg ? ReduceOp::Sum : op;
-  ringReduceScatter(data, bounds, stageOp);
-  for (size_t& bound : bounds) bound *= sizeof(float);
-  ringAllGather(reinterpret_cast<char*>(data), bounds);
-  if (op == ReduceOp::Avg) scaleElements(data, count, DType::F32, 1.0f / static_cast<float>(size_));
+  ringReduceScatter(data, bounds, dtype, op);
+  for (size_t& bound : bounds) bound *= dtypeBytes(dtype);
+  ringAllGather(data, bounds);
 }
 
 void GlooCommunicator::doAllReduce(void* data, size_t count, DType dtype, ReduceOp op) {
-  collective("all_reduce", [&] {
-    if (dtype == DType::F32) return allReduceFloat(static_cast<float*>(data), count, op);
-    std::vector<float>& wide = floatScratch_;
-    wide.resize(count);
-    toFloat(data, wide.data(), count, dtype);
-    allReduceFloat(wide.data(), count, op);
-    fromFloat(wide.data(), data, count, dtype);
-  });
+  collective("all_reduce", [&] { allReduceRing(static_cast<char*>(data), count, dtype, op); });
 }
 
 // Ring reduce-scatter in place: `data` is split into size_ blocks at `bounds` (element offsets,
 // size_ + 1 of them). At step s rank r sends its partial block r-s-1 to the right and adds the
 // left's partial block r-s-2 into its own, so after size-1 steps block r holds the reduction of
 // every rank's block r. Blocks travel in segments, each reduced as soon as it arrives.
-void GlooCommunicator::ringReduceScatter(float* data, const std::vector<size_t>& bounds,
+// Rounding: every step's partial sum is rounded to the dtype (bf16/fp16 as NCCL's ring does, so
+// the wire carries 16-bit values). Avg sums through the steps and scales in the last one, sum and
+// scale rounded once there, as the shared-memory combine does.
+void GlooCommunicator::ringReduceScatter(char* data, const std::vector<size_t>& bounds, DType dtype,
                                          ReduceOp op) {
   const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
+  const size_t bytes = dtypeBytes(dtype);
   size_t largest = 0;
   for (int b = 0; b < size_; ++b) largest = std::max(largest, bounds[b + 1] - bounds[b]);
-  ringIncoming_.resize(largest);
-  auto outgoing = context_->createUnboundBuffer(data, bounds[size_] * sizeof(float));
-  auto incoming = context_->createUnboundBuffer(ringIncoming_.data(), largest * sizeof(float));
+  ringIncoming_.resize(largest * bytes);
+  auto outgoing = context_->createUnboundBuffer(data, bounds[size_] * bytes);
+  auto incoming = context_->createUnboundBuffer(ringIncoming_.data(), largest * bytes);
   const uint64_t slot = ::gloo::Slot::build(kRingSlot, nextTag_++);
-  const ReduceOp stepOp = op == ReduceOp::Max ? ReduceOp::Max : ReduceOp::Sum;
-  constexpr size_t kSegment = kRingSegmentBytes / sizeof(float);
+  const ReduceOp sumOrMax = op == ReduceOp::Max ? ReduceOp::Max : ReduceOp::Sum;
+  const size_t segment = kRingSegmentBytes / bytes;
   for (int step = 0; step < size_ - 1; ++step) {
     const int sendBlock = (rank_ - step - 1 + 2 * size_) % size_;
     const int recvBlock = (rank_ - step - 2 + 2 * size_) % size_;
     const size_t recvCount = bounds[recvBlock + 1] - bounds[recvBlock];
     const size_t sendCount = bounds[sendBlock + 1] - bounds[sendBlock];
-    for (size_t at = 0; at < recvCount; at += kSegment)
-      incoming->recv(left, slot, at * sizeof(float),
-                     std::min(kSegment, recvCount - at) * sizeof(float));
-    for (size_t at = 0; at < sendCount; at += kSegment)
-      outgoing->send(right, slot, (bounds[sendBlock] + at) * sizeof(float),
-                     std::min(kSegment, sendCount - at) * sizeof(float));
-    for (size_t at = 0; at < recvCount; at += kSegment) {
+    const ReduceOp stepOp = step == size_ - 2 ? op : sumOrMax;
+    for (size_t at = 0; at < recvCount; at += segment)
+      incoming->recv(left, slot, at * bytes, std::min(segment, recvCount - at) * bytes);
+    for (size_t at = 0; at < sendCount; at += segment)
+      outgoing->send(right, slot, (bounds[sendBlock] + at) * bytes,
+                     std::min(segment, sendCount - at) * bytes);
+    for (size_t at = 0; at < recvCount; at += segment) {
       awaitRecv(*incoming, timeout_);
-      float* target = data + bounds[recvBlock] + at;
-      const void* inputs[] = {target, ringIncoming_.data() + at};
-      reduceElements(target, inputs, 2, std::min(kSegment, recvCount - at), DType::F32, stepOp,
-                     size_);
+      char* target = data + (bounds[recvBlock] + at) * bytes;
+      const void* inputs[] = {target, ringIncoming_.data() + at * bytes};
+      reduceElements(target, inputs, 2, std::min(segment, recvCount - at), dtype, stepOp, size_);
     }
-    for (size_t at = 0; at < sendCount; at += kSegment) awaitSend(*outgoing, timeout_);
+    for (size_t at = 0; at < sendCount; at += segment) awaitSend(*outgoing, timeout_);
   }
-  if (op == ReduceOp::Avg)
-    scaleElements(data + bounds[rank_], bounds[rank_ + 1] - bounds[rank_], DType::F32,
-                  1.0f / static_cast<float>(size_));
+  // Alone, there is no last step to scale in (the average of one value is itself, NaNs quieted).
+  if (op == ReduceOp::Avg && size_ == 1)
+    scaleElements(data + bounds[0] * bytes, bounds[1] - bounds[0], dtype, 1.0f);
 }
 
 // Ring all_gather in place: block r (byte offsets `bounds`) is this rank's; at step s rank r
@@ -162,13 +157,13 @@ void GlooCommunicator::ringAllGather(char* data, const std::vector<size_t>& boun
 void GlooCommunicator::doReduceScatter(const void* in, void* out, size_t countPerRank, DType dtype,
                                        ReduceOp op) {
   collective("reduce_scatter", [&] {
-    const size_t total = countPerRank * size_;
-    floatScratch_.resize(total);
-    toFloat(in, floatScratch_.data(), total, dtype);
+    const size_t bytes = dtypeBytes(dtype), blockBytes = countPerRank * bytes;
+    scratch_.resize(blockBytes * size_);
+    std::memcpy(scratch_.data(), in, scratch_.size());
     std::vector<size_t> bounds(size_ + 1);
     for (int b = 0; b <= size_; ++b) bounds[b] = countPerRank * b;
-    ringReduceScatter(floatScratch_.data(), bounds, op);
-    fromFloat(floatScratch_.data() + rank_ * countPerRank, out, countPerRank, dtype);
+    ringReduceScatter(scratch_.data(), bounds, dtype, op);
+    std::memcpy(out, scratch_.data() + rank_ * blockBytes, blockBytes);
   });
 }
 

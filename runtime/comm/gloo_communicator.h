@@ -3,7 +3,8 @@
 // those rings are reduce_scatter and all_gather too (the options-style gloo::allreduce stalls ~40
 // ms per call on loopback, BUILD-NOTES.md; Gloo's halving-doubling reduce-scatter misplaces blocks;
 // its options all_gather stalls at 512K-1M); send/recv are unbound-buffer messages. bf16/fp16
-// travel as fp32 (exact sums, twice the bytes).
+// travel as themselves (half fp32's bytes) and are combined by the fused 16-bit kernels; each ring
+// step rounds its partial sum to the dtype, as NCCL's ring does (ringReduceScatter).
 //
 // When a collective fails, every rank that is still alive checks in under the op's number in the
 // store; ranks that do not check in within a few seconds are named as the ones that did not answer.
@@ -50,8 +51,8 @@ class GlooCommunicator : public Communicator {
   void doBarrier() override;
 
  private:
-  void allReduceFloat(float* data, size_t count, ReduceOp op);
-  void ringReduceScatter(float* data, const std::vector<size_t>& bounds, ReduceOp op);
+  void allReduceRing(char* data, size_t count, DType dtype, ReduceOp op);
+  void ringReduceScatter(char* data, const std::vector<size_t>& bounds, DType dtype, ReduceOp op);
   void ringAllGather(char* data, const std::vector<size_t>& bounds);
   // Runs one collective; a Gloo failure becomes a ds::Error naming the ranks that did not answer.
   template <typename Fn>
@@ -63,8 +64,8 @@ class GlooCommunicator : public Communicator {
   int size_;
   std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;
-  std::vector<float> floatScratch_;  // fp32 working copies (halves, reduce_scatter input)
-  std::vector<float> ringIncoming_;  // a ring step's incoming block
+  std::vector<char> scratch_;       // reduce_scatter's working copy of its input
+  std::vector<char> ringIncoming_;  // a ring step's incoming block
   uint32_t nextTag_ = 0;
   uint64_t collectives_ = 0;               // collectives started, the same number on every rank
   std::vector<uint32_t> sent_, received_;  // send/recv messages per peer
