@@ -103,8 +103,8 @@ double glooAcrossNodes(int ranks, size_t bytes, int iters, ds::DType dtype = ds:
   const std::string binDir = std::filesystem::canonical("/proc/self/exe").parent_path().string();
   const std::string dir = "/tmp/bench-comm-" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/hostfile") << "127.0.0.1 slots=" << (ranks + 1) / 2
-                                   << "\n127.0.0.2 slots=" << ranks / 2 << "\n";
+  std::ofstream(dir + "/hostfile")
+      << "127.0.0.1 slots=" << (ranks + 1) / 2 << "\n127.0.0.2 slots=" << ranks / 2 << "\n";
   const std::string size = std::to_string(bytes);
   const std::string command =
       "cd " + dir + " && " + binDir + "/ds-launch -H hostfile --master_port " +
