@@ -57,8 +57,16 @@ struct TransformerKernels {
   // (flash-attention's window_size (window, 0), which NeoX's sliding-window-width sets), zeros
   // elsewhere; window >= t is plain causal attention.
   void (*causalSoftmaxForward)(float* scores, size_t t, size_t window);
+  // The same for rows firstRow..lastRow-1 of the [T, T] block only (attention's row blocks): reads
+  // no column a row does not see, so the scores there need not have been computed.
+  void (*causalSoftmaxRows)(float* scores, size_t t, size_t firstRow, size_t lastRow,
+                            size_t window);
   // dscores = p * (dp - sum(p * dp)) per row, in place over dp.
   void (*softmaxBackward)(float* dp, const float* p, size_t t);
+  // The same over `rows` rows of `cols` columns each, rows `stride` apart: a rectangle of the
+  // [T, T] block that holds every column where a row's p is not zero.
+  void (*softmaxBackwardStrided)(float* dp, const float* p, size_t rows, size_t cols,
+                                 size_t stride);
   // Rotary embedding (NeoX's rotate-half layout) on the first rotDim dims of `heads` head vectors
   // of headDim at stride `stride` within each of `rows` rows; position of row r is r % seq.
   // cos/sin tables are [seq, rotDim / 2]. inverse = true applies the transpose (backward).

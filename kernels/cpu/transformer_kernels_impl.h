@@ -312,8 +312,8 @@ void scaleNormBackward(float* dx, float* dg, const float* dout, const float* x, 
   *dg += gain;
 }
 
-void causalSoftmaxForward(float* scores, size_t t, size_t window) {
-  for (size_t i = 0; i < t; ++i) {
+void causalSoftmaxRows(float* scores, size_t t, size_t firstRow, size_t lastRow, size_t window) {
+  for (size_t i = firstRow; i < lastRow; ++i) {
     float* all = scores + i * t;
     const size_t first = i > window ? i - window : 0, n = i + 1 - first;
     float* row = all + first;  // the keys row i sees: first..i
@@ -326,14 +326,20 @@ void causalSoftmaxForward(float* scores, size_t t, size_t window) {
   }
 }
 
-void softmaxBackward(float* dp, const float* p, size_t t) {
-  for (size_t i = 0; i < t; ++i) {
-    float* d = dp + i * t;
-    const float* pr = p + i * t;
-    const float dot = laneSum(t, [&](size_t j) { return pr[j] * d[j]; });
-    for (size_t j = 0; j < t; ++j) d[j] = pr[j] * (d[j] - dot);
+void causalSoftmaxForward(float* scores, size_t t, size_t window) {
+  causalSoftmaxRows(scores, t, 0, t, window);
+}
+
+void softmaxBackwardStrided(float* dp, const float* p, size_t rows, size_t cols, size_t stride) {
+  for (size_t i = 0; i < rows; ++i) {
+    float* d = dp + i * stride;
+    const float* pr = p + i * stride;
+    const float dot = laneSum(cols, [&](size_t j) { return pr[j] * d[j]; });
+    for (size_t j = 0; j < cols; ++j) d[j] = pr[j] * (d[j] - dot);
   }
 }
+
+void softmaxBackward(float* dp, const float* p, size_t t) { softmaxBackwardStrided(dp, p, t, t, t); }
 
 void rotary(float* x, size_t rows, size_t seq, size_t heads, size_t headDim, size_t stride,
             size_t rotDim, const float* cos, const float* sin, bool inverse) {
@@ -455,7 +461,9 @@ constexpr ds::kernels::TransformerKernels kTable = {layerNormForward,
                                                     scaleNormForward,
                                                     scaleNormBackward,
                                                     causalSoftmaxForward,
+                                                    causalSoftmaxRows,
                                                     softmaxBackward,
+                                                    softmaxBackwardStrided,
                                                     rotary,
                                                     crossEntropy,
                                                     embeddingForward,

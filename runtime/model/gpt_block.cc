@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "kernels/cpu/kernel_timers.h"
 #include "kernels/cpu/matmul.h"
+#include "runtime/model/causal_attention.h"
 #include "runtime/model/norm_backward.h"
 #include "runtime/model/parallel_loops.h"
 #include "runtime/model/row_kernels.h"
@@ -345,32 +346,19 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
     k_.rotary(qkv, N, T, H, d, Q, rot, cos_.data(), sin_.data(), false);
     k_.rotary(qkv + hq, N, T, H / group, d, Q, rot, cos_.data(), sin_.data(), false);
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   float* probs = sized(a.probs, s.samples * H * T * T);
   const bool attnDrop = dropout && c_.attentionDropout > 0.0;
-  float* used = attnDrop ? sized(a.probsDrop, a.probs.size()) : probs;
   if (!attnDrop) a.probsDrop.clear();
   float* ctx = sized(a.ctx, N * hq);
-  const size_t window = c_.attentionWindow(T);
-  parallelFor(s.samples * H, [&](size_t bh) {
-    const size_t b = bh / H, head = bh % H;
-    const float* q = qkv + b * T * Q + head * d;
-    const float* key = qkv + b * T * Q + hq + (head / group) * d;
-    float* p = probs + (b * H + head) * T * T;
-    matmul(false, true, T, T, d, scale, q, Q, key, Q, 0.0f, p, T);
-    k_.causalSoftmaxForward(p, T, window);
-  });
+  const AttentionShape shape{s.samples, T, H, slice_.kvHeads, d, c_.attentionWindow(T)};
+  attentionProbs(k_, shape, qkv, probs, attnDrop ? nullptr : ctx);
   if (attnDrop) {
+    float* used = sized(a.probsDrop, a.probs.size());
     std::memcpy(used, probs, a.probs.size() * sizeof(float));
     applyDropout(used, s.samples, H * T * T, static_cast<float>(c_.attentionDropout), *dropout,
                  kSiteAttentionProbs, probsFirst);
+    attentionContext(shape, qkv, used, ctx);
   }
-  parallelFor(s.samples * H, [&](size_t bh) {
-    const size_t b = bh / H, head = bh % H;
-    const float* v = qkv + b * T * Q + hq + kv + (head / group) * d;
-    matmul(false, false, T, d, T, 1.0f, used + (b * H + head) * T * T, T, v, Q, 0.0f,
-           ctx + b * T * hq + head * d, hq);
-  });
   attention.stop();
   lap(kCore);
   float* attnOut = sized(w.attnOut, N * h);
@@ -443,7 +431,7 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
   const BlockLayout& L = layout_;
   const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = slice_.heads, d = c_.headDim(),
                hq = H * d, ff = slice_.ffn, ff1 = c_.gated() ? 2 * ff : ff,
-               KV = slice_.kvHeads, kv = KV * d, Q = hq + 2 * kv, group = H / KV;
+               KV = slice_.kvHeads, kv = KV * d, Q = hq + 2 * kv;
   const size_t probsFirst = slice_.firstHead * T * T;
   auto P = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : params + offset; };
   auto G = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : grads + offset; };
@@ -516,36 +504,17 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
   float* dCtx = sized(w.dctx, N * hq);
   product(false, false, N, hq, h, 1.0f, dAttn, h, P(L.densew), hq, 0.0f, dCtx, hq);
 
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const float* qkv = a.qkv.data();
   const float* used = a.probsDrop.empty() ? a.probs.data() : a.probsDrop.data();
   float* dqkv = sized(w.dqkv, N * Q);
   float* dProbs = sized(w.dprobs, s.samples * H * T * T);
   KernelTimer attention(KernelFamily::Attention);
-  // One task per key/value head: the query heads of its group add into its dK and dV in turn.
-  parallelFor(s.samples * KV, [&](size_t bk) {
-    const size_t b = bk / KV, kvHead = bk % KV, vAt = b * T * Q + hq + kv + kvHead * d;
-    for (size_t j = 0; j < group; ++j) {
-      const size_t head = kvHead * group + j, pAt = (b * H + head) * T * T;
-      const float* dc = dCtx + b * T * hq + head * d;
-      matmul(false, true, T, T, d, 1.0f, dc, hq, qkv + vAt, Q, 0.0f, dProbs + pAt, T);
-      matmul(true, false, T, d, T, 1.0f, used + pAt, T, dc, hq, j ? 1.0f : 0.0f, dqkv + vAt, Q);
-    }
-  });
-  if (!a.probsDrop.empty())
+  const AttentionShape shape{s.samples, T, H, KV, d, c_.attentionWindow(T)};
+  attentionBackwardValues(shape, qkv, used, dCtx, dProbs, dqkv);
+  if (!a.probsDrop.empty())  // also over dProbs' never-written masked entries, which stay unread
     applyDropout(dProbs, s.samples, H * T * T, static_cast<float>(c_.attentionDropout), *dropout,
                  kSiteAttentionProbs, probsFirst);
-  parallelFor(s.samples * KV, [&](size_t bk) {
-    const size_t b = bk / KV, kvHead = bk % KV, kAt = b * T * Q + hq + kvHead * d;
-    for (size_t j = 0; j < group; ++j) {
-      const size_t head = kvHead * group + j, pAt = (b * H + head) * T * T;
-      const size_t qAt = b * T * Q + head * d;
-      float* dS = dProbs + pAt;
-      k_.softmaxBackward(dS, a.probs.data() + pAt, T);
-      matmul(false, false, T, d, T, scale, dS, T, qkv + kAt, Q, 0.0f, dqkv + qAt, Q);
-      matmul(true, false, T, d, T, scale, dS, T, qkv + qAt, Q, j ? 1.0f : 0.0f, dqkv + kAt, Q);
-    }
-  });
+  attentionBackwardScores(k_, shape, qkv, a.probs.data(), dProbs, dqkv);
   if (const size_t rot = c_.rotaryDim()) {
     k_.rotary(dqkv, N, T, H, d, Q, rot, cos_.data(), sin_.data(), true);
     k_.rotary(dqkv + hq, N, T, KV, d, Q, rot, cos_.data(), sin_.data(), true);
