@@ -60,19 +60,19 @@ Results fullReference(const TransformerKernels& k, const AttentionShape& s,
         matmul(false, true, T, T, d, 1.0f, dc, hq, qkv.data() + vAt, Q, 0.0f, dS, T);
         matmul(true, false, T, d, T, 1.0f, p, T, dc, hq, beta, r.dqkv.data() + vAt, Q);
         k.softmaxBackward(dS, p, T);
-        matmul(false, false, T, d, T, scale, dS, T, qkv.data() + kAt, Q, 0.0f,
-               r.dqkv.data() + qAt, Q);
-        matmul(true, false, T, d, T, scale, dS, T, qkv.data() + qAt, Q, beta,
-               r.dqkv.data() + kAt, Q);
+        matmul(false, false, T, d, T, scale, dS, T, qkv.data() + kAt, Q, 0.0f, r.dqkv.data() + qAt,
+               Q);
+        matmul(true, false, T, d, T, scale, dS, T, qkv.data() + qAt, Q, beta, r.dqkv.data() + kAt,
+               Q);
       }
   return r;
 }
 
-Results blocked(const TransformerKernels& k, const AttentionShape& s,
-                const std::vector<float>& qkv, const std::vector<float>& dCtx) {
+Results blocked(const TransformerKernels& k, const AttentionShape& s, const std::vector<float>& qkv,
+                const std::vector<float>& dCtx) {
   const size_t T = s.seq, H = s.heads;
-  Results r{std::vector<float>(s.samples * H * T * T, NAN), std::vector<float>(s.samples * T *
-                                                                                s.ctxStride()),
+  Results r{std::vector<float>(s.samples * H * T * T, NAN),
+            std::vector<float>(s.samples * T * s.ctxStride()),
             std::vector<float>(s.samples * H * T * T, NAN), std::vector<float>(qkv.size())};
   ds::runtime::gpt::attentionProbs(k, s, qkv.data(), r.probs.data(), r.ctx.data());
   ds::runtime::gpt::attentionBackwardValues(s, qkv.data(), r.probs.data(), dCtx.data(),
@@ -97,30 +97,33 @@ void checkClose(const std::vector<float>& got, const std::vector<float>& want, c
 
 TEST_CASE("causal attention by row blocks matches the full-T computation", "[attention]") {
   const TransformerKernels& k = ds::kernels::transformerKernels();
-  const size_t B = kAttentionBlock;
-  // Below, at, and above one block (not a multiple of it); heads 4 over 1, 2 (GQA) or 4 kv heads.
-  for (size_t T : {B / 2 + 3, B, 2 * B + B / 2 + 1})
-    for (size_t kvHeads : {size_t{1}, size_t{2}, size_t{4}})
-      for (size_t window : {T, size_t{0}, size_t{5}, B + 6}) {
-        const AttentionShape s{2, T, 4, kvHeads, 8, std::min(window, T)};
-        INFO("seq " << T << ", kv heads " << kvHeads << ", window " << s.window);
-        const std::vector<float> qkv = randoms(s.samples * T * s.qkvStride(), T + kvHeads),
-                                 dCtx = randoms(s.samples * T * s.ctxStride(), 7 * T + window);
-        const Results want = fullReference(k, s, qkv, dCtx), got = blocked(k, s, qkv, dCtx);
-        // Every masked probability is exactly zero (dropout and the products read them).
-        for (size_t i = 0; i < got.probs.size(); ++i) {
-          const size_t row = i / T % T, col = i % T;
-          if (col > row || col + s.window < row) REQUIRE(got.probs[i] == 0.0f);
+  // The model's block size, and a small one for many blocks per sequence. Sequences below, at,
+  // and above one block (not a multiple of it); heads 4 over 1, 2 (GQA) or 4 kv heads.
+  for (size_t B : {kAttentionBlock, size_t{16}})
+    for (size_t T : {B / 2 + 3, B, 2 * B + B / 2 + 1})
+      for (size_t kvHeads : {size_t{1}, size_t{2}, size_t{4}})
+        for (size_t window : {T, size_t{0}, size_t{5}, B + 6}) {
+          AttentionShape s{2, T, 4, kvHeads, 8, std::min(window, T)};
+          s.block = B;
+          INFO("block " << B << ", seq " << T << ", kv heads " << kvHeads << ", window "
+                        << s.window);
+          const std::vector<float> qkv = randoms(s.samples * T * s.qkvStride(), T + kvHeads),
+                                   dCtx = randoms(s.samples * T * s.ctxStride(), 7 * T + window);
+          const Results want = fullReference(k, s, qkv, dCtx), got = blocked(k, s, qkv, dCtx);
+          // Every masked probability is exactly zero (dropout and the products read them).
+          for (size_t i = 0; i < got.probs.size(); ++i) {
+            const size_t row = i / T % T, col = i % T;
+            if (col > row || col + s.window < row) REQUIRE(got.probs[i] == 0.0f);
+          }
+          if (T <= B) {  // one block: the very same products
+            CHECK(bitwiseEqual(got.probs, want.probs));
+            CHECK(bitwiseEqual(got.ctx, want.ctx));
+            CHECK(bitwiseEqual(got.dqkv, want.dqkv));
+          }
+          checkClose(got.probs, want.probs, "probs");
+          checkClose(got.ctx, want.ctx, "ctx");
+          checkClose(got.dqkv, want.dqkv, "dqkv");
         }
-        if (T <= B) {  // one block: the very same products
-          CHECK(bitwiseEqual(got.probs, want.probs));
-          CHECK(bitwiseEqual(got.ctx, want.ctx));
-          CHECK(bitwiseEqual(got.dqkv, want.dqkv));
-        }
-        checkClose(got.probs, want.probs, "probs");
-        checkClose(got.ctx, want.ctx, "ctx");
-        checkClose(got.dqkv, want.dqkv, "dqkv");
-      }
 }
 
 TEST_CASE("causal attention: the context after dropout equals the fused one on the same probs",

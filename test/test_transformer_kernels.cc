@@ -85,6 +85,11 @@ std::vector<float> runAll(const TransformerKernels& k) {
     k.causalSoftmaxForward(s.data(), t, window);
     k.softmaxBackward(dp.data(), s.data(), t);
     append(s), append(dp);
+    // Attention's row blocks: rows 5..t-2, and a rectangle of them from column 3.
+    s = randoms(t * t, 16, 4.0f), dp = randoms(t * t, 17);
+    k.causalSoftmaxRows(s.data(), t, 5, t - 1, window);
+    k.softmaxBackwardStrided(dp.data() + 5 * t + 3, s.data() + 5 * t + 3, t - 6, t - 4, t);
+    append(s), append(dp);
   }
   std::vector<float> r = randoms(rows * 3 * 16, 8), cs = randoms(rows * 3, 9),
                      sn = randoms(rows * 3, 10);
@@ -342,6 +347,28 @@ TEST_CASE("transformer kernels: the scalar path matches double-precision formula
         for (size_t j = 0; j < t; ++j)
           if (j < first || j > i) CHECK(s[i * t + j] == 0.0f);
       }
+    }
+  }
+  SECTION("causal softmax by row ranges: the whole call's rows, reading only visible scores") {
+    const size_t t = 23;
+    for (size_t window : {t, size_t{0}, size_t{6}}) {
+      INFO("window " << window);
+      std::vector<float> whole = randoms(t * t, 3, 10.0f), parts = whole;
+      for (size_t i = 0; i < t; ++i)  // scores a row does not see are never read
+        for (size_t j = 0; j < t; ++j)
+          if (j > i || j + window < i) parts[i * t + j] = NAN;
+      k.causalSoftmaxForward(whole.data(), t, window);
+      for (size_t r0 : {size_t{0}, size_t{7}, size_t{16}})
+        k.causalSoftmaxRows(parts.data(), t, r0, r0 == 16 ? t : r0 + (r0 == 0 ? 7 : 9), window);
+      CHECK(std::memcmp(whole.data(), parts.data(), whole.size() * sizeof(float)) == 0);
+      // The backward over the visible rectangle of rows 7..15 (columns 7 - window .. 15).
+      const size_t lo = window < 7 ? 7 - window : 0;
+      std::vector<float> dp = randoms(t * t, 8), rect = dp;
+      k.softmaxBackward(dp.data(), whole.data(), t);
+      k.softmaxBackwardStrided(rect.data() + 7 * t + lo, whole.data() + 7 * t + lo, 9, 16 - lo, t);
+      for (size_t i = 7; i < 16; ++i)
+        for (size_t j = lo; j < 16; ++j)
+          CHECK(rect[i * t + j] == Approx(dp[i * t + j]).margin(1e-6).epsilon(1e-5));
     }
   }
   SECTION("cross-entropy: loss and gradient") {

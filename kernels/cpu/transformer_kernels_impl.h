@@ -339,7 +339,9 @@ void softmaxBackwardStrided(float* dp, const float* p, size_t rows, size_t cols,
   }
 }
 
-void softmaxBackward(float* dp, const float* p, size_t t) { softmaxBackwardStrided(dp, p, t, t, t); }
+void softmaxBackward(float* dp, const float* p, size_t t) {
+  softmaxBackwardStrided(dp, p, t, t, t);
+}
 
 void rotary(float* x, size_t rows, size_t seq, size_t heads, size_t headDim, size_t stride,
             size_t rotDim, const float* cos, const float* sin, bool inverse) {

@@ -27,12 +27,12 @@ size_t AttentionBlocks::lastQuery(size_t c) const {
   return end(b);
 }
 
-void attentionProbs(const kernels::TransformerKernels& k, const AttentionShape& s,
-                    const float* qkv, float* probs, float* ctx) {
+void attentionProbs(const kernels::TransformerKernels& k, const AttentionShape& s, const float* qkv,
+                    float* probs, float* ctx) {
   const size_t T = s.seq, H = s.heads, d = s.headDim, Q = s.qkvStride(), hq = s.ctxStride(),
                group = H / s.kvHeads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const AttentionBlocks blocks(T, s.window);
+  const AttentionBlocks blocks(T, s.window, s.block);
   parallelFor(s.samples * H, [&](size_t bh) {
     const size_t b = bh / H, head = bh % H;
     const float* q = qkv + b * T * Q + head * d;
@@ -55,7 +55,7 @@ void attentionProbs(const kernels::TransformerKernels& k, const AttentionShape& 
 void attentionContext(const AttentionShape& s, const float* qkv, const float* probs, float* ctx) {
   const size_t T = s.seq, H = s.heads, d = s.headDim, Q = s.qkvStride(), hq = s.ctxStride(),
                group = H / s.kvHeads;
-  const AttentionBlocks blocks(T, s.window);
+  const AttentionBlocks blocks(T, s.window, s.block);
   parallelFor(s.samples * H, [&](size_t bh) {
     const size_t b = bh / H, head = bh % H;
     const float* v = qkv + b * T * Q + hq + (s.kvHeads + head / group) * d;
@@ -74,7 +74,7 @@ void attentionBackwardValues(const AttentionShape& s, const float* qkv, const fl
                              const float* dCtx, float* dProbs, float* dqkv) {
   const size_t T = s.seq, H = s.heads, KV = s.kvHeads, d = s.headDim, Q = s.qkvStride(),
                hq = s.ctxStride(), group = H / KV;
-  const AttentionBlocks blocks(T, s.window);
+  const AttentionBlocks blocks(T, s.window, s.block);
   parallelFor(s.samples * KV, [&](size_t bk) {
     const size_t b = bk / KV, kvHead = bk % KV, vAt = b * T * Q + hq + (KV + kvHead) * d;
     for (size_t j = 0; j < group; ++j) {
@@ -87,8 +87,8 @@ void attentionBackwardValues(const AttentionShape& s, const float* qkv, const fl
       }
       for (size_t cb = 0; cb < blocks.count(); ++cb) {
         const size_t c0 = blocks.begin(cb), c1 = blocks.end(cb), hi = blocks.lastQuery(cb);
-        matmul(true, false, c1 - c0, d, hi - c0, 1.0f, probs + pAt + c0 * T + c0, T,
-               dc + c0 * hq, hq, j ? 1.0f : 0.0f, dqkv + vAt + c0 * Q, Q);
+        matmul(true, false, c1 - c0, d, hi - c0, 1.0f, probs + pAt + c0 * T + c0, T, dc + c0 * hq,
+               hq, j ? 1.0f : 0.0f, dqkv + vAt + c0 * Q, Q);
       }
     }
   });
@@ -99,7 +99,7 @@ void attentionBackwardScores(const kernels::TransformerKernels& k, const Attenti
   const size_t T = s.seq, H = s.heads, KV = s.kvHeads, d = s.headDim, Q = s.qkvStride(),
                hq = s.ctxStride(), group = H / KV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const AttentionBlocks blocks(T, s.window);
+  const AttentionBlocks blocks(T, s.window, s.block);
   parallelFor(s.samples * KV, [&](size_t bk) {
     const size_t b = bk / KV, kvHead = bk % KV, kAt = b * T * Q + hq + kvHead * d;
     for (size_t j = 0; j < group; ++j) {
@@ -112,13 +112,13 @@ void attentionBackwardScores(const kernels::TransformerKernels& k, const Attenti
       for (size_t rb = 0; rb < blocks.count(); ++rb) {
         const size_t r0 = blocks.begin(rb), r1 = blocks.end(rb), lo = blocks.firstKey(rb);
         k.softmaxBackwardStrided(dS + r0 * T + lo, p + r0 * T + lo, r1 - r0, r1 - lo, T);
-        matmul(false, false, r1 - r0, d, r1 - lo, scale, dS + r0 * T + lo, T, qkv + kAt + lo * Q,
-               Q, 0.0f, dqkv + qAt + r0 * Q, Q);
+        matmul(false, false, r1 - r0, d, r1 - lo, scale, dS + r0 * T + lo, T, qkv + kAt + lo * Q, Q,
+               0.0f, dqkv + qAt + r0 * Q, Q);
       }
       for (size_t cb = 0; cb < blocks.count(); ++cb) {
         const size_t c0 = blocks.begin(cb), c1 = blocks.end(cb), hi = blocks.lastQuery(cb);
-        matmul(true, false, c1 - c0, d, hi - c0, scale, dS + c0 * T + c0, T, qkv + qAt + c0 * Q,
-               Q, j ? 1.0f : 0.0f, dqkv + kAt + c0 * Q, Q);
+        matmul(true, false, c1 - c0, d, hi - c0, scale, dS + c0 * T + c0, T, qkv + qAt + c0 * Q, Q,
+               j ? 1.0f : 0.0f, dqkv + kAt + c0 * Q, Q);
       }
     }
   });
