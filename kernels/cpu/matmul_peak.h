@@ -5,7 +5,7 @@
 
 namespace ds::kernels {
 
-// The best of five 1024^3 sgemms at `threads` threads, in GFLOPS (about 0.1 s at 2 threads here).
+// The best of at least five 1024^3 sgemms over at least 0.3 s at `threads` threads, in GFLOPS.
 // The calling thread's matmul thread count is put back afterwards.
 double sgemmPeakGflops(int threads);
 
