@@ -28,8 +28,8 @@ struct JobEfficiency {
 JobEfficiency measureJobEfficiency(runtime::Communicator& world, double tokensPerSecond,
                                    double flopsPerToken);
 
-// "efficiency: 6262 tokens/s x 21 MFLOP a token = 131.7 GFLOPS, 48% of this machine's sgemm
-// peak (274.0 GFLOPS at 2 cores)"
+// "efficiency: 7108 tokens/s x 21 MFLOP a token = 149.5 GFLOPS, 49% of this machine's sgemm peak
+// (304.5 GFLOPS at 2 cores)" (the demo's)
 std::string efficiencyLine(const JobEfficiency& e);
 
 }  // namespace ds::worker
