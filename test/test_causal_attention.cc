@@ -10,6 +10,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/model/causal_attention.h"
+#include "test/float_arrays.h"
 
 using ds::kernels::matmul;
 using ds::kernels::TransformerKernels;
@@ -17,19 +18,10 @@ using ds::runtime::gpt::AttentionBlocks;
 using ds::runtime::gpt::AttentionShape;
 using ds::runtime::gpt::kAttentionBlock;
 
+using ds::test::bitwiseEqual;
+using ds::test::randoms;
+
 namespace {
-
-std::vector<float> randoms(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-bool bitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 struct Results {
   std::vector<float> probs, ctx, dProbs, dqkv;

@@ -12,23 +12,15 @@
 #include "runtime/model/norm_backward.h"
 #include "runtime/model/parallel_loops.h"
 #include "test/skip.h"
+#include "test/float_arrays.h"
 
 using ds::kernels::KernelIsa;
 using ds::kernels::TransformerKernels;
 
+using ds::test::bitwiseEqual;
+using ds::test::randoms;
+
 namespace {
-
-std::vector<float> randoms(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-bool bitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 struct Grads {
   std::vector<float> dx, dw, db;

@@ -11,22 +11,14 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/model/parallel_loops.h"
+#include "test/float_arrays.h"
 
 namespace gpt = ds::runtime::gpt;
 
+using ds::test::bitwiseEqual;
+using ds::test::randoms;
+
 namespace {
-
-std::vector<float> randoms(size_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-bool same(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 // Rows: none, fewer than a block, whole blocks and a part block; dim not a multiple of 16.
 const std::vector<size_t> kRows = {0, 5, 2 * gpt::kRowBlock, 203};
@@ -57,12 +49,12 @@ TEST_CASE("row kernels: the serial kernels' bits, and bias gradients independent
       gpt::sumRows(k, summed.data(), a.data(), b.data(), rows, kDim);
       gpt::sumRows(k, inPlace.data(), inPlace.data(), b.data(), rows, kDim);
       gpt::biasGradientRows(k, grad.data(), a.data(), rows, kDim, partials);
-      CHECK(same(biased, wantBias));
-      CHECK(same(added, wantAdd));
-      CHECK(same(summed, wantSum));
-      CHECK(same(inPlace, wantSum));
+      CHECK(bitwiseEqual(biased, wantBias));
+      CHECK(bitwiseEqual(added, wantAdd));
+      CHECK(bitwiseEqual(summed, wantSum));
+      CHECK(bitwiseEqual(inPlace, wantSum));
       if (threads == 1) oneThreadGrad = grad;
-      CHECK(same(grad, oneThreadGrad));
+      CHECK(bitwiseEqual(grad, oneThreadGrad));
       for (size_t i = 0; i < kDim; ++i)
         CHECK(grad[i] == Approx(wantGrad[i]).margin(1e-5).epsilon(1e-5));
     }

@@ -12,30 +12,22 @@
 #include "kernels/cpu/philox.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "test/skip.h"
+#include "test/float_arrays.h"
 
 using ds::kernels::KernelIsa;
 using ds::kernels::TransformerKernels;
 using ds::kernels::Unit;
 
-namespace {
+using ds::test::bitwiseEqual;
+using ds::test::randoms;
 
-std::vector<float> randoms(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+namespace {
 
 std::vector<uint64_t> uniformDraws(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<uint64_t> v(n);
   for (uint64_t& x : v) x = rng();
   return v;
-}
-
-bool bitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // Runs every kernel on fixed inputs (sizes not multiples of 16, so the tails run) and returns
