@@ -314,12 +314,6 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
     result = runTrainingLoop(settings, parts, batches, hooks);
   }
   const auto trained = std::chrono::steady_clock::now();
-  if (result.steps > 0 && result.samplesPerSecond > 0) {
-    const JobEfficiency efficiency =
-        measureJobEfficiency(*grid.world, result.samplesPerSecond * static_cast<double>(seq),
-                             model.trainingFlopsPerToken(seq));
-    if (join.rank == 0) std::printf("%s\n", efficiencyLine(efficiency).c_str());
-  }
 
   // A sample of what the model learned, from the start of a validation (or training) sample,
   // layer by layer through the engine (stage 3 gathers each layer when used, as in evaluation), so
@@ -378,7 +372,15 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
               m.gradients / kMiB, m.masterWeights / kMiB,
               m.optimizerStates / kMiB, swapped ? ", these two in an NVMe swap file" : "",
               m.buffers / kMiB, model.peakActivationBytes() / kMiB);
-  // The job's wall time covers the sample and the memory report too.
+  // Last, so that its matrices (and oneDNN's buffers for them) are not in the peak RSS above: a
+  // yardstick, not the job's memory.
+  if (result.steps > 0 && result.samplesPerSecond > 0) {
+    const JobEfficiency efficiency =
+        measureJobEfficiency(*grid.world, result.samplesPerSecond * static_cast<double>(seq),
+                             model.trainingFlopsPerToken(seq));
+    if (join.rank == 0) std::printf("%s\n", efficiencyLine(efficiency).c_str());
+  }
+  // The job's wall time covers the sample, the memory report and the efficiency line too.
   result.wallSeconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - trained).count();
   std::fflush(stdout);
