@@ -28,8 +28,8 @@ struct JobEfficiency {
 JobEfficiency measureJobEfficiency(runtime::Communicator& world, double tokensPerSecond,
                                    double flopsPerToken);
 
-// "efficiency: 7108 tokens/s x 21 MFLOP a token = 149.5 GFLOPS, 49% of this machine's sgemm peak
-// (304.5 GFLOPS at 2 cores)" (the demo's)
+// "efficiency: 8064 tokens/s x 21 MFLOP a token = 169.6 GFLOPS, 55% of this machine's sgemm peak
+// (307.6 GFLOPS at 2 cores)" (the demo's)
 std::string efficiencyLine(const JobEfficiency& e);
 
 }  // namespace ds::worker
