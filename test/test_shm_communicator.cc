@@ -1,11 +1,13 @@
 // Shared-memory specifics (every op and dtype is in test_collectives): bitwise-identical sums of
-// non-integers, and a rank process killed mid all_reduce fails the others at once, named.
+// non-integers, a rank process killed mid all_reduce fails the others at once, named, and a rank
+// waiting long on a late peer leaves the CPU to it.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <ctime>
 #include <thread>
 
 #include "common/error.h"
@@ -47,6 +49,27 @@ TEST_CASE("shm: sums of non-integers are bitwise identical on every rank") {
   });
   REQUIRE(std::memcmp(results[0].data(), results[1].data(), 3001 * 4) == 0);
   REQUIRE(std::memcmp(results[0].data(), results[2].data(), 3001 * 4) == 0);
+}
+
+TEST_CASE("shm: a rank waiting 600 ms for a late peer uses a few ms of CPU, not a tenth of a core") {
+  // Its naps grow with the wait (up to 1 ms); fixed 20 us naps cost ~60 ms of CPU over 600 ms.
+  double waiterCpuSeconds = -1.0;
+  onThreads(2, smallChunks(), [&](ShmCommunicator& comm) {
+    if (comm.rank() == 1) {
+      std::this_thread::sleep_for(600ms);  // rank 0 is busy elsewhere (a checkpoint, say)
+      comm.barrier();
+      return;
+    }
+    timespec start{}, end{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+    comm.barrier();
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end);
+    waiterCpuSeconds = static_cast<double>(end.tv_sec - start.tv_sec) +
+                       static_cast<double>(end.tv_nsec - start.tv_nsec) * 1e-9;
+  });
+  INFO("the waiting rank's CPU time: " << waiterCpuSeconds * 1e3 << " ms");
+  CHECK(waiterCpuSeconds >= 0.0);
+  CHECK(waiterCpuSeconds < 0.025);
 }
 
 TEST_CASE("shm: a rank killed in the middle of all_reduce makes the others fail at once") {
