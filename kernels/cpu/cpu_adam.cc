@@ -105,13 +105,7 @@ void cpuAdamStep(float* params, const float* grads, float* m, float* v, size_t c
   const AdamPath path = pathFor(simd);
   uint16_t* half = copy.out;
 
-  // As DeepSpeed's OpenMP CPU-Adam: OMP_NUM_THREADS caps the threads (several ranks per host).
-  if (threads <= 0) {
-    const char* omp = std::getenv("OMP_NUM_THREADS");
-    if (omp != nullptr) threads = std::atoi(omp);
-  }
-  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
-  if (threads <= 0) threads = 1;
+  if (threads <= 0) threads = ThreadPool::kernelThreads();
   size_t parts = count / kMinElementsPerThread;
   if (parts > static_cast<size_t>(threads)) parts = threads;
   if (parts <= 1) return path(params, grads, m, v, count, c, half, copy.format);

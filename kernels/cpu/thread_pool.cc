@@ -2,6 +2,9 @@
 // inline and then waits for the rest. A call that needs one participant never touches the workers.
 #include "kernels/cpu/thread_pool.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include <unistd.h>
 
 namespace ds::kernels {
@@ -89,6 +92,14 @@ void ThreadPool::workerLoop(int index) {
     if (error && !error_) error_ = error;
     if (--pending_ == 0) done_.notify_one();
   }
+}
+
+int ThreadPool::kernelThreads() {
+  if (const char* omp = std::getenv("OMP_NUM_THREADS")) {
+    const int asked = std::atoi(omp);
+    if (asked > 0) return asked;
+  }
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 }  // namespace ds::kernels

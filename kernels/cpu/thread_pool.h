@@ -33,6 +33,10 @@ class ThreadPool {
   // The process-wide pool the kernels share.
   static ThreadPool& global();
 
+  // How many threads a kernel call may use, as DeepSpeed's OpenMP CPU-Adam decides: OMP_NUM_THREADS
+  // where it is set (several ranks per host divide the cores), else the hardware's threads.
+  static int kernelThreads();
+
  private:
   void workerLoop(int index);
 

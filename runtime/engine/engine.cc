@@ -13,6 +13,7 @@
 #include "common/memory_budget.h"
 #include "common/phase_timer.h"
 #include "runtime/optim/make_optimizer.h"
+#include "runtime/zero/parallel_passes.h"
 #include "runtime/config/model_state_estimate.h"
 
 namespace ds::runtime {
@@ -372,7 +373,9 @@ void Engine::stepAtBoundary() {
         if (groups_.size() > 1 || !zero_->statisticsLoadGroups())
           zero_->loadGroupGradients(group.t0, group.t1, groupGrads_, unscale_);
         if (clip < 1.0f)
-          for (float& g : groupGrads_) g *= clip;
+          forEachChunk(groupGrads_.size(), [&](size_t begin, size_t end) {
+            for (size_t i = begin; i < end; ++i) groupGrads_[i] *= clip;
+          });
       }
       {
         PhaseTimer timer(timed(times.updateMs));

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "runtime/zero/parallel_passes.h"
 #include "runtime/zero/square_sum.h"
 #include "runtime/zero/zero_stages.h"
 
@@ -105,7 +106,11 @@ float* ZeroStage::masterData() {
   return master_.empty() ? reinterpret_cast<float*>(working_.data()) : master_.data();
 }
 
-void ZeroStage::zeroGradients() { std::fill(grads_.begin(), grads_.end(), 0); }
+void ZeroStage::zeroGradients() {
+  forEachChunk(grads_.size(), [&](size_t begin, size_t end) {
+    std::memset(grads_.data() + begin, 0, end - begin);
+  });
+}
 
 void ZeroStage::allReduceTensorGradient(size_t t, Communicator& group) {
   if (stage() > 1)
@@ -136,8 +141,11 @@ void ZeroStage::loadGroupGradients(size_t t0, size_t t1, std::vector<float>& out
   const size_t chunk = shardLayout_->chunk(t0, t1);
   out.resize(chunk);
   const size_t bytes = dtypeBytes(ctx_.gradType);
-  convertElements(grads_.data() + shardLayout_->shardBegin(t0) * bytes, ctx_.gradType, out.data(),
-                  DType::F32, chunk, unscale);
+  const char* from = grads_.data() + shardLayout_->shardBegin(t0) * bytes;
+  forEachChunk(chunk, [&](size_t begin, size_t end) {
+    convertElements(from + begin * bytes, ctx_.gradType, out.data() + begin, DType::F32,
+                    end - begin, unscale);
+  });
 }
 
 GradientStatistics ZeroStage::gradientStatistics(
@@ -147,12 +155,16 @@ GradientStatistics ZeroStage::gradientStatistics(
   for (const auto& [t0, t1] : groups) {
     loadGroupGradients(t0, t1, scratch, unscale);
     const size_t groupBegin = shardLayout_->shardBegin(t0);
-    for (size_t t = t0; t < t1; ++t) {
-      const size_t begin = shardLayout_->shardBegin(t) - groupBegin;
+    auto size = [&](size_t i) {
+      return shardLayout_->shardBegin(t0 + i + 1) - shardLayout_->shardBegin(t0 + i);
+    };
+    const std::vector<double> totals = perTensorTotals(t1 - t0, size, [&](size_t i) {
       SquareSum squares;
-      squares.add(scratch.data() + begin, shardLayout_->shardBegin(t + 1) - groupBegin - begin);
-      addTensorStatistics(out, squares.total(), ctx_.specs[t].countInGradNorm);
-    }
+      squares.add(scratch.data() + shardLayout_->shardBegin(t0 + i) - groupBegin, size(i));
+      return squares.total();
+    });
+    for (size_t t = t0; t < t1; ++t)
+      addTensorStatistics(out, totals[t - t0], ctx_.specs[t].countInGradNorm);
   }
   return out;
 }

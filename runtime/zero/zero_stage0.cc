@@ -2,6 +2,7 @@
 // whole model; gradients accumulate whole and are all-reduced at the boundary.
 #include <cmath>
 
+#include "runtime/zero/parallel_passes.h"
 #include "runtime/zero/square_sum.h"
 #include "runtime/zero/zero_stages.h"
 
@@ -23,20 +24,32 @@ GradientStatistics ZeroStage0::gradientStatistics(const std::vector<std::pair<si
   GradientStatistics out;
   const size_t bytes = dtypeBytes(ctx_.gradType);
   const int rank = ctx_.comm.rank();
-  float block[1024];
-  for (size_t t = 0; t < ctx_.specs.size(); ++t) {
+  auto slice = [&](size_t t) {  // [begin, end) of tensor t: the slice stage 1 would give this rank
     const TensorPlacement& p = layout_->tensor(t);
     const size_t begin = std::min(p.numel, rank * p.slice);
-    const size_t end = std::min(p.numel, begin + p.slice);
-    SquareSum squares;
-    for (size_t i = begin; i < end; i += 1024) {
-      const size_t n = std::min<size_t>(1024, end - i);
-      convertElements(grads_.data() + (p.flatOffset + i) * bytes, ctx_.gradType, block, DType::F32,
-                      n, unscale);
-      squares.add(block, n);
-    }
-    addTensorStatistics(out, squares.total(), ctx_.specs[t].countInGradNorm);
-  }
+    return std::pair<size_t, size_t>(begin, std::min(p.numel, begin + p.slice));
+  };
+  const std::vector<double> totals = perTensorTotals(
+      ctx_.specs.size(),
+      [&](size_t t) {
+        const auto [begin, end] = slice(t);
+        return end - begin;
+      },
+      [&](size_t t) {
+        const auto [begin, end] = slice(t);
+        const size_t at = layout_->tensor(t).flatOffset;
+        float block[1024];
+        SquareSum squares;
+        for (size_t i = begin; i < end; i += 1024) {
+          const size_t n = std::min<size_t>(1024, end - i);
+          convertElements(grads_.data() + (at + i) * bytes, ctx_.gradType, block, DType::F32, n,
+                          unscale);
+          squares.add(block, n);
+        }
+        return squares.total();
+      });
+  for (size_t t = 0; t < ctx_.specs.size(); ++t)
+    addTensorStatistics(out, totals[t], ctx_.specs[t].countInGradNorm);
   return out;
 }
 
