@@ -12,14 +12,13 @@
 
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/half_reduce.h"
-#include "test/skip.h"
+#include "test/half_reduce_checks.h"
 
 using ds::kernels::HalfReduceOp;
 using ds::kernels::KernelIsa;
+using ds::test::Halves;
 
 namespace {
-
-using Halves = std::vector<uint16_t>;
 
 // n input arrays of `count` values: input 0 walks every fp16 pattern in a shuffled order; the
 // others mix random patterns with exact half-ulps of input 0 (so that sums land on ties) and
@@ -52,18 +51,9 @@ std::vector<Halves> makeInputs(int n, size_t count, uint64_t seed) {
   return inputs;
 }
 
-std::vector<const uint16_t*> pointers(const std::vector<Halves>& inputs) {
-  std::vector<const uint16_t*> out;
-  for (const Halves& h : inputs) out.push_back(h.data());
-  return out;
-}
-
 Halves reduceOn(KernelIsa isa, const std::vector<Halves>& inputs, size_t count, HalfReduceOp op,
                 float scale) {
-  Halves out(count, 0xdead);
-  ds::kernels::fp16Reduce(out.data(), pointers(inputs).data(), static_cast<int>(inputs.size()),
-                          count, op, scale, isa);
-  return out;
+  return ds::test::reduceOn(ds::kernels::fp16Reduce, isa, inputs, count, op, scale);
 }
 
 // What runtime/comm/elementwise_reduce.cc computed before the fused path: whole arrays widened
@@ -84,35 +74,12 @@ Halves oldArithmetic(const std::vector<Halves>& inputs, size_t count, HalfReduce
   return out;
 }
 
-const HalfReduceOp kOps[] = {HalfReduceOp::Sum, HalfReduceOp::Avg, HalfReduceOp::Max};
-
-// Covers every pattern once plus an odd tail, so each vector path also runs its scalar finish.
-constexpr size_t kCount = 65536 + 45;
+const auto& kOps = ds::test::kHalfReduceOps;
+constexpr size_t kCount = ds::test::kHalfReduceCount;
 
 void checkPath(KernelIsa isa) {
-  if (ds::test::skipUnless(ds::kernels::kernelIsaSupported(isa),
-                           std::string("this CPU lacks ") + ds::kernels::kernelIsaName(isa) +
-                               ": that path of fp16Reduce is not tested here"))
-    return;
-  for (int n : {1, 2, 3, 4, 7})
-    for (HalfReduceOp op : kOps) {
-      INFO("inputs " << n << ", op " << static_cast<int>(op));
-      const float scale = 1.0f / static_cast<float>(n == 1 ? 2 : n);
-      const std::vector<Halves> inputs = makeInputs(n, kCount, 2000 + n);
-      const Halves scalar = reduceOn(KernelIsa::Scalar, inputs, kCount, op, scale);
-      for (size_t count : {kCount, size_t{0}, size_t{1}, size_t{15}, size_t{31}, size_t{33}}) {
-        const Halves got = reduceOn(isa, inputs, count, op, scale);
-        CHECK(std::equal(got.begin(), got.begin() + count, scalar.begin()));
-        CHECK(std::all_of(got.begin() + count, got.end(), [](uint16_t h) { return h == 0xdead; }));
-      }
-      // The output may be the first or the last input (the shared-memory ring does both).
-      for (size_t target : {size_t{0}, inputs.size() - 1}) {
-        std::vector<Halves> aliased = inputs;
-        ds::kernels::fp16Reduce(aliased[target].data(), pointers(aliased).data(), n, kCount, op,
-                                scale, isa);
-        CHECK(aliased[target] == scalar);
-      }
-    }
+  ds::test::checkPathAgainstScalar(ds::kernels::fp16Reduce, "fp16Reduce", isa,
+                                   [](int n) { return makeInputs(n, kCount, 2000 + n); });
 }
 
 }  // namespace
@@ -123,8 +90,8 @@ TEST_CASE("fp16Reduce scalar path gives the old convert-add-convert bits", "[fp1
       INFO("inputs " << n << ", op " << static_cast<int>(op));
       const std::vector<Halves> inputs = makeInputs(n, kCount, 17 + n);
       for (float scale : {0.25f, 1.0f / 3.0f})
-        CHECK(reduceOn(KernelIsa::Scalar, inputs, kCount, op, scale) ==
-              oldArithmetic(inputs, kCount, op, scale));
+        CHECK(ds::test::sameOrBothNaN(reduceOn(KernelIsa::Scalar, inputs, kCount, op, scale),
+                                      oldArithmetic(inputs, kCount, op, scale), 0x7c00));
     }
 }
 
@@ -140,10 +107,7 @@ TEST_CASE("fp16Reduce rounds ties to even, keeps NaN, saturates to inf, keeps de
   for (KernelIsa isa : {KernelIsa::Scalar, KernelIsa::Avx2, KernelIsa::Avx512}) {
     if (!ds::kernels::kernelIsaSupported(isa)) continue;
     INFO(ds::kernels::kernelIsaName(isa));
-    // Repeated so the vector paths see these values in full vectors, not only in the tail.
-    std::vector<Halves> wide(2);
-    for (int copy = 0; copy < 16; ++copy)
-      for (int k = 0; k < 2; ++k) wide[k].insert(wide[k].end(), sums[k].begin(), sums[k].end());
+    const std::vector<Halves> wide = ds::test::repeated16(sums);
     const Halves got = reduceOn(isa, wide, wide[0].size(), HalfReduceOp::Sum, 1.0f);
     for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == expected[i % expected.size()]);
     // The smallest denormal halved is a tie with 0 (even: 0); three of them halved, a tie between

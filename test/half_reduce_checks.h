@@ -1,0 +1,99 @@
+// What test_bf16_reduce.cc and test_fp16_reduce.cc check alike: a reduce function of
+// kernels/cpu/half_reduce.h called on whole input arrays, and a vector path bitwise against the
+// scalar one at odd lengths and with the output aliasing an input.
+#pragma once
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/half_reduce.h"
+#include "test/skip.h"
+
+namespace ds::test {
+
+using Halves = std::vector<uint16_t>;
+using HalfReduceFn = void (*)(uint16_t* out, const uint16_t* const* inputs, int n, size_t count,
+                              kernels::HalfReduceOp op, float scale, kernels::KernelIsa isa);
+
+constexpr kernels::HalfReduceOp kHalfReduceOps[] = {
+    kernels::HalfReduceOp::Sum, kernels::HalfReduceOp::Avg, kernels::HalfReduceOp::Max};
+
+// Covers every 16-bit pattern once plus an odd tail, so each vector path also runs its scalar
+// finish.
+constexpr size_t kHalfReduceCount = 65536 + 45;
+
+inline std::vector<const uint16_t*> pointers(const std::vector<Halves>& inputs) {
+  std::vector<const uint16_t*> out;
+  for (const Halves& h : inputs) out.push_back(h.data());
+  return out;
+}
+
+// `count` outputs of `reduce` over the inputs; the rest of the array keeps 0xdead.
+inline Halves reduceOn(HalfReduceFn reduce, kernels::KernelIsa isa,
+                       const std::vector<Halves>& inputs, size_t count, kernels::HalfReduceOp op,
+                       float scale) {
+  Halves out(count, 0xdead);
+  reduce(out.data(), pointers(inputs).data(), static_cast<int>(inputs.size()), count, op, scale,
+         isa);
+  return out;
+}
+
+// `isa`'s path of `reduce` bitwise against the scalar one, over inputsFor(n) for 1 to 7 inputs and
+// every op, at whole and odd lengths (nothing written past the count), and with the output being
+// the first or the last input (the shared-memory ring does both).
+inline void checkPathAgainstScalar(HalfReduceFn reduce, const std::string& name,
+                                   kernels::KernelIsa isa,
+                                   const std::function<std::vector<Halves>(int n)>& inputsFor) {
+  if (skipUnless(kernels::kernelIsaSupported(isa),
+                 std::string("this CPU lacks ") + kernels::kernelIsaName(isa) + ": that path of " +
+                     name + " is not tested here"))
+    return;
+  for (int n : {1, 2, 3, 4, 7})
+    for (kernels::HalfReduceOp op : kHalfReduceOps) {
+      INFO("inputs " << n << ", op " << static_cast<int>(op));
+      const float scale = 1.0f / static_cast<float>(n == 1 ? 2 : n);
+      const std::vector<Halves> inputs = inputsFor(n);
+      const size_t all = inputs[0].size();
+      const Halves scalar = reduceOn(reduce, kernels::KernelIsa::Scalar, inputs, all, op, scale);
+      for (size_t count : {all, size_t{0}, size_t{1}, size_t{15}, size_t{31}, size_t{33}}) {
+        const Halves got = reduceOn(reduce, isa, inputs, count, op, scale);
+        CHECK(std::equal(got.begin(), got.begin() + count, scalar.begin()));
+        CHECK(std::all_of(got.begin() + count, got.end(), [](uint16_t h) { return h == 0xdead; }));
+      }
+      for (size_t target : {size_t{0}, inputs.size() - 1}) {
+        std::vector<Halves> aliased = inputs;
+        reduce(aliased[target].data(), pointers(aliased).data(), n, all, op, scale, isa);
+        CHECK(aliased[target] == scalar);
+      }
+    }
+}
+
+// Equal bits, except that any NaN equals any NaN (`exponentMask`: 0x7f80 for bf16, 0x7c00 for
+// fp16). For a reference computed by plain C++ `a + b`: where both operands are NaN, which payload
+// comes out depends on how the compiler ordered the operands (x86 returns the first), which moved
+// with unrelated edits to the test file. The kernels' own paths are compared bitwise.
+inline bool sameOrBothNaN(const Halves& a, const Halves& b, uint16_t exponentMask) {
+  auto nan = [&](uint16_t h) {
+    return (h & exponentMask) == exponentMask && (h & ~exponentMask & 0x7fff) != 0;
+  };
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i] && !(nan(a[i]) && nan(b[i]))) return false;
+  return true;
+}
+
+// Each input repeated 16 times, so the vector paths see its values in full vectors, not only in
+// the tail.
+inline std::vector<Halves> repeated16(const std::vector<Halves>& inputs) {
+  std::vector<Halves> wide(inputs.size());
+  for (int copy = 0; copy < 16; ++copy)
+    for (size_t k = 0; k < inputs.size(); ++k)
+      wide[k].insert(wide[k].end(), inputs[k].begin(), inputs[k].end());
+  return wide;
+}
+
+}  // namespace ds::test
