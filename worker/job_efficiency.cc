@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/dtype.h"
+#include "common/fnv1a.h"
 #include "kernels/cpu/matmul_peak.h"
 
 namespace ds::worker {
@@ -22,9 +23,7 @@ uint64_t machineId() {
   if (id.empty()) {
     std::ifstream("/proc/sys/kernel/hostname") >> id;
   }
-  uint64_t hash = 14695981039346656037ULL;
-  for (const unsigned char c : id) hash = (hash ^ c) * 1099511628211ULL;
-  return hash;
+  return fnv1a64(id.data(), id.size());
 }
 
 }  // namespace

@@ -441,17 +441,19 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
     fn();
   };
 
-  // MLP: dOut reaches mlpOut through the (dropout-masked) residual sum; without dropout it is
-  // dOut itself.
-  const float* dMlp = dOut;
-  if (hiddenDrop)
-    elementWise([&] {
-      float* masked = sized(w.dA, N * h);
-      std::memcpy(masked, dOut, N * h * sizeof(float));
-      applyDropout(masked, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
-                   kSiteMlpOut);
-      dMlp = masked;
-    });
+  // The gradient of an output that reached the residual sum through hidden dropout: `from`
+  // itself without dropout, else its masked copy in w.dA.
+  auto throughHiddenDropout = [&](const float* from, uint64_t site) -> const float* {
+    if (!hiddenDrop) return from;
+    KernelTimer timer(KernelFamily::ElementWise);
+    float* masked = sized(w.dA, N * h);
+    std::memcpy(masked, from, N * h * sizeof(float));
+    applyDropout(masked, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout, site);
+    return masked;
+  };
+
+  // MLP: dOut reaches mlpOut through the residual sum.
+  const float* dMlp = throughHiddenDropout(dOut, kSiteMlpOut);
   product(true, false, h, ff, N, 1.0f, dMlp, h, a.act.data(), ff, 1.0f, G(L.fc2w), ff);
   if (L.fc2b != BlockLayout::kNone)
     elementWise([&] { biasGradientRows(k_, G(L.fc2b), dMlp, N, h, normPartials_); });
@@ -487,17 +489,9 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
     elementWise([&] { addRows(k_, dIn, dOut, N, h); });  // sequential: d(mid); gpt-j: d(x) so far
   }
 
-  // Attention: its output feeds mid (sequential) or out (gpt-j); without dropout its gradient is
-  // that one (dIn is added to only after its last use here).
-  const float* dAttn = c_.gptjResidual ? dOut : dIn;
-  if (hiddenDrop)
-    elementWise([&] {
-      float* masked = sized(w.dA, N * h);
-      std::memcpy(masked, dAttn, N * h * sizeof(float));
-      applyDropout(masked, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
-                   kSiteAttentionOut);
-      dAttn = masked;
-    });
+  // Attention: its output feeds mid (sequential) or out (gpt-j) (dIn is added to only after its
+  // last use here).
+  const float* dAttn = throughHiddenDropout(c_.gptjResidual ? dOut : dIn, kSiteAttentionOut);
   product(true, false, h, hq, N, 1.0f, dAttn, h, a.ctx.data(), hq, 1.0f, G(L.densew), hq);
   if (L.denseb != BlockLayout::kNone)
     elementWise([&] { biasGradientRows(k_, G(L.denseb), dAttn, N, h, normPartials_); });
