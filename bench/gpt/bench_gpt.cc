@@ -2,7 +2,7 @@
 // engine (one rank, fp32, AdamW on CPU-Adam) beside two baselines measured in the same run at the
 // same thread counts:
 //   torch      the same model and batch as plain PyTorch eager modules with torch.optim.AdamW
-//              (bench/gpt/torch_gpt_bench.py under /usr/bin/python3);
+//              (bench/gpt/torch_gpt_bench.py under --python, /usr/bin/python3 by default);
 //   sgemm peak a large square sgemm through the same BLAS: what the matrix products could reach.
 // "gflops" counts 3 x 2 x the forward MACs per token (forward + backward), as DeepSpeed's profiler.
 // Shapes: "demo" (configs/gpt_demo.yml's model) and "gpt2-small" (12 x 768, 12 heads, seq 1024,
@@ -10,6 +10,7 @@
 // a dimension option given on the command line overrides the shape's, which is then "custom".
 // Usage: bench_gpt [--shape demo|gpt2-small] [--threads 1,2] [--steps N] [--layers L]
 //                  [--hidden H] [--heads A] [--seq T] [--vocab V] [--batch B] [--json] [--no-torch]
+//                  [--python PATH]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -49,6 +50,8 @@ struct Options {
   std::vector<int> threads = {1, 2};
   int steps = 10, layers = 4, hidden = 256, heads = 4, seq = 128, vocab = 257, batch = 8;
   bool json = false, torch = true;
+  // The interpreter whose torch is the baseline: a venv's python3 where torch is not the system's.
+  std::string python = "/usr/bin/python3";
 };
 
 ds::runtime::GptConfig gptConfig(const Options& o) {
@@ -113,7 +116,7 @@ double torchTokensPerSecond(const Options& o, int threads) {
   // PyTorch's model takes the padded vocabulary: the same output layer and softmax as ours.
   const int vocab = gptConfig(o).paddedVocabSize();
   const std::string cmd = "OMP_NUM_THREADS=" + std::to_string(threads) +
-                          " /usr/bin/python3 " DS_SOURCE_DIR "/bench/gpt/torch_gpt_bench.py " +
+                          " " + o.python + " " DS_SOURCE_DIR "/bench/gpt/torch_gpt_bench.py " +
                           std::to_string(o.layers) + " " + std::to_string(o.hidden) + " " +
                           std::to_string(o.heads) + " " + std::to_string(o.seq) + " " +
                           std::to_string(vocab) + " " + std::to_string(o.batch) + " " +
@@ -247,6 +250,8 @@ int main(int argc, char** argv) {
     app.add_flag("--json", o.json, "print one JSON line per thread count");
     bool noTorch = false;
     app.add_flag("--no-torch", noTorch, "skip the PyTorch baseline");
+    app.add_option("--python", o.python, "the Python interpreter that runs the PyTorch baseline")
+        ->check(CLI::ExistingFile);
     if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
     o.torch = !noTorch;
     applyShape(app, shapeName, o);
