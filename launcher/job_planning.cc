@@ -5,10 +5,10 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <limits>
-#include <thread>
 
 #include "common/error.h"
 #include "launcher/exported_env.h"
@@ -16,6 +16,7 @@
 #include "launcher/log_files.h"
 #include "launcher/worker_process.h"
 #include "common/files.h"
+#include "common/usable_cores.h"
 #include "runtime/config/job_config.h"
 #include "runtime/config/rank_memory_preflight.h"
 
@@ -33,7 +34,7 @@ int localSlotCount() {
     closedir(dir);
   }
   if (gpus > 0) return gpus;
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return usableCores();
 }
 
 Backend chooseBackend(const LaunchOptions& flags, const LaunchPlan& plan) {

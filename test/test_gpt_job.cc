@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -13,6 +15,8 @@
 #include <set>
 #include <vector>
 
+#include "common/usable_cores.h"
+#include "kernels/cpu/transformer_kernels.h"
 #include "test/bpe_test_files.h"
 #include "test/byte_corpus.h"
 #include "test/launch_harness.h"
@@ -108,7 +112,14 @@ TEST_CASE("gpt job: a NeoX YAML job at ZeRO 3 trains, evaluates, and resumes bit
   CHECK(gflops == Approx(std::stod(efficiency[1]) * 233472.0 / 1e9).margin(0.051));
   CHECK(peak > 0.0);
   CHECK(std::stod(efficiency[4]) == Approx(100.0 * gflops / peak).margin(1.0));
-  CHECK(std::stoi(efficiency[6]) >= 1);
+  // Both count the CPUs this process may use (its affinity mask), which the ranks inherit.
+  CHECK(std::stoi(efficiency[6]) == ds::usableCores());
+  // Each loopback node's 2 ranks share its CPUs (OMP_NUM_THREADS, where set, decides instead).
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const int threads = omp && std::atoi(omp) > 0 ? std::atoi(omp) : std::max(1, ds::usableCores() / 2);
+  CHECK(out.find(std::string("kernels ") + ds::kernels::kernelIsaName(ds::kernels::bestKernelIsa()) +
+                 ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
+                 " per rank\n") != std::string::npos);
   // ds-launch times its start-up, once: until every rank began training, with when every rank
   // had joined and when every rank's first step was done, in that order.
   std::smatch startup;

@@ -1,12 +1,17 @@
 // ThreadPool (kernels/cpu/thread_pool.h): every index runs exactly once, workers are reused rather
 // than created per call, concurrent callers are served correctly, and task exceptions reach the
-// caller.
+// caller; kernelThreads' rule (OMP_NUM_THREADS, the share ds-worker sets, the usable CPUs).
+#include <sched.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "common/usable_cores.h"
 #include "kernels/cpu/thread_pool.h"
 
 using ds::kernels::ThreadPool;
@@ -71,4 +76,55 @@ TEST_CASE("thread_pool: an exception in a task reaches the caller and the pool s
   std::atomic<int> ran{0};
   pool.run(3, [&](int) { ran++; });
   CHECK(ran == 3);
+}
+
+namespace {
+
+// Sets or clears an environment variable for one scope, then puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value ? setenv(name, value, 1) : unsetenv(name);
+  }
+  ~ScopedEnv() { old_.empty() ? unsetenv(name_) : setenv(name_, old_.c_str(), 1); }
+
+ private:
+  const char* name_;
+  std::string old_;
+};
+
+}  // namespace
+
+TEST_CASE("thread_pool: kernelThreads is OMP_NUM_THREADS, else the share set, else usable CPUs",
+          "[thread_pool]") {
+  ScopedEnv noOmp("OMP_NUM_THREADS", nullptr);
+  ThreadPool::setKernelThreads(0);
+  CHECK(ThreadPool::kernelThreads() == ds::usableCores());
+  ThreadPool::setKernelThreads(3);
+  CHECK(ThreadPool::kernelThreads() == 3);
+  {
+    ScopedEnv omp("OMP_NUM_THREADS", "5");
+    CHECK(ThreadPool::kernelThreads() == 5);
+  }
+  {
+    ScopedEnv bad("OMP_NUM_THREADS", "zero");  // not a count: as if unset
+    CHECK(ThreadPool::kernelThreads() == 3);
+  }
+  ThreadPool::setKernelThreads(0);
+  CHECK(ThreadPool::kernelThreads() == ds::usableCores());
+}
+
+TEST_CASE("usable_cores: the affinity mask's CPUs, not the machine's", "[thread_pool]") {
+  cpu_set_t all;
+  REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+  CHECK(ds::usableCores() == CPU_COUNT(&all));
+  // Narrowed to the CPU it runs on, as taskset -c or a one-CPU cpuset would.
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(sched_getcpu(), &one);
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  const int narrowed = ds::usableCores();
+  REQUIRE(sched_setaffinity(0, sizeof all, &all) == 0);
+  CHECK(narrowed == 1);
 }

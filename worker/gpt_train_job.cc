@@ -16,11 +16,11 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "common/error.h"
 #include "common/process_memory.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/checkpoint/checkpoint_files.h"
 #include "common/json_text.h"
@@ -58,13 +58,6 @@ runtime::Batch makeBatch(const runtime::TokenSamples& samples, uint64_t first, s
     b.sampleIds.push_back(first + i);
   }
   return b;
-}
-
-int matmulThreadsFor(const JoinResult& join) {
-  if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && std::atoi(omp) > 0)
-    return std::atoi(omp);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, join.localSize));
 }
 
 void printFlopsProfile(const runtime::Gpt& model, const runtime::Engine& engine,
@@ -213,7 +206,7 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
                      const std::atomic<bool>& stopRequested) {
   if (const std::string refusal = unsupportedParallelism(gpt, config); !refusal.empty())
     throw Error(refusal);
-  kernels::setMatmulThreads(matmulThreadsFor(join));
+  kernels::setMatmulThreads(kernels::ThreadPool::kernelThreads());
 
   const std::unique_ptr<runtime::Tokenizer> tokenizer = runtime::makeJobTokenizer(gpt);
   const runtime::GptConfig modelConfig = runtime::modelConfigFor(gpt, *tokenizer);
@@ -264,8 +257,9 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
                 engine.parameterCount(), modelConfig.describe().c_str(), config.zero.stage,
                 dtypeName(config.precision.modelDtype), batch.trainBatchSize,
                 batch.microBatchPerGpu, batch.gradientAccumulationSteps, ranks.c_str(), seq);
-    std::printf("data: %s; kernels %s, matmul threads %d per rank\n", data.description.c_str(),
-                kernels::kernelIsaName(kernels::bestKernelIsa()), kernels::matmulThreads());
+    const int threads = kernels::ThreadPool::kernelThreads();
+    std::printf("data: %s; kernels %s, %d thread%s per rank\n", data.description.c_str(),
+                kernels::kernelIsaName(kernels::bestKernelIsa()), threads, threads == 1 ? "" : "s");
   }
   if (!saveDir.empty() && join.rank == 0) {
     // What ds-generate (and a human) needs to rebuild the model from these checkpoints.

@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <fstream>
 #include <set>
-#include <thread>
 #include <vector>
 
 #include "common/dtype.h"
 #include "common/fnv1a.h"
+#include "common/usable_cores.h"
 #include "kernels/cpu/matmul_peak.h"
 
 namespace ds::worker {
@@ -39,7 +39,7 @@ JobEfficiency measureJobEfficiency(runtime::Communicator& world, double tokensPe
   world.allGather(&mine, all.data(), 4, DType::BF16);
   e.machines = static_cast<int>(std::set<uint64_t>(all.begin(), all.end()).size());
   if (world.rank() == 0) {
-    e.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    e.cores = usableCores();
     e.peakGflops = kernels::sgemmPeakGflops(e.cores);
   }
   world.barrier();  // the others wait here while rank 0 measures

@@ -2,12 +2,15 @@
 // what its report says.
 #include "worker/rank_job.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <utility>
 
+#include "common/usable_cores.h"
 #include "contract/job_args.h"
+#include "kernels/cpu/thread_pool.h"
 #include "runtime/comm/store_barrier.h"
 #include "worker/comm_bench_job.h"
 #include "worker/coordinator_store.h"
@@ -68,6 +71,9 @@ RankReport runRankJob(const JoinResult& join, CoordinatorClient& client,
         report.error = "ds-comm-bench --check: wrong results";
       }
     } else if (job.kind == JobKind::Train) {
+      // The node's CPUs divided among its ranks, as OMP_NUM_THREADS would divide them (which
+      // still wins where set): without it, every rank's CPU-Adam and products took every CPU.
+      kernels::ThreadPool::setKernelThreads(std::max(1, usableCores() / std::max(1, join.localSize)));
       CoordinatorStore store(client);
       const TrainResult result =
           runTrainJob(job.train, join, store, bindAddress, board, stopRequested);

@@ -3,9 +3,12 @@
 #include "kernels/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 #include <unistd.h>
+
+#include "common/usable_cores.h"
 
 namespace ds::kernels {
 
@@ -94,12 +97,21 @@ void ThreadPool::workerLoop(int index) {
   }
 }
 
+namespace {
+std::atomic<int> gKernelThreads{0};  // setKernelThreads' count; 0: none set
+}  // namespace
+
 int ThreadPool::kernelThreads() {
   if (const char* omp = std::getenv("OMP_NUM_THREADS")) {
     const int asked = std::atoi(omp);
     if (asked > 0) return asked;
   }
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  if (const int share = gKernelThreads.load(std::memory_order_relaxed); share > 0) return share;
+  return usableCores();
+}
+
+void ThreadPool::setKernelThreads(int threads) {
+  gKernelThreads.store(std::max(0, threads), std::memory_order_relaxed);
 }
 
 }  // namespace ds::kernels

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/usable_cores.h"
 #include "runtime/comm/elementwise_reduce.h"
 
 namespace ds::runtime {
@@ -195,7 +196,7 @@ char* ShmCommunicator::piece(Channel* channel, uint64_t sequence) const {
 template <typename Pending>
 void ShmCommunicator::waitFor(const char* op, int first, int last, Pending pending) const {
   // More ranks than cores: spinning only delays the peer we wait for, so yield at once.
-  static const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  static const int cores = usableCores();
   const int spinLimit = size_ <= cores ? 2000 : 0;
   const auto started = std::chrono::steady_clock::now();
   auto nextCheck = started + std::chrono::milliseconds(20);
