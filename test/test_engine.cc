@@ -132,6 +132,38 @@ TEST_CASE("engine: gradient clipping applies the global norm across shards") {
   CHECK(maxRelativeDifference(unclipped[0].params, whole[0].params) > 1e-3);
 }
 
+TEST_CASE(
+    "engine: fp32 gradients unscaled and clipped in place (stages 0, 2, 3) give the bits of the "
+    "copy (stage 1), and the step keeps no fp32 copy of a sub-group") {
+  // 4 ranks: the unscale is 1/4; 0.05 clips every step. fp16 with fp32 accumulation adds a loss
+  // scale to undo (the norm is taken from the same slices at every stage: the same bits).
+  for (const char* precision : {"fp32", "fp16"}) {
+    INFO(precision);
+    const std::string extra = std::string(R"("gradient_clipping": 0.05)") +
+                              (std::string(precision) == "fp16"
+                                   ? R"(, "data_types": {"grad_accum_dtype": "fp32"})"
+                                   : "");
+    const auto copied = trainRanks(4, engineConfig(1, precision, extra), 5);
+    for (int stage : {0, 2, 3}) {
+      INFO("stage " << stage);
+      const auto inPlace = trainRanks(4, engineConfig(stage, precision, extra), 5);
+      CHECK(inPlace[0].params == copied[0].params);
+      CHECK(inPlace[0].losses == copied[0].losses);
+    }
+  }
+  // In place, sub_group_size changes no buffer: no group-sized fp32 copy exists to bound.
+  for (int stage : {0, 2}) {
+    INFO("stage " << stage);
+    std::string grouped = engineConfig(stage, "fp32");
+    const std::string key = R"("stage": )" + std::to_string(stage) + ",";
+    grouped.replace(grouped.find(key), key.size(), key + R"( "sub_group_size": 600,)");
+    const auto whole = trainRanks(2, engineConfig(stage, "fp32"), 2);
+    const auto runs = trainRanks(2, grouped, 2);
+    CHECK(runs[0].params == whole[0].params);
+    CHECK(runs[0].memory.buffers == whole[0].memory.buffers);
+  }
+}
+
 TEST_CASE("engine: per-rank model-state bytes follow the ZeRO formulas") {
   struct Row {
     int stage;

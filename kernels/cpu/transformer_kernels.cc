@@ -31,7 +31,7 @@ bool kernelIsaSupported(KernelIsa isa) {
     case KernelIsa::Scalar:
       return true;
     case KernelIsa::Avx2:
-      return __builtin_cpu_supports("avx2");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case KernelIsa::Avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl");

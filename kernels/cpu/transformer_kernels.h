@@ -2,8 +2,9 @@
 // layer, RMS and scale norms, GeLU/GeGLU and the other (gated) activations, causal softmax, rotary
 // embedding, cross-entropy and embedding gather/scatter, forward and backward, in fp32 over
 // row-major [rows, dim] arrays. One source (transformer_kernels_impl.h) is compiled three times:
-// scalar (vectorisation off), AVX2 and AVX-512; the run picks the widest the CPU has. Every sum
-// uses 16 partial accumulators combined in a fixed tree and nothing is contracted into an FMA, so
+// scalar (vectorisation off), AVX2 (with FMA) and AVX-512; the run picks the widest the CPU has.
+// Every sum uses 16 partial accumulators combined in a fixed tree, nothing is contracted into an
+// FMA, and the explicit fused multiply-adds (std::fma, exp and GeLU) round once on every path, so
 // the three paths give bitwise the same results: ranks on machines with different CPUs stay
 // identical replicas.
 #pragma once

@@ -34,9 +34,11 @@ double engineBuffers(const DeepSpeedConfig& c, const ModelShape& m, int world, d
       c.precision.communicationDtype.value_or(c.precision.gradAccumDtype.value_or(model));
   const int stage = c.zero.stage;
   const double bucket = bucketElements(c, m);
-  // The sub-group's fp32 gradients for the update, and the reduce staging: two slots of a bucket
-  // (double-buffered during backward).
-  double b = 4.0 * group + 2.0 * bucket * bytesOf(comm);
+  // The sub-group's fp32 gradients for the update (none where the step reads fp32 gradients in
+  // place: every stage but 1, whose slices lie scattered in whole tensors), and the reduce
+  // staging: two slots of a bucket (double-buffered during backward).
+  const bool gradientsInPlace = c.precision.gradAccumDtype.value_or(model) == DType::F32 && stage != 1;
+  double b = (gradientsInPlace ? 0.0 : 4.0 * group) + 2.0 * bucket * bytesOf(comm);
   if (stage >= 1) b += 2.0 * bucket * bytesOf(comm) / world;  // each slot's reduced chunk
   // The backward pass: one layer's fp32 gradient scratch, and at stages 2-3, which reduce during
   // it, the layer views and parts it packs from.

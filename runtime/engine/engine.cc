@@ -367,15 +367,29 @@ void Engine::stepAtBoundary() {
       char* halfAt = view.halfCopy ? view.halfCopy
                      : halfOut     ? halfOut + begin * dtypeBytes(modelType_)
                                    : nullptr;
+      float* grads = zero_->gradientsInPlace(group.t0, group.t1);
       {
         PhaseTimer timer(timed(times.gradientsMs));
-        // With one sub-group (the usual case) its gradients are still loaded from the statistics.
-        if (groups_.size() > 1 || !zero_->statisticsLoadGroups())
-          zero_->loadGroupGradients(group.t0, group.t1, groupGrads_, unscale_);
-        if (clip < 1.0f)
-          forEachChunk(groupGrads_.size(), [&](size_t begin, size_t end) {
-            for (size_t i = begin; i < end; ++i) groupGrads_[i] *= clip;
-          });
+        if (grads) {
+          // (g x unscale) x clip, as the copy and the clip pass below round them; no pass where
+          // both are 1 (one fp32 rank without clipping).
+          const float scale = unscale_;
+          if (scale != 1.0f || clip < 1.0f)
+            forEachChunk(zero_->shardLayout().shardBegin(group.t1) - begin,
+                         [&](size_t from, size_t to) {
+                           for (size_t i = from; i < to; ++i) grads[i] = grads[i] * scale * clip;
+                         });
+        } else {
+          // With one sub-group (the usual case) its gradients are still loaded from the
+          // statistics.
+          if (groups_.size() > 1 || !zero_->statisticsLoadGroups())
+            zero_->loadGroupGradients(group.t0, group.t1, groupGrads_, unscale_);
+          if (clip < 1.0f)
+            forEachChunk(groupGrads_.size(), [&](size_t from, size_t to) {
+              for (size_t i = from; i < to; ++i) groupGrads_[i] *= clip;
+            });
+          grads = groupGrads_.data();
+        }
       }
       {
         PhaseTimer timer(timed(times.updateMs));
@@ -383,7 +397,7 @@ void Engine::stepAtBoundary() {
           update.halfCopy = {
               reinterpret_cast<uint16_t*>(halfAt),
               modelType_ == DType::BF16 ? kernels::HalfFormat::Bf16 : kernels::HalfFormat::Fp16};
-        group.optimizer->step(master, groupGrads_.data(), update);
+        group.optimizer->step(master, grads, update);
         if (convertPerGroup)
           convertElements(master, DType::F32, halfAt, modelType_,
                           zero_->shardLayout().shardBegin(group.t1) - begin);

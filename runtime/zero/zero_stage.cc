@@ -148,19 +148,41 @@ void ZeroStage::loadGroupGradients(size_t t0, size_t t1, std::vector<float>& out
   });
 }
 
+float* ZeroStage::gradientsInPlace(size_t t0, size_t) {
+  if (ctx_.gradType != DType::F32) return nullptr;
+  return reinterpret_cast<float*>(grads_.data()) + shardLayout_->shardBegin(t0);
+}
+
+double ZeroStage::unscaledSquareSum(const char* from, size_t count, float unscale) const {
+  const size_t bytes = dtypeBytes(ctx_.gradType);
+  float block[1024];
+  SquareSum squares;
+  for (size_t i = 0; i < count; i += 1024) {
+    const size_t n = std::min<size_t>(1024, count - i);
+    convertElements(from + i * bytes, ctx_.gradType, block, DType::F32, n, unscale);
+    squares.add(block, n);
+  }
+  return squares.total();
+}
+
 GradientStatistics ZeroStage::gradientStatistics(
     const std::vector<std::pair<size_t, size_t>>& groups, float unscale,
     std::vector<float>& scratch) {
   GradientStatistics out;
   for (const auto& [t0, t1] : groups) {
-    loadGroupGradients(t0, t1, scratch, unscale);
+    // In place, read where they lie; else loaded (for the step to reuse with one sub-group).
+    const float* inPlace = gradientsInPlace(t0, t1);
+    if (!inPlace) loadGroupGradients(t0, t1, scratch, unscale);
     const size_t groupBegin = shardLayout_->shardBegin(t0);
     auto size = [&](size_t i) {
       return shardLayout_->shardBegin(t0 + i + 1) - shardLayout_->shardBegin(t0 + i);
     };
     const std::vector<double> totals = perTensorTotals(t1 - t0, size, [&](size_t i) {
+      const size_t at = shardLayout_->shardBegin(t0 + i) - groupBegin;
+      if (inPlace)
+        return unscaledSquareSum(reinterpret_cast<const char*>(inPlace + at), size(i), unscale);
       SquareSum squares;
-      squares.add(scratch.data() + shardLayout_->shardBegin(t0 + i) - groupBegin, size(i));
+      squares.add(scratch.data() + at, size(i));
       return squares.total();
     });
     for (size_t t = t0; t < t1; ++t)

@@ -99,12 +99,18 @@ class ZeroStage {
   virtual void reduceGradientsForStep() = 0;
   // fp32, unscaled gradients of the shard's tensors [t0, t1) into `out`.
   virtual void loadGroupGradients(size_t t0, size_t t1, std::vector<float>& out, float unscale);
+  // The shard's gradients of tensors [t0, t1) in the gradient buffer itself, where they are fp32
+  // and contiguous there, for the step to unscale, clip and read in place (they are zeroed after
+  // it); else nullptr, and they go through loadGroupGradients' copy. In place the step needs no
+  // sub-group-sized fp32 copy (the whole model's gradients again at stage 0) and no copy pass.
+  virtual float* gradientsInPlace(size_t t0, size_t t1);
   // Overflow and sum of squares over this rank's slices, in shard order (groups: the optimizer's
   // sub-groups as tensor ranges; `scratch` holds the last one's gradients afterwards).
   virtual GradientStatistics gradientStatistics(
       const std::vector<std::pair<size_t, size_t>>& groups, float unscale,
       std::vector<float>& scratch);
-  // Whether gradientStatistics leaves a single sub-group's gradients loaded in `scratch`.
+  // Whether gradientStatistics leaves a single sub-group's gradients loaded in `scratch` (only
+  // asked where they are not in place).
   virtual bool statisticsLoadGroups() const { return true; }
   // Whether the optimizer sees only a shard (norms of whole tensors then need a sum over ranks).
   virtual bool optimizerIsSharded() const { return true; }
@@ -221,6 +227,9 @@ class ZeroStage {
   void releaseConverted(int layer);                             // stages 0-2: release, done
   void allGatherShards(bool halfWritten);                       // stages 1, 2: publish
   void convertMasterToWorking(size_t count, bool halfWritten);  // stages 0, 3: publish
+  // The sum of squares of `count` gradients at `from` (the gradient dtype) times `unscale`, read
+  // in L1-sized blocks: no copy of a whole group.
+  double unscaledSquareSum(const char* from, size_t count, float unscale) const;
 
   ZeroContext ctx_;
   ParameterSwapTimes paramSwapTimes_;

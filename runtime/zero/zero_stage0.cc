@@ -38,15 +38,7 @@ GradientStatistics ZeroStage0::gradientStatistics(const std::vector<std::pair<si
       [&](size_t t) {
         const auto [begin, end] = slice(t);
         const size_t at = layout_->tensor(t).flatOffset;
-        float block[1024];
-        SquareSum squares;
-        for (size_t i = begin; i < end; i += 1024) {
-          const size_t n = std::min<size_t>(1024, end - i);
-          convertElements(grads_.data() + (at + i) * bytes, ctx_.gradType, block, DType::F32, n,
-                          unscale);
-          squares.add(block, n);
-        }
-        return squares.total();
+        return unscaledSquareSum(grads_.data() + (at + begin) * bytes, end - begin, unscale);
       });
   for (size_t t = 0; t < ctx_.specs.size(); ++t)
     addTensorStatistics(out, totals[t], ctx_.specs[t].countInGradNorm);

@@ -45,6 +45,7 @@ class ZeroStage1 : public ZeroStage {
   }
   void reduceGradientsForStep() override { reduceBucketsAtBoundary(true); }
   void loadGroupGradients(size_t t0, size_t t1, std::vector<float>& out, float unscale) override;
+  float* gradientsInPlace(size_t, size_t) override { return nullptr; }  // slices of whole tensors
   char* halfCopyTarget() override;
   void publishParameters(bool halfWritten) override { allGatherShards(halfWritten); }
 };
