@@ -30,16 +30,21 @@ double bucketElements(const DeepSpeedConfig& c, const ModelShape& m) {
 double engineBuffers(const DeepSpeedConfig& c, const ModelShape& m, int world, double shard,
                      double group) {
   const DType model = c.precision.modelDtype;
-  const DType comm =
-      c.precision.communicationDtype.value_or(c.precision.gradAccumDtype.value_or(model));
+  const DType grads = c.precision.gradAccumDtype.value_or(model);
+  const DType comm = c.precision.communicationDtype.value_or(grads);
   const int stage = c.zero.stage;
   const double bucket = bucketElements(c, m);
   // The sub-group's fp32 gradients for the update (none where the step reads fp32 gradients in
   // place: every stage but 1, whose slices lie scattered in whole tensors), and the reduce
-  // staging: two slots of a bucket (double-buffered during backward).
-  const bool gradientsInPlace = c.precision.gradAccumDtype.value_or(model) == DType::F32 && stage != 1;
-  double b = (gradientsInPlace ? 0.0 : 4.0 * group) + 2.0 * bucket * bytesOf(comm);
-  if (stage >= 1) b += 2.0 * bucket * bytesOf(comm) / world;  // each slot's reduced chunk
+  // staging: two slots of a bucket (double-buffered during backward), which stage 0 skips on one
+  // rank with nothing to convert or pre-divide (ZeroStage::reduceBucketsAtBoundary).
+  const bool gradientsInPlace = grads == DType::F32 && stage != 1;
+  const bool preDivides =
+      c.precision.prescaleGradients && c.precision.gradientPredivideFactor != 1.0;
+  const bool staged = stage >= 1 || world > 1 || comm != grads || preDivides;
+  double b = gradientsInPlace ? 0.0 : 4.0 * group;
+  if (staged) b += 2.0 * bucket * bytesOf(comm);
+  if (staged && stage >= 1) b += 2.0 * bucket * bytesOf(comm) / world;  // each slot's reduced chunk
   // The backward pass: one layer's fp32 gradient scratch, and at stages 2-3, which reduce during
   // it, the layer views and parts it packs from.
   const double backward = 4.0 * m.largestLayer + (stage >= 2 ? 3.0 * 4.0 * m.largestLayer : 0.0);
