@@ -26,16 +26,15 @@ void forEachChunk(size_t count, const std::function<void(size_t begin, size_t en
   });
 }
 
-std::vector<double> perTensorTotals(size_t n, const std::function<size_t(size_t t)>& size,
-                                    const std::function<double(size_t t)>& total) {
-  std::vector<double> totals(n);
+void forEachTensor(size_t n, const std::function<size_t(size_t t)>& size,
+                   const std::function<void(size_t t)>& fn) {
   std::vector<size_t> ends(n);  // cumulative sizes: a part takes the tensors ending in its share
   size_t all = 0;
   for (size_t t = 0; t < n; ++t) ends[t] = all += size(t);
   const size_t parts = std::min(partsFor(all), std::max<size_t>(n, 1));
   if (parts <= 1) {
-    for (size_t t = 0; t < n; ++t) totals[t] = total(t);
-    return totals;
+    for (size_t t = 0; t < n; ++t) fn(t);
+    return;
   }
   // Part p takes the tensors whose cumulative end lies in (all p / parts, all (p + 1) / parts].
   auto firstOf = [&](size_t p) {
@@ -45,8 +44,14 @@ std::vector<double> perTensorTotals(size_t n, const std::function<size_t(size_t 
   kernels::ThreadPool::global().run(static_cast<int>(parts), [&](int part) {
     const size_t p = static_cast<size_t>(part);
     const size_t last = p + 1 == parts ? n : firstOf(p + 1);
-    for (size_t t = p == 0 ? 0 : firstOf(p); t < last; ++t) totals[t] = total(t);
+    for (size_t t = p == 0 ? 0 : firstOf(p); t < last; ++t) fn(t);
   });
+}
+
+std::vector<double> perTensorTotals(size_t n, const std::function<size_t(size_t t)>& size,
+                                    const std::function<double(size_t t)>& total) {
+  std::vector<double> totals(n);
+  forEachTensor(n, size, [&](size_t t) { totals[t] = total(t); });
   return totals;
 }
 

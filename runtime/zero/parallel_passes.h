@@ -14,8 +14,12 @@ namespace ds::runtime {
 // fn(begin, end) over contiguous runs covering [0, count), at least 64K elements each.
 void forEachChunk(size_t count, const std::function<void(size_t begin, size_t end)>& fn);
 
-// total(t) for every t in [0, n) (a tensor's sum), the tensors split into contiguous runs of about
-// equal `size(t)`; the results in tensor order, for the caller to combine in that order.
+// fn(t) for every t in [0, n), the tensors split into contiguous runs of about equal `size(t)`.
+void forEachTensor(size_t n, const std::function<size_t(size_t t)>& size,
+                   const std::function<void(size_t t)>& fn);
+
+// total(t) for every t in [0, n) (a tensor's sum), split as forEachTensor splits them; the results
+// in tensor order, for the caller to combine in that order.
 std::vector<double> perTensorTotals(size_t n, const std::function<size_t(size_t t)>& size,
                                     const std::function<double(size_t t)>& total);
 

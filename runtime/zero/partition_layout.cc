@@ -115,14 +115,14 @@ void PartitionLayout::unpack(const void* staging, DType stagingType, size_t t0, 
 }
 
 void PartitionLayout::extractShard(const void* flat, DType flatType, size_t flatBase, size_t t0,
-                                   size_t t1, void* shard, DType shardType) const {
+                                   size_t t1, void* shard, DType shardType, float scale) const {
   for (size_t t = t0; t < t1; ++t) {
     const TensorPlacement& p = tensors_[t];
     const size_t begin = std::min(p.numel, rank_ * p.slice),
                  end = std::min(p.numel, begin + p.slice);
     const size_t dst = p.shardOffset - shardOffsets_[t0];
     convertElements(bytesAt(flat, flatType, p.flatOffset - flatBase + begin), flatType,
-                    bytesAt(shard, shardType, dst), shardType, end - begin);
+                    bytesAt(shard, shardType, dst), shardType, end - begin, scale);
     std::memset(bytesAt(shard, shardType, dst + end - begin), 0,
                 (p.slice - (end - begin)) * dtypeBytes(shardType));
   }

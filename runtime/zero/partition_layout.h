@@ -51,9 +51,10 @@ class PartitionLayout {
                 size_t s1, void* staging, DType stagingType, float scale) const;
   void unpack(const void* staging, DType stagingType, size_t t0, size_t t1, void* flat,
               DType flatType, size_t flatBase) const;
-  // This rank's slices of tensors [t0, t1) taken from / written to a flat-layout buffer.
+  // This rank's slices of tensors [t0, t1) taken from (times `scale`, as convertElements
+  // applies it) / written to a flat-layout buffer.
   void extractShard(const void* flat, DType flatType, size_t flatBase, size_t t0, size_t t1,
-                    void* shard, DType shardType) const;
+                    void* shard, DType shardType, float scale = 1.0f) const;
   void insertShard(const void* shard, DType shardType, size_t t0, size_t t1, void* flat,
                    DType flatType, size_t flatBase) const;
 
