@@ -133,24 +133,33 @@ TEST_CASE("engine: gradient clipping applies the global norm across shards") {
 }
 
 TEST_CASE(
-    "engine: fp32 gradients unscaled and clipped in place (stages 0, 2, 3) give the bits of the "
-    "copy (stage 1), and the step keeps no fp32 copy of a sub-group") {
-  // 4 ranks: the unscale is 1/4; 0.05 clips every step. fp16 with fp32 accumulation adds a loss
-  // scale to undo (the norm is taken from the same slices at every stage: the same bits).
-  for (const char* precision : {"fp32", "fp16"}) {
-    INFO(precision);
-    const std::string extra = std::string(R"("gradient_clipping": 0.05)") +
-                              (std::string(precision) == "fp16"
-                                   ? R"(, "data_types": {"grad_accum_dtype": "fp32"})"
-                                   : "");
-    const auto copied = trainRanks(4, engineConfig(1, precision, extra), 5);
-    for (int stage : {0, 2, 3}) {
-      INFO("stage " << stage);
-      const auto inPlace = trainRanks(4, engineConfig(stage, precision, extra), 5);
-      CHECK(inPlace[0].params == copied[0].params);
-      CHECK(inPlace[0].losses == copied[0].losses);
+    "engine: fp32 gradients added, unscaled and clipped in place give the bits of the scratch and "
+    "copy paths, and the step keeps no fp32 copy of a sub-group") {
+  // Stage 2 adds each layer's backward into a scratch and steps on the gradients in place; stage
+  // 1 adds into the gradient buffer itself (first micro-batch of the window) and steps on a copy;
+  // stage 0 does both in place, stage 3 as stage 2. 4 ranks: the unscale is 1/4; 0.05 clips every
+  // step. fp16 with fp32 accumulation adds a loss scale to undo (the norm is taken from the same
+  // slices at every stage). With 3 micro-batches a step stages 2 and 3 sum in another order (they
+  // reduce each micro-batch), so there stage 0 is held to stage 1: the later micro-batches add
+  // through the scratch into gradients already there, the step reads them in place or copied.
+  for (const char* precision : {"fp32", "fp16"})
+    for (int accumulation : {1, 3}) {
+      INFO(precision << ", " << accumulation << " micro-batches a step");
+      const std::string extra =
+          std::string(R"("gradient_clipping": 0.05, "gradient_accumulation_steps": )") +
+          std::to_string(accumulation) +
+          (std::string(precision) == "fp16" ? R"(, "data_types": {"grad_accum_dtype": "fp32"})"
+                                            : "");
+      const int referenceStage = accumulation == 1 ? 2 : 1;
+      const auto reference = trainRanks(4, engineConfig(referenceStage, precision, extra), 4);
+      for (int stage : {0, 1, 3}) {
+        if (stage == referenceStage || (accumulation > 1 && stage == 3)) continue;
+        INFO("stage " << stage << " against stage " << referenceStage);
+        const auto runs = trainRanks(4, engineConfig(stage, precision, extra), 4);
+        CHECK(runs[0].params == reference[0].params);
+        CHECK(runs[0].losses == reference[0].losses);
+      }
     }
-  }
   // In place, sub_group_size changes no buffer: no group-sized fp32 copy exists to bound.
   for (int stage : {0, 2}) {
     INFO("stage " << stage);

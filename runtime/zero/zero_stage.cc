@@ -92,6 +92,13 @@ float ZeroStage::preDivide() const {
 }
 
 float* ZeroStage::layerGradients(int layer) {
+  if (keepsWholeGradients() && ctx_.gradType == DType::F32) {
+    layerAccumulated_.resize(static_cast<size_t>(layerCount()), 0);
+    if (!layerAccumulated_[static_cast<size_t>(layer)]) {
+      layerInPlace_ = layer;
+      return reinterpret_cast<float*>(grads_.data()) + layerBase(layer);
+    }
+  }
   layerScratch_.assign(layerNumel(layer), 0.0f);
   return layerScratch_.data();
 }
@@ -110,6 +117,7 @@ void ZeroStage::zeroGradients() {
   forEachChunk(grads_.size(), [&](size_t begin, size_t end) {
     std::memset(grads_.data() + begin, 0, end - begin);
   });
+  std::fill(layerAccumulated_.begin(), layerAccumulated_.end(), 0);
 }
 
 void ZeroStage::allReduceTensorGradient(size_t t, Communicator& group) {
@@ -236,6 +244,11 @@ void ZeroStage::drawInto(const InitialValues& draw, size_t t, size_t begin, size
 }
 
 void ZeroStage::accumulateWholeGradients(int layer) {
+  if (!layerAccumulated_.empty()) layerAccumulated_[static_cast<size_t>(layer)] = 1;
+  if (layer == layerInPlace_) {  // added where they belong already
+    layerInPlace_ = -1;
+    return;
+  }
   const size_t base = layerBase(layer), numel = layerNumel(layer);
   if (numel == 0) return;
   accumulateElements(grads_.data() + base * dtypeBytes(ctx_.gradType), ctx_.gradType,

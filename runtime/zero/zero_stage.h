@@ -92,7 +92,11 @@ class ZeroStage {
   virtual const float* acquireParameters(int layer, bool inBackward) = 0;
   // Stages 0-2: the layer's fp32 view (16-bit models) may be reused.
   virtual void releaseParameters(int layer) { releaseConverted(layer); }
-  float* layerGradients(int layer);  // zeroed fp32 scratch for the layer's backward
+  // Where the layer's backward adds its fp32 gradients, zero when given: a scratch, or at stages
+  // 0 and 1 with fp32 gradients the gradient buffer itself, on the layer's first backward of the
+  // accumulation window (still zero there: the same bits, without the scratch's zeroing and the
+  // accumulation pass, 2% of a single-rank GPT step).
+  float* layerGradients(int layer);
   virtual void gradientsDone(int layer) = 0;
 
   // At the accumulation boundary: every gradient reduced into this rank's gradient buffer.
@@ -220,6 +224,7 @@ class ZeroStage {
   // elements of fp32 scratch where that dtype is 16-bit.
   void drawInto(const InitialValues& draw, size_t t, size_t begin, size_t end, void* out);
   void accumulateWholeGradients(int layer);                     // stages 0, 1: gradientsDone
+  virtual bool keepsWholeGradients() const { return false; }    // stages 0, 1
   void reduceBucketsAtBoundary(bool keepOwnSlicesOnly);         // stages 0, 1
   void packForReductionDuringBackward(int layer);               // stages 2, 3: gradientsDone
   void waitForBackwardReductions();                             // stages 2, 3
@@ -242,6 +247,10 @@ class ZeroStage {
   AlignedVector<float> master_;      // S; empty when the working copy is the master itself
   AlignedVector<char> halfShard_;    // S, model dtype: CPU-Adam's fused copy at stages 1-2
   std::vector<float> layerScratch_;  // fp32 gradients of the layer being back-propagated
+  // Stages 0, 1: per layer, whether its gradients were accumulated since the last zeroing; and
+  // the layer whose backward layerGradients sent to the gradient buffer itself (-1: none).
+  std::vector<char> layerAccumulated_;
+  int layerInPlace_ = -1;
   // 16-bit working copy: an fp32 view of each layer the model holds. More than one at a time:
   // tied weights hold the embedding while the head's parameters are in use.
   struct ConvertedLayer {

@@ -15,6 +15,7 @@ class ZeroStage0 : public ZeroStage {
   explicit ZeroStage0(const ZeroContext& context) : ZeroStage(context, 1) {}
   int stage() const override { return 0; }
   void initialise(const InitialValues& draw) override;
+  bool keepsWholeGradients() const override { return true; }
   const float* acquireParameters(int layer, bool) override { return convertedParameters(layer); }
   void gradientsDone(int layer) override {
     accumulateWholeGradients(layer);
@@ -38,6 +39,7 @@ class ZeroStage1 : public ZeroStage {
   explicit ZeroStage1(const ZeroContext& context) : ZeroStage(context, 0) {}
   int stage() const override { return 1; }
   void initialise(const InitialValues& draw) override;
+  bool keepsWholeGradients() const override { return true; }
   const float* acquireParameters(int layer, bool) override { return convertedParameters(layer); }
   void gradientsDone(int layer) override {
     accumulateWholeGradients(layer);
