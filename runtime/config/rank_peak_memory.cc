@@ -36,15 +36,17 @@ double engineBuffers(const DeepSpeedConfig& c, const ModelShape& m, int world, d
   const double bucket = bucketElements(c, m);
   // The sub-group's fp32 gradients for the update (none where the step reads fp32 gradients in
   // place: every stage but 1, whose slices lie scattered in whole tensors), and the reduce
-  // staging: two slots of a bucket (double-buffered during backward), which stage 0 skips on one
-  // rank with nothing to convert or pre-divide (ZeroStage::reduceBucketsAtBoundary).
+  // staging: a bucket and its reduced chunk, two of each at stages 2-3 (double-buffered during
+  // backward), one at stages 0-1 (at the boundary), which stage 0 skips on one rank with nothing
+  // to convert or pre-divide (ZeroStage::reduceBucketsAtBoundary).
   const bool gradientsInPlace = grads == DType::F32 && stage != 1;
   const bool preDivides =
       c.precision.prescaleGradients && c.precision.gradientPredivideFactor != 1.0;
   const bool staged = stage >= 1 || world > 1 || comm != grads || preDivides;
+  const double slots = stage >= 2 ? 2.0 : 1.0;
   double b = gradientsInPlace ? 0.0 : 4.0 * group;
-  if (staged) b += 2.0 * bucket * bytesOf(comm);
-  if (staged && stage >= 1) b += 2.0 * bucket * bytesOf(comm) / world;  // each slot's reduced chunk
+  if (staged) b += slots * bucket * bytesOf(comm);
+  if (staged && stage >= 1) b += slots * bucket * bytesOf(comm) / world;  // the reduced chunks
   // The backward pass: one layer's fp32 gradient scratch, and at stages 2-3, which reduce during
   // it, the layer views and parts it packs from.
   const double backward = 4.0 * m.largestLayer + (stage >= 2 ? 3.0 * 4.0 * m.largestLayer : 0.0);
@@ -53,6 +55,11 @@ double engineBuffers(const DeepSpeedConfig& c, const ModelShape& m, int world, d
   // and stages 1-2 keep CPU-Adam's 16-bit copy of the shard.
   if (model != DType::F32 && stage < 3) b += 2.0 * 4.0 * m.largestLayer;
   if (model != DType::F32 && (stage == 1 || stage == 2)) b += shard * bytesOf(model);
+  // An fp32 model's updated shard, where the master streams through NVMe slots, is copied out of
+  // each slot as its group is updated, for the all-gather (Engine: convertPerGroup).
+  if (model == DType::F32 && (stage == 1 || stage == 2) &&
+      c.zero.offloadOptimizer.device == OffloadDevice::Nvme)
+    b += shard * 4.0;
   if (stage == 3) {
     // Gathered layers in fp32, beside one layer's gather staging in the model dtype. At the end
     // of the forward: the one in use, those kept for their backward (a layer is kept when twice
