@@ -7,6 +7,8 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <functional>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,40 @@ constexpr kernels::HalfReduceOp kHalfReduceOps[] = {
 // Covers every 16-bit pattern once plus an odd tail, so each vector path also runs its scalar
 // finish.
 constexpr size_t kHalfReduceCount = 65536 + 45;
+
+// n input arrays of `count` values of a 16-bit float with `mantissaBits` (10 for fp16, 7 for
+// bf16): input 0 walks every pattern in a shuffled order; the others mix random patterns with
+// exact half-ulps of input 0 (so that sums land on ties) and values of input 0's exponent (so that
+// they do not just vanish in the sum).
+inline std::vector<Halves> mixedHalfInputs(int n, size_t count, uint64_t seed, int mantissaBits) {
+  const uint16_t mantissa = static_cast<uint16_t>((1u << mantissaBits) - 1);
+  const uint16_t exponentMask = static_cast<uint16_t>(0x7fff & ~mantissa);
+  const uint16_t halfUlpDown = static_cast<uint16_t>((mantissaBits + 1) << mantissaBits);
+  std::mt19937_64 rng(seed);
+  std::vector<Halves> inputs(n, Halves(count));
+  Halves all(65536);
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng);
+  for (size_t i = 0; i < count; ++i) inputs[0][i] = all[i % all.size()];
+  for (int k = 1; k < n; ++k)
+    for (size_t i = 0; i < count; ++i) {
+      const uint16_t exponent = inputs[0][i] & exponentMask;
+      const uint64_t draw = rng();
+      switch (draw % 4) {
+        case 0:  // half an ulp of input 0, either sign: a tie before any other input comes in
+          inputs[k][i] = exponent > halfUlpDown
+                             ? static_cast<uint16_t>(((draw >> 8) & 0x8000) | (exponent - halfUlpDown))
+                             : static_cast<uint16_t>(draw >> 16);
+          break;
+        case 1:  // same exponent, random sign and mantissa
+          inputs[k][i] = static_cast<uint16_t>(exponent | ((draw >> 8) & (0x8000 | mantissa)));
+          break;
+        default:
+          inputs[k][i] = static_cast<uint16_t>(draw >> 16);
+      }
+    }
+  return inputs;
+}
 
 inline std::vector<const uint16_t*> pointers(const std::vector<Halves>& inputs) {
   std::vector<const uint16_t*> out;

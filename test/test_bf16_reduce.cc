@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
-#include <numeric>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -19,35 +17,8 @@ using ds::test::Halves;
 
 namespace {
 
-// n input arrays of `count` values: input 0 walks every bf16 pattern in a shuffled order; the
-// others mix random patterns with exact half-ulps of input 0 (so that sums land on ties) and
-// values near input 0 in magnitude (so that they do not just vanish in the sum).
 std::vector<Halves> makeInputs(int n, size_t count, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<Halves> inputs(n, Halves(count));
-  Halves all(65536);
-  std::iota(all.begin(), all.end(), 0);
-  std::shuffle(all.begin(), all.end(), rng);
-  for (size_t i = 0; i < count; ++i) inputs[0][i] = all[i % all.size()];
-  for (int k = 1; k < n; ++k)
-    for (size_t i = 0; i < count; ++i) {
-      const uint16_t first = inputs[0][i];
-      const uint16_t exponent = first & 0x7f80;
-      const uint64_t draw = rng();
-      switch (draw % 4) {
-        case 0:  // half an ulp of input 0, either sign: a tie before any other input comes in
-          inputs[k][i] = exponent > (8 << 7)
-                             ? static_cast<uint16_t>(((draw >> 8) & 0x8000) | (exponent - (8 << 7)))
-                             : static_cast<uint16_t>(draw >> 16);
-          break;
-        case 1:  // same exponent, random sign and mantissa
-          inputs[k][i] = static_cast<uint16_t>(exponent | ((draw >> 8) & 0x807f));
-          break;
-        default:
-          inputs[k][i] = static_cast<uint16_t>(draw >> 16);
-      }
-    }
-  return inputs;
+  return ds::test::mixedHalfInputs(n, count, seed, 7);
 }
 
 Halves reduceOn(KernelIsa isa, const std::vector<Halves>& inputs, size_t count, HalfReduceOp op,
