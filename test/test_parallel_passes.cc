@@ -10,21 +10,14 @@
 #include <vector>
 
 #include "runtime/zero/square_sum.h"
+#include "test/scoped_env.h"
 
 using namespace ds::runtime;
-
-namespace {
-
-struct ThreadsEnv {  // OMP_NUM_THREADS for the scope, as a user would set it
-  explicit ThreadsEnv(int threads) { setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1); }
-  ~ThreadsEnv() { unsetenv("OMP_NUM_THREADS"); }
-};
-
-}  // namespace
+using ds::test::ScopedEnv;
 
 TEST_CASE("parallel passes: chunks cover every element once at any thread count") {
   for (int threads : {1, 2, 3, 8}) {
-    ThreadsEnv env(threads);
+    ScopedEnv env("OMP_NUM_THREADS", std::to_string(threads));  // as a user would set it
     for (size_t count : {size_t{0}, size_t{5}, size_t{65536}, size_t{300001}}) {
       INFO(threads << " threads, " << count << " elements");
       std::vector<int> visits(count, 0);
@@ -47,7 +40,7 @@ TEST_CASE("parallel passes: per-tensor totals are the one-thread values, every t
   }
   std::vector<double> oneThread;
   for (int threads : {1, 2, 3, 8}) {
-    ThreadsEnv env(threads);
+    ScopedEnv env("OMP_NUM_THREADS", std::to_string(threads));
     std::vector<int> visits(sizes.size(), 0);
     const std::vector<double> totals = perTensorTotals(
         sizes.size(), [&](size_t t) { return sizes[t]; },

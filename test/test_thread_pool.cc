@@ -13,8 +13,10 @@
 
 #include "common/usable_cores.h"
 #include "kernels/cpu/thread_pool.h"
+#include "test/scoped_env.h"
 
 using ds::kernels::ThreadPool;
+using ds::test::ScopedEnv;
 
 TEST_CASE("thread_pool: each index runs exactly once, index 0 on the caller", "[thread_pool]") {
   ThreadPool pool;
@@ -78,27 +80,9 @@ TEST_CASE("thread_pool: an exception in a task reaches the caller and the pool s
   CHECK(ran == 3);
 }
 
-namespace {
-
-// Sets or clears an environment variable for one scope, then puts back what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    value ? setenv(name, value, 1) : unsetenv(name);
-  }
-  ~ScopedEnv() { old_.empty() ? unsetenv(name_) : setenv(name_, old_.c_str(), 1); }
-
- private:
-  const char* name_;
-  std::string old_;
-};
-
-}  // namespace
-
 TEST_CASE("thread_pool: kernelThreads is OMP_NUM_THREADS, else the share set, else usable CPUs",
           "[thread_pool]") {
-  ScopedEnv noOmp("OMP_NUM_THREADS", nullptr);
+  ScopedEnv noOmp("OMP_NUM_THREADS", std::nullopt);
   ThreadPool::setKernelThreads(0);
   CHECK(ThreadPool::kernelThreads() == ds::usableCores());
   ThreadPool::setKernelThreads(3);

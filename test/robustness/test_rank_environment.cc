@@ -7,20 +7,14 @@
 #include <vector>
 
 #include "common/error.h"
+#include "test/scoped_env.h"
 #include "worker/rank_environment.h"
 
 using ds::worker::localRankFromEnvironment;
+using ds::test::ScopedEnv;
 using ds::worker::rankFromEnvironment;
 
 namespace {
-
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) {
-    setenv(name.c_str(), value.c_str(), 1);
-  }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
 
 void clearRankVariables() {
   for (const char* name :
