@@ -1,6 +1,5 @@
 #include "worker/job_efficiency.h"
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
