@@ -1,7 +1,11 @@
 // ThreadPool (kernels/cpu/thread_pool.h): every index runs exactly once, workers are reused rather
 // than created per call, concurrent callers are served correctly, and task exceptions reach the
-// caller; kernelThreads' rule (OMP_NUM_THREADS, the share ds-worker sets, the usable CPUs).
+// caller; kernelThreads' rule (OMP_NUM_THREADS, the share ds-worker sets, the usable CPUs);
+// runOnKernelThreads (kernels/cpu/kernel_threads.h) on the products' OpenMP team, across callers
+// and in a fork()ed child.
 #include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -12,9 +16,12 @@
 #include <vector>
 
 #include "common/usable_cores.h"
+#include "kernels/cpu/kernel_threads.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
 #include "test/scoped_env.h"
 
+using ds::kernels::runOnKernelThreads;
 using ds::kernels::ThreadPool;
 using ds::test::ScopedEnv;
 
@@ -111,4 +118,74 @@ TEST_CASE("usable_cores: the affinity mask's CPUs, not the machine's", "[thread_
   const int narrowed = ds::usableCores();
   REQUIRE(sched_setaffinity(0, sizeof all, &all) == 0);
   CHECK(narrowed == 1);
+}
+
+TEST_CASE("kernel_threads: each index once, index 0 on the caller, the others elsewhere",
+          "[thread_pool]") {
+  for (int count : {0, 1, 2, 3}) {
+    std::vector<std::atomic<int>> hits(count);
+    std::vector<std::thread::id> ranOn(count);
+    runOnKernelThreads(count, [&](int i) {
+      hits[i]++;
+      ranOn[i] = std::this_thread::get_id();
+    });
+    for (int i = 0; i < count; ++i) CHECK(hits[i] == 1);
+    if (count > 0) CHECK(ranOn[0] == std::this_thread::get_id());
+    for (int i = 1; i < count; ++i) CHECK(ranOn[i] != std::this_thread::get_id());
+  }
+}
+
+TEST_CASE("kernel_threads: the products' OpenMP threads where they use OpenMP, else the pool",
+          "[thread_pool]") {
+  const int before = ThreadPool::global().workers();
+  runOnKernelThreads(before + 2, [](int) {});  // the pool would need one more worker for it
+  if (ds::kernels::matmulNestsInOpenMP())
+    CHECK(ThreadPool::global().workers() == before);  // no second set of threads per rank
+  else
+    CHECK(ThreadPool::global().workers() == before + 1);
+}
+
+TEST_CASE("kernel_threads: a task's exception reaches the caller, and they stay usable",
+          "[thread_pool]") {
+  CHECK_THROWS_WITH(runOnKernelThreads(3,
+                                       [](int i) {
+                                         if (i == 1) throw std::runtime_error("task 1 failed");
+                                       }),
+                    "task 1 failed");
+  std::atomic<int> ran{0};
+  runOnKernelThreads(3, [&](int) { ran++; });
+  CHECK(ran == 3);
+}
+
+TEST_CASE("kernel_threads: concurrent callers are each served completely", "[thread_pool]") {
+  std::vector<long> sums(3, 0);
+  std::vector<std::thread> callers;
+  for (int k = 0; k < 3; ++k) {
+    callers.emplace_back([&, k] {
+      for (int call = 0; call < 300; ++call) {
+        std::vector<long> parts(k + 2, 0);
+        runOnKernelThreads(k + 2, [&](int i) { parts[i] = i + 1; });
+        for (long part : parts) sums[k] += part;
+      }
+    });
+  }
+  for (auto& caller : callers) caller.join();
+  for (int k = 0; k < 3; ++k) CHECK(sums[k] == 300L * (k + 2) * (k + 3) / 2);
+}
+
+TEST_CASE("kernel_threads: a fork()ed child of a process that ran them runs every index",
+          "[thread_pool]") {
+  runOnKernelThreads(2, [](int) {});  // the parent's team (or pool) exists before the fork
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    alarm(20);  // a child stuck waiting for threads it lost ends instead of hanging the test
+    std::atomic<int> ran{0};
+    runOnKernelThreads(2, [&](int) { ran++; });
+    _exit(ran == 2 ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }

@@ -1,7 +1,7 @@
 // bench_cpu_adam: CPU-Adam (kernels/cpu/cpu_adam.h) parameters per second on a large fp32 model,
 // beside two baselines measured in the same run at the same thread counts:
 //   roofline  a trivial kernel with the same memory traffic (reads p, g, m, v and writes p, m, v in
-//             place: 28 bytes per parameter), vectorised and split over the same pool; "of
+//             place: 28 bytes per parameter), vectorised and split over the same threads; "of
 //             roofline" is how much of that memory speed Adam reaches (over 100% is noise);
 //             with the bf16 working copy written in the same pass the traffic is 30 bytes per
 //             parameter: its roofline is the same memory speed over 30 bytes;
@@ -23,7 +23,7 @@
 #include "common/json_line.h"
 #include "common/guarded_main.h"
 #include "kernels/cpu/cpu_adam.h"
-#include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/kernel_threads.h"
 
 using namespace ds::kernels;
 
@@ -52,7 +52,7 @@ __attribute__((target_clones("avx2", "default"))) void rooflineChunk(float* p, c
 
 // The roofline kernel over [0, n) with the chunking cpuAdamStep uses (edges on 32 elements).
 void roofline(float* p, const float* g, float* m, float* v, size_t n, int threads) {
-  ThreadPool::global().run(threads, [&](int part) {
+  runOnKernelThreads(threads, [&](int part) {
     auto edge = [&](int k) { return k == threads ? n : n * k / threads / 32 * 32; };
     const size_t begin = edge(part), end = edge(part + 1);
     rooflineChunk(p + begin, g + begin, m + begin, v + begin, end - begin, 1e-6f);

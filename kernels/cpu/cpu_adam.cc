@@ -1,5 +1,6 @@
 // cpuAdamStep: picks the instruction-set path, splits [0, count) into one chunk per thread on whole
-// cache lines, and runs the chunks on ThreadPool::global(). The maths lives in the paths.
+// cache lines, and runs the chunks on the kernels' threads (runOnKernelThreads). The maths lives in
+// the paths.
 #include "kernels/cpu/cpu_adam.h"
 
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include "common/error.h"
 #include "kernels/cpu/adam_paths.h"
 #include "kernels/cpu/half_convert.h"
+#include "kernels/cpu/kernel_threads.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace ds::kernels {
@@ -120,7 +122,7 @@ void cpuAdamStep(float* params, const float* grads, float* m, float* v, size_t c
     if (k == parts) return count;
     return lead + rest * k / parts / kGrainElements * kGrainElements;
   };
-  ThreadPool::global().run(static_cast<int>(parts), [&](int part) {
+  runOnKernelThreads(static_cast<int>(parts), [&](int part) {
     const size_t begin = edge(part), end = edge(part + 1);
     path(params + begin, grads + begin, m + begin, v + begin, end - begin, c,
          half == nullptr ? nullptr : half + begin, copy.format);

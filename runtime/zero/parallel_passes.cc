@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/kernel_threads.h"
 #include "kernels/cpu/thread_pool.h"
 
 namespace ds::runtime {
@@ -20,7 +21,7 @@ void forEachChunk(size_t count, const std::function<void(size_t begin, size_t en
   if (count == 0) return;
   const size_t parts = partsFor(count);
   if (parts == 1) return fn(0, count);
-  kernels::ThreadPool::global().run(static_cast<int>(parts), [&](int part) {
+  kernels::runOnKernelThreads(static_cast<int>(parts), [&](int part) {
     const size_t p = static_cast<size_t>(part);
     fn(count * p / parts, count * (p + 1) / parts);
   });
@@ -41,7 +42,7 @@ void forEachTensor(size_t n, const std::function<size_t(size_t t)>& size,
     const size_t bound = all * p / parts;
     return static_cast<size_t>(std::upper_bound(ends.begin(), ends.end(), bound) - ends.begin());
   };
-  kernels::ThreadPool::global().run(static_cast<int>(parts), [&](int part) {
+  kernels::runOnKernelThreads(static_cast<int>(parts), [&](int part) {
     const size_t p = static_cast<size_t>(part);
     const size_t last = p + 1 == parts ? n : firstOf(p + 1);
     for (size_t t = p == 0 ? 0 : firstOf(p); t < last; ++t) fn(t);

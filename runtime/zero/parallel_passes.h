@@ -1,8 +1,8 @@
 // The optimizer step's passes over the gradient shard (load and unscale, statistics, clip, zero)
-// on the kernels' thread pool, as CPU-Adam's update beside them: on one thread they were most of
-// the step's time at 2 threads (GPT-2 small: 0.47 s of the optimizer's 0.53 s at one thread).
-// Every element and every tensor's sum is computed as on one thread: the bits do not depend on
-// the thread count. Only for callers outside a pool task (the pool does not nest).
+// on the kernels' threads (runOnKernelThreads), as CPU-Adam's update beside them: on one thread
+// they were most of the step's time at 2 threads (GPT-2 small: 0.47 s of the optimizer's 0.53 s
+// at one thread). Every element and every tensor's sum is computed as on one thread: the bits do
+// not depend on the thread count. Only for callers outside a kernel-threads task (they do not nest).
 #pragma once
 
 #include <cstddef>
