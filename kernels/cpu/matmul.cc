@@ -6,6 +6,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -34,6 +35,54 @@ bool useOneDnn() {
 #endif
 }
 
+#if DS_HAVE_DNNL
+// oneDNN 2.6's AVX-512 sgemm runs a product with a transposed, tall A and a narrow B (a weight
+// gradient dY^T X of a layer that widens: fc1's, QKV's, at hidden <= 512) 1.3-1.6x slower than the
+// same product computed as its transpose, C^T = op(B)^T op(A)^T, plus a pass that writes C from it
+// (m >= 1024 and n <= 512, 1 thread, k = 512-4096; 1.1-1.4x at 2 threads). At smaller m the two
+// were within 10% of each other, and on AVX2 the transpose lost by up to 12%: figures in
+// docs/benchmarks.md. The choice depends on the shape and the ISA only, so results stay
+// reproducible.
+bool transposeIsFaster(bool transA, bool transB, size_t m, size_t n) {
+  static const bool avx512 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) ==
+                             dnnl_cpu_isa_avx512_core;
+  return avx512 && transA && !transB && m >= 1024 && n <= 512;
+}
+
+// c[i, j] = t[j, i] + beta * c[i, j] for t [n, m], in tiles both sides of which stay in L1.
+void writeTransposed(size_t m, size_t n, const float* t, float beta, float* c, size_t ldc) {
+  constexpr size_t kTile = 32;
+  const long tiles = static_cast<long>((m + kTile - 1) / kTile);
+#pragma omp parallel for schedule(static)
+  for (long tile = 0; tile < tiles; ++tile) {
+    const size_t i0 = static_cast<size_t>(tile) * kTile, i1 = std::min(m, i0 + kTile);
+    for (size_t j0 = 0; j0 < n; j0 += kTile) {
+      const size_t j1 = std::min(n, j0 + kTile);
+      for (size_t i = i0; i < i1; ++i) {
+        float* row = c + i * ldc;
+        if (beta == 0.0f)  // BLAS's contract: c is not read, whatever it holds
+          for (size_t j = j0; j < j1; ++j) row[j] = t[j * m + i];
+        else
+          for (size_t j = j0; j < j1; ++j) row[j] = t[j * m + i] + beta * row[j];
+      }
+    }
+  }
+}
+
+void onednnSgemm(bool transA, bool transB, size_t m, size_t n, size_t k, float alpha,
+                 const float* a, size_t lda, const float* b, size_t ldb, float beta, float* c,
+                 size_t ldc) {
+  const dnnl_status_t status =
+      dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', static_cast<dnnl_dim_t>(m),
+                 static_cast<dnnl_dim_t>(n), static_cast<dnnl_dim_t>(k), alpha, a,
+                 static_cast<dnnl_dim_t>(lda), b, static_cast<dnnl_dim_t>(ldb), beta, c,
+                 static_cast<dnnl_dim_t>(ldc));
+  if (status != dnnl_success)
+    throw Error("oneDNN sgemm failed (status " + std::to_string(status) + ") for " +
+                std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
+}
+#endif
+
 }  // namespace
 
 void matmul(bool transA, bool transB, size_t m, size_t n, size_t k, float alpha, const float* a,
@@ -46,14 +95,13 @@ void matmul(bool transA, bool transB, size_t m, size_t n, size_t k, float alpha,
   }
 #if DS_HAVE_DNNL
   if (useOneDnn()) {
-    const dnnl_status_t status =
-        dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', static_cast<dnnl_dim_t>(m),
-                   static_cast<dnnl_dim_t>(n), static_cast<dnnl_dim_t>(k), alpha, a,
-                   static_cast<dnnl_dim_t>(lda), b, static_cast<dnnl_dim_t>(ldb), beta, c,
-                   static_cast<dnnl_dim_t>(ldc));
-    if (status != dnnl_success)
-      throw Error("oneDNN sgemm failed (status " + std::to_string(status) + ") for " +
-                  std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k));
+    if (!transposeIsFaster(transA, transB, m, n))
+      return onednnSgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    // op(A) op(B) = (op(B)^T op(A)^T)^T: b and a swap places and each keeps its storage.
+    thread_local std::vector<float> transposed;
+    transposed.resize(m * n);
+    onednnSgemm(!transB, !transA, n, m, k, alpha, b, ldb, a, lda, 0.0f, transposed.data(), m);
+    writeTransposed(m, n, transposed.data(), beta, c, ldc);
     return;
   }
 #endif
