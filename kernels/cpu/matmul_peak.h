@@ -5,8 +5,10 @@
 
 namespace ds::kernels {
 
-// The best of at least five 1024^3 sgemms over at least 0.3 s at `threads` threads, in GFLOPS.
-// The calling thread's matmul thread count is put back afterwards.
-double sgemmPeakGflops(int threads);
+// The best of at least `products` 1024^3 sgemms over at least `seconds` at `threads` threads, in
+// GFLOPS. The calling thread's matmul thread count is put back afterwards. One product with no
+// time floor is a sample to take between a benchmark's timed steps, where the machine's speed at
+// that moment is the speed the steps ran at (shared machines drift by 10-30% within a minute).
+double sgemmPeakGflops(int threads, int products = 5, double seconds = 0.3);
 
 }  // namespace ds::kernels
