@@ -2,7 +2,7 @@
 // CPU-Adam and the optimizer's passes run on that same OpenMP team, not on ThreadPool::global()'s
 // own threads: after a product, libgomp's workers spin for a while waiting for the next region,
 // and on a rank with one core per thread they then took a core from the pool's workers (a 2-thread
-// optimizer step ran no faster than a 1-thread one; figures in docs/gpt-trainer.md).
+// optimizer step ran no faster than a 1-thread one; docs/gpt-trainer.md).
 #pragma once
 
 #include <functional>
