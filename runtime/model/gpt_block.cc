@@ -464,20 +464,24 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
   product(false, false, N, ff, h, 1.0f, dMlp, h, P(L.fc2w), ff, 0.0f, dAct, ff);
   float* dFc1 = sized(w.dfc1, N * ff1);
   const kernels::Unit unit = unitOf(c_.activation);
-  elementWise([&] {
-    parallelRows(N, [&](size_t r0, size_t r1) {
-      const float* in = a.fc1.data();
-      if (c_.gated())
-        k_.gatedBackward(unit, dFc1 + r0 * ff1, dAct + r0 * ff, in + r0 * ff1, r1 - r0, ff);
-      else
-        k_.unitBackward(unit, dFc1 + r0 * ff, dAct + r0 * ff, in + r0 * ff, (r1 - r0) * ff);
+  auto activationBackward = [&](size_t r0, size_t r1) {
+    const float* in = a.fc1.data();
+    if (c_.gated())
+      k_.gatedBackward(unit, dFc1 + r0 * ff1, dAct + r0 * ff, in + r0 * ff1, r1 - r0, ff);
+    else
+      k_.unitBackward(unit, dFc1 + r0 * ff, dAct + r0 * ff, in + r0 * ff, (r1 - r0) * ff);
+  };
+  // With a bias, its gradient sums each block of rows right after the activation's backward wrote
+  // it, while it is in cache.
+  if (L.fc1b != BlockLayout::kNone)
+    elementWise([&] {
+      biasGradientRows(k_, G(L.fc1b), dFc1, N, ff1, normPartials_, activationBackward);
     });
-  });
+  else
+    elementWise([&] { parallelRows(N, activationBackward); });
   const bool tied = c_.gptjTied;
   product(true, false, ff1, h, N, 1.0f, dFc1, ff1, tied ? a.ln1.data() : a.ln2.data(), h, 1.0f,
           G(L.fc1w), h);
-  if (L.fc1b != BlockLayout::kNone)
-    elementWise([&] { biasGradientRows(k_, G(L.fc1b), dFc1, N, ff1, normPartials_); });
   float* dLn = sized(w.dB, N * h);  // tied: norm1's output gradient from the MLP, so far
   product(false, false, N, h, ff1, 1.0f, dFc1, ff1, P(L.fc1w), h, 0.0f, dLn, h);
   // Column-parallel's input gradient is the ranks' sum; tied, it is summed with QKV's below.

@@ -27,10 +27,12 @@ void sumRows(const kernels::TransformerKernels& k, float* out, const float* a, c
 }
 
 void biasGradientRows(const kernels::TransformerKernels& k, float* dbias, const float* dout,
-                      size_t rows, size_t dim, std::vector<float>& partials) {
+                      size_t rows, size_t dim, std::vector<float>& partials,
+                      const std::function<void(size_t r0, size_t r1)>& produce) {
   overRowBlocks(
       k, rows, dim, partials,
       [&](size_t r0, size_t r1, float* partial) {
+        if (produce) produce(r0, r1);
         k.biasGradient(partial, dout + r0 * dim, r1 - r0, dim);
       },
       dbias);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "kernels/cpu/transformer_kernels.h"
@@ -22,7 +23,10 @@ void addRows(const kernels::TransformerKernels& k, float* y, const float* x, siz
 void sumRows(const kernels::TransformerKernels& k, float* out, const float* a, const float* b,
              size_t rows, size_t dim);
 // dbias += the sum over rows of dout; `partials` is scratch the caller keeps between calls.
+// `produce`, where given, first writes dout's rows [r0, r1) of each block, which are then summed
+// while in cache (the activation's backward before its bias gradient); the sums are the same.
 void biasGradientRows(const kernels::TransformerKernels& k, float* dbias, const float* dout,
-                      size_t rows, size_t dim, std::vector<float>& partials);
+                      size_t rows, size_t dim, std::vector<float>& partials,
+                      const std::function<void(size_t r0, size_t r1)>& produce = {});
 
 }  // namespace ds::runtime::gpt
