@@ -1,8 +1,10 @@
 // A block's element-wise kernels over the OpenMP threads (runtime/model/row_kernels.h): bias adds
 // and residual sums are the serial kernel's bits at any thread count; bias gradients, summed per
-// block of kRowBlock rows, the same bits at 1, 2 and 3 threads and close to the serial sum.
+// block of kRowBlock rows, the same bits at 1, 2 and 3 threads and close to the serial sum, also
+// when each block's rows are produced just before they are summed.
 #include "runtime/model/row_kernels.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
@@ -49,6 +51,19 @@ TEST_CASE("row kernels: the serial kernels' bits, and bias gradients independent
       gpt::sumRows(k, summed.data(), a.data(), b.data(), rows, kDim);
       gpt::sumRows(k, inPlace.data(), inPlace.data(), b.data(), rows, kDim);
       gpt::biasGradientRows(k, grad.data(), a.data(), rows, kDim, partials);
+      // Rows written block by block just before they are summed (the activation's backward):
+      // every row written once, and the same sums as over rows written beforehand.
+      std::vector<float> produced(n, 0.0f), producedGrad(kDim, 0.5f);
+      std::vector<int> writes(rows, 0);
+      gpt::biasGradientRows(k, producedGrad.data(), produced.data(), rows, kDim, partials,
+                            [&](size_t r0, size_t r1) {
+                              for (size_t r = r0; r < r1; ++r) ++writes[r];
+                              std::memcpy(produced.data() + r0 * kDim, a.data() + r0 * kDim,
+                                          (r1 - r0) * kDim * sizeof(float));
+                            });
+      CHECK(bitwiseEqual(produced, a));
+      CHECK(std::all_of(writes.begin(), writes.end(), [](int w) { return w == 1; }));
+      CHECK(bitwiseEqual(producedGrad, grad));
       CHECK(bitwiseEqual(biased, wantBias));
       CHECK(bitwiseEqual(added, wantAdd));
       CHECK(bitwiseEqual(summed, wantSum));
