@@ -10,6 +10,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -24,6 +25,31 @@
 using ds::kernels::runOnKernelThreads;
 using ds::kernels::ThreadPool;
 using ds::test::ScopedEnv;
+
+namespace {
+
+using Task = std::function<void(int)>;
+
+// `callers` threads each make `calls` calls of run(k + 2, ...) at once, caller k with k + 2 parts;
+// every part of every call must have run by the time its call returns.
+void checkConcurrentCallers(int callers, int calls,
+                            const std::function<void(int count, const Task& task)>& run) {
+  std::vector<long> sums(callers, 0);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < callers; ++k) {
+    threads.emplace_back([&, k] {
+      for (int call = 0; call < calls; ++call) {
+        std::vector<long> parts(k + 2, 0);
+        run(k + 2, [&](int i) { parts[i] = i + 1; });
+        for (long part : parts) sums[k] += part;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int k = 0; k < callers; ++k) CHECK(sums[k] == long{calls} * (k + 2) * (k + 3) / 2);
+}
+
+}  // namespace
 
 TEST_CASE("thread_pool: each index runs exactly once, index 0 on the caller", "[thread_pool]") {
   ThreadPool pool;
@@ -54,19 +80,7 @@ TEST_CASE("thread_pool: many small calls reuse the same workers", "[thread_pool]
 
 TEST_CASE("thread_pool: concurrent callers are each served completely", "[thread_pool]") {
   ThreadPool pool;
-  std::vector<long> sums(4, 0);
-  std::vector<std::thread> callers;
-  for (int k = 0; k < 4; ++k) {
-    callers.emplace_back([&, k] {
-      for (int call = 0; call < 500; ++call) {
-        std::vector<long> parts(k + 2, 0);
-        pool.run(k + 2, [&](int i) { parts[i] = i + 1; });
-        for (long part : parts) sums[k] += part;
-      }
-    });
-  }
-  for (auto& caller : callers) caller.join();
-  for (int k = 0; k < 4; ++k) CHECK(sums[k] == 500L * (k + 2) * (k + 3) / 2);
+  checkConcurrentCallers(4, 500, [&](int count, const Task& task) { pool.run(count, task); });
 }
 
 TEST_CASE("thread_pool: an exception in a task reaches the caller and the pool stays usable",
@@ -158,19 +172,7 @@ TEST_CASE("kernel_threads: a task's exception reaches the caller, and they stay 
 }
 
 TEST_CASE("kernel_threads: concurrent callers are each served completely", "[thread_pool]") {
-  std::vector<long> sums(3, 0);
-  std::vector<std::thread> callers;
-  for (int k = 0; k < 3; ++k) {
-    callers.emplace_back([&, k] {
-      for (int call = 0; call < 300; ++call) {
-        std::vector<long> parts(k + 2, 0);
-        runOnKernelThreads(k + 2, [&](int i) { parts[i] = i + 1; });
-        for (long part : parts) sums[k] += part;
-      }
-    });
-  }
-  for (auto& caller : callers) caller.join();
-  for (int k = 0; k < 3; ++k) CHECK(sums[k] == 300L * (k + 2) * (k + 3) / 2);
+  checkConcurrentCallers(3, 300, runOnKernelThreads);
 }
 
 TEST_CASE("kernel_threads: a fork()ed child of a process that ran them runs every index",
