@@ -1,6 +1,7 @@
 // kernels::matmul against a double-precision reference: every transpose combination, strided
 // operands and output, alpha, beta (0 must not read c), and the shapes oneDNN's AVX-512 path
-// computes as their transpose (m >= 1024, n <= 512, transposed a), at 1 and 2 threads.
+// computes as their transpose (1024 <= m <= 16384, n <= 512, transposed a; in two runs of rows
+// where the transposed product passes 16 MiB), at 1 and 2 threads.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
@@ -73,7 +74,8 @@ TEST_CASE("matmul: every transpose, strides, alpha and beta against a double ref
     for (const Case& c : {Case{false, false, 37, 29, 41}, Case{false, true, 64, 128, 64},
                           Case{true, false, 96, 80, 33}, Case{true, true, 31, 67, 19},
                           Case{true, false, 1024, 256, 96}, Case{true, false, 1100, 130, 70},
-                          Case{true, false, 1024, 512, 40}, Case{true, false, 2048, 8, 16}})
+                          Case{true, false, 1024, 512, 40}, Case{true, false, 2048, 8, 16},
+                          Case{true, false, 16384, 300, 6}, Case{true, false, 16385, 40, 6}})
       for (const float beta : {0.0f, 1.0f, 0.5f}) checkProduct(c, beta == 0.5f ? -0.75f : 1.0f, beta);
   }
   ds::kernels::setMatmulThreads(before);

@@ -39,14 +39,14 @@ bool useOneDnn() {
 // oneDNN 2.6's AVX-512 sgemm runs a product with a transposed, tall A and a narrow B (a weight
 // gradient dY^T X of a layer that widens: fc1's, QKV's, at hidden <= 512) 1.3-1.6x slower than the
 // same product computed as its transpose, C^T = op(B)^T op(A)^T, plus a pass that writes C from it
-// (m >= 1024 and n <= 512, 1 thread, k = 512-4096; 1.1-1.4x at 2 threads). At smaller m the two
-// were within 10% of each other, and on AVX2 the transpose lost by up to 12%: figures in
-// docs/benchmarks.md. The choice depends on the shape and the ISA only, so results stay
-// reproducible.
+// (1024 <= m <= 16384 and n <= 512, 1 thread, k = 512-4096; 1.1-1.4x at 2 threads). At smaller m
+// the two were within 10% of each other, at a vocabulary-sized m (50304) the transpose lost by up
+// to 25%, and on AVX2 it lost by up to 12%: figures in docs/benchmarks.md. The choice depends on
+// the shape and the ISA only, so results stay reproducible.
 bool transposeIsFaster(bool transA, bool transB, size_t m, size_t n) {
   static const bool avx512 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) ==
                              dnnl_cpu_isa_avx512_core;
-  return avx512 && transA && !transB && m >= 1024 && n <= 512;
+  return avx512 && transA && !transB && m >= 1024 && m <= 16384 && n <= 512;
 }
 
 // c[i, j] = t[j, i] + beta * c[i, j] for t [n, m], in tiles both sides of which stay in L1.
@@ -97,11 +97,19 @@ void matmul(bool transA, bool transB, size_t m, size_t n, size_t k, float alpha,
   if (useOneDnn()) {
     if (!transposeIsFaster(transA, transB, m, n))
       return onednnSgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    // op(A) op(B) = (op(B)^T op(A)^T)^T: b and a swap places and each keeps its storage.
+    // op(A) op(B) = (op(B)^T op(A)^T)^T: b and a swap places and each keeps its storage. In runs of
+    // rows whose transposed product fits 16 MiB (at most two here), the scratch a thread keeps;
+    // a is transposed here, so a run's rows of op(A) are columns of a, from a + r0.
+    constexpr size_t kScratchFloats = size_t{4} << 20;
+    const size_t runs = (m * n + kScratchFloats - 1) / kScratchFloats;
     thread_local std::vector<float> transposed;
-    transposed.resize(m * n);
-    onednnSgemm(!transB, !transA, n, m, k, alpha, b, ldb, a, lda, 0.0f, transposed.data(), m);
-    writeTransposed(m, n, transposed.data(), beta, c, ldc);
+    for (size_t run = 0; run < runs; ++run) {
+      const size_t r0 = m * run / runs, rows = m * (run + 1) / runs - r0;
+      transposed.resize(rows * n);
+      onednnSgemm(!transB, !transA, n, rows, k, alpha, b, ldb, a + r0, lda, 0.0f,
+                  transposed.data(), rows);
+      writeTransposed(rows, n, transposed.data(), beta, c + r0 * ldc, ldc);
+    }
     return;
   }
 #endif
