@@ -1,7 +1,9 @@
 // matmul through oneDNN's sgemm where the build has it (its JIT kernels use AVX-512 wherever the
 // CPU has it; Debian's OpenBLAS 0.3.21 runs its AVX2 "Haswell" kernels on AMD Zen 4/5, half the
-// speed: figures in docs/benchmarks.md), else OpenBLAS's CBLAS. DS_MATMUL=openblas picks OpenBLAS anyway
-// (for comparisons). oneDNN threads with OpenMP: its thread count belongs to the calling thread.
+// speed: figures in docs/benchmarks.md), else OpenBLAS's CBLAS. DS_MATMUL=openblas picks OpenBLAS
+// anyway (for comparisons). oneDNN threads with OpenMP: its thread count belongs to the calling
+// thread. The one shape oneDNN's AVX-512 path is slow at is computed as its transpose
+// (transposeIsFaster).
 #include "kernels/cpu/matmul.h"
 
 #include <cblas.h>
