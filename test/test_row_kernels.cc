@@ -1,7 +1,8 @@
 // A block's element-wise kernels over the OpenMP threads (runtime/model/row_kernels.h): bias adds
 // and residual sums are the serial kernel's bits at any thread count; bias gradients, summed per
 // block of kRowBlock rows, the same bits at 1, 2 and 3 threads and close to the serial sum, also
-// when each block's rows are produced just before they are summed.
+// when each block's rows are produced just before they are summed; cross-entropy over the threads,
+// the serial kernel's loss and gradient to the last bit.
 #include "runtime/model/row_kernels.h"
 
 #include <algorithm>
@@ -72,6 +73,32 @@ TEST_CASE("row kernels: the serial kernels' bits, and bias gradients independent
       CHECK(bitwiseEqual(grad, oneThreadGrad));
       for (size_t i = 0; i < kDim; ++i)
         CHECK(grad[i] == Approx(wantGrad[i]).margin(1e-5).epsilon(1e-5));
+    }
+    ds::kernels::setMatmulThreads(1);
+  }
+}
+
+TEST_CASE("row kernels: cross-entropy over the threads is the serial kernel's loss and gradient",
+          "[kernels]") {
+  const auto& k = ds::kernels::transformerKernels();
+  constexpr size_t kVocab = 77;
+  for (size_t rows : kRows) {
+    INFO(rows << " rows");
+    const auto logits = randoms(rows * kVocab, 4);
+    std::vector<int32_t> targets(rows);
+    for (size_t r = 0; r < rows; ++r)  // every fifth position masked, as padding is
+      targets[r] = r % 5 == 3 ? -1 : static_cast<int32_t>((r * 31) % kVocab);
+    std::vector<float> want(logits);
+    const double wantLoss = k.crossEntropy(want.data(), targets.data(), rows, kVocab, 0.25f);
+    for (int threads : {1, 2, 3}) {
+      INFO(threads << " threads");
+      ds::kernels::setMatmulThreads(threads);
+      std::vector<float> got(logits);
+      std::vector<double> rowLosses;
+      const double loss = gpt::crossEntropyRows(k, got.data(), targets.data(), rows, kVocab,
+                                                0.25f, rowLosses);
+      CHECK(std::memcmp(&loss, &wantLoss, sizeof loss) == 0);
+      CHECK(bitwiseEqual(got, want));
     }
     ds::kernels::setMatmulThreads(1);
   }

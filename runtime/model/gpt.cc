@@ -21,6 +21,7 @@
 #include "kernels/cpu/philox.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/model/gpt_block.h"
+#include "runtime/model/row_kernels.h"
 #include "runtime/parallel/tensor_slicing.h"
 #include "runtime/parallel/vocab_parallel_cross_entropy.h"
 #include "runtime/parallel/vocab_parallel_embedding.h"
@@ -73,6 +74,7 @@ class GptActivations {
   std::vector<float> embedded;           // [N, h] embedding output = block 0's input
   std::vector<float> finalNorm, fa, fb;  // head: [N, h], [N], [N]
   std::vector<float> logits;             // [chunk, vocab]
+  std::vector<double> rowLosses;         // [chunk] the loss's terms, summed in row order
   std::vector<float> dx, dy;             // [N, h] gradient flowing down
   std::vector<float> tiedGrad;           // tied: the head's word-embedding gradient
   std::vector<float> sinusoid;           // [positions, h] fixed position table
@@ -646,7 +648,8 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
     logitsTimer.stop();
     kernels::KernelTimer lossTimer(kernels::KernelFamily::EmbeddingLoss);
     if (!model)
-      lossSum += k.crossEntropy(z, batch.targetIds.data() + r0, rows, vocab, rowScale);
+      lossSum += gpt::crossEntropyRows(k, z, batch.targetIds.data() + r0, rows, vocab, rowScale,
+                                       A.rowLosses);
     else
       lossSum += vocabParallelCrossEntropy(*model, A.vocab, z, batch.targetIds.data() + r0, rows,
                                            rowScale);

@@ -38,4 +38,17 @@ void biasGradientRows(const kernels::TransformerKernels& k, float* dbias, const 
       dbias);
 }
 
+double crossEntropyRows(const kernels::TransformerKernels& k, float* logits,
+                        const int32_t* targets, size_t rows, size_t vocab, float gradScale,
+                        std::vector<double>& rowLosses) {
+  rowLosses.resize(rows);
+  parallelRows(rows, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r)
+      rowLosses[r] = k.crossEntropy(logits + r * vocab, targets + r, 1, vocab, gradScale);
+  });
+  double total = 0.0;
+  for (size_t r = 0; r < rows; ++r) total += rowLosses[r];
+  return total;
+}
+
 }  // namespace ds::runtime::gpt

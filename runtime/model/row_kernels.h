@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -28,5 +29,12 @@ void sumRows(const kernels::TransformerKernels& k, float* out, const float* a, c
 void biasGradientRows(const kernels::TransformerKernels& k, float* dbias, const float* dout,
                       size_t rows, size_t dim, std::vector<float>& partials,
                       const std::function<void(size_t r0, size_t r1)>& produce = {});
+
+// k.crossEntropy over `rows` rows of `vocab` logits (each row's softmax gradient written in place),
+// the rows spread over the threads: the loss is the rows' losses added in row order from zero, the
+// serial kernel's sum to the last bit. `rowLosses` is scratch the caller keeps between calls.
+double crossEntropyRows(const kernels::TransformerKernels& k, float* logits,
+                        const int32_t* targets, size_t rows, size_t vocab, float gradScale,
+                        std::vector<double>& rowLosses);
 
 }  // namespace ds::runtime::gpt
