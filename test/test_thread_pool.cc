@@ -1,7 +1,7 @@
 // ThreadPool (kernels/cpu/thread_pool.h): every index runs exactly once, workers are reused rather
 // than created per call, concurrent callers are served correctly, and task exceptions reach the
-// caller; kernelThreads' rule (OMP_NUM_THREADS, the share ds-worker sets, the usable CPUs);
-// runOnKernelThreads (kernels/cpu/kernel_threads.h) on the products' OpenMP team, across callers
+// caller; kernels/cpu/kernel_threads.h: kernelThreads' rule (OMP_NUM_THREADS, the share ds-worker
+// sets, the usable CPUs) and runOnKernelThreads on the products' OpenMP team, across callers
 // and in a fork()ed child.
 #include <sched.h>
 #include <sys/wait.h>
@@ -101,23 +101,23 @@ TEST_CASE("thread_pool: an exception in a task reaches the caller and the pool s
   CHECK(ran == 3);
 }
 
-TEST_CASE("thread_pool: kernelThreads is OMP_NUM_THREADS, else the share set, else usable CPUs",
+TEST_CASE("kernel_threads: kernelThreads is OMP_NUM_THREADS, else the share set, else usable CPUs",
           "[thread_pool]") {
   ScopedEnv noOmp("OMP_NUM_THREADS", std::nullopt);
-  ThreadPool::setKernelThreads(0);
-  CHECK(ThreadPool::kernelThreads() == ds::usableCores());
-  ThreadPool::setKernelThreads(3);
-  CHECK(ThreadPool::kernelThreads() == 3);
+  ds::kernels::setKernelThreads(0);
+  CHECK(ds::kernels::kernelThreads() == ds::usableCores());
+  ds::kernels::setKernelThreads(3);
+  CHECK(ds::kernels::kernelThreads() == 3);
   {
     ScopedEnv omp("OMP_NUM_THREADS", "5");
-    CHECK(ThreadPool::kernelThreads() == 5);
+    CHECK(ds::kernels::kernelThreads() == 5);
   }
   {
     ScopedEnv bad("OMP_NUM_THREADS", "zero");  // not a count: as if unset
-    CHECK(ThreadPool::kernelThreads() == 3);
+    CHECK(ds::kernels::kernelThreads() == 3);
   }
-  ThreadPool::setKernelThreads(0);
-  CHECK(ThreadPool::kernelThreads() == ds::usableCores());
+  ds::kernels::setKernelThreads(0);
+  CHECK(ds::kernels::kernelThreads() == ds::usableCores());
 }
 
 TEST_CASE("usable_cores: the affinity mask's CPUs, not the machine's", "[thread_pool]") {

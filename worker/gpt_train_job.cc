@@ -19,8 +19,8 @@
 
 #include "common/error.h"
 #include "common/process_memory.h"
+#include "kernels/cpu/kernel_threads.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/thread_pool.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/checkpoint/checkpoint_files.h"
 #include "common/json_text.h"
@@ -206,7 +206,7 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
                      const std::atomic<bool>& stopRequested) {
   if (const std::string refusal = unsupportedParallelism(gpt, config); !refusal.empty())
     throw Error(refusal);
-  kernels::setMatmulThreads(kernels::ThreadPool::kernelThreads());
+  kernels::setMatmulThreads(kernels::kernelThreads());
 
   const std::unique_ptr<runtime::Tokenizer> tokenizer = runtime::makeJobTokenizer(gpt);
   const runtime::GptConfig modelConfig = runtime::modelConfigFor(gpt, *tokenizer);
@@ -257,7 +257,7 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
                 engine.parameterCount(), modelConfig.describe().c_str(), config.zero.stage,
                 dtypeName(config.precision.modelDtype), batch.trainBatchSize,
                 batch.microBatchPerGpu, batch.gradientAccumulationSteps, ranks.c_str(), seq);
-    const int threads = kernels::ThreadPool::kernelThreads();
+    const int threads = kernels::kernelThreads();
     std::printf("data: %s; kernels %s, %d thread%s per rank\n", data.description.c_str(),
                 kernels::kernelIsaName(kernels::bestKernelIsa()), threads, threads == 1 ? "" : "s");
   }

@@ -10,7 +10,7 @@
 
 #include "common/usable_cores.h"
 #include "contract/job_args.h"
-#include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/kernel_threads.h"
 #include "runtime/comm/store_barrier.h"
 #include "worker/comm_bench_job.h"
 #include "worker/coordinator_store.h"
@@ -73,7 +73,7 @@ RankReport runRankJob(const JoinResult& join, CoordinatorClient& client,
     } else if (job.kind == JobKind::Train) {
       // The node's CPUs divided among its ranks, as OMP_NUM_THREADS would divide them (which
       // still wins where set): without it, every rank's CPU-Adam and products took every CPU.
-      kernels::ThreadPool::setKernelThreads(std::max(1, usableCores() / std::max(1, join.localSize)));
+      kernels::setKernelThreads(std::max(1, usableCores() / std::max(1, join.localSize)));
       CoordinatorStore store(client);
       const TrainResult result =
           runTrainJob(job.train, join, store, bindAddress, board, stopRequested);

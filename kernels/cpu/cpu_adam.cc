@@ -11,7 +11,6 @@
 #include "kernels/cpu/adam_paths.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/kernel_threads.h"
-#include "kernels/cpu/thread_pool.h"
 
 namespace ds::kernels {
 namespace {
@@ -107,7 +106,7 @@ void cpuAdamStep(float* params, const float* grads, float* m, float* v, size_t c
   const AdamPath path = pathFor(simd);
   uint16_t* half = copy.out;
 
-  if (threads <= 0) threads = ThreadPool::kernelThreads();
+  if (threads <= 0) threads = kernelThreads();
   size_t parts = count / kMinElementsPerThread;
   if (parts > static_cast<size_t>(threads)) parts = threads;
   if (parts <= 1) return path(params, grads, m, v, count, c, half, copy.format);

@@ -1,6 +1,6 @@
 // CPU-Adam: the Adam/AdamW step of adam_kernel.h at memory speed. AVX-512 or AVX2 chosen at run
-// time, spread over the kernels' threads (kernel_threads.h), optionally writing the updated params as bf16/fp16 in
-// the same pass. Every path gives bitwise the same params, m and v as the scalar adamUpdate.
+// time, spread over the kernels' threads (kernel_threads.h), optionally writing the updated params
+// as bf16/fp16 in the same pass. Every path gives bitwise the same params, m and v as the scalar adamUpdate.
 #pragma once
 
 #include <cstddef>

@@ -2,8 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <exception>
 
+#include "common/usable_cores.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/thread_pool.h"
 
@@ -16,7 +20,21 @@ namespace {
 // The process these statics were made in: libgomp's threads do not survive fork(), so a forked
 // child runs the tasks on the pool (which runs them in turn where its own workers were lost).
 const pid_t gStartedAs = getpid();
+std::atomic<int> gKernelThreads{0};  // setKernelThreads' count; 0: none set
 }  // namespace
+
+int kernelThreads() {
+  if (const char* omp = std::getenv("OMP_NUM_THREADS")) {
+    const int asked = std::atoi(omp);
+    if (asked > 0) return asked;
+  }
+  if (const int share = gKernelThreads.load(std::memory_order_relaxed); share > 0) return share;
+  return usableCores();
+}
+
+void setKernelThreads(int threads) {
+  gKernelThreads.store(std::max(0, threads), std::memory_order_relaxed);
+}
 
 void runOnKernelThreads(int count, const std::function<void(int)>& task) {
   if (count <= 0) return;

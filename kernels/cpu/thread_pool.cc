@@ -2,13 +2,7 @@
 // inline and then waits for the rest. A call that needs one participant never touches the workers.
 #include "kernels/cpu/thread_pool.h"
 
-#include <algorithm>
-#include <atomic>
-#include <cstdlib>
-
 #include <unistd.h>
-
-#include "common/usable_cores.h"
 
 namespace ds::kernels {
 
@@ -95,23 +89,6 @@ void ThreadPool::workerLoop(int index) {
     if (error && !error_) error_ = error;
     if (--pending_ == 0) done_.notify_one();
   }
-}
-
-namespace {
-std::atomic<int> gKernelThreads{0};  // setKernelThreads' count; 0: none set
-}  // namespace
-
-int ThreadPool::kernelThreads() {
-  if (const char* omp = std::getenv("OMP_NUM_THREADS")) {
-    const int asked = std::atoi(omp);
-    if (asked > 0) return asked;
-  }
-  if (const int share = gKernelThreads.load(std::memory_order_relaxed); share > 0) return share;
-  return usableCores();
-}
-
-void ThreadPool::setKernelThreads(int threads) {
-  gKernelThreads.store(std::max(0, threads), std::memory_order_relaxed);
 }
 
 }  // namespace ds::kernels

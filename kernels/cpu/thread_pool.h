@@ -33,15 +33,6 @@ class ThreadPool {
   // The process-wide pool the kernels share.
   static ThreadPool& global();
 
-  // How many threads a kernel call (CPU-Adam, the optimizer's passes, the matrix products) may
-  // use: OMP_NUM_THREADS where it is set, as DeepSpeed's OpenMP CPU-Adam decides; else the share
-  // setKernelThreads gave this process; else every CPU it may run on (ds::usableCores).
-  static int kernelThreads();
-
-  // The count kernelThreads() gives where OMP_NUM_THREADS is unset; 0 takes it back. ds-worker
-  // gives each rank its share of the node's CPUs, so that ranks on one node do not oversubscribe it.
-  static void setKernelThreads(int threads);
-
  private:
   void workerLoop(int index);
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "kernels/cpu/kernel_threads.h"
-#include "kernels/cpu/thread_pool.h"
 
 namespace ds::runtime {
 namespace {
@@ -11,7 +10,7 @@ namespace {
 constexpr size_t kMinPerPart = size_t{1} << 16;  // below it a hand-off costs more than it saves
 
 size_t partsFor(size_t count) {
-  const size_t threads = static_cast<size_t>(kernels::ThreadPool::kernelThreads());
+  const size_t threads = static_cast<size_t>(kernels::kernelThreads());
   return std::clamp<size_t>(count / kMinPerPart, 1, threads);
 }
 
