@@ -10,6 +10,7 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/model/causal_attention.h"
+#include "runtime/model/gpt_block.h"
 #include "test/float_arrays.h"
 
 using ds::kernels::matmul;
@@ -102,17 +103,27 @@ TEST_CASE("causal attention by row blocks matches the full-T computation", "[att
           const std::vector<float> qkv = randoms(s.samples * T * s.qkvStride(), T + kvHeads),
                                    dCtx = randoms(s.samples * T * s.ctxStride(), 7 * T + window);
           const Results want = fullReference(k, s, qkv, dCtx), got = blocked(k, s, qkv, dCtx);
-          // Every masked probability is exactly zero (dropout and the products read them).
-          for (size_t i = 0; i < got.probs.size(); ++i) {
-            const size_t row = i / T % T, col = i % T;
-            if (col > row || col + s.window < row) REQUIRE(got.probs[i] == 0.0f);
+          // Within the rectangles every masked probability is exactly zero (the products read
+          // them); outside them nothing is written (blocked() filled probs with NaN).
+          // Outside them every key is masked, so the reference holds zeros there: compared below
+          // with those zeros put in.
+          const AttentionBlocks blocks(T, s.window, B);
+          std::vector<float> probs = got.probs;
+          for (size_t i = 0; i < probs.size(); ++i) {
+            const size_t row = i / T % T, col = i % T, rb = row / B;
+            if (col < blocks.firstKey(rb) || col >= blocks.end(rb)) {
+              REQUIRE(std::isnan(probs[i]));
+              probs[i] = 0.0f;
+            } else if (col > row || col + s.window < row) {
+              REQUIRE(probs[i] == 0.0f);
+            }
           }
           if (T <= B) {  // one block: the very same products
-            CHECK(bitwiseEqual(got.probs, want.probs));
+            CHECK(bitwiseEqual(probs, want.probs));
             CHECK(bitwiseEqual(got.ctx, want.ctx));
             CHECK(bitwiseEqual(got.dqkv, want.dqkv));
           }
-          checkClose(got.probs, want.probs, "probs");
+          checkClose(probs, want.probs, "probs");
           checkClose(got.ctx, want.ctx, "ctx");
           checkClose(got.dqkv, want.dqkv, "dqkv");
         }
@@ -160,4 +171,37 @@ TEST_CASE("attention blocks: each rectangle holds every key its rows see", "[att
         for (size_t i = blocks.begin(c); i < blocks.lastQuery(c); ++i)
           CHECK(blocks.firstKey(i / B) <= blocks.begin(c));
     }
+}
+
+TEST_CASE("attention dropout keeps to the rectangles, with the whole tensor's masks there",
+          "[attention]") {
+  const std::vector<uint64_t> sampleIds{11, 42};
+  const ds::runtime::gpt::DropoutKey key{&sampleIds, 3};
+  for (size_t window : {size_t{1000}, size_t{20}}) {
+    const size_t T = 3 * 16 + 5, H = 3;
+    AttentionShape s{2, T, H, H, 8, std::min(window, T)};
+    s.block = 16;
+    INFO("window " << s.window);
+    const AttentionBlocks blocks(T, s.window, s.block);
+    const std::vector<float> in = randoms(s.samples * H * T * T, 5);
+    std::vector<float> whole = in;
+    ds::runtime::gpt::applyDropout(whole.data(), s.samples, H * T * T, 0.3f, key, 1, 7 * T * T);
+    std::vector<float> out(in.size(), NAN), inPlace = in;
+    ds::runtime::gpt::dropAttentionProbs(s, in.data(), out.data(), 0.3f, key, 1, 7 * T * T);
+    ds::runtime::gpt::dropAttentionProbs(s, inPlace.data(), inPlace.data(), 0.3f, key, 1,
+                                         7 * T * T);
+    size_t dropped = 0;
+    for (size_t i = 0; i < in.size(); ++i) {
+      const size_t row = i / T % T, col = i % T, rb = row / s.block;
+      if (col >= blocks.firstKey(rb) && col < blocks.end(rb)) {
+        REQUIRE(out[i] == whole[i]);
+        REQUIRE(inPlace[i] == whole[i]);
+        dropped += whole[i] == 0.0f;
+      } else {
+        REQUIRE(std::isnan(out[i]));     // not written
+        REQUIRE(inPlace[i] == in[i]);    // not touched
+      }
+    }
+    CHECK(dropped > 0);  // the masks did drop something
+  }
 }

@@ -77,9 +77,13 @@ std::vector<float> runAll(const TransformerKernels& k) {
     k.causalSoftmaxForward(s.data(), t, window);
     k.softmaxBackward(dp.data(), s.data(), t);
     append(s), append(dp);
-    // Attention's row blocks: rows 5..t-2, and a rectangle of them from column 3.
+    // Attention's row blocks: rows 5..t-2, whole and within columns lo..t-1, and a rectangle of
+    // them from column 3.
     s = randoms(t * t, 16, 4.0f), dp = randoms(t * t, 17);
-    k.causalSoftmaxRows(s.data(), t, 5, t - 1, window);
+    k.causalSoftmaxRows(s.data(), t, 5, t - 1, window, 0, t);
+    append(s);
+    s = randoms(t * t, 18, 4.0f);
+    k.causalSoftmaxRows(s.data(), t, 5, t - 1, window, window < 5 ? 5 - window : 0, t - 1);
     k.softmaxBackwardStrided(dp.data() + 5 * t + 3, s.data() + 5 * t + 3, t - 6, t - 4, t);
     append(s), append(dp);
   }
@@ -351,10 +355,26 @@ TEST_CASE("transformer kernels: the scalar path matches double-precision formula
           if (j > i || j + window < i) parts[i * t + j] = NAN;
       k.causalSoftmaxForward(whole.data(), t, window);
       for (size_t r0 : {size_t{0}, size_t{7}, size_t{16}})
-        k.causalSoftmaxRows(parts.data(), t, r0, r0 == 16 ? t : r0 + (r0 == 0 ? 7 : 9), window);
+        k.causalSoftmaxRows(parts.data(), t, r0, r0 == 16 ? t : r0 + (r0 == 0 ? 7 : 9), window, 0,
+                            t);
       CHECK(std::memcmp(whole.data(), parts.data(), whole.size() * sizeof(float)) == 0);
-      // The backward over the visible rectangle of rows 7..15 (columns 7 - window .. 15).
+      // Rows 7..15 within their rectangle, columns lo..15: the same values there, nothing written
+      // outside it (the scores outside are NaN and must stay so).
       const size_t lo = window < 7 ? 7 - window : 0;
+      std::vector<float> rectOnly = randoms(t * t, 3, 10.0f);
+      for (size_t i = 0; i < t; ++i)
+        for (size_t j = 0; j < t; ++j)
+          if (j > i || j + window < i) rectOnly[i * t + j] = NAN;
+      k.causalSoftmaxRows(rectOnly.data(), t, 7, 16, window, lo, 16);
+      for (size_t i = 0; i < t; ++i)
+        for (size_t j = 0; j < t; ++j) {
+          INFO("row " << i << ", column " << j);
+          if (i >= 7 && i < 16 && j >= lo && j < 16)
+            CHECK(rectOnly[i * t + j] == whole[i * t + j]);
+          else if (j > i || j + window < i)
+            CHECK(std::isnan(rectOnly[i * t + j]));
+        }
+      // The backward over the visible rectangle of rows 7..15 (columns 7 - window .. 15).
       std::vector<float> dp = randoms(t * t, 8), rect = dp;
       k.softmaxBackward(dp.data(), whole.data(), t);
       k.softmaxBackwardStrided(rect.data() + 7 * t + lo, whole.data() + 7 * t + lo, 9, 16 - lo, t);

@@ -58,10 +58,12 @@ struct TransformerKernels {
   // (flash-attention's window_size (window, 0), which NeoX's sliding-window-width sets), zeros
   // elsewhere; window >= t is plain causal attention.
   void (*causalSoftmaxForward)(float* scores, size_t t, size_t window);
-  // The same for rows firstRow..lastRow-1 of the [T, T] block only (attention's row blocks): reads
-  // no column a row does not see, so the scores there need not have been computed.
+  // The same for rows firstRow..lastRow-1 of the [T, T] block only (attention's row blocks), and
+  // within them for columns firstCol..lastCol-1 only, which must hold every column those rows see:
+  // reads no column a row does not see (the scores there need not have been computed) and writes
+  // none outside the rectangle (its zeros elsewhere would be 2 to T / window times the writes).
   void (*causalSoftmaxRows)(float* scores, size_t t, size_t firstRow, size_t lastRow,
-                            size_t window);
+                            size_t window, size_t firstCol, size_t lastCol);
   // dscores = p * (dp - sum(p * dp)) per row, in place over dp.
   void (*softmaxBackward)(float* dp, const float* p, size_t t);
   // The same over `rows` rows of `cols` columns each, rows `stride` apart: a rectangle of the

@@ -320,7 +320,8 @@ void scaleNormBackward(float* dx, float* dg, const float* dout, const float* x, 
   *dg += gain;
 }
 
-void causalSoftmaxRows(float* scores, size_t t, size_t firstRow, size_t lastRow, size_t window) {
+void causalSoftmaxRows(float* scores, size_t t, size_t firstRow, size_t lastRow, size_t window,
+                       size_t firstCol, size_t lastCol) {
   for (size_t i = firstRow; i < lastRow; ++i) {
     float* all = scores + i * t;
     const size_t first = i > window ? i - window : 0, n = i + 1 - first;
@@ -329,13 +330,13 @@ void causalSoftmaxRows(float* scores, size_t t, size_t firstRow, size_t lastRow,
     for (size_t j = 0; j < n; ++j) row[j] = expApprox(row[j] - m);
     const float inv = 1.0f / laneSum(n, [&](size_t j) { return row[j]; });
     for (size_t j = 0; j < n; ++j) row[j] *= inv;
-    for (size_t j = 0; j < first; ++j) all[j] = 0.0f;
-    for (size_t j = i + 1; j < t; ++j) all[j] = 0.0f;
+    for (size_t j = firstCol; j < first; ++j) all[j] = 0.0f;
+    for (size_t j = i + 1; j < lastCol; ++j) all[j] = 0.0f;
   }
 }
 
 void causalSoftmaxForward(float* scores, size_t t, size_t window) {
-  causalSoftmaxRows(scores, t, 0, t, window);
+  causalSoftmaxRows(scores, t, 0, t, window, 0, t);
 }
 
 void softmaxBackwardStrided(float* dp, const float* p, size_t rows, size_t cols, size_t stride) {

@@ -44,7 +44,7 @@ void attentionProbs(const kernels::TransformerKernels& k, const AttentionShape& 
       float* rect = p + r0 * T + lo;
       matmul(false, true, r1 - r0, r1 - lo, d, scale, q + r0 * Q, Q, key + lo * Q, Q, 0.0f, rect,
              T);
-      k.causalSoftmaxRows(p, T, r0, r1, s.window);
+      k.causalSoftmaxRows(p, T, r0, r1, s.window, lo, r1);
       if (ctx)
         matmul(false, false, r1 - r0, d, r1 - lo, 1.0f, rect, T, v + lo * Q, Q, 0.0f,
                ctx + (b * T + r0) * hq + head * d, hq);

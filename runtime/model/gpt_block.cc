@@ -130,20 +130,56 @@ BlockLayout blockLayout(const GptConfig& c, const BlockSlice& slice) {
   return l;
 }
 
-void applyDropout(float* x, size_t samples, size_t perSample, float p, const DropoutKey& key,
-                  uint64_t site, size_t firstElement) {
-  // keep when the top 24 bits of the hash are at or above p * 2^24
-  const uint32_t threshold = static_cast<uint32_t>(std::ldexp(static_cast<double>(p), 24));
-  const float keepScale = 1.0f / (1.0f - p);
-  for (size_t s = 0; s < samples; ++s) {
-    const uint64_t base = mix(mix((*key.sampleIds)[s] ^ 0x9e3779b97f4a7c15ULL) ^
-                              mix((key.layer << 8) | site));
-    float* v = x + s * perSample;
-    for (size_t i = 0; i < perSample; ++i) {
-      const uint32_t r = static_cast<uint32_t>(mix(base + firstElement + i) >> 40);
-      v[i] *= r >= threshold ? keepScale : 0.0f;
+namespace {
+
+// The hash base of a sample's mask at one site.
+uint64_t dropoutBase(const DropoutKey& key, size_t sample, uint64_t site) {
+  return mix(mix((*key.sampleIds)[sample] ^ 0x9e3779b97f4a7c15ULL) ^ mix((key.layer << 8) | site));
+}
+
+// out[i] = in[i] * (keep ? 1 / (1 - p) : 0), the mask of element `first + i` from `base`.
+struct DropoutMask {
+  uint32_t threshold;  // keep when the top 24 bits of the hash are at or above p * 2^24
+  float keepScale;
+  explicit DropoutMask(float p)
+      : threshold(static_cast<uint32_t>(std::ldexp(static_cast<double>(p), 24))),
+        keepScale(1.0f / (1.0f - p)) {}
+  void apply(const float* in, float* out, size_t n, uint64_t base, uint64_t first) const {
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t r = static_cast<uint32_t>(mix(base + first + i) >> 40);
+      out[i] = in[i] * (r >= threshold ? keepScale : 0.0f);
     }
   }
+};
+
+}  // namespace
+
+void applyDropout(float* x, size_t samples, size_t perSample, float p, const DropoutKey& key,
+                  uint64_t site, size_t firstElement) {
+  const DropoutMask mask(p);
+  for (size_t s = 0; s < samples; ++s) {
+    float* v = x + s * perSample;
+    mask.apply(v, v, perSample, dropoutBase(key, s, site), firstElement);
+  }
+}
+
+void dropAttentionProbs(const AttentionShape& shape, const float* in, float* out, float p,
+                        const DropoutKey& key, uint64_t site, size_t firstElement) {
+  const DropoutMask mask(p);
+  const size_t T = shape.seq, H = shape.heads;
+  const AttentionBlocks blocks(T, shape.window, shape.block);
+  parallelFor(shape.samples * H, [&](size_t bh) {
+    const size_t sample = bh / H, head = bh % H;
+    const uint64_t base = dropoutBase(key, sample, site);
+    for (size_t rb = 0; rb < blocks.count(); ++rb) {
+      const size_t lo = blocks.firstKey(rb), hi = blocks.end(rb);
+      for (size_t i = blocks.begin(rb); i < hi; ++i) {
+        const size_t at = (head * T + i) * T + lo;  // within the sample's [heads, T, T]
+        mask.apply(in + sample * H * T * T + at, out + sample * H * T * T + at, hi - lo, base,
+                   firstElement + at);
+      }
+    }
+  });
 }
 
 size_t BlockActivations::bytes() const {
@@ -354,9 +390,8 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   attentionProbs(k_, shape, qkv, probs, attnDrop ? nullptr : ctx);
   if (attnDrop) {
     float* used = sized(a.probsDrop, a.probs.size());
-    std::memcpy(used, probs, a.probs.size() * sizeof(float));
-    applyDropout(used, s.samples, H * T * T, static_cast<float>(c_.attentionDropout), *dropout,
-                 kSiteAttentionProbs, probsFirst);
+    dropAttentionProbs(shape, probs, used, static_cast<float>(c_.attentionDropout), *dropout,
+                       kSiteAttentionProbs, probsFirst);
     attentionContext(shape, qkv, used, ctx);
   }
   attention.stop();
@@ -512,9 +547,9 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
   KernelTimer attention(KernelFamily::Attention);
   const AttentionShape shape{s.samples, T, H, KV, d, c_.attentionWindow(T)};
   attentionBackwardValues(shape, qkv, used, dCtx, dProbs, dqkv);
-  if (!a.probsDrop.empty())  // also over dProbs' never-written masked entries, which stay unread
-    applyDropout(dProbs, s.samples, H * T * T, static_cast<float>(c_.attentionDropout), *dropout,
-                 kSiteAttentionProbs, probsFirst);
+  if (!a.probsDrop.empty())
+    dropAttentionProbs(shape, dProbs, dProbs, static_cast<float>(c_.attentionDropout), *dropout,
+                       kSiteAttentionProbs, probsFirst);
   attentionBackwardScores(k_, shape, qkv, a.probs.data(), dProbs, dqkv);
   if (const size_t rot = c_.rotaryDim()) {
     k_.rotary(dqkv, N, T, H, d, Q, rot, cos_.data(), sin_.data(), true);

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/model/causal_attention.h"
 #include "runtime/model/gpt_config.h"
 
 namespace ds::runtime::gpt {
@@ -46,6 +47,12 @@ struct DropoutKey {
 // for element firstElement + i of the sample (a model rank's heads: where they sit among all).
 void applyDropout(float* x, size_t samples, size_t perSample, float p, const DropoutKey& key,
                   uint64_t site, size_t firstElement = 0);
+// The same over attention's probabilities [samples, heads, T, T], on the rectangles the attention
+// computes and reads (causal_attention.h) only: out = in with the masks applyDropout would give
+// those elements, one task per (sample, head); nothing outside them is read or written. out may
+// be in.
+void dropAttentionProbs(const AttentionShape& shape, const float* in, float* out, float p,
+                        const DropoutKey& key, uint64_t site, size_t firstElement);
 
 // What a block keeps from its forward pass for its backward pass.
 struct BlockActivations {
