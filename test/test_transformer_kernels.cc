@@ -112,6 +112,11 @@ std::vector<float> runAll(const TransformerKernels& k) {
   k.biasGradient(db.data(), g.data(), rows, dim);
   k.add(y.data(), x.data(), y.size());
   append(y), append(db);
+  std::vector<float> dropped(y.size());
+  k.dropout(y.data(), dropped.data(), y.size(), 0x9e3779b97f4a7c15ull, 1000003, 5033165, 1.25f);
+  std::vector<float> inPlace(x.begin(), x.begin() + 37);
+  k.dropout(inPlace.data(), inPlace.data(), 37, 12345, 7, 8388608, 2.0f);
+  append(dropped), append(inPlace);
   const std::vector<uint64_t> draws = uniformDraws(38, 14);
   std::vector<float> normal(37);  // odd: the last pair's sine is dropped
   k.normalFromDraws(normal.data(), normal.size(), draws.data(), 0.02f);
@@ -418,6 +423,29 @@ TEST_CASE("transformer kernels: the scalar path matches double-precision formula
       CHECK(z[vocab + j] == 0.0f);
       CHECK(z[2 * vocab + j] == plain[2 * vocab + j]);
     }
+  }
+  SECTION("dropout: splitmix64's mask, any range of it, in place or not") {
+    const size_t n = 10007;
+    const uint64_t base = 0x0123456789abcdefull, first = 77;
+    const uint32_t threshold = 1u << 22;  // p = 0.25
+    const std::vector<float> in = randoms(n, 21);
+    std::vector<float> out(n), tail(n - 100), inPlace = in;
+    k.dropout(in.data(), out.data(), n, base, first, threshold, 4.0f / 3.0f);
+    k.dropout(in.data() + 100, tail.data(), n - 100, base, first + 100, threshold, 4.0f / 3.0f);
+    k.dropout(inPlace.data(), inPlace.data(), n, base, first, threshold, 4.0f / 3.0f);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; ++i) {
+      uint64_t h = base + first + i;  // splitmix64's finaliser, written out
+      h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+      h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+      h ^= h >> 31;
+      const bool keep = (h >> 40) >= threshold;
+      kept += keep;
+      REQUIRE(out[i] == (keep ? in[i] * (4.0f / 3.0f) : 0.0f));
+      REQUIRE(inPlace[i] == out[i]);
+      if (i >= 100) REQUIRE(tail[i - 100] == out[i]);
+    }
+    CHECK(std::fabs(static_cast<double>(kept) / n - 0.75) < 0.02);
   }
   SECTION("exp saturates instead of overflowing; NaN propagates") {
     std::vector<float> s = {1e30f, 0.0f, 0.0f, std::nanf("")};

@@ -119,6 +119,11 @@ std::vector<Kernel> kernelsAt(const Shape& s) {
        }},
       {"residual add", 3 * hid,
        [=](const TransformerKernels& k, Arrays& a) { k.add(a.big3.data(), a.big.data(), N * h); }},
+      {"dropout (p 0.1)", 2 * mlp,
+       [=](const TransformerKernels& k, Arrays& a) {
+         k.dropout(a.big.data(), a.big3.data(), N * ff, 0x9e3779b97f4a7c15ull, 0, 1677722,
+                   1.0f / 0.9f);
+       }},
       {"cross-entropy", 2 * mlp,
        [=](const TransformerKernels& k, Arrays& a) {
          std::memcpy(a.big3.data(), a.big.data(), N * ff * sizeof(float));

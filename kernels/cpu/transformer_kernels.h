@@ -91,6 +91,11 @@ struct TransformerKernels {
   void (*biasGradient)(float* dbias, const float* dout, size_t rows, size_t dim);
   // y += x (residual connections and gradient sums).
   void (*add)(float* y, const float* x, size_t n);
+  // Dropout: out[i] = in[i] * (keep ? keepScale : 0), element first + i of the mask drawn from
+  // `base`, kept when the top 24 bits of splitmix64's finaliser of base + first + i are at or above
+  // `threshold` (p * 2^24). out may be in. Any range of a mask equals that range of the whole.
+  void (*dropout)(const float* in, float* out, size_t n, uint64_t base, uint64_t first,
+                  uint32_t threshold, float keepScale);
   // Parameter initialisation: out[0, n) = scale * N(0, 1) samples, Box-Muller pairs (cos, sin) from
   // draws[2i] (radius) and draws[2i + 1] (angle), 2 * ceil(n / 2) 64-bit uniform draws in all.
   void (*normalFromDraws)(float* out, size_t n, const uint64_t* draws, float scale);

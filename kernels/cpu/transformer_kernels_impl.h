@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/box_muller_impl.h"
 #include "kernels/cpu/philox_impl.h"
+#include "kernels/cpu/splitmix_impl.h"
 #include "kernels/cpu/transformer_kernels.h"
 
 namespace {
@@ -433,6 +434,14 @@ void add(float* y, const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+void dropout(const float* in, float* out, size_t n, uint64_t base, uint64_t first,
+             uint32_t threshold, float keepScale) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t r = static_cast<uint32_t>(splitmixFinalize(base + first + i) >> 40);
+    out[i] = in[i] * (r >= threshold ? keepScale : 0.0f);
+  }
+}
+
 void normalFromDraws(float* out, size_t n, const uint64_t* draws, float scale) {
   const size_t pairs = n / 2;
   for (size_t p = 0; p < pairs; ++p)
@@ -482,6 +491,7 @@ constexpr ds::kernels::TransformerKernels kTable = {layerNormForward,
                                                     addBias,
                                                     biasGradient,
                                                     add,
+                                                    dropout,
                                                     normalFromDraws,
                                                     normalFromPhilox};
 

@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "kernels/cpu/kernel_timers.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/splitmix_impl.h"
 #include "runtime/model/causal_attention.h"
 #include "runtime/model/norm_backward.h"
 #include "runtime/model/parallel_loops.h"
@@ -36,14 +37,6 @@ void product(bool transA, bool transB, size_t m, size_t n, size_t k, float alpha
              size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) {
   KernelTimer timer(KernelFamily::MatrixProducts);
   matmul(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-uint64_t mix(uint64_t x) {  // splitmix64's finaliser
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
 }
 
 kernels::Unit unitOf(Activation a) {
@@ -134,10 +127,11 @@ namespace {
 
 // The hash base of a sample's mask at one site.
 uint64_t dropoutBase(const DropoutKey& key, size_t sample, uint64_t site) {
-  return mix(mix((*key.sampleIds)[sample] ^ 0x9e3779b97f4a7c15ULL) ^ mix((key.layer << 8) | site));
+  return splitmixFinalize(splitmixFinalize((*key.sampleIds)[sample] ^ 0x9e3779b97f4a7c15ULL) ^
+                          splitmixFinalize((key.layer << 8) | site));
 }
 
-// out[i] = in[i] * (keep ? 1 / (1 - p) : 0), the mask of element `first + i` from `base`.
+// p as the dropout kernel's threshold and scale (kernels::TransformerKernels::dropout).
 struct DropoutMask {
   uint32_t threshold;  // keep when the top 24 bits of the hash are at or above p * 2^24
   float keepScale;
@@ -145,10 +139,8 @@ struct DropoutMask {
       : threshold(static_cast<uint32_t>(std::ldexp(static_cast<double>(p), 24))),
         keepScale(1.0f / (1.0f - p)) {}
   void apply(const float* in, float* out, size_t n, uint64_t base, uint64_t first) const {
-    for (size_t i = 0; i < n; ++i) {
-      const uint32_t r = static_cast<uint32_t>(mix(base + first + i) >> 40);
-      out[i] = in[i] * (r >= threshold ? keepScale : 0.0f);
-    }
+    static const kernels::TransformerKernels& k = kernels::transformerKernels();
+    k.dropout(in, out, n, base, first, threshold, keepScale);
   }
 };
 

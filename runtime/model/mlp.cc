@@ -5,17 +5,13 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "kernels/cpu/splitmix_impl.h"
 
 namespace ds::runtime {
 namespace {
 
 // splitmix64: a counter-based generator, so value k of a stream needs no state.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+uint64_t mix(uint64_t x) { return splitmixFinalize(x + 0x9e3779b97f4a7c15ULL); }
 
 float uniform(uint64_t seed, uint64_t index) {  // [-1, 1)
   return static_cast<float>(static_cast<double>(mix(seed ^ mix(index)) >> 11) * 0x1.0p-52 - 1.0);
