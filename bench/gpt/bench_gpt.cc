@@ -10,7 +10,8 @@
 // GPT-2's padded vocabulary 50304), where the products are large enough to reach the BLAS's peak;
 // a dimension option given on the command line overrides the shape's, which is then "custom".
 // Usage: bench_gpt [--shape demo|gpt2-small] [--threads 1,2] [--steps N] [--layers L]
-//                  [--hidden H] [--heads A] [--seq T] [--vocab V] [--batch B] [--json] [--no-torch]
+//                  [--hidden H] [--heads A] [--seq T] [--vocab V] [--batch B]
+//                  [--attention-dropout P] [--hidden-dropout P] [--json] [--no-torch]
 //                  [--python PATH]
 #include <algorithm>
 #include <chrono>
@@ -51,6 +52,7 @@ struct Options {
   std::string shape = "demo";
   std::vector<int> threads = {1, 2};
   int steps = 10, layers = 4, hidden = 256, heads = 4, seq = 128, vocab = 257, batch = 8;
+  double attentionDropout = 0.0, hiddenDropout = 0.0;  // NeoX's keys; GPT-2 trained with 0.1
   bool json = false, torch = true;
   // The interpreter whose torch is the baseline: a venv's python3 where torch is not the system's.
   std::string python = "/usr/bin/python3";
@@ -63,6 +65,8 @@ ds::runtime::GptConfig gptConfig(const Options& o) {
   c.numAttentionHeads = o.heads;
   c.seqLength = c.maxPositionEmbeddings = o.seq;
   c.vocabSize = o.vocab;
+  c.attentionDropout = o.attentionDropout;
+  c.hiddenDropout = o.hiddenDropout;
   return c;
 }
 
@@ -88,6 +92,7 @@ double oursTokensPerSecond(const Options& o, int threads, double& loss, Breakdow
   Engine engine(model, config, group[0], 1);
   Batch batch;
   batch.size = static_cast<size_t>(o.batch);
+  for (int i = 0; i < o.batch; ++i) batch.sampleIds.push_back(static_cast<uint64_t>(i));  // masks
   uint64_t x = 1;
   for (int i = 0; i < o.batch * o.seq; ++i) {
     x = x * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -129,7 +134,9 @@ double torchTokensPerSecond(const Options& o, int threads) {
                           std::to_string(o.layers) + " " + std::to_string(o.hidden) + " " +
                           std::to_string(o.heads) + " " + std::to_string(o.seq) + " " +
                           std::to_string(vocab) + " " + std::to_string(o.batch) + " " +
-                          std::to_string(o.steps) + " " + std::to_string(threads) + " 2>/dev/null";
+                          std::to_string(o.steps) + " " + std::to_string(threads) + " " +
+                          std::to_string(o.attentionDropout) + " " +
+                          std::to_string(o.hiddenDropout) + " 2>/dev/null";
   const std::optional<std::string> out = ds::commandOutput(cmd);
   if (!out) return 0.0;
   const auto j = nlohmann::json::parse(*out, nullptr, false);
@@ -157,6 +164,15 @@ void applyShape(const CLI::App& app, const std::string& name, Options& o) {
     if (app.count("--steps") == 0) o.steps = shape.steps;
     o.shape = custom ? "custom" : shape.name;
   }
+}
+
+// ", dropout attention P hidden Q" when either is set (both sides train with it).
+std::string dropoutText(const Options& o) {
+  if (o.attentionDropout == 0.0 && o.hiddenDropout == 0.0) return "";
+  char text[96];
+  std::snprintf(text, sizeof text, ", dropout attention %g hidden %g", o.attentionDropout,
+                o.hiddenDropout);
+  return text;
 }
 
 // Where a step's time goes, one line per family: seconds, share of the step, and for the matrix
@@ -195,10 +211,10 @@ int run(const Options& o) {
   const double flopsPerToken = shape.trainingFlopsPerToken(o.seq);
   if (!o.json)
     std::printf(
-        "GPT %s: %d layers, hidden %d, %d heads, seq %d, vocab %d, batch %d: %zu parameters; "
+        "GPT %s: %d layers, hidden %d, %d heads, seq %d, vocab %d, batch %d%s: %zu parameters; "
         "kernels %s; %s\n%8s %14s %14s %8s %10s %12s %8s\n",
         o.shape.c_str(), o.layers, o.hidden, o.heads, o.seq, o.vocab, o.batch,
-        shape.parameterCount(), isa, ds::kernels::matmulLibrary(), "threads", "tokens/s",
+        dropoutText(o).c_str(), shape.parameterCount(), isa, ds::kernels::matmulLibrary(), "threads", "tokens/s",
         "torch tok/s", "ratio", "GFLOPS", "sgemm peak", "of peak");
   const ds::runtime::Gpt::Macs macsPerSample = shape.forwardMacsPerSample(o.seq);
   const double samplesPerStep = o.batch;
@@ -221,7 +237,9 @@ int run(const Options& o) {
                          {"gflops", rounded(gflops, 2)},
                          {"sgemm_peak_gflops", rounded(peak, 2)},
                          {"isa", isa},
-                         {"shape", o.shape}});
+                         {"shape", o.shape},
+                         {"attention_dropout", o.attentionDropout},
+                         {"hidden_dropout", o.hiddenDropout}});
     } else {
       std::printf("%8d %14.0f %14.0f %7.2fx %10.1f %12.1f %7.0f%%\n", t, ours, torch,
                   torch > 0 ? ours / torch : 0.0, gflops, peak, 100.0 * gflops / peak);
@@ -257,6 +275,12 @@ int main(int argc, char** argv) {
     app.add_option("--seq", o.seq, "sequence length")->check(CLI::Range(1, 65536));
     app.add_option("--vocab", o.vocab, "vocabulary (padded to 128)")->check(CLI::Range(1, 1 << 24));
     app.add_option("--batch", o.batch, "micro-batch size")->check(CLI::Range(1, 65536));
+    app.add_option("--attention-dropout", o.attentionDropout,
+                   "dropout on the attention probabilities (both sides)")
+        ->check(CLI::Range(0.0, 0.99));
+    app.add_option("--hidden-dropout", o.hiddenDropout,
+                   "dropout on the embeddings and each block's attention and MLP outputs (both sides)")
+        ->check(CLI::Range(0.0, 0.99));
     app.add_flag("--json", o.json, "print one JSON line per thread count");
     bool noTorch = false;
     app.add_flag("--no-torch", noTorch, "skip the PyTorch baseline");

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """bench_gpt's baseline: the same GPT (learned positions, LayerNorm, tanh GeLU, tied output) as
 plain PyTorch eager modules, trained with torch.optim.AdamW in fp32 on random tokens.
-Usage: torch_gpt_bench.py LAYERS HIDDEN HEADS SEQ VOCAB BATCH STEPS THREADS (VOCAB: our padded one)
+Usage: torch_gpt_bench.py LAYERS HIDDEN HEADS SEQ VOCAB BATCH STEPS THREADS [ATTN_P HIDDEN_P]
+(VOCAB: our padded one; the dropouts at our sites: attention probabilities, the embeddings and each
+block's attention and MLP outputs)
 Prints one JSON line: {"tokens_per_s": X, "loss": L}."""
 import json
 import math
@@ -14,9 +16,10 @@ import torch.nn.functional as F
 
 
 class Block(nn.Module):
-    def __init__(self, h, heads):
+    def __init__(self, h, heads, attn_p, hidden_p):
         super().__init__()
         self.heads = heads
+        self.attn_p, self.hidden_p = attn_p, hidden_p
         self.ln1 = nn.LayerNorm(h)
         self.qkv = nn.Linear(h, 3 * h)
         self.dense = nn.Linear(h, h)
@@ -30,22 +33,24 @@ class Block(nn.Module):
         q, k, v = (t.reshape(B, T, self.heads, d).transpose(1, 2)
                    for t in self.qkv(self.ln1(x)).split(h, dim=-1))
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
-        p = scores.masked_fill(mask, float("-inf")).softmax(dim=-1)
-        x = x + self.dense((p @ v).transpose(1, 2).reshape(B, T, h))
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+        p = F.dropout(scores.masked_fill(mask, float("-inf")).softmax(dim=-1), self.attn_p)
+        x = x + F.dropout(self.dense((p @ v).transpose(1, 2).reshape(B, T, h)), self.hidden_p)
+        return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh")),
+                             self.hidden_p)
 
 
 class Gpt(nn.Module):
-    def __init__(self, layers, h, heads, seq, vocab):
+    def __init__(self, layers, h, heads, seq, vocab, attn_p, hidden_p):
         super().__init__()
+        self.hidden_p = hidden_p
         self.wte = nn.Embedding(vocab, h)
         self.wpe = nn.Embedding(seq, h)
-        self.blocks = nn.ModuleList(Block(h, heads) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(h, heads, attn_p, hidden_p) for _ in range(layers))
         self.ln = nn.LayerNorm(h)
 
     def forward(self, ids, targets):
         T = ids.shape[1]
-        x = self.wte(ids) + self.wpe.weight[:T]
+        x = F.dropout(self.wte(ids) + self.wpe.weight[:T], self.hidden_p)
         mask = ~torch.ones(T, T, dtype=torch.bool).tril()
         for b in self.blocks:
             x = b(x, mask)
@@ -55,9 +60,10 @@ class Gpt(nn.Module):
 
 def main():
     layers, h, heads, seq, vocab, batch, steps, threads = map(int, sys.argv[1:9])
+    attn_p, hidden_p = (float(a) for a in (sys.argv[9:11] + ["0", "0"])[:2])
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = Gpt(layers, h, heads, seq, vocab)
+    model = Gpt(layers, h, heads, seq, vocab, attn_p, hidden_p)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
     ids = torch.randint(0, vocab, (batch, seq))
     targets = torch.randint(0, vocab, (batch, seq))
