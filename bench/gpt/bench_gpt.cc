@@ -214,8 +214,8 @@ int run(const Options& o) {
         "GPT %s: %d layers, hidden %d, %d heads, seq %d, vocab %d, batch %d%s: %zu parameters; "
         "kernels %s; %s\n%8s %14s %14s %8s %10s %12s %8s\n",
         o.shape.c_str(), o.layers, o.hidden, o.heads, o.seq, o.vocab, o.batch,
-        dropoutText(o).c_str(), shape.parameterCount(), isa, ds::kernels::matmulLibrary(), "threads", "tokens/s",
-        "torch tok/s", "ratio", "GFLOPS", "sgemm peak", "of peak");
+        dropoutText(o).c_str(), shape.parameterCount(), isa, ds::kernels::matmulLibrary(),
+        "threads", "tokens/s", "torch tok/s", "ratio", "GFLOPS", "sgemm peak", "of peak");
   const ds::runtime::Gpt::Macs macsPerSample = shape.forwardMacsPerSample(o.seq);
   const double samplesPerStep = o.batch;
   std::vector<Breakdown> breakdowns;
@@ -279,7 +279,7 @@ int main(int argc, char** argv) {
                    "dropout on the attention probabilities (both sides)")
         ->check(CLI::Range(0.0, 0.99));
     app.add_option("--hidden-dropout", o.hiddenDropout,
-                   "dropout on the embeddings and each block's attention and MLP outputs (both sides)")
+                   "dropout on the embeddings and the blocks' attention and MLP outputs")
         ->check(CLI::Range(0.0, 0.99));
     app.add_flag("--json", o.json, "print one JSON line per thread count");
     bool noTorch = false;
