@@ -13,7 +13,8 @@ double sgemmPeakGflops(int threads, int products, double seconds) {
   const int before = matmulThreads();
   setMatmulThreads(threads);
   constexpr size_t n = 1024;
-  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  // Allocated once a thread: bench_gpt samples one product between every two timed steps.
+  static thread_local std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
   // The first product of a process compiles oneDNN's kernels; the first at a thread count starts
   // its threads.
   static thread_local int warmedAt = 0;
