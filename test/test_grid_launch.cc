@@ -237,3 +237,94 @@ TEST_CASE("grid launch: a pipe 2 x model 2 checkpoint resumes at data 4 and ds-g
   CHECK(text.size() > std::string("the quick\n").size());
   std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+// Runs a job expected to be refused; returns its stdout and stderr together.
+std::string runRefusedJob(const std::string& dir, const std::string& name, const std::string& yaml) {
+  writeFile(dir + "/hostfile", kOneHost);
+  writeFile(dir + "/" + name + ".yml", yaml);
+  const auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir",
+                                     "logs-" + name, "train", "--config", name + ".yml"});
+  const auto status = waitExit(job, 180s);
+  const std::string out = readFile(dir + "/stdout") + readFile(dir + "/stderr");
+  INFO(name << "\n" << out);
+  REQUIRE(status.has_value());
+  CHECK(*status != 0);
+  CHECK_THAT(out, !Catch::Contains("resumed from"));
+  return out;
+}
+
+// ds-generate on `checkpoint` (relative to dir): its exit status and stderr.
+std::pair<int, std::string> generateFrom(const std::string& dir, const std::string& checkpoint) {
+  const std::string gen = "cd " + dir + " && " + DS_BIN_DIR + "/ds-generate " + checkpoint +
+                          " --prompt 'the' --max-new-tokens 2 >gen.out 2>gen.err";
+  const int status = std::system(gen.c_str());
+  return {WEXITSTATUS(status), readFile(dir + "/gen.err")};
+}
+
+}  // namespace
+
+TEST_CASE("grid launch: a checkpoint assembled from parts of different saves is refused, naming "
+          "the part", "[gpt][launch][grid][checkpoint]") {
+  namespace fs = std::filesystem;
+  const std::string dir = makeScratchDir("grid-mixed-parts");
+  writeByteCorpus(dir + "/data/corpus", 40, [](int d) { return 3 + d % 4; });
+  const Grid grid{2, 2, 1}, dp{1, 1, 4};
+  const std::string saves = "save-interval: 2\nexit-interval: 4\n";
+  runJob(dir, kOneHost, "a", gridYaml(grid, 1, "save: a\n" + saves));
+  runJob(dir, kOneHost, "b", gridYaml(grid, 1, "save: b\nseed: 7\n" + saves));
+  runJob(dir, kOneHost, "relu", gridYaml(grid, 1, "save: relu\nactivation: relu\n" + saves));
+  REQUIRE(fs::is_directory(dir + "/a/global_step2/pipe_01-model_00"));
+  const std::string part = "global_step4/pipe_01-model_00";
+  const std::string partManifest = "a/" + part + "/manifest.json";
+  // a's own step-4 checkpoint, put back after the swaps.
+  fs::copy(dir + "/a/global_step4", dir + "/a4-original", fs::copy_options::recursive);
+  auto replacePart = [&](const std::string& from) {
+    fs::remove_all(dir + "/a/" + part);
+    fs::copy(dir + "/" + from, dir + "/a/" + part, fs::copy_options::recursive);
+  };
+  const std::string resume = "load: a\n";
+
+  struct Case {
+    const char* from;   // the part put in place of a's step-4 part
+    const char* differs;  // what the refusal names
+  };
+  for (const Case& c : {Case{"a/global_step2/pipe_01-model_00", "global_steps 2, the top part's 4"},
+                        Case{"b/global_step4/pipe_01-model_00", "run.id"},
+                        Case{"relu/global_step4/pipe_01-model_00", "run.id"}}) {
+    INFO(c.from);
+    replacePart(c.from);
+    // At another grid (data 4) and at the same one (pipe 2 x model 2): refused before loading.
+    for (const Grid& at : {dp, grid}) {
+      const std::string out = runRefusedJob(dir, "resume", gridYaml(at, 1, resume));
+      CHECK_THAT(out, Catch::Contains(partManifest + ": this part is not from the save of"));
+      CHECK_THAT(out, Catch::Contains(c.differs));
+    }
+    const auto [status, err] = generateFrom(dir, "a");
+    INFO(err);
+    CHECK(status != 0);
+    CHECK_THAT(err, Catch::Contains(part + "/manifest.json: this part is not from the save of"));
+    CHECK_THAT(err, Catch::Contains(c.differs));
+  }
+
+  // The restored checkpoint loads; a resume with another activation is refused naming it, and so
+  // is ds-generate where the save directory's config names another one.
+  fs::remove_all(dir + "/a/global_step4");
+  fs::copy(dir + "/a4-original", dir + "/a/global_step4", fs::copy_options::recursive);
+  const std::string relu =
+      runRefusedJob(dir, "resume-relu", gridYaml(grid, 1, resume + "activation: relu\n"));
+  CHECK_THAT(relu, Catch::Contains("saved from another model architecture (activation relu, the "
+                                   "checkpoint's gelu)"));
+  const std::string resumed = runJob(dir, kOneHost, "resume", gridYaml(dp, 1, resume));
+  CHECK_THAT(resumed, Catch::Contains("resumed from a/global_step4 at iteration 4"));
+  nlohmann::json config = nlohmann::json::parse(readFile(dir + "/a/neox_config.json"));
+  config["activation"] = "relu";
+  writeFile(dir + "/a/neox_config.json", config.dump(2));
+  const auto [status, err] = generateFrom(dir, "a");
+  INFO(err);
+  CHECK(status != 0);
+  CHECK_THAT(err, Catch::Contains("saved from another model architecture than the config "
+                                  "(activation relu, the checkpoint's gelu)"));
+  fs::remove_all(dir);
+}

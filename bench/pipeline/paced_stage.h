@@ -32,6 +32,7 @@ class PacedStage : public runtime::Model, public runtime::PipelineStage {
     return inner_.parameters();
   }
   int layerCount() const override { return inner_.layerCount(); }
+  std::string architecture() const override { return inner_.architecture(); }
   void initTensorRange(const runtime::ParamSpec& spec, float* values, uint64_t seed, size_t begin,
                        size_t end) const override {
     inner_.initTensorRange(spec, values, seed, begin, end);

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <random>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 #include "common/crc32c.h"
@@ -21,8 +23,12 @@ namespace ds::runtime {
 namespace {
 
 using Json = nlohmann::json;
-// Version 1 named its checksums "fnv1a64" (FNV-1a 64); version 2 has "checksum": "crc32c:...".
-constexpr int kFormatVersion = 2;
+// Version 1 named its checksums "fnv1a64" (FNV-1a 64); version 2 has "checksum": "crc32c:...";
+// version 3 adds the run's id and the model's architecture, which every part must share.
+constexpr int kFormatVersion = 3;
+constexpr int kOldestReadableVersion = 2;
+constexpr size_t kRunIdDigits = 32;
+constexpr size_t kMaxArchitectureBytes = 4096;
 constexpr const char* kFormatName = "deepspeed-native checkpoint";
 constexpr const char* kChecksumKey = "manifest_checksum";
 constexpr const char* kVersion1ChecksumKey = "manifest_fnv1a64";
@@ -117,6 +123,7 @@ std::string manifestText(const CheckpointManifest& c) {
   m["partitions"] = c.partitions;
   m["model_dtype"] = c.modelDtype;
   m["config_hash"] = c.configHash;
+  m["run"] = {{"id", c.runId}};
   m["global_steps"] = c.globalSteps;
   m["skipped_steps"] = c.skippedSteps;
   m["micro_steps"] = c.microSteps;
@@ -132,7 +139,8 @@ std::string manifestText(const CheckpointManifest& c) {
     }
     tensors.push_back(std::move(tensor));
   }
-  m["model"] = {{"parameters", c.parameters}, {"tensors", tensors}};
+  m["model"] = {
+      {"parameters", c.parameters}, {"architecture", c.architecture}, {"tensors", tensors}};
   m["optimizer"] = {
       {"name", c.optimizerName}, {"steps", c.optimizerSteps}, {"arrays", c.optimizerArrays}};
   m["loss_scaler"] = {{"scale", c.lossScale},
@@ -183,9 +191,10 @@ CheckpointManifest parseManifest(std::string_view text, const std::string& path)
   if (r.text(m, "", "format") != kFormatName)
     r.fail("format", "not \"" + std::string(kFormatName) + "\"");
   const int64_t version = r.integer(m, "", "version", 0);
-  if (version != kFormatVersion)
+  if (version < kOldestReadableVersion || version > kFormatVersion)
     throw Error(path + ": format version " + std::to_string(version) +
-                ", this build reads version " + std::to_string(kFormatVersion));
+                ", this build reads versions " + std::to_string(kOldestReadableVersion) + " to " +
+                std::to_string(kFormatVersion));
 
   CheckpointManifest c;
   c.worldSize = r.integer(m, "", "world_size", 1, kMaxCheckpointPartitions);
@@ -196,6 +205,14 @@ CheckpointManifest parseManifest(std::string_view text, const std::string& path)
                              std::to_string(c.worldSize) + " (expected 1 or the world size)");
   c.modelDtype = r.text(m, "", "model_dtype");
   c.configHash = r.text(m, "", "config_hash");
+  if (version >= 3) {
+    c.runId = r.text(r.at(m, "", "run"), "run", "id");
+    if (c.runId.size() != kRunIdDigits ||
+        c.runId.find_first_not_of("0123456789abcdef") != std::string::npos)
+      r.fail("run.id", "expected " + std::to_string(kRunIdDigits) +
+                           " lower-case hex digits, got \"" + printable(c.runId.substr(0, 40)) +
+                           "\"");
+  }
   c.globalSteps = r.integer(m, "", "global_steps", 0);
   c.skippedSteps = r.integer(m, "", "skipped_steps", 0);
   c.microSteps = r.integer(m, "", "micro_steps", 0);
@@ -203,6 +220,13 @@ CheckpointManifest parseManifest(std::string_view text, const std::string& path)
 
   const Json& model = r.at(m, "", "model");
   c.parameters = static_cast<uint64_t>(r.integer(model, "model", "parameters", 0));
+  if (version >= 3) {
+    c.architecture = r.text(model, "model", "architecture");
+    if (c.architecture.empty() || c.architecture.size() > kMaxArchitectureBytes ||
+        printable(c.architecture) != c.architecture)
+      r.fail("model.architecture", "expected printable text of 1.." +
+                                       std::to_string(kMaxArchitectureBytes) + " bytes");
+  }
   const Json& tensors = r.array(model, "model", "tensors");
   for (size_t t = 0; t < tensors.size(); ++t) {
     const std::string at = "model.tensors[" + std::to_string(t) + "]";
@@ -281,6 +305,70 @@ CheckpointManifest parseManifest(std::string_view text, const std::string& path)
     c.grid = g;
   }
   return c;
+}
+
+std::string partDifference(const CheckpointManifest& top, const CheckpointManifest& part) {
+  auto differs = [](const std::string& key, const auto& was, const auto& is) -> std::string {
+    if (was == is) return "";
+    auto text = [](const auto& v) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>)
+        return "\"" + printable(v.substr(0, 200)) + "\"";
+      else
+        return std::to_string(v);
+    };
+    return key + " " + text(is) + ", the top part's " + text(was);
+  };
+  // The run first: a part of another run differs in everything after it too.
+  for (std::string d :
+       {differs("run.id", top.runId, part.runId),
+        top.architecture == part.architecture
+            ? std::string()
+            : "model.architecture: " +
+                  architectureDifference(top.architecture, part.architecture, "the top part's"),
+        differs("global_steps", top.globalSteps, part.globalSteps),
+        differs("skipped_steps", top.skippedSteps, part.skippedSteps),
+        differs("micro_steps", top.microSteps, part.microSteps),
+        differs("optimizer.steps", top.optimizerSteps, part.optimizerSteps),
+        differs("optimizer.name", top.optimizerName, part.optimizerName),
+        differs("zero_stage", top.zeroStage, part.zeroStage),
+        differs("world_size", top.worldSize, part.worldSize),
+        differs("model_dtype", top.modelDtype, part.modelDtype),
+        differs("config_hash", top.configHash, part.configHash),
+        differs("loss_scaler.iteration", top.lossScalerIteration, part.lossScalerIteration),
+        differs("lr_schedule.last_batch_iteration", top.lrLastBatchIteration.value_or(-2),
+                part.lrLastBatchIteration.value_or(-2))})
+    if (!d.empty()) return d;
+  return "";
+}
+
+std::string architectureDifference(const std::string& saved, const std::string& current,
+                                  const std::string& savedName) {
+  auto words = [](const std::string& line) {
+    std::vector<std::string> out;
+    for (size_t at = 0; at < line.size();) {
+      const size_t end = std::min(line.find(' ', at), line.size());
+      if (end > at) out.push_back(line.substr(at, end - at));
+      at = end + 1;
+    }
+    return out;
+  };
+  const std::vector<std::string> was = words(saved), is = words(current);
+  if (was.size() == is.size())
+    for (size_t w = 0; w < was.size(); ++w) {
+      const size_t eq = was[w].find('=');
+      if (was[w] == is[w]) continue;
+      if (eq == std::string::npos || is[w].compare(0, eq + 1, was[w], 0, eq + 1) != 0) break;
+      return was[w].substr(0, eq) + " " + printable(is[w].substr(eq + 1)) + ", " + savedName +
+             " " + printable(was[w].substr(eq + 1));
+    }
+  return "\"" + printable(current) + "\", " + savedName + " \"" + printable(saved) + "\"";
+}
+
+std::string newRunId() {
+  std::random_device entropy;
+  std::string id;
+  for (int word = 0; word < 4; ++word) id += hex32(static_cast<uint32_t>(entropy()));
+  return id;
 }
 
 CheckpointManifest readManifest(const std::string& path) {

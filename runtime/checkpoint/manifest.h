@@ -35,6 +35,11 @@ struct ManifestFile {
 };
 
 struct CheckpointManifest {
+  // The run that saved it: drawn at a job's first save and kept across resumes, so that parts of
+  // different runs never pass for one checkpoint (32 lower-case hex digits; empty in format 2).
+  std::string runId;
+  // The model's architecture as Model::architecture() writes it (empty in format 2).
+  std::string architecture;
   int64_t worldSize = 1;
   int64_t zeroStage = 0;
   int64_t partitions = 1;  // 1 (stage 0) or worldSize; one shard file each
@@ -65,8 +70,23 @@ std::string manifestText(const CheckpointManifest& manifest);
 
 // Parses and validates manifest text; `path` names it in every message. A checksum named with
 // another algorithm is refused, and so is a manifest of the FNV-1a format (version 1) that
-// earlier builds wrote, with a message saying to re-save it with the build that wrote it.
+// earlier builds wrote, with a message saying to re-save it with the build that wrote it. Format 2
+// (no run id or architecture) is still read; this build writes format 3.
 CheckpointManifest parseManifest(std::string_view text, const std::string& path);
+
+// What makes `part` another save than `top` when both claim to be parts of one checkpoint (the
+// run, the architecture, the step counters and the training state every part records alike),
+// as "global_steps 2, the top part's 4"; empty when nothing differs.
+std::string partDifference(const CheckpointManifest& top, const CheckpointManifest& part);
+
+// Where two architecture lines (Model::architecture(): "key=value" words) differ, as
+// "activation relu, the checkpoint's gelu": the first differing key, or both lines in full when
+// they do not share their keys.
+std::string architectureDifference(const std::string& saved, const std::string& current,
+                                  const std::string& savedName = "the checkpoint's");
+
+// A fresh run id: 128 random bits as 32 lower-case hex digits.
+std::string newRunId();
 
 // Reads (a regular file of at most 16 MiB) and parses `path`.
 CheckpointManifest readManifest(const std::string& path);

@@ -15,8 +15,13 @@ CheckpointLayers::CheckpointLayers(const Model& model, const std::string& root, 
       modelType_(modelType),
       cacheLayers_(cacheLayers),
       parts_(readCheckpointParts(root)) {
-  sources_ = tensorSources(parts_, specs_);
   const std::string& manifestPath = parts_.front().manifestPath;
+  // Weights of the right shapes under another activation or norm give fluent nonsense.
+  const std::string& saved = parts_.front().manifest.architecture;
+  if (!saved.empty() && saved != model.architecture())
+    throw Error(manifestPath + ": saved from another model architecture than the config (" +
+                architectureDifference(saved, model.architecture()) + ")");
+  sources_ = tensorSources(parts_, specs_);
   if (parts_.size() == 1 && specs_.size() != parts_.front().specs.size())
     throw Error(manifestPath + ": the checkpoint has " +
                 std::to_string(parts_.front().specs.size()) + " parameter tensors, this model " +

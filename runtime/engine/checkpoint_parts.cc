@@ -33,6 +33,14 @@ std::vector<CheckpointPart> readCheckpointParts(const std::string& root) {
                       " and model rank " + std::to_string(modelRank) + " of a pipe " +
                       std::to_string(grid.pipe) + " x model " + std::to_string(grid.model) +
                       " checkpoint");
+        // Checked before anything is loaded: a part copied from another save (an earlier step,
+        // another run, another model) fits the grid and the tensor table just as well.
+        if (const std::string d = partDifference(parts.front().manifest, part.manifest);
+            !d.empty())
+          throw Error(part.manifestPath + ": this part is not from the save of " +
+                      parts.front().manifestPath + " (" + d +
+                      "); every part of a checkpoint must come from one save: restore this "
+                      "part from it or load another tag");
         parts.push_back(std::move(part));
       }
   }

@@ -20,6 +20,7 @@ struct CheckpointPart {
 };
 
 // Every part of the checkpoint in `root` (dir/tag), the top one first; errors name the manifest.
+// A part from another save than the top one (partDifference) is refused, naming the part.
 std::vector<CheckpointPart> readCheckpointParts(const std::string& root);
 
 // Where one tensor's elements are saved: tensor `tensor` of part `part`.

@@ -166,6 +166,9 @@ class Engine : private LayerAccess {
   // Collective over the whole grid: throws on every rank the first non-empty `problem` any rank
   // passed.
   void failTogether(const std::string& problem);
+  // Collective over the whole grid: the first non-empty `mine` (up to 511 bytes) in the order of
+  // the data, model and pipe groups' ranks, on every rank; empty when every rank passed "".
+  std::string firstOnGrid(const std::string& mine);
   // This rank's place on the grid, from the group sizes and ranks (a group rank is the
   // coordinate on its axis).
   struct GridPlace {
@@ -224,6 +227,8 @@ class Engine : private LayerAccess {
   std::unique_ptr<LrSchedule> scheduler_;
   LossScaler scaler_;
   double lr_;
+  // The run's id in its checkpoints (manifest.h): drawn at the first save, kept by a resume.
+  std::string runId_;
   int64_t microSteps_ = 0;
   int64_t globalSteps_ = 0;
   int64_t skippedSteps_ = 0;

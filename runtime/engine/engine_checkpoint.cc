@@ -69,23 +69,27 @@ void Engine::verifyShardFiles(const std::vector<ShardFileCheck>& checks) {
 
 void Engine::failTogether(const std::string& problem) {
   // A rank that failed alone would leave the others waiting in the next collective until its
-  // timeout; instead every rank learns every message and all throw the first one. On a grid the
-  // data group's first message then travels along the model and pipe axes, so every rank of the
-  // job throws.
+  // timeout; instead every rank learns every message and all throw the first one.
+  if (const std::string first = firstOnGrid(problem); !first.empty()) throw Error(first);
+}
+
+std::string Engine::firstOnGrid(const std::string& mine) {
+  // The data group's first travels along the model and pipe axes, so every rank of the job ends
+  // with the same text.
   constexpr size_t kMessageBytes = 512;
-  std::string first = problem;
+  std::string first = mine;
   for (Communicator* group : {&comm_, grid_.model, grid_.pipe}) {
     if (!group || group->size() == 1) continue;
-    std::vector<char> mine(kMessageBytes, 0), all(kMessageBytes * group->size());
-    first.copy(mine.data(), kMessageBytes - 1);
+    std::vector<char> own(kMessageBytes, 0), all(kMessageBytes * group->size());
+    first.copy(own.data(), kMessageBytes - 1);
     queue_->run([&] {
-      group->allGather(mine.data(), all.data(), kMessageBytes / sizeof(float), DType::F32);
+      group->allGather(own.data(), all.data(), kMessageBytes / sizeof(float), DType::F32);
     });
     first.clear();
     for (int r = 0; r < group->size() && first.empty(); ++r)
       if (all[r * kMessageBytes] != 0) first = std::string(all.data() + r * kMessageBytes);
   }
-  if (!first.empty()) throw Error(first);
+  return first;
 }
 
 // Nothing is brought in whole for a checkpoint: the save and the load acquire the optimizer's
@@ -165,6 +169,8 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
   const std::string mine_dir = gridCheckpointDir(staging, place.stage, place.modelRank);
   const bool gridRoot = rank == 0 && place.stage == 0 && place.modelRank == 0;
   const int partitions = zero_->shardLayout().parts();
+  if (runId_.empty())  // the job's first save: the grid's first rank draws the run's id
+    runId_ = firstOnGrid(rank == 0 && place.stage == 0 && place.modelRank == 0 ? newRunId() : "");
   std::string problem;
   if (gridRoot)
     problem = problemOf([&] {
@@ -222,6 +228,8 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
       m.partitions = partitions;
       m.modelDtype = dtypeName(modelType_);
       m.configHash = config_.configHash;
+      m.runId = runId_;
+      m.architecture = model_.architecture();
       m.globalSteps = globalSteps_;
       m.skippedSteps = skippedSteps_;
       m.microSteps = microSteps_;
@@ -270,6 +278,13 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
   const std::vector<CheckpointPart> parts = readCheckpointParts(root);
   const CheckpointManifest& m = parts.front().manifest;  // the training state is everyone's
   const std::string& manifestPath = parts.front().manifestPath;
+  // A resume goes on with the saved model: one of another architecture (an activation, a norm)
+  // would take the weights without a word when the shapes agree. A finetune may change it.
+  if (scope.trainingState && !m.architecture.empty() && m.architecture != model_.architecture())
+    throw Error(manifestPath + ": saved from another model architecture (" +
+                architectureDifference(m.architecture, model_.architecture()) +
+                "); resume with the config that saved it, or start a new run from these "
+                "weights with finetune");
   Optimizer& first = *groups_.front().optimizer;
   const size_t nStates = first.stateArrays().size();
   if (scope.optimizerStates &&
@@ -394,6 +409,7 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
     for (const SubGroup& group : groups_) group.optimizer->setSteps(m.optimizerSteps);
 
   if (scope.trainingState) {
+    runId_ = m.runId;  // empty from a format-2 checkpoint: the next save draws one
     globalSteps_ = m.globalSteps;
     skippedSteps_ = m.skippedSteps;
     microSteps_ = m.microSteps;

@@ -43,6 +43,7 @@ class Gpt : public Model, public PipelineStage {
 
   const std::vector<ParamSpec>& parameters() const override { return specs_; }
   int layerCount() const override { return end_ - first_; }
+  std::string architecture() const override { return config_.architecture(); }
   void initTensorRange(const ParamSpec& spec, float* values, uint64_t seed, size_t begin,
                        size_t end) const override;
   float forwardBackward(const Batch& batch, LayerAccess& access, float gradScale) override;

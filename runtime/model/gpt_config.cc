@@ -186,6 +186,33 @@ void GptConfig::validate() const {
   require(positions * h <= 2147483648.0, text);
 }
 
+void GptConfig::validateModelParallel(int modelParallelSize) const {
+  const int t = modelParallelSize;
+  require(t >= 1, "model-parallel-size: expected >= 1, got " + std::to_string(t));
+  if (t == 1) return;
+  require(!qkNorm,
+          "use-qk-layernorm: not supported with model-parallel-size > 1 (the query/key norm spans "
+          "every head of a token; it is not sliced yet)");
+  const std::string size = std::to_string(t);
+  auto evenly = [&](const std::string& key, int64_t n, const std::string& fix) {
+    require(n % t == 0, key + ": " + std::to_string(n) +
+                            " does not split evenly over model-parallel-size " + size +
+                            " (every model rank holds an equal share); " + fix);
+  };
+  evenly("num-attention-heads", numAttentionHeads,
+         "use a multiple of " + size + " heads, or a model-parallel-size that divides " +
+             std::to_string(numAttentionHeads));
+  if (numKvHeads > 0)
+    evenly("num-kv-heads", numKvHeads,
+           "use a multiple of " + size + " kv heads, or a model-parallel-size that divides " +
+               std::to_string(numKvHeads));
+  const std::string width = intermediateSize > 0  ? "intermediate-size"
+                            : expansionFactor > 0 ? "expansion-factor"
+                                                  : "hidden-size";
+  evenly(width + " (the MLP's inner width after NeoX's rounding)", ffnSize(),
+         "choose " + width + " or mlp-multiple-of so that the width is a multiple of " + size);
+}
+
 std::string GptConfig::describe() const {
   std::string s = std::to_string(numLayers) + " layers, hidden " + std::to_string(hiddenSize) +
                   ", " + std::to_string(numAttentionHeads) + " heads, seq " +
@@ -200,6 +227,41 @@ std::string GptConfig::describe() const {
   if (slidingWindowWidth >= 0) s += ", sliding window " + std::to_string(slidingWindowWidth);
   if (qkNorm) s += ", qk norm";
   if (checkpointActivations) s += ", activation checkpointing";
+  return s;
+}
+
+std::string GptConfig::architecture() const {
+  // %.17g: the exact double, so two configs with the same text have the same values.
+  auto number = [](double v) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.17g", v);
+    return std::string(text);
+  };
+  std::string s = "gpt num-layers=" + std::to_string(numLayers) +
+                  " hidden-size=" + std::to_string(hiddenSize) +
+                  " num-attention-heads=" + std::to_string(numAttentionHeads) +
+                  " num-kv-heads=" + std::to_string(kvHeads()) +
+                  " padded-vocab-size=" + std::to_string(paddedVocabSize()) +
+                  " pos-emb=" + positionEmbeddingName(posEmb);
+  if (posEmb == PositionEmbedding::Learned)
+    s += " max-position-embeddings=" + std::to_string(maxPositionEmbeddings);
+  if (posEmb == PositionEmbedding::Rotary)
+    s += " rotary-dims=" + std::to_string(rotaryDim()) + " rotary-emb-base=" + number(rotaryEmbBase);
+  s += std::string(" norm=") + normName(norm);
+  const double epsilon = norm == NormKind::LayerNorm ? layernormEpsilon
+                         : norm == NormKind::RmsNorm ? rmsNormEpsilon
+                                                     : scalenormEpsilon;
+  s += " norm-epsilon=" + number(epsilon);
+  s += std::string(" activation=") + activationName(activation) +
+       " ffn-size=" + std::to_string(ffnSize()) +
+       " bias-in-norms=" + std::to_string(normHasBias()) +
+       " bias-in-attn-linear=" + std::to_string(biasInAttnLinear) +
+       " bias-in-mlp=" + std::to_string(biasInMlp) +
+       " weight-tying=" + std::to_string(weightTying) +
+       " gpt-j-residual=" + std::to_string(gptjResidual) +
+       " gpt-j-tied=" + std::to_string(gptjResidual && gptjTied) +
+       " sliding-window-width=" + std::to_string(slidingWindowWidth) +
+       " use-qk-layernorm=" + std::to_string(qkNorm);
   return s;
 }
 

@@ -95,7 +95,16 @@ struct GptConfig {
   // Throws ds::Error naming the NeoX key (e.g. "num-attention-heads: 5 does not divide
   // hidden-size 64").
   void validate() const;
+  // What splitting the model over `modelParallelSize` ranks needs on top of validate(): Megatron's
+  // slices are even, so the query heads, the kv heads and the MLP's inner width each divide by it,
+  // and the query/key norm is not sliced. Throws ds::Error naming the key; the config parser asks
+  // it before any rank starts, and Gpt's constructor again.
+  void validateModelParallel(int modelParallelSize) const;
   std::string describe() const;  // one line: layers, hidden, heads, options
+  // Model::architecture() of a GPT of this config: every key that shapes a tensor or what its
+  // values mean, by its NeoX name. Not the ones a run may change on resume: sequence length (with
+  // a fitting position table), dropout, init, activation checkpointing.
+  std::string architecture() const;
 };
 
 const char* positionEmbeddingName(PositionEmbedding p);

@@ -19,6 +19,12 @@ float uniform(uint64_t seed, uint64_t index) {  // [-1, 1)
 
 }  // namespace
 
+std::string Mlp::architecture() const {
+  std::string s = "mlp activation=tanh layer-sizes=";
+  for (size_t l = 0; l < sizes_.size(); ++l) s += (l ? "," : "") + std::to_string(sizes_[l]);
+  return s;
+}
+
 Mlp::Mlp(std::vector<int> layerSizes) : sizes_(std::move(layerSizes)) {
   if (sizes_.size() < 2) throw Error("Mlp: need at least an input and an output size");
   size_t offset = 0;

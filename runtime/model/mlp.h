@@ -17,6 +17,7 @@ class Mlp : public Model {
 
   const std::vector<ParamSpec>& parameters() const override { return specs_; }
   int layerCount() const override { return static_cast<int>(sizes_.size()) - 1; }
+  std::string architecture() const override;
   void initTensorRange(const ParamSpec& spec, float* values, uint64_t seed, size_t begin,
                        size_t end) const override;
   float forwardBackward(const Batch& batch, LayerAccess& access, float gradScale) override;

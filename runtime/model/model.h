@@ -67,6 +67,10 @@ class Model {
 
   virtual const std::vector<ParamSpec>& parameters() const = 0;
   virtual int layerCount() const = 0;
+  // Everything about the whole model (not only this rank's stage or slice) that shapes a tensor
+  // or what its values mean, as one line of "key=value" pairs: checkpoints record it, and a
+  // checkpoint saved from another architecture is refused where a resume would mix them.
+  virtual std::string architecture() const = 0;
   size_t parameterCount() const {
     const auto& specs = parameters();
     return specs.empty() ? 0 : specs.back().offset + specs.back().numel;

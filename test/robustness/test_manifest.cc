@@ -1,6 +1,7 @@
 // Checkpoint manifests read as untrusted input: a round trip, then damaged and hostile manifests,
 // each refused with a message naming the manifest and the key.
 #include <catch2/catch.hpp>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -20,6 +21,8 @@ CheckpointManifest sample() {
   c.partitions = 2;
   c.modelDtype = "bf16";
   c.configHash = "0123456789abcdef";
+  c.runId = "00112233445566778899aabbccddeeff";
+  c.architecture = "gpt num-layers=2 activation=gelu";
   c.globalSteps = 10;
   c.microSteps = 20;
   c.lastGradNorm = 0.125;
@@ -56,7 +59,9 @@ TEST_CASE("manifest: what is written is read back") {
   CHECK(c.files.at(1).checksum == 0xabcdef01u);
   // Each checksum names its algorithm.
   const Json m = Json::parse(manifestText(sample()));
-  CHECK(m["version"] == 2);
+  CHECK(m["version"] == 3);
+  CHECK(c.runId == sample().runId);
+  CHECK(c.architecture == sample().architecture);
   CHECK(m["files"][0]["checksum"] == "crc32c:00001234");
   CHECK(m["files"][1]["checksum"] == "crc32c:abcdef01");
   CHECK(m["manifest_checksum"].get<std::string>().starts_with("crc32c:"));
@@ -128,7 +133,7 @@ TEST_CASE("manifest: damaged or hostile manifests are refused, naming the key") 
          return m.dump();
        }(),
        "m.json: written by an older version of deepspeed-native (format 1, checksums fnv1a64); "
-       "this build reads format 2 (crc32c checksums): load it with the build that saved it and "
+       "this build reads format 3 (crc32c checksums): load it with the build that saved it and "
        "save it again"},
       {"fewer files than partitions", edited([](Json& m) { m["files"].erase(1); }),
        "files: lists 1 shard files for 2 partitions"},
@@ -147,6 +152,13 @@ TEST_CASE("manifest: damaged or hostile manifests are refused, naming the key") 
        "expected [full_begin, count, repeat, stride]"},
       {"a grid stage outside the grid", edited([](Json& m) { m["grid"]["stage"] = 2; }),
        "grid.stage: out of range"},
+      {"a run id that is not 32 hex digits", edited([](Json& m) { m["run"]["id"] = "abc"; }),
+       "m.json: run.id: expected 32 lower-case hex digits, got \"abc\""},
+      {"no run", edited([](Json& m) { m.erase("run"); }), "m.json: run: missing"},
+      {"an empty architecture", edited([](Json& m) { m["model"]["architecture"] = ""; }),
+       "model.architecture: expected printable text"},
+      {"a version from the future", edited([](Json& m) { m["version"] = 4; }),
+       "format version 4, this build reads versions 2 to 3"},
       {"not an object", "[1, 2]", "expected an object"},
       {"deep nesting", std::string(100000, '[') + std::string(100000, ']'),
        "m.json: nested more than 16 levels deep at line 1, column 17"},
@@ -165,4 +177,52 @@ TEST_CASE("manifest: an unreadable or oversized file is an error naming it") {
   CHECK_THROWS_WITH(readManifest("/dev/zero"),
                     Catch::Contains("/dev/zero: cannot read checkpoint manifest: is a character "
                                     "device, not a regular file"));
+}
+
+TEST_CASE("manifest: format 2 (no run id or architecture) is still read") {
+  const CheckpointManifest c = parseManifest(edited([](Json& m) {
+                                               m["version"] = 2;
+                                               m.erase("run");
+                                               m["model"].erase("architecture");
+                                             }),
+                                             "m.json");
+  CHECK(c.runId.empty());
+  CHECK(c.architecture.empty());
+  CHECK(c.globalSteps == 10);
+}
+
+TEST_CASE("manifest: a part of another save differs from the top part, and says how") {
+  const CheckpointManifest top = sample();
+  CHECK(partDifference(top, top).empty());
+  struct Case {
+    std::function<void(CheckpointManifest&)> edit;
+    const char* difference;
+  };
+  for (const Case& c : std::vector<Case>{
+           {[](CheckpointManifest& m) { m.globalSteps = 8; }, "global_steps 8, the top part's 10"},
+           {[](CheckpointManifest& m) { m.runId = std::string(32, 'f'); },
+            "run.id \"ffffffffffffffffffffffffffffffff\", the top part's "
+            "\"00112233445566778899aabbccddeeff\""},
+           {[](CheckpointManifest& m) { m.architecture = "gpt num-layers=2 activation=relu"; },
+            "model.architecture: activation relu, the top part's gelu"},
+           {[](CheckpointManifest& m) { m.architecture = "mlp layer-sizes=4,4"; },
+            "model.architecture: \"mlp layer-sizes=4,4\", the top part's \"gpt num-layers=2 "
+            "activation=gelu\""},
+           {[](CheckpointManifest& m) { m.runId.clear(); }, "run.id \"\", the top part's"},
+           {[](CheckpointManifest& m) { m.optimizerSteps = 3; }, "optimizer.steps 3"},
+           {[](CheckpointManifest& m) { m.lrLastBatchIteration.reset(); },
+            "lr_schedule.last_batch_iteration"},
+       }) {
+    CheckpointManifest part = top;
+    c.edit(part);
+    INFO(c.difference);
+    CHECK_THAT(partDifference(top, part), Catch::Contains(c.difference));
+  }
+}
+
+TEST_CASE("manifest: run ids are 32 hex digits and differ between draws") {
+  const std::string a = newRunId(), b = newRunId();
+  CHECK(a.size() == 32);
+  CHECK(a.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(a != b);
 }
