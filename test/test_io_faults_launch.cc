@@ -134,6 +134,35 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "a swap file whose data changed under the job stops it by file and offset (its checksum), "
+    "not by a NaN gradient norm, and the last checkpoint stays intact",
+    "[faults][launch]") {
+  const std::string dir = makeScratchDir("io-corrupt");
+  prepare(dir);
+  writeFile(dir + "/corrupt.yml", yaml(""));
+  // The 30th read returns other data than was written (or the 40th write puts other data there).
+  for (const char* fault : {"read:30:corrupt", "write:40:corrupt"}) {
+    INFO(fault);
+    fs::remove_all(dir + "/ckpt");
+    const CommandOutcome failed =
+        runCommand(launch(dir, "corrupt", std::string("DS_TEST_IO_FAULT=") + fault));
+    INFO(failed.output);
+    CHECK(failed.status != 0);
+    CHECK(failed.status < 128);
+    CHECK(std::regex_search(
+        failed.output,
+        std::regex("offload_optimizer swap file ([^ ]*/)?swap/\\.ds-optimizer-swap-[0-9]+-rank0 "
+                   "\\(unlinked\\): the [0-9]+ bytes at offset [0-9]+ read back with checksum "
+                   "crc32c:[0-9a-f]{8}, written with crc32c:[0-9a-f]{8}: the file was changed under "
+                   "the job or the device returned other data")));
+    CHECK(failed.output.find("nan") == std::string::npos);
+    CHECK(failed.output.find("iteration 6/6") == std::string::npos);
+    checkLastCheckpointIntact(dir + "/ckpt");
+  }
+  checkResumes(dir, "corrupt");
+}
+
+TEST_CASE(
     "a full checkpoint disk (small tmpfs) stops the job by file, offset and ENOSPC, and "
     "the previous checkpoint stays intact",
     "[faults][launch]") {

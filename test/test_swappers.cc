@@ -3,7 +3,9 @@
 // (offload_param) reads groups into its buffers ahead of use and keeps them there clean; both give
 // their arrays' pages back.
 // Both run on the libaio engine, in a directory that takes O_DIRECT (test/libaio_dir.h).
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -216,4 +218,65 @@ TEST_CASE("ParamSwapper: pin_memory locks the buffers where the memlock allowanc
   getrlimit(RLIMIT_MEMLOCK, &limit);
   if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= (size_t{1} << 20))
     CHECK(swapper.slotsLocked());
+}
+
+namespace {
+
+// The descriptor of this process's (unlinked) swap file whose name holds `stem`: what a user who
+// overwrites it through /proc/PID/fd/N writes to.
+int openSwapFile(const std::string& stem) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(entry.path(), ec).string();
+    if (!ec && target.find("/.ds-" + stem + "-swap-") != std::string::npos)
+      return ::open(entry.path().c_str(), O_WRONLY);
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("SwapFile: a region changed under the job is refused on reading, naming the file and "
+          "offset",
+          "[offload]") {
+  const std::string dir = ds::test::libaioScratchDir("swap-checksum");
+  if (dir.empty()) return;
+  constexpr size_t kMiB = size_t{1} << 20;
+  SwapFile file(AioConfig{}, dir, 0, 4 * kMiB, "offload_optimizer", "crc");
+  ds::runtime::AlignedBuffer out(3 * kMiB, false), in(3 * kMiB, false);
+  auto* bytes = static_cast<unsigned char*>(out.data());
+  for (size_t i = 0; i < 3 * kMiB; ++i) bytes[i] = static_cast<unsigned char>(i * 7 + 3);
+  const uint64_t first = file.allocate(3 * kMiB), second = file.allocate(kMiB);
+  file.write(out.data(), 3 * kMiB, first);
+  file.write(out.data(), kMiB, second);
+  file.read(in.data(), 3 * kMiB, first);  // what was written reads back
+  CHECK(std::memcmp(in.data(), out.data(), 3 * kMiB) == 0);
+
+  // One byte in the second MiB of the first region, changed through the file's descriptor.
+  const int fd = openSwapFile("crc");
+  REQUIRE(fd >= 0);
+  const unsigned char changed = bytes[kMiB + 12345] ^ 0x01;
+  REQUIRE(::pwrite(fd, &changed, 1, static_cast<off_t>(first + kMiB + 12345)) == 1);
+  ::close(fd);
+  CHECK_THROWS_WITH(
+      file.read(in.data(), 3 * kMiB, first),
+      Catch::Contains("offload_optimizer swap file " + dir + "/.ds-crc-swap-") &&
+          Catch::Contains("(unlinked): the 1048576 bytes at offset 1048576 read back with "
+                          "checksum crc32c:") &&
+          Catch::Contains("the file was changed under the job or the device returned other data"));
+  file.read(in.data(), kMiB, second);  // the other region is intact
+  // Rewritten, the region is good again.
+  file.write(out.data(), 3 * kMiB, first);
+  file.read(in.data(), 3 * kMiB, first);
+
+  // With checksums off (what bench_offload compares against), nothing is verified.
+  ds::runtime::setSwapChecksums(false);
+  SwapFile unchecked(AioConfig{}, dir, 1, kMiB, "offload_param", "nocrc");
+  ds::runtime::setSwapChecksums(true);
+  unchecked.write(out.data(), kMiB, unchecked.allocate(kMiB));
+  const int other = openSwapFile("nocrc");
+  REQUIRE(other >= 0);
+  REQUIRE(::pwrite(other, &changed, 1, 100) == 1);
+  ::close(other);
+  CHECK_NOTHROW(unchecked.read(in.data(), kMiB, 0));
 }

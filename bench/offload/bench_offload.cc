@@ -5,7 +5,8 @@
 // once; counted by the swapper) over fio's read and write bandwidth on the same directory,
 // measured in the same run. Then parameter offload: a whole iteration (forward,
 // backward, step) at ZeRO 3 with overlap_comm, with offload_param nvme against without and against
-// its I/O: the bytes its swapper moved in that iteration at fio's bandwidth.
+// its I/O: the bytes its swapper moved in that iteration at fio's bandwidth. The optimizer step
+// with offload nvme is also timed with the swap file's checksums off, to show what they cost.
 // Usage: bench_offload [--dir DIR] [--width N] [--layers N] [--sub-group N] [--steps N]
 //                      [--zero3-only]
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
+#include "runtime/offload/swap_file.h"
 
 namespace {
 
@@ -128,14 +130,18 @@ void runZero3(const Options& o, double fioRead, double fioWrite) {
 
 int run(const Options& o) {
   size_t params = 0, swapBytes = 0, unused = 0;
-  double none = 0, cpu = 0;
+  double none = 0, cpu = 0, unchecked = 0;
   Timing nvmeTiming;
   if (!o.zero3Only) {
     none = measure(o, 1, "", params, unused).stepMs;
     cpu = measure(o, 1, R"("offload_optimizer": {"device": "cpu"})", params, unused).stepMs;
-    nvmeTiming =
-        measure(o, 1, R"("offload_optimizer": {"device": "nvme", "nvme_path": ")" + o.dir + R"("})",
-                params, swapBytes);
+    const std::string nvmeKeys =
+        R"("offload_optimizer": {"device": "nvme", "nvme_path": ")" + o.dir + R"("})";
+    // The swap file's checksums (swap_file.h) against none, each the best of its steps.
+    ds::runtime::setSwapChecksums(false);
+    unchecked = measure(o, 1, nvmeKeys, params, swapBytes).stepMs;
+    ds::runtime::setSwapChecksums(true);
+    nvmeTiming = measure(o, 1, nvmeKeys, params, swapBytes);
   } else {
     std::vector<int> sizes(static_cast<size_t>(o.layers) + 1, static_cast<int>(o.width));
     params = ds::runtime::Mlp(sizes).parameterCount();
@@ -167,6 +173,10 @@ int run(const Options& o) {
     } else {
       std::printf("  step, offload nvme      %9.1f ms   (no fio: no I/O bound)\n", nvme);
     }
+    std::printf(
+        "  step, offload nvme without swap checksums %9.1f ms: the checksums cost %+.1f%% of "
+        "the step (target <= 5%%)\n",
+        unchecked, (nvme / unchecked - 1) * 100);
   } else if (fioRead > 0 && fioWrite > 0) {
     std::printf("  fio on the same directory: %.2f read / %.2f write GB/s\n", fioRead, fioWrite);
   }

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "common/errno_text.h"
@@ -18,13 +19,14 @@ struct FaultPlan {
   FaultKind kind = FaultKind::kAny;
   long nth = 0;
   int err = EIO;
+  bool corrupt = false;  // no error: one byte of the transfer's data is changed instead
 };
 
 FaultPlan parsePlan(const std::string& text) {
   const auto bad = [&] {
     return Error(std::string(kIoFaultVariable) + "=" + text +
                  ": expected KIND:N[:ERRNO] with KIND read, write or any, N >= 1 and ERRNO EIO, "
-                 "ENOSPC or a number");
+                 "ENOSPC, a number or corrupt");
   };
   const size_t colon = text.find(':');
   if (colon == std::string::npos) throw bad();
@@ -50,6 +52,8 @@ FaultPlan parsePlan(const std::string& text) {
       plan.err = EIO;
     else if (err == "ENOSPC")
       plan.err = ENOSPC;
+    else if (err == "corrupt")
+      plan.corrupt = true;
     else
       try {
         plan.err = std::stoi(err);
@@ -70,22 +74,32 @@ class FaultyEngine final : public AioEngine {
       : inner_(std::move(inner)), plan_(plan) {}
   const char* name() const override { return inner_->name(); }
   void read(const std::string& path, void* buffer, size_t bytes, uint64_t offset) override {
-    fault(false, path, bytes, offset);
+    const bool corrupt = fault(false, path, bytes, offset);
     inner_->read(path, buffer, bytes, offset);
+    if (corrupt && bytes > 0) static_cast<unsigned char*>(buffer)[bytes / 2] ^= 0x40;
   }
   void write(const std::string& path, const void* buffer, size_t bytes, uint64_t offset) override {
-    fault(true, path, bytes, offset);
-    inner_->write(path, buffer, bytes, offset);
+    if (!fault(true, path, bytes, offset) || bytes == 0) {
+      inner_->write(path, buffer, bytes, offset);
+      return;
+    }
+    AlignedBuffer changed(bytes, /*lock=*/false);
+    std::memcpy(changed.data(), buffer, bytes);
+    static_cast<unsigned char*>(changed.data())[bytes / 2] ^= 0x40;
+    inner_->write(path, changed.data(), bytes, offset);
   }
 
  private:
-  void fault(bool write, const std::string& path, size_t bytes, uint64_t offset) {
+  // Throws the planned error for the planned request; true where that request's data is to be
+  // changed instead.
+  bool fault(bool write, const std::string& path, size_t bytes, uint64_t offset) {
     std::atomic<long>& counter = plan_.kind == FaultKind::kAny ? anySeen
                                  : write                       ? writesSeen
                                                                : readsSeen;
     if ((plan_.kind == FaultKind::kRead && write) || (plan_.kind == FaultKind::kWrite && !write))
-      return;
-    if (counter.fetch_add(1) + 1 != plan_.nth) return;
+      return false;
+    if (counter.fetch_add(1) + 1 != plan_.nth) return false;
+    if (plan_.corrupt) return true;
     throw Error(describeTransfer(path, offset, bytes) + ": " + (write ? "write" : "read") +
                 " failed: " + errnoText(plan_.err) + " [injected by " + kIoFaultVariable + "]");
   }

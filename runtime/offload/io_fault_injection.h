@@ -1,6 +1,7 @@
 // A test hook, never set in production: DS_TEST_IO_FAULT=KIND:N[:ERRNO] makes the N-th (1-based)
 // offload request of KIND (read, write or any) in this process fail as if the device returned
-// ERRNO (EIO, ENOSPC or a number; default EIO), through the same message path as a real error.
+// ERRNO (EIO, ENOSPC or a number; default EIO), through the same message path as a real error;
+// ERRNO `corrupt` makes it succeed with one byte of its data changed (a file changed under the job).
 // It lets a test show that an I/O error in the middle of a step stops the job by name, with its
 // last checkpoint intact, without a broken disk. Documented in docs/zero-and-offload.md.
 #pragma once

@@ -5,14 +5,38 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
+#include <atomic>
+
+#include "common/crc32c.h"
 #include "common/errno_text.h"
 #include "common/error.h"
 
 namespace ds::runtime {
+namespace {
+
+// Small enough that a mismatch names a narrow range, large enough that the table stays small
+// (4 bytes per MiB swapped).
+constexpr size_t kChecksumPiece = size_t{1} << 20;
+
+std::atomic<bool> checksumsOn{true};
+
+std::vector<uint32_t> pieceChecksums(const void* buffer, size_t bytes) {
+  std::vector<uint32_t> pieces;
+  pieces.reserve((bytes + kChecksumPiece - 1) / kChecksumPiece);
+  const auto* at = static_cast<const unsigned char*>(buffer);
+  for (size_t done = 0; done < bytes; done += kChecksumPiece)
+    pieces.push_back(crc32c(at + done, std::min(kChecksumPiece, bytes - done)));
+  return pieces;
+}
+
+}  // namespace
+
+void setSwapChecksums(bool on) { checksumsOn = on; }
 
 SwapRegion wholePages(void* data, size_t bytes) {
   constexpr uintptr_t kPage = AlignedBuffer::kAlignment;
@@ -60,7 +84,7 @@ void SwapFile::checkSpace(const std::string& directory, uint64_t bytes, const st
 
 SwapFile::SwapFile(const AioConfig& aio, const std::string& directory, int rank,
                    uint64_t reserveBytes, std::string what, const std::string& stem)
-    : what_(std::move(what)), reservedBytes_(reserveBytes) {
+    : what_(std::move(what)), reservedBytes_(reserveBytes), checksums_(checksumsOn) {
   if (!std::filesystem::is_directory(directory))
     throw Error(what_ + ".nvme_path " + directory + ": not a directory");
   engine_ = makeAioEngine(aio, directory);
@@ -114,13 +138,48 @@ void SwapFile::read(void* buffer, size_t bytes, uint64_t offset) const {
   } catch (const Error& e) {
     rethrowNamed(e, what_, path_, name_);
   }
+  if (checksums_) verify(buffer, bytes, offset);
 }
 
 void SwapFile::write(const void* buffer, size_t bytes, uint64_t offset) const {
+  // Computed before the write: the caller keeps the buffer unchanged until the write returns.
+  Written record;
+  if (checksums_) record = {bytes, pieceChecksums(buffer, bytes)};
+  {
+    // A write that fails half-way leaves the region unknown: nothing to verify it against.
+    std::lock_guard lock(writtenMutex_);
+    written_.erase(offset);
+  }
   try {
     engine_->write(path_, buffer, bytes, offset);
   } catch (const Error& e) {
     rethrowNamed(e, what_, path_, name_);
+  }
+  if (checksums_) {
+    std::lock_guard lock(writtenMutex_);
+    written_[offset] = std::move(record);
+  }
+}
+
+void SwapFile::verify(const void* buffer, size_t bytes, uint64_t offset) const {
+  std::vector<uint32_t> expected;
+  {
+    std::lock_guard lock(writtenMutex_);
+    const auto it = written_.find(offset);
+    if (it == written_.end() || it->second.bytes != bytes) return;  // not one write's bytes
+    expected = it->second.pieces;
+  }
+  const auto* at = static_cast<const unsigned char*>(buffer);
+  for (size_t p = 0; p < expected.size(); ++p) {
+    const size_t begin = p * kChecksumPiece, length = std::min(kChecksumPiece, bytes - begin);
+    const uint32_t got = crc32c(at + begin, length);
+    if (got != expected[p])
+      throw Error(what_ + " swap file " + name_ + " (unlinked): the " + std::to_string(length) +
+                  " bytes at offset " + std::to_string(offset + begin) +
+                  " read back with checksum crc32c:" + hex32(got) + ", written with crc32c:" +
+                  hex32(expected[p]) +
+                  ": the file was changed under the job or the device returned other data; "
+                  "check the device and resume from the last checkpoint");
   }
 }
 

@@ -2,14 +2,21 @@
 // from it. The file is unlinked as soon as it is created, so it disappears with the process however
 // it ends and a later job can never read it; it is reached through /proc/self/fd. Its space is
 // reserved up front (fallocate): a full disk is an error before training, naming the directory and
-// the bytes needed. Users lay their data out in it with allocate(). Used by PageSwapper
+// the bytes needed. Users lay their data out in it with allocate(). Used by ParamSwapper
 // (offload_param) and SlotSwapper (offload_optimizer).
+// Every write is checksummed as it goes (CRC32C per 1 MiB piece, kept in memory) and every read of
+// what was written is checked against it, so a file changed under the job (overwritten through
+// /proc, a device returning other data) stops it naming the file and offset instead of training on
+// garbage until the gradient norm turns NaN. DeepSpeed's swapper has no such check.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "runtime/offload/aio_engine.h"
 
@@ -36,6 +43,10 @@ void zeroUntouched(void* data, size_t bytes);
 // costs a fault per 2 MiB instead of per 4 KiB.
 void preferHugePages(void* data, size_t bytes);
 
+// Whether swap files created from now on checksum their transfers (on unless a benchmark turns
+// them off to measure what they cost).
+void setSwapChecksums(bool on);
+
 class SwapFile {
  public:
   // `what` names the config block in errors ("offload_optimizer"); the file is
@@ -52,7 +63,10 @@ class SwapFile {
   uint64_t usedBytes() const { return usedBytes_; }
 
   // Blocking whole transfers; buffer, bytes and offset multiples of 4096 (O_DIRECT). An I/O error
-  // names the swap file by its (unlinked) name, the offset and the errno.
+  // names the swap file by its (unlinked) name, the offset and the errno. A read of exactly what
+  // one earlier write wrote (the same offset and size, as every swapper reads) is verified against
+  // that write's checksums; a mismatch names the file and the offset of the first bad piece.
+  // Thread-safe for transfers of different regions.
   void read(void* buffer, size_t bytes, uint64_t offset) const;
   void write(const void* buffer, size_t bytes, uint64_t offset) const;
 
@@ -70,6 +84,15 @@ class SwapFile {
   std::string name_;  // the file's name before it was unlinked: what errors say
   int fd_ = -1;
   uint64_t usedBytes_ = 0, reservedBytes_ = 0;
+  // What each write left at its offset: its size and one CRC32C per piece.
+  struct Written {
+    size_t bytes = 0;
+    std::vector<uint32_t> pieces;
+  };
+  bool checksums_;
+  mutable std::mutex writtenMutex_;
+  mutable std::unordered_map<uint64_t, Written> written_;
+  void verify(const void* buffer, size_t bytes, uint64_t offset) const;
 };
 
 }  // namespace ds::runtime
