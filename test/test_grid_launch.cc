@@ -316,8 +316,15 @@ TEST_CASE("grid launch: a checkpoint assembled from parts of different saves is 
       runRefusedJob(dir, "resume-relu", gridYaml(grid, 1, resume + "activation: relu\n"));
   CHECK_THAT(relu, Catch::Contains("saved from another model architecture (activation relu, the "
                                    "checkpoint's gelu)"));
-  const std::string resumed = runJob(dir, kOneHost, "resume", gridYaml(dp, 1, resume));
+  const std::string resumed =
+      runJob(dir, kOneHost, "resume", gridYaml(dp, 1, resume + "save: a\nsave-interval: 2\n"));
   CHECK_THAT(resumed, Catch::Contains("resumed from a/global_step4 at iteration 4"));
+  // The resumed run is the same run: its saves keep the id; another run's differs.
+  auto runId = [&](const std::string& manifest) {
+    return nlohmann::json::parse(readFile(dir + "/" + manifest))["run"]["id"].get<std::string>();
+  };
+  CHECK(runId("a/global_step6/manifest.json") == runId("a/global_step4/manifest.json"));
+  CHECK(runId("b/global_step4/manifest.json") != runId("a/global_step4/manifest.json"));
   nlohmann::json config = nlohmann::json::parse(readFile(dir + "/a/neox_config.json"));
   config["activation"] = "relu";
   writeFile(dir + "/a/neox_config.json", config.dump(2));
