@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 
 #include "common/error.h"
+#include "runtime/config/gpt_job_memory.h"
 #include "runtime/model/flat_parameters.h"
 #include "runtime/model/gpt.h"
 #include "test/scratch_dir.h"
@@ -435,6 +437,60 @@ TEST_CASE("GPT: activation checkpointing gives bitwise the same loss and gradien
     CHECK(plain.forwardBackward(batch, a, 1.0f) == recomputing.forwardBackward(batch, b, 1.0f));
     CHECK(a.gradients() == b.gradients());
     CHECK(recomputing.peakActivationBytes() < plain.peakActivationBytes());
+  }
+}
+
+TEST_CASE("GPT: an evaluation keeps only the block in hand: its measured and predicted peak never "
+          "exceed a training step's of the same micro-batch",
+          "[gpt]") {
+  struct Case {
+    const char* name;
+    std::function<void(GptConfig&)> apply;
+  };
+  const std::vector<Case> cases = {
+      {"plain", [](GptConfig&) {}},
+      {"one layer", [](GptConfig& c) { c.numLayers = 1; }},
+      {"checkpointing, 3 layers",
+       [](GptConfig& c) {
+         c.numLayers = 3;
+         c.checkpointActivations = true;
+       }},
+      {"grouped-query, swiglu, rotary",
+       [](GptConfig& c) {
+         c.numKvHeads = 2;
+         c.activation = Activation::Swiglu;
+         c.intermediateSize = 96;
+         c.posEmb = PositionEmbedding::Rotary;
+       }},
+      {"qk norm, gpt-j residual", [](GptConfig& c) {
+         c.qkNorm = true;
+         c.gptjResidual = true;
+       }},
+  };
+  for (const Case& k : cases) {
+    INFO(k.name);
+    GptConfig c = smallConfig();
+    k.apply(c);
+    Gpt evaluating(c), training(c);
+    std::vector<float> params(training.parameterCount());
+    training.initParameters(params.data(), 3);
+    const Batch batch = randomBatch(c, 4, 12, 5);
+    FlatParameters a(evaluating, params.data()), b(training, params.data());
+    const float evalLoss = evaluating.evaluate(batch, a);
+    CHECK(evalLoss == training.forwardBackward(batch, b, 1.0f));  // the same forward
+    CHECK(evaluating.peakActivationBytes() > 0);
+    CHECK(evaluating.peakActivationBytes() <= training.peakActivationBytes());
+    if (c.numLayers > 1)  // a training step keeps every block (or every block's input)
+      CHECK(evaluating.peakActivationBytes() < training.peakActivationBytes());
+    // A second evaluation still computes the same loss from the freed buffers.
+    CHECK(evaluating.evaluate(batch, a) == evalLoss);
+
+    ds::runtime::GptTrainConfig job;
+    job.model = c;
+    job.model.seqLength = 12;
+    const auto predicted = ds::runtime::estimateGptJobMemory(job, ds::runtime::BatchConfig{64, 4, 16});
+    CHECK(predicted.evalActivations > 0);
+    CHECK(predicted.evalActivations <= predicted.trainActivations);
   }
 }
 

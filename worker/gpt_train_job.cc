@@ -159,11 +159,11 @@ class GptHooks final : public TrainingHooks {
     double sum = 0.0;
     const uint64_t base = round_++ * static_cast<uint64_t>(iters) * globalBatch;
     const uint64_t perRank = globalBatch / static_cast<uint64_t>(p_.grid.dataSize);
-    // With labels NeoX's mean of micro-batch means differs from one mean over the rank's samples
-    // (micro-batches count different numbers of unmasked tokens), so each micro-batch is a pass
-    // of its own there; without labels the two agree and one pass does.
+    // One pass per micro-batch, as NeoX's mean of micro-batch means (with labels micro-batches
+    // count different numbers of unmasked tokens, so one mean over the rank's samples would
+    // differ), and so that an evaluation needs no more memory than a training micro-batch.
     const uint64_t micro = static_cast<uint64_t>(p_.config.batch.microBatchPerGpu);
-    const uint64_t passSize = p_.valid->hasLabels() ? micro : perRank;
+    const uint64_t passSize = micro;
     const uint64_t passes = perRank / passSize;
     const bool pipelined = p_.grid.pipeSize > 1;
     for (int64_t i = 0; i < iters; ++i) {

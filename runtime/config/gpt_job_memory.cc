@@ -47,6 +47,7 @@ std::string count(double n) {
 }  // namespace
 
 double GptJobMemory::total() const {
+  // evalActivations <= trainActivations: one block of a micro-batch against at least that.
   return sampleIndex + std::max(trainActivations, evalActivations);
 }
 
@@ -61,11 +62,10 @@ GptJobMemory estimateGptJobMemory(const GptTrainConfig& train, const BatchConfig
   if (validation) {
     const double evals = static_cast<double>(train.trainIters / train.evalInterval + 1);
     e.validSamples = static_cast<double>(train.evalIters) * global * evals;
-    // One evaluation forward takes a rank's whole share of the global batch at once.
-    e.evalActivations = gptActivationBytes(train.model,
-                                        static_cast<double>(batch.microBatchPerGpu) *
-                                            static_cast<double>(batch.gradientAccumulationSteps),
-                                        /*checkpointing=*/false);
+    // An evaluation runs micro-batch by micro-batch and keeps only the block in hand.
+    e.evalActivations =
+        blockActivationFloats(train.model, static_cast<double>(batch.microBatchPerGpu)) *
+        sizeof(float);
   }
   e.sampleIndex = (e.trainSamples + e.validSamples) * kIndexBytesPerSample;
   e.trainActivations = gptActivationBytes(train.model, static_cast<double>(batch.microBatchPerGpu),
@@ -80,7 +80,7 @@ void checkGptJobMemory(const GptTrainConfig& train, const BatchConfig& batch,
   if (e.total() <= available) return;
   const std::string seq = " x seq-length " + std::to_string(train.model.seqLength) + " tokens";
   std::ostringstream why;
-  if (e.sampleIndex >= std::max(e.trainActivations, e.evalActivations)) {
+  if (e.sampleIndex >= e.trainActivations) {
     why << "the sample index of " << count(e.trainSamples + e.validSamples)
         << " samples (train-iters " << train.trainIters << " x train_batch_size "
         << batch.trainBatchSize;
@@ -88,19 +88,13 @@ void checkGptJobMemory(const GptTrainConfig& train, const BatchConfig& batch,
       why << ", plus eval-iters " << train.evalIters << " x train_batch_size per evaluation";
     why << ") needs at least " << humanBytes(e.sampleIndex)
         << "; lower train-iters, eval-iters, batch-size or gradient_accumulation_steps";
-  } else if (e.trainActivations >= e.evalActivations) {
+  } else {  // an evaluation's block is never more than a training step's (estimate's comment)
     why << "batch-size " << batch.microBatchPerGpu << seq << " needs at least "
         << humanBytes(e.trainActivations) << " of activations for one micro-batch ("
         << train.model.numLayers << " layers, hidden-size " << train.model.hiddenSize
         << "); lower batch-size (the micro-batch per rank; gradient_accumulation_steps keeps the "
            "global batch)"
         << (train.model.checkpointActivations ? "" : " or set checkpoint-activations: true");
-  } else {
-    why << "an evaluation runs a rank's whole share of the batch at once: batch-size "
-        << batch.microBatchPerGpu << " x gradient_accumulation_steps "
-        << batch.gradientAccumulationSteps << seq << " needs at least "
-        << humanBytes(e.evalActivations)
-        << " of activations; lower gradient_accumulation_steps or batch-size, or set eval-iters: 0";
   }
   throw Error("GPT job: " + why.str() + " (at least " + humanBytes(e.total()) +
               " per rank in all, but only " + humanBytes(available) + " is left under " +

@@ -1,6 +1,7 @@
 // What a GPT job allocates on each rank beyond its model states, from the config alone: the
 // sample index of the train and validation splits (built whole by every rank before the first
-// step) and the activations of one micro-batch and of one evaluation batch. Checked when the
+// step) and the activations of one micro-batch, for training and for evaluation (which runs
+// micro-batch by micro-batch keeping one block: never more than training). Checked when the
 // config is parsed, so `ds-config check` and ds-launch refuse a job that cannot allocate them
 // instead of every rank running out of memory. The model states are the engine's check.
 #pragma once
@@ -15,7 +16,7 @@ struct GptJobMemory {
   double trainSamples = 0, validSamples = 0;  // entries of the sample index
   double sampleIndex = 0;                     // bytes
   double trainActivations = 0;                // bytes, one micro-batch forward and backward
-  double evalActivations = 0;                 // bytes, one evaluation batch (micro x accumulation)
+  double evalActivations = 0;                 // bytes, one block of one evaluation micro-batch
   double total() const;
 };
 

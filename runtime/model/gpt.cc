@@ -560,8 +560,14 @@ void Gpt::blocksForward(GptPass& P, GptBuffer& B, LayerAccess& access) {
     const int layer = local(static_cast<int>(l + 1));
     const float* p = access.acquireParameters(layer);
     BlockActivations& kept = B.blocks[l - first];
-    BlockActivations& a = P.checkpointing ? A.recompute : kept;
-    if (P.checkpointing) {
+    // Without a backward to come (evaluation, generation) nothing is kept beyond the block in
+    // hand: each runs in the one scratch block, its input moved in and freed from the buffer, so
+    // an evaluation never needs more than a training step of the same micro-batch.
+    BlockActivations& a = P.checkpointing || !P.train ? A.recompute : kept;
+    if (!P.train) {
+      a.input.swap(kept.input);
+      std::vector<float>().swap(kept.input);
+    } else if (P.checkpointing) {
       a.input.assign(kept.input.begin(), kept.input.end());
       if (partitioned) {  // keep this rank's chunk of the input only (gathered in backward)
         const size_t chunk = N * h / static_cast<size_t>(model->size());
