@@ -2,6 +2,7 @@
 // 256-entry tables (slicing-by-8); the SSE4.2 path feeds 8 bytes per crc32 instruction.
 #include "common/crc32c.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdio>
@@ -66,6 +67,28 @@ __attribute__((target("sse4.2"))) uint32_t sse42Update(uint32_t state, const uns
   for (; n > 0; --n, ++p) state = _mm_crc32_u8(state, *p);
   return state;
 }
+
+// Four whole pieces at once, each a multiple of 8 bytes long: four independent chains of the crc32
+// instruction keep its pipeline full.
+__attribute__((target("sse4.2"))) void sse42FourPieces(const unsigned char* p, size_t piece,
+                                                       uint32_t* out) {
+  uint64_t a = ~0u, b = ~0u, c = ~0u, d = ~0u;
+  for (size_t at = 0; at < piece; at += 8) {
+    uint64_t w0, w1, w2, w3;
+    std::memcpy(&w0, p + at, 8);
+    std::memcpy(&w1, p + piece + at, 8);
+    std::memcpy(&w2, p + 2 * piece + at, 8);
+    std::memcpy(&w3, p + 3 * piece + at, 8);
+    a = _mm_crc32_u64(a, w0);
+    b = _mm_crc32_u64(b, w1);
+    c = _mm_crc32_u64(c, w2);
+    d = _mm_crc32_u64(d, w3);
+  }
+  out[0] = ~static_cast<uint32_t>(a);
+  out[1] = ~static_cast<uint32_t>(b);
+  out[2] = ~static_cast<uint32_t>(c);
+  out[3] = ~static_cast<uint32_t>(d);
+}
 #endif
 
 Crc32cPath detectPath() {
@@ -96,6 +119,24 @@ uint32_t crc32cWith(Crc32cPath path, const void* data, size_t bytes, uint32_t cr
 
 uint32_t crc32c(const void* data, size_t bytes, uint32_t crc) {
   return crc32cWith(crc32cBestPath(), data, bytes, crc);
+}
+
+void crc32cPiecesWith(Crc32cPath path, const void* data, size_t bytes, size_t piece,
+                      uint32_t* out) {
+  if (piece == 0) return;  // no pieces: nothing to write
+  const auto* p = static_cast<const unsigned char*>(data);
+  size_t done = 0;
+#if defined(__x86_64__)
+  if (path == Crc32cPath::Sse42 && piece % 8 == 0)
+    for (; bytes - done >= 4 * piece; done += 4 * piece, out += 4)
+      sse42FourPieces(p + done, piece, out);
+#endif
+  for (; done < bytes; done += piece)
+    *out++ = crc32cWith(path, p + done, std::min(piece, bytes - done));
+}
+
+void crc32cPieces(const void* data, size_t bytes, size_t piece, uint32_t* out) {
+  crc32cPiecesWith(crc32cBestPath(), data, bytes, piece, out);
 }
 
 namespace {

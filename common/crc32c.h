@@ -27,6 +27,13 @@ uint32_t crc32cCombine(uint32_t crcA, uint32_t crcB, uint64_t bBytes);
 // Crc32cPath::Sse42.
 uint32_t crc32cWith(Crc32cPath path, const void* data, size_t bytes, uint32_t crc = 0);
 
+// One CRC32C per consecutive `piece`-byte piece of `bytes` bytes (the last one may be shorter) into
+// out[0..ceil(bytes / piece)): the pieces are independent, so the SSE4.2 path runs four of them
+// interleaved (the instruction's latency is three cycles, its throughput one), about 3x one stream.
+// Equal to crc32c() of each piece on every path; `piece` 0 writes nothing.
+void crc32cPieces(const void* data, size_t bytes, size_t piece, uint32_t* out);
+void crc32cPiecesWith(Crc32cPath path, const void* data, size_t bytes, size_t piece, uint32_t* out);
+
 // TFRecord's masked CRC32C: rotated and offset, because a CRC over data holding CRCs is weak.
 uint32_t maskedCrc32c(const void* data, size_t bytes);
 

@@ -1,6 +1,7 @@
 // CRC32C: both paths against the published check values (RFC 3720's iSCSI vectors and
 // "123456789"), against each other over every length and alignment near the 8-byte steps,
 // and continuing a CRC across pieces.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
@@ -91,4 +92,24 @@ TEST_CASE("crc32c: combining two pieces' checksums gives the checksum of both in
       CHECK(ds::crc32cCombine(a, b, end - cut) == ds::crc32c(data.data(), end));
     }
   }
+}
+
+TEST_CASE("crc32c: pieces checksummed together equal each piece's CRC, on every path") {
+  std::vector<unsigned char> data(5 * 4096 + 24 + 3);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 131 + 7);
+  // Whole groups of four, a ragged last piece, fewer pieces than four, odd piece sizes, offsets.
+  for (const ds::Crc32cPath path : paths())
+    for (const size_t piece : {size_t{8}, size_t{24}, size_t{4096}, size_t{1000}, size_t{13}})
+      for (const size_t bytes : {data.size(), size_t{4 * 24}, size_t{3 * 24 + 5}, size_t{0}})
+        for (const size_t offset : {size_t{0}, size_t{3}}) {
+          const size_t n = std::min(bytes, data.size() - offset);
+          INFO(ds::crc32cPathName(path) << ": piece " << piece << ", " << n << " bytes at "
+                                        << offset);
+          std::vector<uint32_t> got((n + piece - 1) / piece + 1, 0xdeadbeef);
+          ds::crc32cPiecesWith(path, data.data() + offset, n, piece, got.data());
+          for (size_t p = 0; p * piece < n; ++p)
+            CHECK(got[p] == ds::crc32c(data.data() + offset + p * piece,
+                                       std::min(piece, n - p * piece)));
+          CHECK(got[(n + piece - 1) / piece] == 0xdeadbeef);  // nothing written past the last
+        }
 }

@@ -26,11 +26,8 @@ constexpr size_t kChecksumPiece = size_t{1} << 20;
 std::atomic<bool> checksumsOn{true};
 
 std::vector<uint32_t> pieceChecksums(const void* buffer, size_t bytes) {
-  std::vector<uint32_t> pieces;
-  pieces.reserve((bytes + kChecksumPiece - 1) / kChecksumPiece);
-  const auto* at = static_cast<const unsigned char*>(buffer);
-  for (size_t done = 0; done < bytes; done += kChecksumPiece)
-    pieces.push_back(crc32c(at + done, std::min(kChecksumPiece, bytes - done)));
+  std::vector<uint32_t> pieces((bytes + kChecksumPiece - 1) / kChecksumPiece);
+  crc32cPieces(buffer, bytes, kChecksumPiece, pieces.data());
   return pieces;
 }
 
@@ -169,14 +166,13 @@ void SwapFile::verify(const void* buffer, size_t bytes, uint64_t offset) const {
     if (it == written_.end() || it->second.bytes != bytes) return;  // not one write's bytes
     expected = it->second.pieces;
   }
-  const auto* at = static_cast<const unsigned char*>(buffer);
+  const std::vector<uint32_t> got = pieceChecksums(buffer, bytes);
   for (size_t p = 0; p < expected.size(); ++p) {
     const size_t begin = p * kChecksumPiece, length = std::min(kChecksumPiece, bytes - begin);
-    const uint32_t got = crc32c(at + begin, length);
-    if (got != expected[p])
+    if (got[p] != expected[p])
       throw Error(what_ + " swap file " + name_ + " (unlinked): the " + std::to_string(length) +
                   " bytes at offset " + std::to_string(offset + begin) +
-                  " read back with checksum crc32c:" + hex32(got) + ", written with crc32c:" +
+                  " read back with checksum crc32c:" + hex32(got[p]) + ", written with crc32c:" +
                   hex32(expected[p]) +
                   ": the file was changed under the job or the device returned other data; "
                   "check the device and resume from the last checkpoint");
