@@ -1,7 +1,8 @@
 // HFTokenizer (runtime/data/hf_tokenizer.h) against Hugging Face's own `tokenizers` library: ids,
 // decoded text and vocabulary size from test/golden/hf_tokenizer_ids.json, which
 // test/reference/hf_tokenizer_reference.js wrote with the library on test/golden/hf_tokenizer.json
-// and variants derived from it the same way here. Plus a pythia-format file and the refusals.
+// and variants derived from it the same way here. Plus a pythia-format file (test/hf_test_files.h)
+// and the refusals, dropped bytes counted, and 50,000 added tokens.
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "runtime/data/unicode_normalization.h"
 #include "runtime/data/utf8.h"
 #include "test/bpe_test_files.h"
+#include "test/hf_test_files.h"
 #include "test/scratch_dir.h"
 
 using ds::runtime::HfTokenizer;
@@ -116,53 +118,7 @@ TEST_CASE("hf tokenizer: invalid UTF-8 becomes U+FFFD per maximal subpart") {
   CHECK(replaceInvalidUtf8("\xF4\x90\x80\x80") == fffd + fffd + fffd + fffd);
 }
 
-namespace {
-
-// A file laid out as pythia's and NeoX-20B's 20B_tokenizer.json is (that file cannot be fetched
-// here; the layout is written from its published format): "1.0", added tokens with every field,
-// the specials at ids 0 and 1 also in the model's vocabulary, runs of spaces as non-special
-// added tokens after the model's ids, merges as "a b" strings, every byte a token.
-Json pythiaStyle() {
-  Json vocab = Json::object();
-  vocab["<|endoftext|>"] = 0;
-  vocab["<|padding|>"] = 1;
-  int next = 2;
-  for (int b = 0; b < 256; ++b) vocab[ds::test::gpt2Char(static_cast<unsigned char>(b))] = next++;
-  const std::vector<std::string> merges = {"\xC4\xA0 t", "h e", "\xC4\xA0t he", "\xC4\xA0 \xC4\xA0"};
-  for (const std::string& m : merges) {
-    const size_t space = m.find(' ');
-    vocab[m.substr(0, space) + m.substr(space + 1)] = next++;
-  }
-  const auto added = [](int id, const std::string& content, bool special, bool normalized) {
-    return Json{{"id", id},           {"special", special}, {"content", content},
-                {"single_word", false}, {"lstrip", false},   {"rstrip", false},
-                {"normalized", normalized}};
-  };
-  Json addedTokens = Json::array({added(0, "<|endoftext|>", true, false),
-                                  added(1, "<|padding|>", true, false)});
-  for (int spaces = 24; spaces >= 2; --spaces)
-    addedTokens.push_back(added(next++, std::string(static_cast<size_t>(spaces), ' '), false, true));
-  const Json byteLevel = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}};
-  return {{"version", "1.0"},
-          {"truncation", nullptr},
-          {"padding", nullptr},
-          {"added_tokens", addedTokens},
-          {"normalizer", {{"type", "NFC"}}},
-          {"pre_tokenizer", byteLevel},
-          {"post_processor", byteLevel},
-          {"decoder", byteLevel},
-          {"model",
-           {{"type", "BPE"},
-            {"dropout", nullptr},
-            {"unk_token", nullptr},
-            {"continuing_subword_prefix", nullptr},
-            {"end_of_word_suffix", nullptr},
-            {"fuse_unk", false},
-            {"vocab", vocab},
-            {"merges", merges}}}};
-}
-
-}  // namespace
+using ds::test::pythiaStyle;
 
 TEST_CASE("hf tokenizer: a pythia-format tokenizer.json loads through makeTokenizer") {
   const std::string dir = ds::test::makeScratchDir("hf_pythia");
@@ -214,4 +170,89 @@ TEST_CASE("hf tokenizer: what it does not implement is refused naming the file a
   }
   CHECK_THROWS_WITH(ds::runtime::makeTokenizer("HFTokenizer", "", ""),
                     Catch::Contains("HFTokenizer needs vocab-file"));
+}
+
+TEST_CASE("hf tokenizer: 50000 added tokens load, and each is matched longest first") {
+  // All in one first-byte bucket, some prefixes of others: "<t1", "<t12", "<t123", ...
+  Json doc = pythiaStyle();
+  int32_t next = 2 + 256 + 4 + 23;
+  const int32_t first = next;
+  for (int n = 0; n < 50000; ++n)
+    doc["added_tokens"].push_back({{"id", next++},
+                                   {"content", "<t" + std::to_string(n)},
+                                   {"special", false},
+                                   {"normalized", false}});
+  const std::string dir = ds::test::makeScratchDir("hf_many_added");
+  const HfTokenizer tok(writeJson(dir, "tokenizer.json", doc));
+  CHECK(tok.vocabularySize() == next);
+  CHECK(tok.encode("<t12345<t1<t49999") ==
+        std::vector<int32_t>{first + 12345, first + 1, first + 49999});
+  CHECK(tok.decode({first + 7, first + 42}) == "<t7<t42");
+}
+
+TEST_CASE("hf tokenizer: ids far beyond the tokens of the file are refused naming token and id") {
+  const std::string dir = ds::test::makeScratchDir("hf_far_ids");
+  const int32_t defined = 2 + 256 + 4 + 2 + 23;  // model.vocab and added_tokens
+  // A hole of a few hundred ids is taken: ids are dense in real files, but not always gapless.
+  Json holes = pythiaStyle();
+  holes["model"]["vocab"]["zz"] = defined + 500;
+  CHECK(HfTokenizer(writeJson(dir, "holes.json", holes)).vocabularySize() == defined + 501);
+
+  Json farVocab = pythiaStyle();
+  farVocab["model"]["vocab"]["zz"] = (1 << 24) - 1;
+  const std::string vocabPath = writeJson(dir, "far_vocab.json", farVocab);
+  CHECK_THROWS_WITH(HfTokenizer(vocabPath),
+                    Catch::Contains(vocabPath +
+                                    ": model.vocab: token \"zz\": id 16777215 is far "
+                                    "beyond the " +
+                                    std::to_string(defined + 1) + " tokens the file defines"));
+  Json farAdded = pythiaStyle();
+  farAdded["added_tokens"][5]["id"] = 16000000;
+  const std::string addedPath = writeJson(dir, "far_added.json", farAdded);
+  CHECK_THROWS_WITH(HfTokenizer(addedPath),
+                    Catch::Contains(addedPath + ": added_tokens[5].id: token \"" +
+                                    std::string(21, ' ') + "\": id 16000000 is far beyond"));
+}
+
+TEST_CASE("hf tokenizer: an empty model.vocab is refused, and bytes without a token are counted") {
+  const std::string dir = ds::test::makeScratchDir("hf_empty_vocab");
+  Json empty = pythiaStyle();
+  empty["model"]["vocab"] = Json::object();
+  empty["model"]["merges"] = Json::array();
+  const std::string emptyPath = writeJson(dir, "empty.json", empty);
+  CHECK_THROWS_WITH(HfTokenizer(emptyPath),
+                    Catch::Contains(emptyPath + ": model.vocab: is empty, so every byte"));
+
+  Json noZ = pythiaStyle();
+  noZ["model"]["vocab"].erase("z");
+  const HfTokenizer tok(writeJson(dir, "no_z.json", noZ));
+  CHECK(tok.droppedBytes() == 0);
+  CHECK(tok.encode("zaz") == std::vector<int32_t>{2 + 'a'});
+  CHECK(tok.droppedBytes() == 2);
+  CHECK(tok.encode("zaz") == std::vector<int32_t>{2 + 'a'});  // from the word cache: still counted
+  CHECK(tok.droppedBytes() == 4);
+  CHECK(HfTokenizer(kGoldenDir + "/hf_tokenizer.json").droppedBytes() == 0);
+}
+
+TEST_CASE("hf tokenizer: added tokens sharing an id, or one token at two ids, are refused") {
+  const std::string dir = ds::test::makeScratchDir("hf_added_conflicts");
+  Json sameId = pythiaStyle();
+  sameId["added_tokens"][1]["id"] = 0;
+  const std::string sameIdPath = writeJson(dir, "same_id.json", sameId);
+  CHECK_THROWS_WITH(HfTokenizer(sameIdPath),
+                    Catch::Contains(sameIdPath + ": added_tokens[1].id: id 0 is also the id of "
+                                                 "added_tokens[0] \"<|endoftext|>\""));
+  // The end of document would be 600 while "<|endoftext|>" in text encodes to 0.
+  Json twoIds = pythiaStyle();
+  twoIds["added_tokens"].push_back({{"id", 600}, {"content", "<|endoftext|>"}, {"special", true}});
+  const std::string twoIdsPath = writeJson(dir, "two_ids.json", twoIds);
+  CHECK_THROWS_WITH(HfTokenizer(twoIdsPath),
+                    Catch::Contains(twoIdsPath + ": added_tokens[25].content: \"<|endoftext|>\" "
+                                                 "has id 600 here and 0 at added_tokens[0]"));
+  // The same token twice is one token.
+  Json repeated = pythiaStyle();
+  repeated["added_tokens"].push_back(repeated["added_tokens"][0]);
+  const HfTokenizer tok(writeJson(dir, "repeated.json", repeated));
+  CHECK(tok.endOfDocument() == 0);
+  CHECK(tok.encode("<|endoftext|>") == std::vector<int32_t>{0});
 }

@@ -1,7 +1,8 @@
 // NeoX's SPMTokenizer against Python's sentencepiece, byte for byte: encode ids and decoded text
 // for two committed models (test/golden/spm_*.model) over unicode, whitespace and invalid UTF-8,
 // read from test/golden/spm_tokenizer.json (test/reference/spm_reference.py wrote it; no Python
-// is needed here). Also: what decode drops, NeoX's eod and merge-file rules, and bad model files.
+// is needed here). Also: what decode drops, NeoX's eod and merge-file rules, bad model files, and
+// normalization rules (precompiled_charsmap) built by hand, valid and damaged.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "common/error.h"
 #include "runtime/data/tokenizer.h"
 #include "test/scratch_dir.h"
+#include "test/spm_charsmap_builder.h"
 
 using ds::runtime::makeTokenizer;
 
@@ -127,6 +129,39 @@ TEST_CASE("spm: a missing, unreadable or corrupt model file is refused naming th
       const std::string what = e.what();
       CHECK_THAT(what, Catch::Contains("vocab-file " + c.file + ": " + c.message));
       CHECK_THAT(what, Catch::Contains("LLaMA's tokenizer.model"));
+    }
+  }
+}
+
+TEST_CASE(
+    "spm: normalization rules in sentencepiece's charsmap format apply as the library reads them") {
+  const std::string dir = ds::test::makeScratchDir("spm-charsmap");
+  const std::string original = kGolden + "spm_llama_like.model";
+  const std::string file = dir + "/rules.model";
+  std::ofstream(file, std::ios::binary) << ds::test::withSpmCharsmap(
+      readFile(original), ds::test::buildSpmCharsmap(ds::test::kSpmTestRules).bytes());
+  const auto plain = makeTokenizer("SPMTokenizer", original, "");
+  const auto withRules = makeTokenizer("SPMTokenizer", file, "");
+  // "Qu" -> "KW" (the longest rule), "Q" -> "q", "é" -> "e".
+  CHECK(withRules->encode("Quiet Q caf\xC3\xA9") == plain->encode("KWiet q cafe"));
+  CHECK(plain->encode("Quiet Q caf\xC3\xA9") != plain->encode("KWiet q cafe"));
+}
+
+TEST_CASE("spm: damaged normalization rules are refused naming the file and the field") {
+  const std::string dir = ds::test::makeScratchDir("spm-bad-charsmap");
+  for (const auto& damaged :
+       ds::test::damagedSpmModels(readFile(kGolden + "spm_llama_like.model"))) {
+    INFO(damaged.name);
+    const std::string file = dir + "/damaged.model";
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << damaged.model;
+    try {
+      makeTokenizer("SPMTokenizer", file, "")->encode(std::string(100, 'a') + " Quiet caf\xC3\xA9");
+      FAIL_CHECK("accepted");
+    } catch (const ds::Error& e) {
+      const std::string what = e.what();
+      CHECK_THAT(what,
+                 Catch::Contains("vocab-file " + file + ": " + damaged.field + ": " + damaged.why));
+      CHECK_THAT(what, Catch::Contains("the model's normalization rules are damaged"));
     }
   }
 }

@@ -22,6 +22,7 @@ using Json = nlohmann::json;
 constexpr const char* kEndOfText = "<|endoftext|>";
 // Ids index a table and size the model's embedding: a stray huge id must not allocate gigabytes.
 constexpr int64_t kMaxId = (int64_t{1} << 24) - 1;
+constexpr int64_t kIdSlack = 1024;
 
 // bytes_to_unicode: bytes that print as themselves in Latin-1 keep their code point; the other 68
 // (controls, space, DEL, NBSP, soft hyphen), in byte order, become U+0100, U+0101, ...
@@ -88,12 +89,18 @@ std::string toAlphabet(std::string_view bytes) {
 
 // Adds the tokens, checked; `where` names the list in messages ("FILE" or "FILE: model.vocab").
 void addTokens(const std::vector<BpeTokenSpelling>& tokens, const std::string& where,
-               BpeVocabulary& v) {
+               size_t definedTokens, BpeVocabulary& v) {
+  const int64_t limit = bpeIdLimit(definedTokens);
   for (const auto& [key, id] : tokens) {
     const std::string at = where + ": token " + quote(key);
     if (key.empty()) throw Error(where + ": the empty string is not a token; remove it");
     if (id < 0 || id > kMaxId)
       throw Error(at + ": id " + std::to_string(id) + " is outside 0.." + std::to_string(kMaxId));
+    if (id >= limit)
+      throw Error(at + ": id " + std::to_string(id) + " is far beyond the " +
+                  std::to_string(definedTokens) + " tokens the file defines (ids are dense in " +
+                  "real files, so they are taken below " + std::to_string(limit) +
+                  "); correct the id");
     std::string whyNot;
     const auto bytes = toBytes(key, whyNot);
     if (!bytes) throw Error(at + " " + whyNot);
@@ -169,7 +176,7 @@ void readVocabulary(const std::string& path, BpeVocabulary& v) {
                   value.dump() + fix);
     spellings.emplace_back(key, value.get<int64_t>());
   }
-  addTokens(spellings, path, v);
+  addTokens(spellings, path, spellings.size(), v);
   for (int b = 0; b < 256; ++b) {
     if (v.byteIds[b] >= 0) continue;
     char hex[8];
@@ -206,6 +213,10 @@ void readMerges(const std::string& path, const std::string& vocabPath, BpeVocabu
 
 char32_t gpt2ByteToChar(uint8_t byte) { return alphabet().charOf[byte]; }
 
+int64_t bpeIdLimit(size_t definedTokens) {
+  return std::min(2 * static_cast<int64_t>(definedTokens) + kIdSlack, kMaxId + 1);
+}
+
 BpeMergeSpelling splitMergeLine(std::string_view line, const std::string& where,
                                 const std::string& position) {
   const size_t space = line.find(' ');
@@ -219,9 +230,9 @@ BpeMergeSpelling splitMergeLine(std::string_view line, const std::string& where,
 BpeVocabulary buildBpeVocabulary(const std::vector<BpeTokenSpelling>& tokens,
                                  const std::string& tokensWhere,
                                  const std::vector<BpeMergeSpelling>& merges,
-                                 const std::string& mismatchFix) {
+                                 const std::string& mismatchFix, size_t definedTokens) {
   BpeVocabulary v;
-  addTokens(tokens, tokensWhere, v);
+  addTokens(tokens, tokensWhere, definedTokens, v);
   addMerges(merges, tokensWhere, mismatchFix, v);
   return v;
 }

@@ -37,11 +37,19 @@ struct BpeVocabulary {
 // a merge line that is not two tokens, a merge part or result missing from the vocabulary.
 BpeVocabulary loadBpeVocabulary(const std::string& vocabFile, const std::string& mergeFile);
 
+// One past the largest id a file that defines `definedTokens` tokens may use. Ids are dense in
+// real files (GPT-2's vocab.json, pythia's and LLaMA 3's tokenizer.json run from 0 without a
+// hole), and the largest one sizes the id table and the model's embedding, so a stray id must not
+// make a small file allocate gigabytes: ids are taken below 2 x definedTokens + 1024 (room for
+// holes and reserved ids), and never past 2^24 - 1.
+int64_t bpeIdLimit(size_t definedTokens);
+
 // A vocabulary read from elsewhere (a tokenizer.json's model), with the same checks on each token
 // and merge, except that a byte may lack a token (byteIds -1: the caller decides what that means)
 // and no <|endoftext|> is required. Tokens are spelled in GPT-2's byte alphabet; each merge says
 // where it came from ("FILE: model.merges[3]") for messages; `tokensWhere` names the token list,
-// `mismatchFix` says what to do about a merge whose part or result is not a token.
+// `mismatchFix` says what to do about a merge whose part or result is not a token;
+// `definedTokens` counts these tokens and any others of the file that take ids (bpeIdLimit).
 using BpeTokenSpelling = std::pair<std::string, int64_t>;
 struct BpeMergeSpelling {
   std::string left, right;
@@ -51,7 +59,7 @@ struct BpeMergeSpelling {
 BpeVocabulary buildBpeVocabulary(const std::vector<BpeTokenSpelling>& tokens,
                                  const std::string& tokensWhere,
                                  const std::vector<BpeMergeSpelling>& merges,
-                                 const std::string& mismatchFix);
+                                 const std::string& mismatchFix, size_t definedTokens);
 
 // "left right" (one space, as merges.txt and older tokenizer.json files write a merge); throws
 // ds::Error naming `where` otherwise.

@@ -61,12 +61,16 @@ void splitAtAddedTokens(std::string_view text, const HfTokenizer::AddedTokenInde
 }
 
 void addToIndex(HfTokenizer::AddedTokenIndex& index, std::string text, int32_t id) {
-  auto& list = index.byFirstByte[static_cast<unsigned char>(text[0])];
-  list.emplace_back(std::move(text), id);
+  index.byFirstByte[static_cast<unsigned char>(text[0])].emplace_back(std::move(text), id);
+}
+
+// Once, after every token is in: sorting at each insert made loading quadratic (50,000 added
+// tokens took minutes).
+void sortIndex(HfTokenizer::AddedTokenIndex& index) {
   // Longest first; among equal texts the first given wins (HF keeps the first).
-  std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
-    return a.first.size() > b.first.size();
-  });
+  for (auto& [byte, list] : index.byFirstByte)
+    std::stable_sort(list.begin(), list.end(),
+                     [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
 }
 
 // Rust's String::from_utf8_lossy, which HF's ByteLevel decoder ends with.
@@ -86,6 +90,9 @@ HfTokenizer::HfTokenizer(const std::string& tokenizerJson)
     else
       addToIndex(rawAdded_, t.content, t.id);
   }
+  sortIndex(normalizedAdded_);
+  sortIndex(rawAdded_);
+  for (int b = 0; b < 256; ++b) everyByteHasToken_ &= file_.model.byteIds[b] >= 0;
 }
 
 std::vector<int32_t> HfTokenizer::encode(std::string_view text) const {
@@ -115,6 +122,13 @@ void HfTokenizer::encodeWords(std::string_view piece, std::vector<int32_t>& ids)
   if (file_.addPrefixSpace && piece.front() != ' ') {
     prefixed = " " + std::string(piece);
     piece = prefixed;
+  }
+  // Counted here, not in mergeWord: a word the cache holds is not merged again.
+  if (!everyByteHasToken_) {
+    uint64_t dropped = 0;
+    for (const char byte : piece)
+      dropped += file_.model.byteIds[static_cast<unsigned char>(byte)] < 0;
+    droppedBytes_.fetch_add(dropped, std::memory_order_relaxed);
   }
   const auto merge = [this](std::string_view word) { return mergeWord(word); };
   if (!file_.useRegex) return cache_.append(piece, ids, merge);

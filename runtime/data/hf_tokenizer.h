@@ -4,7 +4,7 @@
 // the pieces between them NFC-normalized and searched for the normalized added tokens, then split
 // by the ByteLevel pre-tokenizer (GPT-2's pattern) and merged by HF's BPE rule (lowest rank
 // first, one merge at a time, leftmost among equals). A byte the vocabulary has no token for is
-// dropped, as HF drops it.
+// dropped, as HF drops it, and counted (droppedBytes).
 //
 // Invalid UTF-8: HF takes only Unicode strings, so text is first read the way bytes become a
 // string in Python (errors="replace") or Node: each maximal invalid subpart becomes U+FFFD.
@@ -14,6 +14,7 @@
 // without special tokens whose characters all have tokens.
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <unordered_map>
 
@@ -32,6 +33,7 @@ class HfTokenizer : public Tokenizer {
   std::string decode(const std::vector<int32_t>& ids) const override;
   int32_t endOfDocument() const override { return file_.endOfDocument; }
   int32_t vocabularySize() const override { return file_.vocabularySize; }
+  uint64_t droppedBytes() const override { return droppedBytes_.load(std::memory_order_relaxed); }
 
   // The added tokens matched in one text (raw or normalized): text and id by first byte, the
   // longest first.
@@ -47,6 +49,8 @@ class HfTokenizer : public Tokenizer {
   HfTokenizerFile file_;
   AddedTokenIndex rawAdded_, normalizedAdded_;
   std::unordered_map<int32_t, const HfAddedToken*> addedById_;
+  bool everyByteHasToken_ = true;
+  mutable std::atomic<uint64_t> droppedBytes_{0};
   mutable BpeWordCache cache_;
 };
 

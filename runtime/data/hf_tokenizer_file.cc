@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <unordered_map>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -131,6 +132,19 @@ int32_t readId(const Reader& r, const Json& value, const std::string& field) {
   return static_cast<int32_t>(id);
 }
 
+// Tokens that take ids: model.vocab's and added_tokens' (bpeIdLimit bounds the ids by them).
+size_t definedTokens(const Json& doc) {
+  size_t n = 0;
+  const auto model = doc.find("model");
+  if (model != doc.end() && model->is_object()) {
+    const auto vocab = model->find("vocab");
+    if (vocab != model->end() && vocab->is_object()) n += vocab->size();
+  }
+  const auto added = doc.find("added_tokens");
+  if (added != doc.end() && added->is_array()) n += added->size();
+  return n;
+}
+
 void readModel(const Reader& r, const Json& doc, HfTokenizerFile& f) {
   const auto it = doc.find("model");
   if (it == doc.end()) r.refuse("model", "missing");
@@ -154,6 +168,10 @@ void readModel(const Reader& r, const Json& doc, HfTokenizerFile& f) {
   const auto vocab = model.find("vocab");
   if (vocab == model.end() || !vocab->is_object())
     r.refuse("model.vocab", "expected an object of token -> id");
+  if (vocab->empty())
+    r.refuse("model.vocab",
+             "is empty, so every byte of the text would be dropped; a byte-level "
+             "BPE model has a token for each of the 256 bytes");
   std::vector<BpeTokenSpelling> tokens;
   tokens.reserve(vocab->size());
   for (const auto& [token, id] : vocab->items())
@@ -177,8 +195,9 @@ void readModel(const Reader& r, const Json& doc, HfTokenizerFile& f) {
       r.refuse(position, "expected \"a b\" or [\"a\", \"b\"], got " + m.dump());
     }
   }
-  f.model = buildBpeVocabulary(tokens, r.path() + ": model.vocab", spellings,
-                               "model.vocab and model.merges must belong together");
+  f.model =
+      buildBpeVocabulary(tokens, r.path() + ": model.vocab", spellings,
+                         "model.vocab and model.merges must belong together", definedTokens(doc));
 
   // unk_token and byte_fallback apply to a byte without a token; where every byte has one they
   // never do. Otherwise HF would put the unknown token (or <0xNN>) where this drops the byte.
@@ -192,10 +211,62 @@ void readModel(const Reader& r, const Json& doc, HfTokenizerFile& f) {
   }
 }
 
+std::string jsonQuote(const std::string& text) { return Json(text).dump(); }
+
+// Each added token's id holds one content and each content one id: else encode would take one
+// entry and decode, or the end of document, another. A repeat of the same pair is left out, as
+// HF keeps the first.
+class AddedTokenTable {
+ public:
+  AddedTokenTable(const Reader& r, int64_t idLimit, std::vector<HfAddedToken>& tokens)
+      : r_(r), idLimit_(idLimit), tokens_(tokens) {}
+
+  void add(size_t index, HfAddedToken token) {
+    const std::string field = "added_tokens[" + std::to_string(index) + "]";
+    if (token.id >= idLimit_)
+      r_.refuse(field + ".id", "token " + jsonQuote(token.content) + ": id " +
+                                   std::to_string(token.id) + " is far beyond the tokens the " +
+                                   "file defines (ids are dense in real files, so they are " +
+                                   "taken below " + std::to_string(idLimit_) + "); correct the id");
+    const auto sameId = byId_.find(token.id);
+    const auto sameContent = byContent_.find(token.content);
+    if (sameId != byId_.end() && sameContent != byContent_.end() &&
+        sameId->second == sameContent->second)
+      return;
+    if (sameId != byId_.end())
+      r_.refuse(field + ".id", "id " + std::to_string(token.id) + " is also the id of " +
+                                   describe(sameId->second) +
+                                   "; each added token needs its own id");
+    if (sameContent != byContent_.end())
+      r_.refuse(field + ".content",
+                jsonQuote(token.content) + " has id " + std::to_string(token.id) + " here and " +
+                    std::to_string(tokens_[sameContent->second].id) + " at " +
+                    describe(sameContent->second) + "; an added token has one id");
+    byId_.emplace(token.id, tokens_.size());
+    byContent_.emplace(token.content, tokens_.size());
+    indexInFile_.push_back(index);
+    tokens_.push_back(std::move(token));
+  }
+
+ private:
+  std::string describe(size_t slot) const {
+    return "added_tokens[" + std::to_string(indexInFile_[slot]) + "] " +
+           jsonQuote(tokens_[slot].content);
+  }
+
+  const Reader& r_;
+  int64_t idLimit_;
+  std::vector<HfAddedToken>& tokens_;
+  std::vector<size_t> indexInFile_;  // of each entry of tokens_
+  std::unordered_map<int32_t, size_t> byId_;
+  std::unordered_map<std::string, size_t> byContent_;
+};
+
 void readAddedTokens(const Reader& r, const Json& doc, HfTokenizerFile& f) {
   const auto it = doc.find("added_tokens");
   if (it == doc.end() || it->is_null()) return;
   if (!it->is_array()) r.refuse("added_tokens", "expected an array");
+  AddedTokenTable table(r, bpeIdLimit(definedTokens(doc)), f.addedTokens);
   for (size_t i = 0; i < it->size(); ++i) {
     const std::string field = "added_tokens[" + std::to_string(i) + "]";
     const Json& t = r.object((*it)[i], field, kAddedKeys);
@@ -207,9 +278,8 @@ void readAddedTokens(const Reader& r, const Json& doc, HfTokenizerFile& f) {
     for (const char* key : {"single_word", "lstrip", "rstrip"})
       if (r.flag(t, key, field, false))
         r.refuse(field + "." + key, "true is not implemented (HFTokenizer takes false)");
-    f.addedTokens.push_back({readId(r, *id, field + ".id"), content->get<std::string>(),
-                             r.flag(t, "special", field, false),
-                             r.flag(t, "normalized", field, true)});
+    table.add(i, {readId(r, *id, field + ".id"), content->get<std::string>(),
+                  r.flag(t, "special", field, false), r.flag(t, "normalized", field, true)});
   }
 }
 

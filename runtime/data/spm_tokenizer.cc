@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "common/error.h"
+#include "runtime/data/spm_charsmap.h"
 #include "runtime/data/spm_library_api.h"
 
 namespace ds::runtime {
@@ -73,6 +74,11 @@ class SpmTokenizer : public Tokenizer {
     std::string bytes(size, '\0');
     if (!in || !in.read(bytes.data(), static_cast<std::streamsize>(size)))
       throw Error("vocab-file " + file_ + ": cannot read; " + kFix);
+    // Before the library sees it: a model with self-test samples encodes them while loading.
+    if (const auto problem = checkSpmCharsmaps(bytes))
+      throw Error("vocab-file " + file_ + ": " + *problem +
+                  "; the model's normalization rules are damaged (SentencePiece would read "
+                  "outside them): use the file as spm_train or the model's publisher wrote it");
     char error[kErrorSize] = "";
     model_ = api_.load(bytes.data(), bytes.size(), error, sizeof error);
     if (model_ == nullptr)

@@ -22,6 +22,9 @@ class Tokenizer {
   virtual int32_t endOfDocument() const = 0;
   // One past the largest id: the rows the model's embedding needs.
   virtual int32_t vocabularySize() const = 0;
+  // Bytes encode has left out so far because the vocabulary has no token for them (HFTokenizer,
+  // as Hugging Face's library; the others have a token or a fallback for every byte).
+  virtual uint64_t droppedBytes() const { return 0; }
 };
 
 enum class TokenizerType { Byte, Gpt2Bpe, Hf, SentencePiece };

@@ -1,13 +1,15 @@
 // ds-generate through the real binary on bad input: a missing, malformed or non-object model
-// config, a config naming an impossible model, a directory without checkpoints, bad flags. Each
-// exits 2 with one line naming the file or flag, never a crash.
+// config, a config naming an impossible model or a damaged tokenizer, a directory without
+// checkpoints, bad flags. Each exits 2 with one line naming the file or flag, never a crash.
 
 #include <catch2/catch.hpp>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "test/run_command.h"
 #include "test/scratch_dir.h"
+#include "test/spm_charsmap_builder.h"
 
 namespace {
 
@@ -59,4 +61,27 @@ TEST_CASE("ds-generate: bad model configs, checkpoints and flags exit 2 naming t
   }
   std::string out;
   CHECK(runGenerate(dir + "/nowhere --prompt hi", out) == 2);
+}
+
+TEST_CASE("ds-generate: a SentencePiece model with damaged normalization rules exits 2") {
+  const std::string dir = ds::test::makeScratchDir("generate-spm-charsmap");
+  std::ifstream in(std::string(DS_SOURCE_DIR) + "/test/golden/spm_llama_like.model",
+                   std::ios::binary);
+  const std::string model{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const auto damaged = ds::test::damagedSpmModels(model);
+  REQUIRE(damaged.size() > 3);
+  for (const auto& d : {damaged[2], damaged.back()}) {
+    INFO(d.name);
+    const std::string file = dir + "/damaged.model";
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << d.model;
+    std::ofstream(dir + "/neox_config.json", std::ios::trunc)
+        << R"({"num-layers": 1, "hidden-size": 16, "num-attention-heads": 2, "seq-length": 8,
+               "max-position-embeddings": 8, "data-path": "x", "train-iters": 1,
+               "batch-size": 1, "tokenizer-type": "SPMTokenizer", "vocab-file": ")"
+        << file << "\"}";
+    std::string out;
+    CHECK(runGenerate(dir + " --prompt 'Quiet aaaa'", out) == 2);
+    INFO(out);
+    CHECK(out.find("vocab-file " + file + ": " + d.field + ": " + d.why) != std::string::npos);
+  }
 }

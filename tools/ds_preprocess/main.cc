@@ -114,8 +114,11 @@ int run(int argc, char** argv) {
   for (const auto& path : o.inputs) totalBytes += std::filesystem::file_size(path);
   Progress progress(totalBytes);
   uint64_t documents = 0;
+  std::map<std::string, uint64_t> droppedBytes;  // by key: bytes the vocabulary has no token for
   auto addDocument = [&](const std::string& key, const std::string& text) {
+    const uint64_t droppedBefore = tokenizer->droppedBytes();
     std::vector<int32_t> ids = tokenizer->encode(text);
+    droppedBytes[key] += tokenizer->droppedBytes() - droppedBefore;
     if (o.appendEod) ids.push_back(tokenizer->endOfDocument());
     writers.at(key)->addSequence(ids);
     writers.at(key)->endDocument();
@@ -173,10 +176,15 @@ int run(int argc, char** argv) {
   progress.update(totalBytes, documents, true);
   for (auto& [key, writer] : writers) {
     writer->finish();
-    std::printf("ds-preprocess: %llu documents, %llu tokens -> %s_%s_document.{bin,idx}\n",
+    // Silently missing text would train a model on less than the corpus; say how much.
+    const std::string dropped = droppedBytes[key] == 0
+                                    ? ""
+                                    : ", " + std::to_string(droppedBytes[key]) +
+                                          " bytes dropped (the vocabulary has no token for them)";
+    std::printf("ds-preprocess: %llu documents, %llu tokens%s -> %s_%s_document.{bin,idx}\n",
                 static_cast<unsigned long long>(documents),
-                static_cast<unsigned long long>(writer->tokens()), o.outputPrefix.c_str(),
-                key.c_str());
+                static_cast<unsigned long long>(writer->tokens()), dropped.c_str(),
+                o.outputPrefix.c_str(), key.c_str());
   }
   return 0;
 }
