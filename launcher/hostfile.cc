@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/printable.h"
 
 namespace ds::launcher {
 namespace {
@@ -54,8 +55,8 @@ bool matchEntry(std::string_view line, std::string_view& host, std::string_view&
   constexpr std::string_view kSlots = "slots=";
   if (line.substr(i, kSlots.size()) != kSlots) return false;
   i += kSlots.size();
-  // The whole word after "slots=", up to a space or a comment: DeepSpeed's \d+ would read "1e3"
-  // as 1 and "0x10" as 0, so the caller refuses anything but digits.
+  // The whole word after "slots=", up to a space or a comment: the caller takes its leading
+  // digits, as DeepSpeed's \d+ does, and judges the rest.
   const size_t valueStart = i;
   while (i < line.size() && !isSpace(line[i]) && line[i] != '#') ++i;
   if (i == valueStart) return false;
@@ -77,6 +78,37 @@ size_t utf8SequenceLength(std::string_view s, size_t i) {
       (b == 0xf0 && byte(i + 1) < 0x90) || (b == 0xf4 && byte(i + 1) > 0x8f))
     return 0;
   return n;
+}
+
+// Whether `rest`, after the leading digits of a slots value, makes the value a number in another
+// notation ("1e3", "0x10", "2.5", "1_000"), which DeepSpeed's \d+ would silently read as another
+// number (1, 0, 2, 1): refused. Other text after the digits ("3abc") is only ignored there.
+bool otherNotation(std::string_view digits, std::string_view rest) {
+  // Whether rest[i] is one of `chars`.
+  const auto at = [&](size_t i, std::string_view chars) {
+    return i < rest.size() && chars.find(rest[i]) != std::string_view::npos;
+  };
+  constexpr std::string_view kDecimal = "0123456789";
+  switch (rest.front()) {
+    case '.':
+      return true;
+    case '_':
+      return at(1, kDecimal);
+    case 'e':
+    case 'E':
+      return at(1, kDecimal) || (at(1, "+-") && at(2, kDecimal));
+    case 'x':
+    case 'X':
+      return digits == "0" && at(1, "0123456789abcdefABCDEF");
+    case 'o':
+    case 'O':
+      return digits == "0" && at(1, "01234567");
+    case 'b':
+    case 'B':
+      return digits == "0" && at(1, "01");
+    default:
+      return false;
+  }
 }
 
 bool isBracketedIpv6(std::string_view name) {
@@ -115,7 +147,8 @@ std::string hostNameProblem(std::string_view name) {
   return "";
 }
 
-std::vector<HostEntry> parseHostfile(std::string_view text, std::string_view path) {
+std::vector<HostEntry> parseHostfile(std::string_view text, std::string_view path,
+                                     std::vector<std::string>* warnings) {
   const std::string where(path);
   std::vector<HostEntry> entries;
   std::unordered_map<std::string, size_t> firstLine;  // host -> line it was first seen on
@@ -132,14 +165,21 @@ std::vector<HostEntry> parseHostfile(std::string_view text, std::string_view pat
     const std::string at = where + ":" + std::to_string(lineNo) + ": ";
 
     std::string_view host;
-    std::string_view digits;
-    if (!matchEntry(line, host, digits)) {
+    std::string_view value;
+    if (!matchEntry(line, host, value)) {
       throw Error(at + "bad entry \"" + std::string(line) + "\": expected \"HOST slots=N\"");
     }
-    for (char c : digits)
-      if (!isDigit(c))
-        throw Error(at + "slots=" + std::string(digits) +
-                    ": expected a whole number in plain decimal digits, e.g. slots=4");
+    size_t end = 0;
+    while (end < value.size() && isDigit(value[end])) ++end;
+    const std::string_view digits = value.substr(0, end), rest = value.substr(end);
+    if (digits.empty() || (!rest.empty() && otherNotation(digits, rest)))
+      throw Error(at + "slots=" + std::string(value) +
+                  ": expected a whole number in plain decimal digits, e.g. slots=4");
+    if (!rest.empty() && warnings)
+      warnings->push_back(at + "slots=" + printable(value) +
+                          ": read as slots=" + std::string(digits) +
+                          ", as DeepSpeed's runner reads it (the leading digits; \"" +
+                          printable(rest) + "\" is ignored); write slots=" + std::string(digits));
     // Python's int() takes any number of digits; leading zeros are fine ("007" is 7).
     int64_t slots = 0;
     for (char c : digits) {
@@ -169,12 +209,13 @@ std::vector<HostEntry> parseHostfile(std::string_view text, std::string_view pat
   return entries;
 }
 
-std::optional<std::vector<HostEntry>> readHostfile(const std::string& path) {
+std::optional<std::vector<HostEntry>> readHostfile(const std::string& path,
+                                                   std::vector<std::string>* warnings) {
   // os.path.isfile: follows symlinks; a missing path or a directory means local mode.
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
   // A million hosts fit in 64 MiB; a larger file is not a hostfile (and never read whole).
-  return parseHostfile(readWholeFile(path, "hostfile"), path);
+  return parseHostfile(readWholeFile(path, "hostfile"), path, warnings);
 }
 
 }  // namespace ds::launcher

@@ -17,6 +17,7 @@
 #include "launcher/worker_process.h"
 #include "common/files.h"
 #include "common/usable_cores.h"
+#include "runtime/config/gpt_job_data.h"
 #include "runtime/config/job_config.h"
 #include "runtime/config/rank_memory_preflight.h"
 
@@ -108,7 +109,8 @@ JobPlan planJob(CommandLine& line) {
   JobSpec job = parseJobArgs(line.jobArgs);
 
   // Resource selection, in DeepSpeed's order.
-  const auto hostfile = readHostfile(flags.hostfile);
+  std::vector<std::string> notices;
+  const auto hostfile = readHostfile(flags.hostfile, &notices);
   flags.selection.hostfileFound = hostfile.has_value();
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   flags.selection.visibleDevices = visible ? visible : "";
@@ -119,7 +121,6 @@ JobPlan planJob(CommandLine& line) {
                                                    slots[i] = int(i);
                                                  return slots;
                                                }()}};
-  std::vector<std::string> notices;
   if (!hostfile)
     notices.push_back("no hostfile at " + flags.hostfile + ": running on localhost with " +
                       std::to_string(pool.front().slots.size()) + " slots");
@@ -163,6 +164,13 @@ JobPlan planJob(CommandLine& line) {
     // Every rank of a loopback or netns job shares this machine's memory.
     if (thisMachine && job.kind == JobKind::Train)
       ds::runtime::checkRankMemory(*parsed, worldSize, worldSize, ds::memoryBudget(), path);
+    // The ranks' own refusals of the trainer's config and, where they run here, its datasets.
+    if (job.kind == JobKind::Train) {
+      ds::runtime::checkBuiltInTrainer(*parsed);
+      if (thisMachine && parsed->gpt)
+        ds::runtime::checkGptJobData(*parsed->gpt,
+                                     static_cast<uint64_t>(parsed->deepspeed.batch.trainBatchSize));
+    }
     const auto& config = parsed->deepspeed;
     for (const auto& note : parsed->notes) notices.push_back("config: " + note);
     const auto& offload = config.zero.offloadOptimizer;

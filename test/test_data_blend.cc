@@ -3,6 +3,8 @@
 // index names, in an order fixed by the arguments alone, with their label datasets at the same
 // positions; the token-id and label scans ds-config check runs.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,22 @@ TEST_CASE("data blend: NeoX's normalised weights and per-dataset sample counts")
   CHECK(normalizedWeightsAndSamples({1, 1, 1}, 10).samples == std::vector<uint64_t>{4, 4, 4});
   CHECK(normalizedWeightsAndSamples({0, 2}, 100).samples == std::vector<uint64_t>{0, 101});
   CHECK_THROWS_AS(normalizedWeightsAndSamples({0, 0}, 10), ds::Error);
+  // Weights whose sum overflows to +inf are still a blend (they became zeros, and no samples).
+  const WeightedSamples huge = normalizedWeightsAndSamples({1e308, 1e308}, 100);
+  CHECK(huge.weights == std::vector<double>{0.5, 0.5});
+  CHECK(huge.samples == std::vector<uint64_t>{51, 51});
+  CHECK(normalizedWeightsAndSamples({1.5e308, 0.5e308, 0}, 4096).samples ==
+        std::vector<uint64_t>{3088, 1030, 0});  // 3087.36, 1029.12
+  // The scaling by a power of two leaves ordinary weights' quotients NeoX's to the last bit.
+  for (const std::vector<double>& w : {std::vector<double>{0.2, 0.5, 0.3}, {3e-5, 7.1, 1e3}}) {
+    const WeightedSamples scaled = normalizedWeightsAndSamples(w, 1);
+    const double sum = w[0] + w[1] + w[2];
+    for (size_t i = 0; i < w.size(); ++i) CHECK(scaled.weights[i] == w[i] / sum);
+  }
+  CHECK_THROWS_WITH(normalizedWeightsAndSamples({1, std::numeric_limits<double>::infinity()}, 10),
+                    Catch::Contains("expected finite non-negative weights"));
+  CHECK_THROWS_WITH(normalizedWeightsAndSamples({1, std::nan("")}, 10),
+                    Catch::Contains("expected finite non-negative weights"));
 }
 
 TEST_CASE("data blend: weight-by-num-documents, NeoX's alpha-smoothed formula") {
@@ -65,7 +83,12 @@ TEST_CASE("data blend: weight-by-num-documents, NeoX's alpha-smoothed formula") 
   CHECK(three[1] == Approx(0.4065275024073636).epsilon(1e-12));
   CHECK(three[2] == Approx(0.22199419232565293).epsilon(1e-12));
   // All documents in one of two datasets: every weight 0 (NeoX divides by zero there).
-  CHECK_THROWS_WITH(weightsByNumDocuments({0, 9}, 1.0), Catch::Contains("weight-by-num-documents"));
+  CHECK_THROWS_WITH(weightsByNumDocuments({0, 9}, 1.0),
+                    Catch::Contains("weight-by-num-documents: every document is in one dataset"));
+  // An alpha under which every share^alpha underflows to 0 (NeoX's 0 / 0): the formula's limit,
+  // everything to the largest dataset, not the blame above.
+  CHECK(weightsByNumDocuments({1, 40}, 1e308) == std::vector<double>{0.0, 1.0});
+  CHECK(weightsByNumDocuments({30, 30, 1}, 2000) == std::vector<double>{0.5, 0.5, 0.0});
 }
 
 TEST_CASE("data blend: the blending index takes the dataset furthest behind its share") {

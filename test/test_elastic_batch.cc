@@ -1,7 +1,7 @@
 // DeepSpeed's elastic batch computation: DeepSpeed's own worked example and unit-test cases
 // (test_elastic.py, as data), 600 random configs against a Python transcription of the
 // algorithms (test/reference/elasticity_reference.py), the config override of section 15.2, and
-// ds-elastic's output and exit codes.
+// ds-elastic's output and exit codes, and its refusal of a config the scheduler saw otherwise.
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
@@ -55,7 +55,8 @@ Run runTool(const std::string& dir, const std::string& args, const std::string& 
 // own max of 32; #8237 changed the test to world size 4, as here. Not transcribed:
 // test_old_version (target_deepspeed_version), the return_microbatch tests and
 // test_model_parallel_v2_microbatch_is_per_dp_rank (return_microbatch=True, which this API does
-// not take), and TestElasticConfigChanged (DEEPSPEED_ELASTICITY_CONFIG, not checked here yet).
+// not take), and TestElasticConfigChanged (DEEPSPEED_ELASTICITY_CONFIG: test_config_policy.cc
+// checks the comparison, the ds-elastic case below the tool's use of it).
 struct DeepSpeedCase {
   const char* test;
   const char* change;
@@ -306,6 +307,25 @@ TEST_CASE("ds-elastic: text, --json, $WORLD_SIZE for v0.2, and exit 2 with nothi
   CHECK(r.status == 2);
   CHECK(r.out.empty());
   CHECK(r.err.find("needs WORLD_SIZE") != std::string::npos);
+
+  // The block the scheduler saw (DEEPSPEED_ELASTICITY_CONFIG): another one is what a job's ranks
+  // refuse, and so does ds-elastic, with their message; the same one (with the keys DeepSpeed does
+  // not compare changed) passes.
+  const std::string seen =
+      R"('{"max_train_batch_size": 10000, "micro_batch_sizes": [8, 12, 16, 17], "version": 0.1,)";
+  r = runTool(dir, "-c " + dir + "/v1.json --json",
+              "env DEEPSPEED_ELASTICITY_CONFIG=" + seen + R"( "min_gpus": 1}')");
+  CHECK(r.status == 0);
+  CHECK(r.out.rfind("{\"final_batch_size\": 9792", 0) == 0);
+  r = runTool(dir, "-c " + dir + "/v1.json --json",
+              R"(env DEEPSPEED_ELASTICITY_CONFIG='{"max_train_batch_size": 10000, )"
+              R"("micro_batch_sizes": [8, 12, 16], "version": 0.1}')");
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.find(dir + "/v1.json: elasticity.micro_batch_sizes: elastic config "
+                         "'micro_batches=[8, 12, 16]' seen by the resource scheduler "
+                         "(DEEPSPEED_ELASTICITY_CONFIG) does not match micro_batches=[8, 12, 16, "
+                         "17] in the config passed to the runtime") != std::string::npos);
 
   for (const std::string& args :
        {"-c " + dir + "/v1.json -w 63", "-c " + dir + "/off.json", "-c " + dir + "/none.json",

@@ -1,5 +1,5 @@
-// Hostfile grammar tests: every case of DEEPSPEED-SEMANTICS.md section 2, line numbers in errors,
-// and readHostfile's local-mode answer for a path that is not a regular file.
+// Hostfile grammar tests: every case of DEEPSPEED-SEMANTICS.md section 2, line numbers in errors
+// and warnings, and readHostfile's local-mode answer for a path that is not a regular file.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -92,7 +92,11 @@ TEST_CASE("hostfile: bad entries name the file, line and text", "[hostfile]") {
       {"w0 slots=1e3\n",
        "hostfiles/x:1: slots=1e3: expected a whole number in plain decimal digits"},
       {"w0 slots=4\nw1 slots=0x10\n", "hostfiles/x:2: slots=0x10: expected a whole number"},
-      {"w0 slots=3abc\n", "hostfiles/x:1: slots=3abc: expected"},
+      {"w0 slots=2.5\n", "hostfiles/x:1: slots=2.5: expected a whole number"},
+      {"w0 slots=1_000\n", "hostfiles/x:1: slots=1_000: expected a whole number"},
+      {"w0 slots=0b101\n", "hostfiles/x:1: slots=0b101: expected a whole number"},
+      {"w0 slots=4E+2\n", "hostfiles/x:1: slots=4E+2: expected a whole number"},
+      {"w0 slots=abc3\n", "hostfiles/x:1: slots=abc3: expected a whole number"},
       {"w0 slots=٣\n", "hostfiles/x:1: slots=٣: expected"},
   };
   for (const auto& c : cases) {
@@ -100,6 +104,37 @@ TEST_CASE("hostfile: bad entries name the file, line and text", "[hostfile]") {
     REQUIRE_THROWS_AS(parseHostfile(c.text, "hostfiles/x"), ds::Error);
     REQUIRE_THROWS_WITH(parseHostfile(c.text, "hostfiles/x"), Catch::Contains(c.message));
   }
+}
+
+TEST_CASE("hostfile: text after the slot count is ignored as DeepSpeed ignores it, with a warning",
+          "[hostfile]") {
+  struct Case {
+    std::string text;
+    Hosts expected;
+    std::vector<std::string> warnings;
+  };
+  const std::vector<Case> cases = {
+      {"w0 slots=3abc\n",
+       {{"w0", 3}},
+       {"hostfiles/x:1: slots=3abc: read as slots=3, as DeepSpeed's runner reads it (the leading "
+        "digits; \"abc\" is ignored); write slots=3"}},
+      {"w0 slots=1\n# gpus\nw1 slots=8,gpu w2\nw2 slots=0x\n",
+       {{"w0", 1}, {"w1", 8}, {"w2", 0}},
+       {"hostfiles/x:3: slots=8,gpu: read as slots=8", "hostfiles/x:4: slots=0x: read as slots=0"}},
+      // Escape bytes from the file reach a terminal escaped.
+      {"w0 slots=2\x1b[2J\n", {{"w0", 2}}, {"(the leading digits; \"\\x1b[2J\" is ignored)"}},
+      {"w0 slots=4\n", {{"w0", 4}}, {}},
+  };
+  for (const auto& c : cases) {
+    INFO("text: " << c.text);
+    std::vector<std::string> warnings;
+    CHECK(flatten(parseHostfile(c.text, "hostfiles/x", &warnings)) == c.expected);
+    REQUIRE(warnings.size() == c.warnings.size());
+    for (size_t i = 0; i < warnings.size(); ++i)
+      CHECK_THAT(warnings[i], Catch::Contains(c.warnings[i]));
+  }
+  // Without a place for warnings the line is still read.
+  CHECK(flatten(parseHostfile("w0 slots=3abc\n", "h")) == Hosts{{"w0", 3}});
 }
 
 TEST_CASE("hostfile: duplicate hosts", "[hostfile]") {

@@ -2,15 +2,17 @@
 // build_weighted_datasets + BlendableDataset for the lists), with the same sample counts.
 #include "worker/gpt_data.h"
 
+#include "runtime/config/gpt_job_data.h"
 #include "runtime/data/blended_samples.h"
 
 namespace ds::worker {
 
 GptData openGptData(const runtime::GptTrainConfig& gpt, size_t seqLength, uint64_t globalBatch) {
+  // The refusals ds-config check and ds-launch made before the job started, in their words; a
+  // dataset missing here is refused by name below.
+  runtime::checkGptJobData(gpt, globalBatch);
   GptData out;
-  const uint64_t trainSamples = static_cast<uint64_t>(gpt.trainIters) * globalBatch;
-  const uint64_t evals = static_cast<uint64_t>(gpt.trainIters / gpt.evalInterval + 1);
-  const uint64_t validSamples = static_cast<uint64_t>(gpt.evalIters) * globalBatch * evals;
+  const auto [trainSamples, validSamples] = runtime::gptSampleCounts(gpt, globalBatch);
   if (gpt.blended()) {
     auto train = std::make_unique<runtime::BlendedSamples>(
         gpt.trainData, gpt.blend, seqLength, trainSamples, gpt.seed, "train-label-data-paths");

@@ -204,8 +204,6 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
                      const TrainOptions& options, const JoinResult& join,
                      const TrainingGrid& grid, ProgressBoard& board,
                      const std::atomic<bool>& stopRequested) {
-  if (const std::string refusal = unsupportedParallelism(gpt, config); !refusal.empty())
-    throw Error(refusal);
   kernels::setMatmulThreads(kernels::kernelThreads());
 
   const std::unique_ptr<runtime::Tokenizer> tokenizer = runtime::makeJobTokenizer(gpt);

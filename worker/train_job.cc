@@ -82,9 +82,8 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   const runtime::JobConfig job = runtime::parseJobConfig(join.configJson, join.worldSize, "config");
   const runtime::DeepSpeedConfig& config = job.deepspeed;
   // DeepSpeed's runtime check: the elasticity block this rank runs is the one the scheduler saw.
-  if (const char* seen = std::getenv(runtime::kElasticityConfigVariable);
-      seen && config.elasticity.enabled)
-    runtime::ensureImmutableElasticConfig(seen, config.elasticity, "config");
+  runtime::checkSchedulerElasticConfig(config.elasticity, "config");
+  runtime::checkBuiltInTrainer(job);
 
   board.setState(RankState::Rendezvous);
   // The GPT's first matmul has a one-time cost: paid on a spare thread while the collectives
@@ -111,9 +110,6 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
     return result;
   }
 
-  if (config.flopsProfiler.enabled)
-    throw Error("flops_profiler: profiles the GPT trainer (a NeoX YAML config); set "
-                "\"enabled\": false for the MLP job");
   runtime::Mlp model({16, 64, 64, 4});
   runtime::TeacherTask task(model.inputDim(), model.outputDim(), kTaskSeed);
   runtime::Engine engine(model, config, comm, options.seed);

@@ -1,4 +1,4 @@
-// TrainingGridGroups and the refusal of grids the trainer cannot run yet (issue 28).
+// TrainingGridGroups; the grids the trainer cannot run are refused by the NeoX config parser.
 #include "worker/training_grid.h"
 
 #include "runtime/parallel/topology.h"
@@ -46,17 +46,6 @@ runtime::Communicator* TrainingGridGroups::logged(std::unique_ptr<runtime::Commu
   if (!logger_) return group.get();
   wrappers_.push_back(std::make_unique<runtime::LoggingCommunicator>(*group, *logger_));
   return wrappers_.back().get();
-}
-
-std::string unsupportedParallelism(const runtime::GptTrainConfig& gpt,
-                                   const runtime::DeepSpeedConfig& config) {
-  // The flops profiler times one micro-batch's forward of the whole model; a stage holds part of
-  // it and interleaves micro-batches.
-  if (gpt.parallel.pipe > 1 && config.flopsProfiler.enabled)
-    return "flops_profiler: not supported with pipe-parallel-size " +
-           std::to_string(gpt.parallel.pipe) +
-           " (a stage holds only its layers); disable it or set pipe-parallel-size to 1";
-  return "";
 }
 
 }  // namespace ds::worker

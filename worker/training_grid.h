@@ -57,9 +57,4 @@ class TrainingGridGroups {
   TrainingGrid grid_;
 };
 
-// The one place that says which grids the GPT trainer can run: "" when it can, else why not,
-// naming the key. Called where the model is built.
-std::string unsupportedParallelism(const runtime::GptTrainConfig& gpt,
-                                   const runtime::DeepSpeedConfig& config);
-
 }  // namespace ds::worker

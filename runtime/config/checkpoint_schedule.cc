@@ -36,8 +36,8 @@ void forEachLogPower(double factor, double limit, Visit visit) {
 void validateCheckpointSchedule(const CheckpointSchedule& s) {
   if (!(s.factor >= 0.0 && s.factor <= kMaxFactor))
     throw Error(
-        "checkpoint-factor: expected a number in (0, 1e15], or null for no periodic saves; "
-        "got " +
+        "checkpoint-factor: expected a number in (0, 1e15], or 0 or null for no periodic "
+        "saves; got " +
         numberText(s.factor));
   if (s.periodic() && s.scale == CheckpointScale::Linear && std::floor(s.factor) != s.factor)
     throw Error(

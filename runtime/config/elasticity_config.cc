@@ -3,6 +3,7 @@
 #include "runtime/config/elasticity_config.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "common/error.h"
@@ -137,6 +138,12 @@ void ensureImmutableElasticConfig(std::string_view schedulerJson, const Elastici
            pythonList(runtime.microBatchSizes));
   if (scheduler.version != runtime.version)
     refuse("version", "version", pythonFloat(scheduler.version), pythonFloat(runtime.version));
+}
+
+void checkSchedulerElasticConfig(const ElasticityConfig& config, const std::string& source) {
+  if (!config.enabled) return;
+  if (const char* seen = std::getenv(kElasticityConfigVariable))
+    ensureImmutableElasticConfig(seen, config, source);
 }
 
 }  // namespace ds::runtime

@@ -18,4 +18,9 @@ namespace ds::runtime {
 void ensureImmutableElasticConfig(std::string_view schedulerJson, const ElasticityConfig& runtime,
                                   const std::string& source);
 
+// DeepSpeed's runtime check of a config whose elasticity block is enabled: against the block the
+// resource scheduler saw, when the environment sets DEEPSPEED_ELASTICITY_CONFIG. Every rank makes
+// it; ds-launch, ds-config check and ds-elastic make it first, with the same message.
+void checkSchedulerElasticConfig(const ElasticityConfig& config, const std::string& source);
+
 }  // namespace ds::runtime

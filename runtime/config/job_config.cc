@@ -132,4 +132,11 @@ JobConfig parseJobConfig(const std::string& text, int64_t worldSize, const std::
   return out;
 }
 
+void checkBuiltInTrainer(const JobConfig& job) {
+  if (!job.gpt && job.deepspeed.flopsProfiler.enabled)
+    throw Error(
+        "flops_profiler: profiles the GPT trainer (a NeoX YAML config); set "
+        "\"enabled\": false for the MLP job");
+}
+
 }  // namespace ds::runtime

@@ -38,4 +38,9 @@ std::string readJobConfigText(const std::vector<std::string>& given);
 JobConfig parseJobConfig(const std::string& text, int64_t worldSize, const std::string& where,
                          MemoryCheck memory = MemoryCheck::ThisMachine);
 
+// What the built-in trainer (ds-launch's train job) refuses of a config that DeepSpeed's runtime
+// takes: the flops profiler on the MLP job (it profiles the GPT). ds-launch asks before it starts
+// the ranks, each rank again; ds-config check cannot, not knowing which program reads the config.
+void checkBuiltInTrainer(const JobConfig& job);
+
 }  // namespace ds::runtime

@@ -701,6 +701,7 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
   parseTokenizerType(t.tokenizerType);  // a misspelt name fails at launch, not on every rank
   checkSlidingWindow(expandAttentionConfig(attentionConfig, m.numLayers), m.slidingWindowWidth);
   m.validate();  // so does an impossible model
+  m.validateModelParallel(t.parallel.model);  // and one its model-parallel ranks cannot split
   if (t.trainIters <= 0) throw Error("train-iters: required (the number of optimizer steps)");
   validateCheckpointSchedule(t.checkpoints);
   if (t.checkpoints.periodic() && t.saveInterval > 0)
@@ -757,6 +758,14 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
                 ": ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism "
                 "(pipe-parallel-size " +
                 std::to_string(t.parallel.pipe) + "), as in DeepSpeed; use stage 0 or 1");
+  if (out.deepspeed.optimizer)
+    checkOptimizerModelParallel(*out.deepspeed.optimizer, t.parallel.model);
+  // The flops profiler times one micro-batch's forward of the whole model; a stage holds part of
+  // it and interleaves micro-batches.
+  if (t.parallel.pipe > 1 && out.deepspeed.flopsProfiler.enabled)
+    throw Error("flops_profiler: not supported with pipe-parallel-size " +
+                std::to_string(t.parallel.pipe) +
+                " (a stage holds only its layers); disable it or set pipe-parallel-size to 1");
   // What every rank would otherwise find out for itself, after its start: a split it cannot cut
   // and sample tables or activations larger than the memory left.
   splitDocuments(t.split, 0);

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <string>
 
+#include "common/error.h"
 #include "runtime/config/config_blocks.h"
 
 namespace ds::runtime {
@@ -202,6 +203,15 @@ double optimizerStateBytesPerParameter(const OptimizerConfig& config) {
   if (config.type != OptimizerType::SGD) return 8;
   const SgdParams* sgd = std::get_if<SgdParams>(&config.params);
   return sgd && sgd->momentum > 0 ? 4 : 0;
+}
+
+void checkOptimizerModelParallel(const OptimizerConfig& config, int modelParallelSize) {
+  // LAMB's trust ratio is a per-tensor norm: a sliced tensor's would need the model group's sum
+  // (and a replicated one must not get it), which its update does not do yet.
+  if (modelParallelSize > 1 && config.type == OptimizerType::Lamb)
+    throw Error(
+        "optimizer: Lamb is not supported with model-parallel-size > 1 yet (its per-tensor "
+        "trust ratio would see only this rank's slice); use Adam or AdamW");
 }
 
 }  // namespace ds::runtime

@@ -62,4 +62,8 @@ const char* optimizerTypeName(OptimizerType type);
 // SGD its momentum if it has one (4, else 0).
 double optimizerStateBytesPerParameter(const OptimizerConfig& config);
 
+// Whether `config` can update a model sliced over `modelParallelSize` ranks: not Lamb yet. Throws
+// ds::Error naming the key; the NeoX parser asks before any rank starts, the engine again.
+void checkOptimizerModelParallel(const OptimizerConfig& config, int modelParallelSize);
+
 }  // namespace ds::runtime

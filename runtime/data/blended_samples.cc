@@ -24,14 +24,10 @@ BlendedSamples::BlendedSamples(const DataBlend& blend, const BlendOptions& optio
     labels_.push_back(std::make_unique<IndexedDataset>(blend.labelPaths[d]));
     checkLabelsAligned(*data_[d], paths_[d], *labels_[d], blend.labelPaths[d], labelKey);
   }
-  std::vector<double> weights = blend.weights;
-  if (options.weightByNumDocuments) {
-    // NeoX counts a dataset's documents as its sizes array: its sequences.
-    std::vector<uint64_t> documents;
-    for (const auto& d : data_) documents.push_back(d->sequences());
-    weights = weightsByNumDocuments(documents, options.alpha);
-  }
-  const WeightedSamples shares = normalizedWeightsAndSamples(weights, samples);
+  std::vector<uint64_t> documents;
+  for (const auto& d : data_) documents.push_back(d->sequences());
+  const WeightedSamples shares =
+      normalizedWeightsAndSamples(blendWeights(blend, options, documents), samples);
   weights_ = shares.weights;
   uint64_t total = 0;
   for (size_t d = 0; d < data_.size(); ++d) {

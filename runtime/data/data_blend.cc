@@ -10,12 +10,24 @@
 namespace ds::runtime {
 
 WeightedSamples normalizedWeightsAndSamples(const std::vector<double>& weights, uint64_t samples) {
+  double largest = 0.0;
+  for (double w : weights) {
+    if (!std::isfinite(w) || w < 0.0)
+      throw Error("data weights: expected finite non-negative weights, got " + std::to_string(w));
+    largest = std::max(largest, w);
+  }
+  if (!(largest > 0.0))
+    throw Error("data weights: the weights sum to 0; give at least one above 0");
+  // Scaled so that the largest weight is in [0.5, 1): [1e308, 1e308] would otherwise sum to +inf
+  // and normalise to zeros, leaving the blend without samples. A power of two scales exactly, so
+  // each quotient is NeoX's w / sum to the last bit wherever NeoX's own sum is finite.
+  int exponent = 0;
+  std::frexp(largest, &exponent);
   double sum = 0.0;
-  for (double w : weights) sum += w;
-  if (!(sum > 0.0)) throw Error("data weights: the weights sum to 0; give at least one above 0");
+  for (double w : weights) sum += std::ldexp(w, -exponent);
   WeightedSamples out;
   for (double w : weights) {
-    const double weight = w / sum;
+    const double weight = std::ldexp(w, -exponent) / sum;
     out.weights.push_back(weight);
     out.samples.push_back(
         static_cast<uint64_t>(std::ceil(static_cast<double>(samples) * weight * 1.005)));
@@ -36,6 +48,17 @@ std::vector<double> weightsByNumDocuments(const std::vector<uint64_t>& documents
     smoothed.push_back(std::pow(share.back(), alpha));
     smoothedSum += smoothed.back();
   }
+  if (!(smoothedSum > 0.0)) {
+    // Every share^alpha underflowed (a large alpha: 0.5^1075 is 0), where NeoX divides 0 by 0.
+    // The same ratios taken against the largest share keep that one at 1: as alpha grows the
+    // weight goes to the largest dataset, which is the limit of NeoX's formula.
+    const double largest = *std::max_element(share.begin(), share.end());
+    smoothedSum = 0.0;
+    for (size_t i = 0; i < share.size(); ++i) {
+      smoothed[i] = std::pow(share[i] / largest, alpha);
+      smoothedSum += smoothed[i];
+    }
+  }
   std::vector<double> weights;
   double sum = 0.0;
   for (size_t i = 0; i < documents.size(); ++i) {
@@ -48,6 +71,12 @@ std::vector<double> weightsByNumDocuments(const std::vector<uint64_t>& documents
         "(NeoX's rule weights each by 1 - its share); give train-data-weights instead");
   for (double& w : weights) w /= sum;
   return weights;
+}
+
+std::vector<double> blendWeights(const DataBlend& blend, const BlendOptions& options,
+                                 const std::vector<uint64_t>& documents) {
+  if (!options.weightByNumDocuments) return blend.weights;
+  return weightsByNumDocuments(documents, options.alpha);
 }
 
 std::vector<BlendPosition> blendingIndex(const std::vector<double>& weights, uint64_t size) {
@@ -82,13 +111,14 @@ void validateDataBlend(DataBlend& blend, const std::string& split) {
     throw Error(weights + ": expected one weight per entry of " + paths + " (" +
                 std::to_string(blend.paths.size()) + "), got " +
                 std::to_string(blend.weights.size()));
-  double sum = 0.0;
+  // Any weight above 0, not a positive sum: huge weights sum to +inf and are still a blend.
+  bool positive = false;
   for (double w : blend.weights) {
     if (!std::isfinite(w) || w < 0.0)
       throw Error(weights + ": expected non-negative numbers, got " + std::to_string(w));
-    sum += w;
+    positive = positive || w > 0.0;
   }
-  if (!blend.paths.empty() && !(sum > 0.0))
+  if (!blend.paths.empty() && !positive)
     throw Error(weights +
                 ": every weight is 0, so no dataset would be sampled; give at least one "
                 "weight above 0");

@@ -28,7 +28,8 @@ struct BlendOptions {
 
 // NeoX's get_normalized_weights_and_num_samples: weights / sum, and per dataset
 // ceil(samples x weight x 1.005) (the 0.5% spare NeoX keeps so a blend that drifts from its exact
-// fractions still has samples). Throws ds::Error unless the sum is positive.
+// fractions still has samples). Weights of any finite size work (1e308 each is an even blend);
+// throws ds::Error unless each is finite and non-negative and one is above 0.
 struct WeightedSamples {
   std::vector<double> weights;
   std::vector<uint64_t> samples;
@@ -36,8 +37,16 @@ struct WeightedSamples {
 WeightedSamples normalizedWeightsAndSamples(const std::vector<double>& weights, uint64_t samples);
 
 // NeoX's weights_by_num_docs: p_i = (n_i / N)^alpha normalised, times (1 - n_i / N), normalised
-// again (up-samples small groups as alpha falls below 1); one dataset gets weight 1.
+// again (up-samples small groups as alpha falls below 1); one dataset gets weight 1. Where every
+// (n_i / N)^alpha underflows to 0 (NeoX's 0 / 0), the largest dataset gets the weight, the limit
+// of the formula as alpha grows. Throws ds::Error when the datasets hold no documents, or one
+// holds them all (every weight is then 0).
 std::vector<double> weightsByNumDocuments(const std::vector<uint64_t>& documents, double alpha);
+
+// The weights a split's datasets are sampled by: the config's, or with weight-by-num-documents
+// weightsByNumDocuments' from each dataset's document count (NeoX counts its sequences).
+std::vector<double> blendWeights(const DataBlend& blend, const BlendOptions& options,
+                                 const std::vector<uint64_t>& documents);
 
 // NeoX's build_blending_indices: position i goes to the dataset furthest behind its share,
 // weight_d x max(i, 1) - taken_d, the lowest index on ties; its sample is the next unused one of

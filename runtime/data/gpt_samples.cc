@@ -57,20 +57,27 @@ std::vector<std::pair<size_t, size_t>> splitDocuments(const std::string& split, 
   return ranges;
 }
 
-GptSamples::GptSamples(const IndexedDataset& data, std::pair<size_t, size_t> documents,
-                       size_t seqLength, size_t samples, uint64_t seed,
-                       const IndexedDataset* labels)
-    : data_(data), labels_(labels), seqLength_(seqLength) {
+size_t checkSampleable(const IndexedDataset& data, std::pair<size_t, size_t> documents,
+                       size_t seqLength) {
   const auto [begin, end] = documents;
   if (seqLength == 0) throw Error("seq-length must be at least 1");
   if (end > data.sequences() || begin > end)
     throw Error("documents " + std::to_string(begin) + ".." + std::to_string(end) + " of " +
                 std::to_string(data.sequences()));
-  size_t tokensPerEpoch = 0;
-  for (size_t d = begin; d < end; ++d) tokensPerEpoch += data.sequenceLength(d);
-  if (tokensPerEpoch <= seqLength)
-    throw Error("the split's documents hold " + std::to_string(tokensPerEpoch) +
+  size_t tokens = 0;
+  for (size_t d = begin; d < end; ++d) tokens += data.sequenceLength(d);
+  if (tokens <= seqLength)
+    throw Error("the split's documents hold " + std::to_string(tokens) +
                 " tokens, not enough for one sample of " + std::to_string(seqLength + 1));
+  return tokens;
+}
+
+GptSamples::GptSamples(const IndexedDataset& data, std::pair<size_t, size_t> documents,
+                       size_t seqLength, size_t samples, uint64_t seed,
+                       const IndexedDataset* labels)
+    : data_(data), labels_(labels), seqLength_(seqLength) {
+  const auto [begin, end] = documents;
+  const size_t tokensPerEpoch = checkSampleable(data, documents, seqLength);
   // Enough epochs for `samples` samples; each sample consumes seqLength new tokens.
   epochs_ = static_cast<size_t>((samples * seqLength + 1 + tokensPerEpoch - 1) / tokensPerEpoch);
   std::mt19937_64 rng(seed);

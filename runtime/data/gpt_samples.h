@@ -19,6 +19,13 @@ namespace ds::runtime {
 // ds::Error for anything but 1-3 non-negative weights with a positive sum.
 std::vector<std::pair<size_t, size_t>> splitDocuments(const std::string& split, size_t documents);
 
+// The tokens of documents [begin, end) of `data`: GptSamples' precondition, that they make at least
+// one sample of seqLength + 1 tokens, checked from the index alone (jobs check it before building
+// any sample table). Throws ds::Error "the split's documents hold N tokens, not enough for one
+// sample of M", for the caller to name the dataset and split in front of.
+size_t checkSampleable(const IndexedDataset& data, std::pair<size_t, size_t> documents,
+                       size_t seqLength);
+
 // What a GPT job reads its batches from: sample i, i < size(), of seq-length + 1 tokens. One
 // dataset's samples (GptSamples) or several blended by weight (blended_samples.h).
 class TokenSamples {

@@ -59,12 +59,8 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
                   ": ParallelGroups needs prevStage on every stage but the first and nextStage on "
                   "every stage but the last");
   }
-  // LAMB's trust ratio is a per-tensor norm: a sliced tensor's would need the model group's sum
-  // (and a replicated one must not get it), which its update does not do yet.
-  if (grid_.model && grid_.model->size() > 1 && config_.optimizer &&
-      config_.optimizer->type == OptimizerType::Lamb)
-    throw Error("optimizer: Lamb is not supported with model-parallel-size > 1 yet (its per-tensor "
-                "trust ratio would see only this rank's slice); use Adam or AdamW");
+  if (grid_.model && config_.optimizer)
+    checkOptimizerModelParallel(*config_.optimizer, grid_.model->size());
   keepFreedMemoryForReuse();
   const int layers = model.layerCount();
   layerTensors_.assign(layers, {0, 0});

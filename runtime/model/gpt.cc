@@ -153,9 +153,7 @@ Gpt::Gpt(GptConfig config, GptPlacement placement)
                 std::to_string(t));
   const bool sliced = t > 1;
   if (sliced) {
-    if (config_.qkNorm)
-      throw Error("use-qk-layernorm: not supported with model-parallel-size > 1 (the query/key "
-                  "norm spans every head of a token; it is not sliced yet)");
+    config_.validateModelParallel(t);  // the parser's own refusals, should a caller skip it
     // Every model rank needs the same number of vocabulary rows. NeoX always pads to
     // make-vocab-size-divisible-by x model-parallel-size, which makes the model (its padded
     // logits take part in the softmax) differ with the model-parallel size; here the one-rank

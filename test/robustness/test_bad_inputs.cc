@@ -225,7 +225,7 @@ TEST_CASE("robustness: configs the run cannot allocate or split are refused by t
        "batch-size 1000000000 x seq-length 16 tokens needs at least"},
       {"accumulation", "gas.yml",
        std::string(kGptYaml) + "batch-size: 4\ngradient_accumulation_steps: 1e9\n",
-       "gradient_accumulation_steps 1000000000"},
+       "train-iters 10 x train_batch_size 4000000000"},
       {"eval-iters", "eval.yml",
        std::string(kGptYaml) + "batch-size: 4\neval-iters: 1e8\neval-interval: 1\n",
        "eval-iters 100000000 x train_batch_size per evaluation"},
@@ -273,4 +273,14 @@ TEST_CASE("robustness: hostfile quirks: slots in other notations, a BOM, escape 
   CHECK(bom.output.find("\"backend\":\"local\"") != std::string::npos);
   CHECK(bom.output.find("\"host\":\"127.0.0.1\"") != std::string::npos);
   CHECK(bom.output.find("\xEF\xBB\xBF") == std::string::npos);
+  // Text right after the slot count: DeepSpeed's runner reads the leading digits, and so does
+  // ds-launch, saying where and what it read.
+  writeBytes(dir + "/trailing", "127.0.0.1 slots=3abc\n");
+  const Outcome trailing = run(dir, bin + "/ds-launch -H trailing --dry-run -- /bin/true");
+  INFO(trailing.output);
+  CHECK(trailing.status == 0);
+  CHECK(trailing.output.find("trailing:1: slots=3abc: read as slots=3, as DeepSpeed's runner "
+                             "reads it (the leading digits; \"abc\" is ignored); write "
+                             "slots=3") != std::string::npos);
+  CHECK(trailing.output.find("world size 3 on 1 node(s)") != std::string::npos);
 }

@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "common/printable.h"
+#include "runtime/config/gpt_job_data.h"
 #include "runtime/config/job_config.h"
 #include "runtime/config/neox_keys.h"
 #include "runtime/data/label_dataset.h"
 #include "runtime/data/vocabulary_fit.h"
 #include "runtime/model/gpt.h"
+#include "runtime/model/gpt_stage_partition.h"
 #include "tools/ds_config/commands.h"
 
 namespace ds::tools {
@@ -40,6 +42,7 @@ void runCheck(const CheckOptions& o) {
   const runtime::JobConfig job = runtime::parseJobConfig(
       runtime::readJobConfigText(o.config), o.worldSize, runtime::configPathsText(o.config));
   const runtime::DeepSpeedConfig& c = job.deepspeed;
+  runtime::checkSchedulerElasticConfig(c.elasticity, runtime::configPathsText(o.config));
   // Warnings quote the config's keys: print their control bytes escaped.
   for (const std::string& warning : c.warnings)
     std::cerr << "warning: " << printable(warning) << '\n';
@@ -48,12 +51,19 @@ void runCheck(const CheckOptions& o) {
   if (job.gpt) {  // NeoX YAML: the model it builds with the tokenizer's vocabulary
     const auto tokenizer = runtime::makeJobTokenizer(*job.gpt);
     const runtime::GptConfig model = runtime::modelConfigFor(*job.gpt, *tokenizer);
+    // What the ranks refuse as they build the model and read the data, refused here first by the
+    // functions they call: the pipeline stages' layers (a cut needs the tokenizer's vocabulary),
+    // and every split's samples and blend weights.
+    if (job.gpt->parallel.pipe > 1)
+      runtime::gptStageBounds(model, job.gpt->parallel.pipe, job.gpt->parallel.partitionMethod);
+    runtime::checkGptJobData(*job.gpt, static_cast<uint64_t>(c.batch.trainBatchSize));
     // What a rank finds only when a batch reaches a bad id, found here by reading every token.
     for (const std::string& prefix :
          runtime::checkTokensFitVocabulary(job.gpt->dataPrefixes(), tokenizer->vocabularySize()))
       std::cerr << "warning: " << printable(prefix)
                 << ".idx: not found here, so its token ids are not checked against the "
-                   "tokenizer's vocabulary (the run needs it)\n";
+                   "tokenizer's vocabulary, nor its documents against seq-length and the blend "
+                   "weights (the run needs it)\n";
     for (const auto& [split, blend] :
          {std::pair<std::string, const runtime::DataBlend*>{"train", &job.gpt->trainData},
           {"valid", &job.gpt->validData},

@@ -2,8 +2,10 @@
 // (global) batch size and the GPU counts that can run it, and with a world size the micro-batch
 // size and gradient accumulation steps for it.
 //   ds-elastic -c CONFIG [-w WORLD_SIZE] [--json]
-// Version 0.2 without -w takes the world size from $WORLD_SIZE, as DeepSpeed does. Invalid input
-// or a world size the config cannot run exits 2 with the reason on stderr and nothing on stdout.
+// Version 0.2 without -w takes the world size from $WORLD_SIZE, as DeepSpeed does. Invalid input,
+// a world size the config cannot run, or an elasticity block that differs from
+// $DEEPSPEED_ELASTICITY_CONFIG (which DeepSpeed's runtime refuses) exits 2 with the reason on
+// stderr and nothing on stdout.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +30,8 @@ struct Options {
 int run(const Options& o) {
   const std::string text = ds::readWholeFile(o.config, "DeepSpeed config", size_t{16} << 20);
   const ds::runtime::ElasticityConfig config = ds::runtime::readElasticityConfig(text, o.config);
+  // The block a job's ranks would refuse, refused here too.
+  ds::runtime::checkSchedulerElasticConfig(config, o.config);
   // Everything is computed before anything is printed: a failure leaves stdout empty.
   const ds::runtime::ElasticBatch e =
       ds::runtime::computeElasticBatch(config, o.worldSize, std::getenv("WORLD_SIZE"));
