@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/memory_budget.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/data/indexed_dataset.h"
 #include "runtime/lr/lr_schedule.h"
@@ -46,11 +47,12 @@ fs::path writeConfig(const std::string& name, const std::string& text) {
   return p;
 }
 
-// Runs `ds-config ARGS` with stdout and stderr captured separately.
-ToolRun runTool(const std::string& args) {
+// Runs `ds-config ARGS` with stdout and stderr captured separately; `env`: "NAME=VALUE " words
+// before the command.
+ToolRun runTool(const std::string& args, const std::string& env = "") {
   const fs::path out = scratch() / "stdout", err = scratch() / "stderr";
-  const std::string command =
-      std::string(DS_BIN_DIR) + "/ds-config " + args + " >" + out.string() + " 2>" + err.string();
+  const std::string command = env + std::string(DS_BIN_DIR) + "/ds-config " + args + " >" +
+                              out.string() + " 2>" + err.string();
   const int raw = std::system(command.c_str());
   ToolRun r;
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -265,6 +267,46 @@ TEST_CASE("ds-config check: NeoX YAML configs, merged, with the GPT they build",
   CHECK(refused.out.empty());
   CHECK(refused.err.find("hiden-size: unknown NeoX or DeepSpeed config key; did you mean "
                          "\"hidden-size\"?") != std::string::npos);
+}
+
+TEST_CASE("ds-config check: a rank that cannot fit this machine is a warning, one that cannot fit "
+          "the nodes given or any machine is refused",
+          "[ds-config]") {
+  // About 4 GiB of activations for one micro-batch of 32 sequences of 1024 tokens.
+  const std::string model = "num-layers: 4\nhidden-size: 256\nnum-attention-heads: 4\n"
+                            "seq-length: 1024\nmax-position-embeddings: 1024\n"
+                            "data-path: data/x\ntokenizer-type: ByteTokenizer\ntrain-iters: 10\n";
+  const fs::path big = writeConfig("big.yml", model + "batch-size: 32\n");
+  // This machine as if it had 1 GiB (the test hook of common/memory_budget.h).
+  const std::string small = std::string(ds::kMemoryBudgetVariable) + "=1073741824 ";
+  auto runWith = [](const std::string& env, const std::string& args) { return runTool(args, env); };
+  const ToolRun here = runWith(small, "check " + big.string());
+  INFO(here.out << here.err);
+  CHECK(here.status == 0);
+  CHECK(here.out.find(": OK (world size 1)") != std::string::npos);
+  CHECK(here.err.find("warning: not on this machine: GPT job: batch-size 32 x seq-length 1024 "
+                      "tokens needs at least") != std::string::npos);
+  CHECK(here.err.find("--node-memory SIZE checks against theirs") != std::string::npos);
+
+  const ToolRun nodes = runWith(small, "check " + big.string() + " --node-memory 1G");
+  CHECK(nodes.status == 2);
+  CHECK(nodes.err.find("but only 1.00 GiB is left under --node-memory 1G") != std::string::npos);
+  const ToolRun roomy = runWith(small, "check " + big.string() + " --node-memory 64GiB");
+  CHECK(roomy.status == 0);
+  CHECK(roomy.err.find("not on this machine") == std::string::npos);
+
+  // Petabytes of activations fit no machine: refused whatever the nodes.
+  const fs::path huge = writeConfig("huge.yml", model + "batch-size: 1e7\n");
+  const ToolRun nowhere = runWith("", "check " + huge.string());
+  CHECK(nowhere.status == 2);
+  CHECK(nowhere.err.find("is left under the largest machine there is (64 TiB)") != std::string::npos);
+
+  for (const char* bad : {"12X", "-5G", "G", "1e30"}) {
+    const ToolRun typo = runWith("", "check " + big.string() + " --node-memory " + bad);
+    INFO(bad);
+    CHECK(typo.status == 2);
+    CHECK(typo.err.find("--node-memory: expected a size such as 512G") != std::string::npos);
+  }
 }
 
 TEST_CASE("ds-config check: NeoX files as separate arguments, comma lists or JSON", "[ds-config]") {

@@ -88,7 +88,7 @@ void checkRankMemory(const JobConfig& job, int world, int ranksHere, const Memor
               humanBytes(need.peak()) + " of memory per rank at its peak (" + need.peakPhase() +
               ", as `ds-config memory " + configPath + "` predicts), but only " +
               humanBytes(perRank) + " is left under " + budget.source + " for each of the " +
-              std::to_string(ranksHere) + " rank(s) on this machine (" +
+              std::to_string(ranksHere) + " rank(s) on the node (" +
               humanBytes(static_cast<double>(budget.availableBytes)) + " shared by " +
               std::to_string(ranksHere) + " rank(s)); " + fix);
 }

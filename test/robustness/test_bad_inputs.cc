@@ -221,14 +221,15 @@ TEST_CASE("robustness: configs the run cannot allocate or split are refused by t
   }
   const std::vector<Case> cases = {
       {"alias bomb", "bomb.yml", bomb, "bomb.yml:6: f: the file expands to more than 100000"},
-      {"micro-batch", "micro.yml", std::string(kGptYaml) + "batch-size: 1e9\n",
-       "batch-size 1000000000 x seq-length 16 tokens needs at least"},
+      // Beyond any machine (ds-config check warns of what only this machine cannot hold).
+      {"micro-batch", "micro.yml", std::string(kGptYaml) + "batch-size: 1e10\n",
+       "batch-size 10000000000 x seq-length 16 tokens needs at least"},
       {"accumulation", "gas.yml",
-       std::string(kGptYaml) + "batch-size: 4\ngradient_accumulation_steps: 1e9\n",
-       "train-iters 10 x train_batch_size 4000000000"},
+       std::string(kGptYaml) + "batch-size: 4\ngradient_accumulation_steps: 1e11\n",
+       "train-iters 10 x train_batch_size 400000000000"},
       {"eval-iters", "eval.yml",
-       std::string(kGptYaml) + "batch-size: 4\neval-iters: 1e8\neval-interval: 1\n",
-       "eval-iters 100000000 x train_batch_size per evaluation"},
+       std::string(kGptYaml) + "batch-size: 4\neval-iters: 1e12\neval-interval: 1\n",
+       "eval-iters 1000000000000 x train_batch_size per evaluation"},
       {"all-zero split", "zero.yml", std::string(kGptYaml) + "batch-size: 4\nsplit: 0,0,0\n",
        "split \"0,0,0\": expected 1 to 3 comma-separated weights with a positive sum"},
       {"negative split", "neg.yml", std::string(kGptYaml) + "batch-size: 4\nsplit: -1,2,3\n",

@@ -2,16 +2,23 @@
 // resolved batch trio (train_batch_size = micro x accumulation x ranks), then what each key the
 // config sets does here: in effect, or not (no effect by nature, or switched off).
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "common/error.h"
+#include "common/memory_budget.h"
 #include "common/printable.h"
 #include "runtime/config/gpt_job_data.h"
 #include "runtime/config/job_config.h"
+#include "runtime/config/gpt_job_memory.h"
 #include "runtime/config/neox_keys.h"
+#include "runtime/config/rank_memory_preflight.h"
 #include "runtime/data/label_dataset.h"
 #include "runtime/data/vocabulary_fit.h"
 #include "runtime/model/gpt.h"
@@ -25,7 +32,72 @@ struct CheckOptions {
   std::vector<std::string> config;  // files, or comma lists of them
   int64_t worldSize = 0;  // not given: one rank, or one model replica of a 3D NeoX job
   bool json = false;
+  std::string nodeMemory;    // --node-memory: each node's memory, "512G"; empty: this machine's
+  int64_t ranksPerNode = 0;  // 0: every rank of the job on one node
 };
+
+// "512G", "512GiB", "1.5T", "64GB", "1048576": bytes, the units powers of 1024 (as Slurm's --mem).
+uint64_t parseMemorySize(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string unit = text.substr(used);
+  for (const char* tail : {"iB", "B"})
+    if (unit.size() > std::strlen(tail) && unit.ends_with(tail)) {
+      unit.resize(unit.size() - std::strlen(tail));
+      break;
+    }
+  const std::string units = "KMGTP";
+  double scale = 1;
+  if (unit.size() == 1 && units.find(static_cast<char>(std::toupper(unit[0]))) != std::string::npos)
+    scale = std::pow(1024.0, 1 + static_cast<double>(units.find(static_cast<char>(std::toupper(unit[0])))));
+  else if (!unit.empty() && unit != "B")
+    used = 0;
+  const double bytes = value * scale;
+  if (used == 0 || !(bytes >= 1) || bytes > 1e18)
+    throw Error("--node-memory: expected a size such as 512G, 1.5T, 64GiB or a number of bytes, "
+                "got \"" + printable(text.substr(0, 40)) + "\"");
+  return static_cast<uint64_t>(bytes);
+}
+
+// What a rank of the job needs (its sample tables and activations, its training state at its
+// peak) against a node's memory. Against the nodes' memory where the user gives it, a shortfall
+// is refused; against this machine's, where the job may not run at all (13B checked on a login
+// node), it is a warning naming the setting that would make it fit. What no machine could hold is
+// refused either way.
+void checkMemory(const runtime::JobConfig& job, int64_t world, const CheckOptions& o,
+                 const std::string& path) {
+  if (!job.gpt) return;  // a DeepSpeed JSON job's model is the script's: nothing to size
+  const int ranksHere = static_cast<int>(o.ranksPerNode != 0 ? o.ranksPerNode : world);
+  auto shortfall = [&](const MemoryBudget& node) -> std::string {
+    try {
+      runtime::checkGptJobMemory(*job.gpt, job.deepspeed.batch, node);
+      runtime::checkRankMemory(job, static_cast<int>(world), ranksHere, node, path);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  // Larger than any one machine sold today: a need beyond it is a config that can run nowhere.
+  constexpr uint64_t kLargestMachine = uint64_t{64} << 40;
+  if (std::string nowhere = shortfall({kLargestMachine, "the largest machine there is (64 TiB)"});
+      !nowhere.empty())
+    throw Error(nowhere);
+  if (!o.nodeMemory.empty()) {
+    if (std::string p = shortfall({parseMemorySize(o.nodeMemory), "--node-memory " + o.nodeMemory});
+        !p.empty())
+      throw Error(p);
+    return;
+  }
+  if (const std::string here = shortfall(memoryBudget()); !here.empty())
+    std::cerr << "warning: not on this machine: " << printable(here)
+              << " (only a warning: the job's nodes may have more; --node-memory SIZE checks "
+                 "against theirs, and ds-launch against this machine's for a job it runs here)\n";
+}
 
 using runtime::KeyEffect;
 
@@ -39,8 +111,10 @@ std::string whyNot(const runtime::KeyVerdict& v) {
 }
 
 void runCheck(const CheckOptions& o) {
+  const std::string path = runtime::configPathsText(o.config);
+  // Memory is checked below, against the job's nodes rather than only this machine.
   const runtime::JobConfig job = runtime::parseJobConfig(
-      runtime::readJobConfigText(o.config), o.worldSize, runtime::configPathsText(o.config));
+      runtime::readJobConfigText(o.config), o.worldSize, path, runtime::MemoryCheck::Elsewhere);
   const runtime::DeepSpeedConfig& c = job.deepspeed;
   runtime::checkSchedulerElasticConfig(c.elasticity, runtime::configPathsText(o.config));
   // Warnings quote the config's keys: print their control bytes escaped.
@@ -89,6 +163,7 @@ void runCheck(const CheckOptions& o) {
   const runtime::BatchConfig& b = c.batch;
   const runtime::ParallelConfig grid = job.gpt ? job.gpt->parallel : runtime::ParallelConfig{};
   const int64_t world = o.worldSize != 0 ? o.worldSize : grid.replicaRanks();
+  checkMemory(job, world, o, path);
   if (o.json) {
     nlohmann::ordered_json out = {{"world_size", world},
                                   {"train_batch_size", b.trainBatchSize},
@@ -195,6 +270,12 @@ void addCheckCommand(CLI::App& app) {
                   "is split over world / (pipe-parallel-size x model-parallel-size)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   cmd->add_flag("--json", o->json, "print one JSON object instead of a sentence");
+  cmd->add_option("--node-memory", o->nodeMemory,
+                  "memory of each of the job's nodes (512G, 1.5T): a rank that cannot fit is "
+                  "refused; without it, one that cannot fit on this machine is a warning");
+  cmd->add_option("--ranks-per-node", o->ranksPerNode,
+                  "ranks sharing a node's memory (default: every rank of the job)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->callback([o] { runCheck(*o); });
 }
 
