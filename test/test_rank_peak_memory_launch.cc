@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <regex>
 
@@ -15,6 +16,7 @@
 #include "test/launch_harness.h"
 #include "test/run_command.h"
 #include "test/scratch_dir.h"
+#include "test/skip.h"
 
 using namespace ds::test;
 namespace fs = std::filesystem;
@@ -132,4 +134,45 @@ TEST_CASE(
                                      "memory per rank at its peak.*only [0-9]+ MiB is left under "
                                      "DS_MEMORY_BUDGET_BYTES.*would make it fit")));
   CHECK_FALSE(fs::exists(dir + "/logs-s2/rank-0.log"));  // no rank started
+}
+
+TEST_CASE(
+    "a rank refuses a job whose predicted peak does not fit its node's memory before it builds "
+    "its model, where the launcher could not check (the node's memory is not the launcher's)",
+    "[memory][launch]") {
+  // Ranks on another node, as mpirun starts them there, with the node's memory in their
+  // environment only (.deepspeed_env, exported to every rank): the launcher's own pre-flight
+  // sees this machine's memory and passes.
+  if (skipUnless(std::system("command -v mpirun >/dev/null 2>&1") == 0,
+                 "openmpi-bin is not installed"))
+    return;
+  const std::string dir = makeScratchDir("preflight-node");
+  prepare(dir);
+  writeFile(dir + "/hostfile", "localhost slots=1\n");
+  writeFile(dir + "/s2.yml", yaml(2, Offload::kNone));
+  const double need = predictedPeak(dir, "s2", 2);
+  writeFile(dir + "/.deepspeed_env",
+            "DS_MEMORY_BUDGET_BYTES=" + std::to_string(static_cast<uint64_t>(need * 0.9)) + "\n");
+  const std::string mpirun = "--launcher openmpi --launcher_args '--mca btl_tcp_if_include lo' ";
+  auto launchOnMpi = [&] {
+    static int port = 23000 + static_cast<int>(getpid() % 20000);
+    return runCommand("cd " + dir + " && " + DS_BIN_DIR + "/ds-launch " + mpirun +
+                      "--hostfile hostfile --log_dir logs --master_port " +
+                      std::to_string(++port) + " train --config s2.yml");
+  };
+  const CommandOutcome refused = launchOnMpi();
+  INFO(refused.output);
+  CHECK(refused.status != 0);
+  CHECK(refused.status < 128);
+  CHECK(std::regex_search(
+      refused.output,
+      std::regex("pre-flight: config: the training state needs [0-9]+ MiB of memory per rank at "
+                 "its peak.*under DS_MEMORY_BUDGET_BYTES.* for each of the 1 rank\\(s\\) on the "
+                 "node")));
+  // Refused before the model was built: no model line.
+  CHECK(refused.output.find("model: GPT") == std::string::npos);
+  fs::remove(dir + "/.deepspeed_env");
+  const CommandOutcome fits = launchOnMpi();
+  INFO(fits.output);
+  CHECK(fits.status == 0);
 }

@@ -13,10 +13,12 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/memory_budget.h"
 #include "kernels/cpu/matmul.h"
 #include "runtime/comm/comms_logger.h"
 #include "runtime/comm/store_barrier.h"
 #include "runtime/config/job_config.h"
+#include "runtime/config/rank_memory_preflight.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
 #include "worker/gpt_train_job.h"
@@ -85,6 +87,10 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   runtime::checkSchedulerElasticConfig(config.elasticity, "config");
   runtime::checkBuiltInTrainer(job);
 
+  // This node's memory, measured before the world forms: no rank of the job has built anything
+  // yet (forming the world waits for every rank), so the node's ranks all see what they will share.
+  const MemoryBudget node = memoryBudget();
+
   board.setState(RankState::Rendezvous);
   // The GPT's first matmul has a one-time cost: paid on a spare thread while the collectives
   // connect and the model and engine are built, which mostly wait on other ranks. A matmul that
@@ -99,6 +105,10 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
       config.commsLogger.enabled ? static_cast<runtime::Communicator&>(logged) : *world;
 
   if (job.gpt) {
+    // Before any rank builds its model: the training state of the node's ranks against the
+    // node's memory (ds-launch checks only nodes that are its own machine). Every rank of a
+    // node gives the same verdict, and the launcher tears the job down at the first refusal.
+    runtime::checkRankMemory(job, join.worldSize, join.localSize, node, "config");
     // The grid's groups are made by every rank before any of them trains.
     const TrainingGridGroups groups(factory, comm, job.gpt->parallel,
                                     config.commsLogger.enabled ? &logger : nullptr);
