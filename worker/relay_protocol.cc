@@ -110,10 +110,14 @@ std::pair<char*, size_t> FrameBuffer::space() {
   }
   if (begin_ == end_) begin_ = end_ = 0;
   if (data_.size() - end_ < wanted) {
-    // Move the unread bytes to the front before growing.
-    std::memmove(data_.data(), data_.data() + begin_, end_ - begin_);
-    end_ -= begin_;
-    begin_ = 0;
+    // Move the unread bytes to the front before growing. Not when there is nothing before them:
+    // the first call's buffer is empty and its data() null, which memmove may not be given even
+    // for 0 bytes (found by fuzz/relay_frames.cc under UBSan).
+    if (begin_ > 0) {
+      std::memmove(data_.data(), data_.data() + begin_, end_ - begin_);
+      end_ -= begin_;
+      begin_ = 0;
+    }
     if (data_.size() - end_ < wanted) data_.resize(end_ + wanted);
   }
   return {data_.data() + end_, data_.size() - end_};
