@@ -309,6 +309,34 @@ TEST_CASE("ds-config check: a rank that cannot fit this machine is a warning, on
   }
 }
 
+TEST_CASE("ds-config check: NeoX YAML that is not UTF-8 text, or a mistyped elasticity switch, is "
+          "refused naming the key",
+          "[ds-config]") {
+  const std::string base = "num-layers: 2\nhidden-size: 64\nnum-attention-heads: 4\n"
+                           "seq-length: 32\nmax-position-embeddings: 32\ndata-path: data/x\n"
+                           "tokenizer-type: ByteTokenizer\ntrain-iters: 10\nbatch-size: 2\n";
+  struct Case {
+    const char* name;
+    std::string text, message;
+  };
+  const std::vector<Case> cases = {
+      {"a NeoX value", base + "norm: layernorm\xff\n",
+       ":10: norm: the value \"layernorm\xef\xbf\xbd\" is not valid UTF-8 (byte 10)"},
+      {"a DeepSpeed value", base + "wall_clock_breakdown: \"\xff\"\n",
+       ":10: wall_clock_breakdown: the value"},
+      {"a key", base + "zero_optimization:\n  st\xc3ge: 1\n", ":11: zero_optimization: a key"},
+      {"elasticity.enabled", base + "elasticity:\n  enabled: \"yes\"\n",
+       "elasticity.enabled: expected true or false, got \"yes\""},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const ToolRun run = runTool("check " + writeConfig("bad-text.yml", c.text).string());
+    INFO(run.err);
+    CHECK(run.status == 2);
+    CHECK(run.err.find(c.message) != std::string::npos);
+  }
+}
+
 TEST_CASE("ds-config check: NeoX files as separate arguments, comma lists or JSON", "[ds-config]") {
   const fs::path model = writeConfig("m.yml",
                                      "num-layers: 2\nhidden-size: 64\nnum-attention-heads: 4\n"

@@ -14,12 +14,14 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/json_text.h"
+#include "common/printable.h"
 #include "runtime/config/closest_key.h"
 #include "runtime/config/config_policy.h"
 #include "runtime/config/gpt_job_memory.h"
 #include "runtime/config/neox_attention_config.h"
 #include "runtime/config/neox_keys.h"
 #include "runtime/data/gpt_samples.h"
+#include "runtime/data/utf8.h"
 
 namespace ds::runtime {
 namespace {
@@ -53,6 +55,16 @@ Json scalarToJson(const YAML::Node& node) {
   return s;
 }
 
+// yaml-cpp passes any bytes through, but every later step (the JSON the config becomes, the
+// DeepSpeed keys' parser, messages quoting a value) needs text, as a JSON config's reader does.
+void requireUtf8(const std::string& text, const std::string& what) {
+  const Utf8Check check = checkUtf8(text);
+  if (check.firstInvalid != text.size())
+    throw Error(what + " \"" + printable(replaceInvalidUtf8(text).substr(0, 80)) +
+                "\" is not valid UTF-8 (byte " + std::to_string(check.firstInvalid + 1) +
+                "); save the file as UTF-8 text");
+}
+
 // Values one file may expand to. An alias (*name) is the node its anchor (&name) names, visited
 // again: nine nested levels of nine aliases each are 387 million values from twelve lines (the
 // "billion laughs"). Real configs have a few hundred.
@@ -80,6 +92,7 @@ Json yamlToJson(const YAML::Node& node, YamlWalk& walk, const std::string& where
     case YAML::NodeType::Undefined:
       return nullptr;
     case YAML::NodeType::Scalar:
+      requireUtf8(node.Scalar(), at + "the value");
       return scalarToJson(node);
     case YAML::NodeType::Sequence: {
       Json a = Json::array();
@@ -99,6 +112,8 @@ Json yamlToJson(const YAML::Node& node, YamlWalk& walk, const std::string& where
           throw Error(walk.path + ":" + walk.keyLine + ": " + where + (where.empty() ? "" : ": ") +
                       "a key is not a plain name");
         const std::string& key = kv.first.Scalar();
+        requireUtf8(key, walk.path + ":" + walk.keyLine + ": " + where + (where.empty() ? "" : ": ") +
+                             "a key");
         const std::string name = where.empty() ? key : where + "." + key;
         // yaml-cpp keeps both; NeoX's yaml.load would silently take the last.
         if (auto [it, first] = lines.emplace(key, walk.keyLine); !first)
@@ -739,8 +754,11 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
                   " (NeoX uses the optimizer block's and ignores this key); set one of them");
     params["lr"] = *lr;
   }
+  // A mistyped "enabled" is left to the DeepSpeed keys' parser below, which names it.
   const bool elastic = ds.contains("elasticity") && ds["elasticity"].is_object() &&
-                       ds["elasticity"].value("enabled", false) == true;
+                       ds["elasticity"].contains("enabled") &&
+                       ds["elasticity"]["enabled"].is_boolean() &&
+                       ds["elasticity"]["enabled"].get<bool>();
   if (!elastic && !ds.contains("train_micro_batch_size_per_gpu") &&
       !ds.contains("train_batch_size"))
     throw Error(
