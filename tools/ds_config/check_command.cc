@@ -2,9 +2,6 @@
 // resolved batch trio (train_batch_size = micro x accumulation x ranks), then what each key the
 // config sets does here: in effect, or not (no effect by nature, or switched off).
 #include <algorithm>
-#include <cctype>
-#include <cmath>
-#include <cstring>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -15,8 +12,8 @@
 #include "common/memory_budget.h"
 #include "common/printable.h"
 #include "runtime/config/gpt_job_data.h"
-#include "runtime/config/job_config.h"
 #include "runtime/config/gpt_job_memory.h"
+#include "runtime/config/job_config.h"
 #include "runtime/config/neox_keys.h"
 #include "runtime/config/rank_memory_preflight.h"
 #include "runtime/data/label_dataset.h"
@@ -24,6 +21,7 @@
 #include "runtime/model/gpt.h"
 #include "runtime/model/gpt_stage_partition.h"
 #include "tools/ds_config/commands.h"
+#include "tools/ds_config/unit_number.h"
 
 namespace ds::tools {
 namespace {
@@ -38,30 +36,19 @@ struct CheckOptions {
 
 // "512G", "512GiB", "1.5T", "64GB", "1048576": bytes, the units powers of 1024 (as Slurm's --mem).
 uint64_t parseMemorySize(const std::string& text) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  std::string unit = text.substr(used);
-  for (const char* tail : {"iB", "B"})
-    if (unit.size() > std::strlen(tail) && unit.ends_with(tail)) {
-      unit.resize(unit.size() - std::strlen(tail));
-      break;
-    }
-  const std::string units = "KMGTP";
+  std::vector<std::pair<std::string, double>> units = {{"", 1}, {"B", 1}};
   double scale = 1;
-  if (unit.size() == 1 && units.find(static_cast<char>(std::toupper(unit[0]))) != std::string::npos)
-    scale = std::pow(1024.0, 1 + static_cast<double>(units.find(static_cast<char>(std::toupper(unit[0])))));
-  else if (!unit.empty() && unit != "B")
-    used = 0;
-  const double bytes = value * scale;
-  if (used == 0 || !(bytes >= 1) || bytes > 1e18)
+  for (const char* unit : {"K", "M", "G", "T", "P"}) {
+    scale *= 1024;
+    for (const std::string& spelling : {std::string(unit), std::string(unit) + "B",
+                                        std::string(unit) + "iB"})
+      units.push_back({spelling, scale});
+  }
+  const std::optional<double> bytes = parseUnitNumber(text, units);
+  if (!bytes || !(*bytes >= 1) || *bytes > 1e18)
     throw Error("--node-memory: expected a size such as 512G, 1.5T, 64GiB or a number of bytes, "
                 "got \"" + printable(text.substr(0, 40)) + "\"");
-  return static_cast<uint64_t>(bytes);
+  return static_cast<uint64_t>(*bytes);
 }
 
 // What a rank of the job needs (its sample tables and activations, its training state at its
