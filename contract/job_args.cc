@@ -81,25 +81,30 @@ const char* commOpName(CommOp op) {
   return "?";
 }
 
-uint64_t parseByteSize(const std::string& flag, const std::string& text) {
-  const std::string bad = flag + ": \"" + text + "\" is not a size (e.g. 1K, 64M, 1G)";
+uint64_t parseByteSize(const std::string& flag, const std::string& text, uint64_t max) {
+  const std::string bad = flag + ": \"" + text + "\" is not a size (e.g. 1K, 64M, 1G, 2T)";
   if (text.empty() || text[0] < '0' || text[0] > '9') throw Error(bad);
   char* end = nullptr;
   errno = 0;
   const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
   const std::string suffix = end;
-  uint64_t scale = 1;
+  int shift = 0;
   if (suffix == "K" || suffix == "k")
-    scale = uint64_t{1} << 10;
+    shift = 10;
   else if (suffix == "M" || suffix == "m")
-    scale = uint64_t{1} << 20;
+    shift = 20;
   else if (suffix == "G" || suffix == "g")
-    scale = uint64_t{1} << 30;
+    shift = 30;
+  else if (suffix == "T" || suffix == "t")
+    shift = 40;
   else if (!suffix.empty())
     throw Error(bad);
-  if (errno == ERANGE || value > (uint64_t{1} << 40) / scale)
-    throw Error(flag + ": \"" + text + "\" is larger than 1T");
-  return value * scale;
+  if (errno == ERANGE || value > (max >> shift)) {
+    const uint64_t tib = uint64_t{1} << 40;
+    throw Error(flag + ": \"" + text + "\" is larger than " +
+                (max % tib == 0 ? std::to_string(max / tib) + "T" : std::to_string(max) + " bytes"));
+  }
+  return value << shift;
 }
 
 JobSpec parseJobArgs(const std::vector<std::string>& jobArgs) {

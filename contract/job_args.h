@@ -65,8 +65,10 @@ struct JobSpec {
 // jobArgs[0] names the job. Throws ds::Error naming the job and the argument on bad input.
 JobSpec parseJobArgs(const std::vector<std::string>& jobArgs);
 
-// "64M" -> 67108864 (K, M, G are powers of 1024); throws ds::Error naming `flag` otherwise
-// (the program and its flag, "ds-nvme-tune --io_size", or the file and key).
-uint64_t parseByteSize(const std::string& flag, const std::string& text);
+// "64M" -> 67108864 (K, M, G, T are powers of 1024), at most `max` bytes; throws ds::Error
+// naming `flag` otherwise (the program and its flag, "ds-nvme-tune --io_size", or the file and
+// key).
+uint64_t parseByteSize(const std::string& flag, const std::string& text,
+                       uint64_t max = uint64_t{1} << 40);
 
 }  // namespace ds

@@ -68,6 +68,11 @@ TEST_CASE("job args: ds-comm-bench sizes, ops, dtypes and backends") {
   CHECK_THROWS_WITH(parseByteSize("--max", "-1K"), Catch::Contains("not a size"));
   CHECK_THROWS_WITH(parseByteSize("--max", "99999999999999999999G"),
                     Catch::Contains("larger than 1T"));
+  CHECK(parseByteSize("--max", "1T") == (uint64_t{1} << 40));
+  CHECK_THROWS_WITH(parseByteSize("--max", "2T"), Catch::Contains("larger than 1T"));
+  CHECK(parseByteSize("--node-memory", "2T", uint64_t{1} << 50) == (uint64_t{2} << 40));
+  CHECK_THROWS_WITH(parseByteSize("--node-memory", "2000T", uint64_t{1} << 50),
+                    Catch::Contains("\"2000T\" is larger than 1024T"));
 
   const auto options = parseJobArgs({"ds-comm-bench", "--op", "all_gather", "--min", "2K", "--max",
                                      "1M", "--check", "--json"})

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "runtime/config/config_policy.h"
-#include "runtime/config/elasticity_config.h"
+#include "runtime/config/immutable_elastic_config.h"
 #include "runtime/config/json_reader.h"
 #include "runtime/config/optimizer_config.h"
 #include "runtime/config/precision_config.h"

@@ -18,7 +18,7 @@
 #include "runtime/offload/aio_config.h"
 #include "runtime/profiler/flops_profiler.h"
 #include "runtime/config/config_policy.h"
-#include "runtime/config/elasticity_config.h"
+#include "runtime/config/immutable_elastic_config.h"
 #include "runtime/config/optimizer_config.h"
 #include "runtime/config/precision_config.h"
 #include "runtime/config/scheduler_config.h"

@@ -1,5 +1,5 @@
 // The "elasticity" block as typed values (DeepSpeed's keys and defaults): the input of the elastic
-// batch computation. Parsed and validated by runtime/config/elasticity_config.cc; holding one
+// batch computation. Parsed by runtime/config/config_blocks.h (parseElasticityConfig); holding one
 // does not make a job elastic.
 #pragma once
 

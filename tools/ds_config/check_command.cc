@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/memory_budget.h"
 #include "common/printable.h"
+#include "contract/job_args.h"
 #include "runtime/config/gpt_job_data.h"
 #include "runtime/config/gpt_job_memory.h"
 #include "runtime/config/job_config.h"
@@ -21,7 +22,6 @@
 #include "runtime/model/gpt.h"
 #include "runtime/model/gpt_stage_partition.h"
 #include "tools/ds_config/commands.h"
-#include "tools/ds_config/unit_number.h"
 
 namespace ds::tools {
 namespace {
@@ -33,23 +33,6 @@ struct CheckOptions {
   std::string nodeMemory;    // --node-memory: each node's memory, "512G"; empty: this machine's
   int64_t ranksPerNode = 0;  // 0: every rank of the job on one node
 };
-
-// "512G", "512GiB", "1.5T", "64GB", "1048576": bytes, the units powers of 1024 (as Slurm's --mem).
-uint64_t parseMemorySize(const std::string& text) {
-  std::vector<std::pair<std::string, double>> units = {{"", 1}, {"B", 1}};
-  double scale = 1;
-  for (const char* unit : {"K", "M", "G", "T", "P"}) {
-    scale *= 1024;
-    for (const std::string& spelling : {std::string(unit), std::string(unit) + "B",
-                                        std::string(unit) + "iB"})
-      units.push_back({spelling, scale});
-  }
-  const std::optional<double> bytes = parseUnitNumber(text, units);
-  if (!bytes || !(*bytes >= 1) || *bytes > 1e18)
-    throw Error("--node-memory: expected a size such as 512G, 1.5T, 64GiB or a number of bytes, "
-                "got \"" + printable(text.substr(0, 40)) + "\"");
-  return static_cast<uint64_t>(*bytes);
-}
 
 // What a rank of the job needs (its sample tables and activations, its training state at its
 // peak) against a node's memory. Against the nodes' memory where the user gives it, a shortfall
@@ -75,7 +58,9 @@ void checkMemory(const runtime::JobConfig& job, int64_t world, const CheckOption
       !nowhere.empty())
     throw Error(nowhere);
   if (!o.nodeMemory.empty()) {
-    if (std::string p = shortfall({parseMemorySize(o.nodeMemory), "--node-memory " + o.nodeMemory});
+    // Up to 1 PiB: what a node could have, with room to spare.
+    const uint64_t bytes = parseByteSize("--node-memory", o.nodeMemory, uint64_t{1} << 50);
+    if (std::string p = shortfall({bytes, "--node-memory " + o.nodeMemory});
         !p.empty())
       throw Error(p);
     return;
@@ -258,7 +243,7 @@ void addCheckCommand(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   cmd->add_flag("--json", o->json, "print one JSON object instead of a sentence");
   cmd->add_option("--node-memory", o->nodeMemory,
-                  "memory of each of the job's nodes (512G, 1.5T): a rank that cannot fit is "
+                  "memory of each of the job's nodes (512G, 2T): a rank that cannot fit is "
                   "refused; without it, one that cannot fit on this machine is a warning");
   cmd->add_option("--ranks-per-node", o->ranksPerNode,
                   "ranks sharing a node's memory (default: every rank of the job)")

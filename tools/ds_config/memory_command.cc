@@ -18,7 +18,6 @@
 #include "runtime/optim/make_optimizer.h"
 #include "runtime/config/model_state_estimate.h"
 #include "tools/ds_config/commands.h"
-#include "tools/ds_config/unit_number.h"
 
 namespace ds::tools {
 namespace {
@@ -32,14 +31,29 @@ struct MemoryOptions {
 
 // "1300000000", "1.3e9", "1.3B", "350M", "7b".
 double parseParameterCount(const std::string& text) {
-  const std::optional<double> count = parseUnitNumber(
-      text, {{"", 1}, {"K", 1e3}, {"k", 1e3}, {"M", 1e6}, {"m", 1e6}, {"B", 1e9}, {"b", 1e9}, {"G", 1e9}});
-  if (!count || !(*count > 0))
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  double scale = 1;
+  const std::string suffix = text.substr(used);
+  if (suffix == "K" || suffix == "k")
+    scale = 1e3;
+  else if (suffix == "M" || suffix == "m")
+    scale = 1e6;
+  else if (suffix == "B" || suffix == "b" || suffix == "G")
+    scale = 1e9;
+  else if (!suffix.empty())
+    used = 0;
+  if (used == 0 || !(value > 0) || !std::isfinite(value))
     throw Error(
         "--params: expected a positive parameter count such as 1300000000, 1.3e9, 1.3B "
         "or 350M, got \"" +
         text + "\"");
-  return std::round(*count);
+  return std::round(value * scale);
 }
 
 std::string gib(double bytes) {

@@ -1,6 +1,6 @@
 // Parses "elasticity". DeepSpeed checks types only loosely (Python); here every key has its type,
 // and the value rules are DeepSpeed's, in its order. Errors name the key path.
-#include "runtime/config/elasticity_config.h"
+#include "runtime/config/immutable_elastic_config.h"
 
 #include <cstdio>
 #include <cstdlib>
