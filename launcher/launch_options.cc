@@ -5,12 +5,12 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "common/command_line.h"
 #include "common/error.h"
 
 namespace ds::launcher {
 namespace {
 
-constexpr int kUsageError = 2;
 
 void addFlags(CLI::App& app, LaunchOptions& flags) {
   app.add_option("-H,--hostfile", flags.hostfile,
@@ -138,14 +138,7 @@ std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& out) {
       "     rank joins, one barrier, exit: a no-op job), 'ds-comm-bench [--op OP ...]', or\n"
       "     [--] PROGRAM [ARGS] (any program, with RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, "
       "...)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);  // the message and a usage hint on stderr
-    return kUsageError;
-  }
+  if (std::optional<int> status = ds::parseCommandLine(app, argc, argv)) return *status;
   out.jobArgs = app.remaining();
   // CLI11 stops at the first argument it does not know: an option there is a mistyped flag of
   // ours (DeepSpeed's argparse refuses it too), not a program called "--bogus".

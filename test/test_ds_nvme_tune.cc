@@ -122,7 +122,8 @@ TEST_CASE("ds-nvme-tune: hostile sweeps and sizes are refused in its own name", 
       {"--io_size 0", "ds-nvme-tune --io_size: 0 bytes measures nothing"},
       {"--io_size 0M", "ds-nvme-tune --io_size: 0 bytes"},
       {"--io_size -4K", "ds-nvme-tune --io_size: \"-4K\" is not a size"},
-      {"--io_size 2T", "ds-nvme-tune --io_size: \"2T\" is not a size"},
+      {"--io_size 2X", "ds-nvme-tune --io_size: \"2X\" is not a size"},
+      {"--io_size 2T", "ds-nvme-tune --io_size: \"2T\" is larger than 1T"},
       {"--sweep_config " + dir + "/zero.json", "block_size"},
   };
   for (const Case& c : cases) {

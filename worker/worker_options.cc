@@ -30,15 +30,7 @@ std::optional<int> parseWorkerOptions(int argc, char** argv, WorkerOptions& out)
   app.add_option("--tls_cert", out.tlsCert, "PEM certificate for mutual TLS");
   app.add_option("--tls_key", out.tlsKey, "PEM private key for mutual TLS");
   app.add_option("--tls_ca", out.tlsCa, "PEM CA certificate that signed the coordinator's");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return kUsage;
-  }
-  return std::nullopt;
+  return ds::parseCommandLine(app, argc, argv);
 }
 
 std::string usageProblem(const WorkerOptions& o) {

@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
     app.add_option("--depth", o.depth, "queue depth")->check(CLI::Range(1L, 1024L));
     app.add_option("--threads", o.threads, "I/O threads")->check(CLI::Range(1L, 256L));
     app.add_flag("--json", o.json, "print one JSON line");
-    if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+    if (auto status = ds::parseCommandLine(app, argc, argv)) return *status;
     if (o.blockKiB % 4 != 0) throw ds::Error("--block: expected a multiple of 4 KiB");
     return run(o);
   });

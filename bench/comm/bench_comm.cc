@@ -189,7 +189,7 @@ int run(int argc, char** argv) {
   app.add_flag("--half-only,--bf16-only", halfOnly,
                "only the bf16 and fp16 against fp32 comparisons, shared memory and Gloo (no "
                "PyTorch; quick per-ISA runs)");
-  if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+  if (auto status = ds::parseCommandLine(app, argc, argv)) return *status;
   if (halfOnly) {
     everyHalfComparison(rankCounts, bytes, iters, chunkBytes);
     return 0;

@@ -519,7 +519,7 @@ int main(int argc, char** argv) {
     app.add_flag("--direct", o.direct,
                  "one gRPC connection per rank instead of one relay per node");
     app.add_flag("--json", o.json, "print one JSON line");
-    if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+    if (auto status = ds::parseCommandLine(app, argc, argv)) return *status;
     return run(o);
   });
 }

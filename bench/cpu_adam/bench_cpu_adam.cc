@@ -113,7 +113,7 @@ int run(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON line per thread count");
   bool noTorch = false;
   app.add_flag("--no-torch", noTorch, "skip the torch baseline");
-  if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+  if (auto status = ds::parseCommandLine(app, argc, argv)) return *status;
   const bool withTorch = !noTorch;
 
   Buffer pBuf(n * 4), gBuf(n * 4), mBuf(n * 4), vBuf(n * 4), halfBuf(n * 2);

@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
         "bench_elastic: how long an elastic GPT job takes to shrink after a node dies "
         "and to grow when it joins again"};
     app.add_flag("--json", json, "print one JSON line");
-    if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+    if (auto status = ds::parseCommandLine(app, argc, argv)) return *status;
     return run(json);
   });
 }

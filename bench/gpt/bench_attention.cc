@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
     app.add_option("--batch", o.batch, "samples")->check(CLI::Range(1, 65536));
     app.add_option("--reps", o.reps, "repetitions (the fastest counts)")
         ->check(CLI::Range(1, 1000));
-    if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+    if (auto status = ds::parseCommandLine(app, argc, argv)) return *status;
     return run(o);
   });
 }

@@ -286,7 +286,7 @@ int main(int argc, char** argv) {
     app.add_flag("--no-torch", noTorch, "skip the PyTorch baseline");
     app.add_option("--python", o.python, "the Python interpreter that runs the PyTorch baseline")
         ->check(CLI::ExistingFile);
-    if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+    if (auto status = ds::parseCommandLine(app, argc, argv)) return *status;
     o.torch = !noTorch;
     applyShape(app, shapeName, o);
     return run(o);

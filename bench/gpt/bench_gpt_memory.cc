@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
     app.add_option("--hidden", o.hidden, "hidden size")->check(CLI::Range(8, 65536));
     app.add_option("--batch", o.batch, "micro-batch size")->check(CLI::Range(1, 65536));
     app.add_option("--seq", o.seq, "sequence length")->check(CLI::Range(1, 65536));
-    if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+    if (auto status = ds::parseCommandLine(app, argc, argv)) return *status;
     return run(o);
   });
 }

@@ -267,7 +267,7 @@ int main(int argc, char** argv) {
     app.add_option("--lr", o.lr, "AdamW's learning rate (0: 0.01 / hidden)")
         ->check(CLI::Range(0.0, 1.0));
     app.add_flag("--json", o.json, "end with one JSON line of the figures");
-    if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+    if (auto status = ds::parseCommandLine(app, argc, argv)) return *status;
     return run(o);
   });
 }

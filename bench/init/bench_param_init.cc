@@ -114,7 +114,7 @@ int run(int argc, char** argv) {
   app.add_option("--heads", c.numAttentionHeads, "attention heads")->check(CLI::Range(1, 1024));
   app.add_option("--repeats", repeats, "runs of each (the best is kept)")
       ->check(CLI::Range(1, 100));
-  if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+  if (auto status = ds::parseCommandLine(app, argc, argv)) return *status;
   const ds::runtime::Gpt model(c);  // throws on a bad shape (guardedMain reports it)
   const size_t count = model.parameterCount();
   const uint64_t seed = 1234;

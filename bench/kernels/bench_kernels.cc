@@ -150,7 +150,7 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(size_t{1}, size_t{8192}));
   app.add_option("--reps", reps, "timed calls (the best is kept)")->check(CLI::Range(1, 100000));
   app.add_flag("--json", json, "print one JSON line per kernel and path");
-  if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+  if (auto status = ds::parseCommandLine(app, argc, argv)) return *status;
   if (s.seq * s.seq > s.rows * s.ffn || s.hidden > s.ffn || s.rows < 2)
     throw ds::Error("--seq^2 and --hidden must fit in --rows x --ffn (the arrays "
                     "are sized by them), and --rows must be at least 2");

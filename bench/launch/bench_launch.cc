@@ -52,7 +52,7 @@ int run(int argc, char** argv) {
   app.add_option("--torchrun_max_ranks", torchrunMaxRanks,
                  "largest rank count torchrun is timed at")
       ->check(CLI::Range(0, 4096));
-  if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+  if (auto status = ds::parseCommandLine(app, argc, argv)) return *status;
   const std::string binDir = std::filesystem::canonical("/proc/self/exe").parent_path().string();
   const std::string launch = binDir + "/ds-launch";
   const std::string dir = "/tmp/bench-launch-" + std::to_string(getpid());

@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
     app.add_option("--steps", o.steps, "timed steps (the best is kept)")
         ->check(CLI::Range(1L, 1000L));
     app.add_flag("--zero3-only", o.zero3Only, "only the ZeRO-3 rows (offload_param)");
-    if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+    if (auto status = ds::parseCommandLine(app, argc, argv)) return *status;
     return run(o);
   });
 }

@@ -291,7 +291,7 @@ int main(int argc, char** argv) {
         ->check(CLI::IsMember({"bubble", "memory", "pair"}));
     bool noReal = false;
     app.add_flag("--no-real", noReal, "skip the unpaced p = 2 bubble");
-    if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+    if (auto status = ds::parseCommandLine(app, argc, argv)) return *status;
     o.real = !noReal;
     const auto wanted = [&](const char* part) {
       return std::find(o.parts.begin(), o.parts.end(), part) != o.parts.end();

@@ -84,7 +84,7 @@ int run(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
   app.add_option("--hidden", hidden, "MLP hidden width")->check(CLI::Range(1, 1 << 16));
-  if (auto status = ds::bench::parseFlags(app, argc, argv)) return *status;
+  if (auto status = ds::parseCommandLine(app, argc, argv)) return *status;
   const double psi = Mlp({1024, hidden, hidden, hidden, 1024}).parameterCount();
   std::printf(
       "bench_zero: MLP 1024-%d-%d-%d-1024 = %.1fM parameters, bf16, AdamW, micro-batch 2,"

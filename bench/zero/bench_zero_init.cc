@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_option("--rank", o.rank, "be this rank (internal: the per-rank child)");
   app.add_flag("--json", o.json, "one JSON line per rank, then a summary line");
-  if (const auto exitCode = ds::bench::parseFlags(app, argc, argv)) return *exitCode;
+  if (const auto exitCode = ds::parseCommandLine(app, argc, argv)) return *exitCode;
   if (o.rank >= 0) return runRank(o);
 
   const std::vector<int> w = widths(o);

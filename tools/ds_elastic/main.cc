@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/command_line.h"
 #include "common/error.h"
 #include "common/guarded_main.h"
 #include "common/files.h"
@@ -74,11 +75,7 @@ int main(int argc, char** argv) {
                    "intended/current world size (0: none; v0.2 then reads $WORLD_SIZE)")
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
     app.add_flag("--json", o.json, "one JSON object instead of text");
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? 0 : 2;
-    }
+    if (std::optional<int> status = ds::parseCommandLine(app, argc, argv)) return *status;
     return run(o);
   });
 }

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "common/command_line.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "common/guarded_main.h"
@@ -107,11 +108,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(0, 1 << 20));
     app.add_flag("!--no-stop", o.stopAtEndOfDocument,
                  "keep going past the end-of-document token");
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? 0 : 2;  // --help: 0; any bad flag: 2, as the other tools
-    }
+    if (std::optional<int> status = ds::parseCommandLine(app, argc, argv)) return *status;
     if (o.prompt.empty()) throw ds::Error("--prompt: give at least one character");
     return run(o);
   });

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "common/command_line.h"
 #include "common/error.h"
 #include "common/guarded_main.h"
 #include "contract/job_args.h"
@@ -117,11 +118,7 @@ int main(int argc, char** argv) {
     app.add_flag("--no_write", noWrite, "skip writes");
     app.add_option("--loops", loops, "measurements per setting (the best counts)")
         ->check(CLI::Range(1, 1000));
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? 0 : 2;
-    }
+    if (std::optional<int> status = ds::parseCommandLine(app, argc, argv)) return *status;
     if (noRead && noWrite) throw ds::Error("--no_read and --no_write leave nothing to measure");
     if (!std::filesystem::is_directory(dir)) throw ds::Error("--nvme_dir " + dir + ": not a directory");
     const size_t bytes = ds::parseByteSize("ds-nvme-tune --io_size", ioSize);

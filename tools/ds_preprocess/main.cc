@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/command_line.h"
 #include "common/error.h"
 #include "common/guarded_main.h"
 #include "common/json_text.h"
@@ -94,14 +95,7 @@ int run(int argc, char** argv) {
                  ".model file (SPMTokenizer)");
   app.add_option("--merge-file,--merge_file", o.mergeFile, "GPT-2's merges.txt (GPT2BPETokenizer)");
   app.add_flag("--append-eod,--append_eod", o.appendEod, "end every document with the EOD token");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (std::optional<int> status = ds::parseCommandLine(app, argc, argv)) return *status;
   const auto tokenizer = ds::runtime::makeTokenizer(o.tokenizer, o.vocabFile, o.mergeFile);
   const ds::runtime::TokenizerType tokenizerType = ds::runtime::parseTokenizerType(o.tokenizer);
   // NeoX's choice (best_fitting_dtype): uint16 below 65500 tokens, else int32.
