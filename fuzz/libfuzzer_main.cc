@@ -11,9 +11,12 @@
 // LeakSanitizer's built-in suppressions for these programs. gRPC's core (not instrumented) starts
 // detached threads lazily and frees their state as they exit; one caught exiting during a leak
 // check reads as a leak of gpr_malloc'ed memory and a grpc_core::Thread (seen once in 10,600
-// runs of fuzz_coordinator). Our code never calls gpr_malloc, so nothing of ours is hidden.
+// runs of fuzz_coordinator). Likewise a channel's stack (gpr_zalloc'ed in Channel::Create) is
+// freed by gRPC's own threads after the last reference goes: caught in between, it read as a
+// leak once in 7,449 runs, and its input leaks nothing run alone. Our code never calls gpr_malloc
+// or gpr_zalloc, so nothing of ours is hidden.
 extern "C" const char* __lsan_default_suppressions() {
-  return "leak:gpr_malloc\nleak:grpc_core::Thread::Thread\n";
+  return "leak:gpr_malloc\nleak:gpr_zalloc\nleak:grpc_core::Thread::Thread\n";
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
