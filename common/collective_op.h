@@ -3,6 +3,9 @@
 // rank waiting for its peers from one that is stuck by itself without reading any text.
 #pragma once
 
+#include <optional>
+#include <string_view>
+
 namespace ds {
 
 enum class CollectiveOp { AllReduce, AllGather, ReduceScatter, Broadcast, Send, Recv, Barrier };
@@ -27,6 +30,13 @@ constexpr const char* collectiveOpName(CollectiveOp op) {
       return "barrier";
   }
   return "?";
+}
+
+// The op a comms logger name stands for (names are the edges: config keys, the wire, output).
+constexpr std::optional<CollectiveOp> collectiveOpFromName(std::string_view name) {
+  for (int op = 0; op < kCollectiveOpCount; ++op)
+    if (name == collectiveOpName(static_cast<CollectiveOp>(op))) return static_cast<CollectiveOp>(op);
+  return std::nullopt;
 }
 
 }  // namespace ds

@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <string>
 
+#include "common/collective_op.h"
+
 namespace ds {
 
 struct CommStat {
-  std::string op;      // all_reduce, all_gather, broadcast, barrier
+  CollectiveOp op = CollectiveOp::AllReduce;
   uint64_t bytes = 0;  // message size as nccl-tests counts it (all_gather: the gathered output)
   uint64_t count = 0;
   double totalSeconds = 0, minSeconds = 0, maxSeconds = 0;
@@ -22,10 +24,10 @@ struct CommStat {
 
 // nccl-tests' bus bandwidth factor: all_reduce 2(n-1)/n, all_gather and reduce_scatter (n-1)/n,
 // broadcast, send and recv 1, barrier 0; n is the rank count of the group the op ran on.
-double busBandwidthFactor(const std::string& op, int ranks);
+double busBandwidthFactor(CollectiveOp op, int ranks);
 
 // GB/s of an op of `bytes` that took `seconds` on a group of `ranks`; 0 when no time passed.
 double algBandwidthGBps(uint64_t bytes, double seconds);
-double busBandwidthGBps(const std::string& op, uint64_t bytes, double seconds, int ranks);
+double busBandwidthGBps(CollectiveOp op, uint64_t bytes, double seconds, int ranks);
 
 }  // namespace ds

@@ -12,18 +12,13 @@
 namespace ds {
 namespace {
 
-struct OpEntry {
-  CommOp op;
-  const char* name;
-};
-constexpr OpEntry kOps[] = {{CommOp::AllReduce, "all_reduce"},
-                            {CommOp::AllGather, "all_gather"},
-                            {CommOp::ReduceScatter, "reduce_scatter"},
-                            {CommOp::Broadcast, "broadcast"}};
+// The collectives ds-comm-bench times (send, recv and barrier need a peer's part or move nothing).
+constexpr CollectiveOp kBenchOps[] = {CollectiveOp::AllReduce, CollectiveOp::AllGather,
+                                      CollectiveOp::ReduceScatter, CollectiveOp::Broadcast};
 
-CommOp parseCommOp(const std::string& text) {
-  for (const OpEntry& e : kOps)
-    if (text == e.name) return e.op;
+CollectiveOp parseBenchOp(const std::string& text) {
+  for (CollectiveOp op : kBenchOps)
+    if (text == collectiveOpName(op)) return op;
   throw Error("ds-comm-bench --op " + text +
               ": use all_reduce, all_gather, reduce_scatter or broadcast");
 }
@@ -74,12 +69,6 @@ void addCommBench(CLI::App& app, CommBenchOptions& o, std::string& op, std::stri
 }
 
 }  // namespace
-
-const char* commOpName(CommOp op) {
-  for (const OpEntry& e : kOps)
-    if (e.op == op) return e.name;
-  return "?";
-}
 
 uint64_t parseByteSize(const std::string& flag, const std::string& text, uint64_t max) {
   const std::string bad = flag + ": \"" + text + "\" is not a size (e.g. 1K, 64M, 1G, 2T)";
@@ -136,7 +125,7 @@ JobSpec parseJobArgs(const std::vector<std::string>& jobArgs) {
   } else {
     spec.kind = JobKind::CommBench;
     CommBenchOptions& o = spec.bench;
-    o.op = parseCommOp(op);
+    o.op = parseBenchOp(op);
     o.dtype = parseDType(dtype, "ds-comm-bench --dtype");
     o.backend = ds::parseCommBackend(backend, "ds-comm-bench --backend");
     o.minBytes = parseByteSize("ds-comm-bench --min", minSize);

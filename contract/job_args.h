@@ -12,14 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "common/collective_op.h"
 #include "common/comm_backend.h"
 #include "common/dtype.h"
 
 namespace ds {
 
 enum class JobKind { Train, Barrier, CommBench, Program };
-enum class CommOp { AllReduce, AllGather, ReduceScatter, Broadcast };
-const char* commOpName(CommOp op);  // "all_reduce", ... (the comms logger's names)
 
 struct TrainOptions {
   // --config / --deepspeed_config: the values up to the next option, each a file or a comma list
@@ -41,7 +40,8 @@ struct TrainOptions {
 };
 
 struct CommBenchOptions {
-  CommOp op = CommOp::AllReduce;
+  // all_reduce, all_gather, reduce_scatter or broadcast (the collectives a bench times alone)
+  CollectiveOp op = CollectiveOp::AllReduce;
   DType dtype = DType::F32;
   ds::CommBackend backend = ds::CommBackend::Auto;
   uint64_t minBytes = 1024;

@@ -29,6 +29,7 @@ std::string formatCommsSummary(const std::vector<std::vector<ds::CommStat>>& per
     std::vector<std::pair<double, int>> averages;  // (avg seconds, rank)
     uint64_t minCount = UINT64_MAX, maxCount = 0;
     int groupSize = 0;
+    CollectiveOp op = CollectiveOp::AllReduce;
   };
   // Each group's row gathers only its members' reports: "data (ranks 0,2)" and "data (ranks
   // 1,3)" stay apart, so a straggler is named within the group it slowed.
@@ -37,7 +38,9 @@ std::string formatCommsSummary(const std::vector<std::vector<ds::CommStat>>& per
   for (size_t r = 0; r < perRank.size(); ++r)
     for (const auto& stat : perRank[r]) {
       if (stat.count == 0) continue;
-      Row& row = rows[{stat.op, stat.group, stat.bytes}];
+      // Keyed by the op's name: the table lists ops alphabetically.
+      Row& row = rows[{collectiveOpName(stat.op), stat.group, stat.bytes}];
+      row.op = stat.op;
       row.groupSize = std::max(row.groupSize, stat.groupSize);
       groupWidth = std::max(groupWidth, stat.group.size());
       row.averages.emplace_back(stat.totalSeconds / stat.count, static_cast<int>(r));
@@ -65,7 +68,7 @@ std::string formatCommsSummary(const std::vector<std::vector<ds::CommStat>>& per
                   count.c_str(), row.averages.front().first * 1e3, median * 1e3,
                   row.averages.back().first * 1e3,
                   ("rank " + std::to_string(row.averages.back().second)).c_str(),
-                  busBandwidthGBps(op, bytes, median, row.groupSize));
+                  busBandwidthGBps(row.op, bytes, median, row.groupSize));
     out += line;
   }
   return out;

@@ -97,7 +97,7 @@ void toProto(const RankReport& report, proto::ReportRequest* request) {
   for (const auto& [name, value] : report.metrics) (*request->mutable_metrics())[name] = value;
   for (const auto& stat : report.commStats) {
     proto::CommStat* row = request->add_comm_stats();
-    row->set_op(stat.op);
+    row->set_op(collectiveOpName(stat.op));
     row->set_bytes(stat.bytes);
     row->set_count(stat.count);
     row->set_total_seconds(stat.totalSeconds);
@@ -117,9 +117,11 @@ RankReport fromProto(const proto::ReportRequest& request) {
   report.wallSeconds = request.wall_seconds();
   report.metrics.insert(request.metrics().begin(), request.metrics().end());
   for (const auto& row : request.comm_stats())
-    report.commStats.push_back({row.op(), row.bytes(), row.count(), row.total_seconds(),
-                                row.min_seconds(), row.max_seconds(), row.group(),
-                                row.group_size()});
+    // A row of an op this build does not know (another version's worker) has no summary to join.
+    if (const std::optional<CollectiveOp> op = collectiveOpFromName(row.op()))
+      report.commStats.push_back({*op, row.bytes(), row.count(), row.total_seconds(),
+                                  row.min_seconds(), row.max_seconds(), row.group(),
+                                  row.group_size()});
   return report;
 }
 

@@ -43,21 +43,21 @@ TEST_CASE("comms logger: a known sequence of ops gives the right counts and byte
   });
   const auto& s = summaries[0];
   REQUIRE(s.size() == 8);  // sorted by op, then size
-  REQUIRE((s[0].op == "all_gather" && s[0].bytes == 8000 && s[0].count == 1));
-  REQUIRE((s[1].op == "all_reduce" && s[1].bytes == 40 && s[1].count == 1));
-  REQUIRE((s[2].op == "all_reduce" && s[2].bytes == 2000 && s[2].count == 1));
-  REQUIRE((s[3].op == "all_reduce" && s[3].bytes == 4000 && s[3].count == 3));
-  REQUIRE((s[4].op == "barrier" && s[4].bytes == 0 && s[4].count == 1));
-  REQUIRE((s[5].op == "broadcast" && s[5].bytes == 40 && s[5].count == 1));
-  REQUIRE((s[6].op == "reduce_scatter" && s[6].bytes == 2000 && s[6].count == 1));
-  REQUIRE((s[7].op == "send" && s[7].bytes == 1000 && s[7].count == 1));
+  REQUIRE((s[0].op == ds::CollectiveOp::AllGather && s[0].bytes == 8000 && s[0].count == 1));
+  REQUIRE((s[1].op == ds::CollectiveOp::AllReduce && s[1].bytes == 40 && s[1].count == 1));
+  REQUIRE((s[2].op == ds::CollectiveOp::AllReduce && s[2].bytes == 2000 && s[2].count == 1));
+  REQUIRE((s[3].op == ds::CollectiveOp::AllReduce && s[3].bytes == 4000 && s[3].count == 3));
+  REQUIRE((s[4].op == ds::CollectiveOp::Barrier && s[4].bytes == 0 && s[4].count == 1));
+  REQUIRE((s[5].op == ds::CollectiveOp::Broadcast && s[5].bytes == 40 && s[5].count == 1));
+  REQUIRE((s[6].op == ds::CollectiveOp::ReduceScatter && s[6].bytes == 2000 && s[6].count == 1));
+  REQUIRE((s[7].op == ds::CollectiveOp::Send && s[7].bytes == 1000 && s[7].count == 1));
   REQUIRE(s[3].minSeconds <= s[3].totalSeconds / 3);
   REQUIRE(s[3].maxSeconds >= s[3].totalSeconds / 3);
-  REQUIRE((summaries[1][6].op == "recv" &&
+  REQUIRE((summaries[1][6].op == ds::CollectiveOp::Recv &&
            summaries[1][6].bytes == 1000));  // "recv" < "reduce_scatter"
   for (const auto& summary : summaries)
     for (const CommStat& stat : summary) {
-      INFO(stat.op << " " << stat.bytes);
+      INFO(ds::collectiveOpName(stat.op) << " " << stat.bytes);
       REQUIRE((stat.group == "pair" && stat.groupSize == 2));
     }
 }
@@ -99,7 +99,7 @@ TEST_CASE("comms logger: ops on groups of different sizes are kept apart, each w
   REQUIRE((s[0].group == "data (ranks 1,3,5)" && s[0].groupSize == 3 && s[0].count == 2));
   REQUIRE((s[1].group == "model (ranks 2,3)" && s[1].groupSize == 2 && s[1].count == 1));
   REQUIRE((s[2].group == "world" && s[2].groupSize == 6 && s[2].count == 1));
-  for (const CommStat& stat : s) REQUIRE((stat.op == "all_reduce" && stat.bytes == 4000));
+  for (const CommStat& stat : s) REQUIRE((stat.op == ds::CollectiveOp::AllReduce && stat.bytes == 4000));
   REQUIRE(busBandwidthFactor(s[0].op, s[0].groupSize) == Approx(4.0 / 3));
   REQUIRE(busBandwidthFactor(s[1].op, s[1].groupSize) == Approx(1.0));
   REQUIRE(busBandwidthFactor(s[2].op, s[2].groupSize) == Approx(10.0 / 6));
@@ -120,21 +120,21 @@ TEST_CASE("comms logger: prof_ops filters, disabled logs nothing, verbose prints
   config.profAll = false;
   config.profOps = {"all_gather"};
   CommsLogger filtered(config);
-  filtered.record("all_reduce", "world", 4, 100, 0.001);
-  filtered.record("all_gather", "world", 4, 100, 0.001);
+  filtered.record(ds::CollectiveOp::AllReduce, "world", 4, 100, 0.001);
+  filtered.record(ds::CollectiveOp::AllGather, "world", 4, 100, 0.001);
   REQUIRE(filtered.summary().size() == 1);
-  REQUIRE(filtered.summary()[0].op == "all_gather");
+  REQUIRE(filtered.summary()[0].op == ds::CollectiveOp::AllGather);
 
   CommsLogger off(CommsLoggerConfig{});
-  off.record("all_reduce", "world", 4, 100, 0.001);
+  off.record(ds::CollectiveOp::AllReduce, "world", 4, 100, 0.001);
   REQUIRE(off.summary().empty());
 
   config.profAll = true;
   config.verbose = true;
   std::FILE* out = std::tmpfile();
   CommsLogger verbose(config, out);
-  verbose.record("all_reduce", "world", 4, 1000000, 0.001);
-  verbose.record("all_reduce", "data (ranks 0,2)", 2, 1000000, 0.001);
+  verbose.record(ds::CollectiveOp::AllReduce, "world", 4, 1000000, 0.001);
+  verbose.record(ds::CollectiveOp::AllReduce, "data (ranks 0,2)", 2, 1000000, 0.001);
   std::rewind(out);
   char line[256] = {}, second[256] = {};
   REQUIRE(std::fgets(line, sizeof(line), out) != nullptr);
@@ -173,9 +173,9 @@ TEST_CASE("comms_logger config: defaults, types and unknown keys") {
 
 TEST_CASE("merged table: min / median / max across ranks and the slowest rank") {
   std::vector<std::vector<CommStat>> perRank = {
-      {{"all_reduce", 4096, 10, 0.010, 0, 0, "world", 4}},  // 1 ms mean
-      {{"all_reduce", 4096, 10, 0.030, 0, 0, "world", 4}},  // 3 ms mean: the straggler
-      {{"all_reduce", 4096, 10, 0.020, 0, 0, "world", 4}},
+      {{ds::CollectiveOp::AllReduce, 4096, 10, 0.010, 0, 0, "world", 4}},  // 1 ms mean
+      {{ds::CollectiveOp::AllReduce, 4096, 10, 0.030, 0, 0, "world", 4}},  // 3 ms mean: the straggler
+      {{ds::CollectiveOp::AllReduce, 4096, 10, 0.020, 0, 0, "world", 4}},
       {}};
   const std::string table = ds::launcher::formatCommsSummary(perRank);
   REQUIRE_THAT(table, Catch::Contains("all_reduce   world") && Catch::Contains("4.0 KiB"));
@@ -190,7 +190,7 @@ TEST_CASE("merged table: each group's row has its own bus bandwidth factor") {
   // 1 MB in 1 ms on every rank (algbw 1 GB/s): 1.5 GB/s busbw on the 4-rank world, 1.0 on the
   // 2-rank groups; the group column is as wide as the longest name.
   const auto stat = [](const std::string& group, int size) {
-    return CommStat{"all_reduce", 1000000, 1, 0.001, 0.001, 0.001, group, size};
+    return CommStat{ds::CollectiveOp::AllReduce, 1000000, 1, 0.001, 0.001, 0.001, group, size};
   };
   const std::string table =
       ds::launcher::formatCommsSummary({{stat("world", 4), stat("data (ranks 0,2)", 2)},

@@ -72,8 +72,8 @@ TEST_CASE("contract conversion: a report carries its metrics and comms statistic
   sent.lastLoss = 0.5;
   sent.wallSeconds = 3.25;
   sent.metrics = {{"samples_per_second", 128.0}, {"tokens", 4096.0}};
-  sent.commStats = {{"all_reduce", 1 << 20, 12, 0.5, 0.01, 0.1, "data (ranks 0,2)", 2},
-                    {"broadcast", 64, 1, 0, 0, 0, "world", 4}};
+  sent.commStats = {{ds::CollectiveOp::AllReduce, 1 << 20, 12, 0.5, 0.01, 0.1, "data (ranks 0,2)", 2},
+                    {ds::CollectiveOp::Broadcast, 64, 1, 0, 0, 0, "world", 4}};
   proto::ReportRequest request;
   toProto(sent, &request);
   const RankReport got = fromProto(overTheWire(request));
@@ -94,6 +94,13 @@ TEST_CASE("contract conversion: a report carries its metrics and comms statistic
     CHECK(got.commStats[i].group == sent.commStats[i].group);
     CHECK(got.commStats[i].groupSize == sent.commStats[i].groupSize);
   }
+  // The op travels as its name; one this build does not know joins no summary.
+  CHECK(request.comm_stats(0).op() == "all_reduce");
+  proto::ReportRequest unknown = request;
+  unknown.mutable_comm_stats(1)->set_op("all_to_all");
+  const RankReport kept = fromProto(overTheWire(unknown));
+  REQUIRE(kept.commStats.size() == 1);
+  CHECK(kept.commStats[0].op == ds::CollectiveOp::AllReduce);
 }
 
 TEST_CASE("contract conversion: program options and placement round-trip") {

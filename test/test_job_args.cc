@@ -77,7 +77,7 @@ TEST_CASE("job args: ds-comm-bench sizes, ops, dtypes and backends") {
   const auto options = parseJobArgs({"ds-comm-bench", "--op", "all_gather", "--min", "2K", "--max",
                                      "1M", "--check", "--json"})
                            .bench;
-  CHECK(options.op == CommOp::AllGather);
+  CHECK(options.op == CollectiveOp::AllGather);
   CHECK(options.minBytes == 2048);
   CHECK(options.maxBytes == (1 << 20));
   CHECK(options.check);
@@ -85,7 +85,7 @@ TEST_CASE("job args: ds-comm-bench sizes, ops, dtypes and backends") {
   CHECK_THROWS_WITH(parseJobArgs({"ds-comm-bench", "--op", "alltoall"}),
                     Catch::Contains("use all_reduce, all_gather, reduce_scatter or broadcast"));
   CHECK(parseJobArgs({"ds-comm-bench", "--op", "reduce_scatter"}).bench.op ==
-        CommOp::ReduceScatter);
+        CollectiveOp::ReduceScatter);
   CHECK(parseJobArgs({"ds-comm-bench", "--dtype", "bf16"}).bench.dtype == DType::BF16);
   CHECK_THROWS_WITH(
       parseJobArgs({"ds-comm-bench", "--dtype", "int8"}),

@@ -25,17 +25,17 @@ struct Buffers {
   size_t dataCount() const { return data.size() / dtypeBytes(dtype); }
 };
 
-Buffers buffersFor(CommOp op, uint64_t bytes, int ranks, DType dtype) {
+Buffers buffersFor(CollectiveOp op, uint64_t bytes, int ranks, DType dtype) {
   Buffers buffers;
   buffers.dtype = dtype;
   const size_t element = dtypeBytes(dtype);
   const size_t total = bytes / element;
-  const bool perRank = op == CommOp::AllGather || op == CommOp::ReduceScatter;
+  const bool perRank = op == CollectiveOp::AllGather || op == CollectiveOp::ReduceScatter;
   buffers.count = perRank ? total / ranks : total;
-  buffers.data.resize((op == CommOp::ReduceScatter ? buffers.count * ranks : buffers.count) *
+  buffers.data.resize((op == CollectiveOp::ReduceScatter ? buffers.count * ranks : buffers.count) *
                       element);
-  if (op == CommOp::AllGather) buffers.out.resize(buffers.count * ranks * element);
-  if (op == CommOp::ReduceScatter) buffers.out.resize(buffers.count * element);
+  if (op == CollectiveOp::AllGather) buffers.out.resize(buffers.count * ranks * element);
+  if (op == CollectiveOp::ReduceScatter) buffers.out.resize(buffers.count * element);
   return buffers;
 }
 
@@ -45,31 +45,35 @@ void fill(Buffers& b, int rank) {
   runtime::fromFloat(values.data(), b.data.data(), values.size(), b.dtype);
 }
 
-void runOp(CommOp op, runtime::Communicator& comm, Buffers& b) {
+void runOp(CollectiveOp op, runtime::Communicator& comm, Buffers& b) {
   switch (op) {
-    case CommOp::AllReduce:
+    case CollectiveOp::AllReduce:
       comm.allReduce(b.data.data(), b.count, b.dtype);
       break;
-    case CommOp::AllGather:
+    case CollectiveOp::AllGather:
       comm.allGather(b.data.data(), b.out.data(), b.count, b.dtype);
       break;
-    case CommOp::ReduceScatter:
+    case CollectiveOp::ReduceScatter:
       comm.reduceScatter(b.data.data(), b.out.data(), b.count, b.dtype);
       break;
-    case CommOp::Broadcast:
+    case CollectiveOp::Broadcast:
       comm.broadcast(b.data.data(), b.count, b.dtype, 0);
       break;
+    case CollectiveOp::Send:
+    case CollectiveOp::Recv:
+    case CollectiveOp::Barrier:  // parseJobArgs takes only the four above
+      throw Error(std::string("ds-comm-bench: ") + collectiveOpName(op) + " is not a bench op");
   }
 }
 
 // Wrong elements on this rank after one op from initial values. Expected values are rounded to
 // the dtype once, as the backends round their fp32 sums.
-size_t countErrors(CommOp op, runtime::Communicator& comm, Buffers& b) {
+size_t countErrors(CollectiveOp op, runtime::Communicator& comm, Buffers& b) {
   const int n = comm.size();
   fill(b, comm.rank());
   runOp(op, comm, b);
   const std::vector<char>& result =
-      op == CommOp::AllReduce || op == CommOp::Broadcast ? b.data : b.out;
+      op == CollectiveOp::AllReduce || op == CollectiveOp::Broadcast ? b.data : b.out;
   std::vector<float> got(result.size() / dtypeBytes(b.dtype));
   runtime::toFloat(result.data(), got.data(), got.size(), b.dtype);
   auto rounded = [&](float value) {
@@ -83,11 +87,11 @@ size_t countErrors(CommOp op, runtime::Communicator& comm, Buffers& b) {
   };
   size_t errors = 0;
   for (size_t i = 0; i < b.count; ++i) {
-    if (op == CommOp::AllReduce)
+    if (op == CollectiveOp::AllReduce)
       errors += got[i] != sumAt(i);
-    else if (op == CommOp::Broadcast)
+    else if (op == CollectiveOp::Broadcast)
       errors += got[i] != initialValue(0, i);
-    else if (op == CommOp::ReduceScatter)
+    else if (op == CollectiveOp::ReduceScatter)
       errors += got[i] != sumAt(comm.rank() * b.count + i);
     else
       for (int r = 0; r < n; ++r) errors += got[r * b.count + i] != initialValue(r, i);
@@ -100,7 +104,7 @@ size_t countErrors(CommOp op, runtime::Communicator& comm, Buffers& b) {
 bool runCommBench(const CommBenchOptions& options, runtime::Communicator& comm) {
   const int n = comm.size();
   const DType dtype = options.dtype;
-  const char* opName = commOpName(options.op);
+  const char* opName = collectiveOpName(options.op);
   const bool printing = comm.rank() == 0;
   if (printing && !options.json) {
     std::printf("ds-comm-bench: %s %s, %d ranks, %s, %d iterations\n", opName, dtypeName(dtype), n,
@@ -127,7 +131,7 @@ bool runCommBench(const CommBenchOptions& options, runtime::Communicator& comm) 
       allCorrect = allCorrect && errors[0] == 0.0f;
     }
     const double algbw = bytes / seconds / 1e9;
-    const double busbw = algbw * busBandwidthFactor(opName, n);
+    const double busbw = algbw * busBandwidthFactor(options.op, n);
     if (printing && options.json) {
       JsonLine line = {{"op", opName},
                        {"dtype", dtypeName(dtype)},

@@ -63,7 +63,7 @@ RankReport runRankJob(const JoinResult& join, CoordinatorClient& client,
       const std::unique_ptr<runtime::Communicator> world =
           makeGroupFactory(join, store, bindAddress, options.backend).world();
       board.setState(RankState::Training);
-      board.setPhase(std::string("ds-comm-bench ") + commOpName(options.op));
+      board.setPhase(std::string("ds-comm-bench ") + collectiveOpName(options.op));
       const bool correct = runCommBench(options, *world);
       runtime::storeBarrier(store, "comm-bench/finished", join.worldSize, std::chrono::minutes(5));
       if (!correct) {

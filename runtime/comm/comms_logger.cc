@@ -8,17 +8,17 @@ namespace ds::runtime {
 CommsLogger::CommsLogger(CommsLoggerConfig config, std::FILE* verboseOut)
     : config_(std::move(config)), verboseOut_(verboseOut) {}
 
-bool CommsLogger::profiles(const std::string& op) const {
+bool CommsLogger::profiles(CollectiveOp op) const {
   if (!config_.enabled) return false;
-  return config_.profAll ||
-         std::find(config_.profOps.begin(), config_.profOps.end(), op) != config_.profOps.end();
+  return config_.profAll || std::find(config_.profOps.begin(), config_.profOps.end(),
+                                      collectiveOpName(op)) != config_.profOps.end();
 }
 
-void CommsLogger::record(const std::string& op, const std::string& group, int groupSize,
+void CommsLogger::record(CollectiveOp op, const std::string& group, int groupSize,
                          uint64_t bytes, double seconds) {
   if (!profiles(op)) return;
   std::lock_guard lock(mutex_);
-  CommStat& stat = stats_[{op, group, bytes}];
+  CommStat& stat = stats_[{collectiveOpName(op), group, bytes}];
   if (stat.count == 0) {
     stat.op = op;
     stat.bytes = bytes;
@@ -35,7 +35,7 @@ void CommsLogger::record(const std::string& op, const std::string& group, int gr
         verboseOut_,
         "comm op: %s | group: %s | time (ms): %.3f | msg size: %llu B | algbw (GB/s): %.3f "
         "| busbw (GB/s): %.3f\n",
-        op.c_str(), group.empty() ? "-" : group.c_str(), seconds * 1e3,
+        collectiveOpName(op), group.empty() ? "-" : group.c_str(), seconds * 1e3,
         static_cast<unsigned long long>(bytes), algBandwidthGBps(bytes, seconds),
         busBandwidthGBps(op, bytes, seconds, groupSize));
 }
@@ -48,44 +48,44 @@ std::vector<CommStat> CommsLogger::summary() const {
 }
 
 template <typename Op>
-void LoggingCommunicator::timed(const char* name, uint64_t bytes, Op op) {
-  if (!logger_.profiles(name)) return op();
+void LoggingCommunicator::timed(CollectiveOp kind, uint64_t bytes, Op op) {
+  if (!logger_.profiles(kind)) return op();
   const auto start = std::chrono::steady_clock::now();
   op();
-  logger_.record(name, group_, size(), bytes,
+  logger_.record(kind, group_, size(), bytes,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 void LoggingCommunicator::doAllReduce(void* data, size_t count, DType dtype, ReduceOp op) {
-  timed("all_reduce", count * dtypeBytes(dtype), [&] { inner_.allReduce(data, count, dtype, op); });
+  timed(CollectiveOp::AllReduce, count * dtypeBytes(dtype), [&] { inner_.allReduce(data, count, dtype, op); });
 }
 
 void LoggingCommunicator::doAllGather(const void* in, void* out, size_t countPerRank, DType dtype) {
-  timed("all_gather", countPerRank * size() * dtypeBytes(dtype),
+  timed(CollectiveOp::AllGather, countPerRank * size() * dtypeBytes(dtype),
         [&] { inner_.allGather(in, out, countPerRank, dtype); });
 }
 
 void LoggingCommunicator::doReduceScatter(const void* in, void* out, size_t countPerRank,
                                           DType dtype, ReduceOp op) {
-  timed("reduce_scatter", countPerRank * size() * dtypeBytes(dtype),
+  timed(CollectiveOp::ReduceScatter, countPerRank * size() * dtypeBytes(dtype),
         [&] { inner_.reduceScatter(in, out, countPerRank, dtype, op); });
 }
 
 void LoggingCommunicator::doBroadcast(void* data, size_t count, DType dtype, int root) {
-  timed("broadcast", count * dtypeBytes(dtype),
+  timed(CollectiveOp::Broadcast, count * dtypeBytes(dtype),
         [&] { inner_.broadcast(data, count, dtype, root); });
 }
 
 void LoggingCommunicator::doSend(const void* data, size_t count, DType dtype, int peer) {
-  timed("send", count * dtypeBytes(dtype), [&] { inner_.send(data, count, dtype, peer); });
+  timed(CollectiveOp::Send, count * dtypeBytes(dtype), [&] { inner_.send(data, count, dtype, peer); });
 }
 
 void LoggingCommunicator::doRecv(void* data, size_t count, DType dtype, int peer) {
-  timed("recv", count * dtypeBytes(dtype), [&] { inner_.recv(data, count, dtype, peer); });
+  timed(CollectiveOp::Recv, count * dtypeBytes(dtype), [&] { inner_.recv(data, count, dtype, peer); });
 }
 
 void LoggingCommunicator::doBarrier() {
-  timed("barrier", 0, [&] { inner_.barrier(); });
+  timed(CollectiveOp::Barrier, 0, [&] { inner_.barrier(); });
 }
 
 }  // namespace ds::runtime

@@ -24,12 +24,12 @@ namespace ds::runtime {
 class CommsLogger {
  public:
   explicit CommsLogger(CommsLoggerConfig config, std::FILE* verboseOut = stdout);
-  bool profiles(const std::string& op) const;
+  bool profiles(CollectiveOp op) const;
   // `group` and `groupSize`: the communicator the op ran on, as CommStat names them. Safe to call
   // from the threads of several groups at once.
-  void record(const std::string& op, const std::string& group, int groupSize, uint64_t bytes,
+  void record(CollectiveOp op, const std::string& group, int groupSize, uint64_t bytes,
               double seconds);
-  // Sorted by op, then group, then size.
+  // Sorted by op name, then group, then size.
   std::vector<CommStat> summary() const;
 
  private:
@@ -66,7 +66,7 @@ class LoggingCommunicator : public Communicator {
 
  private:
   template <typename Op>
-  void timed(const char* name, uint64_t bytes, Op op);
+  void timed(CollectiveOp kind, uint64_t bytes, Op op);
   Communicator& inner_;
   CommsLogger& logger_;
   std::string group_;  // the name once, not looked up in the tracker's table on every op
