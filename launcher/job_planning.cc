@@ -167,9 +167,13 @@ JobPlan planJob(CommandLine& line) {
     // The ranks' own refusals of the trainer's config and, where they run here, its datasets.
     if (job.kind == JobKind::Train) {
       ds::runtime::checkBuiltInTrainer(*parsed);
-      if (thisMachine && parsed->gpt)
+      if (thisMachine && parsed->gpt) {
+        // The tokenizer file, as every rank loads it first (a grid job's pre-flight above does
+        // not size a model, so nothing else has read it yet).
+        ds::runtime::makeJobTokenizer(*parsed->gpt);
         ds::runtime::checkGptJobData(*parsed->gpt,
                                      static_cast<uint64_t>(parsed->deepspeed.batch.trainBatchSize));
+      }
     }
     const auto& config = parsed->deepspeed;
     for (const auto& note : parsed->notes) notices.push_back("config: " + note);

@@ -45,6 +45,8 @@ std::string dataDir(const std::string& name) {
   ds::test::writeByteCorpus(dir + "/data/empty", 0, [](int) { return 1; });
   writeText(dir + "/data/bad.idx", "not an index");
   writeText(dir + "/data/bad.bin", "");
+  writeText(dir + "/data/empty-tokenizer.json",
+            R"({"model": {"type": "BPE", "vocab": {}, "merges": []}})");
   return dir;
 }
 
@@ -127,6 +129,15 @@ TEST_CASE("robustness: what a rank refuses at setup, ds-config check and ds-laun
        Refuses::CheckAndLaunch,
        "env DEEPSPEED_ELASTICITY_CONFIG='{\"max_train_batch_size\": 32, \"micro_batch_sizes\": [2, "
        "4], \"version\": 0.1}' "},
+      // The tokenizer file every rank loads first (on a grid, whose model the launcher's memory
+      // pre-flight does not size).
+      {"tokenizer file of a pipeline job", "tokenizer.yml",
+       [] {
+         std::string yaml = gptYaml("pipe-parallel-size: 2\nvocab-file: data/empty-tokenizer.json\n");
+         yaml.replace(yaml.find("ByteTokenizer"), 13, "HFTokenizer");
+         return yaml;
+       }(),
+       2, "data/empty-tokenizer.json: pre_tokenizer: is null"},
       // A pipeline cut needs the model's layer sizes and the tokenizer's vocabulary.
       {"pipeline stage without layers", "pipe.yml",
        gptYaml("pipe-parallel-size: 4\npipe-partition-method: uniform\n"), 4,
