@@ -1,6 +1,6 @@
-// IoPool: a fixed set of threads, created once by their owner (a swapper, an engine), that run
-// blocking transfers handed to them in the order they were submitted; each submission's future
-// completes, or rethrows the transfer's error, when it has run. Not here: what may run at once
+// IoPool: a fixed set of threads, created once by their owner (a swapper, an engine's collective
+// queue), that run blocking work handed to them in the order it was submitted; each submission's
+// future completes, or rethrows the work's error, when it has run. Not here: what may run at once
 // (the owner keeps its own ordering rules, e.g. one transfer per swap slot).
 #pragma once
 

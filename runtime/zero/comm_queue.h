@@ -4,19 +4,17 @@
 // collective order identical on every rank, which any concurrent issuing would not.
 #pragma once
 
-#include <condition_variable>
-#include <deque>
 #include <functional>
 #include <future>
-#include <mutex>
-#include <thread>
+#include <optional>
+
+#include "runtime/offload/io_pool.h"
 
 namespace ds::runtime {
 
 class CommQueue {
  public:
   explicit CommQueue(bool background);
-  ~CommQueue();
   CommQueue(const CommQueue&) = delete;
   CommQueue& operator=(const CommQueue&) = delete;
 
@@ -30,14 +28,9 @@ class CommQueue {
   }
 
  private:
-  void loop();
-
-  bool background_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::packaged_task<void()>> tasks_;
-  bool stopping_ = false;
-  std::thread thread_;
+  // One thread, so ops run in submission order; its destructor runs what is still queued: an
+  // engine being destroyed still owes its peers the ops it queued. Empty: ops run inline.
+  std::optional<IoPool> thread_;
 };
 
 }  // namespace ds::runtime
