@@ -27,6 +27,7 @@
 #include "runtime/checkpoint/manifest.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/config/ds_config.h"
+#include "runtime/engine/checkpoint_parts.h"
 #include "runtime/engine/parallel_groups.h"
 #include "runtime/lr/lr_schedule.h"
 #include "runtime/model/model.h"
@@ -222,6 +223,20 @@ class Engine : private LayerAccess {
   void saveCheckpointResident(const std::string& dir, const std::string& tag);
   std::string loadCheckpointResident(const std::string& dir, const std::string& tag,
                                      CheckpointLoadScope scope);
+  // The load's steps, in order. Throws naming the manifest where this model or optimizer cannot
+  // take the checkpoint.
+  void checkCheckpointFits(const std::vector<CheckpointPart>& parts,
+                           CheckpointLoadScope scope) const;
+  // Checksums every shard file a tensor of this rank is read from (collective over the data group).
+  void verifyPartsToRead(const std::vector<CheckpointPart>& parts,
+                         const std::vector<std::vector<TensorSource>>& sources);
+  // Reads this rank's slices of the master (and, in scope, the optimizer's states) sub-group by
+  // sub-group; true where the 16-bit working values were converted per group on the way.
+  bool readStatesFromParts(const std::vector<CheckpointPart>& parts,
+                           const std::vector<std::vector<TensorSource>>& sources,
+                           CheckpointLoadScope scope);
+  // The training position: run id, step counters, loss scaler, lr schedule.
+  void restoreTrainingState(const CheckpointManifest& m);
   std::vector<float> groupGrads_;  // fp32 reduced, unscaled gradients of one optimizer sub-group
   float unscale_ = 1.0f;           // the current step's gradient multiplier
   std::unique_ptr<LrSchedule> scheduler_;

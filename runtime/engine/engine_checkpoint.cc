@@ -273,10 +273,37 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
   const std::string tag = requestedTag.empty() ? readLatestTag(dir) : requestedTag;
   checkTag(tag);
   queue_->run([] {});
-  const std::string root = (fs::path(dir) / tag).string();
   // Every part of the saving grid: the top manifest says its pipe and model sizes.
-  const std::vector<CheckpointPart> parts = readCheckpointParts(root);
+  const std::vector<CheckpointPart> parts = readCheckpointParts((fs::path(dir) / tag).string());
   const CheckpointManifest& m = parts.front().manifest;  // the training state is everyone's
+  checkCheckpointFits(parts, scope);
+  // Where each of this rank's tensors comes from.
+  const std::vector<std::vector<TensorSource>> sources = tensorSources(parts, specs_);
+  // A model without grid (one stage, no slices) loads the old form: the same tensors in order.
+  // A stage or slice of a grid holds fewer tensors than a one-part checkpoint (the names decide).
+  const bool onGrid =
+      (grid_.pipe && grid_.pipe->size() > 1) || (grid_.model && grid_.model->size() > 1);
+  if (parts.size() == 1 && !onGrid && specs_.size() != parts.front().specs.size())
+    throw Error(parts.front().manifestPath + ": the checkpoint has " +
+                std::to_string(parts.front().specs.size()) + " parameter tensors, this model " +
+                std::to_string(specs_.size()));
+  // Every shard file read from is verified whole, then only the pieces of the old slices that
+  // overlap this rank's new slices are read: any world size, stage and grid, memory bounded by
+  // the own shard.
+  verifyPartsToRead(parts, sources);
+  const bool convertPerGroup = readStatesFromParts(parts, sources, scope);
+  if (scope.optimizerStates)
+    for (const SubGroup& group : groups_) group.optimizer->setSteps(m.optimizerSteps);
+  if (scope.trainingState) restoreTrainingState(m);
+  // The working copy follows the master: converted, gathered or re-sliced as the stage needs.
+  zero_->publishParameters(convertPerGroup);
+  zero_->zeroGradients();
+  return tag;
+}
+
+void Engine::checkCheckpointFits(const std::vector<CheckpointPart>& parts,
+                                 CheckpointLoadScope scope) const {
+  const CheckpointManifest& m = parts.front().manifest;
   const std::string& manifestPath = parts.front().manifestPath;
   // A resume goes on with the saved model: one of another architecture (an activation, a norm)
   // would take the weights without a word when the shapes agree. A finetune may change it.
@@ -291,24 +318,12 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
       (m.optimizerName != first.name() || m.optimizerArrays.size() != nStates))
     throw Error(manifestPath + ": saved with optimizer \"" + m.optimizerName +
                 "\", this run uses \"" + first.name() + "\"");
+}
 
-  // Where each of this rank's tensors comes from.
-  const std::vector<std::vector<TensorSource>> sources = tensorSources(parts, specs_);
-  // A model without grid (one stage, no slices) loads the old form: the same tensors in order.
-  // A stage or slice of a grid holds fewer tensors than a one-part checkpoint (the names decide).
-  const bool onGrid =
-      (grid_.pipe && grid_.pipe->size() > 1) || (grid_.model && grid_.model->size() > 1);
-  if (parts.size() == 1 && !onGrid && specs_.size() != parts.front().specs.size())
-    throw Error(manifestPath + ": the checkpoint has " +
-                std::to_string(parts.front().specs.size()) + " parameter tensors, this model " +
-                std::to_string(specs_.size()));
-
-  // Every shard file read from is verified whole, then only the pieces of the old slices that
-  // overlap this rank's new slices are read: any world size, stage and grid, memory bounded by
-  // the own shard.
-  const size_t nArrays = 1 + m.optimizerArrays.size();         // in the files
-  const size_t nLoaded = scope.optimizerStates ? nArrays : 1;  // master weights first
-  const int newPart = zero_->shardLayout().parts() == 1 ? 0 : zero_->shardLayout().rank();
+void Engine::verifyPartsToRead(const std::vector<CheckpointPart>& parts,
+                               const std::vector<std::vector<TensorSource>>& sources) {
+  const CheckpointManifest& m = parts.front().manifest;
+  const size_t nArrays = 1 + m.optimizerArrays.size();  // in the files
   std::vector<bool> partUsed(parts.size(), false);
   for (const auto& list : sources)
     for (const TensorSource& source : list) partUsed[source.part] = true;
@@ -327,6 +342,16 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
     }
   }
   verifyShardFiles(checks);
+}
+
+bool Engine::readStatesFromParts(const std::vector<CheckpointPart>& parts,
+                                 const std::vector<std::vector<TensorSource>>& sources,
+                                 CheckpointLoadScope scope) {
+  const CheckpointManifest& m = parts.front().manifest;
+  const std::string& manifestPath = parts.front().manifestPath;
+  const size_t nArrays = 1 + m.optimizerArrays.size();         // in the files
+  const size_t nLoaded = scope.optimizerStates ? nArrays : 1;  // master weights first
+  const int newPart = zero_->shardLayout().parts() == 1 ? 0 : zero_->shardLayout().rank();
   // Sub-group by sub-group, each acquired from its home (offload_optimizer nvme: into a slot) while
   // its tensors' pieces are read into it, then released (written back): never more than one group
   // beyond the steady state. Where the home streams a separate master, the 16-bit working values
@@ -405,25 +430,20 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
                   std::to_string(own) + " elements this rank needs of tensor \"" +
                   specs_[t].name + "\" (a part of the grid is missing or overlaps)");
   }
-  if (scope.optimizerStates)
-    for (const SubGroup& group : groups_) group.optimizer->setSteps(m.optimizerSteps);
+  return convertPerGroup;
+}
 
-  if (scope.trainingState) {
-    runId_ = m.runId;  // empty from a format-2 checkpoint: the next save draws one
-    globalSteps_ = m.globalSteps;
-    skippedSteps_ = m.skippedSteps;
-    microSteps_ = m.microSteps;
-    lastGradNorm_ = m.lastGradNorm;
-    scaler_.restore({m.lossScale, m.lossScalerIteration, m.lastOverflowIteration, m.hysteresis});
-    if (scheduler_ && m.lrLastBatchIteration) {
-      scheduler_->setLastBatchIteration(*m.lrLastBatchIteration);
-      lr_ = scheduler_->lr();
-    }
+void Engine::restoreTrainingState(const CheckpointManifest& m) {
+  runId_ = m.runId;  // empty from a format-2 checkpoint: the next save draws one
+  globalSteps_ = m.globalSteps;
+  skippedSteps_ = m.skippedSteps;
+  microSteps_ = m.microSteps;
+  lastGradNorm_ = m.lastGradNorm;
+  scaler_.restore({m.lossScale, m.lossScalerIteration, m.lastOverflowIteration, m.hysteresis});
+  if (scheduler_ && m.lrLastBatchIteration) {
+    scheduler_->setLastBatchIteration(*m.lrLastBatchIteration);
+    lr_ = scheduler_->lr();
   }
-  // The working copy follows the master: converted, gathered or re-sliced as the stage needs.
-  zero_->publishParameters(convertPerGroup);
-  zero_->zeroGradients();
-  return tag;
 }
 
 Engine::GridPlace Engine::gridPlace() const {
