@@ -54,21 +54,23 @@ void checkMemory(const runtime::JobConfig& job, int64_t world, const CheckOption
   };
   // Larger than any one machine sold today: a need beyond it is a config that can run nowhere.
   constexpr uint64_t kLargestMachine = uint64_t{64} << 40;
+  // Up to 1 PiB of --node-memory: what a node could have, with room to spare.
+  const bool nodesGiven = !o.nodeMemory.empty();
+  const MemoryBudget node =
+      nodesGiven ? MemoryBudget{parseByteSize("--node-memory", o.nodeMemory, uint64_t{1} << 50),
+                                "--node-memory " + o.nodeMemory}
+                 : memoryBudget();
+  // One estimate where the job fits (the common case); the others only to say why it does not.
+  const std::string problem = shortfall(node);
+  if (problem.empty() && node.availableBytes <= kLargestMachine) return;
   if (std::string nowhere = shortfall({kLargestMachine, "the largest machine there is (64 TiB)"});
       !nowhere.empty())
     throw Error(nowhere);
-  if (!o.nodeMemory.empty()) {
-    // Up to 1 PiB: what a node could have, with room to spare.
-    const uint64_t bytes = parseByteSize("--node-memory", o.nodeMemory, uint64_t{1} << 50);
-    if (std::string p = shortfall({bytes, "--node-memory " + o.nodeMemory});
-        !p.empty())
-      throw Error(p);
-    return;
-  }
-  if (const std::string here = shortfall(memoryBudget()); !here.empty())
-    std::cerr << "warning: not on this machine: " << printable(here)
-              << " (only a warning: the job's nodes may have more; --node-memory SIZE checks "
-                 "against theirs, and ds-launch against this machine's for a job it runs here)\n";
+  if (problem.empty()) return;
+  if (nodesGiven) throw Error(problem);
+  std::cerr << "warning: not on this machine: " << printable(problem)
+            << " (only a warning: the job's nodes may have more; --node-memory SIZE checks "
+               "against theirs, and ds-launch against this machine's for a job it runs here)\n";
 }
 
 using runtime::KeyEffect;
