@@ -87,22 +87,9 @@ CommsLoggerConfig parseCommsLogger(JsonReader& r, const Json& block) {
   return c;
 }
 
-}  // namespace
-
-DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSize,
-                                     std::string_view source, int64_t replicaRanks) {
-  const std::string src(source);
-  // DeepSpeed loads configs with a hook that refuses duplicate keys (the default rules).
-  const Json root = parseOrderedJsonText(jsonText, src);
-  if (!root.is_object()) {
-    throw Error(src + ": expected a JSON object at the top level, got " + describeJson(root));
-  }
-  DeepSpeedConfig cfg;
-  JsonReader r(source, cfg.warnings);
-  // The hash of the text as given (dump() would recurse over the whole document).
-  cfg.configHash = hex64(fnv1a64(jsonText.data(), jsonText.size()));
-  r.warnUnknownKeys(root, "", kTopLevelKeys);
-
+// The batch trio, or with an enabled elasticity block the elastic batch for this world size.
+void readBatch(JsonReader& r, const Json& root, int64_t worldSize, int64_t replicaRanks,
+               const std::string& src, DeepSpeedConfig& cfg) {
   auto optionalInt = [&](std::string_view key) -> std::optional<int64_t> {
     const Json* v = JsonReader::member(root, key);
     return v ? std::optional<int64_t>(r.integer(*v, std::string(key))) : std::nullopt;
@@ -140,6 +127,85 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
   } catch (const Error& e) {
     throw Error(src + ": " + e.what());
   }
+}
+
+void readCommBackend(JsonReader& r, const Json& root, DeepSpeedConfig& cfg) {
+  if (const Json* v = JsonReader::member(root, "comm_backend")) {
+    try {
+      cfg.commBackend = parseCommBackend(r.string(*v, "comm_backend"), "comm_backend");
+    } catch (const Error&) {
+      r.fail("comm_backend",
+             "expected \"auto\", \"shm\", \"hierarchical\" or \"gloo\", got " + describeJson(*v));
+    }
+  }
+}
+
+// The monitors' blocks share DeepSpeed's keys: enabled, output_path, job_name.
+void readMonitor(JsonReader& r, const Json& root, const char* block, bool& enabled,
+                 std::string& outputPath, std::string& jobName) {
+  const Json* v = JsonReader::member(root, block);
+  if (!v) return;
+  r.object(*v, block);
+  r.warnUnknownKeys(*v, block, {"enabled", "output_path", "job_name"});
+  r.readBool(*v, block, "enabled", enabled);
+  if (const Json* path = JsonReader::member(*v, "output_path"))
+    outputPath = r.string(*path, std::string(block) + ".output_path");
+  if (const Json* name = JsonReader::member(*v, "job_name"))
+    jobName = r.string(*name, std::string(block) + ".job_name");
+  if (jobName.empty() || jobName.find('/') != std::string::npos)
+    r.fail(std::string(block) + ".job_name", "expected a directory name (not empty, no '/')");
+}
+
+void readAio(JsonReader& r, const Json& root, const std::string& src, AioConfig& aio) {
+  const Json* v = JsonReader::member(root, "aio");
+  if (!v) return;
+  r.object(*v, "aio");
+  r.readInt(*v, "aio", "block_size", aio.blockSize, 1);
+  r.readInt(*v, "aio", "queue_depth", aio.queueDepth, 1);
+  r.readInt(*v, "aio", "thread_count", aio.threadCount, 1);
+  r.readInt(*v, "aio", "intra_op_parallelism", aio.threadCount, 1);
+  r.readBool(*v, "aio", "single_submit", aio.singleSubmit);
+  r.readBool(*v, "aio", "overlap_events", aio.overlapEvents);
+  r.readBool(*v, "aio", "use_gds", aio.useGds);
+  try {
+    aio.validate();
+  } catch (const Error& e) {
+    throw Error(src + ": " + e.what());
+  }
+}
+
+void readFlopsProfiler(JsonReader& r, const Json& root, FlopsProfilerConfig& f) {
+  const Json* v = JsonReader::member(root, "flops_profiler");
+  if (!v) return;
+  const char* block = "flops_profiler";
+  r.object(*v, block);
+  r.warnUnknownKeys(*v, block, {"enabled", "profile_step", "module_depth", "top_modules",
+                                "detailed", "output_file"});
+  r.readBool(*v, block, "enabled", f.enabled);
+  r.readInt(*v, block, "profile_step", f.profileStep, 1);
+  r.readInt(*v, block, "module_depth", f.moduleDepth, -1);
+  r.readInt(*v, block, "top_modules", f.topModules, 1);
+  r.readBool(*v, block, "detailed", f.detailed);
+  if (const Json* file = JsonReader::member(*v, "output_file"); file && !file->is_null())
+    f.outputFile = r.string(*file, "flops_profiler.output_file");
+}
+
+}  // namespace
+
+DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSize,
+                                     std::string_view source, int64_t replicaRanks) {
+  const std::string src(source);
+  // DeepSpeed loads configs with a hook that refuses duplicate keys (the default rules).
+  const Json root = parseOrderedJsonText(jsonText, src);
+  if (!root.is_object()) {
+    throw Error(src + ": expected a JSON object at the top level, got " + describeJson(root));
+  }
+  DeepSpeedConfig cfg;
+  JsonReader r(source, cfg.warnings);
+  // The hash of the text as given (dump() would recurse over the whole document).
+  cfg.configHash = hex64(fnv1a64(jsonText.data(), jsonText.size()));
+  r.warnUnknownKeys(root, "", kTopLevelKeys);
+  readBatch(r, root, worldSize, replicaRanks, src, cfg);
 
   cfg.keyEffects = applyConfigPolicy(r, root);
   if (const Json* v = JsonReader::member(root, "optimizer"))
@@ -154,64 +220,15 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
   cfg.precision = parsePrecisionConfig(r, root, cfg.zero.stage);
   r.readBool(root, "", "wall_clock_breakdown", cfg.wallClockBreakdown);
   r.readBool(root, "", "dump_state", cfg.dumpState);
-  if (const Json* v = JsonReader::member(root, "comm_backend")) {
-    try {
-      cfg.commBackend = parseCommBackend(r.string(*v, "comm_backend"), "comm_backend");
-    } catch (const Error&) {
-      r.fail("comm_backend",
-             "expected \"auto\", \"shm\", \"hierarchical\" or \"gloo\", got " + describeJson(*v));
-    }
-  }
+  readCommBackend(r, root, cfg);
   if (const Json* v = JsonReader::member(root, "comms_logger"))
     cfg.commsLogger = parseCommsLogger(r, *v);
-  // The monitors' blocks share DeepSpeed's keys: enabled, output_path, job_name.
-  auto readMonitor = [&](const char* block, bool& enabled, std::string& outputPath,
-                         std::string& jobName) {
-    const Json* v = JsonReader::member(root, block);
-    if (!v) return;
-    r.object(*v, block);
-    r.warnUnknownKeys(*v, block, {"enabled", "output_path", "job_name"});
-    r.readBool(*v, block, "enabled", enabled);
-    if (const Json* path = JsonReader::member(*v, "output_path"))
-      outputPath = r.string(*path, std::string(block) + ".output_path");
-    if (const Json* name = JsonReader::member(*v, "job_name"))
-      jobName = r.string(*name, std::string(block) + ".job_name");
-    if (jobName.empty() || jobName.find('/') != std::string::npos)
-      r.fail(std::string(block) + ".job_name", "expected a directory name (not empty, no '/')");
-  };
-  readMonitor("csv_monitor", cfg.csvMonitor.enabled, cfg.csvMonitor.outputPath,
+  readMonitor(r, root, "csv_monitor", cfg.csvMonitor.enabled, cfg.csvMonitor.outputPath,
               cfg.csvMonitor.jobName);
-  readMonitor("tensorboard", cfg.tensorboard.enabled, cfg.tensorboard.outputPath,
+  readMonitor(r, root, "tensorboard", cfg.tensorboard.enabled, cfg.tensorboard.outputPath,
               cfg.tensorboard.jobName);
-  if (const Json* v = JsonReader::member(root, "aio")) {
-    r.object(*v, "aio");
-    r.readInt(*v, "aio", "block_size", cfg.aio.blockSize, 1);
-    r.readInt(*v, "aio", "queue_depth", cfg.aio.queueDepth, 1);
-    r.readInt(*v, "aio", "thread_count", cfg.aio.threadCount, 1);
-    r.readInt(*v, "aio", "intra_op_parallelism", cfg.aio.threadCount, 1);
-    r.readBool(*v, "aio", "single_submit", cfg.aio.singleSubmit);
-    r.readBool(*v, "aio", "overlap_events", cfg.aio.overlapEvents);
-    r.readBool(*v, "aio", "use_gds", cfg.aio.useGds);
-    try {
-      cfg.aio.validate();
-    } catch (const Error& e) {
-      throw Error(src + ": " + e.what());
-    }
-  }
-  if (const Json* v = JsonReader::member(root, "flops_profiler")) {
-    const char* block = "flops_profiler";
-    FlopsProfilerConfig& f = cfg.flopsProfiler;
-    r.object(*v, block);
-    r.warnUnknownKeys(*v, block, {"enabled", "profile_step", "module_depth", "top_modules",
-                                  "detailed", "output_file"});
-    r.readBool(*v, block, "enabled", f.enabled);
-    r.readInt(*v, block, "profile_step", f.profileStep, 1);
-    r.readInt(*v, block, "module_depth", f.moduleDepth, -1);
-    r.readInt(*v, block, "top_modules", f.topModules, 1);
-    r.readBool(*v, block, "detailed", f.detailed);
-    if (const Json* file = JsonReader::member(*v, "output_file"); file && !file->is_null())
-      f.outputFile = r.string(*file, "flops_profiler.output_file");
-  }
+  readAio(r, root, src, cfg.aio);
+  readFlopsProfiler(r, root, cfg.flopsProfiler);
   return cfg;
 }
 

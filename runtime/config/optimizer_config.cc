@@ -70,13 +70,21 @@ void acceptBooleans(const JsonReader& r, const Json& params,
   }
 }
 
-AdamParams parseAdam(const JsonReader& r, const Json& params) {
-  r.rejectUnknownKeys(params, kPrefix, kAdamKeys);
-  AdamParams p;
+// The keys Adam and Lamb share, in the order both read them: lr, betas, eps, weight_decay.
+template <class Params>
+Params readAdamFamily(const JsonReader& r, const Json& params,
+                      const std::vector<std::string_view>& knownKeys) {
+  r.rejectUnknownKeys(params, kPrefix, knownKeys);
+  Params p;
   r.readNonNegative(params, kPrefix, "lr", p.lr);
   readBetas(r, params, p.beta1, p.beta2);
   r.readNonNegative(params, kPrefix, "eps", p.eps);
   r.readNonNegative(params, kPrefix, "weight_decay", p.weightDecay);
+  return p;
+}
+
+AdamParams parseAdam(const JsonReader& r, const Json& params) {
+  AdamParams p = readAdamFamily<AdamParams>(r, params, kAdamKeys);
   r.readBool(params, kPrefix, "adam_w_mode", p.adamWMode);
   r.readBool(params, kPrefix, "bias_correction", p.biasCorrection);
   refuseTrue(r, params, "amsgrad", "true is not implemented yet; remove the key");
@@ -88,12 +96,7 @@ AdamParams parseAdam(const JsonReader& r, const Json& params) {
 }
 
 LambParams parseLamb(const JsonReader& r, const Json& params) {
-  r.rejectUnknownKeys(params, kPrefix, kLambKeys);
-  LambParams p;
-  r.readNonNegative(params, kPrefix, "lr", p.lr);
-  readBetas(r, params, p.beta1, p.beta2);
-  r.readNonNegative(params, kPrefix, "eps", p.eps);
-  r.readNonNegative(params, kPrefix, "weight_decay", p.weightDecay);
+  LambParams p = readAdamFamily<LambParams>(r, params, kLambKeys);
   r.readBool(params, kPrefix, "bias_correction", p.biasCorrection);
   r.readBool(params, kPrefix, "eps_inside_sqrt", p.epsInsideSqrt);
   r.readNonNegative(params, kPrefix, "max_coeff", p.maxCoeff);
