@@ -81,6 +81,155 @@ WorldInfo worldInfoOf(const Resources& nodes) {
   return world;
 }
 
+// One command per builder below, or one per node or rank; `launcherArgs` is --launcher_args split.
+using Args = std::vector<std::string>;
+
+void append(Args& argv, const Args& more) { argv.insert(argv.end(), more.begin(), more.end()); }
+
+// The remote shell line of an ssh or pdsh node agent: run from the job's directory.
+std::string remoteAgentLine(const BackendRequest& request, const std::string& nodeRankText) {
+  return "cd " + shellQuote(request.workDir) + "; exec " +
+         shellLine(nodeAgentCommand(request, nodeRankText));
+}
+
+std::vector<LaunchCommand> localCommands(const BackendRequest& request) {
+  std::vector<LaunchCommand> commands;
+  for (const auto& rank : request.plan.ranks) {
+    if (request.onlyNodeRank >= 0 && rank.nodeRank != request.onlyNodeRank) continue;
+    commands.push_back(
+        {rank.host,
+         {rank.rank},
+         workerCommand(request, {"--host", rank.host, "--slot", std::to_string(rank.slot)}),
+         {}});
+  }
+  return commands;
+}
+
+std::vector<LaunchCommand> sshCommands(const BackendRequest& request, const Args& launcherArgs) {
+  const LaunchPlan& plan = request.plan;
+  const EnvList carriers = forwardedExportVariables(request.exports);
+  std::vector<LaunchCommand> commands;
+  for (size_t n = 0; n < plan.nodes.size(); ++n) {
+    Args argv = {"ssh"};
+    if (request.sshPort) append(argv, {"-p", std::to_string(*request.sshPort)});
+    append(argv, {"-o", std::string("SendEnv=") + kForwardedSendEnv});
+    append(argv, launcherArgs);
+    argv.push_back("--");  // whatever the host's name, ssh reads no option from it
+    argv.push_back(plan.nodes[n].host);
+    argv.push_back(remoteAgentLine(request, std::to_string(n)));
+    commands.push_back({plan.nodes[n].host, ranksOf(plan, plan.nodes[n].host), argv, carriers});
+  }
+  return commands;
+}
+
+// Like ssh's node agents, but `ip netns exec` keeps ds-launch's environment (token, exports and
+// all), so nothing needs forwarding; the workdir is shared too.
+std::vector<LaunchCommand> netnsCommands(const BackendRequest& request) {
+  const LaunchPlan& plan = request.plan;
+  const auto map = parseNetnsMap(request.netnsMap);
+  std::vector<LaunchCommand> commands;
+  for (size_t n = 0; n < plan.nodes.size(); ++n) {
+    const std::string& host = plan.nodes[n].host;
+    const auto found = std::find_if(map.begin(), map.end(),
+                                    [&](const auto& entry) { return entry.first == host; });
+    if (found == map.end())
+      throw Error("--launcher netns: host '" + host + "' has no namespace in " + kNetnsMapVariable +
+                  " (HOST=NAMESPACE,...; test/netns_nodes.h writes it)");
+    Args argv = {"ip", "netns", "exec", found->second};
+    append(argv, nodeAgentCommand(request, std::to_string(n)));
+    commands.push_back({host, ranksOf(plan, host), argv, request.exports});
+  }
+  return commands;
+}
+
+LaunchCommand pdshCommand(const BackendRequest& request, const Args& launcherArgs) {
+  std::string sshArgs = request.pdshSshArgsAppend;
+  sshArgs += (sshArgs.empty() ? "" : " ") + std::string("-o SendEnv=") + kForwardedSendEnv;
+  if (request.sshPort) sshArgs += " -p " + std::to_string(*request.sshPort);
+  Args argv = {"pdsh", "-S", "-N", "-f", "1024", "-w", joinHosts(request.plan.nodes)};
+  append(argv, launcherArgs);
+  // pdsh joins its arguments with spaces into one remote shell line; %n is its node index.
+  argv.push_back(remoteAgentLine(request, "%n"));
+  EnvList env = {{"PDSH_RCMD_TYPE", "ssh"}, {"PDSH_SSH_ARGS_APPEND", sshArgs}};
+  const EnvList carriers = forwardedExportVariables(request.exports);
+  env.insert(env.end(), carriers.begin(), carriers.end());
+  return {"", ranksOf(request.plan, ""), argv, env};
+}
+
+LaunchCommand openMpiCommand(const BackendRequest& request, const Args& launcherArgs) {
+  Args argv = {"mpirun",
+               "-n",
+               std::to_string(totalSlots(request.pool)),
+               "-hostfile",
+               request.hostfilePath,
+               "--mca",
+               "btl",
+               "^openib"};
+  bool interfaceGiven = false;
+  for (size_t i = 0; i + 1 < launcherArgs.size(); ++i)
+    if ((launcherArgs[i] == "-mca" || launcherArgs[i] == "--mca") &&
+        launcherArgs[i + 1] == "btl_tcp_if_include")
+      interfaceGiven = true;
+  if (!interfaceGiven) append(argv, {"--mca", "btl_tcp_if_include", "eth0"});
+  append(argv, launcherArgs);
+  // DeepSpeed's UCX_TLS=tcp comes first; an exported UCX_TLS replaces its value in place.
+  EnvList exports = {{"UCX_TLS", "tcp"}};
+  for (const auto& [key, value] : request.exports) addExport(exports, key, value);
+  append(argv, {"-x", kJobTokenVariable});
+  for (const auto& [key, value] : exports) append(argv, {"-x", key});
+  append(argv, workerCommand(request, {"--rank_from_env"}));
+  // As root, OpenMPI wants --allow-run-as-root; its environment form keeps argv DeepSpeed's.
+  EnvList env = exports;
+  if (request.runningAsRoot)
+    env.insert(env.end(),
+               {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}});
+  return {"", ranksOf(request.plan, ""), argv, env};
+}
+
+// MPICH, Intel MPI and MVAPICH: Hydra's mpirun.
+LaunchCommand hydraCommand(const BackendRequest& request, const Args& launcherArgs) {
+  const bool mvapich = request.backend == Backend::Mvapich;
+  const int perNode = ranksPerNode(request.pool, request.backend == Backend::Mpich  ? "MPICH"
+                                                 : request.backend == Backend::Impi ? "Intel MPI"
+                                                                                    : "mvapich");
+  const int total = totalSlots(request.pool);
+  Args argv = {"mpirun", mvapich ? "-np" : "-n", std::to_string(total), "-ppn",
+               std::to_string(perNode)};
+  if (mvapich) append(argv, {"--hostfile", request.scratchDir + "/mvapich_hostfile"});
+  append(argv, launcherArgs);
+  EnvList exports = request.exports;
+  if (mvapich) {
+    EnvList fixed = {{"MV2_SMP_USE_CMA", "0"},
+                     {"MV2_DEBUG_SHOW_BACKTRACE", "1"},
+                     {"MV2_SUPPORT_DL", "1"},
+                     {"MV2_ENABLE_AFFINITY", "0"},
+                     {"MV2_INTER_ALLGATHER_TUNING", "5"},
+                     {"MV2_CUDA_USE_NAIVE", "0"}};
+    for (const auto& [key, value] : request.exports) addExport(fixed, key, value);
+    exports = fixed;
+  }
+  // Names only: Hydra copies the values from mpirun's environment.
+  append(argv,
+         {"-genvlist", joinNames(exports) + (exports.empty() ? "" : ",") + kJobTokenVariable});
+  if (!mvapich) append(argv, {"-hosts", joinHosts(request.pool)});
+  append(argv, workerCommand(request, {"--rank_from_env"}));
+  return {"", ranksOf(request.plan, ""), argv, exports};
+}
+
+// Unlike DeepSpeed (which passes --include/--exclude, options srun does not have), the selection
+// is already applied: srun places exactly the planned ranks, task i on the host named on line i
+// of SLURM_HOSTFILE (arbitrary distribution).
+LaunchCommand slurmCommand(const BackendRequest& request, const Args& launcherArgs) {
+  Args argv = {"srun", "-n", std::to_string(request.plan.worldSize()), "-m", "arbitrary"};
+  append(argv, launcherArgs);
+  // --export=ALL passes srun's whole environment, where the exported values are set.
+  argv.push_back("--export=ALL");
+  append(argv, workerCommand(request, {"--rank_from_env"}));
+  EnvList env = {{"SLURM_HOSTFILE", slurmHostfilePath(request)}};
+  env.insert(env.end(), request.exports.begin(), request.exports.end());
+  return {"", ranksOf(request.plan, ""), argv, env};
+}
+
 }  // namespace
 
 std::vector<std::string> nodeAgentCommand(const BackendRequest& request,
@@ -198,160 +347,29 @@ std::vector<std::string> splitShellWords(const std::string& text) {
 }
 
 std::vector<LaunchCommand> buildLaunchCommands(const BackendRequest& request) {
-  const LaunchPlan& plan = request.plan;
-  const std::vector<std::string> launcherArgs = splitShellWords(request.launcherArgs);
   // Exported values never appear on a command line (ps would show them on both ends): ssh and
   // pdsh carry them in forwarded LC_DS_EXPORT_<n> variables, MPI and Slurm in the runner's own
   // environment, named only (-x NAME, -genvlist, srun's --export=ALL).
-  const std::string remotePrefix = "cd " + shellQuote(request.workDir) + "; ";
-  const EnvList carriers = forwardedExportVariables(request.exports);
-  std::vector<LaunchCommand> commands;
-
+  const std::vector<std::string> launcherArgs = splitShellWords(request.launcherArgs);
   switch (request.backend) {
     case Backend::Local:
-      for (const auto& rank : plan.ranks) {
-        if (request.onlyNodeRank >= 0 && rank.nodeRank != request.onlyNodeRank) continue;
-        commands.push_back(
-            {rank.host,
-             {rank.rank},
-             workerCommand(request, {"--host", rank.host, "--slot", std::to_string(rank.slot)}),
-             {}});
-      }
-      break;
-
+      return localCommands(request);
     case Backend::Ssh:
-      for (size_t n = 0; n < plan.nodes.size(); ++n) {
-        std::vector<std::string> argv = {"ssh"};
-        if (request.sshPort) argv.insert(argv.end(), {"-p", std::to_string(*request.sshPort)});
-        argv.insert(argv.end(), {"-o", std::string("SendEnv=") + kForwardedSendEnv});
-        argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
-        argv.push_back("--");  // whatever the host's name, ssh reads no option from it
-        argv.push_back(plan.nodes[n].host);
-        argv.push_back(remotePrefix + "exec " +
-                       shellLine(nodeAgentCommand(request, std::to_string(n))));
-        commands.push_back({plan.nodes[n].host, ranksOf(plan, plan.nodes[n].host), argv, carriers});
-      }
-      break;
-
-    case Backend::Netns: {
-      // Like ssh's node agents, but `ip netns exec` keeps ds-launch's environment (token, exports
-      // and all), so nothing needs forwarding; the workdir is shared too.
-      const auto map = parseNetnsMap(request.netnsMap);
-      for (size_t n = 0; n < plan.nodes.size(); ++n) {
-        const std::string& host = plan.nodes[n].host;
-        const auto found = std::find_if(map.begin(), map.end(),
-                                        [&](const auto& entry) { return entry.first == host; });
-        if (found == map.end())
-          throw Error("--launcher netns: host '" + host + "' has no namespace in " +
-                      kNetnsMapVariable + " (HOST=NAMESPACE,...; test/netns_nodes.h writes it)");
-        std::vector<std::string> argv = {"ip", "netns", "exec", found->second};
-        const auto agent = nodeAgentCommand(request, std::to_string(n));
-        argv.insert(argv.end(), agent.begin(), agent.end());
-        commands.push_back({host, ranksOf(plan, host), argv, request.exports});
-      }
-      break;
-    }
-
-    case Backend::Pdsh: {
-      std::string sshArgs = request.pdshSshArgsAppend;
-      sshArgs += (sshArgs.empty() ? "" : " ") + std::string("-o SendEnv=") + kForwardedSendEnv;
-      if (request.sshPort) sshArgs += " -p " + std::to_string(*request.sshPort);
-      std::vector<std::string> argv = {
-          "pdsh", "-S", "-N", "-f", "1024", "-w", joinHosts(plan.nodes)};
-      argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
-      // pdsh joins its arguments with spaces into one remote shell line; %n is its node index.
-      argv.push_back(remotePrefix + "exec " + shellLine(nodeAgentCommand(request, "%n")));
-      EnvList env = {{"PDSH_RCMD_TYPE", "ssh"}, {"PDSH_SSH_ARGS_APPEND", sshArgs}};
-      env.insert(env.end(), carriers.begin(), carriers.end());
-      commands.push_back({"", ranksOf(plan, ""), argv, env});
-      break;
-    }
-
-    case Backend::OpenMpi: {
-      std::vector<std::string> argv = {"mpirun",
-                                       "-n",
-                                       std::to_string(totalSlots(request.pool)),
-                                       "-hostfile",
-                                       request.hostfilePath,
-                                       "--mca",
-                                       "btl",
-                                       "^openib"};
-      bool interfaceGiven = false;
-      for (size_t i = 0; i + 1 < launcherArgs.size(); ++i)
-        if ((launcherArgs[i] == "-mca" || launcherArgs[i] == "--mca") &&
-            launcherArgs[i + 1] == "btl_tcp_if_include")
-          interfaceGiven = true;
-      if (!interfaceGiven) argv.insert(argv.end(), {"--mca", "btl_tcp_if_include", "eth0"});
-      argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
-      // DeepSpeed's UCX_TLS=tcp comes first; an exported UCX_TLS replaces its value in place.
-      EnvList exports = {{"UCX_TLS", "tcp"}};
-      for (const auto& [key, value] : request.exports) addExport(exports, key, value);
-      argv.insert(argv.end(), {"-x", kJobTokenVariable});
-      for (const auto& [key, value] : exports) argv.insert(argv.end(), {"-x", key});
-      const auto worker = workerCommand(request, {"--rank_from_env"});
-      argv.insert(argv.end(), worker.begin(), worker.end());
-      // As root, OpenMPI wants --allow-run-as-root; its environment form keeps argv DeepSpeed's.
-      EnvList env = exports;
-      if (request.runningAsRoot)
-        env.insert(env.end(),
-                   {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}});
-      commands.push_back({"", ranksOf(plan, ""), argv, env});
-      break;
-    }
-
+      return sshCommands(request, launcherArgs);
+    case Backend::Netns:
+      return netnsCommands(request);
+    case Backend::Pdsh:
+      return {pdshCommand(request, launcherArgs)};
+    case Backend::OpenMpi:
+      return {openMpiCommand(request, launcherArgs)};
     case Backend::Mpich:
     case Backend::Impi:
-    case Backend::Mvapich: {
-      const bool mvapich = request.backend == Backend::Mvapich;
-      const int perNode =
-          ranksPerNode(request.pool, request.backend == Backend::Mpich  ? "MPICH"
-                                     : request.backend == Backend::Impi ? "Intel MPI"
-                                                                        : "mvapich");
-      const int total = totalSlots(request.pool);
-      std::vector<std::string> argv = {"mpirun", mvapich ? "-np" : "-n", std::to_string(total),
-                                       "-ppn", std::to_string(perNode)};
-      if (mvapich)
-        argv.insert(argv.end(), {"--hostfile", request.scratchDir + "/mvapich_hostfile"});
-      argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
-      EnvList exports = request.exports;
-      if (mvapich) {
-        EnvList fixed = {{"MV2_SMP_USE_CMA", "0"},
-                         {"MV2_DEBUG_SHOW_BACKTRACE", "1"},
-                         {"MV2_SUPPORT_DL", "1"},
-                         {"MV2_ENABLE_AFFINITY", "0"},
-                         {"MV2_INTER_ALLGATHER_TUNING", "5"},
-                         {"MV2_CUDA_USE_NAIVE", "0"}};
-        for (const auto& [key, value] : request.exports) addExport(fixed, key, value);
-        exports = fixed;
-      }
-      // Names only: Hydra copies the values from mpirun's environment.
-      argv.insert(argv.end(), {"-genvlist", joinNames(exports) + (exports.empty() ? "" : ",") +
-                                                kJobTokenVariable});
-      if (!mvapich) argv.insert(argv.end(), {"-hosts", joinHosts(request.pool)});
-      const auto worker = workerCommand(request, {"--rank_from_env"});
-      argv.insert(argv.end(), worker.begin(), worker.end());
-      commands.push_back({"", ranksOf(plan, ""), argv, exports});
-      break;
-    }
-
-    case Backend::Slurm: {
-      // Unlike DeepSpeed (which passes --include/--exclude, options srun does not have), the
-      // selection is already applied: srun places exactly the planned ranks, task i on the host
-      // named on line i of SLURM_HOSTFILE (arbitrary distribution).
-      std::vector<std::string> argv = {"srun", "-n", std::to_string(plan.worldSize()), "-m",
-                                       "arbitrary"};
-      argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
-      // --export=ALL passes srun's whole environment, where the exported values are set.
-      argv.push_back("--export=ALL");
-      const auto worker = workerCommand(request, {"--rank_from_env"});
-      argv.insert(argv.end(), worker.begin(), worker.end());
-      EnvList env = {{"SLURM_HOSTFILE", slurmHostfilePath(request)}};
-      env.insert(env.end(), request.exports.begin(), request.exports.end());
-      commands.push_back({"", ranksOf(plan, ""), argv, env});
-      break;
-    }
+    case Backend::Mvapich:
+      return {hydraCommand(request, launcherArgs)};
+    case Backend::Slurm:
+      return {slurmCommand(request, launcherArgs)};
   }
-  return commands;
+  return {};
 }
 
 }  // namespace ds::launcher
