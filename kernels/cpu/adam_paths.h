@@ -11,7 +11,7 @@
 namespace ds::kernels::detail {
 
 // adamUpdate plus the half copy block by block. Also the head and tail of the vector paths, which
-// call it rather than inline header code (see adam_simd_loop.h for why).
+// call it rather than inline header code (see simd_vec.h for why).
 void adamScalarPath(float* params, const float* grads, float* m, float* v, size_t count,
                     const AdamStepConstants& c, uint16_t* half, HalfFormat format);
 

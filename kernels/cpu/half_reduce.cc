@@ -29,7 +29,7 @@ void halfReduce(const char* name, VectorPath avx2, VectorPath avx512, ScalarPath
 
 void bf16Reduce(uint16_t* out, const uint16_t* const* inputs, int n, size_t count, HalfReduceOp op,
                 float scale, KernelIsa isa) {
-  halfReduce("bf16Reduce", detail::bf16ReduceAvx2, detail::bf16ReduceAvx512,
+  halfReduce("bf16Reduce", detail::halfReducePathsAvx2().bf16, detail::halfReducePathsAvx512().bf16,
              detail::halfReduceOne<bf16ToFloat, floatToBf16>, out, inputs, n, count, op, scale,
              isa);
 }
@@ -38,9 +38,9 @@ void fp16Reduce(uint16_t* out, const uint16_t* const* inputs, int n, size_t coun
                 float scale, KernelIsa isa) {
   // Every AVX2 CPU made has F16C, but the instruction sets are separate: checked, not assumed.
   static const bool f16c = __builtin_cpu_supports("f16c");
-  halfReduce("fp16Reduce", f16c ? detail::fp16ReduceAvx2 : nullptr, detail::fp16ReduceAvx512,
-             detail::halfReduceOne<fp16ToFloat, floatToFp16>, out, inputs, n, count, op, scale,
-             isa);
+  halfReduce("fp16Reduce", f16c ? detail::halfReducePathsAvx2().fp16 : nullptr,
+             detail::halfReducePathsAvx512().fp16, detail::halfReduceOne<fp16ToFloat, floatToFp16>,
+             out, inputs, n, count, op, scale, isa);
 }
 
 void bf16Reduce(uint16_t* out, const uint16_t* const* inputs, int n, size_t count, HalfReduceOp op,

@@ -25,15 +25,18 @@ inline uint16_t halfReduceOne(const uint16_t* const* inputs, int n, size_t i, Ha
   return Narrow(acc);
 }
 
-// Only call these where kernelIsaSupported() says so (compiled with -mavx2, -mavx512*); the fp16
-// Avx2 path also needs F16C.
-size_t bf16ReduceAvx2(uint16_t* out, const uint16_t* const* inputs, int n, size_t count,
-                      HalfReduceOp op, float scale);
-size_t bf16ReduceAvx512(uint16_t* out, const uint16_t* const* inputs, int n, size_t count,
-                        HalfReduceOp op, float scale);
-size_t fp16ReduceAvx2(uint16_t* out, const uint16_t* const* inputs, int n, size_t count,
-                      HalfReduceOp op, float scale);
-size_t fp16ReduceAvx512(uint16_t* out, const uint16_t* const* inputs, int n, size_t count,
-                        HalfReduceOp op, float scale);
+// One instruction set's vector paths (half_reduce_impl.h): whole steps of vectors only; each
+// returns how many elements it did.
+struct HalfReducePaths {
+  size_t (*bf16)(uint16_t* out, const uint16_t* const* inputs, int n, size_t count, HalfReduceOp op,
+                 float scale);
+  size_t (*fp16)(uint16_t* out, const uint16_t* const* inputs, int n, size_t count, HalfReduceOp op,
+                 float scale);
+};
+
+// Only call these paths where kernelIsaSupported() says so (compiled with -mavx2, -mavx512*); the
+// fp16 Avx2 path also needs F16C.
+const HalfReducePaths& halfReducePathsAvx2();
+const HalfReducePaths& halfReducePathsAvx512();
 
 }  // namespace ds::kernels::detail
