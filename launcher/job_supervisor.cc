@@ -133,6 +133,197 @@ std::optional<std::string> startupLine(const std::vector<RankStatus>& health,
          format(since(joined)) + ", step 1 done by all at " + format(since(*firstStep)) + ")";
 }
 
+using Clock = std::chrono::steady_clock;
+
+JobOutcome emptyOutcome(const std::vector<RankPlacement>& ranks, const RankLogs& logs) {
+  JobOutcome outcome;
+  outcome.ranks.resize(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    outcome.ranks[r].rank = ranks[r].rank;
+    outcome.ranks[r].host = ranks[r].host;
+  }
+  outcome.logFiles = logs.paths();
+  return outcome;
+}
+
+std::vector<SpawnedProcess> spawnedOf(const std::vector<LaunchedProcess>& processes) {
+  std::vector<SpawnedProcess> spawned;
+  for (const auto& launched : processes) spawned.push_back(launched.process);
+  return spawned;
+}
+
+// One job under watch. What decideFailure judges: the processes' exits (kept up to date every
+// tick) and the coordinator's health, one snapshot per tick (the loop condition reads the
+// previous tick's). Members are in construction order: the pump routes output from its start.
+class Supervision {
+ public:
+  Supervision(Coordinator& coordinator, const std::vector<RankPlacement>& ranks,
+              std::vector<LaunchedProcess>& processes, RankLogs& logs,
+              const SupervisorOptions& options)
+      : coordinator_(coordinator),
+        ranks_(ranks),
+        processes_(processes),
+        options_(options),
+        outcome_(emptyOutcome(ranks, logs)),
+        view_(std::cout, options.view),
+        output_{processes, logs, outcome_, view_, options.printAllRanks},
+        pump_(
+            spawnedOf(processes),
+            [this](size_t p, const std::string& line) { output_.line(p, line); },
+            [this](size_t p) { output_.flush(p); }),
+        exits_(ranks.size()),
+        carried_(ranks.size(), false) {
+    for (size_t p = 0; p < processes.size(); ++p) {
+      if (processes[p].ranks.size() == 1) {
+        exits_[processes[p].ranks[0]].ownProcess = true;
+      } else {
+        RunnerExit runner;
+        runner.ranks = processes[p].ranks;
+        runner.label = processes[p].label;
+        runners_.push_back(std::move(runner));
+        runnerProcess_.push_back(static_cast<int>(p));
+      }
+      for (int r : processes[p].ranks) carried_[r] = true;
+    }
+    health_ = coordinator.snapshot();
+    started_ = Clock::now();
+    evidence_.started = started_;
+  }
+
+  // Ticks until every process is gone (and every rank carried elsewhere has reported) or the job
+  // has failed; then the last judgement.
+  void watch() {
+    auto lastView = started_ - kViewInterval;
+    while ((pump_.running() > 0 || unreportedElsewhere()) && outcome_.failure.empty()) {
+      pump_.poll(kTick);
+      updateExits();
+      const auto now = Clock::now();
+      health_ = coordinator_.snapshot();
+      evidence_.terminationSignal = gTerminationSignal;
+      apply(decideFailure(evidence_, now));
+      if (outcome_.failure.empty()) handleStopRequest(coordinator_, options_, outcome_);
+      answerRequests();
+      if (now - lastView >= kViewInterval) {
+        view_.update(ranks_, health_);
+        lastView = now;
+      }
+    }
+    view_.finish();
+    if (outcome_.failure.empty()) {
+      evidence_.ended = true;
+      apply(decideFailure(evidence_, Clock::now()));
+    }
+  }
+
+  void stopEverything() {
+    if (!outcome_.failure.empty()) {
+      // Abort first so ranks blocked in a collective exit at once, then make sure with SIGKILL.
+      coordinator_.broadcast(CommandKind::Abort, outcome_.failure);
+      const auto deadline = Clock::now() + options_.abortGrace;
+      while (pump_.running() > 0 && Clock::now() < deadline) pump_.poll(kTick);
+    }
+    pump_.terminate(kTerminateGrace);
+    updateExits();
+  }
+
+  // The coordinator's last word on each rank's progress, and the report of a rank no process of
+  // ours carried.
+  JobOutcome finalOutcome() {
+    health_ = coordinator_.snapshot();
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      auto& rank = outcome_.ranks[r];
+      rank.steps = health_[r].progress.step;
+      rank.lastLoss = health_[r].progress.loss;
+      if (!rank.exitCode && !rank.signal && health_[r].report) {
+        rank.exitCode = health_[r].report->exitStatus;
+        rank.wallSeconds = health_[r].report->wallSeconds;
+      }
+    }
+    return std::move(outcome_);
+  }
+
+ private:
+  void updateExits() {
+    for (size_t p = 0; p < processes_.size(); ++p) {
+      const ProcessExit& exit = pump_.exit(p);
+      if (!exit.exited) continue;
+      const double wall =
+          std::chrono::duration<double>(exit.exitedAt - processes_[p].process.started).count();
+      for (int r : processes_[p].ranks) outcome_.ranks[r].wallSeconds = wall;
+      if (processes_[p].ranks.size() != 1) continue;
+      const int r = processes_[p].ranks[0];
+      if (exit.signal)
+        exits_[r].signal = exit.signal;
+      else
+        exits_[r].exitCode = exit.status;
+      outcome_.ranks[r].signal = exits_[r].signal;
+      outcome_.ranks[r].exitCode = exits_[r].exitCode;
+    }
+    for (size_t i = 0; i < runners_.size(); ++i) {
+      const ProcessExit& exit = pump_.exit(runnerProcess_[i]);
+      runners_[i].exited = exit.exited;
+      runners_[i].status = exit.status;
+      runners_[i].signal = exit.signal;
+      runners_[i].exitedAt = exit.exitedAt;
+    }
+  }
+
+  void apply(const FailureDecision& decision) {
+    evidence_.pending = decision.pending;
+    if (!decision.failure) return;
+    outcome_.failedRank = decision.failure->rank;
+    outcome_.failure = decision.failure->message;
+    outcome_.exitStatus = decision.failure->exitStatus;
+  }
+
+  // Ranks no process of ours carries (--no_ssh: the other nodes start theirs) end with a report.
+  bool unreportedElsewhere() const {
+    for (size_t r = 0; r < ranks_.size(); ++r)
+      if (!carried_[r] && !health_[r].report) return true;
+    return false;
+  }
+
+  // SIGUSR1's state dump, and the start-up line once every rank has done its first step.
+  void answerRequests() {
+    if (gDumpRequested) {
+      gDumpRequested = 0;
+      std::cerr << "ds-launch: state of every rank (SIGUSR1)\n"
+                << formatRankTable(ranks_, health_, options_.view.grid);
+    }
+    if (options_.launchStarted && !outcome_.startupSeconds) {
+      if (const auto line =
+              startupLine(health_, *options_.launchStarted, outcome_.startupSeconds)) {
+        view_.printLine(*line);
+        std::cout.flush();
+      }
+    }
+  }
+
+  Coordinator& coordinator_;
+  const std::vector<RankPlacement>& ranks_;
+  std::vector<LaunchedProcess>& processes_;
+  const SupervisorOptions& options_;
+  JobOutcome outcome_;
+  LiveView view_;
+  RankOutput output_;
+  ProcessPump pump_;
+  std::vector<RankExit> exits_;  // by rank
+  std::vector<RunnerExit> runners_;
+  std::vector<int> runnerProcess_;  // runners_[i] is processes_[runnerProcess_[i]]
+  std::vector<bool> carried_;       // by rank: a process of ours carries it
+  std::vector<RankStatus> health_;  // by rank
+  Clock::time_point started_;
+  JobEvidence evidence_{ranks_,
+                        health_,
+                        exits_,
+                        runners_,
+                        {options_.heartbeatTimeout, options_.stallTimeout, options_.joinTimeout},
+                        {},
+                        0,
+                        std::nullopt,
+                        false};
+};
+
 }  // namespace
 
 void installTerminationHandlers() {
@@ -155,141 +346,10 @@ void installShrinkHandler() {
 JobOutcome superviseJob(Coordinator& coordinator, const std::vector<RankPlacement>& ranks,
                         std::vector<LaunchedProcess>& processes, RankLogs& logs,
                         const SupervisorOptions& options) {
-  const size_t n = ranks.size();
-  JobOutcome outcome;
-  outcome.ranks.resize(n);
-  for (size_t r = 0; r < n; ++r) {
-    outcome.ranks[r].rank = ranks[r].rank;
-    outcome.ranks[r].host = ranks[r].host;
-  }
-  outcome.logFiles = logs.paths();
-
-  LiveView view(std::cout, options.view);
-  RankOutput output{processes, logs, outcome, view, options.printAllRanks};
-  std::vector<SpawnedProcess> spawned;
-  for (const auto& launched : processes) spawned.push_back(launched.process);
-  ProcessPump pump(
-      std::move(spawned), [&](size_t p, const std::string& line) { output.line(p, line); },
-      [&](size_t p) { output.flush(p); });
-
-  // What decideFailure judges: the processes' exits (kept up to date every tick) and the
-  // coordinator's health, one snapshot per tick (the loop condition reads the previous tick's).
-  std::vector<RankExit> exits(n);
-  std::vector<RunnerExit> runners;
-  std::vector<int> runnerProcess;
-  for (size_t p = 0; p < processes.size(); ++p) {
-    if (processes[p].ranks.size() == 1) {
-      exits[processes[p].ranks[0]].ownProcess = true;
-    } else {
-      RunnerExit runner;
-      runner.ranks = processes[p].ranks;
-      runner.label = processes[p].label;
-      runners.push_back(std::move(runner));
-      runnerProcess.push_back(static_cast<int>(p));
-    }
-  }
-  const auto updateExits = [&] {
-    for (size_t p = 0; p < processes.size(); ++p) {
-      const ProcessExit& exit = pump.exit(p);
-      if (!exit.exited) continue;
-      const double wall =
-          std::chrono::duration<double>(exit.exitedAt - processes[p].process.started).count();
-      for (int r : processes[p].ranks) outcome.ranks[r].wallSeconds = wall;
-      if (processes[p].ranks.size() != 1) continue;
-      const int r = processes[p].ranks[0];
-      if (exit.signal)
-        exits[r].signal = exit.signal;
-      else
-        exits[r].exitCode = exit.status;
-      outcome.ranks[r].signal = exits[r].signal;
-      outcome.ranks[r].exitCode = exits[r].exitCode;
-    }
-    for (size_t i = 0; i < runners.size(); ++i) {
-      const ProcessExit& exit = pump.exit(runnerProcess[i]);
-      runners[i].exited = exit.exited;
-      runners[i].status = exit.status;
-      runners[i].signal = exit.signal;
-      runners[i].exitedAt = exit.exitedAt;
-    }
-  };
-  std::vector<RankStatus> health = coordinator.snapshot();
-  const auto started = std::chrono::steady_clock::now();
-  JobEvidence evidence{ranks,
-                       health,
-                       exits,
-                       runners,
-                       {options.heartbeatTimeout, options.stallTimeout, options.joinTimeout},
-                       started,
-                       0,
-                       std::nullopt,
-                       false};
-  const auto apply = [&](const FailureDecision& decision) {
-    evidence.pending = decision.pending;
-    if (!decision.failure) return;
-    outcome.failedRank = decision.failure->rank;
-    outcome.failure = decision.failure->message;
-    outcome.exitStatus = decision.failure->exitStatus;
-  };
-
-  auto lastView = started - kViewInterval;
-  // Ranks no process of ours carries (--no_ssh: the other nodes start theirs) end with a report.
-  std::vector<bool> carried(n, false);
-  for (const auto& launched : processes)
-    for (int r : launched.ranks) carried[r] = true;
-  auto unreportedElsewhere = [&] {
-    for (size_t r = 0; r < n; ++r)
-      if (!carried[r] && !health[r].report) return true;
-    return false;
-  };
-  while ((pump.running() > 0 || unreportedElsewhere()) && outcome.failure.empty()) {
-    pump.poll(kTick);
-    updateExits();
-    const auto now = std::chrono::steady_clock::now();
-    health = coordinator.snapshot();
-    evidence.terminationSignal = gTerminationSignal;
-    apply(decideFailure(evidence, now));
-    if (outcome.failure.empty()) handleStopRequest(coordinator, options, outcome);
-    if (gDumpRequested) {
-      gDumpRequested = 0;
-      std::cerr << "ds-launch: state of every rank (SIGUSR1)\n" << formatRankTable(ranks, health, options.view.grid);
-    }
-    if (options.launchStarted && !outcome.startupSeconds) {
-      if (const auto line = startupLine(health, *options.launchStarted, outcome.startupSeconds)) {
-        view.printLine(*line);
-        std::cout.flush();
-      }
-    }
-    if (now - lastView >= kViewInterval) {
-      view.update(ranks, health);
-      lastView = now;
-    }
-  }
-  view.finish();
-  if (outcome.failure.empty()) {
-    evidence.ended = true;
-    apply(decideFailure(evidence, std::chrono::steady_clock::now()));
-  }
-
-  if (!outcome.failure.empty()) {
-    // Abort first so ranks blocked in a collective exit at once, then make sure with SIGKILL.
-    coordinator.broadcast(CommandKind::Abort, outcome.failure);
-    const auto deadline = std::chrono::steady_clock::now() + options.abortGrace;
-    while (pump.running() > 0 && std::chrono::steady_clock::now() < deadline) pump.poll(kTick);
-  }
-  pump.terminate(kTerminateGrace);
-  updateExits();
-
-  health = coordinator.snapshot();
-  for (size_t r = 0; r < n; ++r) {
-    auto& rank = outcome.ranks[r];
-    rank.steps = health[r].progress.step;
-    rank.lastLoss = health[r].progress.loss;
-    if (!rank.exitCode && !rank.signal && health[r].report) {
-      rank.exitCode = health[r].report->exitStatus;
-      rank.wallSeconds = health[r].report->wallSeconds;
-    }
-  }
-  return outcome;
+  Supervision supervision(coordinator, ranks, processes, logs, options);
+  supervision.watch();
+  supervision.stopEverything();
+  return supervision.finalOutcome();
 }
 
 std::string formatSummary(const JobOutcome& outcome) {
