@@ -51,12 +51,23 @@ const std::vector<Layer> kLayers = {
      {"common/", "kernels/", "runtime/checkpoint/", "runtime/comm/", "runtime/config/",
       "runtime/lr/", "runtime/model/", "runtime/offload/", "runtime/optim/", "runtime/parallel/",
       "runtime/precision/", "runtime/zero/"}},
+    // The training loop and its observers: the engine drives it; nothing above is reached.
+    {"runtime/train",
+     {"common/", "runtime/checkpoint/", "runtime/comm/", "runtime/config/", "runtime/engine/",
+      "runtime/model/", "runtime/monitor/"}},
     // ds-launch: planning needs the configs and checkpoints, the coordinator the store, the
     // dry run the rank layout's arithmetic; never the collectives, models or kernels.
     {"launcher",
      {"common/", "contract/", "proto/", "runtime/config/", "runtime/checkpoint/",
       "runtime/comm/store.h", "runtime/comm/memory_store.h", "runtime/parallel/topology.h"}},
-    {"worker", {"common/", "contract/", "proto/", "kernels/", "runtime/"}},
+    // ds-worker wires jobs from the runtime's parts and runs the training loop; the ZeRO stages,
+    // optimizers, schedules, offload and monitors stay behind the engine and the loop.
+    {"worker",
+     {"common/", "contract/", "proto/", "kernels/cpu/kernel_threads.h", "kernels/cpu/matmul.h",
+      "kernels/cpu/matmul_peak.h", "kernels/cpu/transformer_kernels.h",
+      "runtime/checkpoint/checkpoint_files.h", "runtime/comm/", "runtime/config/",
+      "runtime/data/", "runtime/engine/", "runtime/model/", "runtime/parallel/",
+      "runtime/train/"}},
 };
 
 std::string folderOf(const std::string& includePath) {

@@ -1,6 +1,7 @@
-// The shared training loop (worker/training_loop.h) driven in one process: ranks as threads over
+// The shared training loop (runtime/train/training_loop.h) driven in one process: ranks as threads over
 // the in-process communicator, the MLP engine under it, and a batch source and hooks that record
-// what the loop asked of them: accumulation, cadences, the stop vote and the windowed loss.
+// what the loop asked of them: accumulation, cadences, the stop vote, the windowed loss and what
+// its observers were told.
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -9,10 +10,11 @@
 
 #include "test/engine_harness.h"
 #include "test/scratch_dir.h"
-#include "worker/training_loop.h"
-#include "worker/training_step.h"
+#include "runtime/train/training_loop.h"
+#include "runtime/train/training_monitors.h"
+#include "runtime/train/training_step.h"
 
-using namespace ds::worker;
+using namespace ds::runtime;
 using ds::test::engineConfig;
 
 namespace {
@@ -52,8 +54,21 @@ class NumberedLosses final : public StepSchedule {
   double runStep(int64_t step) override { return static_cast<double>(step + 1); }
 };
 
+// What an observer was told, in order: "started", each phase, "done <steps> <loss>".
+class ObserverLog final : public TrainingObserver {
+ public:
+  void trainingStarted() override { told.push_back("started"); }
+  void phaseChanged(const std::string& phase) override { told.push_back(phase); }
+  void stepDone(const StepDone& done) override {
+    told.push_back("done " + std::to_string(done.steps) + " " + std::to_string(done.loss) + " (" +
+                   done.phase + ", engine at " + std::to_string(done.engine.globalSteps()) + ")");
+  }
+  std::vector<std::string> told;
+};
+
 struct RankOutcome {
   TrainResult result;
+  std::vector<std::string> told;
   std::vector<MicroStep> asked;
   std::vector<LossWindow> windows;
   std::vector<int64_t> evaluations;
@@ -79,15 +94,16 @@ std::vector<RankOutcome> runLoop(const LoopRun& run) {
     const auto config = ds::runtime::parseDeepSpeedConfig(run.json, run.world, "test-config");
     ds::runtime::Mlp model({16, 64, 64, 4});
     ds::runtime::Engine engine(model, config, group[r], 7);
-    ProgressBoard board;
+    ObserverLog log;
     TrainingMonitors monitors(config, r);
     std::atomic<bool> stop{false};
     Recorder recorder(config.batch, r, run.world);
     if (run.onStep) recorder.onStep = [&](int64_t step) { run.onStep(r, step, stop); };
-    const LoopParts parts{engine, group[r], board, monitors, r, stop};
+    const LoopParts parts{engine, group[r], {&log, &monitors}, r, stop};
     NumberedLosses numbered;
     out[r].result = run.numberedLosses ? runTrainingLoop(run.settings, parts, numbered, recorder)
                                        : runTrainingLoop(run.settings, parts, recorder, recorder);
+    out[r].told = log.told;
     out[r].asked = recorder.asked;
     out[r].windows = recorder.windows;
     out[r].evaluations = recorder.evaluations;
@@ -136,6 +152,31 @@ TEST_CASE("training loop: progress lines carry the mean loss of the steps since 
     CHECK(ranks[0].windows[i].lastStep == 7);
   }
   CHECK(ranks[0].result.lastLoss == 7.0);
+}
+
+TEST_CASE("training loop: observers are told of the start, each phase and each step, in order") {
+  LoopRun run;
+  run.world = 2;
+  run.json = engineConfig(2, "fp32");
+  run.settings.lastStep = 2;
+  run.settings.saveDir = ds::test::makeScratchDir("loop-observers");
+  const auto ranks = runLoop(run);
+  for (int r = 0; r < 2; ++r) {
+    REQUIRE(ranks[r].windows.size() == 2);  // printInterval 1: each window is one step's loss
+    const auto done = [&](int steps, double loss) {
+      return "done " + std::to_string(steps) + " " + std::to_string(loss) + " (step " +
+             std::to_string(steps) + " done, engine at " + std::to_string(steps) + ")";
+    };
+    const std::vector<std::string> expected = {"started",
+                                               "step 1: stop-vote all_reduce",
+                                               "step 1: forward/backward",
+                                               done(1, ranks[r].windows[0].meanLoss),
+                                               "step 2: stop-vote all_reduce",
+                                               "step 2: forward/backward",
+                                               done(2, ranks[r].result.lastLoss),
+                                               "step 2: saving checkpoint"};
+    CHECK(ranks[r].told == expected);
+  }
 }
 
 TEST_CASE("training loop: checkpoints every save interval and at the last step") {

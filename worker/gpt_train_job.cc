@@ -1,4 +1,4 @@
-// trainGpt: the GPT trainer around the shared step loop (worker/training_loop.h). Data: the train
+// trainGpt: the GPT trainer around the shared step loop (runtime/train/training_loop.h). Data: the train
 // split of an indexed dataset, or a weighted blend of several (worker/gpt_data.h), cut into
 // seq-length + 1 token samples (runtime/data/gpt_samples.h);
 // global sample i of step s goes to the data-parallel rank that owns its place in the global batch
@@ -30,12 +30,12 @@
 #include "runtime/model/gpt.h"
 #include "runtime/model/gpt_stage_partition.h"
 #include "runtime/model/sampler.h"
-#include "worker/step_timers.h"
+#include "runtime/train/step_timers.h"
+#include "runtime/train/training_loop.h"
+#include "runtime/train/training_monitors.h"
+#include "runtime/train/training_step.h"
 #include "worker/gpt_data.h"
 #include "worker/job_efficiency.h"
-#include "worker/training_loop.h"
-#include "worker/training_monitors.h"
-#include "worker/training_step.h"
 
 namespace ds::worker {
 namespace {
@@ -87,13 +87,13 @@ void printFlopsProfile(const runtime::Gpt& model, const runtime::Engine& engine,
 }
 
 // The train split's samples, in the global order firstSampleOf sets over the data-parallel ranks.
-class GptBatches final : public BatchSource {
+class GptBatches final : public runtime::BatchSource {
  public:
   GptBatches(const runtime::TokenSamples& samples, const TrainingGrid& grid,
              const runtime::BatchConfig& batch, size_t seq)
       : samples_(samples), grid_(grid), batch_(batch), seq_(seq) {}
   runtime::Batch microBatch(int64_t step, int64_t micro) override {
-    const uint64_t first = firstSampleOf(step, micro, grid_.dataRank, grid_.dataSize, batch_);
+    const uint64_t first = runtime::firstSampleOf(step, micro, grid_.dataRank, grid_.dataSize, batch_);
     return makeBatch(samples_, first, static_cast<size_t>(batch_.microBatchPerGpu), seq_);
   }
 
@@ -104,7 +104,7 @@ class GptBatches final : public BatchSource {
   size_t seq_;
 };
 
-// What the GPT trainer needs from the loop's hooks.
+// What the GPT trainer works on once the model and the engine are built.
 struct GptJobParts {
   const runtime::GptTrainConfig& gpt;
   const runtime::DeepSpeedConfig& config;
@@ -112,17 +112,17 @@ struct GptJobParts {
   runtime::Gpt& model;
   runtime::Engine& engine;
   const TrainingGrid& grid;
-  ProgressBoard& board;
-  TrainingMonitors& monitors;
-  const runtime::TokenSamples* valid;  // null: no validation data
+  runtime::TrainingObserver& progress;
+  runtime::TrainingMonitors& monitors;
+  const GptData& data;
   size_t seq;
 };
 
 // Megatron's iteration line (rank 0), the flops profile of one step, DeepSpeed's timer line
 // (wall_clock_breakdown) and evaluation on the validation split.
-class GptHooks final : public TrainingHooks {
+class GptHooks final : public runtime::TrainingHooks {
  public:
-  explicit GptHooks(const GptJobParts& parts) : p_(parts) {}
+  explicit GptHooks(const GptJobParts& parts) : p_(parts), valid_(parts.data.valid.get()) {}
 
   void beforeMicroBatch(int64_t step, int64_t micro) override {
     p_.model.setProfiling(profiling(step) && micro == 0);  // DeepSpeed profiles one micro-batch
@@ -134,14 +134,14 @@ class GptHooks final : public TrainingHooks {
     }
     if (!p_.config.wallClockBreakdown || p_.join.rank != 0) return;
     // As DeepSpeed's ZeRO optimizer: its own line after every update, from inside the step.
-    const std::vector<TimerValue> timers = optimizerTimers(p_.engine.lastOptimizerTimes());
-    if (!timers.empty()) std::printf("%s\n", timerLine(timers).c_str());
+    const std::vector<runtime::TimerValue> timers = runtime::optimizerTimers(p_.engine.lastOptimizerTimes());
+    if (!timers.empty()) std::printf("%s\n", runtime::timerLine(timers).c_str());
     // As DeepSpeed's engine: after the step, before NeoX's iteration line, on rank 0, at
     // steps_per_print (NeoX's log-interval unless the config sets it).
     if (p_.engine.globalSteps() % p_.config.stepsPerPrint == 0)
-      std::printf("%s\n", timerLine(p_.engine.lastStepTimes()).c_str());
+      std::printf("%s\n", runtime::timerLine(p_.engine.lastStepTimes()).c_str());
   }
-  void printProgress(const LossWindow& window) override {
+  void printProgress(const runtime::LossWindow& window) override {
     if (p_.join.rank == 0)
       std::printf("iteration %" PRId64 "/%" PRId64 " | lm_loss %.6f | lr %.3e | grad_norm %.4f | "
                   "tokens/s %.0f\n",
@@ -152,8 +152,8 @@ class GptHooks final : public TrainingHooks {
   // eval-iters global batches, the next ones of the validation samples, averaged over the
   // data-parallel ranks (the slices and stages of one replica evaluate the same samples).
   void evaluate(int64_t iteration) override {
-    if (!p_.valid) return;
-    p_.board.setPhase("iteration " + std::to_string(iteration) + ": evaluation");
+    if (!valid_) return;
+    p_.progress.phaseChanged("iteration " + std::to_string(iteration) + ": evaluation");
     const uint64_t globalBatch = static_cast<uint64_t>(p_.config.batch.trainBatchSize);
     const int64_t iters = p_.gpt.evalIters;
     double sum = 0.0;
@@ -171,12 +171,12 @@ class GptHooks final : public TrainingHooks {
                              static_cast<uint64_t>(p_.grid.dataRank) * perRank;
       if (pipelined) {  // DeepSpeed's eval_batch: the rank's micro-batches through the stages
         sum += p_.engine.evalBatch([&](int64_t m) {
-          return makeBatch(*p_.valid, first + static_cast<uint64_t>(m) * micro, micro, p_.seq);
+          return makeBatch(*valid_, first + static_cast<uint64_t>(m) * micro, micro, p_.seq);
         });
         continue;
       }
       for (uint64_t m = 0; m < passes; ++m)
-        sum += p_.engine.evaluate(makeBatch(*p_.valid, first + m * passSize, passSize, p_.seq));
+        sum += p_.engine.evaluate(makeBatch(*valid_, first + m * passSize, passSize, p_.seq));
     }
     const double perIteration = pipelined ? 1.0 : static_cast<double>(passes);
     float mean[1] = {static_cast<float>(sum / static_cast<double>(iters) / perIteration)};
@@ -195,20 +195,13 @@ class GptHooks final : public TrainingHooks {
   }
 
   GptJobParts p_;
+  const runtime::TokenSamples* valid_;  // null: no validation data
   uint64_t round_ = 0;  // evaluations so far: each reads the next validation batches
 };
 
-}  // namespace
-
-TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpeedConfig& config,
-                     const TrainOptions& options, const JoinResult& join,
-                     const TrainingGrid& grid, ProgressBoard& board,
-                     const std::atomic<bool>& stopRequested) {
-  kernels::setMatmulThreads(kernels::kernelThreads());
-
-  const std::unique_ptr<runtime::Tokenizer> tokenizer = runtime::makeJobTokenizer(gpt);
-  const runtime::GptConfig modelConfig = runtime::modelConfigFor(gpt, *tokenizer);
-  // This rank's part of the model: its tensor slice and its pipeline stage's layers.
+// This rank's part of the model: its tensor slice and its pipeline stage's layers.
+runtime::GptPlacement placementOf(const runtime::GptTrainConfig& gpt,
+                                  const runtime::GptConfig& modelConfig, const TrainingGrid& grid) {
   runtime::GptPlacement placement;
   placement.modelRank = grid.modelRank;
   placement.modelSize = grid.modelSize;
@@ -219,64 +212,74 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
     placement.firstLayer = bounds[static_cast<size_t>(grid.pipeRank)];
     placement.endLayer = bounds[static_cast<size_t>(grid.pipeRank) + 1];
   }
-  runtime::Gpt model(modelConfig, placement);
-  const size_t seq = static_cast<size_t>(modelConfig.seqLength);
+  return placement;
+}
 
+// Where the job's checkpoints come from and go: the command line over the YAML.
+struct CheckpointPlaces {
+  std::string load, save;
+  int64_t saveInterval = 0;
+};
+
+CheckpointPlaces checkpointPlaces(const runtime::GptTrainConfig& gpt, const TrainOptions& options) {
+  return {!options.loadDir.empty() ? options.loadDir : gpt.load,
+          !options.saveDir.empty() ? options.saveDir : gpt.save,
+          options.saveInterval > 0 ? options.saveInterval : gpt.saveInterval};
+}
+
+void resumeIfSaved(runtime::Engine& engine, const runtime::GptTrainConfig& gpt,
+                   const std::string& loadDir, int rank) {
+  if (loadDir.empty() || !std::filesystem::exists(std::filesystem::path(loadDir) / "latest"))
+    return;
+  // NeoX's finetune: the weights only, from iteration 0; no-load-optim: fresh optimizer states.
+  const bool optimizerStates = !gpt.finetune && !gpt.noLoadOptim;
+  const std::string tag =
+      engine.loadCheckpoint(loadDir, "", {optimizerStates, /*trainingState=*/!gpt.finetune});
+  if (rank == 0 && gpt.finetune)
+    std::printf("finetune: loaded the weights of %s/%s, starting at iteration 0\n",
+                loadDir.c_str(), tag.c_str());
+  else if (rank == 0)
+    std::printf("resumed from %s/%s at iteration %" PRId64 "%s\n", loadDir.c_str(), tag.c_str(),
+                engine.globalSteps(),
+                optimizerStates ? "" : " (no-load-optim: fresh optimizer states)");
+}
+
+// Rank 0's opening lines: the model, its layout and batch, the data and the kernels.
+void announce(const runtime::Engine& engine, const runtime::DeepSpeedConfig& config,
+              const runtime::GptConfig& modelConfig, const TrainingGrid& grid,
+              const JoinResult& join, const GptData& data) {
   const auto& batch = config.batch;
-  const GptData data = openGptData(gpt, seq, static_cast<uint64_t>(batch.trainBatchSize));
-  const runtime::TokenSamples& train = *data.train;
-  const runtime::TokenSamples* valid = data.valid.get();
+  const std::string ranks =
+      grid.gridded() ? std::to_string(grid.dataSize) + " data-parallel replicas (pipe " +
+                           std::to_string(grid.pipeSize) + " x model " +
+                           std::to_string(grid.modelSize) + " ranks each)"
+                     : std::to_string(join.worldSize) + " ranks";
+  std::printf("model: GPT, %zu parameters (%s); ZeRO stage %d, %s; batch %" PRId64
+              " = micro %" PRId64 " x accumulation %" PRId64 " x %s of %zu tokens\n",
+              engine.parameterCount(), modelConfig.describe().c_str(), config.zero.stage,
+              dtypeName(config.precision.modelDtype), batch.trainBatchSize,
+              batch.microBatchPerGpu, batch.gradientAccumulationSteps, ranks.c_str(),
+              static_cast<size_t>(modelConfig.seqLength));
+  const int threads = kernels::kernelThreads();
+  std::printf("data: %s; kernels %s, %d thread%s per rank\n", data.description.c_str(),
+              kernels::kernelIsaName(kernels::bestKernelIsa()), threads, threads == 1 ? "" : "s");
+}
 
-  const uint64_t seed = options.seed != TrainOptions{}.seed ? options.seed : gpt.seed;
-  runtime::Engine engine(model, config, *grid.data, seed, grid.parallelGroups());
-  const std::string loadDir = !options.loadDir.empty() ? options.loadDir : gpt.load;
-  const std::string saveDir = !options.saveDir.empty() ? options.saveDir : gpt.save;
-  const int64_t saveInterval = options.saveInterval > 0 ? options.saveInterval : gpt.saveInterval;
-  if (!loadDir.empty() && std::filesystem::exists(std::filesystem::path(loadDir) / "latest")) {
-    // NeoX's finetune: the weights only, from iteration 0; no-load-optim: fresh optimizer states.
-    const bool optimizerStates = !gpt.finetune && !gpt.noLoadOptim;
-    const std::string tag =
-        engine.loadCheckpoint(loadDir, "", {optimizerStates, /*trainingState=*/!gpt.finetune});
-    if (join.rank == 0 && gpt.finetune)
-      std::printf("finetune: loaded the weights of %s/%s, starting at iteration 0\n",
-                  loadDir.c_str(), tag.c_str());
-    else if (join.rank == 0)
-      std::printf("resumed from %s/%s at iteration %" PRId64 "%s\n", loadDir.c_str(), tag.c_str(),
-                  engine.globalSteps(), optimizerStates ? "" : " (no-load-optim: fresh optimizer states)");
-  }
-  if (join.rank == 0) {
-    const std::string ranks =
-        grid.gridded() ? std::to_string(grid.dataSize) + " data-parallel replicas (pipe " +
-                             std::to_string(grid.pipeSize) + " x model " +
-                             std::to_string(grid.modelSize) + " ranks each)"
-                       : std::to_string(join.worldSize) + " ranks";
-    std::printf("model: GPT, %zu parameters (%s); ZeRO stage %d, %s; batch %" PRId64
-                " = micro %" PRId64 " x accumulation %" PRId64 " x %s of %zu tokens\n",
-                engine.parameterCount(), modelConfig.describe().c_str(), config.zero.stage,
-                dtypeName(config.precision.modelDtype), batch.trainBatchSize,
-                batch.microBatchPerGpu, batch.gradientAccumulationSteps, ranks.c_str(), seq);
-    const int threads = kernels::kernelThreads();
-    std::printf("data: %s; kernels %s, %d thread%s per rank\n", data.description.c_str(),
-                kernels::kernelIsaName(kernels::bestKernelIsa()), threads, threads == 1 ? "" : "s");
-  }
-  if (!saveDir.empty() && join.rank == 0) {
-    // What ds-generate (and a human) needs to rebuild the model from these checkpoints.
-    std::filesystem::create_directories(saveDir);
-    const auto shipped = ds::parseJsonText(join.configJson, "the job's config",
-                                                {runtime::kMaxShippedConfigDepth});
-    runtime::writeTextAtomically(saveDir + "/neox_config.json", shipped.at("neox").dump(2) + "\n");
-  }
-  if (config.dumpState && join.rank == 0)
-    std::printf("engine state (dump_state):\n%s", engine.describeState().c_str());
-  TrainingMonitors monitors(config, join.rank);
+// What ds-generate (and a human) needs to rebuild the model from these checkpoints.
+void writeNeoxConfig(const std::string& saveDir, const JoinResult& join) {
+  std::filesystem::create_directories(saveDir);
+  const auto shipped =
+      ds::parseJsonText(join.configJson, "the job's config", {runtime::kMaxShippedConfigDepth});
+  runtime::writeTextAtomically(saveDir + "/neox_config.json", shipped.at("neox").dump(2) + "\n");
+}
 
-  GptBatches batches(train, grid, batch, seq);
-  GptHooks hooks({gpt, config, join, model, engine, grid, board, monitors, valid, seq});
-  LoopSettings settings;
+runtime::LoopSettings loopSettings(const runtime::GptTrainConfig& gpt, const TrainOptions& options,
+                                   const CheckpointPlaces& places) {
+  runtime::LoopSettings settings;
   settings.lastStep = gpt.trainIters;
   settings.printInterval = gpt.logInterval;
   settings.evalInterval = gpt.evalInterval;
-  settings.saveInterval = saveInterval;
+  settings.saveInterval = places.saveInterval;
   // NeoX's schedule; --save_interval on the command line replaces its periodic part (factor and
   // scale) as it replaces save-interval, while extra-save-iters still apply.
   runtime::CheckpointSchedule schedule = gpt.checkpoints;
@@ -287,91 +290,140 @@ TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpee
     };
   settings.keepCheckpoints = gpt.checkpoints.keepLast;
   settings.exitInterval = gpt.exitInterval;
-  settings.saveDir = saveDir;
+  settings.saveDir = places.save;
   settings.printParamHash = options.printParamHash;
   settings.hangAtStep = options.hangAtStep;
   settings.hangRank = options.hangRank;
   settings.unit = "iteration";
   settings.stepPhase = "forward/backward";
+  return settings;
+}
+
+runtime::TrainResult train(const GptJobParts& p, const runtime::LoopSettings& settings,
+                           const std::atomic<bool>& stopRequested, ProgressBoard& board) {
+  GptBatches batches(*p.data.train, p.grid, p.config.batch, p.seq);
+  GptHooks hooks(p);
   // The reported loss is the mean over the data-parallel ranks, as NeoX reports it (a pipeline's
   // trainBatch already returns that mean).
-  const LoopParts parts{engine,    *grid.world,   board,
-                        monitors,  join.rank,     stopRequested,
-                        grid.pipeSize > 1 ? nullptr : grid.data};
-  TrainResult result;
-  if (grid.pipeSize > 1) {
-    PipelineStep pipeline(engine, batches);
-    result = runTrainingLoop(settings, parts, pipeline, hooks);
-  } else {
-    result = runTrainingLoop(settings, parts, batches, hooks);
-  }
-  const auto trained = std::chrono::steady_clock::now();
+  const bool pipelined = p.grid.pipeSize > 1;
+  const runtime::LoopParts parts{p.engine,   *p.grid.world, {&board, &p.monitors},
+                                 p.join.rank, stopRequested, pipelined ? nullptr : p.grid.data};
+  if (!pipelined) return runtime::runTrainingLoop(settings, parts, batches, hooks);
+  runtime::PipelineStep pipeline(p.engine, batches);
+  return runtime::runTrainingLoop(settings, parts, pipeline, hooks);
+}
 
-  // A sample of what the model learned, from the start of a validation (or training) sample,
-  // layer by layer through the engine (stage 3 gathers each layer when used, as in evaluation), so
-  // no rank holds the whole model. Every rank steps in lockstep: each pass is collective at stage 3
-  // (and over the model group when sliced), so all ranks run the same passes on the same tokens;
-  // rank 0's logits are broadcast so every rank samples the same next token even if another
-  // rank's arithmetic differed, and a stop token ends every rank's loop at once. A pipeline would
-  // need activations passed stage to stage for every token, as the pipe schedule does for
-  // evaluation batches but not for a growing context: there ds-generate samples from a checkpoint.
-  // So does it with offload_param nvme, where each token's pass would read every layer again.
-  if (grid.pipeSize > 1) {
-    if (join.rank == 0)
-      std::printf(
-          "sample: skipped (this rank holds pipeline stage %d of %d and model slice %d of "
-          "%d, and a sample passes activations through every stage; ds-generate samples "
-          "from a saved checkpoint)\n",
-          grid.pipeRank, grid.pipeSize, grid.modelRank, grid.modelSize);
-  } else if (engine.parameterSwapBytes() > 0) {
-    if (join.rank == 0)
-      std::printf(
-          "sample: skipped (offload_param nvme: every generated token would read the whole "
-          "parameter shard from the swap file again; ds-generate samples from a saved "
-          "checkpoint)\n");
-  } else {
-    const runtime::TokenSamples& source = valid ? *valid : train;
-    std::vector<int32_t> prompt = source.sample(0);
-    prompt.resize(std::min<size_t>(prompt.size(), 32));
-    runtime::SamplingOptions sampling;
-    sampling.maxNewTokens = 160;
-    sampling.temperature = 0.8;
-    sampling.topK = 40;
-    sampling.seed = gpt.seed;
-    const auto logits = [&](const std::vector<int32_t>& context) {
-      std::vector<float> out;
-      engine.inferencePass(
-          [&](runtime::LayerAccess& access) { out = model.nextTokenLogits(context, access); });
-      if (grid.world->size() > 1) grid.world->broadcast(out.data(), out.size(), 0);
-      return out;
-    };
-    const auto generated = runtime::generateTokens(model, logits, prompt, sampling);
-    if (join.rank == 0)
-      std::printf("sample (prompt | generated):\n%s|%s\n", tokenizer->decode(prompt).c_str(),
-                  tokenizer->decode(generated).c_str());
+// Why a rank cannot sample the trained model in place, or "" when it can. A pipeline would need
+// activations passed stage to stage for every token, as the pipe schedule does for evaluation
+// batches but not for a growing context: there ds-generate samples from a checkpoint. So does it
+// with offload_param nvme, where each token's pass would read every layer again.
+std::string whyNoSample(const GptJobParts& p) {
+  const TrainingGrid& grid = p.grid;
+  if (grid.pipeSize > 1)
+    return "this rank holds pipeline stage " + std::to_string(grid.pipeRank) + " of " +
+           std::to_string(grid.pipeSize) + " and model slice " + std::to_string(grid.modelRank) +
+           " of " + std::to_string(grid.modelSize) +
+           ", and a sample passes activations through every stage; ds-generate samples from a "
+           "saved checkpoint";
+  if (p.engine.parameterSwapBytes() > 0)
+    return "offload_param nvme: every generated token would read the whole parameter shard from "
+           "the swap file again; ds-generate samples from a saved checkpoint";
+  return "";
+}
+
+// A sample of what the model learned, from the start of a validation (or training) sample, layer
+// by layer through the engine (stage 3 gathers each layer when used, as in evaluation), so no rank
+// holds the whole model. Every rank steps in lockstep: each pass is collective at stage 3 (and over
+// the model group when sliced), so all ranks run the same passes on the same tokens; rank 0's
+// logits are broadcast so every rank samples the same next token even if another rank's
+// arithmetic differed, and a stop token ends every rank's loop at once.
+void printSample(const GptJobParts& p, const runtime::Tokenizer& tokenizer) {
+  if (const std::string why = whyNoSample(p); !why.empty()) {
+    if (p.join.rank == 0) std::printf("sample: skipped (%s)\n", why.c_str());
+    return;
   }
-  // Where this rank's memory went (rank logs: every rank's line).
-  const runtime::MemoryUsage m = engine.memory();
+  const runtime::TokenSamples& source = p.data.valid ? *p.data.valid : *p.data.train;
+  std::vector<int32_t> prompt = source.sample(0);
+  prompt.resize(std::min<size_t>(prompt.size(), 32));
+  runtime::SamplingOptions sampling;
+  sampling.maxNewTokens = 160;
+  sampling.temperature = 0.8;
+  sampling.topK = 40;
+  sampling.seed = p.gpt.seed;
+  runtime::Communicator& world = *p.grid.world;
+  const auto logits = [&](const std::vector<int32_t>& context) {
+    std::vector<float> out;
+    p.engine.inferencePass(
+        [&](runtime::LayerAccess& access) { out = p.model.nextTokenLogits(context, access); });
+    if (world.size() > 1) world.broadcast(out.data(), out.size(), 0);
+    return out;
+  };
+  const auto generated = runtime::generateTokens(p.model, logits, prompt, sampling);
+  if (p.join.rank == 0)
+    std::printf("sample (prompt | generated):\n%s|%s\n", tokenizer.decode(prompt).c_str(),
+                tokenizer.decode(generated).c_str());
+}
+
+// Where this rank's memory went (rank logs: every rank's line).
+void printMemory(const GptJobParts& p) {
+  const runtime::MemoryUsage m = p.engine.memory();
   const ProcessMemory rss = processMemory();
   constexpr double kMiB = 1024.0 * 1024.0;
-  const bool swapped = engine.optimizerSwapBytes() > 0;
-  const bool paramsSwapped = engine.parameterSwapBytes() > 0;
-  std::printf("memory: RSS %.1f MiB, peak RSS %.1f MiB; model states %.1f MiB (parameters %.1f%s, gradients %.1f, "
-              "master %.1f, optimizer %.1f%s); buffers %.1f MiB; activations %.1f MiB at most\n",
-              static_cast<double>(rss.rssBytes) / kMiB, static_cast<double>(rss.peakRssBytes) / kMiB,
-              m.modelState() / kMiB,
-              m.parameters / kMiB, paramsSwapped ? " in an NVMe swap file but for their buffers" : "",
-              m.gradients / kMiB, m.masterWeights / kMiB,
-              m.optimizerStates / kMiB, swapped ? ", these two in an NVMe swap file" : "",
-              m.buffers / kMiB, model.peakActivationBytes() / kMiB);
-  // Last, so that its matrices (and oneDNN's buffers for them) are not in the peak RSS above: a
-  // yardstick, not the job's memory.
-  if (result.steps > 0 && result.samplesPerSecond > 0) {
-    const JobEfficiency efficiency =
-        measureJobEfficiency(*grid.world, result.samplesPerSecond * static_cast<double>(seq),
-                             model.trainingFlopsPerToken(seq));
-    if (join.rank == 0) std::printf("%s\n", efficiencyLine(efficiency).c_str());
-  }
+  const bool swapped = p.engine.optimizerSwapBytes() > 0;
+  const bool paramsSwapped = p.engine.parameterSwapBytes() > 0;
+  std::printf("memory: RSS %.1f MiB, peak RSS %.1f MiB; model states %.1f MiB (parameters %.1f%s, "
+              "gradients %.1f, master %.1f, optimizer %.1f%s); buffers %.1f MiB; activations "
+              "%.1f MiB at most\n",
+              static_cast<double>(rss.rssBytes) / kMiB,
+              static_cast<double>(rss.peakRssBytes) / kMiB, m.modelState() / kMiB,
+              m.parameters / kMiB,
+              paramsSwapped ? " in an NVMe swap file but for their buffers" : "",
+              m.gradients / kMiB, m.masterWeights / kMiB, m.optimizerStates / kMiB,
+              swapped ? ", these two in an NVMe swap file" : "", m.buffers / kMiB,
+              p.model.peakActivationBytes() / kMiB);
+}
+
+// Last, so that its matrices (and oneDNN's buffers for them) are not in the peak RSS printed
+// before: a yardstick, not the job's memory.
+void printEfficiency(const GptJobParts& p, const runtime::TrainResult& result) {
+  if (result.steps <= 0 || result.samplesPerSecond <= 0) return;
+  const JobEfficiency efficiency =
+      measureJobEfficiency(*p.grid.world, result.samplesPerSecond * static_cast<double>(p.seq),
+                           p.model.trainingFlopsPerToken(p.seq));
+  if (p.join.rank == 0) std::printf("%s\n", efficiencyLine(efficiency).c_str());
+}
+
+}  // namespace
+
+runtime::TrainResult trainGpt(const runtime::GptTrainConfig& gpt,
+                              const runtime::DeepSpeedConfig& config, const TrainOptions& options,
+                              const JoinResult& join, const TrainingGrid& grid,
+                              ProgressBoard& board, const std::atomic<bool>& stopRequested) {
+  kernels::setMatmulThreads(kernels::kernelThreads());
+  const std::unique_ptr<runtime::Tokenizer> tokenizer = runtime::makeJobTokenizer(gpt);
+  const runtime::GptConfig modelConfig = runtime::modelConfigFor(gpt, *tokenizer);
+  runtime::Gpt model(modelConfig, placementOf(gpt, modelConfig, grid));
+  const size_t seq = static_cast<size_t>(modelConfig.seqLength);
+  const GptData data =
+      openGptData(gpt, seq, static_cast<uint64_t>(config.batch.trainBatchSize));
+
+  const uint64_t seed = options.seed != TrainOptions{}.seed ? options.seed : gpt.seed;
+  runtime::Engine engine(model, config, *grid.data, seed, grid.parallelGroups());
+  const CheckpointPlaces places = checkpointPlaces(gpt, options);
+  resumeIfSaved(engine, gpt, places.load, join.rank);
+  if (join.rank == 0) announce(engine, config, modelConfig, grid, join, data);
+  if (!places.save.empty() && join.rank == 0) writeNeoxConfig(places.save, join);
+  if (config.dumpState && join.rank == 0)
+    std::printf("engine state (dump_state):\n%s", engine.describeState().c_str());
+  runtime::TrainingMonitors monitors(config, join.rank);
+  const GptJobParts parts{gpt, config, join, model, engine, grid, board, monitors, data, seq};
+
+  runtime::TrainResult result =
+      train(parts, loopSettings(gpt, options, places), stopRequested, board);
+  const auto trained = std::chrono::steady_clock::now();
+  printSample(parts, *tokenizer);
+  printMemory(parts);
+  printEfficiency(parts, result);
   // The job's wall time covers the sample, the memory report and the efficiency line too.
   result.wallSeconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - trained).count();

@@ -8,18 +8,18 @@
 #include "contract/job_args.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/config/neox_config.h"
+#include "runtime/train/train_result.h"
 #include "worker/coordinator_client.h"
 #include "worker/progress_board.h"
-#include "worker/train_job.h"
 #include "worker/training_grid.h"
 
 namespace ds::worker {
 
 // Collective: every rank calls it with the same configuration, on its place of the job's grid
 // (worker/training_grid.h).
-TrainResult trainGpt(const runtime::GptTrainConfig& gpt, const runtime::DeepSpeedConfig& config,
-                     const TrainOptions& options, const JoinResult& join,
-                     const TrainingGrid& grid, ProgressBoard& board,
-                     const std::atomic<bool>& stopRequested);
+runtime::TrainResult trainGpt(const runtime::GptTrainConfig& gpt,
+                              const runtime::DeepSpeedConfig& config, const TrainOptions& options,
+                              const JoinResult& join, const TrainingGrid& grid,
+                              ProgressBoard& board, const std::atomic<bool>& stopRequested);
 
 }  // namespace ds::worker

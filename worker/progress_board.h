@@ -1,5 +1,6 @@
-// ProgressBoard: the latest training progress, written by the job and read by the heartbeat thread,
-// with the collective the process's communicators are in at that moment.
+// ProgressBoard: the latest training progress, written by the job (and, as its observer, by the
+// training loop) and read by the heartbeat thread, with the collective the process's
+// communicators are in at that moment.
 #pragma once
 
 #include <functional>
@@ -7,11 +8,12 @@
 #include <string>
 
 #include "runtime/comm/collective_tracker.h"
+#include "runtime/train/training_observer.h"
 #include "worker/coordinator_client.h"
 
 namespace ds::worker {
 
-class ProgressBoard {
+class ProgressBoard final : public runtime::TrainingObserver {
  public:
   void update(const Progress& progress) {
     bool first = false;
@@ -38,6 +40,11 @@ class ProgressBoard {
   void setPhase(std::string phase) {
     std::lock_guard lock(mutex_);
     progress_.phase = std::move(phase);
+  }
+  void trainingStarted() override { setState(RankState::Training); }
+  void phaseChanged(const std::string& phase) override { setPhase(phase); }
+  void stepDone(const runtime::StepDone& done) override {
+    update({RankState::Training, done.steps, done.loss, done.samplesPerSecond, 0, done.phase});
   }
   // The collective comes from the process's communicators at this moment, not from the job.
   Progress snapshot() const {

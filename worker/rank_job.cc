@@ -75,7 +75,7 @@ RankReport runRankJob(const JoinResult& join, CoordinatorClient& client,
       // still wins where set): without it, every rank's CPU-Adam and products took every CPU.
       kernels::setKernelThreads(std::max(1, usableCores() / std::max(1, join.localSize)));
       CoordinatorStore store(client);
-      const TrainResult result =
+      const runtime::TrainResult result =
           runTrainJob(job.train, join, store, bindAddress, board, stopRequested);
       report.steps = result.steps;
       report.lastLoss = result.lastLoss;

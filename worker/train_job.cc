@@ -1,5 +1,5 @@
 // runTrainJob: config -> Gloo communicator -> Engine, then the shared step loop
-// (worker/training_loop.h) over the teacher task's batches; the GPT job (worker/gpt_train_job.h)
+// (runtime/train/training_loop.h) over the teacher task's batches; the GPT job (worker/gpt_train_job.h)
 // when the config is a NeoX YAML.
 #include "worker/train_job.h"
 
@@ -21,12 +21,12 @@
 #include "runtime/config/rank_memory_preflight.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
+#include "runtime/train/step_timers.h"
+#include "runtime/train/training_loop.h"
+#include "runtime/train/training_monitors.h"
+#include "runtime/train/training_step.h"
 #include "worker/gpt_train_job.h"
-#include "worker/step_timers.h"
-#include "worker/training_loop.h"
 #include "worker/training_grid.h"
-#include "worker/training_monitors.h"
-#include "worker/training_step.h"
 #include "worker/world_communicator.h"
 
 namespace ds::worker {
@@ -35,13 +35,13 @@ namespace {
 constexpr uint64_t kTaskSeed = 2024;
 
 // The teacher task's samples, in the global order firstSampleOf sets.
-class TeacherBatches final : public BatchSource {
+class TeacherBatches final : public runtime::BatchSource {
  public:
   TeacherBatches(const runtime::TeacherTask& task, const JoinResult& join,
                  const runtime::BatchConfig& batch)
       : task_(task), join_(join), batch_(batch) {}
   runtime::Batch microBatch(int64_t step, int64_t micro) override {
-    const uint64_t first = firstSampleOf(step, micro, join_.rank, join_.worldSize, batch_);
+    const uint64_t first = runtime::firstSampleOf(step, micro, join_.rank, join_.worldSize, batch_);
     return task_.batch(first, batch_.microBatchPerGpu);
   }
 
@@ -54,20 +54,21 @@ class TeacherBatches final : public BatchSource {
 // The MLP job's progress line, on every rank, and with wall_clock_breakdown DeepSpeed's timer line
 // for the last step; its ZeRO optimizer's own line after every update, on rank 0, as DeepSpeed's
 // optimizer logs it from inside its step.
-class MlpHooks final : public TrainingHooks {
+class MlpHooks final : public runtime::TrainingHooks {
  public:
   MlpHooks(const runtime::Engine& engine, const runtime::DeepSpeedConfig& config, int rank)
       : engine_(engine), config_(config), rank_(rank) {}
   void afterMicroBatches(int64_t /*step*/) override {
     if (!config_.wallClockBreakdown || rank_ != 0) return;
-    const std::vector<TimerValue> timers = optimizerTimers(engine_.lastOptimizerTimes());
-    if (!timers.empty()) std::printf("%s\n", timerLine(timers).c_str());
+    const std::vector<runtime::TimerValue> timers = runtime::optimizerTimers(engine_.lastOptimizerTimes());
+    if (!timers.empty()) std::printf("%s\n", runtime::timerLine(timers).c_str());
   }
-  void printProgress(const LossWindow& window) override {
+  void printProgress(const runtime::LossWindow& window) override {
     std::printf("step %" PRId64 "/%" PRId64 " loss %.6f lr %.3e grad_norm %.4f samples/s %.0f\n",
                 window.steps, window.lastStep, window.meanLoss, engine_.lr(), engine_.lastGradNorm(),
                 window.samplesPerSecond);
-    if (config_.wallClockBreakdown) std::printf("%s\n", timerLine(engine_.lastStepTimes()).c_str());
+    if (config_.wallClockBreakdown)
+      std::printf("%s\n", runtime::timerLine(engine_.lastStepTimes()).c_str());
   }
 
  private:
@@ -78,9 +79,9 @@ class MlpHooks final : public TrainingHooks {
 
 }  // namespace
 
-TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, runtime::Store& store,
-                        const std::string& bindAddress, ProgressBoard& board,
-                        const std::atomic<bool>& stopRequested) {
+runtime::TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join,
+                                 runtime::Store& store, const std::string& bindAddress,
+                                 ProgressBoard& board, const std::atomic<bool>& stopRequested) {
   const runtime::JobConfig job = runtime::parseJobConfig(join.configJson, join.worldSize, "config");
   const runtime::DeepSpeedConfig& config = job.deepspeed;
   // DeepSpeed's runtime check: the elasticity block this rank runs is the one the scheduler saw.
@@ -112,7 +113,7 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
     // The grid's groups are made by every rank before any of them trains.
     const TrainingGridGroups groups(factory, comm, job.gpt->parallel,
                                     config.commsLogger.enabled ? &logger : nullptr);
-    TrainResult result =
+    runtime::TrainResult result =
         trainGpt(*job.gpt, config, options, join, groups.grid(), board, stopRequested);
     result.commStats = logger.summary();
     runtime::storeBarrier(store, "epoch" + std::to_string(join.epoch) + "/train/finished",
@@ -140,10 +141,10 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   if (config.dumpState && join.rank == 0)
     std::printf("engine state (dump_state):\n%s", engine.describeState().c_str());
 
-  TrainingMonitors monitors(config, join.rank);
+  runtime::TrainingMonitors monitors(config, join.rank);
   TeacherBatches batches(task, join, config.batch);
   MlpHooks hooks(engine, config, join.rank);
-  LoopSettings settings;
+  runtime::LoopSettings settings;
   settings.lastStep = options.steps;
   settings.printInterval = config.stepsPerPrint;
   settings.saveInterval = options.saveInterval;
@@ -152,8 +153,8 @@ TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join, run
   settings.hangAtStep = options.hangAtStep;
   settings.hangRank = options.hangRank;
   settings.stepPhase = "forward/backward and gradient all_reduce";
-  TrainResult result = runTrainingLoop(
-      settings, {engine, comm, board, monitors, join.rank, stopRequested}, batches, hooks);
+  runtime::TrainResult result = runtime::runTrainingLoop(
+      settings, {engine, comm, {&board, &monitors}, join.rank, stopRequested}, batches, hooks);
   result.commStats = logger.summary();
   // Nobody leaves (closing sockets a peer may still be reading) until everyone is done.
   runtime::storeBarrier(store, "epoch" + std::to_string(join.epoch) + "/train/finished",

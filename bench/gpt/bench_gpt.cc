@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench/bench_cli.h"
+#include "bench/bench_training.h"
 #include "bench/command_seconds.h"
 #include "common/command_output.h"
 #include "common/guarded_main.h"
@@ -99,24 +100,20 @@ double oursTokensPerSecond(const Options& o, int threads, double& loss, Breakdow
     batch.inputIds.push_back(static_cast<int32_t>((x >> 33) % static_cast<uint64_t>(o.vocab)));
     batch.targetIds.push_back(static_cast<int32_t>((x >> 17) % static_cast<uint64_t>(o.vocab)));
   }
-  for (int i = 0; i < 2; ++i) {
-    engine.forwardBackward(batch);
-    engine.step();
-  }
+  constexpr int kWarmUp = 2;
+  ds::bench::trainSteps(engine, group[0], batch, kWarmUp);
   ds::kernels::setKernelTiming(true);
   double s = 0.0;
-  for (int i = 0; i < o.steps; ++i) {
-    const auto start = Clock::now();
-    loss = engine.forwardBackward(batch);
-    const auto stepStart = Clock::now();
-    engine.step();
-    const auto end = Clock::now();
-    where.optimizer += std::chrono::duration<double>(end - stepStart).count();
-    s += std::chrono::duration<double>(end - start).count();
+  ds::bench::StepProbe probe;
+  probe.afterStep = [&](const ds::bench::StepTiming& step) {
+    where.optimizer += step.updateSeconds;
+    s += step.seconds;
+    loss = step.loss;
     // Untimed, between the steps (the kernel timers time the model's loops, not matmul itself):
     // the peak at the speed the machine ran the steps at.
     peak = std::max(peak, ds::kernels::sgemmPeakGflops(threads, 1, 0.0));
-  }
+  };
+  ds::bench::trainSteps(engine, group[0], batch, kWarmUp + o.steps, probe);
   for (size_t f = 0; f < ds::kernels::kKernelFamilies; ++f)
     where.family[f] =
         ds::kernels::kernelSeconds(static_cast<ds::kernels::KernelFamily>(f)) / o.steps;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench/bench_cli.h"
+#include "bench/bench_training.h"
 #include "bench/fio_baseline.h"
 #include "bench/infinity/infinity_size.h"
 #include "common/guarded_main.h"
@@ -110,19 +111,23 @@ Fio measureFio(const std::string& dir, double swapBytes) {
   return fio;
 }
 
-std::vector<StepRecord> train(ds::runtime::Engine& engine, const ds::runtime::Batch& batch,
-                              int steps) {
+std::vector<StepRecord> train(ds::runtime::Engine& engine, ds::runtime::Communicator& comm,
+                              const ds::runtime::Batch& batch, int steps) {
   std::vector<StepRecord> records;
-  for (int s = 0; s < steps; ++s) {
-    const auto optimizerBefore = engine.optimizerSwapTraffic();
-    const auto paramsBefore = engine.parameterOffloadStats();
-    const auto start = Clock::now();
-    StepRecord r;
-    r.loss = engine.forwardBackward(batch);
-    r.peakAfterBackward = peakRss();
-    engine.step();
+  ds::runtime::Engine::SwapTraffic optimizerBefore;
+  ds::runtime::ZeroStage::OffloadStats paramsBefore;
+  StepRecord r;
+  ds::bench::StepProbe probe;
+  probe.beforeStep = [&](int64_t) {
+    optimizerBefore = engine.optimizerSwapTraffic();
+    paramsBefore = engine.parameterOffloadStats();
+    r = StepRecord{};
+  };
+  probe.afterBackward = [&](int64_t) { r.peakAfterBackward = peakRss(); };
+  probe.afterStep = [&](const ds::bench::StepTiming& step) {
     r.peakAfterUpdate = peakRss();
-    r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    r.loss = step.loss;
+    r.seconds = step.seconds;
     r.parts = engine.lastStepTimes();
     const auto optimizerAfter = engine.optimizerSwapTraffic();
     const auto paramsAfter = engine.parameterOffloadStats();
@@ -131,7 +136,8 @@ std::vector<StepRecord> train(ds::runtime::Engine& engine, const ds::runtime::Ba
     r.writtenBytes = double(optimizerAfter.written - optimizerBefore.written) +
                      double(paramsAfter.bytesWritten - paramsBefore.bytesWritten);
     records.push_back(r);
-  }
+  };
+  ds::bench::trainSteps(engine, comm, batch, steps, probe);
   return records;
 }
 
@@ -193,7 +199,7 @@ int run(const Options& o) {
   std::printf("%5s %8s %8s %7s %7s %7s %8s %8s %9s %7s %16s\n", "step", "loss", "time s", "fwd s",
               "bwd s", "upd s", "read GB", "write GB", "I/O bnd s", "x bound", "peak RSS fb/upd");
   std::fflush(stdout);
-  const std::vector<StepRecord> steps = train(engine, patternBatch(o.seq), o.steps);
+  const std::vector<StepRecord> steps = train(engine, group[0], patternBatch(o.seq), o.steps);
   double stepSum = 0, boundSum = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     const StepRecord& s = steps[i];

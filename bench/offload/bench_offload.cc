@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench/bench_cli.h"
+#include "bench/bench_training.h"
 #include "bench/fio_baseline.h"
 #include "common/guarded_main.h"
 #include "runtime/comm/shm_communicator.h"
@@ -62,14 +63,15 @@ Timing measure(const Options& o, int stage, const std::string& offload, size_t& 
   batch.inputs.assign(static_cast<size_t>(o.width), 0.1f);
   batch.targets.assign(static_cast<size_t>(o.width), 0.2f);
   Timing best;
-  for (long s = 0; s < o.steps; ++s) {
-    const ds::runtime::Engine::SwapTraffic before = engine.optimizerSwapTraffic();
-    const ds::runtime::ZeroStage::OffloadStats paramsBefore = engine.parameterOffloadStats();
-    const auto start = std::chrono::steady_clock::now();
-    engine.forwardBackward(batch);
-    engine.step();
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  ds::runtime::Engine::SwapTraffic before;
+  ds::runtime::ZeroStage::OffloadStats paramsBefore;
+  ds::bench::StepProbe probe;
+  probe.beforeStep = [&](int64_t) {
+    before = engine.optimizerSwapTraffic();
+    paramsBefore = engine.parameterOffloadStats();
+  };
+  probe.afterStep = [&](const ds::bench::StepTiming& step) {
+    const double ms = step.seconds * 1e3;
     if (ms < best.iterationMs) {
       best.iterationMs = ms;
       const ds::runtime::ZeroStage::OffloadStats paramsAfter = engine.parameterOffloadStats();
@@ -85,7 +87,8 @@ Timing measure(const Options& o, int stage, const std::string& offload, size_t& 
       best.readBytes = static_cast<double>(after.read - before.read);
       best.writtenBytes = static_cast<double>(after.written - before.written);
     }
-  }
+  };
+  ds::bench::trainSteps(engine, group[0], batch, o.steps, probe);
   return best;
 }
 

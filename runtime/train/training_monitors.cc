@@ -1,34 +1,36 @@
-#include "worker/training_monitors.h"
+#include "runtime/train/training_monitors.h"
 
 #include <cstdio>
 
-#include "worker/step_timers.h"
+#include "runtime/train/step_timers.h"
 
-namespace ds::worker {
+namespace ds::runtime {
 
-TrainingMonitors::TrainingMonitors(const runtime::DeepSpeedConfig& config, int rank)
+TrainingMonitors::TrainingMonitors(const DeepSpeedConfig& config, int rank)
     : config_(config) {
   if (rank != 0) return;
   if (config.csvMonitor.enabled) {
-    csv_ = std::make_unique<runtime::CsvMonitor>(config.csvMonitor);
+    csv_ = std::make_unique<CsvMonitor>(config.csvMonitor);
     std::printf("csv_monitor: writing %s\n", csv_->directory().c_str());
   }
   if (config.tensorboard.enabled) {
-    tensorboard_ = std::make_unique<runtime::TensorBoardMonitor>(config.tensorboard);
+    tensorboard_ = std::make_unique<TensorBoardMonitor>(config.tensorboard);
     std::printf("tensorboard: writing %s\n", tensorboard_->path().c_str());
   }
 }
 
-void TrainingMonitors::write(const std::vector<runtime::MonitorEvent>& events) {
+void TrainingMonitors::write(const std::vector<MonitorEvent>& events) {
   if (csv_) csv_->write(events);
   if (tensorboard_) tensorboard_->write(events);
 }
 
-void TrainingMonitors::afterStep(const runtime::Engine& engine, double loss) {
+void TrainingMonitors::stepDone(const StepDone& done) {
   if (!active()) return;
+  const Engine& engine = done.engine;
+  const double loss = done.loss;
   const int64_t samples = engine.globalSamples();
   const int64_t batch = config_.batch.trainBatchSize;
-  std::vector<runtime::MonitorEvent> events = {
+  std::vector<MonitorEvent> events = {
       {"Train/Samples/train_loss", loss, samples - batch}, {"Train/Samples/lr", engine.lr(), samples}};
   if (config_.precision.modelDtype == DType::F16)
     events.push_back({"Train/Samples/loss_scale", engine.lossScale(), samples});
@@ -40,4 +42,4 @@ void TrainingMonitors::afterStep(const runtime::Engine& engine, double loss) {
   write(events);
 }
 
-}  // namespace ds::worker
+}  // namespace ds::runtime

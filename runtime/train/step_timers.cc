@@ -1,10 +1,10 @@
-#include "worker/step_timers.h"
+#include "runtime/train/step_timers.h"
 
 #include <cstdio>
 
-namespace ds::worker {
+namespace ds::runtime {
 
-std::array<TimerValue, 4> stepTimers(const runtime::StepTimes& t) {
+std::array<TimerValue, 4> stepTimers(const StepTimes& t) {
   // backward_allreduce is the stage's gradient reduction at the accumulation boundary, whatever
   // the collective (DeepSpeed keeps the name): stage 0 all-reduces, stage 1 reduce-scatters there,
   // stages 2 and 3 wait for the reduce-scatters issued during backward (timed in backward).
@@ -14,7 +14,7 @@ std::array<TimerValue, 4> stepTimers(const runtime::StepTimes& t) {
            {"step", t.stepMs}}};
 }
 
-std::vector<TimerValue> optimizerTimers(const runtime::OptimizerTimes& t) {
+std::vector<TimerValue> optimizerTimers(const OptimizerTimes& t) {
   std::vector<TimerValue> timers;
   if (!t.applied || t.stage == 0) return timers;
   if (t.stage < 3) {
@@ -50,9 +50,9 @@ std::string timerLine(const std::vector<TimerValue>& timers) {
   return line;
 }
 
-std::string timerLine(const runtime::StepTimes& times) {
+std::string timerLine(const StepTimes& times) {
   const std::array<TimerValue, 4> timers = stepTimers(times);
   return timerLine(std::vector<TimerValue>(timers.begin(), timers.end()));
 }
 
-}  // namespace ds::worker
+}  // namespace ds::runtime

@@ -1,8 +1,9 @@
-// The one training loop of the built-in trainers (the MLP's, the GPT's, and a pipeline schedule's
-// to come): steps, gradient accumulation, the stop vote, checkpoint on stop, progress and monitors,
-// the windowed loss, evaluation, save and exit cadence, and the test-only hang. What a trainer
-// adds (its data, its progress line, its evaluation) comes in through BatchSource and
-// TrainingHooks; building the model and the engine, and what happens after training, stay with it.
+// The one training loop of the built-in trainers (the MLP's and the GPT's, data-parallel or
+// pipelined) and of the benchmarks: steps, gradient accumulation, the stop vote, checkpoint on
+// stop, the windowed loss, evaluation, save and exit cadence, and the test-only hang. What a
+// trainer adds (its data, its progress line, its evaluation) comes in through BatchSource and
+// TrainingHooks, who watches (progress board, monitors) through TrainingObserver; building the
+// model and the engine, and what happens after training, stay with the trainer.
 #pragma once
 
 #include <atomic>
@@ -10,20 +11,21 @@
 #include <functional>
 #include <string>
 
+#include <vector>
+
 #include "runtime/comm/communicator.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/model.h"
-#include "worker/progress_board.h"
-#include "worker/train_job.h"
-#include "worker/training_monitors.h"
+#include "runtime/train/train_result.h"
+#include "runtime/train/training_observer.h"
 
-namespace ds::worker {
+namespace ds::runtime {
 
 // A trainer's data: the micro-batch this rank trains on at (step, micro-step), steps from 0.
 class BatchSource {
  public:
   virtual ~BatchSource() = default;
-  virtual runtime::Batch microBatch(int64_t step, int64_t micro) = 0;
+  virtual Batch microBatch(int64_t step, int64_t micro) = 0;
 };
 
 // The steps since the last progress line, ending at `steps`.
@@ -41,6 +43,8 @@ class TrainingHooks {
   virtual ~TrainingHooks() = default;
   // Before the micro-batch `micro` of `step` (steps from 0) is fetched and run.
   virtual void beforeMicroBatch(int64_t /*step*/, int64_t /*micro*/) {}
+  // After that micro-batch's forward and backward, before engine.step() (data-parallel steps).
+  virtual void afterBackward(int64_t /*step*/, int64_t /*micro*/) {}
   // After all of the step's micro-batches, before the step is recorded.
   virtual void afterMicroBatches(int64_t /*step*/) {}
   // The progress line: at the first step, every printInterval steps and at the last.
@@ -62,12 +66,12 @@ class StepSchedule {
 // the accumulation boundary.
 class AccumulatingStep final : public StepSchedule {
  public:
-  AccumulatingStep(runtime::Engine& engine, BatchSource& source, TrainingHooks& hooks)
+  AccumulatingStep(Engine& engine, BatchSource& source, TrainingHooks& hooks)
       : engine_(engine), source_(source), hooks_(hooks) {}
   double runStep(int64_t step) override;
 
  private:
-  runtime::Engine& engine_;
+  Engine& engine_;
   BatchSource& source_;
   TrainingHooks& hooks_;
 };
@@ -76,16 +80,16 @@ class AccumulatingStep final : public StepSchedule {
 // the stages and the update, in one engine call (runtime/engine/engine.h trainBatch).
 class PipelineStep final : public StepSchedule {
  public:
-  PipelineStep(runtime::Engine& engine, BatchSource& source)
+  PipelineStep(Engine& engine, BatchSource& source)
       : engine_(engine), source_(source) {}
   double runStep(int64_t step) override;
 
  private:
-  runtime::Engine& engine_;
+  Engine& engine_;
   BatchSource& source_;
 };
 
-// When things happen, and the words the progress board uses.
+// When things happen, and the words the observers are told.
 struct LoopSettings {
   int64_t lastStep = 0;       // train until the engine has done this many steps
   int64_t printInterval = 1;  // progress line every N steps (and at the first and the last)
@@ -105,26 +109,25 @@ struct LoopSettings {
   int64_t hangAtStep = -1;
   int hangRank = 0;
   std::string unit = "step";  // "step" or "iteration", in phases and the exit line
-  // The board's phase while a step runs. The launcher's stall report treats a phase naming a
+  // The phase while a step runs. The launcher's stall report treats a phase naming a
   // collective ("all_reduce") as waiting for peers, so say so only when the step is one.
   std::string stepPhase = "forward/backward";
 };
 
 // What the loop works on; the trainer owns all of it.
 struct LoopParts {
-  runtime::Engine& engine;
-  runtime::Communicator& comm;  // the stop vote's
-  ProgressBoard& board;
-  TrainingMonitors& monitors;
+  Engine& engine;
+  Communicator& comm;  // the stop vote's
+  std::vector<TrainingObserver*> observers;  // told of phases and steps, in this order
   int rank = 0;
   const std::atomic<bool>& stopRequested;
   // Where each step's loss is averaged before it is reported (NeoX reports the mean over the
   // data-parallel ranks); null: each rank reports its own.
-  runtime::Communicator* lossGroup = nullptr;
+  Communicator* lossGroup = nullptr;
 };
 
 // Collective: every rank runs it with the same settings. Starts at the engine's step (a resumed
-// run carries on), sets the board to Training, and returns the steps done, the last loss and
+// run carries on), tells the observers training started, and returns the steps done, the last loss and
 // samples/s; wallSeconds is the loop's own time, from its start to its end.
 TrainResult runTrainingLoop(const LoopSettings& settings, const LoopParts& parts,
                             StepSchedule& schedule, TrainingHooks& hooks);
@@ -132,4 +135,4 @@ TrainResult runTrainingLoop(const LoopSettings& settings, const LoopParts& parts
 TrainResult runTrainingLoop(const LoopSettings& settings, const LoopParts& parts,
                             BatchSource& source, TrainingHooks& hooks);
 
-}  // namespace ds::worker
+}  // namespace ds::runtime

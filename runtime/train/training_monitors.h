@@ -10,23 +10,24 @@
 #include "runtime/monitor/csv_monitor.h"
 #include "runtime/monitor/monitor_event.h"
 #include "runtime/monitor/tensorboard_monitor.h"
+#include "runtime/train/training_observer.h"
 
-namespace ds::worker {
+namespace ds::runtime {
 
-class TrainingMonitors {
+class TrainingMonitors final : public TrainingObserver {
  public:
   // Prints where each monitor writes (rank 0).
-  TrainingMonitors(const runtime::DeepSpeedConfig& config, int rank);
+  TrainingMonitors(const DeepSpeedConfig& config, int rank);
   // Train/Samples/train_loss (at the samples seen before the step), lr and fp16's loss_scale (at
   // the samples seen after it), and with wall_clock_breakdown the step's elapsed_time_ms_*.
-  void afterStep(const runtime::Engine& engine, double loss);
-  void write(const std::vector<runtime::MonitorEvent>& events);
+  void stepDone(const StepDone& done) override;
+  void write(const std::vector<MonitorEvent>& events);
   bool active() const { return csv_ || tensorboard_; }
 
  private:
-  const runtime::DeepSpeedConfig& config_;
-  std::unique_ptr<runtime::CsvMonitor> csv_;
-  std::unique_ptr<runtime::TensorBoardMonitor> tensorboard_;
+  const DeepSpeedConfig& config_;
+  std::unique_ptr<CsvMonitor> csv_;
+  std::unique_ptr<TensorBoardMonitor> tensorboard_;
 };
 
-}  // namespace ds::worker
+}  // namespace ds::runtime

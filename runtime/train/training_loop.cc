@@ -1,7 +1,7 @@
 // The step loop shared by the built-in trainers. The order of its calls is part of the behaviour:
 // every rank votes before a step's collectives, saves after the step is recorded, and flushes its
 // lines before it may leave, so ranks never part inside a collective.
-#include "worker/training_loop.h"
+#include "runtime/train/training_loop.h"
 
 #include <chrono>
 #include <cinttypes>
@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "runtime/checkpoint/checkpoint_retention.h"
-#include "worker/training_step.h"
+#include "runtime/train/training_step.h"
 
-namespace ds::worker {
+namespace ds::runtime {
 namespace {
 
 std::string phaseAt(const LoopSettings& settings, int64_t step, const std::string& what) {
@@ -20,8 +20,12 @@ std::string phaseAt(const LoopSettings& settings, int64_t step, const std::strin
 
 bool every(int64_t steps, int64_t interval) { return interval > 0 && steps % interval == 0; }
 
+void tellPhase(const LoopParts& parts, const std::string& phase) {
+  for (TrainingObserver* observer : parts.observers) observer->phaseChanged(phase);
+}
+
 void saveCheckpointAt(const LoopSettings& settings, const LoopParts& parts, int64_t steps) {
-  parts.board.setPhase(phaseAt(settings, steps, "saving checkpoint"));
+  tellPhase(parts, phaseAt(settings, steps, "saving checkpoint"));
   parts.engine.saveCheckpoint(settings.saveDir, "global_step" + std::to_string(steps));
   if (parts.rank == 0)
     std::printf("saved checkpoint %s/global_step%" PRId64 "\n", settings.saveDir.c_str(), steps);
@@ -34,7 +38,7 @@ void pruneCheckpoints(const LoopSettings& settings, const LoopParts& parts) {
   if (parts.rank != 0 || settings.keepCheckpoints <= 0 || settings.saveDir.empty()) return;
   try {
     for (const std::string& tag :
-         runtime::deleteOldCheckpoints(settings.saveDir, settings.keepCheckpoints))
+         deleteOldCheckpoints(settings.saveDir, settings.keepCheckpoints))
       std::printf("keep-last-n-checkpoints: deleted %s/%s\n", settings.saveDir.c_str(),
                   tag.c_str());
   } catch (const std::exception& e) {
@@ -50,6 +54,7 @@ double AccumulatingStep::runStep(int64_t step) {
   for (int64_t micro = 0; micro < count; ++micro) {
     hooks_.beforeMicroBatch(step, micro);
     loss += engine_.forwardBackward(source_.microBatch(step, micro));
+    hooks_.afterBackward(step, micro);
     engine_.step();
   }
   return loss / static_cast<double>(count);
@@ -67,9 +72,8 @@ TrainResult runTrainingLoop(const LoopSettings& settings, const LoopParts& parts
 
 TrainResult runTrainingLoop(const LoopSettings& settings, const LoopParts& parts,
                             StepSchedule& schedule, TrainingHooks& hooks) {
-  runtime::Engine& engine = parts.engine;
-  ProgressBoard& board = parts.board;
-  board.setState(RankState::Training);
+  Engine& engine = parts.engine;
+  for (TrainingObserver* observer : parts.observers) observer->trainingStarted();
   const auto start = std::chrono::steady_clock::now();
   const StepRecord record{start, engine.globalSteps(), settings.printParamHash, settings.unit};
   TrainResult result;
@@ -83,26 +87,26 @@ TrainResult runTrainingLoop(const LoopSettings& settings, const LoopParts& parts
   }
   for (int64_t step = engine.globalSteps(); step < settings.lastStep; ++step) {
     if (step == settings.hangAtStep && parts.rank == settings.hangRank) {
-      board.setPhase(phaseAt(settings, step + 1, "hanging (--hang_at_step)"));
+      tellPhase(parts, phaseAt(settings, step + 1, "hanging (--hang_at_step)"));
       for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
     }
-    board.setPhase(phaseAt(settings, step + 1, "stop-vote all_reduce"));
+    tellPhase(parts, phaseAt(settings, step + 1, "stop-vote all_reduce"));
     if (everyRankStops(parts.comm, parts.stopRequested)) {
       checkpointOnStop(engine, settings.saveDir, parts.rank);
       pruneCheckpoints(settings, parts);
       break;
     }
 
-    board.setPhase(phaseAt(settings, step + 1, settings.stepPhase));
+    tellPhase(parts, phaseAt(settings, step + 1, settings.stepPhase));
     double loss = schedule.runStep(step);
     if (parts.lossGroup && parts.lossGroup->size() > 1) {
       float mean = static_cast<float>(loss);
-      parts.lossGroup->allReduce(&mean, 1, runtime::ReduceOp::Avg);
+      parts.lossGroup->allReduce(&mean, 1, ReduceOp::Avg);
       loss = mean;
     }
     hooks.afterMicroBatches(step);
     result.steps = step + 1;
-    recordStep(result, loss, engine, record, board, parts.monitors);
+    recordStep(result, loss, engine, record, parts.observers);
     windowLoss += loss;
     ++windowSteps;
     const bool last = result.steps == settings.lastStep;
@@ -138,4 +142,4 @@ TrainResult runTrainingLoop(const LoopSettings& settings, const LoopParts& parts
   return result;
 }
 
-}  // namespace ds::worker
+}  // namespace ds::runtime

@@ -10,20 +10,20 @@
 
 #include "runtime/engine/engine.h"
 
-namespace ds::worker {
+namespace ds::runtime {
 
 struct TimerValue {
   const char* name;  // DeepSpeed's timer name, also the monitor event's elapsed_time_ms_<name>
   double ms;
 };
 
-std::array<TimerValue, 4> stepTimers(const runtime::StepTimes& times);
+std::array<TimerValue, 4> stepTimers(const StepTimes& times);
 // The timers DeepSpeed's ZeRO optimizer logs after an update: empty at stage 0 (no ZeRO optimizer)
 // and after a step skipped on overflow (DeepSpeed logs none then). DeepSpeed never sends these to
 // the monitors.
-std::vector<TimerValue> optimizerTimers(const runtime::OptimizerTimes& times);
+std::vector<TimerValue> optimizerTimers(const OptimizerTimes& times);
 // DeepSpeed's SynchronizedWallClockTimer.log line, without a newline.
-std::string timerLine(const runtime::StepTimes& times);
+std::string timerLine(const StepTimes& times);
 std::string timerLine(const std::vector<TimerValue>& timers);
 
-}  // namespace ds::worker
+}  // namespace ds::runtime
