@@ -41,6 +41,132 @@ std::pair<int64_t, int64_t> mlpWidths(const GptConfig& c) {
   return {roundUp(out, 2 * multiple), roundUp(in, multiple)};
 }
 
+
+constexpr int kMaxDimension = 1 << 20;  // keeps every product of two sizes in 64 bits
+
+void checkDimensions(const GptConfig& c) {
+  auto positive = [&](const char* key, int64_t v) {
+    require(v > 0 && v <= kMaxDimension, std::string(key) + ": expected 1.." +
+                                             std::to_string(kMaxDimension) + ", got " +
+                                             std::to_string(v));
+  };
+  positive("num-layers", c.numLayers);
+  positive("hidden-size", c.hiddenSize);
+  positive("num-attention-heads", c.numAttentionHeads);
+  positive("seq-length", c.seqLength);
+  positive("max-position-embeddings", c.maxPositionEmbeddings);
+  positive("make-vocab-size-divisible-by", c.makeVocabSizeDivisibleBy);
+  positive("vocabulary size (from the tokenizer)", c.vocabSize);
+  require(c.hiddenSize % c.numAttentionHeads == 0,
+          "num-attention-heads: " + std::to_string(c.numAttentionHeads) +
+              " does not divide hidden-size " + std::to_string(c.hiddenSize));
+}
+
+void checkPositionsAndNorms(const GptConfig& c) {
+  require(c.seqLength <= c.maxPositionEmbeddings || c.posEmb == PositionEmbedding::None ||
+              c.posEmb == PositionEmbedding::Rotary,
+          "seq-length: " + std::to_string(c.seqLength) + " exceeds max-position-embeddings " +
+              std::to_string(c.maxPositionEmbeddings) + "; raise max-position-embeddings");
+  require(c.rotaryPct > 0.0 && c.rotaryPct <= 1.0,
+          "rotary-pct: expected a fraction in (0, 1], got " + std::to_string(c.rotaryPct));
+  require(c.posEmb != PositionEmbedding::Rotary || c.rotaryDim() >= 2,
+          "rotary-pct: " + std::to_string(c.rotaryPct) + " of head size " +
+              std::to_string(c.headDim()) + " turns no dimension pair; raise rotary-pct");
+  require(c.rotaryEmbBase > 0.0, "rotary-emb-base: expected > 0");
+  require(c.layernormEpsilon > 0.0 && std::isfinite(c.layernormEpsilon),
+          "layernorm-epsilon: expected a positive number");
+  require(c.rmsNormEpsilon >= 0.0 && std::isfinite(c.rmsNormEpsilon),
+          "rms-norm-epsilon: expected a non-negative number");
+  require(c.scalenormEpsilon > 0.0 && std::isfinite(c.scalenormEpsilon),
+          "scalenorm-epsilon: expected a positive number");
+}
+
+void checkKvHeads(const GptConfig& c) {
+  require(c.numKvHeads >= 0 && c.numKvHeads <= c.numAttentionHeads &&
+              (c.numKvHeads == 0 || c.numAttentionHeads % c.numKvHeads == 0),
+          "num-kv-heads: " + std::to_string(c.numKvHeads) +
+              " does not divide num-attention-heads " + std::to_string(c.numAttentionHeads) +
+              "; each key/value head serves a group of query "
+              "heads");
+}
+
+void checkMlpWidthKeys(const GptConfig& c) {
+  require(c.intermediateSize >= 0 && c.intermediateSize <= kMaxDimension,
+          "intermediate-size: expected 1.." + std::to_string(kMaxDimension) + ", got " +
+              std::to_string(c.intermediateSize));
+  require(c.mlpMultipleOf >= 0 && c.mlpMultipleOf <= kMaxDimension,
+          "mlp-multiple-of: expected 1.." + std::to_string(kMaxDimension) + ", got " +
+              std::to_string(c.mlpMultipleOf));
+  require(c.expansionFactor >= 0.0 && c.expansionFactor * c.hiddenSize <= kMaxDimension,
+          "expansion-factor: expected a positive number, got " +
+              std::to_string(c.expansionFactor));
+  require(c.expansionFactor == 0.0 || c.intermediateSize == 0,
+          "expansion-factor: set together with intermediate-size; NeoX takes one or the other "
+          "(\"Must pass either the absolute intermediate size or the relative expansion "
+          "factor\"): remove one");
+  require(c.expansionFactor == 0.0 || mlpWidths(c).second > 0,
+          "expansion-factor: " + std::to_string(c.expansionFactor) + " x hidden-size " +
+              std::to_string(c.hiddenSize) + " leaves the MLP no width; raise it");
+}
+
+// gpt-j residual, sliding window and query/key norm.
+void checkBlockOptions(const GptConfig& c) {
+  require(!c.gptjTied || c.gptjResidual,
+          "gpt-j-tied: ties the two norms of a gpt-j block, but gpt-j-residual is false (NeoX "
+          "then ignores it); set gpt-j-residual: true or gpt-j-tied: false");
+  require(c.slidingWindowWidth >= -1,
+          "sliding-window-width: expected a width >= 0 or null, got " +
+              std::to_string(c.slidingWindowWidth));
+  require(!c.qkNorm || c.kvHeads() == c.numAttentionHeads,
+          "use-qk-layernorm: NeoX's query/key norm has the queries' shape [heads, head size]; with "
+          "num-kv-heads " +
+              std::to_string(c.kvHeads()) + " < num-attention-heads " +
+              std::to_string(c.numAttentionHeads) +
+              " its flash path cannot apply it to the keys and its global path normalises each "
+              "repeated key head apart; not implemented here: set use-qk-layernorm: false or "
+              "num-kv-heads to num-attention-heads");
+}
+
+void checkMlpWidths(const GptConfig& c) {
+  const auto [out, in] = mlpWidths(c);
+  require(in > 0 && out == (c.gated() ? 2 : 1) * in,
+          "intermediate-size/mlp-multiple-of: NeoX's rounding gives dense_h_to_4h " +
+              std::to_string(out) + " outputs but dense_4h_to_h " + std::to_string(in) +
+              " inputs" + (c.gated() ? " (a gated MLP needs twice as many)" : "") +
+              ", which NeoX cannot build either; choose an intermediate-size whose 2/3 is even, "
+              "or another mlp-multiple-of");
+}
+
+void checkDropoutAndInit(const GptConfig& c) {
+  for (auto [key, p] : {std::pair{"attention-dropout", c.attentionDropout},
+                        std::pair{"hidden-dropout", c.hiddenDropout}})
+    require(p >= 0.0 && p < 1.0,
+            std::string(key) + ": expected a probability in [0, 1), got " + std::to_string(p));
+  require(c.initMethodStd > 0.0 && std::isfinite(c.initMethodStd),
+          "init-method-std: expected a positive number");
+}
+
+// Sizes each within bounds can still multiply into a model no machine holds: refuse it here,
+// with the count, rather than fail an allocation later.
+void checkModelFits(const GptConfig& c) {
+  const double h = c.hiddenSize, layers = c.numLayers, vocab = c.paddedVocabSize();
+  const double positions = std::max(c.seqLength, c.maxPositionEmbeddings);
+  const double ff = c.ffnSize(), ff1 = c.ffnInputSize(), qkv = c.qkvSize();
+  const double params = layers * (h * qkv + h * h + h * (ff1 + ff) + qkv + ff1 + 6.0 * h) +
+                        2.0 * vocab * h + positions * h;
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "num-layers/hidden-size: a model of about %.3g parameters; this trainer holds at "
+                "most 1e12",
+                params);
+  require(params <= 1e12, text);
+  std::snprintf(text, sizeof text,
+                "max-position-embeddings x hidden-size: position tables of %.3g values; at most "
+                "2^31",
+                positions * h);
+  require(positions * h <= 2147483648.0, text);
+}
+
 }  // namespace
 
 int GptConfig::paddedVocabSize() const {
@@ -85,105 +211,14 @@ int GptConfig::rotaryDim() const {
 }
 
 void GptConfig::validate() const {
-  constexpr int kMaxDimension = 1 << 20;  // keeps every product of two sizes in 64 bits
-  auto positive = [&](const char* key, int64_t v) {
-    require(v > 0 && v <= kMaxDimension, std::string(key) + ": expected 1.." +
-                                             std::to_string(kMaxDimension) + ", got " +
-                                             std::to_string(v));
-  };
-  positive("num-layers", numLayers);
-  positive("hidden-size", hiddenSize);
-  positive("num-attention-heads", numAttentionHeads);
-  positive("seq-length", seqLength);
-  positive("max-position-embeddings", maxPositionEmbeddings);
-  positive("make-vocab-size-divisible-by", makeVocabSizeDivisibleBy);
-  positive("vocabulary size (from the tokenizer)", vocabSize);
-  require(hiddenSize % numAttentionHeads == 0,
-          "num-attention-heads: " + std::to_string(numAttentionHeads) + " does not divide hidden-size " +
-              std::to_string(hiddenSize));
-  require(seqLength <= maxPositionEmbeddings || posEmb == PositionEmbedding::None ||
-              posEmb == PositionEmbedding::Rotary,
-          "seq-length: " + std::to_string(seqLength) + " exceeds max-position-embeddings " +
-              std::to_string(maxPositionEmbeddings) + "; raise max-position-embeddings");
-  require(rotaryPct > 0.0 && rotaryPct <= 1.0,
-          "rotary-pct: expected a fraction in (0, 1], got " + std::to_string(rotaryPct));
-  require(posEmb != PositionEmbedding::Rotary || rotaryDim() >= 2,
-          "rotary-pct: " + std::to_string(rotaryPct) + " of head size " + std::to_string(headDim()) +
-              " turns no dimension pair; raise rotary-pct");
-  require(rotaryEmbBase > 0.0, "rotary-emb-base: expected > 0");
-  require(layernormEpsilon > 0.0 && std::isfinite(layernormEpsilon),
-          "layernorm-epsilon: expected a positive number");
-  require(rmsNormEpsilon >= 0.0 && std::isfinite(rmsNormEpsilon),
-          "rms-norm-epsilon: expected a non-negative number");
-  require(scalenormEpsilon > 0.0 && std::isfinite(scalenormEpsilon),
-          "scalenorm-epsilon: expected a positive number");
-  require(numKvHeads >= 0 && numKvHeads <= numAttentionHeads &&
-              (numKvHeads == 0 || numAttentionHeads % numKvHeads == 0),
-          "num-kv-heads: " + std::to_string(numKvHeads) + " does not divide num-attention-heads " +
-              std::to_string(numAttentionHeads) +
-              "; each key/value head serves a group of query "
-              "heads");
-  require(intermediateSize >= 0 && intermediateSize <= kMaxDimension,
-          "intermediate-size: expected 1.." + std::to_string(kMaxDimension) + ", got " +
-              std::to_string(intermediateSize));
-  require(mlpMultipleOf >= 0 && mlpMultipleOf <= kMaxDimension,
-          "mlp-multiple-of: expected 1.." + std::to_string(kMaxDimension) + ", got " +
-              std::to_string(mlpMultipleOf));
-  require(expansionFactor >= 0.0 && expansionFactor * hiddenSize <= kMaxDimension,
-          "expansion-factor: expected a positive number, got " + std::to_string(expansionFactor));
-  require(expansionFactor == 0.0 || intermediateSize == 0,
-          "expansion-factor: set together with intermediate-size; NeoX takes one or the other "
-          "(\"Must pass either the absolute intermediate size or the relative expansion "
-          "factor\"): remove one");
-  require(expansionFactor == 0.0 || mlpWidths(*this).second > 0,
-          "expansion-factor: " + std::to_string(expansionFactor) + " x hidden-size " +
-              std::to_string(hiddenSize) + " leaves the MLP no width; raise it");
-  require(!gptjTied || gptjResidual,
-          "gpt-j-tied: ties the two norms of a gpt-j block, but gpt-j-residual is false (NeoX "
-          "then ignores it); set gpt-j-residual: true or gpt-j-tied: false");
-  require(slidingWindowWidth >= -1, "sliding-window-width: expected a width >= 0 or null, got " +
-                                        std::to_string(slidingWindowWidth));
-  require(!qkNorm || kvHeads() == numAttentionHeads,
-          "use-qk-layernorm: NeoX's query/key norm has the queries' shape [heads, head size]; with "
-          "num-kv-heads " +
-              std::to_string(kvHeads()) + " < num-attention-heads " +
-              std::to_string(numAttentionHeads) +
-              " its flash path cannot apply it to the keys and its global path normalises each "
-              "repeated key head apart; not implemented here: set use-qk-layernorm: false or "
-              "num-kv-heads to num-attention-heads");
-  {
-    const auto [out, in] = mlpWidths(*this);
-    require(in > 0 && out == (gated() ? 2 : 1) * in,
-            "intermediate-size/mlp-multiple-of: NeoX's rounding gives dense_h_to_4h " +
-                std::to_string(out) + " outputs but dense_4h_to_h " + std::to_string(in) +
-                " inputs" + (gated() ? " (a gated MLP needs twice as many)" : "") +
-                ", which NeoX cannot build either; choose an intermediate-size whose 2/3 is even, "
-                "or another mlp-multiple-of");
-  }
-  for (auto [key, p] : {std::pair{"attention-dropout", attentionDropout},
-                        std::pair{"hidden-dropout", hiddenDropout}})
-    require(p >= 0.0 && p < 1.0,
-            std::string(key) + ": expected a probability in [0, 1), got " + std::to_string(p));
-  require(initMethodStd > 0.0 && std::isfinite(initMethodStd),
-          "init-method-std: expected a positive number");
-  // Sizes each within bounds can still multiply into a model no machine holds: refuse it here,
-  // with the count, rather than fail an allocation later.
-  const double h = hiddenSize, layers = numLayers, vocab = paddedVocabSize();
-  const double positions = std::max(seqLength, maxPositionEmbeddings);
-  const double ff = ffnSize(), ff1 = ffnInputSize(), qkv = qkvSize();
-  const double params = layers * (h * qkv + h * h + h * (ff1 + ff) + qkv + ff1 + 6.0 * h) +
-                        2.0 * vocab * h + positions * h;
-  char text[160];
-  std::snprintf(text, sizeof text,
-                "num-layers/hidden-size: a model of about %.3g parameters; this trainer holds at "
-                "most 1e12",
-                params);
-  require(params <= 1e12, text);
-  std::snprintf(text, sizeof text,
-                "max-position-embeddings x hidden-size: position tables of %.3g values; at most "
-                "2^31",
-                positions * h);
-  require(positions * h <= 2147483648.0, text);
+  checkDimensions(*this);
+  checkPositionsAndNorms(*this);
+  checkKvHeads(*this);
+  checkMlpWidthKeys(*this);
+  checkBlockOptions(*this);
+  checkMlpWidths(*this);
+  checkDropoutAndInit(*this);
+  checkModelFits(*this);
 }
 
 void GptConfig::validateModelParallel(int modelParallelSize) const {
