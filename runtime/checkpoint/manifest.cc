@@ -106,6 +106,162 @@ class Reader {
   std::string path_;
 };
 
+
+// What must hold before any field is read: a bounded file list, a checksum that matches and a
+// format this build reads. Returns the format version.
+int64_t checkEnvelope(const Reader& r, const Json& m, const std::string& path) {
+  if (!m.is_object()) r.fail("(top level)", "expected an object");
+  // The count first: nothing is checksummed or built for more shards than a job has ranks.
+  if (const auto files = m.find("files");
+      files != m.end() && files->is_array() &&
+      files->size() > static_cast<size_t>(kMaxCheckpointPartitions))
+    r.fail("files", "lists " + std::to_string(files->size()) + " shard files, more than the " +
+                        std::to_string(kMaxCheckpointPartitions) + " ranks a job can have");
+  // Refused, not verified with FNV-1a: one checksum algorithm is all this build carries.
+  if (m.contains(kVersion1ChecksumKey) && !m.contains(kChecksumKey))
+    throw Error(path +
+                ": written by an older version of deepspeed-native (format 1, checksums fnv1a64); "
+                "this build reads "
+                "format " +
+                std::to_string(kFormatVersion) +
+                " (crc32c checksums): load it with the build that saved it and save it again");
+  const std::string stored = r.text(m, "", kChecksumKey);
+  Json rest = m;
+  rest.erase(kChecksumKey);
+  if (r.crc32cText(kChecksumKey, stored) != checksumOf(rest))
+    throw Error(path +
+                ": the manifest's checksum does not match its content (edited or "
+                "damaged); restore it or use another checkpoint");
+  if (r.text(m, "", "format") != kFormatName)
+    r.fail("format", "not \"" + std::string(kFormatName) + "\"");
+  const int64_t version = r.integer(m, "", "version", 0);
+  if (version < kOldestReadableVersion || version > kFormatVersion)
+    throw Error(path + ": format version " + std::to_string(version) +
+                ", this build reads versions " + std::to_string(kOldestReadableVersion) + " to " +
+                std::to_string(kFormatVersion));
+  return version;
+}
+
+// The save's shape (world size, stage, partitions, dtype, config), its run and its step counters.
+void readRunAndCounters(const Reader& r, const Json& m, int64_t version, CheckpointManifest& c) {
+  c.worldSize = r.integer(m, "", "world_size", 1, kMaxCheckpointPartitions);
+  c.zeroStage = r.integer(m, "", "zero_stage", 0, 3);
+  c.partitions = r.integer(m, "", "partitions", 1, kMaxCheckpointPartitions);
+  if (c.partitions != 1 && c.partitions != c.worldSize)
+    r.fail("partitions", std::to_string(c.partitions) + " for world size " +
+                             std::to_string(c.worldSize) + " (expected 1 or the world size)");
+  c.modelDtype = r.text(m, "", "model_dtype");
+  c.configHash = r.text(m, "", "config_hash");
+  if (version >= 3) {
+    c.runId = r.text(r.at(m, "", "run"), "run", "id");
+    if (c.runId.size() != kRunIdDigits ||
+        c.runId.find_first_not_of("0123456789abcdef") != std::string::npos)
+      r.fail("run.id", "expected " + std::to_string(kRunIdDigits) +
+                           " lower-case hex digits, got \"" + printable(c.runId.substr(0, 40)) +
+                           "\"");
+  }
+  c.globalSteps = r.integer(m, "", "global_steps", 0);
+  c.skippedSteps = r.integer(m, "", "skipped_steps", 0);
+  c.microSteps = r.integer(m, "", "micro_steps", 0);
+  c.lastGradNorm = r.number(m, "", "last_grad_norm");
+}
+
+// A tensor's "slice": which elements of the full tensor this part holds, as strided runs.
+SliceMap readSliceMap(const Reader& r, const Json& slice, const std::string& where,
+                      uint64_t numel, const std::string& path) {
+  SliceMap map;
+  map.fullNumel = static_cast<uint64_t>(r.integer(slice, where, "full_numel", 1));
+  const Json& runs = r.array(slice, where, "runs");
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const std::string run = where + ".runs[" + std::to_string(k) + "]";
+    if (!runs[k].is_array() || runs[k].size() != 4)
+      r.fail(run, "expected [full_begin, count, repeat, stride]");
+    uint64_t v[4];
+    for (size_t i = 0; i < 4; ++i) {
+      if (!runs[k][i].is_number_unsigned()) r.fail(run, "expected non-negative integers");
+      v[i] = runs[k][i].get<uint64_t>();
+    }
+    map.runs.push_back({v[0], v[1], v[2], v[3]});
+  }
+  if (map.runs.empty()) r.fail(where + ".runs", "empty");
+  try {
+    checkSliceMap(map, numel, path + ": " + where);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (the checkpoint is damaged or not one of ours)");
+  }
+  return map;
+}
+
+void readModel(const Reader& r, const Json& model, int64_t version, const std::string& path,
+               CheckpointManifest& c) {
+  c.parameters = static_cast<uint64_t>(r.integer(model, "model", "parameters", 0));
+  if (version >= 3) {
+    c.architecture = r.text(model, "model", "architecture");
+    if (c.architecture.empty() || c.architecture.size() > kMaxArchitectureBytes ||
+        printable(c.architecture) != c.architecture)
+      r.fail("model.architecture", "expected printable text of 1.." +
+                                       std::to_string(kMaxArchitectureBytes) + " bytes");
+  }
+  const Json& tensors = r.array(model, "model", "tensors");
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const std::string at = "model.tensors[" + std::to_string(t) + "]";
+    ManifestTensor tensor{r.text(tensors[t], at, "name"),
+                          static_cast<uint64_t>(r.integer(tensors[t], at, "numel", 0)),
+                          std::nullopt};
+    if (tensors[t].is_object() && tensors[t].contains("slice"))
+      tensor.slice = readSliceMap(r, tensors[t]["slice"], at + ".slice", tensor.numel, path);
+    c.tensors.push_back(std::move(tensor));
+  }
+}
+
+void readOptimizerAndScaler(const Reader& r, const Json& m, CheckpointManifest& c) {
+  const Json& optimizer = r.at(m, "", "optimizer");
+  c.optimizerName = r.text(optimizer, "optimizer", "name");
+  c.optimizerSteps = r.integer(optimizer, "optimizer", "steps", 0);
+  const Json& arrays = r.array(optimizer, "optimizer", "arrays");
+  for (size_t a = 0; a < arrays.size(); ++a) {
+    if (!arrays[a].is_string())
+      r.fail("optimizer.arrays[" + std::to_string(a) + "]", "expected a string");
+    c.optimizerArrays.push_back(arrays[a].get<std::string>());
+  }
+
+  const Json& scaler = r.at(m, "", "loss_scaler");
+  c.lossScale = r.number(scaler, "loss_scaler", "scale");
+  c.lossScalerIteration = r.integer(scaler, "loss_scaler", "iteration", 0);
+  c.lastOverflowIteration = r.integer(scaler, "loss_scaler", "last_overflow_iteration", -1);
+  c.hysteresis = r.integer(scaler, "loss_scaler", "hysteresis", 0);
+  if (m.contains("lr_schedule"))
+    c.lrLastBatchIteration = r.integer(m["lr_schedule"], "lr_schedule", "last_batch_iteration", -1);
+}
+
+void readFiles(const Reader& r, const Json& m, CheckpointManifest& c) {
+  const Json& files = r.array(m, "", "files");
+  if (static_cast<int64_t>(files.size()) != c.partitions)
+    r.fail("files", "lists " + std::to_string(files.size()) + " shard files for " +
+                        std::to_string(c.partitions) + " partitions");
+  for (size_t q = 0; q < files.size(); ++q) {
+    const std::string at = "files[" + std::to_string(q) + "]";
+    ManifestFile f;
+    f.name = r.text(files[q], at, "name");
+    // Only the saver's own names: an absolute or "../" name would read outside the checkpoint.
+    if (f.name != shardFileName(static_cast<int>(q)))
+      r.fail(at + ".name", "\"" + f.name.substr(0, 80) + "\" (expected \"" +
+                               shardFileName(static_cast<int>(q)) + "\")");
+    f.bytes = static_cast<uint64_t>(r.integer(files[q], at, "bytes", 0));
+    f.checksum = r.crc32cText(at + ".checksum", r.text(files[q], at, "checksum"));
+    c.files.push_back(std::move(f));
+  }
+}
+
+ManifestGrid readGrid(const Reader& r, const Json& grid) {
+  ManifestGrid g;
+  g.pipe = r.integer(grid, "grid", "pipe", 1, kMaxCheckpointPartitions);
+  g.model = r.integer(grid, "grid", "model", 1, kMaxCheckpointPartitions);
+  g.stage = r.integer(grid, "grid", "stage", 0, g.pipe - 1);
+  g.modelRank = r.integer(grid, "grid", "model_rank", 0, g.model - 1);
+  return g;
+}
+
 }  // namespace
 
 std::string shardFileName(int partition) {
@@ -166,144 +322,13 @@ CheckpointManifest parseManifest(std::string_view text, const std::string& path)
   // Bounded nesting: a hostile file of nested brackets must not exhaust the stack.
   const Json m = parseJsonText(text, path, {kMaxDepth, DuplicateKeys::Refuse});
   const Reader r(path);
-  if (!m.is_object()) r.fail("(top level)", "expected an object");
-  // The count first: nothing is checksummed or built for more shards than a job has ranks.
-  if (const auto files = m.find("files");
-      files != m.end() && files->is_array() &&
-      files->size() > static_cast<size_t>(kMaxCheckpointPartitions))
-    r.fail("files", "lists " + std::to_string(files->size()) + " shard files, more than the " +
-                        std::to_string(kMaxCheckpointPartitions) + " ranks a job can have");
-  // Refused, not verified with FNV-1a: one checksum algorithm is all this build carries.
-  if (m.contains(kVersion1ChecksumKey) && !m.contains(kChecksumKey))
-    throw Error(path +
-                ": written by an older version of deepspeed-native (format 1, checksums fnv1a64); "
-                "this build reads "
-                "format " +
-                std::to_string(kFormatVersion) +
-                " (crc32c checksums): load it with the build that saved it and save it again");
-  const std::string stored = r.text(m, "", kChecksumKey);
-  Json rest = m;
-  rest.erase(kChecksumKey);
-  if (r.crc32cText(kChecksumKey, stored) != checksumOf(rest))
-    throw Error(path +
-                ": the manifest's checksum does not match its content (edited or "
-                "damaged); restore it or use another checkpoint");
-  if (r.text(m, "", "format") != kFormatName)
-    r.fail("format", "not \"" + std::string(kFormatName) + "\"");
-  const int64_t version = r.integer(m, "", "version", 0);
-  if (version < kOldestReadableVersion || version > kFormatVersion)
-    throw Error(path + ": format version " + std::to_string(version) +
-                ", this build reads versions " + std::to_string(kOldestReadableVersion) + " to " +
-                std::to_string(kFormatVersion));
-
+  const int64_t version = checkEnvelope(r, m, path);
   CheckpointManifest c;
-  c.worldSize = r.integer(m, "", "world_size", 1, kMaxCheckpointPartitions);
-  c.zeroStage = r.integer(m, "", "zero_stage", 0, 3);
-  c.partitions = r.integer(m, "", "partitions", 1, kMaxCheckpointPartitions);
-  if (c.partitions != 1 && c.partitions != c.worldSize)
-    r.fail("partitions", std::to_string(c.partitions) + " for world size " +
-                             std::to_string(c.worldSize) + " (expected 1 or the world size)");
-  c.modelDtype = r.text(m, "", "model_dtype");
-  c.configHash = r.text(m, "", "config_hash");
-  if (version >= 3) {
-    c.runId = r.text(r.at(m, "", "run"), "run", "id");
-    if (c.runId.size() != kRunIdDigits ||
-        c.runId.find_first_not_of("0123456789abcdef") != std::string::npos)
-      r.fail("run.id", "expected " + std::to_string(kRunIdDigits) +
-                           " lower-case hex digits, got \"" + printable(c.runId.substr(0, 40)) +
-                           "\"");
-  }
-  c.globalSteps = r.integer(m, "", "global_steps", 0);
-  c.skippedSteps = r.integer(m, "", "skipped_steps", 0);
-  c.microSteps = r.integer(m, "", "micro_steps", 0);
-  c.lastGradNorm = r.number(m, "", "last_grad_norm");
-
-  const Json& model = r.at(m, "", "model");
-  c.parameters = static_cast<uint64_t>(r.integer(model, "model", "parameters", 0));
-  if (version >= 3) {
-    c.architecture = r.text(model, "model", "architecture");
-    if (c.architecture.empty() || c.architecture.size() > kMaxArchitectureBytes ||
-        printable(c.architecture) != c.architecture)
-      r.fail("model.architecture", "expected printable text of 1.." +
-                                       std::to_string(kMaxArchitectureBytes) + " bytes");
-  }
-  const Json& tensors = r.array(model, "model", "tensors");
-  for (size_t t = 0; t < tensors.size(); ++t) {
-    const std::string at = "model.tensors[" + std::to_string(t) + "]";
-    ManifestTensor tensor{r.text(tensors[t], at, "name"),
-                          static_cast<uint64_t>(r.integer(tensors[t], at, "numel", 0)),
-                          std::nullopt};
-    if (tensors[t].is_object() && tensors[t].contains("slice")) {
-      const Json& slice = tensors[t]["slice"];
-      const std::string where = at + ".slice";
-      SliceMap map;
-      map.fullNumel = static_cast<uint64_t>(r.integer(slice, where, "full_numel", 1));
-      const Json& runs = r.array(slice, where, "runs");
-      for (size_t k = 0; k < runs.size(); ++k) {
-        const std::string run = where + ".runs[" + std::to_string(k) + "]";
-        if (!runs[k].is_array() || runs[k].size() != 4)
-          r.fail(run, "expected [full_begin, count, repeat, stride]");
-        uint64_t v[4];
-        for (size_t i = 0; i < 4; ++i) {
-          if (!runs[k][i].is_number_unsigned()) r.fail(run, "expected non-negative integers");
-          v[i] = runs[k][i].get<uint64_t>();
-        }
-        map.runs.push_back({v[0], v[1], v[2], v[3]});
-      }
-      if (map.runs.empty()) r.fail(where + ".runs", "empty");
-      try {
-        checkSliceMap(map, tensor.numel, path + ": " + where);
-      } catch (const Error& e) {
-        throw Error(std::string(e.what()) + " (the checkpoint is damaged or not one of ours)");
-      }
-      tensor.slice = std::move(map);
-    }
-    c.tensors.push_back(std::move(tensor));
-  }
-
-  const Json& optimizer = r.at(m, "", "optimizer");
-  c.optimizerName = r.text(optimizer, "optimizer", "name");
-  c.optimizerSteps = r.integer(optimizer, "optimizer", "steps", 0);
-  const Json& arrays = r.array(optimizer, "optimizer", "arrays");
-  for (size_t a = 0; a < arrays.size(); ++a) {
-    if (!arrays[a].is_string())
-      r.fail("optimizer.arrays[" + std::to_string(a) + "]", "expected a string");
-    c.optimizerArrays.push_back(arrays[a].get<std::string>());
-  }
-
-  const Json& scaler = r.at(m, "", "loss_scaler");
-  c.lossScale = r.number(scaler, "loss_scaler", "scale");
-  c.lossScalerIteration = r.integer(scaler, "loss_scaler", "iteration", 0);
-  c.lastOverflowIteration = r.integer(scaler, "loss_scaler", "last_overflow_iteration", -1);
-  c.hysteresis = r.integer(scaler, "loss_scaler", "hysteresis", 0);
-  if (m.contains("lr_schedule"))
-    c.lrLastBatchIteration = r.integer(m["lr_schedule"], "lr_schedule", "last_batch_iteration", -1);
-
-  const Json& files = r.array(m, "", "files");
-  if (static_cast<int64_t>(files.size()) != c.partitions)
-    r.fail("files", "lists " + std::to_string(files.size()) + " shard files for " +
-                        std::to_string(c.partitions) + " partitions");
-  for (size_t q = 0; q < files.size(); ++q) {
-    const std::string at = "files[" + std::to_string(q) + "]";
-    ManifestFile f;
-    f.name = r.text(files[q], at, "name");
-    // Only the saver's own names: an absolute or "../" name would read outside the checkpoint.
-    if (f.name != shardFileName(static_cast<int>(q)))
-      r.fail(at + ".name", "\"" + f.name.substr(0, 80) + "\" (expected \"" +
-                               shardFileName(static_cast<int>(q)) + "\")");
-    f.bytes = static_cast<uint64_t>(r.integer(files[q], at, "bytes", 0));
-    f.checksum = r.crc32cText(at + ".checksum", r.text(files[q], at, "checksum"));
-    c.files.push_back(std::move(f));
-  }
-  if (m.contains("grid")) {
-    const Json& grid = m["grid"];
-    ManifestGrid g;
-    g.pipe = r.integer(grid, "grid", "pipe", 1, kMaxCheckpointPartitions);
-    g.model = r.integer(grid, "grid", "model", 1, kMaxCheckpointPartitions);
-    g.stage = r.integer(grid, "grid", "stage", 0, g.pipe - 1);
-    g.modelRank = r.integer(grid, "grid", "model_rank", 0, g.model - 1);
-    c.grid = g;
-  }
+  readRunAndCounters(r, m, version, c);
+  readModel(r, r.at(m, "", "model"), version, path, c);
+  readOptimizerAndScaler(r, m, c);
+  readFiles(r, m, c);
+  if (m.contains("grid")) c.grid = readGrid(r, m["grid"]);
   return c;
 }
 
