@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/bench_cli.h"
@@ -141,32 +142,41 @@ std::vector<StepRecord> train(ds::runtime::Engine& engine, ds::runtime::Communic
   return records;
 }
 
-int run(const Options& o) {
+// What the bench sized and why, before anything is built.
+struct Setup {
+  ds::bench::MachineRoom room;
+  ds::bench::BytesPerParameter perParam;
+  ds::runtime::GptConfig gpt;
+  ds::runtime::ModelShape shape;
+  double lr = 0;
+};
+
+Setup sizeModel(const Options& o) {
   using namespace ds::runtime;
-  const ds::bench::MachineRoom room = ds::bench::machineRoom(o.dir);
-  const ds::bench::BytesPerParameter perParam = ds::bench::bytesPerParameter(
+  Setup s;
+  s.room = ds::bench::machineRoom(o.dir);
+  s.perParam = ds::bench::bytesPerParameter(
       parseDeepSpeedConfig(configJson(o.dir, o.lr, 1, 1), 1, "bench_infinity"));
   const bool sized = o.params <= 0;
-  const double target = sized ? o.ramFactor * room.ramBytes / perParam.modelStates : o.params;
-  const GptConfig gpt = ds::bench::chooseGptShape(target, o.hidden, o.layers, o.seq);
-  const ModelShape shape = gptModelShape(gpt, 1);
-  const double params = shape.parameters;
-  ds::bench::checkDiskRoom(params * perParam.swapFiles, room, o.dir);
-  const double lr = o.lr > 0 ? o.lr : kLrTimesHidden / gpt.hiddenSize;
-  const DeepSpeedConfig config = parseDeepSpeedConfig(
-      configJson(o.dir, lr, shape.largestTensor, shape.largestLayer), 1, "bench_infinity");
+  const double target =
+      sized ? o.ramFactor * s.room.ramBytes / s.perParam.modelStates : o.params;
+  s.gpt = ds::bench::chooseGptShape(target, o.hidden, o.layers, o.seq);
+  s.shape = gptModelShape(s.gpt, 1);
+  ds::bench::checkDiskRoom(s.shape.parameters * s.perParam.swapFiles, s.room, o.dir);
+  s.lr = o.lr > 0 ? o.lr : kLrTimesHidden / s.gpt.hiddenSize;
 
   std::printf("bench_infinity: RAM %s (MemTotal), %s free in %s\n",
-              humanBytes(room.ramBytes).c_str(), humanBytes(room.freeDiskBytes).c_str(),
+              humanBytes(s.room.ramBytes).c_str(), humanBytes(s.room.freeDiskBytes).c_str(),
               o.dir.c_str());
   if (o.hidden > 0 && o.layers > 0)
     std::printf("  shape given by --hidden and --layers\n");
   else if (sized)
     std::printf(
         "  sized: model states %.0f B/parameter x params >= %.2f x RAM: >= %.3gM parameters\n",
-        perParam.modelStates, o.ramFactor, target / 1e6);
+        s.perParam.modelStates, o.ramFactor, target / 1e6);
   else
     std::printf("  sized by --params: %.3gM parameters\n", target / 1e6);
+  const double params = s.shape.parameters;
   std::printf(
       "  GPT %d layers, hidden %d, %d heads, seq %d, micro-batch 1, vocab %d (ByteTokenizer's, "
       "padded to %d): %.4gM parameters\n  model states %s = %.2f x RAM; swap files %.0f "
@@ -174,32 +184,18 @@ int run(const Options& o) {
       "= %s (up to 90%% of the free disk)\n  ZeRO 3 bf16 AdamW (lr %.3g), offload_param + "
       "offload_optimizer "
       "nvme, sub_group_size %.0f, buffer_size %.0f\n",
-      gpt.numLayers, gpt.hiddenSize, gpt.numAttentionHeads, gpt.seqLength, gpt.vocabSize,
-      gpt.paddedVocabSize(), params / 1e6, humanBytes(params * perParam.modelStates).c_str(),
-      params * perParam.modelStates / room.ramBytes, perParam.swapFiles,
-      humanBytes(params * perParam.swapFiles).c_str(), lr, shape.largestTensor, shape.largestLayer);
+      s.gpt.numLayers, s.gpt.hiddenSize, s.gpt.numAttentionHeads, s.gpt.seqLength,
+      s.gpt.vocabSize, s.gpt.paddedVocabSize(), params / 1e6,
+      humanBytes(params * s.perParam.modelStates).c_str(),
+      params * s.perParam.modelStates / s.room.ramBytes, s.perParam.swapFiles,
+      humanBytes(params * s.perParam.swapFiles).c_str(), s.lr, s.shape.largestTensor,
+      s.shape.largestLayer);
   std::fflush(stdout);
+  return s;
+}
 
-  const Fio fio = measureFio(o.dir, params * perParam.swapFiles);
-  if (fio.measured())
-    std::printf("  fio on %s: %.2f GB/s read, %.2f GB/s write\n", o.dir.c_str(), fio.readGBps,
-                fio.writeGBps);
-  else
-    std::printf("  fio failed or is missing: no I/O bound\n");
-
-  Gpt model(gpt);
-  auto group = ShmCommunicator::inProcessGroup(1);
-  const auto built = Clock::now();
-  Engine engine(model, config, group[0], kSeed);
-  std::printf(
-      "  engine built in %.1f s (peak RSS %s): swap files %s (parameters) + %s (optimizer)\n",
-      std::chrono::duration<double>(Clock::now() - built).count(), humanBytes(peakRss()).c_str(),
-      humanBytes(double(engine.parameterSwapBytes())).c_str(),
-      humanBytes(double(engine.optimizerSwapBytes())).c_str());
-  std::printf("%5s %8s %8s %7s %7s %7s %8s %8s %9s %7s %16s\n", "step", "loss", "time s", "fwd s",
-              "bwd s", "upd s", "read GB", "write GB", "I/O bnd s", "x bound", "peak RSS fb/upd");
-  std::fflush(stdout);
-  const std::vector<StepRecord> steps = train(engine, group[0], patternBatch(o.seq), o.steps);
+// The steps' table; returns the mean step time and I/O bound of steps 2.. (the first warms up).
+std::pair<double, double> printSteps(const std::vector<StepRecord>& steps, const Fio& fio) {
   double stepSum = 0, boundSum = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     const StepRecord& s = steps[i];
@@ -218,7 +214,13 @@ int run(const Options& o) {
                 steps.size(), stepMean, boundMean, stepMean / boundMean);
   else
     std::printf("  steps 2..%zu, mean: %.2f s per step\n", steps.size(), stepMean);
+  return {stepMean, boundMean};
+}
 
+// Peak RSS against ds-config memory's prediction for the same job; returns the two.
+std::pair<double, double> printMemoryVerdict(const ds::runtime::DeepSpeedConfig& config,
+                                             const ds::runtime::ModelShape& shape) {
+  using namespace ds::runtime;
   const double peak = peakRss();
   const RankPeakMemory predicted = estimateRankPeakMemory(config, shape, 1);
   std::printf(
@@ -232,15 +234,47 @@ int run(const Options& o) {
       humanBytes(predicted.swapSlots).c_str(), humanBytes(predicted.buffers).c_str(),
       humanBytes(predicted.activations).c_str(), predicted.peakPhase().c_str(),
       peak / predicted.peak());
+  return {peak, predicted.peak()};
+}
+
+int run(const Options& o) {
+  using namespace ds::runtime;
+  const Setup setup = sizeModel(o);
+  const double params = setup.shape.parameters;
+  const DeepSpeedConfig config = parseDeepSpeedConfig(
+      configJson(o.dir, setup.lr, setup.shape.largestTensor, setup.shape.largestLayer), 1,
+      "bench_infinity");
+  const Fio fio = measureFio(o.dir, params * setup.perParam.swapFiles);
+  if (fio.measured())
+    std::printf("  fio on %s: %.2f GB/s read, %.2f GB/s write\n", o.dir.c_str(), fio.readGBps,
+                fio.writeGBps);
+  else
+    std::printf("  fio failed or is missing: no I/O bound\n");
+
+  Gpt model(setup.gpt);
+  auto group = ShmCommunicator::inProcessGroup(1);
+  const auto built = Clock::now();
+  Engine engine(model, config, group[0], kSeed);
+  std::printf(
+      "  engine built in %.1f s (peak RSS %s): swap files %s (parameters) + %s (optimizer)\n",
+      std::chrono::duration<double>(Clock::now() - built).count(), humanBytes(peakRss()).c_str(),
+      humanBytes(double(engine.parameterSwapBytes())).c_str(),
+      humanBytes(double(engine.optimizerSwapBytes())).c_str());
+  std::printf("%5s %8s %8s %7s %7s %7s %8s %8s %9s %7s %16s\n", "step", "loss", "time s", "fwd s",
+              "bwd s", "upd s", "read GB", "write GB", "I/O bnd s", "x bound", "peak RSS fb/upd");
+  std::fflush(stdout);
+  const std::vector<StepRecord> steps = train(engine, group[0], patternBatch(o.seq), o.steps);
+  const auto [stepMean, boundMean] = printSteps(steps, fio);
+  const auto [peak, predictedPeak] = printMemoryVerdict(config, setup.shape);
   if (o.json) {
     ds::JsonLine line;
     line["params"] = static_cast<int64_t>(params);
-    line["model_state_bytes"] = static_cast<int64_t>(params * perParam.modelStates);
-    line["ram_bytes"] = static_cast<int64_t>(room.ramBytes);
+    line["model_state_bytes"] = static_cast<int64_t>(params * setup.perParam.modelStates);
+    line["ram_bytes"] = static_cast<int64_t>(setup.room.ramBytes);
     line["step_s"] = ds::rounded(stepMean, 3);
     line["io_bound_s"] = fio.measured() ? ds::JsonLine(ds::rounded(boundMean, 3)) : ds::JsonLine();
     line["peak_rss_bytes"] = static_cast<int64_t>(peak);
-    line["predicted_rss_bytes"] = std::llround(predicted.peak());
+    line["predicted_rss_bytes"] = std::llround(predictedPeak);
     line["loss_first"] = ds::rounded(steps.front().loss, 4);
     line["loss_last"] = ds::rounded(steps.back().loss, 4);
     ds::printJsonLine(line);
