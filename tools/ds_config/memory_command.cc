@@ -87,81 +87,96 @@ void printPeak(const runtime::DeepSpeedConfig& c, const runtime::ModelShape& sha
               r.closingSample / kMiB);
 }
 
-void runMemory(const MemoryOptions& o) {
-  const runtime::JobConfig job = runtime::parseJobConfig(
-      runtime::readJobConfigText(o.config), o.worldSize, runtime::configPathsText(o.config));
-  const runtime::DeepSpeedConfig& c = job.deepspeed;
+// What every printed figure is computed from.
+struct MemoryInputs {
+  const runtime::DeepSpeedConfig& config;
   double params = 0;
   std::optional<runtime::ModelShape> shape;  // a NeoX YAML's GPT: what the peak RSS needs
+  DType model = DType::F32;
+  DType grads = DType::F32;
+  double stateBytes = 0;  // optimizer state per parameter
+  int world = 1;
+
+  runtime::ModelStateEstimate atStage(int stage) const {
+    return runtime::estimateModelState(stage, model, grads, params, world, stateBytes);
+  }
+};
+
+// The parameter count: --params, else a NeoX YAML's GPT (byte-level vocabulary) gives its own.
+void readModelSize(const runtime::JobConfig& job, const MemoryOptions& o, MemoryInputs& in) {
+  const runtime::DeepSpeedConfig& c = job.deepspeed;
   if (job.gpt) {
     const runtime::GptConfig model =
         runtime::modelConfigFor(*job.gpt, *runtime::makeJobTokenizer(*job.gpt));
-    shape = runtime::gptModelShape(model, static_cast<double>(c.batch.microBatchPerGpu));
-    shape->parameters = static_cast<double>(runtime::Gpt(model).parameterCount());
+    in.shape = runtime::gptModelShape(model, static_cast<double>(c.batch.microBatchPerGpu));
+    in.shape->parameters = static_cast<double>(runtime::Gpt(model).parameterCount());
   }
   if (!o.params.empty()) {
-    params = parseParameterCount(o.params);
-    if (shape) shape->parameters = params;
-  } else if (shape) {  // NeoX YAML: the GPT it builds (byte-level vocabulary)
-    params = shape->parameters;
+    in.params = parseParameterCount(o.params);
+    if (in.shape) in.shape->parameters = in.params;
+  } else if (in.shape) {
+    in.params = in.shape->parameters;
   } else {
     throw ds::Error("--params: required with a DeepSpeed JSON config (a NeoX YAML config "
                     "gives its GPT's count)");
   }
-  for (const std::string& warning : c.warnings) std::cerr << "warning: " << warning << '\n';
-  const DType model = c.precision.modelDtype;
-  const DType grads = c.precision.gradAccumDtype.value_or(model);
-  const double stateBytes =
-      runtime::optimizerStateBytesPerParameter(c.optimizer.value_or(runtime::OptimizerConfig{}));
-  const int world = static_cast<int>(o.worldSize);
-  if (o.json) {
-    std::cout << "[";
-    for (int stage = 0; stage <= 3; ++stage) {
-      const auto e = runtime::estimateModelState(stage, model, grads, params, world, stateBytes);
-      std::printf(
-          "%s{\"stage\": %d, \"parameters\": %.0f, \"gradients\": %.0f, "
-          "\"master_weights\": %.0f, \"optimizer_states\": %.0f, \"total\": %.0f",
-          stage ? ", " : "", stage, e.parameters, e.gradients, e.masterWeights, e.optimizerStates,
-          e.total());
-      if (shape)  // with the config's offload settings, wherever that stage allows them
-        std::printf(", \"peak_rss\": %.0f", peakAtStage(c, *shape, world, stage).peak());
-      std::printf("}");
-      std::fflush(stdout);
-    }
-    std::cout << "]\n";
-    return;
+}
+
+void printJson(const MemoryInputs& in) {
+  std::cout << "[";
+  for (int stage = 0; stage <= 3; ++stage) {
+    const auto e = in.atStage(stage);
+    std::printf(
+        "%s{\"stage\": %d, \"parameters\": %.0f, \"gradients\": %.0f, "
+        "\"master_weights\": %.0f, \"optimizer_states\": %.0f, \"total\": %.0f",
+        stage ? ", " : "", stage, e.parameters, e.gradients, e.masterWeights, e.optimizerStates,
+        e.total());
+    if (in.shape)  // with the config's offload settings, wherever that stage allows them
+      std::printf(", \"peak_rss\": %.0f",
+                  peakAtStage(in.config, *in.shape, in.world, stage).peak());
+    std::printf("}");
+    std::fflush(stdout);
   }
+  std::cout << "]\n";
+}
+
+void printTable(const MemoryInputs& in, const MemoryOptions& o) {
+  const runtime::DeepSpeedConfig& c = in.config;
   const std::string optimizer =
       c.optimizer ? runtime::optimizerTypeName(c.optimizer->type) : "Adam (default)";
   std::printf(
       "Model states per rank: %.4gB parameters on %d rank%s, %s model, %s gradients, %s "
       "(%.0f bytes/parameter of state). Activations and buffers not included here; a NeoX "
       "YAML's peak resident memory follows the table.\n",
-      params / 1e9, world, world == 1 ? "" : "s", dtypeName(model), dtypeName(grads),
-      optimizer.c_str(), stateBytes);
+      in.params / 1e9, in.world, in.world == 1 ? "" : "s", dtypeName(in.model),
+      dtypeName(in.grads), optimizer.c_str(), in.stateBytes);
   std::printf("  %-7s %12s %12s %12s %12s %12s\n", "stage", "params", "gradients", "master",
               "optimizer", "total");
   for (int stage = 0; stage <= 3; ++stage) {
-    const auto e = runtime::estimateModelState(stage, model, grads, params, world, stateBytes);
+    const auto e = in.atStage(stage);
     std::printf("%s %-5d %12s %12s %12s %12s %12s\n", stage == c.zero.stage ? " *" : "  ", stage,
                 gib(e.parameters).c_str(), gib(e.gradients).c_str(), gib(e.masterWeights).c_str(),
                 gib(e.optimizerStates).c_str(), gib(e.total()).c_str());
   }
   std::printf("  (* = zero_optimization.stage of %s)\n",
               runtime::configPathsText(o.config).c_str());
-  // Where the master weights and optimizer states live with offload_optimizer.
+}
+
+// Where the master weights and optimizer states live with offload_optimizer.
+void printOptimizerOffload(const MemoryInputs& in) {
+  const runtime::DeepSpeedConfig& c = in.config;
   const auto& offload = c.zero.offloadOptimizer;
-  const auto e = runtime::estimateModelState(c.zero.stage, model, grads, params, world, stateBytes);
+  const auto e = in.atStage(c.zero.stage);
   if (offload.device == runtime::OffloadDevice::Nvme) {
     // A step streams the sub-groups through buffer_count resident slots of one group each, or
     // fewer when there are fewer groups (a tensor bigger than sub_group_size is a group of its
     // own: then the slots are bigger).
-    const double shard = c.zero.stage == 0 ? params : params / world;
+    const double shard = c.zero.stage == 0 ? in.params : in.params / in.world;
     const double groupElements = std::min(static_cast<double>(c.zero.subGroupSize), shard);
     const double slotCount =
         std::min(static_cast<double>(offload.bufferCount), std::ceil(shard / groupElements));
     const double slots =
-        slotCount * groupElements * runtime::swapSlotBytesPerElement(e, stateBytes);
+        slotCount * groupElements * runtime::swapSlotBytesPerElement(e, in.stateBytes);
     // With offload_param nvme the parameters are not resident either (their line follows).
     const bool paramsSwapped =
         c.zero.stage == 3 && c.zero.offloadParam.device == runtime::OffloadDevice::Nvme;
@@ -177,16 +192,40 @@ void runMemory(const MemoryOptions& o) {
   else if (offload.device == runtime::OffloadDevice::Cpu)
     std::printf("offload_optimizer cpu: the master weights and optimizer states live in CPU "
                 "memory, as everything does in this CPU-only runtime\n");
-  if (shape) printPeak(c, *shape, world);
-  const auto& param = c.zero.offloadParam;
+}
+
+void printParamOffload(const MemoryInputs& in) {
+  const auto& param = in.config.zero.offloadParam;
   if (param.device == runtime::OffloadDevice::Nvme)
     std::printf("offload_param nvme: each rank's parameter shard (%s per rank) lives in a swap file "
                 "in %s, except the first layers up to max_in_cpu = %lld elements; a layer's shard "
                 "is in memory while it is gathered and while the optimizer step updates it\n",
-                gib(e.parameters).c_str(), param.nvmePath.c_str(),
+                gib(in.atStage(in.config.zero.stage).parameters).c_str(), param.nvmePath.c_str(),
                 static_cast<long long>(param.maxInCpu));
   else if (param.device == runtime::OffloadDevice::Cpu)
     std::printf("offload_param cpu: the parameters live in CPU memory, as everything does here\n");
+}
+
+void runMemory(const MemoryOptions& o) {
+  const runtime::JobConfig job = runtime::parseJobConfig(
+      runtime::readJobConfigText(o.config), o.worldSize, runtime::configPathsText(o.config));
+  const runtime::DeepSpeedConfig& c = job.deepspeed;
+  MemoryInputs in{c};
+  readModelSize(job, o, in);
+  for (const std::string& warning : c.warnings) std::cerr << "warning: " << warning << '\n';
+  in.model = c.precision.modelDtype;
+  in.grads = c.precision.gradAccumDtype.value_or(in.model);
+  in.stateBytes =
+      runtime::optimizerStateBytesPerParameter(c.optimizer.value_or(runtime::OptimizerConfig{}));
+  in.world = static_cast<int>(o.worldSize);
+  if (o.json) {
+    printJson(in);
+    return;
+  }
+  printTable(in, o);
+  printOptimizerOffload(in);
+  if (in.shape) printPeak(c, *in.shape, in.world);
+  printParamOffload(in);
 }
 
 }  // namespace
