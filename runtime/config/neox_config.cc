@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -391,25 +392,119 @@ Json readNeoxYaml(const std::vector<std::string>& paths) {
   return merged;
 }
 
-NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck memory) {
-  if (!merged.is_object()) throw Error("NeoX config: expected an object");
-  const std::set<std::string> dsKeys = deepspeedTopLevelKeys();
+namespace {
+
+// The bound of the counts NeoX keys give: iterations, intervals, batch sizes, the seed.
+constexpr int64_t kMaxCount = int64_t{1} << 40;
+// The bound of a model size or parallel degree (GptConfig::validate judges how sizes combine).
+constexpr int64_t kMaxSize = 1 << 20;
+
+const std::vector<std::pair<std::string, PositionEmbedding>> kPositionEmbeddings = {
+    {"learned", PositionEmbedding::Learned},
+    {"sinusoidal", PositionEmbedding::Sinusoidal},
+    {"rotary", PositionEmbedding::Rotary},
+    {"none", PositionEmbedding::None}};
+
+const std::vector<std::pair<std::string, NormKind>> kNorms = {
+    {"layernorm", NormKind::LayerNorm},
+    {"rmsnorm", NormKind::RmsNorm},
+    {"scalenorm", NormKind::ScaleNorm}};
+
+const std::vector<std::pair<std::string, Activation>> kActivations = {
+    {"gelu", Activation::Gelu},       {"softsign", Activation::Softsign},
+    {"mish", Activation::Mish},       {"geglu", Activation::Geglu},
+    {"relu", Activation::Relu},       {"silu", Activation::Silu},
+    {"swish", Activation::Silu},      {"reglu", Activation::Reglu},
+    {"swiglu", Activation::Swiglu},   {"glu", Activation::Glu},
+    {"bilinear", Activation::Bilinear}};
+
+// The model keys that set one field as they are: sizes in [1, kMaxSize], numbers, switches.
+const std::pair<std::string_view, int GptConfig::*> kModelSizes[] = {
+    {"num-layers", &GptConfig::numLayers},
+    {"hidden-size", &GptConfig::hiddenSize},
+    {"num-attention-heads", &GptConfig::numAttentionHeads},
+    {"seq-length", &GptConfig::seqLength},
+    {"max-position-embeddings", &GptConfig::maxPositionEmbeddings},
+    {"intermediate-size", &GptConfig::intermediateSize},
+    {"mlp-multiple-of", &GptConfig::mlpMultipleOf},
+    {"num-kv-heads", &GptConfig::numKvHeads},
+    {"make-vocab-size-divisible-by", &GptConfig::makeVocabSizeDivisibleBy}};
+const std::pair<std::string_view, double GptConfig::*> kModelNumbers[] = {
+    {"rotary-pct", &GptConfig::rotaryPct},
+    {"rotary-emb-base", &GptConfig::rotaryEmbBase},
+    {"layernorm-epsilon", &GptConfig::layernormEpsilon},
+    {"rms-norm-epsilon", &GptConfig::rmsNormEpsilon},
+    {"scalenorm-epsilon", &GptConfig::scalenormEpsilon},
+    {"attention-dropout", &GptConfig::attentionDropout},
+    {"hidden-dropout", &GptConfig::hiddenDropout},
+    {"init-method-std", &GptConfig::initMethodStd}};
+const std::pair<std::string_view, bool GptConfig::*> kModelSwitches[] = {
+    {"use-bias-in-norms", &GptConfig::biasInNorms},
+    {"use-bias-in-attn-linear", &GptConfig::biasInAttnLinear},
+    {"use-bias-in-mlp", &GptConfig::biasInMlp},
+    {"gpt-j-residual", &GptConfig::gptjResidual},
+    {"gpt-j-tied", &GptConfig::gptjTied},
+    {"use-qk-layernorm", &GptConfig::qkNorm},
+    {"checkpoint-activations", &GptConfig::checkpointActivations}};
+
+// Iteration counts and intervals, each an integer in [min, kMaxCount].
+struct CountField {
+  int64_t GptTrainConfig::*field;
+  int64_t min;
+};
+const std::pair<std::string_view, CountField> kIterationCounts[] = {
+    {"train-iters", {&GptTrainConfig::trainIters, 1}},
+    {"log-interval", {&GptTrainConfig::logInterval, 1}},
+    {"eval-interval", {&GptTrainConfig::evalInterval, 1}},
+    {"eval-iters", {&GptTrainConfig::evalIters, 0}},
+    {"save-interval", {&GptTrainConfig::saveInterval, 0}},
+    {"exit-interval", {&GptTrainConfig::exitInterval, 1}}};
+
+// NeoX's names for the fp16 block's numbers.
+const std::pair<std::string_view, const char*> kFp16Numbers[] = {
+    {"loss-scale", "loss_scale"},
+    {"loss-scale-window", "loss_scale_window"},
+    {"hysteresis", "hysteresis"},
+    {"min-scale", "min_loss_scale"}};
+
+// What `table` pairs with `key`, or null.
+template <class T, size_t N>
+const T* lookup(const std::pair<std::string_view, T> (&table)[N], std::string_view key) {
+  for (const auto& [name, value] : table)
+    if (name == key) return &value;
+  return nullptr;
+}
+
+// What the NeoX keys set besides the model and training config: the DeepSpeed config they map
+// to, and the keys judged together once every key is read (the lr schedule, save-iters,
+// attention-config).
+struct NeoxKeys {
   NeoxConfig out;
-  GptTrainConfig& t = out.train;
-  GptConfig& m = t.model;
   Json ds = Json::object();
-  auto optimizerParams = [&]() -> Json& {
+  std::optional<double> lr;
+  std::optional<std::string> decayStyle;
+  std::optional<int64_t> decayIters;
+  std::optional<double> decayFraction;  // NeoX: overrides lr-decay-iters
+  double warmup = 0.01, minLr = 0.0;
+  std::optional<Json> saveIters;  // judged once the schedule it is derived from is known
+  Json attentionConfig;           // null: NeoX's default, global attention in every layer
+
+  GptTrainConfig& train() { return out.train; }
+  Json& optimizerParams() {
     if (!ds.contains("optimizer")) ds["optimizer"] = {{"type", "Adam"}, {"params", Json::object()}};
     if (!ds["optimizer"].is_object()) throw Error("optimizer: expected an object");
     return ds["optimizer"]["params"];
-  };
-  auto fp16 = [&]() -> Json& {
+  }
+  Json& fp16() {
     if (!ds.contains("fp16")) ds["fp16"] = Json::object();
     return ds["fp16"];
-  };
+  }
+};
 
-  // DeepSpeed keys first: NeoX keys below may add to their blocks. A null is NeoX's "not set"
-  // (its documented default for most of them).
+// DeepSpeed keys first: NeoX keys read later may add to their blocks. A null is NeoX's "not set"
+// (its documented default for most of them).
+void collectDeepSpeedKeys(const Json& merged, const std::set<std::string>& dsKeys, NeoxKeys& k) {
+  Json& ds = k.ds;
   for (auto& [key, value] : merged.items())
     if (dsKeys.count(key) && key != "activation_checkpointing" && !value.is_null()) ds[key] = value;
   // deepspeed-extra-args: DeepSpeed keys NeoX has no argument for, merged as NeoX does (a key
@@ -430,294 +525,288 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
   // fp16.auto_cast casts a module's floating-point inputs to fp16; the GPT's inputs are token ids.
   if (ds.contains("fp16") && ds["fp16"].is_object() && ds["fp16"].contains("auto_cast")) {
     if (switchedOn(ds["fp16"]["auto_cast"]))
-      out.notes.push_back(
+      k.out.notes.push_back(
           "fp16.auto_cast: no effect here (it casts floating-point module inputs "
           "to fp16, and the GPT's inputs are token ids)");
     ds["fp16"].erase("auto_cast");
   }
+}
+
+// Whether a handler below is to read the key's value. Unknown keys are refused (naming the
+// nearest), no-effect and observer keys noted, unimplemented features refused where switched on;
+// a null is NeoX's None (not set: the key's default applies).
+bool honouredAndSet(const std::string& key, const Json& value,
+                    const std::vector<std::string_view>& candidates,
+                    std::vector<std::string>& notes) {
+  const NeoxKeyRule* rule = findNeoxKey(key);
+  if (!rule) {
+    const std::string near = closestKey(key, candidates);
+    throw Error(key + ": unknown NeoX or DeepSpeed config key" +
+                (near.empty() ? std::string() : "; did you mean \"" + near + "\"?"));
+  }
+  if (rule->effect == KeyEffect::NoEffect) {
+    notes.push_back(key + ": no effect here (" + std::string(rule->note) + ")");
+    return false;
+  }
+  if (rule->effect == KeyEffect::Observer) {
+    if (!neoxKeyIsOff(*rule, value))
+      notes.push_back(key + ": " + std::string(rule->note) +
+                      " is not provided by this build; nothing is sent");
+    return false;
+  }
+  if (rule->effect == KeyEffect::NotImplemented) {
+    if (!neoxKeyIsOff(*rule, value)) throw Error(neoxKeyRefusal(*rule, value));
+    return false;
+  }
+  return !value.is_null();
+}
+
+// Each reader below takes the keys of one topic and returns false for any other key.
+
+// The model's shape and options.
+bool readModelKey(const std::string& key, const Reader& r, NeoxKeys& k) {
+  GptConfig& m = k.train().model;
+  if (const auto size = lookup(kModelSizes, key))
+    m.*(*size) = static_cast<int>(r.integer(1, kMaxSize));
+  else if (const auto number = lookup(kModelNumbers, key))
+    m.*(*number) = r.number();
+  else if (const auto on = lookup(kModelSwitches, key))
+    m.*(*on) = r.boolean();
+  else if (key == "pos-emb")
+    m.posEmb = r.choice(kPositionEmbeddings);
+  else if (key == "sinusoidal-pos-emb") {
+    if (r.boolean()) m.posEmb = PositionEmbedding::Sinusoidal;
+  } else if (key == "norm")
+    m.norm = r.choice(kNorms);
+  else if (key == "rms-norm") {
+    if (r.boolean()) m.norm = NormKind::RmsNorm;
+  } else if (key == "activation")
+    m.activation = r.choice(kActivations);
+  else if (key == "geglu") {
+    if (r.boolean()) m.activation = Activation::Geglu;
+  } else if (key == "no-weight-tying")
+    m.weightTying = !r.boolean();
+  else if (key == "init-method")
+    m.initMethod = readInitMethod(r);
+  else if (key == "output-layer-init-method")
+    m.outputLayerInitMethod = readInitMethod(r);
+  else if (key == "sliding-window-width")
+    m.slidingWindowWidth = static_cast<int>(r.integer(0, 1 << 30));
+  else if (key == "attention-config")
+    k.attentionConfig = r.value();  // expanded once num-layers is known
+  else if (key == "expansion-factor") {
+    m.expansionFactor = r.number();
+    if (m.expansionFactor <= 0) r.fail("a positive number or null");
+  } else
+    return false;
+  return true;
+}
+
+// Model and pipeline parallelism, and what they do to checkpointed activations.
+bool readParallelKey(const std::string& key, const Reader& r, GptTrainConfig& t) {
+  GptConfig& m = t.model;
+  if (key == "pipe-parallel-size")
+    t.parallel.pipe = std::max(1, static_cast<int>(r.integer(0, kMaxSize)));  // NeoX: 0 is 1
+  else if (key == "model-parallel-size")
+    t.parallel.model = static_cast<int>(r.integer(1, kMaxSize));
+  else if (key == "output-layer-parallelism") {
+    // NeoX accepts "column" alone (its Literal; row is broken upstream, its issue 905): the
+    // head split by vocabulary rows, as the vocabulary-parallel cross-entropy here does.
+    if (const std::string kind = r.string(); kind != "column")
+      throw Error("output-layer-parallelism: \"" + kind +
+                  "\" is not implemented; only \"column\" (the output layer split over the "
+                  "vocabulary, NeoX's only accepted value)");
+  } else if (key == "pipe-partition-method") {
+    t.parallel.partitionMethod = r.string();
+    checkPartitionMethod(t.parallel.partitionMethod);
+  } else if (key == "partition-activations" || key == "distribute-checkpointed-activations")
+    m.partitionActivations = m.partitionActivations || r.boolean();
+  else if (key == "checkpoint-num-layers") {
+    if (r.integer(1, kMaxSize) != 1)
+      throw Error("checkpoint-num-layers: only 1 (every layer a checkpoint) is implemented");
+  } else
+    return false;
+  return true;
+}
+
+// The datasets, how they blend and split, and the tokenizer.
+bool readDataKey(const std::string& key, const Reader& r, GptTrainConfig& t) {
+  if (key == "data-path")
+    t.dataPath = r.string();
+  else if (key == "train-data-paths")
+    t.trainData.paths = r.pathList();
+  else if (key == "valid-data-paths")
+    t.validData.paths = r.pathList();
+  else if (key == "test-data-paths")
+    t.testData.paths = r.pathList();
+  else if (key == "train-label-data-paths")
+    t.trainData.labelPaths = r.pathList();
+  else if (key == "valid-label-data-paths")
+    t.validData.labelPaths = r.pathList();
+  else if (key == "test-label-data-paths")
+    t.testData.labelPaths = r.pathList();
+  else if (key == "train-data-weights")
+    t.trainData.weights = r.weightList();
+  else if (key == "valid-data-weights")
+    t.validData.weights = r.weightList();
+  else if (key == "test-data-weights")
+    t.testData.weights = r.weightList();
+  else if (key == "weight-by-num-documents")
+    t.blend.weightByNumDocuments = r.boolean();
+  else if (key == "weighted-sampler-alpha") {
+    t.blend.alpha = r.number();
+    if (!(t.blend.alpha >= 0.0)) r.fail("a number >= 0 (1 samples in proportion to documents)");
+  } else if (key == "split")
+    t.split = r.string();
+  else if (key == "tokenizer-type")
+    t.tokenizerType = r.string();
+  else if (key == "vocab-file")
+    t.vocabFile = r.string();
+  else if (key == "merge-file")
+    t.mergeFile = r.string();
+  else
+    return false;
+  return true;
+}
+
+// The run's length, intervals and seed, and the lr schedule's keys.
+bool readRunKey(const std::string& key, const Reader& r, NeoxKeys& k) {
+  GptTrainConfig& t = k.train();
+  if (const auto count = lookup(kIterationCounts, key))
+    t.*(count->field) = r.integer(count->min, kMaxCount);
+  else if (key == "seed")
+    t.seed = static_cast<uint64_t>(r.integer(0, kMaxCount));
+  else if (key == "lr-decay-style")
+    k.decayStyle = r.string();
+  else if (key == "lr-decay-iters")
+    k.decayIters = r.integer(1, kMaxCount);
+  else if (key == "min-lr")
+    k.minLr = r.number();
+  else if (key == "warmup")
+    k.warmup = r.number();
+  else if (key == "lr")
+    k.lr = r.number();
+  else if (key == "lr-decay-fraction") {
+    k.decayFraction = r.number();
+    if (!(*k.decayFraction > 0.0 && *k.decayFraction <= 1.0)) r.fail("a fraction in (0, 1]");
+  } else if (key == "override-lr-scheduler") {
+    r.boolean();  // the config's schedule always applies on resume here
+  } else
+    return false;
+  return true;
+}
+
+// Where checkpoints are saved, when, how many are kept, and what a load takes.
+bool readCheckpointKey(const std::string& key, const Reader& r, NeoxKeys& k) {
+  GptTrainConfig& t = k.train();
+  if (key == "save")
+    t.save = r.string();
+  else if (key == "checkpoint-factor")
+    t.checkpoints.factor = r.number();
+  else if (key == "checkpoint-scale")
+    t.checkpoints.scale = r.choice<CheckpointScale>(
+        {{"linear", CheckpointScale::Linear}, {"log", CheckpointScale::Log}});
+  else if (key == "extra-save-iters")
+    t.checkpoints.extraSaveIters = r.iterationList(kMaxCount);
+  else if (key == "keep-last-n-checkpoints")
+    t.checkpoints.keepLast = r.integer(1, kMaxCount);
+  else if (key == "save-iters")
+    k.saveIters = r.value();
+  else if (key == "load")
+    t.load = r.string();
+  else if (key == "finetune")
+    t.finetune = r.boolean();
+  else if (key == "no-load-optim")
+    t.noLoadOptim = r.boolean();
+  else
+    return false;
+  return true;
+}
+
+// NeoX's names for DeepSpeed settings, written into the DeepSpeed config its own parser reads.
+bool readDeepSpeedKey(const std::string& key, const Reader& r, NeoxKeys& k) {
+  Json& ds = k.ds;
+  if (const auto fp16Key = lookup(kFp16Numbers, key))
+    k.fp16()[*fp16Key] = r.number();
+  else if (key == "weight-decay")
+    k.optimizerParams()["weight_decay"] = r.number();
+  else if (key == "adam-beta1" || key == "adam-beta2") {
+    Json& p = k.optimizerParams();
+    if (!p.contains("betas")) p["betas"] = {0.9, 0.999};
+    p["betas"][key == "adam-beta1" ? 0 : 1] = r.number();
+  } else if (key == "adam-eps")
+    k.optimizerParams()["eps"] = r.number();
+  else if (key == "clip-grad")
+    ds["gradient_clipping"] = r.number();
+  else if (key == "precision") {
+    const std::string p = r.string();
+    if (p == "fp16")
+      k.fp16()["enabled"] = true;
+    else if (p == "bfloat16" || p == "bf16")
+      ds["bf16"] = {{"enabled", true}};
+    else if (p != "fp32")
+      r.fail("fp16, bfloat16 or fp32");
+  } else if (key == "batch-size")
+    ds["train_micro_batch_size_per_gpu"] = r.integer(1, kMaxCount);
+  else if (key == "fp32-allreduce")
+    ds["fp32_allreduce"] = r.boolean();
+  else if (key == "tensorboard-dir")
+    ds["tensorboard"] = {{"enabled", true}, {"output_path", r.string()}};
+  else if (key == "deepspeed-extra-args" || key == "deepspeed-config") {
+    // Read with the DeepSpeed keys, by collectDeepSpeedKeys.
+  } else
+    return false;
+  return true;
+}
+
+// Every NeoX key, in the merged object's (sorted) order, so that the first bad key is the first
+// one reported.
+void readNeoxKeys(const Json& merged, const std::set<std::string>& dsKeys, NeoxKeys& k) {
   std::vector<std::string_view> candidates;
   for (const NeoxKeyRule& rule : neoxKeyTable()) candidates.push_back(rule.name);
-  for (const auto& k : dsKeys) candidates.push_back(k);
-
-  std::optional<double> lr;
-  std::optional<std::string> decayStyle;
-  std::optional<int64_t> decayIters;
-  std::optional<double> decayFraction;  // NeoX: overrides lr-decay-iters
-  double warmup = 0.01, minLr = 0.0;
-  std::optional<Json> saveIters;  // judged once the schedule it is derived from is known
-  Json attentionConfig;           // null: NeoX's default, global attention in every layer
+  for (const auto& key : dsKeys) candidates.push_back(key);
   for (auto& [key, value] : merged.items()) {
-    if (dsKeys.count(key)) continue;
+    if (dsKeys.count(key) || !honouredAndSet(key, value, candidates, k.out.notes)) continue;
     const Reader r{merged, key};
-    const NeoxKeyRule* rule = findNeoxKey(key);
-    if (!rule) {
-      const std::string near = closestKey(key, candidates);
-      throw Error(key + ": unknown NeoX or DeepSpeed config key" +
-                  (near.empty() ? std::string() : "; did you mean \"" + near + "\"?"));
-    }
-    if (rule->effect == KeyEffect::NoEffect) {
-      out.notes.push_back(key + ": no effect here (" + std::string(rule->note) + ")");
-      continue;
-    }
-    if (rule->effect == KeyEffect::Observer) {
-      if (!neoxKeyIsOff(*rule, value))
-        out.notes.push_back(key + ": " + std::string(rule->note) +
-                            " is not provided by this build; nothing is sent");
-      continue;
-    }
-    if (rule->effect == KeyEffect::NotImplemented) {
-      if (!neoxKeyIsOff(*rule, value)) throw Error(neoxKeyRefusal(*rule, value));
-      continue;
-    }
-    if (value.is_null()) continue;  // NeoX's None: not set, the key's default applies
-    const int64_t kBig = int64_t{1} << 40;
-    if (key == "num-layers")
-      m.numLayers = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "hidden-size")
-      m.hiddenSize = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "num-attention-heads")
-      m.numAttentionHeads = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "seq-length")
-      m.seqLength = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "max-position-embeddings")
-      m.maxPositionEmbeddings = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "pos-emb")
-      m.posEmb = r.choice<PositionEmbedding>({{"learned", PositionEmbedding::Learned},
-                                              {"sinusoidal", PositionEmbedding::Sinusoidal},
-                                              {"rotary", PositionEmbedding::Rotary},
-                                              {"none", PositionEmbedding::None}});
-    else if (key == "sinusoidal-pos-emb") {
-      if (r.boolean()) m.posEmb = PositionEmbedding::Sinusoidal;
-    } else if (key == "rotary-pct")
-      m.rotaryPct = r.number();
-    else if (key == "rotary-emb-base")
-      m.rotaryEmbBase = r.number();
-    else if (key == "norm")
-      m.norm = r.choice<NormKind>({{"layernorm", NormKind::LayerNorm},
-                                   {"rmsnorm", NormKind::RmsNorm},
-                                   {"scalenorm", NormKind::ScaleNorm}});
-    else if (key == "rms-norm") {
-      if (r.boolean()) m.norm = NormKind::RmsNorm;
-    } else if (key == "layernorm-epsilon")
-      m.layernormEpsilon = r.number();
-    else if (key == "rms-norm-epsilon")
-      m.rmsNormEpsilon = r.number();
-    else if (key == "scalenorm-epsilon")
-      m.scalenormEpsilon = r.number();
-    else if (key == "activation")
-      m.activation = r.choice<Activation>({{"gelu", Activation::Gelu},
-                                           {"softsign", Activation::Softsign},
-                                           {"mish", Activation::Mish},
-                                           {"geglu", Activation::Geglu},
-                                           {"relu", Activation::Relu},
-                                           {"silu", Activation::Silu},
-                                           {"swish", Activation::Silu},
-                                           {"reglu", Activation::Reglu},
-                                           {"swiglu", Activation::Swiglu},
-                                           {"glu", Activation::Glu},
-                                           {"bilinear", Activation::Bilinear}});
-    else if (key == "intermediate-size")
-      m.intermediateSize = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "mlp-multiple-of")
-      m.mlpMultipleOf = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "num-kv-heads")
-      m.numKvHeads = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "use-bias-in-norms")
-      m.biasInNorms = r.boolean();
-    else if (key == "use-bias-in-attn-linear")
-      m.biasInAttnLinear = r.boolean();
-    else if (key == "use-bias-in-mlp")
-      m.biasInMlp = r.boolean();
-    else if (key == "geglu") {
-      if (r.boolean()) m.activation = Activation::Geglu;
-    } else if (key == "no-weight-tying")
-      m.weightTying = !r.boolean();
-    else if (key == "attention-dropout")
-      m.attentionDropout = r.number();
-    else if (key == "hidden-dropout")
-      m.hiddenDropout = r.number();
-    else if (key == "init-method")
-      m.initMethod = readInitMethod(r);
-    else if (key == "output-layer-init-method")
-      m.outputLayerInitMethod = readInitMethod(r);
-    else if (key == "init-method-std")
-      m.initMethodStd = r.number();
-    else if (key == "make-vocab-size-divisible-by")
-      m.makeVocabSizeDivisibleBy = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "gpt-j-residual")
-      m.gptjResidual = r.boolean();
-    else if (key == "gpt-j-tied")
-      m.gptjTied = r.boolean();
-    else if (key == "sliding-window-width")
-      m.slidingWindowWidth = static_cast<int>(r.integer(0, 1 << 30));
-    else if (key == "use-qk-layernorm")
-      m.qkNorm = r.boolean();
-    else if (key == "attention-config")
-      attentionConfig = value;  // expanded once num-layers is known
-    else if (key == "expansion-factor") {
-      m.expansionFactor = r.number();
-      if (m.expansionFactor <= 0) r.fail("a positive number or null");
-    } else if (key == "seed")
-      t.seed = static_cast<uint64_t>(r.integer(0, kBig));
-    else if (key == "pipe-parallel-size")
-      t.parallel.pipe = std::max(1, static_cast<int>(r.integer(0, 1 << 20)));  // NeoX: 0 is 1
-    else if (key == "model-parallel-size")
-      t.parallel.model = static_cast<int>(r.integer(1, 1 << 20));
-    else if (key == "output-layer-parallelism") {
-      // NeoX accepts "column" alone (its Literal; row is broken upstream, its issue 905): the
-      // head split by vocabulary rows, as the vocabulary-parallel cross-entropy here does.
-      if (const std::string kind = r.string(); kind != "column")
-        throw Error("output-layer-parallelism: \"" + kind +
-                    "\" is not implemented; only \"column\" (the output layer split over the "
-                    "vocabulary, NeoX's only accepted value)");
-    } else if (key == "pipe-partition-method") {
-      t.parallel.partitionMethod = r.string();
-      checkPartitionMethod(t.parallel.partitionMethod);
-    } else if (key == "checkpoint-activations")
-      m.checkpointActivations = r.boolean();
-    else if (key == "partition-activations" || key == "distribute-checkpointed-activations")
-      m.partitionActivations = m.partitionActivations || r.boolean();
-    else if (key == "checkpoint-num-layers") {
-      if (r.integer(1, 1 << 20) != 1)
-        throw Error("checkpoint-num-layers: only 1 (every layer a checkpoint) is implemented");
-    } else if (key == "data-path")
-      t.dataPath = r.string();
-    else if (key == "train-data-paths")
-      t.trainData.paths = r.pathList();
-    else if (key == "valid-data-paths")
-      t.validData.paths = r.pathList();
-    else if (key == "test-data-paths")
-      t.testData.paths = r.pathList();
-    else if (key == "train-label-data-paths")
-      t.trainData.labelPaths = r.pathList();
-    else if (key == "valid-label-data-paths")
-      t.validData.labelPaths = r.pathList();
-    else if (key == "test-label-data-paths")
-      t.testData.labelPaths = r.pathList();
-    else if (key == "train-data-weights")
-      t.trainData.weights = r.weightList();
-    else if (key == "valid-data-weights")
-      t.validData.weights = r.weightList();
-    else if (key == "test-data-weights")
-      t.testData.weights = r.weightList();
-    else if (key == "weight-by-num-documents")
-      t.blend.weightByNumDocuments = r.boolean();
-    else if (key == "weighted-sampler-alpha") {
-      t.blend.alpha = r.number();
-      if (!(t.blend.alpha >= 0.0)) r.fail("a number >= 0 (1 samples in proportion to documents)");
-    } else if (key == "split")
-      t.split = r.string();
-    else if (key == "tokenizer-type")
-      t.tokenizerType = r.string();
-    else if (key == "vocab-file")
-      t.vocabFile = r.string();
-    else if (key == "merge-file")
-      t.mergeFile = r.string();
-    else if (key == "train-iters")
-      t.trainIters = r.integer(1, kBig);
-    else if (key == "lr-decay-style")
-      decayStyle = r.string();
-    else if (key == "lr-decay-iters")
-      decayIters = r.integer(1, kBig);
-    else if (key == "min-lr")
-      minLr = r.number();
-    else if (key == "warmup")
-      warmup = r.number();
-    else if (key == "lr")
-      lr = r.number();
-    else if (key == "log-interval")
-      t.logInterval = r.integer(1, kBig);
-    else if (key == "eval-interval")
-      t.evalInterval = r.integer(1, kBig);
-    else if (key == "eval-iters")
-      t.evalIters = r.integer(0, kBig);
-    else if (key == "save")
-      t.save = r.string();
-    else if (key == "save-interval")
-      t.saveInterval = r.integer(0, kBig);
-    else if (key == "checkpoint-factor")
-      t.checkpoints.factor = r.number();
-    else if (key == "checkpoint-scale")
-      t.checkpoints.scale = r.choice<CheckpointScale>(
-          {{"linear", CheckpointScale::Linear}, {"log", CheckpointScale::Log}});
-    else if (key == "extra-save-iters")
-      t.checkpoints.extraSaveIters = r.iterationList(kBig);
-    else if (key == "keep-last-n-checkpoints")
-      t.checkpoints.keepLast = r.integer(1, kBig);
-    else if (key == "save-iters")
-      saveIters = value;
-    else if (key == "exit-interval")
-      t.exitInterval = r.integer(1, kBig);
-    else if (key == "load")
-      t.load = r.string();
-    else if (key == "finetune")
-      t.finetune = r.boolean();
-    else if (key == "no-load-optim")
-      t.noLoadOptim = r.boolean();
-    else if (key == "weight-decay")
-      optimizerParams()["weight_decay"] = r.number();
-    else if (key == "adam-beta1" || key == "adam-beta2") {
-      Json& p = optimizerParams();
-      if (!p.contains("betas")) p["betas"] = {0.9, 0.999};
-      p["betas"][key == "adam-beta1" ? 0 : 1] = r.number();
-    } else if (key == "adam-eps")
-      optimizerParams()["eps"] = r.number();
-    else if (key == "clip-grad")
-      ds["gradient_clipping"] = r.number();
-    else if (key == "precision") {
-      const std::string p = r.string();
-      if (p == "fp16")
-        fp16()["enabled"] = true;
-      else if (p == "bfloat16" || p == "bf16")
-        ds["bf16"] = {{"enabled", true}};
-      else if (p != "fp32")
-        r.fail("fp16, bfloat16 or fp32");
-    } else if (key == "batch-size")
-      ds["train_micro_batch_size_per_gpu"] = r.integer(1, kBig);
-    else if (key == "loss-scale")
-      fp16()["loss_scale"] = r.number();
-    else if (key == "loss-scale-window")
-      fp16()["loss_scale_window"] = r.number();
-    else if (key == "hysteresis")
-      fp16()["hysteresis"] = r.number();
-    else if (key == "min-scale")
-      fp16()["min_loss_scale"] = r.number();
-    else if (key == "fp32-allreduce")
-      ds["fp32_allreduce"] = r.boolean();
-    else if (key == "tensorboard-dir")
-      ds["tensorboard"] = {{"enabled", true}, {"output_path", r.string()}};
-    else if (key == "lr-decay-fraction") {
-      decayFraction = r.number();
-      if (!(*decayFraction > 0.0 && *decayFraction <= 1.0)) r.fail("a fraction in (0, 1]");
-    } else if (key == "override-lr-scheduler") {
-      r.boolean();  // the config's schedule always applies on resume here
-    } else if (key == "deepspeed-extra-args" || key == "deepspeed-config") {
-      // Read with the DeepSpeed keys above.
-    } else {
+    if (!readModelKey(key, r, k) && !readParallelKey(key, r, k.train()) &&
+        !readDataKey(key, r, k.train()) && !readRunKey(key, r, k) &&
+        !readCheckpointKey(key, r, k) && !readDeepSpeedKey(key, r, k))
       throw Error(key +
                   ": the key table (neox_keys.cc) says it is honoured but it has no "
                   "handler; this is a bug in ds-launch");
-    }
   }
-  // DeepSpeed's activation_checkpointing block: settings of the recomputation NeoX's
-  // checkpoint-activations switches on; partition_activations is NeoX's partition-activations.
-  if (merged.contains("activation_checkpointing") &&
-      !merged["activation_checkpointing"].is_null()) {
-    const Json& block = merged["activation_checkpointing"];
-    if (!block.is_object()) throw Error("activation_checkpointing: expected an object");
-    for (auto& [k, v] : block.items()) {
-      static const std::set<std::string> known = {
-          "partition_activations", "contiguous_memory_optimization",  "cpu_checkpointing",
-          "number_checkpoints",    "synchronize_checkpoint_boundary", "profile"};
-      if (!known.count(k)) throw Error("activation_checkpointing." + k + ": unknown key");
-      if (k == "partition_activations" && switchedOn(v)) m.partitionActivations = true;
-    }
+}
+
+// DeepSpeed's activation_checkpointing block: settings of the recomputation NeoX's
+// checkpoint-activations switches on; partition_activations is NeoX's partition-activations.
+void readActivationCheckpointing(const Json& merged, GptConfig& m) {
+  if (!merged.contains("activation_checkpointing") || merged["activation_checkpointing"].is_null())
+    return;
+  const Json& block = merged["activation_checkpointing"];
+  if (!block.is_object()) throw Error("activation_checkpointing: expected an object");
+  for (auto& [k, v] : block.items()) {
+    static const std::set<std::string> known = {
+        "partition_activations", "contiguous_memory_optimization",  "cpu_checkpointing",
+        "number_checkpoints",    "synchronize_checkpoint_boundary", "profile"};
+    if (!known.count(k)) throw Error("activation_checkpointing." + k + ": unknown key");
+    if (k == "partition_activations" && switchedOn(v)) m.partitionActivations = true;
   }
-  parseTokenizerType(t.tokenizerType);  // a misspelt name fails at launch, not on every rank
-  checkSlidingWindow(expandAttentionConfig(attentionConfig, m.numLayers), m.slidingWindowWidth);
-  m.validate();  // so does an impossible model
-  m.validateModelParallel(t.parallel.model);  // and one its model-parallel ranks cannot split
+}
+
+// A misspelt tokenizer name, an impossible model or one its model-parallel ranks cannot split
+// fails at launch, not on every rank after its start.
+void checkModel(const NeoxKeys& k) {
+  const GptTrainConfig& t = k.out.train;
+  parseTokenizerType(t.tokenizerType);
+  checkSlidingWindow(expandAttentionConfig(k.attentionConfig, t.model.numLayers),
+                     t.model.slidingWindowWidth);
+  t.model.validate();
+  t.model.validateModelParallel(t.parallel.model);
   if (t.trainIters <= 0) throw Error("train-iters: required (the number of optimizer steps)");
+}
+
+void checkCheckpointKeys(NeoxKeys& k) {
+  const GptTrainConfig& t = k.out.train;
   validateCheckpointSchedule(t.checkpoints);
   if (t.checkpoints.periodic() && t.saveInterval > 0)
     throw Error(
@@ -725,36 +814,37 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
         "linear); set one of them, not both");
   // NeoX derives save_iters from the keys above and overwrites any value given for it (newer
   // NeoX has no such key at all); configs NeoX dumped from a run carry it.
-  if (saveIters && switchedOn(*saveIters)) {
+  if (k.saveIters && switchedOn(*k.saveIters)) {
     if (!t.checkpoints.periodic() && t.checkpoints.extraSaveIters.empty())
       throw Error(
           "save-iters: NeoX computes this list itself and ignores a value given here; "
           "to save at chosen iterations list them in extra-save-iters, or set "
           "checkpoint-factor (and checkpoint-scale) for periodic saves");
-    out.notes.push_back(
+    k.out.notes.push_back(
         "save-iters: no effect (derived from checkpoint-factor, checkpoint-scale and "
         "extra-save-iters, as in NeoX)");
   }
-  validateDataKeys(merged, t);
-  if (!t.testData.paths.empty())
-    out.notes.push_back(
-        "test-data-paths: read by ds-config check only; this trainer runs no "
-        "test-split evaluation (nor for split's third part)");
+}
+
+// The DeepSpeed keys NeoX's keys imply or require: the optimizer's lr, a batch size, and
+// steps_per_print from log-interval; a scheduler block is refused.
+void completeDeepSpeedKeys(NeoxKeys& k) {
+  Json& ds = k.ds;
   if (ds.contains("scheduler"))
     throw Error(
         "scheduler: the NeoX trainer schedules the lr itself (lr-decay-style, warmup, "
         "min-lr); remove the scheduler block");
-  if (lr) {
+  if (k.lr) {
     // NeoX takes the optimizer block's lr and overwrites this key with it: two different values
     // would train differently here and there.
-    Json& params = optimizerParams();
-    if (params.contains("lr") && params["lr"].is_number() && params["lr"].get<double>() != *lr)
-      throw Error("lr: " + std::to_string(*lr) + " differs from optimizer.params.lr " +
+    Json& params = k.optimizerParams();
+    if (params.contains("lr") && params["lr"].is_number() && params["lr"].get<double>() != *k.lr)
+      throw Error("lr: " + std::to_string(*k.lr) + " differs from optimizer.params.lr " +
                   params["lr"].dump() +
                   " (NeoX uses the optimizer block's and ignores this key); set one of them");
-    params["lr"] = *lr;
+    params["lr"] = *k.lr;
   }
-  // A mistyped "enabled" is left to the DeepSpeed keys' parser below, which names it.
+  // A mistyped "enabled" is left to the DeepSpeed keys' parser, which names it.
   const bool elastic = ds.contains("elasticity") && ds["elasticity"].is_object() &&
                        ds["elasticity"].contains("enabled") &&
                        ds["elasticity"]["enabled"].is_boolean() &&
@@ -764,44 +854,48 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
     throw Error(
         "batch-size (or train_micro_batch_size_per_gpu): required (or an enabled "
         "elasticity block, which computes it)");
-  if (!ds.contains("steps_per_print")) ds["steps_per_print"] = t.logInterval;
+  if (!ds.contains("steps_per_print")) ds["steps_per_print"] = k.out.train.logInterval;
+}
 
-  // DeepSpeed's config with NeoX's mpu: the batch rules divide by the data-parallel size.
+// DeepSpeed's config with NeoX's mpu: the batch rules divide by the data-parallel size.
+void parseDeepSpeedKeys(NeoxKeys& k, int64_t worldSize) {
+  const GptTrainConfig& t = k.out.train;
   const int64_t world = worldSize == kOneReplica ? t.parallel.replicaRanks() : worldSize;
-  out.deepspeed = parseDeepSpeedConfig(ds.dump(), dataParallelSize(t.parallel, world),
-                                       "NeoX config (DeepSpeed keys)", t.parallel.replicaRanks());
+  DeepSpeedConfig& deepspeed = k.out.deepspeed;
+  deepspeed = parseDeepSpeedConfig(k.ds.dump(), dataParallelSize(t.parallel, world),
+                                   "NeoX config (DeepSpeed keys)", t.parallel.replicaRanks());
   // DeepSpeed's PipelineEngine asserts zero_optimization_stage() < 2 (ZeroStageEnum.gradients).
-  if (t.parallel.pipe > 1 && out.deepspeed.zero.stage >= 2)
-    throw Error("zero_optimization.stage " + std::to_string(out.deepspeed.zero.stage) +
+  if (t.parallel.pipe > 1 && deepspeed.zero.stage >= 2)
+    throw Error("zero_optimization.stage " + std::to_string(deepspeed.zero.stage) +
                 ": ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism "
                 "(pipe-parallel-size " +
                 std::to_string(t.parallel.pipe) + "), as in DeepSpeed; use stage 0 or 1");
-  if (out.deepspeed.optimizer)
-    checkOptimizerModelParallel(*out.deepspeed.optimizer, t.parallel.model);
+  if (deepspeed.optimizer) checkOptimizerModelParallel(*deepspeed.optimizer, t.parallel.model);
   // The flops profiler times one micro-batch's forward of the whole model; a stage holds part of
   // it and interleaves micro-batches.
-  if (t.parallel.pipe > 1 && out.deepspeed.flopsProfiler.enabled)
+  if (t.parallel.pipe > 1 && deepspeed.flopsProfiler.enabled)
     throw Error("flops_profiler: not supported with pipe-parallel-size " +
                 std::to_string(t.parallel.pipe) +
                 " (a stage holds only its layers); disable it or set pipe-parallel-size to 1");
-  // What every rank would otherwise find out for itself, after its start: a split it cannot cut
-  // and sample tables or activations larger than the memory left.
-  splitDocuments(t.split, 0);
-  if (memory == MemoryCheck::ThisMachine) checkGptJobMemory(t, out.deepspeed.batch, memoryBudget());
-  if (!(warmup >= 0.0 && warmup <= 1.0))
+}
+
+// NeoX's annealing lr schedule from its keys, with the optimizer's lr as its peak.
+SchedulerConfig annealingSchedule(const NeoxKeys& k) {
+  if (!(k.warmup >= 0.0 && k.warmup <= 1.0))
     throw Error("warmup: expected a fraction of lr-decay-iters in [0, 1], got " +
-                std::to_string(warmup));
+                std::to_string(k.warmup));
+  const int64_t trainIters = k.out.train.trainIters;
   SchedulerConfig schedule;
   schedule.type = SchedulerType::NeoxAnnealing;
   NeoxAnnealingParams& a = schedule.neoxAnnealing;
-  a.maxLr = out.deepspeed.optimizer ? out.deepspeed.optimizer->lr() : OptimizerConfig{}.lr();
-  a.minLr = minLr;
+  a.maxLr = k.out.deepspeed.optimizer ? k.out.deepspeed.optimizer->lr() : OptimizerConfig{}.lr();
+  a.minLr = k.minLr;
   a.decayIters =
-      decayFraction
-          ? std::max<int64_t>(1, static_cast<int64_t>(std::floor(*decayFraction * t.trainIters)))
-          : decayIters.value_or(t.trainIters);
-  a.warmupIters = static_cast<int64_t>(warmup * static_cast<double>(a.decayIters));
-  const std::string style = decayStyle.value_or("linear");
+      k.decayFraction
+          ? std::max<int64_t>(1, static_cast<int64_t>(std::floor(*k.decayFraction * trainIters)))
+          : k.decayIters.value_or(trainIters);
+  a.warmupIters = static_cast<int64_t>(k.warmup * static_cast<double>(a.decayIters));
+  const std::string style = k.decayStyle.value_or("linear");
   if (style == "linear")
     a.style = LrDecayStyle::Linear;
   else if (style == "cosine")
@@ -810,11 +904,38 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
     a.style = LrDecayStyle::Constant;
   else
     throw Error("lr-decay-style: expected linear, cosine or constant, got \"" + style + "\"");
-  if (minLr < 0 || minLr > a.maxLr)
+  if (k.minLr < 0 || k.minLr > a.maxLr)
     throw Error("min-lr: expected 0..lr (" + std::to_string(a.maxLr) + "), got " +
-                std::to_string(minLr));
-  out.deepspeed.scheduler = schedule;
-  return out;
+                std::to_string(k.minLr));
+  return schedule;
+}
+
+}  // namespace
+
+NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck memory) {
+  if (!merged.is_object()) throw Error("NeoX config: expected an object");
+  const std::set<std::string> dsKeys = deepspeedTopLevelKeys();
+  NeoxKeys k;
+  collectDeepSpeedKeys(merged, dsKeys, k);
+  readNeoxKeys(merged, dsKeys, k);
+  const GptTrainConfig& t = k.out.train;
+  readActivationCheckpointing(merged, k.train().model);
+  checkModel(k);
+  checkCheckpointKeys(k);
+  validateDataKeys(merged, k.train());
+  if (!t.testData.paths.empty())
+    k.out.notes.push_back(
+        "test-data-paths: read by ds-config check only; this trainer runs no "
+        "test-split evaluation (nor for split's third part)");
+  completeDeepSpeedKeys(k);
+  parseDeepSpeedKeys(k, worldSize);
+  // What every rank would otherwise find out for itself, after its start: a split it cannot cut
+  // and sample tables or activations larger than the memory left.
+  splitDocuments(t.split, 0);
+  if (memory == MemoryCheck::ThisMachine)
+    checkGptJobMemory(t, k.out.deepspeed.batch, memoryBudget());
+  k.out.deepspeed.scheduler = annealingSchedule(k);
+  return std::move(k.out);
 }
 
 std::unique_ptr<Tokenizer> makeJobTokenizer(const GptTrainConfig& train) {
