@@ -25,6 +25,72 @@ double elapsedMs(Clock::time_point since) {
   return std::chrono::duration<double, std::milli>(Clock::now() - since).count();
 }
 
+using TensorRanges = std::vector<std::pair<size_t, size_t>>;
+
+void checkPipelineGrid(const ParallelGroups& grid, int zeroStage, Model& model) {
+  const int stages = grid.pipe->size(), stage = grid.pipe->rank();
+  // DeepSpeed's PipelineEngine refuses them too: stage 2 reduces gradients during each
+  // backward and stage 3 gathers parameters per layer, neither of which fits micro-batches
+  // interleaved across stages.
+  if (zeroStage >= 2)
+    throw Error("zero_optimization.stage " + std::to_string(zeroStage) +
+                ": ZeRO stages 2 and 3 are incompatible with pipeline parallelism "
+                "(pipe-parallel-size " +
+                std::to_string(stages) +
+                "), as in DeepSpeed; use "
+                "stage 0 or 1");
+  if (!model.pipelineStage())
+    throw Error("pipeline of " + std::to_string(stages) +
+                " stages: the model holds every layer; build this rank's stage (GptPlacement)");
+  if ((stage > 0) != (grid.prevStage != nullptr) ||
+      (stage < stages - 1) != (grid.nextStage != nullptr))
+    throw Error("pipeline stage " + std::to_string(stage) + " of " + std::to_string(stages) +
+                ": ParallelGroups needs prevStage on every stage but the first and nextStage on "
+                "every stage but the last");
+}
+
+// Per layer, the run of the parameter table it owns [t0, t1).
+TensorRanges layerTensorRanges(const std::vector<ParamSpec>& specs, int layers) {
+  TensorRanges ranges(layers, {0, 0});
+  for (size_t t = 0, begin = 0; t <= specs.size(); ++t) {
+    if (t < specs.size() && specs[t].layer == specs[begin].layer) continue;
+    if (begin < specs.size()) {
+      const int l = specs[begin].layer;
+      if (l < 0 || l >= layers || ranges[l].second != 0)
+        throw Error("model: parameter \"" + specs[begin].name + "\" has layer " +
+                    std::to_string(l) + "; layers must own consecutive runs of the table");
+      ranges[l] = {begin, t};
+    }
+    begin = t;
+  }
+  // Layers with no parameters get an empty range at the right place.
+  for (int l = 0, t = 0; l < layers; ++l) {
+    if (ranges[l].second == 0) ranges[l] = {size_t(t), size_t(t)};
+    t = static_cast<int>(ranges[l].second);
+  }
+  return ranges;
+}
+
+// The optimizer's sub-groups: runs of whole tensor slices of at most `limit` shard elements (a
+// bigger tensor is a group of its own), cut at every layer's first tensor too where the stage
+// streams its working copy, so each sub-group lies in one layer's buffer.
+TensorRanges subGroupRuns(const PartitionLayout& shard, size_t limit, bool cutAtLayers,
+                          const TensorRanges& layerTensors) {
+  TensorRanges runs = shard.tensorRuns(limit);
+  if (!cutAtLayers) return runs;
+  TensorRanges cut;
+  for (const auto& [t0, t1] : runs) {
+    size_t from = t0;
+    for (const auto& [l0, l1] : layerTensors)
+      if (l0 > from && l0 < t1 && l0 < l1) {
+        cut.push_back({from, l0});
+        from = l0;
+      }
+    cut.push_back({from, t1});
+  }
+  return cut;
+}
+
 }  // namespace
 
 Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, uint64_t seed,
@@ -40,73 +106,24 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
       specs_(model.parameters()),
       scaler_(config.precision.lossScale, modelType_ == DType::F16) {
   if (specs_.empty()) throw Error("model: it has no parameters to train");
-  if (grid_.pipe && grid_.pipe->size() > 1) {
-    const int stages = grid_.pipe->size(), stage = grid_.pipe->rank();
-    // DeepSpeed's PipelineEngine refuses them too: stage 2 reduces gradients during each
-    // backward and stage 3 gathers parameters per layer, neither of which fits micro-batches
-    // interleaved across stages.
-    if (config_.zero.stage >= 2)
-      throw Error("zero_optimization.stage " + std::to_string(config_.zero.stage) +
-                  ": ZeRO stages 2 and 3 are incompatible with pipeline parallelism "
-                  "(pipe-parallel-size " + std::to_string(stages) + "), as in DeepSpeed; use "
-                  "stage 0 or 1");
-    if (!model.pipelineStage())
-      throw Error("pipeline of " + std::to_string(stages) +
-                  " stages: the model holds every layer; build this rank's stage (GptPlacement)");
-    if ((stage > 0) != (grid_.prevStage != nullptr) ||
-        (stage < stages - 1) != (grid_.nextStage != nullptr))
-      throw Error("pipeline stage " + std::to_string(stage) + " of " + std::to_string(stages) +
-                  ": ParallelGroups needs prevStage on every stage but the first and nextStage on "
-                  "every stage but the last");
-  }
+  if (grid_.pipe && grid_.pipe->size() > 1) checkPipelineGrid(grid_, config_.zero.stage, model);
   if (grid_.model && config_.optimizer)
     checkOptimizerModelParallel(*config_.optimizer, grid_.model->size());
   keepFreedMemoryForReuse();
-  const int layers = model.layerCount();
-  layerTensors_.assign(layers, {0, 0});
-  for (size_t t = 0, begin = 0; t <= specs_.size(); ++t) {
-    if (t < specs_.size() && specs_[t].layer == specs_[begin].layer) continue;
-    if (begin < specs_.size()) {
-      const int l = specs_[begin].layer;
-      if (l < 0 || l >= layers || layerTensors_[l].second != 0)
-        throw Error("model: parameter \"" + specs_[begin].name + "\" has layer " +
-                    std::to_string(l) + "; layers must own consecutive runs of the table");
-      layerTensors_[l] = {begin, t};
-    }
-    begin = t;
-  }
-  // Layers with no parameters get an empty range at the right place.
-  for (int l = 0, t = 0; l < layers; ++l) {
-    if (layerTensors_[l].second == 0) layerTensors_[l] = {size_t(t), size_t(t)};
-    t = static_cast<int>(layerTensors_[l].second);
-  }
+  layerTensors_ = layerTensorRanges(specs_, model.layerCount());
 
   queue_ = std::make_unique<CommQueue>(config_.zero.overlapComm);
   zero_ = ZeroStage::make(
       {config_, comm_, *queue_, specs_, layerTensors_, modelType_, gradType_, commType_, count_});
   const OptimizerConfig optimizer = config_.optimizer.value_or(OptimizerConfig{});
-  // The optimizer runs in sub-groups of whole tensor slices of at most sub_group_size elements
-  // (a bigger tensor is a group of its own), each with its own state, as DeepSpeed's stage 3
-  // does: the fp32 gradients the update needs exist for one group at a time. Each group's master
-  // slice and state go to the stage's optimizer-state home as soon as they exist (with offload to
-  // NVMe: the swap file, so they are never resident whole).
+  // The optimizer runs in sub-groups of sub_group_size elements, each with its own state, as
+  // DeepSpeed's stage 3 does: the fp32 gradients the update needs exist for one group at a time.
+  // Each group's master slice and state go to the stage's optimizer-state home as soon as they
+  // exist (with offload to NVMe: the swap file, so they are never resident whole).
   const PartitionLayout& shard = zero_->shardLayout();
   const auto groupLimit = static_cast<size_t>(std::max<int64_t>(1, config_.zero.subGroupSize));
-  std::vector<std::pair<size_t, size_t>> runs = shard.tensorRuns(groupLimit);
-  if (zero_->streamsWorkingCopy()) {
-    // Cut at every layer's first tensor too, so each sub-group lies in one layer's buffer.
-    std::vector<std::pair<size_t, size_t>> cut;
-    for (const auto& [t0, t1] : runs) {
-      size_t from = t0;
-      for (const auto& [l0, l1] : layerTensors_)
-        if (l0 > from && l0 < t1 && l0 < l1) {
-          cut.push_back({from, l0});
-          from = l0;
-        }
-      cut.push_back({from, t1});
-    }
-    runs = std::move(cut);
-  }
+  const TensorRanges runs =
+      subGroupRuns(shard, groupLimit, zero_->streamsWorkingCopy(), layerTensors_);
   size_t largestGroup = 0;
   for (const auto& [t0, t1] : runs)
     largestGroup = std::max(largestGroup, shard.shardBegin(t1) - shard.shardBegin(t0));
@@ -303,25 +320,50 @@ void Engine::stepAtBoundary() {
     scaler_.update(true);  // throws at the minimum scale
     return;
   }
-  // The norm over all shards: every rank summed the squares of its own slices, in shard order.
-  float total = static_cast<float>(statistics.sumSquares);
-  queue_->run([&] { comm_.allReduce(&total, 1); });
-  reduceOverOtherAxes(&total, ReduceOp::Sum);
-  lastGradNorm_ = std::sqrt(static_cast<double>(total));
-  // Every rank summed the same totals, so all stop here together. fp16 skips such a step and
-  // lowers its loss scale instead (above); bf16 and fp32 have nothing that could recover.
-  if (!std::isfinite(lastGradNorm_))
-    throw Error("step " + std::to_string(globalSteps_) + ": the gradient norm is " +
-                (std::isnan(lastGradNorm_) ? "nan" : "inf") + " in " + dtypeName(modelType_) +
-                ", which has no loss scaler to skip the step: training diverged or a non-finite "
-                "value entered the model; lower the learning rate, check the optimizer's eps and "
-                "the init method's std, or train in fp16 with dynamic loss scaling");
+  lastGradNorm_ = globalGradNorm(statistics.sumSquares);
   float clip = 1.0f;
   if (config_.gradientClipping > 0.0) {
     const double coefficient = config_.gradientClipping / (lastGradNorm_ + 1e-6);
     if (coefficient < 1.0) clip = static_cast<float>(coefficient);
   }
+  const bool halfWritten = updateSubGroups(clip);
+  {
+    PhaseTimer timer(timed(optimizerTimes_.allgatherMs));
+    zero_->publishParameters(halfWritten);
+  }
+  {
+    // The write-backs' wait: DeepSpeed's swap-out timer also ends when the writes are done.
+    PhaseTimer timer(timed(optimizerTimes_.swapOutMs));
+    // After publishing: the next step's first read overlaps forward and backward.
+    zero_->optimizerStates().endStep();
+  }
+  zero_->zeroGradients();
+  scaler_.update(false);
+  if (scheduler_) {
+    scheduler_->step();
+    lr_ = scheduler_->lr();
+  }
+  optimizerTimes_.applied = true;
+}
 
+double Engine::globalGradNorm(double localSumSquares) {
+  // Every rank summed the squares of its own slices, in shard order.
+  float total = static_cast<float>(localSumSquares);
+  queue_->run([&] { comm_.allReduce(&total, 1); });
+  reduceOverOtherAxes(&total, ReduceOp::Sum);
+  const double norm = std::sqrt(static_cast<double>(total));
+  // Every rank summed the same totals, so all stop here together. fp16 skips such a step and
+  // lowers its loss scale instead (before this); bf16 and fp32 have nothing that could recover.
+  if (!std::isfinite(norm))
+    throw Error("step " + std::to_string(globalSteps_) + ": the gradient norm is " +
+                (std::isnan(norm) ? "nan" : "inf") + " in " + dtypeName(modelType_) +
+                ", which has no loss scaler to skip the step: training diverged or a non-finite "
+                "value entered the model; lower the learning rate, check the optimizer's eps and "
+                "the init method's std, or train in fp16 with dynamic loss scaling");
+  return norm;
+}
+
+OptimizerStep Engine::updateOptions() {
   OptimizerStep update;
   update.lr = lr_;
   // DeepSpeed cycles betas[0] only; torch SGD has none, so OneCycle's momentum is not applied.
@@ -335,6 +377,11 @@ void Engine::stepAtBoundary() {
       queue_->run([&] { comm_.allReduce(sums.data(), count); });
       for (size_t i = 0; i < count; ++i) values[i] = sums[i];
     };
+  return update;
+}
+
+bool Engine::updateSubGroups(float clip) {
+  OptimizerStep update = updateOptions();
   // CPU-Adam writes the 16-bit working values in the same pass as the update, where the stage
   // wants them (the working copy itself, or a 16-bit shard to be all-gathered). Where the home
   // streams the master (offload to NVMe) the slice lies in a swap slot only while its group is
@@ -347,80 +394,64 @@ void Engine::stepAtBoundary() {
       (home.streamsMaster() || zero_->streamsWorkingCopy()) && zero_->separateMaster() && !fused;
   char* halfOut = fused || convertPerGroup ? zero_->halfCopyTarget() : nullptr;
   OptimizerTimes& times = optimizerTimes_;
-  {
-    PhaseTimer loop(timed(times.loopMs));
-    for (size_t gi = 0; gi < groups_.size(); ++gi) {
-      const SubGroup& group = groups_[gi];
-      const size_t begin = zero_->shardLayout().shardBegin(group.t0);
-      const ZeroStage::GroupView view =
-          zero_->beginGroup({group.t0, group.t1}, ZeroStage::ShardUse::kUpdate);
-      float* master;
-      {
-        PhaseTimer timer(timed(times.swapInMs));
-        master = home.acquire(gi, view.master ? view.master : zero_->masterData() + begin,
-                              *group.optimizer);
-      }
-      char* halfAt = view.halfCopy ? view.halfCopy
-                     : halfOut     ? halfOut + begin * dtypeBytes(modelType_)
-                                   : nullptr;
-      float* grads = zero_->gradientsInPlace(group.t0, group.t1);
-      {
-        PhaseTimer timer(timed(times.gradientsMs));
-        if (grads) {
-          // (g x unscale) x clip, as the copy and the clip pass below round them; no pass where
-          // both are 1 (one fp32 rank without clipping).
-          const float scale = unscale_;
-          if (scale != 1.0f || clip < 1.0f)
-            forEachChunk(zero_->shardLayout().shardBegin(group.t1) - begin,
-                         [&](size_t from, size_t to) {
-                           for (size_t i = from; i < to; ++i) grads[i] = grads[i] * scale * clip;
-                         });
-        } else {
-          // With one sub-group (the usual case) its gradients are still loaded from the
-          // statistics.
-          if (groups_.size() > 1 || !zero_->statisticsLoadGroups())
-            zero_->loadGroupGradients(group.t0, group.t1, groupGrads_, unscale_);
-          if (clip < 1.0f)
-            forEachChunk(groupGrads_.size(), [&](size_t from, size_t to) {
-              for (size_t i = from; i < to; ++i) groupGrads_[i] *= clip;
-            });
-          grads = groupGrads_.data();
-        }
-      }
-      {
-        PhaseTimer timer(timed(times.updateMs));
-        if (fused)
-          update.halfCopy = {
-              reinterpret_cast<uint16_t*>(halfAt),
-              modelType_ == DType::BF16 ? kernels::HalfFormat::Bf16 : kernels::HalfFormat::Fp16};
-        group.optimizer->step(master, grads, update);
-        if (convertPerGroup)
-          convertElements(master, DType::F32, halfAt, modelType_,
-                          zero_->shardLayout().shardBegin(group.t1) - begin);
-      }
-      {
-        PhaseTimer timer(timed(times.swapOutMs));
-        home.release(gi, *group.optimizer);
-      }
-      zero_->endGroup({group.t0, group.t1}, ZeroStage::ShardUse::kUpdate);
+  PhaseTimer loop(timed(times.loopMs));
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const SubGroup& group = groups_[gi];
+    const size_t begin = zero_->shardLayout().shardBegin(group.t0);
+    const ZeroStage::GroupView view =
+        zero_->beginGroup({group.t0, group.t1}, ZeroStage::ShardUse::kUpdate);
+    float* master;
+    {
+      PhaseTimer timer(timed(times.swapInMs));
+      master = home.acquire(gi, view.master ? view.master : zero_->masterData() + begin,
+                            *group.optimizer);
     }
+    char* halfAt = view.halfCopy ? view.halfCopy
+                   : halfOut     ? halfOut + begin * dtypeBytes(modelType_)
+                                 : nullptr;
+    const float* grads = clippedGradients(group, clip);
+    {
+      PhaseTimer timer(timed(times.updateMs));
+      if (fused)
+        update.halfCopy = {reinterpret_cast<uint16_t*>(halfAt), modelType_ == DType::BF16
+                                                                    ? kernels::HalfFormat::Bf16
+                                                                    : kernels::HalfFormat::Fp16};
+      group.optimizer->step(master, grads, update);
+      if (convertPerGroup)
+        convertElements(master, DType::F32, halfAt, modelType_,
+                        zero_->shardLayout().shardBegin(group.t1) - begin);
+    }
+    {
+      PhaseTimer timer(timed(times.swapOutMs));
+      home.release(gi, *group.optimizer);
+    }
+    zero_->endGroup({group.t0, group.t1}, ZeroStage::ShardUse::kUpdate);
   }
-  {
-    PhaseTimer timer(timed(times.allgatherMs));
-    zero_->publishParameters(fused || convertPerGroup);
+  return fused || convertPerGroup;
+}
+
+float* Engine::clippedGradients(const SubGroup& group, float clip) {
+  const size_t begin = zero_->shardLayout().shardBegin(group.t0);
+  float* grads = zero_->gradientsInPlace(group.t0, group.t1);
+  PhaseTimer timer(timed(optimizerTimes_.gradientsMs));
+  if (grads) {
+    // (g x unscale) x clip, as the copy and the clip pass below round them; no pass where both
+    // are 1 (one fp32 rank without clipping).
+    const float scale = unscale_;
+    if (scale != 1.0f || clip < 1.0f)
+      forEachChunk(zero_->shardLayout().shardBegin(group.t1) - begin, [&](size_t from, size_t to) {
+        for (size_t i = from; i < to; ++i) grads[i] = grads[i] * scale * clip;
+      });
+    return grads;
   }
-  {
-    // The write-backs' wait: DeepSpeed's swap-out timer also ends when the writes are done.
-    PhaseTimer timer(timed(times.swapOutMs));
-    home.endStep();  // after publishing: the next step's first read overlaps forward and backward
-  }
-  zero_->zeroGradients();
-  scaler_.update(false);
-  if (scheduler_) {
-    scheduler_->step();
-    lr_ = scheduler_->lr();
-  }
-  times.applied = true;
+  // With one sub-group (the usual case) its gradients are still loaded from the statistics.
+  if (groups_.size() > 1 || !zero_->statisticsLoadGroups())
+    zero_->loadGroupGradients(group.t0, group.t1, groupGrads_, unscale_);
+  if (clip < 1.0f)
+    forEachChunk(groupGrads_.size(), [&](size_t from, size_t to) {
+      for (size_t i = from; i < to; ++i) groupGrads_[i] *= clip;
+    });
+  return groupGrads_.data();
 }
 
 bool Engine::anyRankOverflowed(bool local) {

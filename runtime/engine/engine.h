@@ -184,6 +184,16 @@ class Engine : private LayerAccess {
   // In place over the model and pipe groups (after the data group's reduction).
   void reduceOverOtherAxes(float* value, ReduceOp op);
   void stepAtBoundary();
+  // stepAtBoundary's steps after the overflow check. The norm over every shard and grid axis;
+  // throws on every rank alike where it is not finite.
+  double globalGradNorm(double localSumSquares);
+  // The optimizer's update: every sub-group in turn, its gradients unscaled and clipped; true where
+  // the 16-bit working values were written on the way (fused or converted per group).
+  bool updateSubGroups(float clip);
+  OptimizerStep updateOptions();
+  // The sub-group's fp32 gradients times unscale_ x clip: in place where the stage keeps them so,
+  // else in groupGrads_.
+  float* clippedGradients(const SubGroup& group, float clip);
   // engine_pipeline.cc: the pipe schedules' executors, and the loss every rank returns.
   PipelineStage* pipelineStage() const;
   float runTrainSchedule(PipelineStage& stage, const std::function<Batch(int64_t)>& microBatch);
@@ -221,6 +231,12 @@ class Engine : private LayerAccess {
   template <class Body>
   void forEachStateGroup(ZeroStage::ShardUse use, Body body);
   void saveCheckpointResident(const std::string& dir, const std::string& tag);
+  // The save's pieces: this rank's shard file in `dir` (the master, then each state array over
+  // the shard), and the manifest that lists every partition's file.
+  ManifestFile writeShardFile(const std::string& dir);
+  CheckpointManifest checkpointManifest(const GridPlace& place,
+                                        const std::vector<OptimizerStateArray>& arrays,
+                                        std::vector<ManifestFile> files) const;
   std::string loadCheckpointResident(const std::string& dir, const std::string& tag,
                                      CheckpointLoadScope scope);
   // The load's steps, in order. Throws naming the manifest where this model or optimizer cannot

@@ -197,21 +197,7 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
     const auto arrays = groups_.front().optimizer->stateArrays();
     problem = problemOf([&] {
       if (rank >= partitions) return;
-      // The master shard, then each state array over the whole shard; a group's pieces are
-      // consecutive runs of each, written at their place while the group is acquired.
-      const size_t shard = zero_->shardLayout().shardSize();
-      ShardFileWriter file((fs::path(mine_dir) / shardFileName(rank)).string());
-      forEachStateGroup(
-          ZeroStage::ShardUse::kRead,
-          [&](size_t g, const float* master, const std::vector<OptimizerStateArray>& states) {
-            const size_t begin = zero_->shardLayout().shardBegin(groups_[g].t0);
-            const size_t count = zero_->shardLayout().shardBegin(groups_[g].t1) - begin;
-            file.writeAt(begin * sizeof(float), master, count * sizeof(float));
-            for (size_t a = 0; a < states.size(); ++a)
-              file.writeAt(((a + 1) * shard + begin) * sizeof(float), states[a].data,
-                           states[a].count * sizeof(float));
-          });
-      const WrittenFile written = file.finish();
+      const ManifestFile written = writeShardFile(mine_dir);
       mine = {written.bytes, written.checksum};
     });
     failTogether(problem);
@@ -222,37 +208,11 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
 
     problem = problemOf([&] {
       if (rank != 0) return;
-      CheckpointManifest m;
-      m.worldSize = world;
-      m.zeroStage = zero_->stage();
-      m.partitions = partitions;
-      m.modelDtype = dtypeName(modelType_);
-      m.configHash = config_.configHash;
-      m.runId = runId_;
-      m.architecture = model_.architecture();
-      m.globalSteps = globalSteps_;
-      m.skippedSteps = skippedSteps_;
-      m.microSteps = microSteps_;
-      m.lastGradNorm = lastGradNorm_;
-      m.parameters = count_;
-      for (const auto& s : specs_)
-        m.tensors.push_back({s.name, s.numel,
-                             s.slice.fullNumel == 0 ? std::nullopt : std::optional(s.slice)});
-      m.optimizerName = groups_.front().optimizer->name();
-      m.optimizerSteps = groups_.front().optimizer->steps();
-      for (const auto& a : arrays) m.optimizerArrays.push_back(a.name);
-      const LossScaler::State s = scaler_.state();
-      m.lossScale = s.scale;
-      m.lossScalerIteration = s.iteration;
-      m.lastOverflowIteration = s.lastOverflowIteration;
-      m.hysteresis = s.hysteresis;
-      if (scheduler_) m.lrLastBatchIteration = scheduler_->lastBatchIteration();
+      std::vector<ManifestFile> files;
       for (int q = 0; q < partitions; ++q)
-        m.files.push_back(
+        files.push_back(
             {shardFileName(q), records[q].bytes, static_cast<uint32_t>(records[q].checksum)});
-      if (place.pipe > 1 || place.model > 1)
-        m.grid = ManifestGrid{place.pipe, place.model, place.stage, place.modelRank};
-      const std::string text = manifestText(m);
+      const std::string text = manifestText(checkpointManifest(place, arrays, std::move(files)));
       writeFileSynced((fs::path(mine_dir) / "manifest.json").string(), {{text.data(), text.size()}});
     });
     failTogether(problem);  // every part is written
@@ -266,6 +226,60 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
     if (gridRoot) fs::remove_all(staging, ignored);
     throw;
   }
+}
+
+ManifestFile Engine::writeShardFile(const std::string& dir) {
+  const int rank = comm_.rank();
+  // The master shard, then each state array over the whole shard; a group's pieces are
+  // consecutive runs of each, written at their place while the group is acquired.
+  const size_t shard = zero_->shardLayout().shardSize();
+  ShardFileWriter file((fs::path(dir) / shardFileName(rank)).string());
+  forEachStateGroup(
+      ZeroStage::ShardUse::kRead,
+      [&](size_t g, const float* master, const std::vector<OptimizerStateArray>& states) {
+        const size_t begin = zero_->shardLayout().shardBegin(groups_[g].t0);
+        const size_t count = zero_->shardLayout().shardBegin(groups_[g].t1) - begin;
+        file.writeAt(begin * sizeof(float), master, count * sizeof(float));
+        for (size_t a = 0; a < states.size(); ++a)
+          file.writeAt(((a + 1) * shard + begin) * sizeof(float), states[a].data,
+                       states[a].count * sizeof(float));
+      });
+  const WrittenFile written = file.finish();
+  return {shardFileName(rank), written.bytes, written.checksum};
+}
+
+CheckpointManifest Engine::checkpointManifest(const GridPlace& place,
+                                              const std::vector<OptimizerStateArray>& arrays,
+                                              std::vector<ManifestFile> files) const {
+  CheckpointManifest m;
+  m.worldSize = comm_.size();
+  m.zeroStage = zero_->stage();
+  m.partitions = zero_->shardLayout().parts();
+  m.modelDtype = dtypeName(modelType_);
+  m.configHash = config_.configHash;
+  m.runId = runId_;
+  m.architecture = model_.architecture();
+  m.globalSteps = globalSteps_;
+  m.skippedSteps = skippedSteps_;
+  m.microSteps = microSteps_;
+  m.lastGradNorm = lastGradNorm_;
+  m.parameters = count_;
+  for (const auto& s : specs_)
+    m.tensors.push_back(
+        {s.name, s.numel, s.slice.fullNumel == 0 ? std::nullopt : std::optional(s.slice)});
+  m.optimizerName = groups_.front().optimizer->name();
+  m.optimizerSteps = groups_.front().optimizer->steps();
+  for (const auto& a : arrays) m.optimizerArrays.push_back(a.name);
+  const LossScaler::State s = scaler_.state();
+  m.lossScale = s.scale;
+  m.lossScalerIteration = s.iteration;
+  m.lastOverflowIteration = s.lastOverflowIteration;
+  m.hysteresis = s.hysteresis;
+  if (scheduler_) m.lrLastBatchIteration = scheduler_->lastBatchIteration();
+  m.files = std::move(files);
+  if (place.pipe > 1 || place.model > 1)
+    m.grid = ManifestGrid{place.pipe, place.model, place.stage, place.modelRank};
+  return m;
 }
 
 std::string Engine::loadCheckpointResident(const std::string& dir, const std::string& requestedTag,
