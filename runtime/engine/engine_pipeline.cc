@@ -50,13 +50,33 @@ class MicroBatches {
 // Neighbour pairs (topology_groups.h): group rank 0 is the lower stage.
 constexpr int kLower = 0, kUpper = 1;
 
-// The activation hand-offs both schedules share.
-void recvActivation(Communicator& prevStage, const PipelineStage& stage, BoundaryBuffer& buffer) {
-  buffer.input.resize(stage.boundaryElements(buffer.batch));
-  prevStage.recv(buffer.input.data(), buffer.input.size(), kLower);
-}
-void sendActivation(Communicator& nextStage, const BoundaryBuffer& buffer) {
-  nextStage.send(buffer.output.data(), buffer.output.size(), kUpper);
+// Runs a schedule's instructions in order: here the micro-batch loads and the activation hand-offs
+// both schedules share, every other instruction by `run`.
+template <class Run>
+void runSchedule(const std::vector<PipeStep>& schedule, MicroBatches& micro,
+                 const PipelineStage& stage, const ParallelGroups& grid, Run run) {
+  for (const PipeStep& step : schedule)
+    for (const PipeInstruction& instruction : step) {
+      const int b = instruction.bufferId;
+      switch (instruction.op) {
+        case PipeOp::LoadMicroBatch:
+          micro.load(b);
+          break;
+        case PipeOp::RecvActivation: {
+          BoundaryBuffer& buffer = micro.load(b);
+          buffer.input.resize(stage.boundaryElements(buffer.batch));
+          grid.prevStage->recv(buffer.input.data(), buffer.input.size(), kLower);
+          break;
+        }
+        case PipeOp::SendActivation: {
+          const BoundaryBuffer& buffer = micro.at(b);
+          grid.nextStage->send(buffer.output.data(), buffer.output.size(), kUpper);
+          break;
+        }
+        default:
+          run(instruction);
+      }
+    }
 }
 
 }  // namespace
@@ -98,68 +118,59 @@ float Engine::runTrainSchedule(PipelineStage& stage,
   // activation gradients sent back carry the same factor, so every stage's sum is the step's.
   const float gradScale = static_cast<float>(scaler_.scale() / gas);
   double lossSum = 0.0;
-  for (const PipeStep& step : trainSchedule(gas, stages, stageId))
-    for (const PipeInstruction& instruction : step) {
-      const int b = instruction.bufferId;
-      switch (instruction.op) {
-        case PipeOp::LoadMicroBatch:
-          micro.load(b);
-          break;
-        case PipeOp::RecvActivation:
-          recvActivation(*grid_.prevStage, stage, micro.load(b));
-          break;
-        case PipeOp::ForwardPass: {
-          BoundaryBuffer& buffer = micro.load(b);
-          if (!stage.lastStage()) buffer.output.resize(stage.boundaryElements(buffer.batch));
-          inBackward_ = false;
-          forwardStart_ = Clock::now();
-          const float loss = stage.stageForward(b, buffer.batch, buffer.input.data(),
-                                                buffer.output.data(), *this, gradScale, true);
-          // The last stage's head opens its backward inside the forward (layerGradients).
-          if (inBackward_)
-            times_.backwardMs += elapsedMs(backwardStart_);
-          else
-            times_.forwardMs += elapsedMs(forwardStart_);
-          if (stage.lastStage()) lossSum += loss;
-          break;
-        }
-        case PipeOp::SendActivation:
-          sendActivation(*grid_.nextStage, micro.at(b));
-          break;
-        case PipeOp::RecvGrad: {
-          BoundaryBuffer& buffer = micro.at(b);
-          buffer.outputGrad.resize(stage.boundaryElements(buffer.batch));
-          grid_.nextStage->recv(buffer.outputGrad.data(), buffer.outputGrad.size(), kUpper);
-          break;
-        }
-        case PipeOp::BackwardPass: {
-          BoundaryBuffer& buffer = micro.at(b);
-          if (!stage.firstStage()) buffer.inputGrad.resize(stage.boundaryElements(buffer.batch));
-          inBackward_ = true;
-          backwardStart_ = Clock::now();
-          stage.stageBackward(b, buffer.outputGrad.data(), buffer.inputGrad.data(), *this);
+  auto run = [&](const PipeInstruction& instruction) {
+    const int b = instruction.bufferId;
+    switch (instruction.op) {
+      case PipeOp::ForwardPass: {
+        BoundaryBuffer& buffer = micro.load(b);
+        if (!stage.lastStage()) buffer.output.resize(stage.boundaryElements(buffer.batch));
+        inBackward_ = false;
+        forwardStart_ = Clock::now();
+        const float loss = stage.stageForward(b, buffer.batch, buffer.input.data(),
+                                              buffer.output.data(), *this, gradScale, true);
+        // The last stage's head opens its backward inside the forward (layerGradients).
+        if (inBackward_)
           times_.backwardMs += elapsedMs(backwardStart_);
-          buffer.micro = -1;  // free for the next micro-batch; inputGrad is sent next step
-          break;
-        }
-        case PipeOp::SendGrad: {
-          const BoundaryBuffer& buffer = micro.at(b);
-          grid_.prevStage->send(buffer.inputGrad.data(), buffer.inputGrad.size(), kLower);
-          break;
-        }
-        case PipeOp::ReduceTiedGrads:
-          reduceTiedGradients(stage);
-          break;
-        case PipeOp::ReduceGrads:  // the boundary step's reduction over the data group
-          break;
-        case PipeOp::OptimizerStep:
-          queue_->waitIdle();
-          microSteps_ += gas;
-          stepAtBoundary();
-          queue_->waitIdle();
-          break;
+        else
+          times_.forwardMs += elapsedMs(forwardStart_);
+        if (stage.lastStage()) lossSum += loss;
+        break;
       }
+      case PipeOp::RecvGrad: {
+        BoundaryBuffer& buffer = micro.at(b);
+        buffer.outputGrad.resize(stage.boundaryElements(buffer.batch));
+        grid_.nextStage->recv(buffer.outputGrad.data(), buffer.outputGrad.size(), kUpper);
+        break;
+      }
+      case PipeOp::BackwardPass: {
+        BoundaryBuffer& buffer = micro.at(b);
+        if (!stage.firstStage()) buffer.inputGrad.resize(stage.boundaryElements(buffer.batch));
+        inBackward_ = true;
+        backwardStart_ = Clock::now();
+        stage.stageBackward(b, buffer.outputGrad.data(), buffer.inputGrad.data(), *this);
+        times_.backwardMs += elapsedMs(backwardStart_);
+        buffer.micro = -1;  // free for the next micro-batch; inputGrad is sent next step
+        break;
+      }
+      case PipeOp::SendGrad: {
+        const BoundaryBuffer& buffer = micro.at(b);
+        grid_.prevStage->send(buffer.inputGrad.data(), buffer.inputGrad.size(), kLower);
+        break;
+      }
+      case PipeOp::ReduceTiedGrads:
+        reduceTiedGradients(stage);
+        break;
+      case PipeOp::OptimizerStep:
+        queue_->waitIdle();
+        microSteps_ += gas;
+        stepAtBoundary();
+        queue_->waitIdle();
+        break;
+      default:  // ReduceGrads is the boundary step's; the hand-offs are runSchedule's
+        break;
     }
+  };
+  runSchedule(trainSchedule(gas, stages, stageId), micro, stage, grid_, run);
   return static_cast<float>(lossSum / gas);
 }
 
@@ -170,33 +181,19 @@ float Engine::runInferenceSchedule(PipelineStage& stage,
   stage.setPipeBuffers(kInferencePipeBuffers);
   MicroBatches micro(microBatch, kInferencePipeBuffers);
   double lossSum = 0.0;
-  for (const PipeStep& step : inferenceSchedule(gas, stages, stageId))
-    for (const PipeInstruction& instruction : step) {
-      const int b = instruction.bufferId;
-      switch (instruction.op) {
-        case PipeOp::LoadMicroBatch:
-          micro.load(b);
-          break;
-        case PipeOp::RecvActivation:
-          recvActivation(*grid_.prevStage, stage, micro.load(b));
-          break;
-        case PipeOp::SendActivation:
-          sendActivation(*grid_.nextStage, micro.at(b));
-          break;
-        case PipeOp::ForwardPass: {
-          BoundaryBuffer& buffer = micro.load(b);
-          if (!stage.lastStage()) buffer.output.resize(stage.boundaryElements(buffer.batch));
-          inBackward_ = false;
-          const float loss = stage.stageForward(b, buffer.batch, buffer.input.data(),
-                                                buffer.output.data(), *this, 0.0f, false);
-          if (stage.lastStage()) lossSum += loss;
-          buffer.micro = -1;  // its output is sent next step, before the buffer's next forward
-          break;
-        }
-        default:
-          throw Error("pipeline: " + toString(instruction) + " in an inference schedule");
-      }
-    }
+  auto run = [&](const PipeInstruction& instruction) {
+    const int b = instruction.bufferId;
+    if (instruction.op != PipeOp::ForwardPass)
+      throw Error("pipeline: " + toString(instruction) + " in an inference schedule");
+    BoundaryBuffer& buffer = micro.load(b);
+    if (!stage.lastStage()) buffer.output.resize(stage.boundaryElements(buffer.batch));
+    inBackward_ = false;
+    const float loss = stage.stageForward(b, buffer.batch, buffer.input.data(),
+                                          buffer.output.data(), *this, 0.0f, false);
+    if (stage.lastStage()) lossSum += loss;
+    buffer.micro = -1;  // its output is sent next step, before the buffer's next forward
+  };
+  runSchedule(inferenceSchedule(gas, stages, stageId), micro, stage, grid_, run);
   queue_->waitIdle();
   return static_cast<float>(lossSum / gas);
 }
