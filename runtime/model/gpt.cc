@@ -143,25 +143,193 @@ float initStd(InitMethod m, const GptConfig& c, double fanIn, double fanOut) {
   return static_cast<float>(c.initMethodStd);
 }
 
-}  // namespace
-
-Gpt::Gpt(GptConfig config, GptPlacement placement)
-    : config_(std::move(config)), placement_(placement) {
-  const int t = placement_.modelSize, rank = placement_.modelRank;
+// The config as a model rank builds it: checked, its vocabulary padded for the model group.
+GptConfig placedConfig(GptConfig config, const GptPlacement& placement) {
+  const int t = placement.modelSize, rank = placement.modelRank;
   if (t < 1 || rank < 0 || rank >= t)
     throw Error("GPT placement: model rank " + std::to_string(rank) + " of a model-parallel size " +
                 std::to_string(t));
-  const bool sliced = t > 1;
-  if (sliced) {
-    config_.validateModelParallel(t);  // the parser's own refusals, should a caller skip it
+  if (t > 1) {
+    config.validateModelParallel(t);  // the parser's own refusals, should a caller skip it
     // Every model rank needs the same number of vocabulary rows. NeoX always pads to
     // make-vocab-size-divisible-by x model-parallel-size, which makes the model (its padded
     // logits take part in the softmax) differ with the model-parallel size; here the one-rank
     // padding stays wherever the slices divide it (always for a power-of-two size with NeoX's
     // default 128), so a job's model and checkpoints are the same at every size.
-    if (config_.paddedVocabSize() % t != 0) config_.makeVocabSizeDivisibleBy *= t;
+    if (config.paddedVocabSize() % t != 0) config.makeVocabSizeDivisibleBy *= t;
   }
-  config_.validate();
+  config.validate();
+  return config;
+}
+
+// A replicated tensor's gradient is the same on every model rank: rank 0 counts it in the norm.
+enum Kind { kWhole, kReplicated };
+// A sliced tensor's place in the full one (ParamSpec::slice) and its local row width.
+struct Slicing {
+  SliceMap map;
+  size_t localWidth = 0;
+};
+
+// The parameter table in NeoX's order, as one rank holds it: only the layers [first, end) of its
+// stage, each tensor sliced as Megatron slices it over the model group (whole at size 1).
+class ParameterTable {
+ public:
+  ParameterTable(const GptConfig& c, int rank, int size, int first, int end,
+                 const gpt::BlockSlice& slice, const VocabSlice& vocab)
+      : c_(c),
+        rank_(rank),
+        sliced_(size > 1),
+        first_(first),
+        end_(end),
+        slice_(slice),
+        vocab_(vocab),
+        qkvSlice_(qkvRows(c.numAttentionHeads, c.kvHeads(), c.headDim(), rank, size)),
+        fc1Slice_{{slice.firstFfn, slice.ffn}} {
+    if (c.gated()) fc1Slice_.push_back({c.ffnSize() + slice.firstFfn, slice.ffn});  // [x | gate]
+  }
+
+  void addEmbedding() {
+    add("embed.word_embeddings.weight", {paddedVocab(), hidden()}, true, 0, wordEmbeddingRows());
+    if (c_.posEmb == PositionEmbedding::Learned)
+      add("embed.position_embeddings.weight", {c_.maxPositionEmbeddings, hidden()}, true, 0, {},
+          kReplicated);
+  }
+
+  void addBlock(int l);
+
+  void addHead(bool tiedCopy) {
+    const int head = c_.numLayers + 1;
+    add("final_layer_norm.weight", {normWeights()}, false, head, {}, kReplicated);
+    if (c_.normHasBias()) add("final_layer_norm.bias", {hidden()}, false, head, {}, kReplicated);
+    if (!c_.weightTying)
+      add("embed_out.weight", {paddedVocab(), hidden()}, true, head, wordEmbeddingRows());
+    if (tiedCopy) {
+      // The tied copy, sliced by vocabulary rows as the first stage's: that one counts in the
+      // gradient norm, this one does not (on any model rank).
+      add("embed.word_embeddings.weight", {paddedVocab(), hidden()}, true, head,
+          wordEmbeddingRows());
+      specs.back().countInGradNorm = false;
+    }
+  }
+
+  std::vector<ParamSpec> specs;
+  std::vector<std::vector<int64_t>> fullShapes;  // by spec: the one-rank shape
+
+ private:
+  void add(std::string name, std::vector<int64_t> shape, bool decay, int layer,
+           Slicing slicing = {}, Kind kind = kWhole) {
+    if (layer < first_ || layer >= end_) return;  // another stage's
+    ParamSpec s;
+    s.name = std::move(name);
+    s.weightDecay = decay;
+    s.layer = layer - first_;
+    fullShapes.push_back(shape);
+    if (!slicing.map.whole()) {  // sliced: the local shape from the runs
+      const auto local = static_cast<int64_t>(slicing.map.localNumel());
+      const auto width = static_cast<int64_t>(slicing.localWidth);
+      shape = shape.size() == 1 ? std::vector<int64_t>{local}
+                                : std::vector<int64_t>{local / width, width};
+      s.slice = std::move(slicing.map);
+    }
+    s.shape = std::move(shape);
+    s.countInGradNorm = !(sliced_ && kind == kReplicated && rank_ > 0);
+    s.numel = 1;
+    for (int64_t d : s.shape) s.numel *= static_cast<size_t>(d);
+    s.offset = specs.empty() ? 0 : specs.back().offset + specs.back().numel;
+    specs.push_back(std::move(s));
+  }
+
+  // Slice descriptions (none at model size 1, which keeps the unsliced init path): row ranges
+  // of a [rows, width] tensor (one run each), or columns [colBegin, + localWidth) of every row.
+  Slicing byRows(const std::vector<SliceRange>& ranges, size_t fullRows, size_t width) const {
+    Slicing f;
+    if (!sliced_) return f;
+    f.map.fullNumel = fullRows * width;
+    for (const SliceRange& r : ranges) f.map.runs.push_back({r.begin * width, r.count * width});
+    f.localWidth = width;
+    return f;
+  }
+  Slicing byColumns(size_t rows, size_t width, size_t colBegin, size_t localWidth) const {
+    Slicing f;
+    if (!sliced_) return f;
+    f.map.fullNumel = rows * width;
+    f.map.runs.push_back({colBegin, localWidth, rows, width});
+    f.localWidth = localWidth;
+    return f;
+  }
+  Slicing wordEmbeddingRows() const {
+    return byRows({vocab_.rows}, c_.paddedVocabSize(), c_.hiddenSize);
+  }
+
+  int64_t hidden() const { return static_cast<int64_t>(c_.hiddenSize); }
+  int64_t paddedVocab() const { return static_cast<int64_t>(c_.paddedVocabSize()); }
+  int64_t normWeights() const { return static_cast<int64_t>(c_.normWeightSize()); }
+
+  const GptConfig& c_;
+  int rank_;
+  bool sliced_;
+  int first_, end_;
+  gpt::BlockSlice slice_;
+  VocabSlice vocab_;
+  std::vector<SliceRange> qkvSlice_, fc1Slice_;
+};
+
+void ParameterTable::addBlock(int l) {
+  const std::string p = "layers." + std::to_string(l) + ".";
+  const int layer = l + 1;
+  const size_t h = c_.hiddenSize, d = c_.headDim();
+  const bool normBias = c_.normHasBias(), attnBias = c_.biasInAttnLinear, mlpBias = c_.biasInMlp;
+  const auto ff = static_cast<int64_t>(c_.ffnSize()), ff1 = static_cast<int64_t>(c_.ffnInputSize()),
+             qkv = static_cast<int64_t>(c_.qkvSize());
+  add(p + "input_layernorm.weight", {normWeights()}, false, layer, {}, kReplicated);
+  if (normBias) add(p + "input_layernorm.bias", {hidden()}, false, layer, {}, kReplicated);
+  if (c_.qkNorm) {  // NeoX's norm([heads, head size]): ScaleNorm's is one gain
+    const auto heads = static_cast<int64_t>(c_.numAttentionHeads),
+               headDim = static_cast<int64_t>(d);
+    const std::vector<int64_t> shape =
+        c_.norm == NormKind::ScaleNorm ? std::vector<int64_t>{1} : std::vector{heads, headDim};
+    add(p + "attention.qk_layernorm.weight", shape, false, layer);
+    if (c_.norm == NormKind::LayerNorm)
+      add(p + "attention.qk_layernorm.bias", {heads, headDim}, false, layer);
+  }
+  add(p + "attention.query_key_value.weight", {qkv, hidden()}, true, layer,
+      byRows(qkvSlice_, c_.qkvSize(), h));
+  if (attnBias)
+    add(p + "attention.query_key_value.bias", {qkv}, false, layer,
+        byRows(qkvSlice_, c_.qkvSize(), 1));
+  add(p + "attention.dense.weight", {hidden(), hidden()}, true, layer,
+      byColumns(h, h, slice_.firstHead * d, slice_.heads * d));
+  if (attnBias) add(p + "attention.dense.bias", {hidden()}, false, layer, {}, kReplicated);
+  add(p + "post_attention_layernorm.weight", {normWeights()}, false, layer, {}, kReplicated);
+  if (normBias) add(p + "post_attention_layernorm.bias", {hidden()}, false, layer, {}, kReplicated);
+  add(p + "mlp.dense_h_to_4h.weight", {ff1, hidden()}, true, layer,
+      byRows(fc1Slice_, c_.ffnInputSize(), h));
+  if (mlpBias)
+    add(p + "mlp.dense_h_to_4h.bias", {ff1}, false, layer, byRows(fc1Slice_, c_.ffnInputSize(), 1));
+  add(p + "mlp.dense_4h_to_h.weight", {hidden(), ff}, true, layer,
+      byColumns(h, c_.ffnSize(), slice_.firstFfn, slice_.ffn));
+  if (mlpBias) add(p + "mlp.dense_4h_to_h.bias", {hidden()}, false, layer, {}, kReplicated);
+}
+
+// NeoX's fixed position table [positions, h]: inv_freq = 10000^(-2i / h);
+// [sin(t * f) | cos(t * f)].
+std::vector<float> sinusoidTable(size_t positions, size_t h) {
+  std::vector<float> table(positions * h, 0.0f);
+  for (size_t t = 0; t < positions; ++t)
+    for (size_t i = 0; i < h / 2; ++i) {
+      const float f = static_cast<float>(
+          1.0 / std::pow(10000.0, static_cast<double>(2 * i) / static_cast<double>(h)));
+      const float angle = static_cast<float>(t) * f;
+      table[t * h + i] = std::sin(angle);
+      table[t * h + h / 2 + i] = std::cos(angle);
+    }
+  return table;
+}
+
+}  // namespace
+
+Gpt::Gpt(GptConfig config, GptPlacement placement)
+    : config_(placedConfig(std::move(config), placement)), placement_(placement) {
   const int layers = config_.numLayers + 2;
   first_ = placement.firstLayer;
   end_ = placement.endLayer < 0 ? layers : placement.endLayer;
@@ -173,131 +341,23 @@ Gpt::Gpt(GptConfig config, GptPlacement placement)
   blockBegin_ = std::clamp(first_ - 1, 0, config_.numLayers);
   blockEnd_ = std::clamp(end_ - 1, 0, config_.numLayers);
   tiedCopy_ = config_.weightTying && first_ > 0 && lastStage();
-  const size_t h = config_.hiddenSize, vocab = config_.paddedVocabSize();
+  const int t = placement_.modelSize, rank = placement_.modelRank;
   const gpt::BlockSlice slice = gpt::blockSlice(config_, rank, t, placement_.model);
-  const VocabSlice vocabRows = vocabSlice(vocab, rank, t);
-  // A replicated tensor's gradient is the same on every model rank: rank 0 counts it in the norm.
-  enum Kind { kWhole, kReplicated };
-  // A sliced tensor's place in the full one (ParamSpec::slice) and its local row width.
-  struct Slicing {
-    SliceMap map;
-    size_t localWidth = 0;
-  };
-  auto add = [&](std::string name, std::vector<int64_t> shape, bool decay, int layer,
-                 Slicing slicing = {}, Kind kind = kWhole) {
-    if (layer < first_ || layer >= end_) return;  // another stage's
-    ParamSpec s;
-    s.name = std::move(name);
-    s.weightDecay = decay;
-    s.layer = local(layer);
-    fullShapes_.push_back(shape);
-    if (!slicing.map.whole()) {  // sliced: the local shape from the runs
-      const auto local = static_cast<int64_t>(slicing.map.localNumel());
-      const auto width = static_cast<int64_t>(slicing.localWidth);
-      shape = shape.size() == 1 ? std::vector<int64_t>{local}
-                                : std::vector<int64_t>{local / width, width};
-      s.slice = std::move(slicing.map);
-    }
-    s.shape = std::move(shape);
-    s.countInGradNorm = !(sliced && kind == kReplicated && rank > 0);
-    s.numel = 1;
-    for (int64_t d : s.shape) s.numel *= static_cast<size_t>(d);
-    s.offset = specs_.empty() ? 0 : specs_.back().offset + specs_.back().numel;
-    specs_.push_back(std::move(s));
-  };
-  // Slice descriptions (none at model size 1, which keeps the unsliced init path): row ranges
-  // of a [rows, width] tensor (one run each), or columns [colBegin, + localWidth) of every row.
-  auto byRows = [&](std::vector<SliceRange> ranges, size_t fullRows, size_t width) {
-    Slicing f;
-    if (!sliced) return f;
-    f.map.fullNumel = fullRows * width;
-    for (const SliceRange& r : ranges) f.map.runs.push_back({r.begin * width, r.count * width});
-    f.localWidth = width;
-    return f;
-  };
-  auto byColumns = [&](size_t rows, size_t width, size_t colBegin, size_t localWidth) {
-    Slicing f;
-    if (!sliced) return f;
-    f.map.fullNumel = rows * width;
-    f.map.runs.push_back({colBegin, localWidth, rows, width});
-    f.localWidth = localWidth;
-    return f;
-  };
-  const size_t d = config_.headDim(), ffFull = config_.ffnSize();
-  const std::vector<SliceRange> qkvSlice =
-      qkvRows(config_.numAttentionHeads, config_.kvHeads(), d, rank, t);
-  std::vector<SliceRange> fc1Slice{{slice.firstFfn, slice.ffn}};
-  if (config_.gated()) fc1Slice.push_back({ffFull + slice.firstFfn, slice.ffn});  // [x | gate]
-  const auto H = static_cast<int64_t>(h);
-  add("embed.word_embeddings.weight", {static_cast<int64_t>(vocab), H}, true, 0,
-      byRows({vocabRows.rows}, vocab, h));
-  if (config_.posEmb == PositionEmbedding::Learned)
-    add("embed.position_embeddings.weight", {config_.maxPositionEmbeddings, H}, true, 0, {},
-        kReplicated);
-  const bool normBias = config_.normHasBias(), attnBias = config_.biasInAttnLinear,
-             mlpBias = config_.biasInMlp;
-  const auto ff = static_cast<int64_t>(config_.ffnSize()),
-             ff1 = static_cast<int64_t>(config_.ffnInputSize()),
-             qkv = static_cast<int64_t>(config_.qkvSize()),
-             normWeights = static_cast<int64_t>(config_.normWeightSize());
-  for (int l = 0; l < config_.numLayers; ++l) {
-    const std::string p = "layers." + std::to_string(l) + ".";
-    add(p + "input_layernorm.weight", {normWeights}, false, l + 1, {}, kReplicated);
-    if (normBias) add(p + "input_layernorm.bias", {H}, false, l + 1, {}, kReplicated);
-    if (config_.qkNorm) {  // NeoX's norm([heads, head size]): ScaleNorm's is one gain
-      const auto heads = static_cast<int64_t>(config_.numAttentionHeads),
-                 d = static_cast<int64_t>(config_.headDim());
-      const std::vector<int64_t> shape =
-          config_.norm == NormKind::ScaleNorm ? std::vector<int64_t>{1} : std::vector{heads, d};
-      add(p + "attention.qk_layernorm.weight", shape, false, l + 1);
-      if (config_.norm == NormKind::LayerNorm)
-        add(p + "attention.qk_layernorm.bias", {heads, d}, false, l + 1);
-    }
-    add(p + "attention.query_key_value.weight", {qkv, H}, true, l + 1, byRows(qkvSlice, config_.qkvSize(), h));
-    if (attnBias)
-      add(p + "attention.query_key_value.bias", {qkv}, false, l + 1, byRows(qkvSlice, config_.qkvSize(), 1));
-    add(p + "attention.dense.weight", {H, H}, true, l + 1,
-        byColumns(h, h, slice.firstHead * d, slice.heads * d));
-    if (attnBias) add(p + "attention.dense.bias", {H}, false, l + 1, {}, kReplicated);
-    add(p + "post_attention_layernorm.weight", {normWeights}, false, l + 1, {}, kReplicated);
-    if (normBias)
-      add(p + "post_attention_layernorm.bias", {H}, false, l + 1, {}, kReplicated);
-    add(p + "mlp.dense_h_to_4h.weight", {ff1, H}, true, l + 1, byRows(fc1Slice, config_.ffnInputSize(), h));
-    if (mlpBias) add(p + "mlp.dense_h_to_4h.bias", {ff1}, false, l + 1, byRows(fc1Slice, config_.ffnInputSize(), 1));
-    add(p + "mlp.dense_4h_to_h.weight", {H, ff}, true, l + 1,
-        byColumns(h, ffFull, slice.firstFfn, slice.ffn));
-    if (mlpBias) add(p + "mlp.dense_4h_to_h.bias", {H}, false, l + 1, {}, kReplicated);
-  }
-  const int head = config_.numLayers + 1;
-  add("final_layer_norm.weight", {normWeights}, false, head, {}, kReplicated);
-  if (normBias) add("final_layer_norm.bias", {H}, false, head, {}, kReplicated);
-  if (!config_.weightTying)
-    add("embed_out.weight", {static_cast<int64_t>(vocab), H}, true, head,
-        byRows({vocabRows.rows}, vocab, h));
-  if (tiedCopy_) {
-    // The tied copy, sliced by vocabulary rows as the first stage's: that one counts in the
-    // gradient norm, this one does not (on any model rank).
-    add("embed.word_embeddings.weight", {static_cast<int64_t>(vocab), H}, true, head,
-        byRows({vocabRows.rows}, vocab, h));
-    specs_.back().countInGradNorm = false;
-  }
+  const VocabSlice vocabRows = vocabSlice(config_.paddedVocabSize(), rank, t);
+
+  ParameterTable table(config_, rank, t, first_, end_, slice, vocabRows);
+  table.addEmbedding();
+  for (int l = 0; l < config_.numLayers; ++l) table.addBlock(l);
+  table.addHead(tiedCopy_);
+  specs_ = std::move(table.specs);
+  fullShapes_ = std::move(table.fullShapes);
 
   acts_ = std::make_unique<GptActivations>(config_, kernels::transformerKernels(), slice,
                                            vocabRows);
   const size_t positions = static_cast<size_t>(maxPositions());
   if (config_.posEmb == PositionEmbedding::Rotary) acts_->runner.prepareRotary(positions);
-  if (config_.posEmb == PositionEmbedding::Sinusoidal) {
-    // NeoX: inv_freq = 10000^(-2i / h); [sin(t * f) | cos(t * f)]
-    acts_->sinusoid.assign(positions * h, 0.0f);
-    for (size_t t = 0; t < positions; ++t)
-      for (size_t i = 0; i < h / 2; ++i) {
-        const float f = static_cast<float>(
-            1.0 / std::pow(10000.0, static_cast<double>(2 * i) / static_cast<double>(h)));
-        const float angle = static_cast<float>(t) * f;
-        acts_->sinusoid[t * h + i] = std::sin(angle);
-        acts_->sinusoid[t * h + h / 2 + i] = std::cos(angle);
-      }
-  }
+  if (config_.posEmb == PositionEmbedding::Sinusoidal)
+    acts_->sinusoid = sinusoidTable(positions, config_.hiddenSize);
   acts_->buffers.resize(1);
   acts_->buffers[0].blocks.resize(static_cast<size_t>(blockEnd_ - blockBegin_));
 }
