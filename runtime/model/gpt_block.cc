@@ -336,35 +336,82 @@ void BlockRunner::qkNormBackward(const float* w, float* dw, float* db, float* dq
   scatterQueriesKeys(dqkv, draw, N, h, Q);
 }
 
+namespace {
+
+// A block tensor's first element from its layout offset; null where the config leaves it out.
+template <class T>
+T* tensorAt(T* base, size_t offset) {
+  return offset == BlockLayout::kNone ? nullptr : base + offset;
+}
+
+template <class Fn>
+void elementWise(Fn fn) {
+  KernelTimer timer(KernelFamily::ElementWise);
+  fn();
+}
+
+}  // namespace
+
+// The profiler's forward latencies: a lap's time since the previous lap goes to its timer; a
+// part's total (attention, MLP) runs from the lap that opened it to the last lap so far.
+class BlockRunner::Laps {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit Laps(double* times) : times_(times), last_(Clock::now()) {}
+  Clock::time_point lap(Timer timer) {
+    const Clock::time_point now = Clock::now();
+    if (times_) times_[timer] += std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+    return now;
+  }
+  // The part's last lap, then its total since `partStart`.
+  void endPart(Timer lastLap, Timer part, Clock::time_point partStart) {
+    lap(lastLap);
+    if (times_) times_[part] += std::chrono::duration<double>(last_ - partStart).count();
+  }
+
+ private:
+  double* times_;
+  Clock::time_point last_;
+};
+
 void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspace& w,
                           const BlockShape& s, float* out, const DropoutKey* dropout,
                           double* times) {
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point last = Clock::now(), attentionStart = last, mlpStart = last;
-  auto lap = [&](Timer timer) {  // time since the previous lap goes to `timer`
-    const Clock::time_point now = Clock::now();
-    if (times) times[timer] += std::chrono::duration<double>(now - last).count();
-    last = now;
-    return now;
-  };
-  const BlockLayout& L = layout_;
-  // The rank's heads and MLP columns (all of them at model size 1, where hq = h).
-  const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = slice_.heads, d = c_.headDim(),
-               hq = H * d, ff = slice_.ffn, ff1 = c_.gated() ? 2 * ff : ff,
-               kv = slice_.kvHeads * d, Q = hq + 2 * kv, group = H / slice_.kvHeads;
-  const size_t probsFirst = slice_.firstHead * T * T;  // dropout keys by the global head
-  const float* x = a.input.data();
-  auto P = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : params + offset; };
+  Laps laps(times);
+  attentionForward(params, a, w, s, dropout, laps);
+  mlpForward(params, a, w, s, dropout, laps);
+  const size_t N = s.rows, h = c_.hiddenSize;
+  const float* attnOut = w.attnOut.data();
+  const float* mlpOut = w.mlpOut.data();
+  // mid + mlpOut, or (x + attnOut) + mlpOut for gpt-j.
+  KernelTimer residual(KernelFamily::ElementWise);
+  if (c_.gptjResidual) {
+    sumRows(k_, out, a.input.data(), attnOut, N, h);
+    addRows(k_, out, mlpOut, N, h);
+  } else {
+    sumRows(k_, out, a.mid.data(), mlpOut, N, h);
+  }
+}
 
-  // Attention.
-  norm(x, P(L.ln1w), P(L.ln1b), sized(a.ln1, N * h), sized(a.stats1a, N), sized(a.stats1b, N), N);
-  attentionStart = lap(kNorm1);
+void BlockRunner::attentionForward(const float* params, BlockActivations& a, BlockWorkspace& w,
+                                   const BlockShape& s, const DropoutKey* dropout, Laps& laps) {
+  const BlockLayout& L = layout_;
+  // The rank's heads (all of them at model size 1, where hq = h).
+  const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = slice_.heads, d = c_.headDim(),
+               hq = H * d, kv = slice_.kvHeads * d, Q = hq + 2 * kv, group = H / slice_.kvHeads;
+  const size_t probsFirst = slice_.firstHead * T * T;  // dropout keys by the global head
+  auto P = [&](size_t offset) { return tensorAt(params, offset); };
+
+  norm(a.input.data(), P(L.ln1w), P(L.ln1b), sized(a.ln1, N * h), sized(a.stats1a, N),
+       sized(a.stats1b, N), N);
+  const auto attentionStart = laps.lap(kNorm1);
   float* qkv = sized(a.qkv, N * Q);
   product(false, true, N, Q, h, 1.0f, a.ln1.data(), h, P(L.qkvw), h, 0.0f, qkv, Q);
   KernelTimer elementWise(KernelFamily::ElementWise);
   if (L.qkvb != BlockLayout::kNone) addBiasRows(k_, qkv, P(L.qkvb), N, Q);
   elementWise.stop();
-  lap(kQkv);
+  laps.lap(kQkv);
   if (c_.qkNorm) {
     KernelTimer norms(KernelFamily::Norms);
     qkNormForward(P(L.qknw), P(L.qknb), qkv, a, w, N);
@@ -387,28 +434,28 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
     attentionContext(shape, qkv, used, ctx);
   }
   attention.stop();
-  lap(kCore);
-  float* attnOut = sized(w.attnOut, N * h);
-  product(false, true, N, h, hq, 1.0f, ctx, hq, P(L.densew), hq, 0.0f, attnOut, h);
-  allReduceModel(attnOut, N * h);  // row-parallel: the ranks' partial sums, then the bias once
-  KernelTimer denseElementWise(KernelFamily::ElementWise);
-  if (L.denseb != BlockLayout::kNone) addBiasRows(k_, attnOut, P(L.denseb), N, h);
-  if (dropout && c_.hiddenDropout > 0.0)
-    applyDropout(attnOut, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
-                 kSiteAttentionOut);
-  lap(kDense);
-  if (times) times[kAttention] += std::chrono::duration<double>(last - attentionStart).count();
+  laps.lap(kCore);
+  outputProjection(ctx, hq, P(L.densew), P(L.denseb), w.attnOut, s, dropout, kSiteAttentionOut);
+  laps.endPart(kDense, kAttention, attentionStart);
+}
 
-  // MLP.
-  const float* mlpIn = x;
+void BlockRunner::mlpForward(const float* params, BlockActivations& a, BlockWorkspace& w,
+                             const BlockShape& s, const DropoutKey* dropout, Laps& laps) {
+  const BlockLayout& L = layout_;
+  // The rank's MLP columns (all of them at model size 1).
+  const size_t N = s.rows, h = c_.hiddenSize, ff = slice_.ffn, ff1 = c_.gated() ? 2 * ff : ff;
+  auto P = [&](size_t offset) { return tensorAt(params, offset); };
+
+  const float* mlpIn = a.input.data();
+  KernelTimer residual(KernelFamily::ElementWise);
   if (!c_.gptjResidual) {
     float* mid = sized(a.mid, N * h);
-    sumRows(k_, mid, x, attnOut, N, h);
+    sumRows(k_, mid, mlpIn, w.attnOut.data(), N, h);
     mlpIn = mid;
   } else {
     a.mid.clear();
   }
-  denseElementWise.stop();
+  residual.stop();
   if (c_.gptjTied) {  // the MLP reads norm1's output
     a.ln2.clear();
   } else {
@@ -416,10 +463,10 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
          N);
   }
   const float* mlpNormed = c_.gptjTied ? a.ln1.data() : a.ln2.data();
-  mlpStart = lap(kNorm2);
+  const auto mlpStart = laps.lap(kNorm2);
   float* fc1 = sized(a.fc1, N * ff1);
   product(false, true, N, ff1, h, 1.0f, mlpNormed, h, P(L.fc1w), h, 0.0f, fc1, ff1);
-  lap(kFc1);
+  laps.lap(kFc1);
   KernelTimer mlpElementWise(KernelFamily::ElementWise);
   float* act = sized(a.act, N * ff);
   const kernels::Unit unit = unitOf(c_.activation);
@@ -434,56 +481,54 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
       k_.unitForward(unit, act + r0 * ff, fc1 + r0 * ff, (r1 - r0) * ff);
   });
   mlpElementWise.stop();
-  lap(kAct);
-  float* mlpOut = sized(w.mlpOut, N * h);
-  product(false, true, N, h, ff, 1.0f, act, ff, P(L.fc2w), ff, 0.0f, mlpOut, h);
-  allReduceModel(mlpOut, N * h);
-  KernelTimer outElementWise(KernelFamily::ElementWise);
-  if (L.fc2b != BlockLayout::kNone) addBiasRows(k_, mlpOut, P(L.fc2b), N, h);
-  if (dropout && c_.hiddenDropout > 0.0)
-    applyDropout(mlpOut, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout,
-                 kSiteMlpOut);
-  lap(kFc2);
-  if (times) times[kMlp] += std::chrono::duration<double>(last - mlpStart).count();
+  laps.lap(kAct);
+  outputProjection(act, ff, P(L.fc2w), P(L.fc2b), w.mlpOut, s, dropout, kSiteMlpOut);
+  laps.endPart(kFc2, kMlp, mlpStart);
+}
 
-  // mid + mlpOut, or (x + attnOut) + mlpOut for gpt-j.
-  if (c_.gptjResidual) {
-    sumRows(k_, out, mlpIn, attnOut, N, h);
-    addRows(k_, out, mlpOut, N, h);
-  } else {
-    sumRows(k_, out, mlpIn, mlpOut, N, h);
-  }
+void BlockRunner::outputProjection(const float* x, size_t width, const float* weight,
+                                   const float* bias, std::vector<float>& out, const BlockShape& s,
+                                   const DropoutKey* dropout, uint64_t site) const {
+  const size_t N = s.rows, h = c_.hiddenSize;
+  float* y = sized(out, N * h);
+  product(false, true, N, h, width, 1.0f, x, width, weight, width, 0.0f, y, h);
+  allReduceModel(y, N * h);
+  KernelTimer elementWise(KernelFamily::ElementWise);
+  if (bias) addBiasRows(k_, y, bias, N, h);
+  if (dropout && c_.hiddenDropout > 0.0)
+    applyDropout(y, s.samples, s.seq * h, static_cast<float>(c_.hiddenDropout), *dropout, site);
+}
+
+const float* BlockRunner::throughHiddenDropout(const float* from, BlockWorkspace& w,
+                                               const BlockShape& s, const DropoutKey* dropout,
+                                               uint64_t site) const {
+  if (!(dropout && c_.hiddenDropout > 0.0)) return from;
+  const size_t N = s.rows, h = c_.hiddenSize;
+  KernelTimer timer(KernelFamily::ElementWise);
+  float* masked = sized(w.dA, N * h);
+  std::memcpy(masked, from, N * h * sizeof(float));
+  applyDropout(masked, s.samples, s.seq * h, static_cast<float>(c_.hiddenDropout), *dropout, site);
+  return masked;
 }
 
 void BlockRunner::backward(const float* params, float* grads, const BlockActivations& a,
                            BlockWorkspace& w, const BlockShape& s, const float* dOut, float* dIn,
                            const DropoutKey* dropout) {
+  // dIn collects the residual paths: dOut, then norm2's and norm1's input gradients.
+  float* dLn = mlpBackward(params, grads, a, w, s, dOut, dIn, dropout);
+  attentionBackward(params, grads, a, w, s, dOut, dIn, dLn, dropout);
+}
+
+float* BlockRunner::mlpBackward(const float* params, float* grads, const BlockActivations& a,
+                                BlockWorkspace& w, const BlockShape& s, const float* dOut,
+                                float* dIn, const DropoutKey* dropout) {
   const BlockLayout& L = layout_;
-  const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = slice_.heads, d = c_.headDim(),
-               hq = H * d, ff = slice_.ffn, ff1 = c_.gated() ? 2 * ff : ff,
-               KV = slice_.kvHeads, kv = KV * d, Q = hq + 2 * kv;
-  const size_t probsFirst = slice_.firstHead * T * T;
-  auto P = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : params + offset; };
-  auto G = [&](size_t offset) { return offset == BlockLayout::kNone ? nullptr : grads + offset; };
-  const bool hiddenDrop = dropout && c_.hiddenDropout > 0.0;
-  auto elementWise = [](auto fn) {
-    KernelTimer timer(KernelFamily::ElementWise);
-    fn();
-  };
+  const size_t N = s.rows, h = c_.hiddenSize, ff = slice_.ffn, ff1 = c_.gated() ? 2 * ff : ff;
+  auto P = [&](size_t offset) { return tensorAt(params, offset); };
+  auto G = [&](size_t offset) { return tensorAt(grads, offset); };
 
-  // The gradient of an output that reached the residual sum through hidden dropout: `from`
-  // itself without dropout, else its masked copy in w.dA.
-  auto throughHiddenDropout = [&](const float* from, uint64_t site) -> const float* {
-    if (!hiddenDrop) return from;
-    KernelTimer timer(KernelFamily::ElementWise);
-    float* masked = sized(w.dA, N * h);
-    std::memcpy(masked, from, N * h * sizeof(float));
-    applyDropout(masked, s.samples, T * h, static_cast<float>(c_.hiddenDropout), *dropout, site);
-    return masked;
-  };
-
-  // MLP: dOut reaches mlpOut through the residual sum.
-  const float* dMlp = throughHiddenDropout(dOut, kSiteMlpOut);
+  // dOut reaches mlpOut through the residual sum.
+  const float* dMlp = throughHiddenDropout(dOut, w, s, dropout, kSiteMlpOut);
   product(true, false, h, ff, N, 1.0f, dMlp, h, a.act.data(), ff, 1.0f, G(L.fc2w), ff);
   if (L.fc2b != BlockLayout::kNone)
     elementWise([&] { biasGradientRows(k_, G(L.fc2b), dMlp, N, h, normPartials_); });
@@ -511,10 +556,9 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
           G(L.fc1w), h);
   float* dLn = sized(w.dB, N * h);  // tied: norm1's output gradient from the MLP, so far
   product(false, false, N, h, ff1, 1.0f, dFc1, ff1, P(L.fc1w), h, 0.0f, dLn, h);
-  // Column-parallel's input gradient is the ranks' sum; tied, it is summed with QKV's below.
+  // Column-parallel's input gradient is the ranks' sum; tied, it is summed with QKV's first.
   if (!tied) allReduceModel(dLn, N * h);
   const float* mlpIn = c_.gptjResidual ? a.input.data() : a.mid.data();
-  // dIn collects the residual paths: dOut, then norm2's and norm1's input gradients.
   if (tied) {
     elementWise([&] { std::memcpy(dIn, dOut, N * h * sizeof(float)); });
   } else {
@@ -522,10 +566,23 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
                  G(L.ln2b), N);
     elementWise([&] { addRows(k_, dIn, dOut, N, h); });  // sequential: d(mid); gpt-j: d(x) so far
   }
+  return dLn;
+}
 
-  // Attention: its output feeds mid (sequential) or out (gpt-j) (dIn is added to only after its
-  // last use here).
-  const float* dAttn = throughHiddenDropout(c_.gptjResidual ? dOut : dIn, kSiteAttentionOut);
+void BlockRunner::attentionBackward(const float* params, float* grads, const BlockActivations& a,
+                                    BlockWorkspace& w, const BlockShape& s, const float* dOut,
+                                    float* dIn, float* dLn, const DropoutKey* dropout) {
+  const BlockLayout& L = layout_;
+  const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = slice_.heads, d = c_.headDim(),
+               hq = H * d, KV = slice_.kvHeads, kv = KV * d, Q = hq + 2 * kv;
+  const size_t probsFirst = slice_.firstHead * T * T;
+  auto P = [&](size_t offset) { return tensorAt(params, offset); };
+  auto G = [&](size_t offset) { return tensorAt(grads, offset); };
+
+  // Its output feeds mid (sequential) or out (gpt-j) (dIn is added to only after its last use
+  // here).
+  const float* dAttn =
+      throughHiddenDropout(c_.gptjResidual ? dOut : dIn, w, s, dropout, kSiteAttentionOut);
   product(true, false, h, hq, N, 1.0f, dAttn, h, a.ctx.data(), hq, 1.0f, G(L.densew), hq);
   if (L.denseb != BlockLayout::kNone)
     elementWise([&] { biasGradientRows(k_, G(L.denseb), dAttn, N, h, normPartials_); });
@@ -555,6 +612,7 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
   product(true, false, Q, h, N, 1.0f, dqkv, Q, a.ln1.data(), h, 1.0f, G(L.qkvw), h);
   if (L.qkvb != BlockLayout::kNone)
     elementWise([&] { biasGradientRows(k_, G(L.qkvb), dqkv, N, Q, normPartials_); });
+  const bool tied = c_.gptjTied;
   product(false, false, N, h, Q, 1.0f, dqkv, Q, P(L.qkvw), h, tied ? 1.0f : 0.0f, dLn, h);
   allReduceModel(dLn, N * h);
   float* dNorm1 = sized(w.dA, N * h);

@@ -118,6 +118,31 @@ class BlockRunner {
   // Sums a row-parallel output or a column-parallel input gradient over the model group.
   void allReduceModel(float* x, size_t n) const;
 
+  // forward's halves: the attention's output goes to w.attnOut, the MLP's (which reads it) to
+  // w.mlpOut. Laps takes the profiler's times.
+  class Laps;
+  void attentionForward(const float* params, BlockActivations& a, BlockWorkspace& w,
+                        const BlockShape& s, const DropoutKey* dropout, Laps& laps);
+  void mlpForward(const float* params, BlockActivations& a, BlockWorkspace& w, const BlockShape& s,
+                  const DropoutKey* dropout, Laps& laps);
+  // attention.dense and dense_4h_to_h: out [N, h] = x [N, width] W^T, row-parallel (the ranks'
+  // partial sums, then the bias once), then hidden dropout at `site`. bias may be null.
+  void outputProjection(const float* x, size_t width, const float* weight, const float* bias,
+                        std::vector<float>& out, const BlockShape& s, const DropoutKey* dropout,
+                        uint64_t site) const;
+  // backward's halves, the MLP's first. It returns the gradient of the MLP's normed input (w.dB),
+  // which the attention's half completes with QKV's where the norms are tied.
+  float* mlpBackward(const float* params, float* grads, const BlockActivations& a,
+                     BlockWorkspace& w, const BlockShape& s, const float* dOut, float* dIn,
+                     const DropoutKey* dropout);
+  void attentionBackward(const float* params, float* grads, const BlockActivations& a,
+                         BlockWorkspace& w, const BlockShape& s, const float* dOut, float* dIn,
+                         float* dLn, const DropoutKey* dropout);
+  // The gradient of an output that reached the residual sum through hidden dropout: `from`
+  // itself without dropout, else its masked copy in w.dA.
+  const float* throughHiddenDropout(const float* from, BlockWorkspace& w, const BlockShape& s,
+                                    const DropoutKey* dropout, uint64_t site) const;
+
   const GptConfig& c_;
   const kernels::TransformerKernels& k_;
   BlockSlice slice_;
