@@ -46,10 +46,10 @@ std::string latencyText(double seconds) {
   return fixed(seconds * 1e6) + " us";
 }
 
-std::string formatFlopsProfile(const std::vector<ModuleProfile>& modules,
-                               const ProfileSummary& s, const FlopsProfilerConfig& config) {
-  std::ostringstream out;
-  const ModuleProfile& root = modules.front();
+namespace {
+
+// The summary: the step's figures, DeepSpeed's labels padded to one column.
+void writeSummary(std::ostream& out, const ModuleProfile& root, const ProfileSummary& s) {
   const double fwdFlops = 2.0 * root.macs;
   auto line = [&](const std::string& label, const std::string& value) {
     std::string l = label;
@@ -86,7 +86,11 @@ std::string formatFlopsProfile(const std::vector<ModuleProfile>& modules,
   line("step latency:", latencyText(s.stepSeconds));
   line("iter latency:", latencyText(iter));
   line("samples/second:", fixed(iter > 0 ? static_cast<double>(s.trainBatchSize) / iter : 0.0));
+}
 
+// The aggregated profile: per depth, the top modules by params, MACs and latency.
+void writeAggregated(std::ostream& out, const std::vector<ModuleProfile>& modules,
+                     const FlopsProfilerConfig& config) {
   int maxDepth = 0;
   for (const auto& m : modules) maxDepth = std::max(maxDepth, m.depth);
   const int depths = config.moduleDepth < 0 ? maxDepth : static_cast<int>(std::min<int64_t>(config.moduleDepth, maxDepth));
@@ -126,30 +130,46 @@ std::string formatFlopsProfile(const std::vector<ModuleProfile>& modules,
                [](const auto& m) { return latencyText(m.forwardSeconds); })
         << '\n';
   }
+}
 
-  if (config.detailed) {
-    out << "\n------------------------------ Detailed Profile per GPU ------------------------------\n";
-    out << "Each module profile is listed after its name in the following order:\n"
-           "params, percentage of total params, MACs, percentage of total MACs, fwd latency, "
-           "percentage of total fwd latency, fwd FLOPS\n\n";
-    std::vector<std::vector<int>> children(modules.size());
-    for (size_t i = 1; i < modules.size(); ++i) children[modules[i].parent].push_back(static_cast<int>(i));
-    auto print = [&](auto&& self, int i) -> void {
-      const ModuleProfile& m = modules[i];
-      if (config.moduleDepth >= 0 && m.depth > config.moduleDepth) return;
-      const std::string indent(2 * m.depth, ' ');
-      const std::string leaf = m.name.substr(m.name.rfind('.') == std::string::npos ? 0 : m.name.rfind('.') + 1);
-      out << indent << (m.depth == 0 ? "" : "(" + leaf + "): ") << m.type << "(\n";
-      out << indent << "  " << withUnit(m.params) << ", " << percent(m.params, root.params)
-          << " Params, " << withUnit(m.macs, "MACs") << ", " << percent(m.macs, root.macs)
-          << " MACs, " << latencyText(m.forwardSeconds) << ", "
-          << percent(m.forwardSeconds, root.forwardSeconds) << " latency, "
-          << flopsRate(2 * m.macs, m.forwardSeconds) << ",\n";
-      for (int c : children[i]) self(self, c);
-      out << indent << ")\n";
-    };
-    print(print, 0);
-  }
+// The detailed profile: the module tree, each module's share of the root's figures.
+void writeDetailed(std::ostream& out, const std::vector<ModuleProfile>& modules,
+                   const FlopsProfilerConfig& config) {
+  const ModuleProfile& root = modules.front();
+  out << "\n------------------------------ Detailed Profile per GPU "
+         "------------------------------\n";
+  out << "Each module profile is listed after its name in the following order:\n"
+         "params, percentage of total params, MACs, percentage of total MACs, fwd latency, "
+         "percentage of total fwd latency, fwd FLOPS\n\n";
+  std::vector<std::vector<int>> children(modules.size());
+  for (size_t i = 1; i < modules.size(); ++i)
+    children[modules[i].parent].push_back(static_cast<int>(i));
+  auto print = [&](auto&& self, int i) -> void {
+    const ModuleProfile& m = modules[i];
+    if (config.moduleDepth >= 0 && m.depth > config.moduleDepth) return;
+    const std::string indent(2 * m.depth, ' ');
+    const std::string leaf =
+        m.name.substr(m.name.rfind('.') == std::string::npos ? 0 : m.name.rfind('.') + 1);
+    out << indent << (m.depth == 0 ? "" : "(" + leaf + "): ") << m.type << "(\n";
+    out << indent << "  " << withUnit(m.params) << ", " << percent(m.params, root.params)
+        << " Params, " << withUnit(m.macs, "MACs") << ", " << percent(m.macs, root.macs)
+        << " MACs, " << latencyText(m.forwardSeconds) << ", "
+        << percent(m.forwardSeconds, root.forwardSeconds) << " latency, "
+        << flopsRate(2 * m.macs, m.forwardSeconds) << ",\n";
+    for (int c : children[i]) self(self, c);
+    out << indent << ")\n";
+  };
+  print(print, 0);
+}
+
+}  // namespace
+
+std::string formatFlopsProfile(const std::vector<ModuleProfile>& modules, const ProfileSummary& s,
+                               const FlopsProfilerConfig& config) {
+  std::ostringstream out;
+  writeSummary(out, modules.front(), s);
+  writeAggregated(out, modules, config);
+  if (config.detailed) writeDetailed(out, modules, config);
   out << "------------------------------------------------------------------------------\n";
   return out.str();
 }
