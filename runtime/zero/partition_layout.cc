@@ -18,6 +18,25 @@ const char* bytesAt(const void* base, DType type, size_t index) {
   return static_cast<const char*>(base) + index * dtypeBytes(type);
 }
 
+// Part q's slice of tensor p, from `flat` (elements from flatBase on, times `scale`) to element
+// `at` of `out`; the slice's padding past the tensor's end is zeroed.
+void copySliceOut(const TensorPlacement& p, size_t q, const void* flat, DType flatType,
+                  size_t flatBase, void* out, DType outType, size_t at, float scale) {
+  const size_t begin = std::min(p.numel, q * p.slice), end = std::min(p.numel, begin + p.slice);
+  convertElements(bytesAt(flat, flatType, p.flatOffset - flatBase + begin), flatType,
+                  bytesAt(out, outType, at), outType, end - begin, scale);
+  std::memset(bytesAt(out, outType, at + end - begin), 0,
+              (p.slice - (end - begin)) * dtypeBytes(outType));
+}
+
+// The way back: part q's slice from element `at` of `in` into `flat`, its padding dropped.
+void copySliceIn(const TensorPlacement& p, size_t q, const void* in, DType inType, size_t at,
+                 void* flat, DType flatType, size_t flatBase) {
+  const size_t begin = std::min(p.numel, q * p.slice), end = std::min(p.numel, begin + p.slice);
+  convertElements(bytesAt(in, inType, at), inType,
+                  bytesAt(flat, flatType, p.flatOffset - flatBase + begin), flatType, end - begin);
+}
+
 }  // namespace
 
 void convertElements(const void* in, DType inType, void* out, DType outType, size_t count,
@@ -91,12 +110,8 @@ void PartitionLayout::packPart(const void* flat, DType flatType, size_t flatBase
   for (int q = 0; q < parts_; ++q)
     for (size_t t = t0; t < t1; ++t) {
       const TensorPlacement& p = tensors_[t];
-      const size_t begin = std::min(p.numel, q * p.slice), end = std::min(p.numel, begin + p.slice);
-      const size_t dst = q * chunkSize + p.shardOffset - shardOffsets_[s0];
-      convertElements(bytesAt(flat, flatType, p.flatOffset - flatBase + begin), flatType,
-                      bytesAt(staging, stagingType, dst), stagingType, end - begin, scale);
-      std::memset(bytesAt(staging, stagingType, dst + end - begin), 0,
-                  (p.slice - (end - begin)) * dtypeBytes(stagingType));
+      copySliceOut(p, q, flat, flatType, flatBase, staging, stagingType,
+                   q * chunkSize + p.shardOffset - shardOffsets_[s0], scale);
     }
 }
 
@@ -106,38 +121,23 @@ void PartitionLayout::unpack(const void* staging, DType stagingType, size_t t0, 
   for (int q = 0; q < parts_; ++q)
     for (size_t t = t0; t < t1; ++t) {
       const TensorPlacement& p = tensors_[t];
-      const size_t begin = std::min(p.numel, q * p.slice), end = std::min(p.numel, begin + p.slice);
-      const size_t src = q * chunkSize + p.shardOffset - shardOffsets_[t0];
-      convertElements(bytesAt(staging, stagingType, src), stagingType,
-                      bytesAt(flat, flatType, p.flatOffset - flatBase + begin), flatType,
-                      end - begin);
+      copySliceIn(p, q, staging, stagingType, q * chunkSize + p.shardOffset - shardOffsets_[t0],
+                  flat, flatType, flatBase);
     }
 }
 
 void PartitionLayout::extractShard(const void* flat, DType flatType, size_t flatBase, size_t t0,
                                    size_t t1, void* shard, DType shardType, float scale) const {
-  for (size_t t = t0; t < t1; ++t) {
-    const TensorPlacement& p = tensors_[t];
-    const size_t begin = std::min(p.numel, rank_ * p.slice),
-                 end = std::min(p.numel, begin + p.slice);
-    const size_t dst = p.shardOffset - shardOffsets_[t0];
-    convertElements(bytesAt(flat, flatType, p.flatOffset - flatBase + begin), flatType,
-                    bytesAt(shard, shardType, dst), shardType, end - begin, scale);
-    std::memset(bytesAt(shard, shardType, dst + end - begin), 0,
-                (p.slice - (end - begin)) * dtypeBytes(shardType));
-  }
+  for (size_t t = t0; t < t1; ++t)
+    copySliceOut(tensors_[t], rank_, flat, flatType, flatBase, shard, shardType,
+                 tensors_[t].shardOffset - shardOffsets_[t0], scale);
 }
 
 void PartitionLayout::insertShard(const void* shard, DType shardType, size_t t0, size_t t1,
                                   void* flat, DType flatType, size_t flatBase) const {
-  for (size_t t = t0; t < t1; ++t) {
-    const TensorPlacement& p = tensors_[t];
-    const size_t begin = std::min(p.numel, rank_ * p.slice),
-                 end = std::min(p.numel, begin + p.slice);
-    convertElements(bytesAt(shard, shardType, p.shardOffset - shardOffsets_[t0]), shardType,
-                    bytesAt(flat, flatType, p.flatOffset - flatBase + begin), flatType,
-                    end - begin);
-  }
+  for (size_t t = t0; t < t1; ++t)
+    copySliceIn(tensors_[t], rank_, shard, shardType, tensors_[t].shardOffset - shardOffsets_[t0],
+                flat, flatType, flatBase);
 }
 
 }  // namespace ds::runtime

@@ -9,18 +9,27 @@
 
 namespace ds::runtime {
 
-// Everything replicated; gradients all-reduced at the accumulation boundary.
-class ZeroStage0 : public ZeroStage {
+// Stages 0 and 1: whole gradients on every rank, added layer by layer during the backward and
+// reduced in buckets at the boundary.
+class WholeGradientStage : public ZeroStage {
  public:
-  explicit ZeroStage0(const ZeroContext& context) : ZeroStage(context, 1) {}
-  int stage() const override { return 0; }
-  void initialise(const InitialValues& draw) override;
   bool keepsWholeGradients() const override { return true; }
   const float* acquireParameters(int layer, bool) override { return convertedParameters(layer); }
   void gradientsDone(int layer) override {
     accumulateWholeGradients(layer);
     releaseConverted(layer);
   }
+
+ protected:
+  using ZeroStage::ZeroStage;
+};
+
+// Everything replicated; gradients all-reduced at the accumulation boundary.
+class ZeroStage0 : public WholeGradientStage {
+ public:
+  explicit ZeroStage0(const ZeroContext& context) : WholeGradientStage(context, 1) {}
+  int stage() const override { return 0; }
+  void initialise(const InitialValues& draw) override;
   void reduceGradientsForStep() override { reduceBucketsAtBoundary(false); }
   GradientStatistics gradientStatistics(const std::vector<std::pair<size_t, size_t>>& groups,
                                         float unscale, std::vector<float>& scratch) override;
@@ -34,17 +43,11 @@ class ZeroStage0 : public ZeroStage {
 
 // fp32 master weights and optimizer states partitioned; gradients kept whole and reduce-scattered
 // at the boundary into the own slices; updated shards all-gathered.
-class ZeroStage1 : public ZeroStage {
+class ZeroStage1 : public WholeGradientStage {
  public:
-  explicit ZeroStage1(const ZeroContext& context) : ZeroStage(context, 0) {}
+  explicit ZeroStage1(const ZeroContext& context) : WholeGradientStage(context, 0) {}
   int stage() const override { return 1; }
   void initialise(const InitialValues& draw) override;
-  bool keepsWholeGradients() const override { return true; }
-  const float* acquireParameters(int layer, bool) override { return convertedParameters(layer); }
-  void gradientsDone(int layer) override {
-    accumulateWholeGradients(layer);
-    releaseConverted(layer);
-  }
   void reduceGradientsForStep() override { reduceBucketsAtBoundary(true); }
   void loadGroupGradients(size_t t0, size_t t1, std::vector<float>& out, float unscale) override;
   float* gradientsInPlace(size_t, size_t) override { return nullptr; }  // slices of whole tensors
