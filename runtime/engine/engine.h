@@ -48,7 +48,7 @@ struct StepTimes {
 };
 
 // wall_clock_breakdown: the parts of the last accumulation boundary's update that DeepSpeed's ZeRO
-// optimizers time themselves (how a trainer names and prints them: worker/step_timers.h). Measured
+// optimizers time themselves (how a trainer names and prints them: runtime/train/step_timers.h). Measured
 // only with wall_clock_breakdown on (all zero otherwise).
 struct OptimizerTimes {
   bool applied = false;  // false before the first update and after a step skipped on overflow
