@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <random>
 #include <string>
 #include <utility>
@@ -24,6 +23,7 @@
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "kernels/cuda/cuda_accelerator.h"
+#include "test/cuda/check_report.h"
 
 namespace {
 
@@ -34,79 +34,11 @@ using ds::kernels::DeviceBuffer;
 using ds::kernels::KernelIsa;
 using ds::kernels::Transpose;
 using ds::kernels::Unit;
+using ds::test::Report;
+using ds::test::Result;
 
 constexpr double kFp32Tolerance = 1e-5;  // relative (see Report::close)
 constexpr double kBf16Tolerance = 1e-2;  // bf16's 8-bit mantissa, rounded once at the output
-
-struct Result {
-  std::string name;
-  bool passed;
-  double error, tolerance;
-  std::string note;
-};
-
-std::string jsonEscaped(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
-  }
-  return out;
-}
-
-class Report {
- public:
-  void add(Result r) {
-    std::printf("%s  %-52s error %.3g (tolerance %.3g)%s%s\n", r.passed ? "PASS" : "FAIL",
-                r.name.c_str(), r.error, r.tolerance, r.note.empty() ? "" : "  ", r.note.c_str());
-    std::fflush(stdout);
-    results_.push_back(std::move(r));
-  }
-  // max |gpu - ref| / (|ref| + floor), floor = 1% of the largest |ref|: relative where values
-  // are large, absolute against the array's scale near zero (where sums cancel).
-  void close(const std::string& name, const std::vector<float>& gpu, const std::vector<float>& ref,
-             double tolerance) {
-    double scale = 0.0, error = 0.0;
-    for (float r : ref) scale = std::max(scale, std::fabs(static_cast<double>(r)));
-    const double floor = scale > 0.0 ? 0.01 * scale : 1e-30;
-    size_t bitwise = 0;
-    bool nan = gpu.size() != ref.size();
-    for (size_t i = 0; i < gpu.size() && i < ref.size(); ++i) {
-      const bool same = gpu[i] == ref[i] || (std::isnan(gpu[i]) && std::isnan(ref[i]));  // inf, NaN
-      const double d = same ? 0.0 : std::fabs(static_cast<double>(gpu[i]) - ref[i]);
-      nan = nan || std::isnan(d);
-      error = std::max(error, d / (std::fabs(static_cast<double>(ref[i])) + floor));
-      bitwise += std::memcmp(&gpu[i], &ref[i], sizeof(float)) == 0;
-    }
-    add({name, !nan && error <= tolerance, nan ? NAN : error, tolerance,
-         std::to_string(bitwise) + "/" + std::to_string(ref.size()) + " bitwise"});
-  }
-  void expect(const std::string& name, bool ok, const std::string& note) {
-    add({name, ok, ok ? 0.0 : 1.0, 0.0, note});
-  }
-  int failures() const {
-    int n = 0;
-    for (const Result& r : results_) n += !r.passed;
-    return n;
-  }
-  void writeJson(const std::string& path, const std::string& device, double seconds) const {
-    std::ofstream out(path);
-    out << "{\"device\": \"" << jsonEscaped(device) << "\", \"checks\": " << results_.size()
-        << ", \"failed\": " << failures() << ", \"seconds\": " << seconds << ", \"results\": [";
-    for (size_t i = 0; i < results_.size(); ++i) {
-      const Result& r = results_[i];
-      out << (i ? ",\n  " : "\n  ") << "{\"name\": \"" << jsonEscaped(r.name)
-          << "\", \"passed\": " << (r.passed ? "true" : "false")
-          << ", \"error\": " << (std::isfinite(r.error) ? r.error : -1.0)
-          << ", \"tolerance\": " << r.tolerance << ", \"note\": \"" << jsonEscaped(r.note) << "\"}";
-    }
-    out << "]}\n";
-  }
-
- private:
-  std::vector<Result> results_;
-};
 
 std::vector<float> randoms(size_t n, uint64_t seed, float scale = 1.0f) {
   std::mt19937_64 rng(seed);
@@ -539,8 +471,11 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc) {
       jsonPath = argv[++i];
-    } else if (arg == "--device" && i + 1 < argc) {
-      kind = ds::kernels::parseDevice(argv[++i], "--device");
+    } else if (arg == "--device" && i + 1 < argc &&
+               (std::string(argv[i + 1]) == "cuda" || std::string(argv[i + 1]) == "cpu")) {
+      // Parsed here: scripts/gpu-check's build has no accelerator.cc (parseDevice).
+      kind = std::string(argv[++i]) == "cpu" ? ds::kernels::DeviceKind::Cpu
+                                             : ds::kernels::DeviceKind::Cuda;
     } else {
       std::fprintf(stderr, "usage: %s [--json FILE] [--device cuda|cpu]\n", argv[0]);
       return 2;
