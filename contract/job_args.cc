@@ -51,6 +51,7 @@ void addTrain(CLI::App& app, TrainOptions& o) {
   train->add_option("--save_dir", o.saveDir, "save checkpoints here");
   train->add_option("--save_interval", o.saveInterval, "steps between checkpoints (0: at the end)")
       ->check(CLI::NonNegativeNumber);
+  train->add_option("--device", o.device, "cpu or cuda (default: DS_ACCELERATOR, else cpu)");
 }
 
 void addCommBench(CLI::App& app, CommBenchOptions& o, std::string& op, std::string& dtype,
@@ -96,6 +97,16 @@ uint64_t parseByteSize(const std::string& flag, const std::string& text, uint64_
   return value << shift;
 }
 
+DeviceKind trainingDevice(const TrainOptions& options) {
+  const DeviceKind device = selectDevice(options.device);
+  if (device == DeviceKind::Cuda)
+    throw Error(std::string(options.device.empty() ? "DS_ACCELERATOR=cuda" : "train --device cuda") +
+                ": the built-in trainers do not run on the GPU yet (the CUDA kernels exist, "
+                "docs/gpu.md; the engine and the models run on the CPU backend only): train with "
+                "--device cpu" + (options.device.empty() ? " or unset DS_ACCELERATOR" : ""));
+  return device;
+}
+
 JobSpec parseJobArgs(const std::vector<std::string>& jobArgs) {
   JobSpec spec;
   if (jobArgs.empty()) throw Error("no job given");
@@ -120,6 +131,7 @@ JobSpec parseJobArgs(const std::vector<std::string>& jobArgs) {
     spec.kind = JobKind::Train;
     spec.configPaths = spec.train.config;
     spec.train.stepsGiven = app.get_subcommand("train")->count("--steps") > 0;
+    if (!spec.train.device.empty()) parseDevice(spec.train.device, "train --device");
   } else if (name == "barrier") {
     spec.kind = JobKind::Barrier;
   } else {

@@ -14,6 +14,7 @@
 
 #include "common/collective_op.h"
 #include "common/comm_backend.h"
+#include "common/device_kind.h"
 #include "common/dtype.h"
 
 namespace ds {
@@ -37,7 +38,14 @@ struct TrainOptions {
   std::string loadDir;
   std::string saveDir;
   int64_t saveInterval = 0;
+  // --device cpu|cuda as given ("" when not: DeepSpeed's DS_ACCELERATOR, else the CPU).
+  std::string device;
 };
+
+// The device the built-in trainers run a job on: --device, else DS_ACCELERATOR, else the CPU.
+// Throws ds::Error for a device they cannot train on yet (the CUDA kernels exist, the engine and
+// the models do not run on them), so that no job says cuda and trains on the CPU.
+DeviceKind trainingDevice(const TrainOptions& options);
 
 struct CommBenchOptions {
   // all_reduce, all_gather, reduce_scatter or broadcast (the collectives a bench times alone)

@@ -1,33 +1,15 @@
-// Choosing the accelerator: the device's name, DS_ACCELERATOR, and which backends this build and
-// this machine have. The backends themselves are kernels/cpu/cpu_accelerator.cc and
-// kernels/cuda/cuda_accelerator.cc (built only with CUDA: DS_HAVE_CUDA_KERNELS).
+// Which backends this build and this machine have (the device's choice: common/device_kind.h).
+// The backends themselves are kernels/cpu/cpu_accelerator.cc and kernels/cuda/cuda_accelerator.cc
+// (built only with CUDA: DS_HAVE_CUDA_KERNELS).
 #include "kernels/accelerator.h"
 
-#include <cstdlib>
-
 #include "common/error.h"
-#include "common/printable.h"
 #include "kernels/cpu/cpu_accelerator.h"
 #if defined(DS_HAVE_CUDA_KERNELS)
 #include "kernels/cuda/cuda_accelerator.h"
 #endif
 
 namespace ds::kernels {
-
-const char* deviceKindName(DeviceKind kind) { return kind == DeviceKind::Cuda ? "cuda" : "cpu"; }
-
-DeviceKind parseDevice(const std::string& name, const std::string& where) {
-  for (DeviceKind kind : {DeviceKind::Cpu, DeviceKind::Cuda})
-    if (name == deviceKindName(kind)) return kind;
-  throw Error(where + ": expected cpu or cuda, got \"" + printable(name) + "\"");
-}
-
-DeviceKind selectDevice(const std::string& explicitChoice) {
-  if (!explicitChoice.empty()) return parseDevice(explicitChoice, "device");
-  const char* env = std::getenv("DS_ACCELERATOR");
-  if (env && *env) return parseDevice(env, "DS_ACCELERATOR");
-  return DeviceKind::Cpu;
-}
 
 bool acceleratorAvailable(DeviceKind kind, std::string* why) {
   std::string reason;

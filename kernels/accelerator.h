@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "common/device_kind.h"
 #include "common/dtype.h"
 #include "kernels/cpu/adam_kernel.h"
 #include "kernels/cpu/cpu_adam.h"
@@ -18,17 +19,11 @@
 
 namespace ds::kernels {
 
-enum class DeviceKind { Cpu, Cuda };
-
-const char* deviceKindName(DeviceKind kind);  // "cpu", "cuda"
-
-// "cpu" or "cuda"; anything else is a ds::Error naming `where` (the flag, key or variable), the
-// value and the accepted ones.
-DeviceKind parseDevice(const std::string& name, const std::string& where = "device");
-
-// The device of a job: `explicitChoice` (--device or the config's key) when not empty, else
-// DeepSpeed's DS_ACCELERATOR variable when set, else the CPU.
-DeviceKind selectDevice(const std::string& explicitChoice = "");
+// The device kinds and their choice live in common/ (the launcher decides with them too).
+using ds::DeviceKind;
+using ds::deviceKindName;
+using ds::parseDevice;
+using ds::selectDevice;
 
 // Streams and events are handles of the backend; a null stream is the device's default stream.
 // The CPU backend runs everything at the call, so its streams order nothing.

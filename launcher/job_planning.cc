@@ -314,6 +314,7 @@ JobPlan planJob(CommandLine& line) {
   LaunchOptions& flags = line.flags;
   // The job's own arguments are checked here, before anything starts.
   JobSpec job = parseJobArgs(line.jobArgs);
+  if (job.kind == JobKind::Train) trainingDevice(job.train);
   std::vector<std::string> notices;
   const auto [pool, plan] = selectJobResources(flags, notices);
   const Backend backend = chooseValidBackend(flags, plan);

@@ -82,6 +82,8 @@ class MlpHooks final : public runtime::TrainingHooks {
 runtime::TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join,
                                  runtime::Store& store, const std::string& bindAddress,
                                  ProgressBoard& board, const std::atomic<bool>& stopRequested) {
+  // Checked again here: this node's DS_ACCELERATOR may differ from the launcher's.
+  trainingDevice(options);
   const runtime::JobConfig job = runtime::parseJobConfig(join.configJson, join.worldSize, "config");
   const runtime::DeepSpeedConfig& config = job.deepspeed;
   // DeepSpeed's runtime check: the elasticity block this rank runs is the one the scheduler saw.

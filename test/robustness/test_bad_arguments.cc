@@ -106,6 +106,29 @@ TEST_CASE("robustness: ds-launch refuses unknown options and bad flag values wit
   }
 }
 
+TEST_CASE("robustness: train on a device the trainers do not run on is refused, not run on the CPU") {
+  const std::string launch = std::string(DS_BIN_DIR) + "/ds-launch --hostfile " + DS_SOURCE_DIR +
+                             "/hostfiles/loopback --dry-run train --config " + DS_SOURCE_DIR +
+                             "/configs/gpt_demo.yml";
+  const Outcome flag = runCommand("env -u DS_ACCELERATOR " + launch + " --device cuda");
+  CHECK(flag.status == 2);
+  CHECK_THAT(flag.output, Catch::Contains("train --device cuda: the built-in trainers do not run "
+                                          "on the GPU yet"));
+  const Outcome variable = runCommand("DS_ACCELERATOR=cuda " + launch);
+  CHECK(variable.status == 2);
+  CHECK_THAT(variable.output, Catch::Contains("DS_ACCELERATOR=cuda: the built-in trainers"));
+  CHECK_THAT(variable.output, Catch::Contains("unset DS_ACCELERATOR"));
+  const Outcome typo = runCommand("env -u DS_ACCELERATOR " + launch + " --device gpu");
+  CHECK(typo.status == 2);
+  CHECK_THAT(typo.output, Catch::Contains("train --device: expected cpu or cuda, got \"gpu\""));
+  const Outcome badVariable = runCommand("DS_ACCELERATOR=xpu " + launch);
+  CHECK(badVariable.status == 2);
+  CHECK_THAT(badVariable.output, Catch::Contains("DS_ACCELERATOR: expected cpu or cuda"));
+  // The flag wins over the variable, as an explicit choice does in DeepSpeed.
+  CHECK(runCommand("DS_ACCELERATOR=cuda " + launch + " --device cpu").status == 0);
+  CHECK(runCommand("env -u DS_ACCELERATOR " + launch + " --device cpu").status == 0);
+}
+
 TEST_CASE("robustness: train --steps that contradicts a NeoX YAML's train-iters is refused") {
   const std::string launch = std::string(DS_BIN_DIR) + "/ds-launch --hostfile " + DS_SOURCE_DIR +
                              "/hostfiles/loopback --dry-run train --config " + DS_SOURCE_DIR +
