@@ -13,6 +13,7 @@
 
 #include "common/device_kind.h"
 #include "common/dtype.h"
+#include "common/error.h"
 #include "kernels/cpu/adam_kernel.h"
 #include "kernels/cpu/cpu_adam.h"
 #include "kernels/cpu/transformer_kernels.h"
@@ -54,6 +55,16 @@ struct GemmOutput {
 struct DeviceMemoryInfo {
   size_t freeBytes = 0, totalBytes = 0;
 };
+
+// The operand types every backend's gemm takes; anything else is a ds::Error naming what was given.
+inline void checkGemmTypes(const GemmInput& a, const GemmInput& b, const GemmOutput& c) {
+  if (a.type != b.type || (a.type != DType::F32 && a.type != DType::BF16))
+    throw Error(std::string("gemm: inputs must be both fp32 or both bf16, got ") +
+                dtypeName(a.type) + " and " + dtypeName(b.type));
+  if (c.type != DType::F32 && !(c.type == DType::BF16 && a.type == DType::BF16))
+    throw Error(std::string("gemm: a ") + dtypeName(c.type) + " output needs " +
+                (c.type == DType::BF16 ? "bf16 inputs" : "fp32 or bf16"));
+}
 
 class Accelerator {
  public:
@@ -120,6 +131,17 @@ class Accelerator {
   virtual void unscaleGradients(const void* in, DType type, float* out, size_t count, float unscale,
                                 uint32_t* overflow, Stream stream) = 0;
 };
+
+// kernels::matmul's call in the interface's terms: an fp32 row-major product on the calling
+// thread's current stream (transA/transB read the stored a/b transposed; lda/ldb/ldc are the row
+// strides as stored). The CPU backend makes exactly that matmul call.
+inline void gemmF32(Accelerator& acc, bool transA, bool transB, size_t m, size_t n, size_t k,
+                    float alpha, const float* a, size_t lda, const float* b, size_t ldb,
+                    float beta, float* c, size_t ldc) {
+  acc.gemm(m, n, k, alpha, {a, DType::F32, lda, transA ? Transpose::Yes : Transpose::No},
+           {b, DType::F32, ldb, transB ? Transpose::Yes : Transpose::No}, beta,
+           {c, DType::F32, ldc}, acc.currentStream());
+}
 
 // The backend of `kind`, created on first use. Throws ds::Error when CUDA was not built in, or no
 // GPU is visible (saying which, and why).

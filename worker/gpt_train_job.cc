@@ -36,6 +36,7 @@
 #include "runtime/train/training_step.h"
 #include "worker/gpt_data.h"
 #include "worker/job_efficiency.h"
+#include "worker/train_job.h"
 
 namespace ds::worker {
 namespace {
@@ -275,11 +276,12 @@ void writeNeoxConfig(const std::string& saveDir, const JoinResult& join) {
 
 runtime::LoopSettings loopSettings(const runtime::GptTrainConfig& gpt, const TrainOptions& options,
                                    const CheckpointPlaces& places) {
-  runtime::LoopSettings settings;
+  runtime::LoopSettings settings = loopSettingsOf(options);
   settings.lastStep = gpt.trainIters;
   settings.printInterval = gpt.logInterval;
   settings.evalInterval = gpt.evalInterval;
   settings.saveInterval = places.saveInterval;
+  settings.saveDir = places.save;
   // NeoX's schedule; --save_interval on the command line replaces its periodic part (factor and
   // scale) as it replaces save-interval, while extra-save-iters still apply.
   runtime::CheckpointSchedule schedule = gpt.checkpoints;
@@ -290,10 +292,6 @@ runtime::LoopSettings loopSettings(const runtime::GptTrainConfig& gpt, const Tra
     };
   settings.keepCheckpoints = gpt.checkpoints.keepLast;
   settings.exitInterval = gpt.exitInterval;
-  settings.saveDir = places.save;
-  settings.printParamHash = options.printParamHash;
-  settings.hangAtStep = options.hangAtStep;
-  settings.hangRank = options.hangRank;
   settings.unit = "iteration";
   settings.stepPhase = "forward/backward";
   return settings;

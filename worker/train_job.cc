@@ -79,6 +79,17 @@ class MlpHooks final : public runtime::TrainingHooks {
 
 }  // namespace
 
+runtime::LoopSettings loopSettingsOf(const TrainOptions& options) {
+  runtime::LoopSettings settings;
+  settings.lastStep = options.steps;
+  settings.saveInterval = options.saveInterval;
+  settings.saveDir = options.saveDir;
+  settings.printParamHash = options.printParamHash;
+  settings.hangAtStep = options.hangAtStep;
+  settings.hangRank = options.hangRank;
+  return settings;
+}
+
 runtime::TrainResult runTrainJob(const TrainOptions& options, const JoinResult& join,
                                  runtime::Store& store, const std::string& bindAddress,
                                  ProgressBoard& board, const std::atomic<bool>& stopRequested) {
@@ -146,14 +157,8 @@ runtime::TrainResult runTrainJob(const TrainOptions& options, const JoinResult& 
   runtime::TrainingMonitors monitors(config, join.rank);
   TeacherBatches batches(task, join, config.batch);
   MlpHooks hooks(engine, config, join.rank);
-  runtime::LoopSettings settings;
-  settings.lastStep = options.steps;
+  runtime::LoopSettings settings = loopSettingsOf(options);
   settings.printInterval = config.stepsPerPrint;
-  settings.saveInterval = options.saveInterval;
-  settings.saveDir = options.saveDir;
-  settings.printParamHash = options.printParamHash;
-  settings.hangAtStep = options.hangAtStep;
-  settings.hangRank = options.hangRank;
   settings.stepPhase = "forward/backward and gradient all_reduce";
   runtime::TrainResult result = runtime::runTrainingLoop(
       settings, {engine, comm, {&board, &monitors}, join.rank, stopRequested}, batches, hooks);

@@ -117,12 +117,7 @@ thread_local Stream CpuAccelerator::current_{};
 
 void CpuAccelerator::gemm(size_t m, size_t n, size_t k, float alpha, const GemmInput& a,
                           const GemmInput& b, float beta, const GemmOutput& c, Stream) {
-  if (a.type != b.type || (a.type != DType::F32 && a.type != DType::BF16))
-    throw Error(std::string("gemm: inputs must be both fp32 or both bf16, got ") +
-                dtypeName(a.type) + " and " + dtypeName(b.type));
-  if (c.type != DType::F32 && !(c.type == DType::BF16 && a.type == DType::BF16))
-    throw Error(std::string("gemm: a ") + dtypeName(c.type) + " output needs " +
-                (c.type == DType::BF16 ? "bf16 inputs" : "fp32 or bf16"));
+  checkGemmTypes(a, b, c);
   const bool ta = a.op == Transpose::Yes, tb = b.op == Transpose::Yes;
   if (a.type == DType::F32 && c.type == DType::F32) {  // today's call, unchanged
     matmul(ta, tb, m, n, k, alpha, static_cast<const float*>(a.data), a.ld,

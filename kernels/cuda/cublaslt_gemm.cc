@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include "common/error.h"
 #include "kernels/cuda/cuda_check.h"
@@ -56,28 +57,22 @@ CublasLtApi loadCublasLt() {
     if (!f) throw Error("cuda gemm: " + kLibrary + " has no " + name + " (an older cuBLAS?)");
     return f;
   };
+  const auto bind = [&](auto& function, const char* name) {
+    function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(symbol(name));
+  };
   CublasLtApi api;
-  api.create = reinterpret_cast<decltype(api.create)>(symbol("cublasLtCreate"));
-  api.statusString =
-      reinterpret_cast<decltype(api.statusString)>(symbol("cublasLtGetStatusString"));
-  api.descCreate = reinterpret_cast<decltype(api.descCreate)>(symbol("cublasLtMatmulDescCreate"));
-  api.descDestroy =
-      reinterpret_cast<decltype(api.descDestroy)>(symbol("cublasLtMatmulDescDestroy"));
-  api.descSetAttribute =
-      reinterpret_cast<decltype(api.descSetAttribute)>(symbol("cublasLtMatmulDescSetAttribute"));
-  api.layoutCreate =
-      reinterpret_cast<decltype(api.layoutCreate)>(symbol("cublasLtMatrixLayoutCreate"));
-  api.layoutDestroy =
-      reinterpret_cast<decltype(api.layoutDestroy)>(symbol("cublasLtMatrixLayoutDestroy"));
-  api.preferenceCreate =
-      reinterpret_cast<decltype(api.preferenceCreate)>(symbol("cublasLtMatmulPreferenceCreate"));
-  api.preferenceDestroy =
-      reinterpret_cast<decltype(api.preferenceDestroy)>(symbol("cublasLtMatmulPreferenceDestroy"));
-  api.preferenceSetAttribute = reinterpret_cast<decltype(api.preferenceSetAttribute)>(
-      symbol("cublasLtMatmulPreferenceSetAttribute"));
-  api.heuristic =
-      reinterpret_cast<decltype(api.heuristic)>(symbol("cublasLtMatmulAlgoGetHeuristic"));
-  api.matmul = reinterpret_cast<decltype(api.matmul)>(symbol("cublasLtMatmul"));
+  bind(api.create, "cublasLtCreate");
+  bind(api.statusString, "cublasLtGetStatusString");
+  bind(api.descCreate, "cublasLtMatmulDescCreate");
+  bind(api.descDestroy, "cublasLtMatmulDescDestroy");
+  bind(api.descSetAttribute, "cublasLtMatmulDescSetAttribute");
+  bind(api.layoutCreate, "cublasLtMatrixLayoutCreate");
+  bind(api.layoutDestroy, "cublasLtMatrixLayoutDestroy");
+  bind(api.preferenceCreate, "cublasLtMatmulPreferenceCreate");
+  bind(api.preferenceDestroy, "cublasLtMatmulPreferenceDestroy");
+  bind(api.preferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
+  bind(api.heuristic, "cublasLtMatmulAlgoGetHeuristic");
+  bind(api.matmul, "cublasLtMatmul");
   return api;
 }
 
@@ -134,12 +129,7 @@ struct Descriptors {
 
 void cublasLtGemm(size_t m, size_t n, size_t k, float alpha, const GemmInput& a, const GemmInput& b,
                   float beta, const GemmOutput& c, cudaStream_t stream) {
-  if (a.type != b.type || (a.type != DType::F32 && a.type != DType::BF16))
-    throw Error(std::string("gemm: inputs must be both fp32 or both bf16, got ") +
-                dtypeName(a.type) + " and " + dtypeName(b.type));
-  if (c.type != DType::F32 && !(c.type == DType::BF16 && a.type == DType::BF16))
-    throw Error(std::string("gemm: a ") + dtypeName(c.type) + " output needs " +
-                (c.type == DType::BF16 ? "bf16 inputs" : "fp32 or bf16"));
+  checkGemmTypes(a, b, c);
   if (m == 0 || n == 0) return;
   if (k == 0) throw Error("cuda gemm: k = 0 (an empty product) is not supported");
   const CublasLtApi& lt = api();
