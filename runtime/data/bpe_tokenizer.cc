@@ -7,16 +7,13 @@
 #include <queue>
 
 #include "runtime/data/gpt2_pretokenizer.h"
+#include "runtime/data/merge_symbol.h"
 
 namespace ds::runtime {
 
 namespace {
 
-struct Symbol {
-  int32_t id;
-  int prev, next;  // neighbours in the word, -1 at its ends
-  bool alive;
-};
+using Symbol = MergeSymbol;
 
 // A pair that can be merged, seen when its two symbols became neighbours. It is stale when
 // either symbol has been merged since: merging only makes a symbol longer, so equal ids mean

@@ -8,6 +8,7 @@
 #include <queue>
 
 #include "runtime/data/gpt2_pretokenizer.h"
+#include "runtime/data/merge_symbol.h"
 #include "runtime/data/unicode_normalization.h"
 #include "runtime/data/utf8.h"
 
@@ -15,11 +16,7 @@ namespace ds::runtime {
 
 namespace {
 
-struct Symbol {
-  int32_t id;
-  int prev, next;  // neighbours in the word, -1 at its ends
-  bool alive;
-};
+using Symbol = MergeSymbol;
 
 // HF's queue entry: a pair seen at `left`, still valid while the pair there merges into `merged`
 // (HF checks exactly that, not that the two symbols are unchanged).

@@ -13,12 +13,13 @@
 #include "common/errno_text.h"
 #include "common/error.h"
 #include "runtime/offload/aio_engine.h"
+#include "runtime/offload/transfer_engine.h"
 #include "runtime/offload/transfer_parts.h"
 
 namespace ds::runtime {
 namespace {
 
-class LibaioEngine final : public AioEngine {
+class LibaioEngine final : public TransferEngine {
  public:
   explicit LibaioEngine(const AioConfig& config)
       : c_((config.validate(), config)), helpers_(makeTransferHelpers(c_.threadCount)) {}
@@ -27,15 +28,10 @@ class LibaioEngine final : public AioEngine {
   }
   const char* name() const override { return "libaio (O_DIRECT)"; }
 
-  void read(const std::string& path, void* buffer, size_t bytes, uint64_t offset) override {
-    transfer(false, path, static_cast<char*>(buffer), bytes, offset);
-  }
-  void write(const std::string& path, const void* buffer, size_t bytes, uint64_t offset) override {
-    transfer(true, path, static_cast<char*>(const_cast<void*>(buffer)), bytes, offset);
-  }
 
  private:
-  void transfer(bool write, const std::string& path, char* buffer, size_t bytes, uint64_t offset) {
+  void transfer(bool write, const std::string& path, char* buffer, size_t bytes,
+                uint64_t offset) override {
     constexpr size_t kAlign = AlignedBuffer::kAlignment;
     if (reinterpret_cast<uintptr_t>(buffer) % kAlign || offset % kAlign || bytes % kAlign)
       throw Error(describeTransfer(path, offset, bytes) +

@@ -10,26 +10,22 @@
 #include "common/errno_text.h"
 #include "common/error.h"
 #include "runtime/offload/aio_engine.h"
+#include "runtime/offload/transfer_engine.h"
 #include "runtime/offload/transfer_parts.h"
 
 namespace ds::runtime {
 namespace {
 
-class PlainEngine final : public AioEngine {
+class PlainEngine final : public TransferEngine {
  public:
   explicit PlainEngine(const AioConfig& config)
       : c_((config.validate(), config)), helpers_(makeTransferHelpers(c_.threadCount)) {}
   const char* name() const override { return "pread/pwrite"; }
 
-  void read(const std::string& path, void* buffer, size_t bytes, uint64_t offset) override {
-    transfer(false, path, static_cast<char*>(buffer), bytes, offset);
-  }
-  void write(const std::string& path, const void* buffer, size_t bytes, uint64_t offset) override {
-    transfer(true, path, static_cast<char*>(const_cast<void*>(buffer)), bytes, offset);
-  }
 
  private:
-  void transfer(bool write, const std::string& path, char* buffer, size_t bytes, uint64_t offset) {
+  void transfer(bool write, const std::string& path, char* buffer, size_t bytes,
+                uint64_t offset) override {
     const size_t block = static_cast<size_t>(c_.blockSize);
     transferInParts(path, write, 0, offset, bytes, block, c_.threadCount, helpers_.get(),
                     [&](int fd, size_t at, size_t end) {
