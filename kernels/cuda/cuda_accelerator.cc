@@ -134,30 +134,34 @@ void normalFromPhilox(float*, size_t, uint64_t, uint64_t, uint64_t, float) {
   missing("normalFromPhilox");
 }
 
-constexpr TransformerKernels kTable = {layerNormForward,
-                                       layerNormBackward,
-                                       rmsNormForward,
-                                       rmsNormBackward,
-                                       unitForward,
-                                       unitBackward,
-                                       gatedForward,
-                                       gatedBackward,
-                                       scaleNormForward,
-                                       scaleNormBackward,
-                                       causalSoftmaxForward,
-                                       causalSoftmaxRows,
-                                       softmaxBackward,
-                                       softmaxBackwardStrided,
-                                       rotary,
-                                       crossEntropy,
-                                       embeddingForward,
-                                       embeddingBackward,
-                                       addBias,
-                                       biasGradient,
-                                       add,
-                                       dropout,
-                                       normalFromDraws,
-                                       normalFromPhilox};
+// Each entry named: several are only the throwing placeholders above, so the order cannot hide a
+// slip.
+constexpr TransformerKernels kTable = {
+    .layerNormForward = layerNormForward,
+    .layerNormBackward = layerNormBackward,
+    .rmsNormForward = rmsNormForward,
+    .rmsNormBackward = rmsNormBackward,
+    .unitForward = unitForward,
+    .unitBackward = unitBackward,
+    .gatedForward = gatedForward,
+    .gatedBackward = gatedBackward,
+    .scaleNormForward = scaleNormForward,
+    .scaleNormBackward = scaleNormBackward,
+    .causalSoftmaxForward = causalSoftmaxForward,
+    .causalSoftmaxRows = causalSoftmaxRows,
+    .softmaxBackward = softmaxBackward,
+    .softmaxBackwardStrided = softmaxBackwardStrided,
+    .rotary = rotary,
+    .crossEntropy = crossEntropy,
+    .embeddingForward = embeddingForward,
+    .embeddingBackward = embeddingBackward,
+    .addBias = addBias,
+    .biasGradient = biasGradient,
+    .add = add,
+    .dropout = dropout,
+    .normalFromDraws = normalFromDraws,
+    .normalFromPhilox = normalFromPhilox,
+};
 
 class CudaAccelerator final : public Accelerator {
  public:
