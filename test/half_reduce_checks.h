@@ -132,4 +132,72 @@ inline std::vector<Halves> repeated16(const std::vector<Halves>& inputs) {
   return wide;
 }
 
+// One 16-bit float format's reduce function with what its tests need to know about the format:
+// both test files build their inputs, call the reduce and check every path through this.
+struct HalfReduceFormat {
+  HalfReduceFn reduce;
+  const char* name;       // "bf16Reduce", "fp16Reduce": names the skipped path
+  int mantissaBits;       // 7 for bf16, 10 for fp16
+  uint16_t exponentMask;  // 0x7f80 for bf16, 0x7c00 for fp16
+
+  std::vector<Halves> inputs(int n, size_t count, uint64_t seed) const {
+    return mixedHalfInputs(n, count, seed, mantissaBits);
+  }
+
+  Halves reduceOn(kernels::KernelIsa isa, const std::vector<Halves>& in, size_t count,
+                  kernels::HalfReduceOp op, float scale) const {
+    return ds::test::reduceOn(reduce, isa, in, count, op, scale);
+  }
+
+  // `isa`'s path against the scalar one over inputs(n, kHalfReduceCount, seedBase + n).
+  void checkPath(kernels::KernelIsa isa, uint64_t seedBase) const {
+    const HalfReduceFormat format = *this;
+    checkPathAgainstScalar(reduce, name, isa, [format, seedBase](int n) {
+      return format.inputs(n, kHalfReduceCount, seedBase + n);
+    });
+  }
+
+  // The scalar path over inputs(n, kHalfReduceCount, seedBase + n) for 1, 2, 3 and 7 inputs,
+  // every op and each of `scales`, against `reference(inputs, count, op, scale)` (equal bits, any
+  // NaN for any NaN: see sameOrBothNaN).
+  void checkScalarAgainst(
+      const std::function<Halves(const std::vector<Halves>&, size_t, kernels::HalfReduceOp, float)>&
+          reference,
+      uint64_t seedBase, const std::vector<float>& scales) const {
+    for (int n : {1, 2, 3, 7})
+      for (kernels::HalfReduceOp op : kHalfReduceOps) {
+        INFO("inputs " << n << ", op " << static_cast<int>(op));
+        const std::vector<Halves> in = inputs(n, kHalfReduceCount, seedBase + n);
+        for (float scale : scales)
+          CHECK(sameOrBothNaN(reduceOn(kernels::KernelIsa::Scalar, in, kHalfReduceCount, op, scale),
+                              reference(in, kHalfReduceCount, op, scale), exponentMask));
+      }
+  }
+
+  // On every path this CPU runs: `sums` (one array per input, each repeated 16 times) summed
+  // with scale 1 give `expected` in every copy; then `more(isa)` for that path's own checks.
+  void checkSumsOnEveryPath(const std::vector<Halves>& sums, const Halves& expected,
+                            const std::function<void(kernels::KernelIsa)>& more) const {
+    for (kernels::KernelIsa isa :
+         {kernels::KernelIsa::Scalar, kernels::KernelIsa::Avx2, kernels::KernelIsa::Avx512}) {
+      if (!kernels::kernelIsaSupported(isa)) continue;
+      INFO(kernels::kernelIsaName(isa));
+      const std::vector<Halves> wide = repeated16(sums);
+      const Halves got = reduceOn(isa, wide, wide[0].size(), kernels::HalfReduceOp::Sum, 1.0f);
+      for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == expected[i % expected.size()]);
+      more(isa);
+    }
+  }
+};
+
 }  // namespace ds::test
+
+// The two vector-path test cases of a HalfReduceFormat, "<name> avx2 path matches scalar bitwise"
+// and the avx512 one, each against the scalar path over inputs seeded from `seedBase`.
+#define DS_HALF_REDUCE_VECTOR_PATH_TESTS(format, name, tag, seedBase)                   \
+  TEST_CASE(name " avx2 path matches scalar bitwise", tag) {                           \
+    (format).checkPath(ds::kernels::KernelIsa::Avx2, seedBase);                        \
+  }                                                                                    \
+  TEST_CASE(name " avx512 path matches scalar bitwise", tag) {                         \
+    (format).checkPath(ds::kernels::KernelIsa::Avx512, seedBase);                      \
+  }

@@ -17,14 +17,7 @@ using ds::test::Halves;
 
 namespace {
 
-std::vector<Halves> makeInputs(int n, size_t count, uint64_t seed) {
-  return ds::test::mixedHalfInputs(n, count, seed, 7);
-}
-
-Halves reduceOn(KernelIsa isa, const std::vector<Halves>& inputs, size_t count, HalfReduceOp op,
-                float scale) {
-  return ds::test::reduceOn(ds::kernels::bf16Reduce, isa, inputs, count, op, scale);
-}
+const ds::test::HalfReduceFormat kBf16{ds::kernels::bf16Reduce, "bf16Reduce", 7, 0x7f80};
 
 // The plain meaning: widen, combine left to right in fp32 as std::max / +, scale, round once.
 Halves reference(const std::vector<Halves>& inputs, size_t count, HalfReduceOp op, float scale) {
@@ -41,23 +34,10 @@ Halves reference(const std::vector<Halves>& inputs, size_t count, HalfReduceOp o
   return out;
 }
 
-const auto& kOps = ds::test::kHalfReduceOps;
-constexpr size_t kCount = ds::test::kHalfReduceCount;
-
-void checkPath(KernelIsa isa) {
-  ds::test::checkPathAgainstScalar(ds::kernels::bf16Reduce, "bf16Reduce", isa,
-                                   [](int n) { return makeInputs(n, kCount, 1000 + n); });
-}
-
 }  // namespace
 
 TEST_CASE("bf16Reduce scalar path is the per-element fp32 reference", "[bf16_reduce]") {
-  for (int n : {1, 2, 3, 7})
-    for (HalfReduceOp op : kOps) {
-      const std::vector<Halves> inputs = makeInputs(n, kCount, 7 + n);
-      CHECK(ds::test::sameOrBothNaN(reduceOn(KernelIsa::Scalar, inputs, kCount, op, 0.25f),
-                                    reference(inputs, kCount, op, 0.25f), 0x7f80));
-    }
+  kBf16.checkScalarAgainst(reference, 7, {0.25f});
 }
 
 TEST_CASE("bf16Reduce rounds ties to even, keeps NaN and saturates to inf", "[bf16_reduce]") {
@@ -68,23 +48,12 @@ TEST_CASE("bf16Reduce rounds ties to even, keeps NaN and saturates to inf", "[bf
   const std::vector<Halves> sums = {{0x3f80, 0x3f81, 0x7f7f, 0x7f80, 0x7f81, 0x0003},
                                     {0x3b80, 0x3b80, 0x7f7f, 0xff80, 0x3f80, 0x0000}};
   const Halves expected = {0x3f80, 0x3f82, 0x7f80, 0xffc0, 0x7fc1, 0x0003};
-  for (KernelIsa isa : {KernelIsa::Scalar, KernelIsa::Avx2, KernelIsa::Avx512}) {
-    if (!ds::kernels::kernelIsaSupported(isa)) continue;
-    INFO(ds::kernels::kernelIsaName(isa));
-    const std::vector<Halves> wide = ds::test::repeated16(sums);
-    const Halves got = reduceOn(isa, wide, wide[0].size(), HalfReduceOp::Sum, 1.0f);
-    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == expected[i % expected.size()]);
+  kBf16.checkSumsOnEveryPath(sums, expected, [](KernelIsa isa) {
     const std::vector<Halves> denormal(1, Halves(64, 0x0001)),
         maxNan = {Halves(64, 0x7fc5), Halves(64, 0x3f80)};
-    CHECK(reduceOn(isa, denormal, 64, HalfReduceOp::Avg, 0.5f) == Halves(64, 0x0000));
-    CHECK(reduceOn(isa, maxNan, 64, HalfReduceOp::Max, 1.0f) == Halves(64, 0x7fc5));
-  }
+    CHECK(kBf16.reduceOn(isa, denormal, 64, HalfReduceOp::Avg, 0.5f) == Halves(64, 0x0000));
+    CHECK(kBf16.reduceOn(isa, maxNan, 64, HalfReduceOp::Max, 1.0f) == Halves(64, 0x7fc5));
+  });
 }
 
-TEST_CASE("bf16Reduce avx2 path matches scalar bitwise", "[bf16_reduce]") {
-  checkPath(KernelIsa::Avx2);
-}
-
-TEST_CASE("bf16Reduce avx512 path matches scalar bitwise", "[bf16_reduce]") {
-  checkPath(KernelIsa::Avx512);
-}
+DS_HALF_REDUCE_VECTOR_PATH_TESTS(kBf16, "bf16Reduce", "[bf16_reduce]", 1000)

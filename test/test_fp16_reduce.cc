@@ -18,14 +18,7 @@ using ds::test::Halves;
 
 namespace {
 
-std::vector<Halves> makeInputs(int n, size_t count, uint64_t seed) {
-  return ds::test::mixedHalfInputs(n, count, seed, 10);
-}
-
-Halves reduceOn(KernelIsa isa, const std::vector<Halves>& inputs, size_t count, HalfReduceOp op,
-                float scale) {
-  return ds::test::reduceOn(ds::kernels::fp16Reduce, isa, inputs, count, op, scale);
-}
+const ds::test::HalfReduceFormat kFp16{ds::kernels::fp16Reduce, "fp16Reduce", 10, 0x7c00};
 
 // What runtime/comm/elementwise_reduce.cc computed before the fused path: whole arrays widened
 // with the array conversion, combined left to right as std::max / +, scaled, narrowed back.
@@ -45,25 +38,10 @@ Halves oldArithmetic(const std::vector<Halves>& inputs, size_t count, HalfReduce
   return out;
 }
 
-const auto& kOps = ds::test::kHalfReduceOps;
-constexpr size_t kCount = ds::test::kHalfReduceCount;
-
-void checkPath(KernelIsa isa) {
-  ds::test::checkPathAgainstScalar(ds::kernels::fp16Reduce, "fp16Reduce", isa,
-                                   [](int n) { return makeInputs(n, kCount, 2000 + n); });
-}
-
 }  // namespace
 
 TEST_CASE("fp16Reduce scalar path gives the old convert-add-convert bits", "[fp16_reduce]") {
-  for (int n : {1, 2, 3, 7})
-    for (HalfReduceOp op : kOps) {
-      INFO("inputs " << n << ", op " << static_cast<int>(op));
-      const std::vector<Halves> inputs = makeInputs(n, kCount, 17 + n);
-      for (float scale : {0.25f, 1.0f / 3.0f})
-        CHECK(ds::test::sameOrBothNaN(reduceOn(KernelIsa::Scalar, inputs, kCount, op, scale),
-                                      oldArithmetic(inputs, kCount, op, scale), 0x7c00));
-    }
+  kFp16.checkScalarAgainst(oldArithmetic, 17, {0.25f, 1.0f / 3.0f});
 }
 
 TEST_CASE("fp16Reduce rounds ties to even, keeps NaN, saturates to inf, keeps denormals",
@@ -75,26 +53,15 @@ TEST_CASE("fp16Reduce rounds ties to even, keeps NaN, saturates to inf, keeps de
   const std::vector<Halves> sums = {{0x3c00, 0x3c01, 0x7bff, 0x7bff, 0x7c00, 0x7c01, 0x0003},
                                     {0x1000, 0x1000, 0x4c00, 0x4bff, 0xfc00, 0x3c00, 0x83fe}};
   const Halves expected = {0x3c00, 0x3c02, 0x7c00, 0x7bff, 0xfe00, 0x7e01, 0x83fb};
-  for (KernelIsa isa : {KernelIsa::Scalar, KernelIsa::Avx2, KernelIsa::Avx512}) {
-    if (!ds::kernels::kernelIsaSupported(isa)) continue;
-    INFO(ds::kernels::kernelIsaName(isa));
-    const std::vector<Halves> wide = ds::test::repeated16(sums);
-    const Halves got = reduceOn(isa, wide, wide[0].size(), HalfReduceOp::Sum, 1.0f);
-    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == expected[i % expected.size()]);
+  kFp16.checkSumsOnEveryPath(sums, expected, [](KernelIsa isa) {
     // The smallest denormal halved is a tie with 0 (even: 0); three of them halved, a tie between
     // one and two (even: two). max(NaN, 1) keeps the NaN that came first.
     const std::vector<Halves> tiny(1, Halves(64, 0x0001)), three(1, Halves(64, 0x0003)),
         maxNan = {Halves(64, 0x7e05), Halves(64, 0x3c00)};
-    CHECK(reduceOn(isa, tiny, 64, HalfReduceOp::Avg, 0.5f) == Halves(64, 0x0000));
-    CHECK(reduceOn(isa, three, 64, HalfReduceOp::Avg, 0.5f) == Halves(64, 0x0002));
-    CHECK(reduceOn(isa, maxNan, 64, HalfReduceOp::Max, 1.0f) == Halves(64, 0x7e05));
-  }
+    CHECK(kFp16.reduceOn(isa, tiny, 64, HalfReduceOp::Avg, 0.5f) == Halves(64, 0x0000));
+    CHECK(kFp16.reduceOn(isa, three, 64, HalfReduceOp::Avg, 0.5f) == Halves(64, 0x0002));
+    CHECK(kFp16.reduceOn(isa, maxNan, 64, HalfReduceOp::Max, 1.0f) == Halves(64, 0x7e05));
+  });
 }
 
-TEST_CASE("fp16Reduce avx2 path matches scalar bitwise", "[fp16_reduce]") {
-  checkPath(KernelIsa::Avx2);
-}
-
-TEST_CASE("fp16Reduce avx512 path matches scalar bitwise", "[fp16_reduce]") {
-  checkPath(KernelIsa::Avx512);
-}
+DS_HALF_REDUCE_VECTOR_PATH_TESTS(kFp16, "fp16Reduce", "[fp16_reduce]", 2000)
