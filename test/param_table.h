@@ -1,12 +1,15 @@
 // A parameter table for optimizer and partitioning tests: tensors of the given sizes laid out
-// back to back, each with its weight-decay flag, two tensors per layer.
+// back to back, each with its weight-decay flag, two tensors per layer; and the step they are
+// stepped with.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "runtime/model/model.h"
+#include "runtime/optim/optimizer.h"
 
 namespace ds::test {
 
@@ -27,6 +30,14 @@ inline std::vector<runtime::ParamSpec> makeSpecs(
     offset += numel;
   }
   return specs;
+}
+
+// OptimizerStep with only lr (and the momentum override) set.
+inline runtime::OptimizerStep stepAt(double lr, std::optional<double> momentum = std::nullopt) {
+  runtime::OptimizerStep s;
+  s.lr = lr;
+  s.momentum = momentum;
+  return s;
 }
 
 }  // namespace ds::test

@@ -16,16 +16,9 @@
 
 using namespace ds::runtime;
 using ds::test::makeSpecs;
+using ds::test::stepAt;
 
 namespace {
-
-// OptimizerStep with only lr (and the momentum override) set.
-OptimizerStep stepAt(double lr, std::optional<double> momentum = std::nullopt) {
-  OptimizerStep s;
-  s.lr = lr;
-  s.momentum = momentum;
-  return s;
-}
 
 // Tensor 1 starts at zero (a bias): its first trust ratio has ||p|| = 0, so the ratio is 1.
 std::vector<float> initialParams(const std::vector<ParamSpec>& specs) {

@@ -26,17 +26,10 @@
 
 using namespace ds::runtime;
 using ds::test::makeSpecs;
+using ds::test::stepAt;
 using Json = nlohmann::json;
 
 namespace {
-
-// OptimizerStep with only lr (and the momentum override) set.
-OptimizerStep stepAt(double lr, std::optional<double> momentum = std::nullopt) {
-  OptimizerStep s;
-  s.lr = lr;
-  s.momentum = momentum;
-  return s;
-}
 
 // The interpreter with torch 1.13 on the dev machines; DS_TORCH_PYTHON picks another.
 std::string python() {
