@@ -25,17 +25,24 @@ OptimizerConfig optimizer(const std::string& optimizerBlock) {
   return *c.optimizer;
 }
 
+// The fields Adam and Lamb share: lr, betas, eps and weight decay.
+template <class Params>
+void checkAdamLike(const Params& p, double lr, double beta1, double beta2, double eps,
+                   double weightDecay) {
+  CHECK(p.lr == lr);
+  CHECK(p.beta1 == beta1);
+  CHECK(p.beta2 == beta2);
+  CHECK(p.eps == eps);
+  CHECK(p.weightDecay == weightDecay);
+}
+
 }  // namespace
 
 TEST_CASE("optimizer config: Adam and AdamW params and defaults", "[config]") {
   const OptimizerConfig d = optimizer(R"({"type": "Adam"})");
   REQUIRE(d.type == OptimizerType::Adam);
   const AdamParams& a = std::get<AdamParams>(d.params);
-  CHECK(a.lr == 1e-3);
-  CHECK(a.beta1 == 0.9);
-  CHECK(a.beta2 == 0.999);
-  CHECK(a.eps == 1e-8);
-  CHECK(a.weightDecay == 0.0);
+  checkAdamLike(a, 1e-3, 0.9, 0.999, 1e-8, 0.0);
   CHECK(a.adamWMode);  // FusedAdam's default
   CHECK(a.biasCorrection);
   CHECK(d.lr() == 1e-3);
@@ -46,11 +53,7 @@ TEST_CASE("optimizer config: Adam and AdamW params and defaults", "[config]") {
       "bias_correction": false, "torch_adam": true, "amsgrad": false, "set_grad_none": true,
       "foreach": false, "fused": false, "maximize": false}})");
   const AdamParams& p = std::get<AdamParams>(c.params);
-  CHECK(p.lr == 0.01);
-  CHECK(p.beta1 == 0.8);
-  CHECK(p.beta2 == 0.99);
-  CHECK(p.eps == 1e-6);
-  CHECK(p.weightDecay == 0.1);
+  checkAdamLike(p, 0.01, 0.8, 0.99, 1e-6, 0.1);
   CHECK_FALSE(p.adamWMode);
   CHECK_FALSE(p.biasCorrection);
   CHECK(c.momentum() == 0.8);
@@ -67,11 +70,7 @@ TEST_CASE("optimizer config: Lamb params and defaults", "[config]") {
   const OptimizerConfig d = optimizer(R"({"type": "LAMB"})");
   REQUIRE(d.type == OptimizerType::Lamb);
   const LambParams& l = std::get<LambParams>(d.params);
-  CHECK(l.lr == 1e-3);
-  CHECK(l.beta1 == 0.9);
-  CHECK(l.beta2 == 0.999);
-  CHECK(l.eps == 1e-8);
-  CHECK(l.weightDecay == 0.0);
+  checkAdamLike(l, 1e-3, 0.9, 0.999, 1e-8, 0.0);
   CHECK(l.biasCorrection);
   CHECK_FALSE(l.epsInsideSqrt);
   CHECK(l.maxCoeff == 10.0);
@@ -81,11 +80,7 @@ TEST_CASE("optimizer config: Lamb params and defaults", "[config]") {
       "betas": [0.85, 0.98], "eps": 1e-7, "weight_decay": 0.01, "bias_correction": false,
       "eps_inside_sqrt": true, "max_coeff": 5, "min_coeff": 0.1, "amsgrad": false}})");
   const LambParams& p = std::get<LambParams>(c.params);
-  CHECK(p.lr == 0.02);
-  CHECK(p.beta1 == 0.85);
-  CHECK(p.beta2 == 0.98);
-  CHECK(p.eps == 1e-7);
-  CHECK(p.weightDecay == 0.01);
+  checkAdamLike(p, 0.02, 0.85, 0.98, 1e-7, 0.01);
   CHECK_FALSE(p.biasCorrection);
   CHECK(p.epsInsideSqrt);
   CHECK(p.maxCoeff == 5.0);
