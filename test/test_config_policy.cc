@@ -22,14 +22,26 @@ bool warned(const DeepSpeedConfig& c, const std::string& text) {
   return false;
 }
 
+// A config text and a part of the message its refusal must carry.
+struct Refusal {
+  const char* json;
+  const char* message;
+};
+
+// Each of `cases` refused by `refuse(json)`: a ds::Error whose message contains the case's.
+template <class Cases, class Refuse>
+void checkRefusals(const Cases& cases, Refuse refuse) {
+  for (const Refusal& c : cases) {
+    INFO(c.json);
+    CHECK_THROWS_AS(refuse(c.json), ds::Error);
+    CHECK_THROWS_WITH(refuse(c.json), Catch::Contains(c.message));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("config policy: features switched on but not implemented are errors naming the key") {
-  struct Case {
-    const char* json;
-    const char* message;
-  };
-  const Case cases[] = {
+  const Refusal cases[] = {
       {R"("wandb": {"enabled": true})", "wandb: the Weights & Biases monitor is not implemented"},
       {R"("activation_checkpointing": {"partition_activations": true})",
        "activation_checkpointing: activation checkpointing is not implemented"},
@@ -58,11 +70,7 @@ TEST_CASE("config policy: features switched on but not implemented are errors na
       {R"("zero_optimization": {"stage": 1, "load_from_fp32_weights": false})",
        "zero_optimization.load_from_fp32_weights"},
   };
-  for (const auto& c : cases) {
-    INFO(c.json);
-    CHECK_THROWS_AS(parse(c.json), ds::Error);
-    CHECK_THROWS_WITH(parse(c.json), Catch::Contains(c.message));
-  }
+  checkRefusals(cases, parse);
 }
 
 TEST_CASE("config policy: the same blocks switched off are accepted and recorded") {
@@ -154,11 +162,7 @@ TEST_CASE("elasticity: DeepSpeed's keys, defaults and rules") {
   CHECK(e.elasticity.version == 0.1);
   CHECK_FALSE(e.elasticity.preferLargerBatch);
 
-  struct Case {
-    const char* json;
-    const char* message;
-  };
-  const Case cases[] = {
+  const Refusal cases[] = {
       // The reference's own example: "seqlen" is a placeholder, not a number.
       {R"("elasticity": {"enabled": true, "max_train_batch_size": "seqlen", "micro_batch_sizes": [8]})",
        "elasticity.max_train_batch_size: expected an integer, got \"seqlen\""},
@@ -195,10 +199,7 @@ TEST_CASE("elasticity: DeepSpeed's keys, defaults and rules") {
       {R"("elasticity": {"prefer_larger_batch": "yes"})",
        "elasticity.prefer_larger_batch: expected true or false"},
   };
-  for (const auto& c : cases) {
-    INFO(c.json);
-    CHECK_THROWS_WITH(parse(c.json), Catch::Contains(c.message));
-  }
+  checkRefusals(cases, parse);
   CHECK(parse(R"("elasticity": {"version": "0.1"})").elasticity.version == 0.1);
 }
 
@@ -219,11 +220,7 @@ TEST_CASE("elasticity: the block the scheduler saw must match the one the runtim
           "version": "0.1", "min_gpus": 2, "max_gpus": 8, "prefer_larger_batch": false})",
       e, "cfg.json"));
 
-  struct Case {
-    const char* scheduler;
-    const char* message;
-  };
-  const Case cases[] = {
+  const Refusal cases[] = {
       {R"({"enabled": true, "max_train_batch_size": 27, "micro_batch_sizes": [2, 4],
            "version": 0.1})",
        "cfg.json: elasticity.max_train_batch_size: elastic config 'max_acceptable_batch_size=27' "
@@ -259,11 +256,9 @@ TEST_CASE("elasticity: the block the scheduler saw must match the one the runtim
       {"[1, 2]", "DEEPSPEED_ELASTICITY_CONFIG: elasticity: expected an object, got [1,2]"},
       {"{not json", "DEEPSPEED_ELASTICITY_CONFIG: "},
   };
-  for (const Case& c : cases) {
-    INFO(c.scheduler);
-    CHECK_THROWS_WITH(ensureImmutableElasticConfig(c.scheduler, e, "cfg.json"),
-                      Catch::Contains(c.message));
-  }
+  checkRefusals(cases, [&](const char* scheduler) {
+    ensureImmutableElasticConfig(scheduler, e, "cfg.json");
+  });
 }
 
 TEST_CASE("config policy: the flops_profiler block is read with DeepSpeed's keys and types") {
