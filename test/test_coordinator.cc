@@ -33,6 +33,17 @@ CoordinatorOptions twoRankOptions() {
   return options;
 }
 
+// A coordinator of twoRankOptions() with both ranks joined: a from 127.0.0.1, b from 127.0.0.2.
+struct TwoJoinedRanks {
+  Coordinator coordinator{twoRankOptions()};
+  CoordinatorClient a{coordinator.address(), "secret-token-0123456789abcdef"};
+  CoordinatorClient b{coordinator.address(), "secret-token-0123456789abcdef"};
+  TwoJoinedRanks() {
+    a.join({"127.0.0.1", 0}, 5s);
+    b.join({"127.0.0.2", 0}, 5s);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("coordinator: join assigns the planned rank and ships config and job args") {
@@ -68,13 +79,8 @@ TEST_CASE("coordinator: requests without a join (epoch 0) or with a wrong token 
   REQUIRE_THROWS_WITH(intruder.kvGet("k", 10ms), Catch::Contains("wrong job token"));
 }
 
-TEST_CASE("coordinator: the KV store blocks, times out with TimeoutError and counts") {
-  Coordinator coordinator(twoRankOptions());
-  CoordinatorClient a(coordinator.address(), "secret-token-0123456789abcdef");
-  CoordinatorClient b(coordinator.address(), "secret-token-0123456789abcdef");
-  a.join({"127.0.0.1", 0}, 5s);
-  b.join({"127.0.0.2", 0}, 5s);
-
+TEST_CASE_METHOD(TwoJoinedRanks,
+                 "coordinator: the KV store blocks, times out with TimeoutError and counts") {
   auto pending = std::async(std::launch::async, [&] { return b.kvGet("addr/0", 5s); });
   // The get is still waiting: it blocks until the key is set, it does not fail or return early.
   REQUIRE(pending.wait_for(300ms) == std::future_status::timeout);
@@ -91,12 +97,8 @@ TEST_CASE("coordinator: the KV store blocks, times out with TimeoutError and cou
   REQUIRE(b.kvAdd("arrived", 1) == 2);
 }
 
-TEST_CASE("coordinator: batched KV calls set and read many keys in one round trip each") {
-  Coordinator coordinator(twoRankOptions());
-  CoordinatorClient a(coordinator.address(), "secret-token-0123456789abcdef");
-  CoordinatorClient b(coordinator.address(), "secret-token-0123456789abcdef");
-  a.join({"127.0.0.1", 0}, 5s);
-  b.join({"127.0.0.2", 0}, 5s);
+TEST_CASE_METHOD(TwoJoinedRanks,
+                 "coordinator: batched KV calls set and read many keys in one round trip each") {
   auto pending = std::async(std::launch::async, [&] { return b.kvMultiGet({"k/2", "k/0"}, 5s); });
   REQUIRE(pending.wait_for(300ms) == std::future_status::timeout);  // parked until both exist
   a.kvMultiSet({{"k/0", "zero"}, {"k/1", "one"}});
