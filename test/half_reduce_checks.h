@@ -160,10 +160,9 @@ struct HalfReduceFormat {
   // The scalar path over inputs(n, kHalfReduceCount, seedBase + n) for 1, 2, 3 and 7 inputs,
   // every op and each of `scales`, against `reference(inputs, count, op, scale)` (equal bits, any
   // NaN for any NaN: see sameOrBothNaN).
-  void checkScalarAgainst(
-      const std::function<Halves(const std::vector<Halves>&, size_t, kernels::HalfReduceOp, float)>&
-          reference,
-      uint64_t seedBase, const std::vector<float>& scales) const {
+  void checkScalarAgainst(const std::function<Halves(const std::vector<Halves>&, size_t,
+                                                     kernels::HalfReduceOp, float)>& reference,
+                          uint64_t seedBase, const std::vector<float>& scales) const {
     for (int n : {1, 2, 3, 7})
       for (kernels::HalfReduceOp op : kHalfReduceOps) {
         INFO("inputs " << n << ", op " << static_cast<int>(op));
@@ -194,10 +193,10 @@ struct HalfReduceFormat {
 
 // The two vector-path test cases of a HalfReduceFormat, "<name> avx2 path matches scalar bitwise"
 // and the avx512 one, each against the scalar path over inputs seeded from `seedBase`.
-#define DS_HALF_REDUCE_VECTOR_PATH_TESTS(format, name, tag, seedBase)                   \
-  TEST_CASE(name " avx2 path matches scalar bitwise", tag) {                           \
-    (format).checkPath(ds::kernels::KernelIsa::Avx2, seedBase);                        \
-  }                                                                                    \
-  TEST_CASE(name " avx512 path matches scalar bitwise", tag) {                         \
-    (format).checkPath(ds::kernels::KernelIsa::Avx512, seedBase);                      \
+#define DS_HALF_REDUCE_VECTOR_PATH_TESTS(format, name, tag, seedBase) \
+  TEST_CASE(name " avx2 path matches scalar bitwise", tag) {          \
+    (format).checkPath(ds::kernels::KernelIsa::Avx2, seedBase);       \
+  }                                                                   \
+  TEST_CASE(name " avx512 path matches scalar bitwise", tag) {        \
+    (format).checkPath(ds::kernels::KernelIsa::Avx512, seedBase);     \
   }
