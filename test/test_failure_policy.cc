@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <string>
 
 #include "launcher/failure_policy.h"
 
@@ -53,6 +54,31 @@ RankReport report(int exitStatus, std::string error = "") {
   report.exitStatus = exitStatus;
   report.error = std::move(error);
   return report;
+}
+
+// `decision` blames no rank yet: it waits on a secondary failure of `rank` with `exitStatus` and
+// `message`, for a root cause to turn up.
+void requirePending(const FailureDecision& decision, int rank, int exitStatus,
+                    const std::string& message) {
+  REQUIRE_FALSE(decision.failure);
+  REQUIRE(decision.pending);
+  REQUIRE(decision.pending->rank == rank);
+  REQUIRE(decision.pending->exitStatus == exitStatus);
+  REQUIRE(decision.pending->message == message);
+}
+
+// `decision` is a failure blamed on `rank`; returns its message.
+std::string blamedMessage(const FailureDecision& decision, int rank) {
+  REQUIRE(decision.failure);
+  REQUIRE(decision.failure->rank == rank);
+  return decision.failure->message;
+}
+
+// Nothing is blamed at `deadline`; a millisecond later rank `rank` is, with `message`.
+void requireBlamedJustAfter(const Job& job, SteadyTime deadline, int rank,
+                            const std::string& message) {
+  REQUIRE_FALSE(job.decide(deadline).failure);
+  REQUIRE(blamedMessage(job.decide(deadline + 1ms), rank) == message);
 }
 
 }  // namespace
@@ -121,12 +147,7 @@ TEST_CASE("failure policy: a failed report is secondary, the first one is kept")
   job.exits[1].ownProcess = job.exits[2].ownProcess = false;
   job.health[1].report = report(4, "collective timed out");
   job.health[2].report = report(5, "also timed out");
-  const FailureDecision decision = job.decide(job.t0 + 1s);
-  REQUIRE_FALSE(decision.failure);
-  REQUIRE(decision.pending);
-  REQUIRE(decision.pending->rank == 1);
-  REQUIRE(decision.pending->exitStatus == 4);
-  REQUIRE(decision.pending->message == "rank 1 (host h1) failed: collective timed out");
+  requirePending(job.decide(job.t0 + 1s), 1, 4, "rank 1 (host h1) failed: collective timed out");
 }
 
 TEST_CASE("failure policy: finished ranks are never blamed, however old their heartbeat") {
@@ -163,25 +184,18 @@ TEST_CASE("failure policy: a rank that does not join within the join timeout is 
   job.timeouts.join = 5000ms;
   job.health[1].joined = false;
   job.health[1].progress.state = RankState::Waiting;
-  REQUIRE_FALSE(job.decide(job.t0 + job.timeouts.join).failure);
-  const FailureDecision decision = job.decide(job.t0 + job.timeouts.join + 1ms);
-  REQUIRE(decision.failure);
-  REQUIRE(decision.failure->rank == 1);
-  REQUIRE(decision.failure->message ==
-          "rank 1 (host h1) did not join the coordinator within 5000 ms");
+  requireBlamedJustAfter(job, job.t0 + job.timeouts.join, 1,
+                         "rank 1 (host h1) did not join the coordinator within 5000 ms");
 }
 
 TEST_CASE("failure policy: a silent rank is blamed after the heartbeat timeout") {
   Job job(3);
   for (int r : {0, 2}) job.health[r].lastHeartbeat = job.t0 + 10s;
   job.health[1].progress.phase = "step 6: forward";
-  REQUIRE_FALSE(job.decide(job.t0 + 10s).failure);
-  const FailureDecision decision = job.decide(job.t0 + 10s + 1ms);
-  REQUIRE(decision.failure);
-  REQUIRE(decision.failure->rank == 1);
-  REQUIRE(decision.failure->message ==
-          "rank 1 (host h1) stopped heartbeating (no heartbeat for 10000 ms, at step 5, state "
-          "training, phase: step 6: forward)");
+  requireBlamedJustAfter(
+      job, job.t0 + 10s, 1,
+      "rank 1 (host h1) stopped heartbeating (no heartbeat for 10000 ms, at step 5, state "
+      "training, phase: step 6: forward)");
 }
 
 TEST_CASE("failure policy: a silent node is blamed on the rank whose process hosts its relay") {
@@ -212,11 +226,8 @@ TEST_CASE("failure policy: of the stalled ranks, one not in a collective is blam
     job.stall(0, "iteration 6: forward/backward");
     job.stall(1, "iteration 6: forward/backward");
     job.inCollective(0, CollectiveOp::AllGather);
-    const FailureDecision decision = job.decide(now);
-    REQUIRE(decision.failure);
-    REQUIRE(decision.failure->rank == 1);
     REQUIRE(
-        decision.failure->message ==
+        blamedMessage(job.decide(now), 1) ==
         "rank 1 (host h1) stalled: step 5 has not advanced for 1000 ms while still "
         "heartbeating; stalled ranks:\n"
         "  rank 0 (h0) step 5: iteration 6: forward/backward, in all_gather on world for 1.0 s\n"
@@ -226,9 +237,7 @@ TEST_CASE("failure policy: of the stalled ranks, one not in a collective is blam
     job.stall(0, "step 6: forward/backward and gradient all_reduce");
     job.stall(1, "step 6: hanging");
     job.inCollective(1, CollectiveOp::AllReduce);
-    const FailureDecision decision = job.decide(now);
-    REQUIRE(decision.failure);
-    REQUIRE(decision.failure->rank == 0);
+    blamedMessage(job.decide(now), 0);
   }
   SECTION("all in collectives: the first rank past the timeout is blamed") {
     job.stall(0, "a");
@@ -236,19 +245,13 @@ TEST_CASE("failure policy: of the stalled ranks, one not in a collective is blam
     job.health[0].lastProgress = job.t0 + 300ms;  // past half the timeout only: listed
     job.inCollective(0, CollectiveOp::AllReduce);
     job.inCollective(1, CollectiveOp::AllReduce);
-    const FailureDecision decision = job.decide(now);
-    REQUIRE(decision.failure);
-    REQUIRE(decision.failure->rank == 1);
-    REQUIRE_THAT(decision.failure->message, Catch::Contains("rank 0 (h0) step 5: a"));
+    REQUIRE_THAT(blamedMessage(job.decide(now), 1), Catch::Contains("rank 0 (h0) step 5: a"));
   }
   SECTION("ranks stalled less than half the timeout are neither listed nor blamed") {
     job.stall(1, "b");
     job.health[0].lastProgress = job.t0 + 600ms;
     job.inCollective(1, CollectiveOp::AllReduce);
-    const FailureDecision decision = job.decide(now);
-    REQUIRE(decision.failure);
-    REQUIRE(decision.failure->rank == 1);
-    REQUIRE_THAT(decision.failure->message, !Catch::Contains("rank 0 (h0)"));
+    REQUIRE_THAT(blamedMessage(job.decide(now), 1), !Catch::Contains("rank 0 (h0)"));
   }
 }
 
@@ -275,12 +278,8 @@ TEST_CASE("failure policy: a runner that ended with its ranks unreported") {
   SECTION("with an error: a secondary failure of its first unreported rank") {
     runner.status = 255;
     job.runners = {runner};
-    const FailureDecision decision = job.decide(job.t0 + 100ms);
-    REQUIRE_FALSE(decision.failure);
-    REQUIRE(decision.pending);
-    REQUIRE(decision.pending->rank == 3);
-    REQUIRE(decision.pending->exitStatus == 255);
-    REQUIRE(decision.pending->message == "rank 3 (host h3) stopped: ssh h2 exited with status 255");
+    requirePending(job.decide(job.t0 + 100ms), 3, 255,
+                   "rank 3 (host h3) stopped: ssh h2 exited with status 255");
   }
   SECTION("killed: the signal is named") {
     runner.status = 128 + SIGKILL;
@@ -291,12 +290,8 @@ TEST_CASE("failure policy: a runner that ended with its ranks unreported") {
   }
   SECTION("cleanly: the rank is blamed once its report had time to arrive") {
     job.runners = {runner};
-    REQUIRE_FALSE(job.decide(job.t0 + kReportGrace).failure);
-    const FailureDecision decision = job.decide(job.t0 + kReportGrace + 1ms);
-    REQUIRE(decision.failure);
-    REQUIRE(decision.failure->rank == 3);
-    REQUIRE(decision.failure->message ==
-            "rank 3 (host h3) ended without reporting (ssh h2 exited 0)");
+    requireBlamedJustAfter(job, job.t0 + kReportGrace, 3,
+                           "rank 3 (host h3) ended without reporting (ssh h2 exited 0)");
   }
 }
 
