@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <set>
 #include <string>
 
@@ -25,6 +26,13 @@ void checkpoint(const fs::path& dir, const std::string& tag) {
   write(dir / tag / "shard-0.bin", "x");
 }
 
+// A scratch directory `name` holding a complete global_stepN for each of `steps`, no `latest`.
+fs::path withCheckpoints(const std::string& name, std::initializer_list<int> steps) {
+  const fs::path dir = ds::test::makeScratchDir(name);
+  for (int step : steps) checkpoint(dir, "global_step" + std::to_string(step));
+  return dir;
+}
+
 std::set<std::string> entries(const fs::path& dir) {
   std::set<std::string> out;
   for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
@@ -34,8 +42,7 @@ std::set<std::string> entries(const fs::path& dir) {
 }  // namespace
 
 TEST_CASE("checkpoint retention: the oldest beyond N go, by step number", "[checkpoint]") {
-  const fs::path dir = ds::test::makeScratchDir("retention");
-  for (int step : {10, 20, 30, 40, 100}) checkpoint(dir, "global_step" + std::to_string(step));
+  const fs::path dir = withCheckpoints("retention", {10, 20, 30, 40, 100});
   write(dir / "latest", "global_step100\n");
   CHECK(deleteOldCheckpoints(dir.string(), 2) ==
         std::vector<std::string>{"global_step10", "global_step20", "global_step30"});
@@ -48,8 +55,7 @@ TEST_CASE("checkpoint retention: the oldest beyond N go, by step number", "[chec
 TEST_CASE("checkpoint retention: latest's is kept even when it is not the highest step",
           "[checkpoint]") {
   // A finetune run saving into a directory that holds a longer run's checkpoints.
-  const fs::path dir = ds::test::makeScratchDir("retention-latest");
-  for (int step : {5000, 6000, 100}) checkpoint(dir, "global_step" + std::to_string(step));
+  const fs::path dir = withCheckpoints("retention-latest", {5000, 6000, 100});
   write(dir / "latest", "global_step100\n");
   CHECK(deleteOldCheckpoints(dir.string(), 2) == std::vector<std::string>{"global_step5000"});
   CHECK(entries(dir) == std::set<std::string>{"global_step100", "global_step6000", "latest"});
@@ -59,9 +65,7 @@ TEST_CASE("checkpoint retention: latest's is kept even when it is not the highes
 
 TEST_CASE("checkpoint retention: only complete trainer checkpoints are candidates",
           "[checkpoint]") {
-  const fs::path dir = ds::test::makeScratchDir("retention-others");
-  checkpoint(dir, "global_step1");
-  checkpoint(dir, "global_step2");
+  const fs::path dir = withCheckpoints("retention-others", {1, 2});
   write(dir / "global_step0" / "shard-0.bin", "no manifest: not complete");
   checkpoint(dir, "global_step07");  // not a name the trainers write
   checkpoint(dir, "best");
@@ -78,9 +82,7 @@ TEST_CASE("checkpoint retention: only complete trainer checkpoints are candidate
 
 TEST_CASE("checkpoint retention: an interrupted deletion is finished, nothing without latest",
           "[checkpoint]") {
-  const fs::path dir = ds::test::makeScratchDir("retention-crash");
-  checkpoint(dir, "global_step1");
-  checkpoint(dir, "global_step2");
+  const fs::path dir = withCheckpoints("retention-crash", {1, 2});
   // What a crash in the middle of removing global_step0 leaves: renamed aside, half gone.
   write(dir / ".deleting-global_step0" / "shard-1.bin", "x");
   // No `latest` yet: nothing is known to be complete and published, so nothing goes.
