@@ -4,13 +4,14 @@
 // same losses on the way.
 #include <sys/wait.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <vector>
@@ -66,6 +67,23 @@ LaunchedJob startGpt(const std::string& dir, const std::string& extra) {
                            "train", "--config", "gpt.yml", "--print_param_hash"});
 }
 
+// A job of yaml(extra) run to its end in a fresh scratch directory `name` holding the corpus.
+struct GptRun {
+  std::string dir;
+  std::optional<int> status;
+  std::string out, err;
+};
+
+GptRun runGpt(const std::string& name, const std::string& extra) {
+  GptRun run;
+  run.dir = makeScratchDir(name);
+  writeCorpus(run.dir);
+  run.status = waitExit(startGpt(run.dir, extra), 180s);
+  run.out = readFile(run.dir + "/stdout");
+  run.err = readFile(run.dir + "/stderr");
+  return run;
+}
+
 std::map<int, std::string> matches(const std::string& log, const std::regex& pattern) {
   std::map<int, std::string> out;
   for (std::sregex_iterator it(log.begin(), log.end(), pattern), end; it != end; ++it)
@@ -73,19 +91,35 @@ std::map<int, std::string> matches(const std::string& log, const std::regex& pat
   return out;
 }
 
+// Rank 0's and rank 3's parameter hashes: the run resumed in `resumeDir` logged step 6's, equal
+// to the straight run's in `straightDir`. Returns the resumed run's hashes (by step) by rank.
+std::map<int, std::map<int, std::string>> checkResumedHashes(const std::string& straightDir,
+                                                             const std::string& resumeDir) {
+  const std::regex hash(R"(step (\d+) param_hash ([0-9a-f]+))");
+  std::map<int, std::map<int, std::string>> out;
+  for (int rank : {0, 3}) {
+    INFO("rank " << rank);
+    const std::string log = "/logs/rank-" + std::to_string(rank) + ".log";
+    const auto reference = matches(readFile(straightDir + log), hash);
+    const auto resumed = matches(readFile(resumeDir + log), hash);
+    REQUIRE(resumed.count(6) == 1);
+    CHECK(resumed.at(6) == reference.at(6));
+    out[rank] = resumed;
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("gpt job: a NeoX YAML job at ZeRO 3 trains, evaluates, and resumes bitwise",
           "[gpt][launch]") {
-  const std::string straightDir = makeScratchDir("gpt-straight");
-  writeCorpus(straightDir);
-  const auto straight = startGpt(straightDir,
+  const GptRun straight = runGpt("gpt-straight",
                                  "flops_profiler: {enabled: true, profile_step: 2, "
                                  "output_file: profile.txt}\n");
-  const auto straightStatus = waitExit(straight, 180s);
-  const std::string out = readFile(straightDir + "/stdout");
-  INFO(out << readFile(straightDir + "/stderr"));
-  REQUIRE(straightStatus == 0);
+  const std::string& straightDir = straight.dir;
+  const std::string& out = straight.out;
+  INFO(out << straight.err);
+  REQUIRE(straight.status == 0);
   const std::regex validation(R"(validation at iteration (\d+) \| lm_loss ([0-9.]+))");
   const auto evals = matches(out, validation);
   REQUIRE(evals.size() == 2);  // iterations 3 and 6: as NeoX, none before the first step
@@ -148,14 +182,9 @@ TEST_CASE("gpt job: a NeoX YAML job at ZeRO 3 trains, evaluates, and resumes bit
   const std::string resumedOut = readFile(resumeDir + "/stdout");
   REQUIRE(resumedOut.find("resumed from ckpt/global_step3 at iteration 3") != std::string::npos);
 
-  const std::regex hash(R"(step (\d+) param_hash ([0-9a-f]+))");
-  for (int rank : {0, 3}) {
-    const std::string log = "/logs/rank-" + std::to_string(rank) + ".log";
-    const auto reference = matches(readFile(straightDir + log), hash);
-    const auto resumed = matches(readFile(resumeDir + log), hash);
-    REQUIRE(resumed.count(6) == 1);
+  for (const auto& [rank, resumed] : checkResumedHashes(straightDir, resumeDir)) {
+    INFO("rank " << rank);
     CHECK(resumed.count(1) == 0);  // it did not start over
-    CHECK(resumed.at(6) == reference.at(6));
   }
   // ds-generate rebuilds the model from the save directory and samples deterministically.
   auto generate = [&](const std::string& args) {
@@ -199,37 +228,33 @@ TEST_CASE("gpt job: a NeoX YAML job at ZeRO 3 trains, evaluates, and resumes bit
 
 TEST_CASE("gpt job: NeoX's checkpoint schedule saves at its iterations and keeps the last N",
           "[gpt][launch]") {
-  const std::string dir = makeScratchDir("gpt-checkpoint-schedule");
-  writeCorpus(dir);
   // log factor 2 over 6 iterations: 1, 2, 4, and 6 as the last; extras 0 (before training) and 3.
-  const auto job = startGpt(dir,
+  const GptRun run = runGpt("gpt-checkpoint-schedule",
                             "save: ckpt\ncheckpoint-factor: 2\ncheckpoint-scale: log\n"
                             "extra-save-iters: [3, 0]\nkeep-last-n-checkpoints: 2\n");
-  const auto status = waitExit(job, 180s);
-  const std::string out = readFile(dir + "/stdout");
-  INFO(out << readFile(dir + "/stderr"));
-  REQUIRE(status == 0);
+  INFO(run.out << run.err);
+  REQUIRE(run.status == 0);
   std::vector<int> saved;
   const std::regex save(R"(saved checkpoint ckpt/global_step(\d+))");
-  for (std::sregex_iterator it(out.begin(), out.end(), save), end; it != end; ++it)
+  for (std::sregex_iterator it(run.out.begin(), run.out.end(), save), end; it != end; ++it)
     saved.push_back(std::stoi((*it)[1]));
   CHECK(saved == std::vector<int>{0, 1, 2, 3, 4, 6});
   std::vector<std::string> deleted;
   const std::regex deletion(R"(keep-last-n-checkpoints: deleted ckpt/(global_step\d+))");
-  for (std::sregex_iterator it(out.begin(), out.end(), deletion), end; it != end; ++it)
+  for (std::sregex_iterator it(run.out.begin(), run.out.end(), deletion), end; it != end; ++it)
     deleted.push_back((*it)[1]);
   CHECK(deleted ==
         std::vector<std::string>{"global_step0", "global_step1", "global_step2", "global_step3"});
   std::set<std::string> left;
-  for (const auto& e : std::filesystem::directory_iterator(dir + "/ckpt"))
+  for (const auto& e : std::filesystem::directory_iterator(run.dir + "/ckpt"))
     left.insert(e.path().filename().string());
   CHECK(left ==
         std::set<std::string>{"global_step4", "global_step6", "latest", "neox_config.json"});
-  CHECK(readFile(dir + "/ckpt/latest") == "global_step6\n");
+  CHECK(readFile(run.dir + "/ckpt/latest") == "global_step6\n");
   // What is kept is complete: a run resumes from it.
-  const auto resumed = startGpt(dir, "load: ckpt\n");
+  const auto resumed = startGpt(run.dir, "load: ckpt\n");
   REQUIRE(waitExit(resumed, 180s) == 0);
-  CHECK(readFile(dir + "/stdout").find("resumed from ckpt/global_step6 at iteration 6") !=
+  CHECK(readFile(run.dir + "/stdout").find("resumed from ckpt/global_step6 at iteration 6") !=
         std::string::npos);
 }
 
@@ -392,17 +417,14 @@ TEST_CASE("gpt job: wall_clock_breakdown prints DeepSpeed's timer line at steps_
     }
   }
   SECTION("off: no timer line and no timer events") {
-    const std::string dir = makeScratchDir("gpt-no-wall-clock");
-    writeCorpus(dir);
-    const auto job = startGpt(dir, "steps_per_print: 3\n" + monitor);
-    const auto status = waitExit(job, 180s);
-    const std::string out = readFile(dir + "/stdout");
-    INFO(out << readFile(dir + "/stderr"));
-    REQUIRE(status == 0);
-    CHECK(out.find("iteration 6/6") != std::string::npos);
-    CHECK(out.find("time (ms)") == std::string::npos);
-    CHECK(std::filesystem::exists(dir + "/monitor/run/Train_Samples_train_loss.csv"));
-    CHECK(!std::filesystem::exists(dir + "/monitor/run/Train_Samples_elapsed_time_ms_step.csv"));
+    const GptRun run = runGpt("gpt-no-wall-clock", "steps_per_print: 3\n" + monitor);
+    INFO(run.out << run.err);
+    REQUIRE(run.status == 0);
+    CHECK(run.out.find("iteration 6/6") != std::string::npos);
+    CHECK(run.out.find("time (ms)") == std::string::npos);
+    CHECK(std::filesystem::exists(run.dir + "/monitor/run/Train_Samples_train_loss.csv"));
+    CHECK(
+        !std::filesystem::exists(run.dir + "/monitor/run/Train_Samples_elapsed_time_ms_step.csv"));
   }
 }
 
@@ -451,14 +473,7 @@ TEST_CASE("gpt job: two datasets blended by weight train, and a resumed run cont
   REQUIRE(resumedOut.find("resumed from ckpt/global_step3 at iteration 3") != std::string::npos);
   const auto resumedLosses = matches(resumedOut, loss);
   for (int it : {4, 5, 6}) CHECK(resumedLosses.at(it) == straightLosses.at(it));
-  const std::regex hash(R"(step (\d+) param_hash ([0-9a-f]+))");
-  for (int rank : {0, 3}) {
-    const std::string log = "/logs/rank-" + std::to_string(rank) + ".log";
-    const auto reference = matches(readFile(straightDir + log), hash);
-    const auto resumed = matches(readFile(resumeDir + log), hash);
-    REQUIRE(resumed.count(6) == 1);
-    CHECK(resumed.at(6) == reference.at(6));
-  }
+  checkResumedHashes(straightDir, resumeDir);
 }
 
 namespace {
