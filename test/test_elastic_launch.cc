@@ -16,6 +16,7 @@
 
 #include "bench/free_port.h"
 #include "test/launch_harness.h"
+#include "test/rank_logs.h"
 #include "test/scratch_dir.h"
 
 using namespace ds::test;
@@ -33,14 +34,6 @@ std::string elasticConfig(int minGpus, int maxGpus) {
     "zero_optimization": {"stage": 2}})";
 }
 
-std::map<int, std::string> paramHashes(const std::string& log) {
-  std::map<int, std::string> hashes;
-  static const std::regex line(R"(step (\d+) param_hash ([0-9a-f]+))");
-  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it)
-    hashes[std::stoi((*it)[1])] = (*it)[2];
-  return hashes;
-}
-
 // SIGKILLs every worker of `host`; returns how many there were. One may have gone by itself
 // between the kills (and been reaped): its node's relay host, killed first, takes it along.
 int killWorkersOf(const LaunchedJob& job, const std::string& host) {
@@ -53,12 +46,27 @@ int killWorkersOf(const LaunchedJob& job, const std::string& host) {
   return found;
 }
 
-// Waits until rank 0 logged step `step`, then SIGKILLs every worker of 127.0.0.3.
-void killThirdNodeAfter(const LaunchedJob& job, int step) {
+// ds-launch --elastic_training in `dir` on kThreeNodes with elasticConfig(minGpus, maxGpus):
+// `steps` steps, printing the parameter hashes.
+LaunchedJob startElastic(const std::string& dir, int minGpus, int maxGpus, int steps) {
+  writeFile(dir + "/hostfile", kThreeNodes);
+  writeFile(dir + "/config.json", elasticConfig(minGpus, maxGpus));
+  return startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir", "logs",
+                           "--elastic_training", "train", "--config", "config.json", "--steps",
+                           std::to_string(steps), "--print_param_hash"});
+}
+
+// Waits (up to 60 s) until rank 0 logged step `step`.
+void requireStepLogged(const LaunchedJob& job, int step) {
   REQUIRE(waitUntil(60s, [&] {
     const auto hashes = paramHashes(readFile(job.dir + "/logs/rank-0.log"));
     return !hashes.empty() && hashes.rbegin()->first >= step;
   }));
+}
+
+// Waits until rank 0 logged step `step`, then SIGKILLs every worker of 127.0.0.3.
+void killThirdNodeAfter(const LaunchedJob& job, int step) {
+  requireStepLogged(job, step);
   REQUIRE(killWorkersOf(job, "127.0.0.3") == 2);
 }
 
@@ -67,12 +75,8 @@ void killThirdNodeAfter(const LaunchedJob& job, int step) {
 TEST_CASE("elastic: a node's failure shrinks the job to 4 ranks, same batch, from the checkpoint",
           "[elastic][launch]") {
   const std::string dir = makeScratchDir("elastic-shrink");
-  writeFile(dir + "/hostfile", kThreeNodes);
-  writeFile(dir + "/config.json", elasticConfig(2, 6));
   const int steps = 400;
-  auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir", "logs",
-                               "--elastic_training", "train", "--config", "config.json", "--steps",
-                               std::to_string(steps), "--print_param_hash"});
+  auto job = startElastic(dir, 2, 6, steps);
   killThirdNodeAfter(job, 15);
   const auto status = waitExit(job, 120s);
   const std::string out = readFile(dir + "/stdout"), err = readFile(dir + "/stderr");
@@ -139,11 +143,7 @@ TEST_CASE("elastic: a node's failure shrinks the job to 4 ranks, same batch, fro
 TEST_CASE("elastic: a failure that leaves no valid world stops the job with exit 3",
           "[elastic][launch]") {
   const std::string dir = makeScratchDir("elastic-stop");
-  writeFile(dir + "/hostfile", kThreeNodes);
-  writeFile(dir + "/config.json", elasticConfig(6, 6));  // only 6 ranks can run it
-  auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir", "logs",
-                               "--elastic_training", "train", "--config", "config.json", "--steps",
-                               "100000", "--print_param_hash"});
+  auto job = startElastic(dir, 6, 6, 100000);  // only 6 ranks can run it
   killThirdNodeAfter(job, 5);
   const auto status = waitExit(job, 60s);
   const std::string err = readFile(dir + "/stderr");
@@ -183,15 +183,8 @@ TEST_CASE("elastic: flags are checked", "[elastic][launch]") {
 TEST_CASE("elastic: SIGUSR2 shrinks the job by one node, checkpointing first: no step lost",
           "[elastic][launch]") {
   const std::string dir = makeScratchDir("elastic-sigusr2");
-  writeFile(dir + "/hostfile", kThreeNodes);
-  writeFile(dir + "/config.json", elasticConfig(2, 6));
-  auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir", "logs",
-                               "--elastic_training", "train", "--config", "config.json", "--steps",
-                               "2000", "--print_param_hash"});
-  REQUIRE(waitUntil(60s, [&] {
-    const auto hashes = paramHashes(readFile(job.dir + "/logs/rank-0.log"));
-    return !hashes.empty() && hashes.rbegin()->first >= 15;
-  }));
+  auto job = startElastic(dir, 2, 6, 2000);
+  requireStepLogged(job, 15);
   REQUIRE(::kill(job.pid, SIGUSR2) == 0);
   const auto status = waitExit(job, 120s);
   const std::string out = readFile(dir + "/stdout"), err = readFile(dir + "/stderr");
@@ -256,15 +249,8 @@ TEST_CASE("elastic: a node that joins is taken at the next checkpoint, one that 
 TEST_CASE("elastic: nodes beyond the largest valid world are spares that replace a failed one",
           "[elastic][launch]") {
   const std::string dir = makeScratchDir("elastic-spare");
-  writeFile(dir + "/hostfile", kThreeNodes);
-  writeFile(dir + "/config.json", elasticConfig(4, 4));  // only 4 ranks: the third node waits
-  auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir", "logs",
-                               "--elastic_training", "train", "--config", "config.json", "--steps",
-                               "2000", "--print_param_hash"});
-  REQUIRE(waitUntil(60s, [&] {
-    const auto hashes = paramHashes(readFile(job.dir + "/logs/rank-0.log"));
-    return !hashes.empty() && hashes.rbegin()->first >= 15;
-  }));
+  auto job = startElastic(dir, 4, 4, 2000);  // only 4 ranks: the third node waits
+  requireStepLogged(job, 15);
   REQUIRE(killWorkersOf(job, "127.0.0.2") == 2);
   const auto status = waitExit(job, 120s);
   const std::string out = readFile(dir + "/stdout");

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "test/launch_harness.h"
+#include "test/rank_logs.h"
 #include "worker/coordinator_client.h"
 
 using namespace ds::test;
@@ -47,15 +48,6 @@ LaunchedJob startTraining(const std::string& name, int stage, int steps,
                            "--print_param_hash"});
   args.insert(args.end(), jobFlags.begin(), jobFlags.end());
   return startLaunch(dir, args);
-}
-
-// "step N param_hash H" lines of one rank's log, by step.
-std::map<int, std::string> paramHashes(const std::string& log) {
-  std::map<int, std::string> hashes;
-  static const std::regex line(R"(step (\d+) param_hash ([0-9a-f]+))");
-  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it)
-    hashes[std::stoi((*it)[1])] = (*it)[2];
-  return hashes;
 }
 
 std::vector<double> losses(const std::string& log) {
