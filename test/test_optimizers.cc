@@ -31,14 +31,14 @@ using Json = nlohmann::json;
 
 namespace {
 
+size_t totalElements(const std::vector<ParamSpec>& specs) {
+  return specs.back().offset + specs.back().numel;
+}
+
 // The interpreter with torch 1.13 on the dev machines; DS_TORCH_PYTHON picks another.
 std::string python() {
   const char* env = std::getenv("DS_TORCH_PYTHON");
   return env && *env ? env : "/usr/bin/python3";
-}
-
-size_t totalElements(const std::vector<ParamSpec>& specs) {
-  return specs.back().offset + specs.back().numel;
 }
 
 // Deterministic, varied gradients; exact zeros now and then.
