@@ -132,11 +132,12 @@ MlpResults slicedMlp(Communicator& model, const MlpTensors& t) {
                std::vector<float>(h * ffLocal), std::vector<float>(h),
                std::vector<float>(N * ffLocal), std::vector<float>(N * h)};
   const LinearShape fc1{N, h, ffLocal}, fc2{N, ffLocal, h};
-  columnParallelForward(fc1, t.x.data(), w1.data(), b1.data(), r.y1.data());
-  rowParallelForward(model, fc2, r.y1.data(), w2.data(), t.b2.data(), r.y2.data());
-  rowParallelBackward(fc2, r.y1.data(), w2.data(), t.dy.data(), r.dw2.data(), r.db2.data(),
+  kernels::Accelerator& acc = kernels::accelerator(DeviceKind::Cpu);
+  columnParallelForward(acc, fc1, t.x.data(), w1.data(), b1.data(), r.y1.data());
+  rowParallelForward(acc, model, fc2, r.y1.data(), w2.data(), t.b2.data(), r.y2.data());
+  rowParallelBackward(acc, fc2, r.y1.data(), w2.data(), t.dy.data(), r.dw2.data(), r.db2.data(),
                       r.dy1.data());
-  columnParallelBackward(model, fc1, t.x.data(), w1.data(), r.dy1.data(), r.dw1.data(),
+  columnParallelBackward(acc, model, fc1, t.x.data(), w1.data(), r.dy1.data(), r.dw1.data(),
                          r.db1.data(), r.dx.data());
   return r;
 }

@@ -5,12 +5,11 @@
 
 #include <cmath>
 
-#include "kernels/cpu/matmul.h"
 #include "runtime/model/parallel_loops.h"
 
 namespace ds::runtime::gpt {
 
-using kernels::matmul;
+using kernels::gemmF32;
 
 AttentionBlocks::AttentionBlocks(size_t seq, size_t window, size_t block)
     : seq_(seq), window_(window), block_(block), count_((seq + block - 1) / block) {}
@@ -28,7 +27,7 @@ size_t AttentionBlocks::lastQuery(size_t c) const {
 }
 
 void attentionProbs(const kernels::TransformerKernels& k, const AttentionShape& s, const float* qkv,
-                    float* probs, float* ctx) {
+                    float* probs, float* ctx, kernels::Accelerator& acc) {
   const size_t T = s.seq, H = s.heads, d = s.headDim, Q = s.qkvStride(), hq = s.ctxStride(),
                group = H / s.kvHeads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -42,17 +41,18 @@ void attentionProbs(const kernels::TransformerKernels& k, const AttentionShape& 
     for (size_t rb = 0; rb < blocks.count(); ++rb) {
       const size_t r0 = blocks.begin(rb), r1 = blocks.end(rb), lo = blocks.firstKey(rb);
       float* rect = p + r0 * T + lo;
-      matmul(false, true, r1 - r0, r1 - lo, d, scale, q + r0 * Q, Q, key + lo * Q, Q, 0.0f, rect,
-             T);
+      gemmF32(acc, false, true, r1 - r0, r1 - lo, d, scale, q + r0 * Q, Q, key + lo * Q, Q, 0.0f,
+              rect, T);
       k.causalSoftmaxRows(p, T, r0, r1, s.window, lo, r1);
       if (ctx)
-        matmul(false, false, r1 - r0, d, r1 - lo, 1.0f, rect, T, v + lo * Q, Q, 0.0f,
-               ctx + (b * T + r0) * hq + head * d, hq);
+        gemmF32(acc, false, false, r1 - r0, d, r1 - lo, 1.0f, rect, T, v + lo * Q, Q, 0.0f,
+                ctx + (b * T + r0) * hq + head * d, hq);
     }
   });
 }
 
-void attentionContext(const AttentionShape& s, const float* qkv, const float* probs, float* ctx) {
+void attentionContext(const AttentionShape& s, const float* qkv, const float* probs, float* ctx,
+                      kernels::Accelerator& acc) {
   const size_t T = s.seq, H = s.heads, d = s.headDim, Q = s.qkvStride(), hq = s.ctxStride(),
                group = H / s.kvHeads;
   const AttentionBlocks blocks(T, s.window, s.block);
@@ -62,8 +62,8 @@ void attentionContext(const AttentionShape& s, const float* qkv, const float* pr
     const float* p = probs + bh * T * T;
     for (size_t rb = 0; rb < blocks.count(); ++rb) {
       const size_t r0 = blocks.begin(rb), r1 = blocks.end(rb), lo = blocks.firstKey(rb);
-      matmul(false, false, r1 - r0, d, r1 - lo, 1.0f, p + r0 * T + lo, T, v + lo * Q, Q, 0.0f,
-             ctx + (b * T + r0) * hq + head * d, hq);
+      gemmF32(acc, false, false, r1 - r0, d, r1 - lo, 1.0f, p + r0 * T + lo, T, v + lo * Q, Q, 0.0f,
+              ctx + (b * T + r0) * hq + head * d, hq);
     }
   });
 }
@@ -71,7 +71,8 @@ void attentionContext(const AttentionShape& s, const float* qkv, const float* pr
 // Both halves run one task per key/value head: the query heads of its group add into its dK and
 // dV in turn (the first one writes), key block by key block.
 void attentionBackwardValues(const AttentionShape& s, const float* qkv, const float* probs,
-                             const float* dCtx, float* dProbs, float* dqkv) {
+                             const float* dCtx, float* dProbs, float* dqkv,
+                             kernels::Accelerator& acc) {
   const size_t T = s.seq, H = s.heads, KV = s.kvHeads, d = s.headDim, Q = s.qkvStride(),
                hq = s.ctxStride(), group = H / KV;
   const AttentionBlocks blocks(T, s.window, s.block);
@@ -82,20 +83,21 @@ void attentionBackwardValues(const AttentionShape& s, const float* qkv, const fl
       const float* dc = dCtx + b * T * hq + head * d;
       for (size_t rb = 0; rb < blocks.count(); ++rb) {
         const size_t r0 = blocks.begin(rb), r1 = blocks.end(rb), lo = blocks.firstKey(rb);
-        matmul(false, true, r1 - r0, r1 - lo, d, 1.0f, dc + r0 * hq, hq, qkv + vAt + lo * Q, Q,
-               0.0f, dProbs + pAt + r0 * T + lo, T);
+        gemmF32(acc, false, true, r1 - r0, r1 - lo, d, 1.0f, dc + r0 * hq, hq, qkv + vAt + lo * Q,
+                Q, 0.0f, dProbs + pAt + r0 * T + lo, T);
       }
       for (size_t cb = 0; cb < blocks.count(); ++cb) {
         const size_t c0 = blocks.begin(cb), c1 = blocks.end(cb), hi = blocks.lastQuery(cb);
-        matmul(true, false, c1 - c0, d, hi - c0, 1.0f, probs + pAt + c0 * T + c0, T, dc + c0 * hq,
-               hq, j ? 1.0f : 0.0f, dqkv + vAt + c0 * Q, Q);
+        gemmF32(acc, true, false, c1 - c0, d, hi - c0, 1.0f, probs + pAt + c0 * T + c0, T,
+                dc + c0 * hq, hq, j ? 1.0f : 0.0f, dqkv + vAt + c0 * Q, Q);
       }
     }
   });
 }
 
 void attentionBackwardScores(const kernels::TransformerKernels& k, const AttentionShape& s,
-                             const float* qkv, const float* probs, float* dProbs, float* dqkv) {
+                             const float* qkv, const float* probs, float* dProbs, float* dqkv,
+                             kernels::Accelerator& acc) {
   const size_t T = s.seq, H = s.heads, KV = s.kvHeads, d = s.headDim, Q = s.qkvStride(),
                hq = s.ctxStride(), group = H / KV;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -112,13 +114,13 @@ void attentionBackwardScores(const kernels::TransformerKernels& k, const Attenti
       for (size_t rb = 0; rb < blocks.count(); ++rb) {
         const size_t r0 = blocks.begin(rb), r1 = blocks.end(rb), lo = blocks.firstKey(rb);
         k.softmaxBackwardStrided(dS + r0 * T + lo, p + r0 * T + lo, r1 - r0, r1 - lo, T);
-        matmul(false, false, r1 - r0, d, r1 - lo, scale, dS + r0 * T + lo, T, qkv + kAt + lo * Q, Q,
-               0.0f, dqkv + qAt + r0 * Q, Q);
+        gemmF32(acc, false, false, r1 - r0, d, r1 - lo, scale, dS + r0 * T + lo, T,
+                qkv + kAt + lo * Q, Q, 0.0f, dqkv + qAt + r0 * Q, Q);
       }
       for (size_t cb = 0; cb < blocks.count(); ++cb) {
         const size_t c0 = blocks.begin(cb), c1 = blocks.end(cb), hi = blocks.lastQuery(cb);
-        matmul(true, false, c1 - c0, d, hi - c0, scale, dS + c0 * T + c0, T, qkv + qAt + c0 * Q, Q,
-               j ? 1.0f : 0.0f, dqkv + kAt + c0 * Q, Q);
+        gemmF32(acc, true, false, c1 - c0, d, hi - c0, scale, dS + c0 * T + c0, T,
+                qkv + qAt + c0 * Q, Q, j ? 1.0f : 0.0f, dqkv + kAt + c0 * Q, Q);
       }
     }
   });

@@ -1,12 +1,14 @@
 // The GPT block's attention core: causal softmax(q k^T / sqrt(d)) v over [q | k | v] rows, and
 // its backward, computed per block of query rows over only the key columns those rows can see
 // (the masked upper triangle, and what lies before a sliding window, is never multiplied).
-// Rotary, the qk norm and dropout stay in the block (gpt_block.cc), between these calls.
+// Rotary, the qk norm and dropout stay in the block (gpt_block.cc), between these calls. The
+// products run on `acc` (the model passes its own; tests and bench_attention take the CPU
+// backend) and `k` is its kernel table (on the CPU backend any ISA's, which the tests compare).
 #pragma once
 
 #include <cstddef>
 
-#include "kernels/cpu/transformer_kernels.h"
+#include "kernels/accelerator.h"
 
 namespace ds::runtime::gpt {
 
@@ -53,18 +55,23 @@ class AttentionBlocks {
 // cache (callers with attention dropout pass null and call attentionContext on the dropped-out
 // probabilities instead: gpt::dropAttentionProbs keeps to the rectangles too).
 void attentionProbs(const kernels::TransformerKernels& k, const AttentionShape& s, const float* qkv,
-                    float* probs, float* ctx);
-void attentionContext(const AttentionShape& s, const float* qkv, const float* probs, float* ctx);
+                    float* probs, float* ctx,
+                    kernels::Accelerator& acc = kernels::accelerator(kernels::DeviceKind::Cpu));
+void attentionContext(const AttentionShape& s, const float* qkv, const float* probs, float* ctx,
+                      kernels::Accelerator& acc = kernels::accelerator(kernels::DeviceKind::Cpu));
 
 // Backward, first half: dProbs = dCtx v^T (on the rectangles attentionProbs computed; the rest of
 // dProbs is left as it was) and the v columns of dqkv = sum over the group's heads of probs^T dCtx.
 // `probs` is what the forward multiplied v with (after dropout, if any).
-void attentionBackwardValues(const AttentionShape& s, const float* qkv, const float* probs,
-                             const float* dCtx, float* dProbs, float* dqkv);
+void attentionBackwardValues(
+    const AttentionShape& s, const float* qkv, const float* probs, const float* dCtx, float* dProbs,
+    float* dqkv, kernels::Accelerator& acc = kernels::accelerator(kernels::DeviceKind::Cpu));
 // Second half, after the caller applied dropout's mask to dProbs: dProbs becomes d(scores) in
 // place, and the q and k columns of dqkv are written from it. `probs` is the softmax (before
 // dropout).
-void attentionBackwardScores(const kernels::TransformerKernels& k, const AttentionShape& s,
-                             const float* qkv, const float* probs, float* dProbs, float* dqkv);
+void attentionBackwardScores(
+    const kernels::TransformerKernels& k, const AttentionShape& s, const float* qkv,
+    const float* probs, float* dProbs, float* dqkv,
+    kernels::Accelerator& acc = kernels::accelerator(kernels::DeviceKind::Cpu));
 
 }  // namespace ds::runtime::gpt

@@ -17,7 +17,6 @@
 #include "common/error.h"
 #include "common/fnv1a.h"
 #include "kernels/cpu/kernel_timers.h"
-#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/philox.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/model/gpt_block.h"
@@ -62,9 +61,9 @@ struct GptPass {
 // Everything a pass keeps or reuses, sized on first use and kept for the next micro-batch.
 class GptActivations {
  public:
-  GptActivations(const GptConfig& c, const kernels::TransformerKernels& k, const gpt::BlockSlice& s,
+  GptActivations(const GptConfig& c, kernels::Accelerator& acc, const gpt::BlockSlice& s,
                  const VocabSlice& v)
-      : runner(c, k, s), slice(s), vocab(v) {}
+      : runner(c, acc, s), slice(s), vocab(v) {}
   gpt::BlockRunner runner;
   gpt::BlockSlice slice;           // the rank's heads and MLP columns (everything at model size 1)
   VocabSlice vocab;                // the rank's vocabulary rows
@@ -328,8 +327,10 @@ std::vector<float> sinusoidTable(size_t positions, size_t h) {
 
 }  // namespace
 
-Gpt::Gpt(GptConfig config, GptPlacement placement)
-    : config_(placedConfig(std::move(config), placement)), placement_(placement) {
+Gpt::Gpt(GptConfig config, GptPlacement placement, kernels::Accelerator& accelerator)
+    : config_(placedConfig(std::move(config), placement)),
+      placement_(placement),
+      acc_(&accelerator) {
   const int layers = config_.numLayers + 2;
   first_ = placement.firstLayer;
   end_ = placement.endLayer < 0 ? layers : placement.endLayer;
@@ -352,8 +353,7 @@ Gpt::Gpt(GptConfig config, GptPlacement placement)
   specs_ = std::move(table.specs);
   fullShapes_ = std::move(table.fullShapes);
 
-  acts_ = std::make_unique<GptActivations>(config_, kernels::transformerKernels(), slice,
-                                           vocabRows);
+  acts_ = std::make_unique<GptActivations>(config_, *acc_, slice, vocabRows);
   const size_t positions = static_cast<size_t>(maxPositions());
   if (config_.posEmb == PositionEmbedding::Rotary) acts_->runner.prepareRotary(positions);
   if (config_.posEmb == PositionEmbedding::Sinusoidal)
@@ -412,7 +412,7 @@ void Gpt::initTensorRange(const ParamSpec& s, float* p, uint64_t seed, size_t be
       }
       return;
     }
-    kernels::transformerKernels().normalFromPhilox(out, count, seed, stream, first, std);
+    acc_->transformerKernels().normalFromPhilox(out, count, seed, stream, first, std);
   };
   if (s.slice.whole()) {
     draw(p, begin, end - begin);
@@ -580,7 +580,7 @@ void Gpt::stageBackward(int buffer, const float* outputGrad, float* inputGrad,
 
 void Gpt::embedForward(GptPass& P, LayerAccess& access, float* x) {
   GptActivations& A = *acts_;
-  const kernels::TransformerKernels& k = kernels::transformerKernels();
+  const kernels::TransformerKernels& k = acc_->transformerKernels();
   const size_t h = config_.hiddenSize, vocab = config_.paddedVocabSize(), seq = P.seq;
   const size_t N = P.shape.rows;
   const Batch& batch = P.batch;
@@ -599,7 +599,8 @@ void Gpt::embedForward(GptPass& P, LayerAccess& access, float* x) {
       for (size_t r = 0; r < N; ++r) k.add(x + r * h, pos + (r % seq) * h, h);
   }
   if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0)
-    gpt::applyDropout(x, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0);
+    gpt::applyDropout(x, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0, 0,
+                      *acc_);
   timer.stop();
   access.releaseParameters(local(0));
   if (P.times) P.times[kEmbedModule] += since(P.forwardStart);
@@ -653,7 +654,7 @@ void Gpt::blocksForward(GptPass& P, GptBuffer& B, LayerAccess& access) {
 float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradScale,
                     std::vector<float>* lastLogits) {
   GptActivations& A = *acts_;
-  const kernels::TransformerKernels& k = kernels::transformerKernels();
+  const kernels::TransformerKernels& k = acc_->transformerKernels();
   const size_t h = config_.hiddenSize, vocab = config_.paddedVocabSize(), L = config_.numLayers;
   const size_t N = P.shape.rows;
   const bool train = P.train;
@@ -687,8 +688,8 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
     lastLogits->assign(vocab, 0.0f);
     // Sliced: each rank writes its columns, and the sum over the group (zeros elsewhere: exact)
     // gathers them.
-    kernels::matmul(false, true, 1, localVocab, h, 1.0f, xf + (N - 1) * h, h, outW, h, 0.0f,
-                    lastLogits->data() + A.vocab.rows.begin, localVocab);
+    kernels::gemmF32(*acc_, false, true, 1, localVocab, h, 1.0f, xf + (N - 1) * h, h, outW, h, 0.0f,
+                     lastLogits->data() + A.vocab.rows.begin, localVocab);
     if (model) model->allReduce(lastLogits->data(), vocab);
     if (tiedHere) access.releaseParameters(local(0));
     access.releaseParameters(head);
@@ -708,7 +709,7 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
     float* z = sized(A.logits, rows * V);
     const Clock::time_point chunkStart = Clock::now();
     kernels::KernelTimer logitsTimer(kernels::KernelFamily::MatrixProducts);
-    kernels::matmul(false, true, rows, V, h, 1.0f, xf + r0 * h, h, outW, h, 0.0f, z, V);
+    kernels::gemmF32(*acc_, false, true, rows, V, h, 1.0f, xf + r0 * h, h, outW, h, 0.0f, z, V);
     logitsTimer.stop();
     kernels::KernelTimer lossTimer(kernels::KernelFamily::EmbeddingLoss);
     if (!model)
@@ -721,8 +722,8 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
     outputSeconds += since(chunkStart);
     if (!train) continue;
     kernels::KernelTimer gradientTimer(kernels::KernelFamily::MatrixProducts);
-    kernels::matmul(false, false, rows, h, V, 1.0f, z, V, outW, h, 0.0f, dxf + r0 * h, h);
-    kernels::matmul(true, false, V, h, rows, 1.0f, z, V, xf + r0 * h, h, 1.0f, outG, h);
+    kernels::gemmF32(*acc_, false, false, rows, h, V, 1.0f, z, V, outW, h, 0.0f, dxf + r0 * h, h);
+    kernels::gemmF32(*acc_, true, false, V, h, rows, 1.0f, z, V, xf + r0 * h, h, 1.0f, outG, h);
   }
   // Column-parallel's input gradient: every rank's vocabulary columns contribute to it.
   if (train && model) model->allReduce(dxf, N * h);
@@ -780,7 +781,7 @@ void Gpt::blocksBackward(GptPass& P, GptBuffer& B, LayerAccess& access) {
 // Embedding: scatter the gradient into the used rows (and positions); no parameters needed.
 void Gpt::embedBackward(GptPass& P, LayerAccess& access) {
   GptActivations& A = *acts_;
-  const kernels::TransformerKernels& k = kernels::transformerKernels();
+  const kernels::TransformerKernels& k = acc_->transformerKernels();
   const size_t h = config_.hiddenSize, vocab = config_.paddedVocabSize(), seq = P.seq;
   const size_t N = P.shape.rows;
   const Batch& batch = P.batch;
@@ -791,7 +792,8 @@ void Gpt::embedBackward(GptPass& P, LayerAccess& access) {
   float* g0 = access.layerGradients(local(0));
   kernels::KernelTimer timer(kernels::KernelFamily::EmbeddingLoss);
   if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0)
-    gpt::applyDropout(dx, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0);
+    gpt::applyDropout(dx, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0,
+                      0, *acc_);
   if (!model) {
     k.embeddingBackward(g0, learnedPositions ? g0 + vocab * h : nullptr, batch.inputIds.data(),
                         dx, N, seq, h);

@@ -11,8 +11,10 @@
 // from 0 for the engine, and runs through the PipelineStage interface; with tied weights and the
 // head apart from the embedding, the head holds its own copy of the word embeddings under the
 // same name (DeepSpeed's TiedLayerSpec: same initial values, gradients summed by the engine).
-// Compute is fp32: matrix products through kernels/cpu/matmul.h, the rest through the fused
-// kernels of kernels/cpu/transformer_kernels.h. Not here: tokenisation, data, the training loop.
+// Compute is fp32 on the accelerator the Gpt is built with (kernels/accelerator.h; the CPU
+// backend by default): matrix products through its gemm, the rest through its transformer-kernel
+// table. Buffers are still host memory (the CPU backend's device memory). Not here: tokenisation,
+// data, the training loop.
 // Tensor slicing (GptPlacement::modelSize t > 1, Megatron's layout): the rank holds its heads,
 // MLP columns and vocabulary rows; parameters keep the full model's names with their LOCAL
 // shapes, ParamSpec::slice says where their elements sit in the full tensors, and they initialise
@@ -22,6 +24,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/accelerator.h"
 #include "runtime/model/gpt_config.h"
 #include "runtime/model/gpt_placement.h"
 #include "runtime/model/model.h"
@@ -38,7 +41,9 @@ class Gpt : public Model, public PipelineStage {
   // Throws ds::Error (config.validate(), a placement outside the model's layers, and at model size
   // > 1 what slicing refuses, by key). At model size t > 1 the vocabulary is padded to
   // make-vocab-size-divisible-by x t, as NeoX does, and config() reports that multiple.
-  explicit Gpt(GptConfig config, GptPlacement placement = {});
+  // Every product and kernel of its passes runs on `accelerator`, which must outlive it.
+  explicit Gpt(GptConfig config, GptPlacement placement = {},
+               kernels::Accelerator& accelerator = kernels::accelerator(DeviceKind::Cpu));
   ~Gpt() override;
 
   const std::vector<ParamSpec>& parameters() const override { return specs_; }
@@ -72,6 +77,7 @@ class Gpt : public Model, public PipelineStage {
 
   const GptConfig& config() const { return config_; }
   const GptPlacement& placement() const { return placement_; }
+  kernels::Accelerator& accelerator() const { return *acc_; }
   int maxPositions() const;  // the longest sequence the position tables cover
   // Activation memory: bytes held by the buffers kept for the backward pass, at most so far.
   size_t peakActivationBytes() const;
@@ -116,6 +122,7 @@ class Gpt : public Model, public PipelineStage {
 
   GptConfig config_;
   GptPlacement placement_;
+  kernels::Accelerator* acc_;
   int first_ = 0, end_ = 0;            // layers held, full numbering
   int blockBegin_ = 0, blockEnd_ = 0;  // blocks held, 0-based
   bool tiedCopy_ = false;              // the head holds its own copy of the tied word embeddings

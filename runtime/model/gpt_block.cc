@@ -16,7 +16,6 @@
 
 #include "common/error.h"
 #include "kernels/cpu/kernel_timers.h"
-#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/splitmix_impl.h"
 #include "runtime/model/causal_attention.h"
 #include "runtime/model/norm_backward.h"
@@ -29,14 +28,14 @@ namespace {
 
 using kernels::KernelFamily;
 using kernels::KernelTimer;
-using kernels::matmul;
 
 // The block's whole-matrix products (not the per-head ones inside the attention's loops), timed
 // as their family.
-void product(bool transA, bool transB, size_t m, size_t n, size_t k, float alpha, const float* a,
-             size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc) {
+void product(kernels::Accelerator& acc, bool transA, bool transB, size_t m, size_t n, size_t k,
+             float alpha, const float* a, size_t lda, const float* b, size_t ldb, float beta,
+             float* c, size_t ldc) {
   KernelTimer timer(KernelFamily::MatrixProducts);
-  matmul(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  kernels::gemmF32(acc, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 kernels::Unit unitOf(Activation a) {
@@ -138,8 +137,8 @@ struct DropoutMask {
   explicit DropoutMask(float p)
       : threshold(static_cast<uint32_t>(std::ldexp(static_cast<double>(p), 24))),
         keepScale(1.0f / (1.0f - p)) {}
-  void apply(const float* in, float* out, size_t n, uint64_t base, uint64_t first) const {
-    static const kernels::TransformerKernels& k = kernels::transformerKernels();
+  void apply(const kernels::TransformerKernels& k, const float* in, float* out, size_t n,
+             uint64_t base, uint64_t first) const {
     k.dropout(in, out, n, base, first, threshold, keepScale);
   }
 };
@@ -147,17 +146,20 @@ struct DropoutMask {
 }  // namespace
 
 void applyDropout(float* x, size_t samples, size_t perSample, float p, const DropoutKey& key,
-                  uint64_t site, size_t firstElement) {
+                  uint64_t site, size_t firstElement, kernels::Accelerator& acc) {
   const DropoutMask mask(p);
+  const kernels::TransformerKernels& k = acc.transformerKernels();
   for (size_t s = 0; s < samples; ++s) {
     float* v = x + s * perSample;
-    mask.apply(v, v, perSample, dropoutBase(key, s, site), firstElement);
+    mask.apply(k, v, v, perSample, dropoutBase(key, s, site), firstElement);
   }
 }
 
 void dropAttentionProbs(const AttentionShape& shape, const float* in, float* out, float p,
-                        const DropoutKey& key, uint64_t site, size_t firstElement) {
+                        const DropoutKey& key, uint64_t site, size_t firstElement,
+                        kernels::Accelerator& acc) {
   const DropoutMask mask(p);
+  const kernels::TransformerKernels& k = acc.transformerKernels();
   const size_t T = shape.seq, H = shape.heads;
   const AttentionBlocks blocks(T, shape.window, shape.block);
   parallelFor(shape.samples * H, [&](size_t bh) {
@@ -167,7 +169,7 @@ void dropAttentionProbs(const AttentionShape& shape, const float* in, float* out
       const size_t lo = blocks.firstKey(rb), hi = blocks.end(rb);
       for (size_t i = blocks.begin(rb); i < hi; ++i) {
         const size_t at = (head * T + i) * T + lo;  // within the sample's [heads, T, T]
-        mask.apply(in + sample * H * T * T + at, out + sample * H * T * T + at, hi - lo, base,
+        mask.apply(k, in + sample * H * T * T + at, out + sample * H * T * T + at, hi - lo, base,
                    firstElement + at);
       }
     }
@@ -182,9 +184,13 @@ size_t BlockActivations::bytes() const {
   return n * sizeof(float);
 }
 
-BlockRunner::BlockRunner(const GptConfig& config, const kernels::TransformerKernels& k,
+BlockRunner::BlockRunner(const GptConfig& config, kernels::Accelerator& acc,
                          const BlockSlice& slice)
-    : c_(config), k_(k), slice_(slice), layout_(blockLayout(config, slice)) {
+    : c_(config),
+      acc_(acc),
+      k_(acc.transformerKernels()),
+      slice_(slice),
+      layout_(blockLayout(config, slice)) {
   if (c_.norm == NormKind::LayerNorm && !c_.normHasBias()) {
     zeroBias_.assign(static_cast<size_t>(c_.hiddenSize), 0.0f);
     unusedBiasGrad_.assign(zeroBias_.size(), 0.0f);
@@ -407,7 +413,7 @@ void BlockRunner::attentionForward(const float* params, BlockActivations& a, Blo
        sized(a.stats1b, N), N);
   const auto attentionStart = laps.lap(kNorm1);
   float* qkv = sized(a.qkv, N * Q);
-  product(false, true, N, Q, h, 1.0f, a.ln1.data(), h, P(L.qkvw), h, 0.0f, qkv, Q);
+  product(acc_, false, true, N, Q, h, 1.0f, a.ln1.data(), h, P(L.qkvw), h, 0.0f, qkv, Q);
   KernelTimer elementWise(KernelFamily::ElementWise);
   if (L.qkvb != BlockLayout::kNone) addBiasRows(k_, qkv, P(L.qkvb), N, Q);
   elementWise.stop();
@@ -426,12 +432,12 @@ void BlockRunner::attentionForward(const float* params, BlockActivations& a, Blo
   if (!attnDrop) a.probsDrop.clear();
   float* ctx = sized(a.ctx, N * hq);
   const AttentionShape shape{s.samples, T, H, slice_.kvHeads, d, c_.attentionWindow(T)};
-  attentionProbs(k_, shape, qkv, probs, attnDrop ? nullptr : ctx);
+  attentionProbs(k_, shape, qkv, probs, attnDrop ? nullptr : ctx, acc_);
   if (attnDrop) {
     float* used = sized(a.probsDrop, a.probs.size());
     dropAttentionProbs(shape, probs, used, static_cast<float>(c_.attentionDropout), *dropout,
-                       kSiteAttentionProbs, probsFirst);
-    attentionContext(shape, qkv, used, ctx);
+                       kSiteAttentionProbs, probsFirst, acc_);
+    attentionContext(shape, qkv, used, ctx, acc_);
   }
   attention.stop();
   laps.lap(kCore);
@@ -465,7 +471,7 @@ void BlockRunner::mlpForward(const float* params, BlockActivations& a, BlockWork
   const float* mlpNormed = c_.gptjTied ? a.ln1.data() : a.ln2.data();
   const auto mlpStart = laps.lap(kNorm2);
   float* fc1 = sized(a.fc1, N * ff1);
-  product(false, true, N, ff1, h, 1.0f, mlpNormed, h, P(L.fc1w), h, 0.0f, fc1, ff1);
+  product(acc_, false, true, N, ff1, h, 1.0f, mlpNormed, h, P(L.fc1w), h, 0.0f, fc1, ff1);
   laps.lap(kFc1);
   KernelTimer mlpElementWise(KernelFamily::ElementWise);
   float* act = sized(a.act, N * ff);
@@ -491,12 +497,13 @@ void BlockRunner::outputProjection(const float* x, size_t width, const float* we
                                    const DropoutKey* dropout, uint64_t site) const {
   const size_t N = s.rows, h = c_.hiddenSize;
   float* y = sized(out, N * h);
-  product(false, true, N, h, width, 1.0f, x, width, weight, width, 0.0f, y, h);
+  product(acc_, false, true, N, h, width, 1.0f, x, width, weight, width, 0.0f, y, h);
   allReduceModel(y, N * h);
   KernelTimer elementWise(KernelFamily::ElementWise);
   if (bias) addBiasRows(k_, y, bias, N, h);
   if (dropout && c_.hiddenDropout > 0.0)
-    applyDropout(y, s.samples, s.seq * h, static_cast<float>(c_.hiddenDropout), *dropout, site);
+    applyDropout(y, s.samples, s.seq * h, static_cast<float>(c_.hiddenDropout), *dropout, site, 0,
+                 acc_);
 }
 
 const float* BlockRunner::throughHiddenDropout(const float* from, BlockWorkspace& w,
@@ -507,7 +514,8 @@ const float* BlockRunner::throughHiddenDropout(const float* from, BlockWorkspace
   KernelTimer timer(KernelFamily::ElementWise);
   float* masked = sized(w.dA, N * h);
   std::memcpy(masked, from, N * h * sizeof(float));
-  applyDropout(masked, s.samples, s.seq * h, static_cast<float>(c_.hiddenDropout), *dropout, site);
+  applyDropout(masked, s.samples, s.seq * h, static_cast<float>(c_.hiddenDropout), *dropout, site,
+               0, acc_);
   return masked;
 }
 
@@ -529,11 +537,11 @@ float* BlockRunner::mlpBackward(const float* params, float* grads, const BlockAc
 
   // dOut reaches mlpOut through the residual sum.
   const float* dMlp = throughHiddenDropout(dOut, w, s, dropout, kSiteMlpOut);
-  product(true, false, h, ff, N, 1.0f, dMlp, h, a.act.data(), ff, 1.0f, G(L.fc2w), ff);
+  product(acc_, true, false, h, ff, N, 1.0f, dMlp, h, a.act.data(), ff, 1.0f, G(L.fc2w), ff);
   if (L.fc2b != BlockLayout::kNone)
     elementWise([&] { biasGradientRows(k_, G(L.fc2b), dMlp, N, h, normPartials_); });
   float* dAct = sized(w.dact, N * ff);
-  product(false, false, N, ff, h, 1.0f, dMlp, h, P(L.fc2w), ff, 0.0f, dAct, ff);
+  product(acc_, false, false, N, ff, h, 1.0f, dMlp, h, P(L.fc2w), ff, 0.0f, dAct, ff);
   float* dFc1 = sized(w.dfc1, N * ff1);
   const kernels::Unit unit = unitOf(c_.activation);
   auto activationBackward = [&](size_t r0, size_t r1) {
@@ -552,10 +560,10 @@ float* BlockRunner::mlpBackward(const float* params, float* grads, const BlockAc
   else
     elementWise([&] { parallelRows(N, activationBackward); });
   const bool tied = c_.gptjTied;
-  product(true, false, ff1, h, N, 1.0f, dFc1, ff1, tied ? a.ln1.data() : a.ln2.data(), h, 1.0f,
-          G(L.fc1w), h);
+  product(acc_, true, false, ff1, h, N, 1.0f, dFc1, ff1, tied ? a.ln1.data() : a.ln2.data(), h,
+          1.0f, G(L.fc1w), h);
   float* dLn = sized(w.dB, N * h);  // tied: norm1's output gradient from the MLP, so far
-  product(false, false, N, h, ff1, 1.0f, dFc1, ff1, P(L.fc1w), h, 0.0f, dLn, h);
+  product(acc_, false, false, N, h, ff1, 1.0f, dFc1, ff1, P(L.fc1w), h, 0.0f, dLn, h);
   // Column-parallel's input gradient is the ranks' sum; tied, it is summed with QKV's first.
   if (!tied) allReduceModel(dLn, N * h);
   const float* mlpIn = c_.gptjResidual ? a.input.data() : a.mid.data();
@@ -583,11 +591,11 @@ void BlockRunner::attentionBackward(const float* params, float* grads, const Blo
   // here).
   const float* dAttn =
       throughHiddenDropout(c_.gptjResidual ? dOut : dIn, w, s, dropout, kSiteAttentionOut);
-  product(true, false, h, hq, N, 1.0f, dAttn, h, a.ctx.data(), hq, 1.0f, G(L.densew), hq);
+  product(acc_, true, false, h, hq, N, 1.0f, dAttn, h, a.ctx.data(), hq, 1.0f, G(L.densew), hq);
   if (L.denseb != BlockLayout::kNone)
     elementWise([&] { biasGradientRows(k_, G(L.denseb), dAttn, N, h, normPartials_); });
   float* dCtx = sized(w.dctx, N * hq);
-  product(false, false, N, hq, h, 1.0f, dAttn, h, P(L.densew), hq, 0.0f, dCtx, hq);
+  product(acc_, false, false, N, hq, h, 1.0f, dAttn, h, P(L.densew), hq, 0.0f, dCtx, hq);
 
   const float* qkv = a.qkv.data();
   const float* used = a.probsDrop.empty() ? a.probs.data() : a.probsDrop.data();
@@ -595,11 +603,11 @@ void BlockRunner::attentionBackward(const float* params, float* grads, const Blo
   float* dProbs = sized(w.dprobs, s.samples * H * T * T);
   KernelTimer attention(KernelFamily::Attention);
   const AttentionShape shape{s.samples, T, H, KV, d, c_.attentionWindow(T)};
-  attentionBackwardValues(shape, qkv, used, dCtx, dProbs, dqkv);
+  attentionBackwardValues(shape, qkv, used, dCtx, dProbs, dqkv, acc_);
   if (!a.probsDrop.empty())
     dropAttentionProbs(shape, dProbs, dProbs, static_cast<float>(c_.attentionDropout), *dropout,
-                       kSiteAttentionProbs, probsFirst);
-  attentionBackwardScores(k_, shape, qkv, a.probs.data(), dProbs, dqkv);
+                       kSiteAttentionProbs, probsFirst, acc_);
+  attentionBackwardScores(k_, shape, qkv, a.probs.data(), dProbs, dqkv, acc_);
   if (const size_t rot = c_.rotaryDim()) {
     k_.rotary(dqkv, N, T, H, d, Q, rot, cos_.data(), sin_.data(), true);
     k_.rotary(dqkv + hq, N, T, KV, d, Q, rot, cos_.data(), sin_.data(), true);
@@ -609,11 +617,11 @@ void BlockRunner::attentionBackward(const float* params, float* grads, const Blo
     KernelTimer norms(KernelFamily::Norms);
     qkNormBackward(P(L.qknw), G(L.qknw), G(L.qknb), dqkv, a, w, N);
   }
-  product(true, false, Q, h, N, 1.0f, dqkv, Q, a.ln1.data(), h, 1.0f, G(L.qkvw), h);
+  product(acc_, true, false, Q, h, N, 1.0f, dqkv, Q, a.ln1.data(), h, 1.0f, G(L.qkvw), h);
   if (L.qkvb != BlockLayout::kNone)
     elementWise([&] { biasGradientRows(k_, G(L.qkvb), dqkv, N, Q, normPartials_); });
   const bool tied = c_.gptjTied;
-  product(false, false, N, h, Q, 1.0f, dqkv, Q, P(L.qkvw), h, tied ? 1.0f : 0.0f, dLn, h);
+  product(acc_, false, false, N, h, Q, 1.0f, dqkv, Q, P(L.qkvw), h, tied ? 1.0f : 0.0f, dLn, h);
   allReduceModel(dLn, N * h);
   float* dNorm1 = sized(w.dA, N * h);
   normBackward(dLn, a.input.data(), P(L.ln1w), a.stats1a.data(), a.stats1b.data(), dNorm1,

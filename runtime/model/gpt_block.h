@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cpu/transformer_kernels.h"
+#include "kernels/accelerator.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/model/causal_attention.h"
 #include "runtime/model/gpt_config.h"
@@ -45,14 +45,17 @@ struct DropoutKey {
 };
 // x[s * perSample + i] *= keep ? 1 / (1 - p) : 0 for every sample s of the batch, the mask drawn
 // for element firstElement + i of the sample (a model rank's heads: where they sit among all).
+// The mask kernel runs on `acc` (the model passes its own).
 void applyDropout(float* x, size_t samples, size_t perSample, float p, const DropoutKey& key,
-                  uint64_t site, size_t firstElement = 0);
+                  uint64_t site, size_t firstElement = 0,
+                  kernels::Accelerator& acc = kernels::accelerator(kernels::DeviceKind::Cpu));
 // The same over attention's probabilities [samples, heads, T, T], on the rectangles the attention
 // computes and reads (causal_attention.h) only: out = in with the masks applyDropout would give
 // those elements, one task per (sample, head); nothing outside them is read or written. out may
 // be in.
 void dropAttentionProbs(const AttentionShape& shape, const float* in, float* out, float p,
-                        const DropoutKey& key, uint64_t site, size_t firstElement);
+                        const DropoutKey& key, uint64_t site, size_t firstElement,
+                        kernels::Accelerator& acc = kernels::accelerator(kernels::DeviceKind::Cpu));
 
 // What a block keeps from its forward pass for its backward pass.
 struct BlockActivations {
@@ -83,8 +86,8 @@ struct BlockShape {
 
 class BlockRunner {
  public:
-  BlockRunner(const GptConfig& config, const kernels::TransformerKernels& k,
-              const BlockSlice& slice);
+  // Every product and kernel runs on `acc` (its transformerKernels() table).
+  BlockRunner(const GptConfig& config, kernels::Accelerator& acc, const BlockSlice& slice);
   // Rotary cos/sin tables [positions, rotaryDim / 2].
   void prepareRotary(size_t positions);
 
@@ -144,6 +147,7 @@ class BlockRunner {
                                     const DropoutKey* dropout, uint64_t site) const;
 
   const GptConfig& c_;
+  kernels::Accelerator& acc_;
   const kernels::TransformerKernels& k_;
   BlockSlice slice_;
   BlockLayout layout_;

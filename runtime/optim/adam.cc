@@ -1,17 +1,16 @@
-// Adam: bias corrections and per-group weight decay here; the element loop is CPU-Adam
-// (kernels::cpuAdamStep: SIMD picked at run time, threads, bitwise equal to kernels::adamUpdate).
+// Adam: bias corrections and per-group weight decay here; the element loop is the accelerator's
+// adamStep (on the CPU backend CPU-Adam: SIMD picked at run time, threads, bitwise equal to
+// kernels::adamUpdate).
 // adamWMode (DeepSpeed's default) means decoupled weight decay; otherwise classic L2.
 #include "runtime/optim/adam.h"
 
 #include <cmath>
 
-#include "kernels/cpu/cpu_adam.h"
-
 namespace ds::runtime {
 
-Adam::Adam(const AdamParams& params, const std::vector<ParamSpec>& specs, size_t begin, size_t end)
-    : params_(params),
-      runs_(mergeByDecay(shardSegments(specs, begin, end))) {
+Adam::Adam(const AdamParams& params, const std::vector<ParamSpec>& specs, size_t begin, size_t end,
+           kernels::Accelerator& acc)
+    : params_(params), acc_(&acc), runs_(mergeByDecay(shardSegments(specs, begin, end))) {
   addState("exp_avg", end - begin);
   addState("exp_avg_sq", end - begin);
 }
@@ -31,8 +30,8 @@ void Adam::step(float* params, const float* grads, const OptimizerStep& step) {
     c.decayFactor = static_cast<float>(1.0 - lr * wd);
     kernels::HalfCopy copy = step.halfCopy;
     if (copy.out != nullptr) copy.out += run.begin;
-    kernels::cpuAdamStep(params + run.begin, grads + run.begin, m + run.begin,
-                         v + run.begin, run.end - run.begin, c, copy);
+    acc_->adamStep(params + run.begin, grads + run.begin, m + run.begin, v + run.begin,
+                   run.end - run.begin, c, copy, acc_->currentStream());
   }
 }
 

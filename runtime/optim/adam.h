@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/accelerator.h"
 #include "runtime/config/optimizer_config.h"
 #include "runtime/model/model.h"
 #include "runtime/optim/optimizer.h"
@@ -16,7 +17,9 @@ namespace ds::runtime {
 
 class Adam : public Optimizer {
  public:
-  Adam(const AdamParams& params, const std::vector<ParamSpec>& specs, size_t begin, size_t end);
+  // The element loop runs as acc.adamStep over buffers on acc's device.
+  Adam(const AdamParams& params, const std::vector<ParamSpec>& specs, size_t begin, size_t end,
+       kernels::Accelerator& acc = kernels::accelerator(DeviceKind::Cpu));
 
   // step.momentum, when set, replaces beta1 for this step (bias correction included), as
   // OneCycle does to torch's group["betas"].
@@ -28,6 +31,7 @@ class Adam : public Optimizer {
 
  private:
   AdamParams params_;
+  kernels::Accelerator* acc_;
   std::vector<ShardSegment> runs_;  // merged by decay flag
   int64_t steps_ = 0;
 };

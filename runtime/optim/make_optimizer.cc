@@ -28,11 +28,12 @@ const Params& paramsOf(const OptimizerConfig& config, const char* want) {
 
 std::unique_ptr<Optimizer> makeOptimizer(const OptimizerConfig& config,
                                          const std::vector<ParamSpec>& specs, size_t begin,
-                                         size_t end) {
+                                         size_t end, kernels::Accelerator& acc) {
   switch (config.type) {
     case OptimizerType::Adam:
     case OptimizerType::AdamW:
-      return std::make_unique<Adam>(paramsOf<AdamParams>(config, "AdamParams"), specs, begin, end);
+      return std::make_unique<Adam>(paramsOf<AdamParams>(config, "AdamParams"), specs, begin, end,
+                                    acc);
     case OptimizerType::Lamb:
       return std::make_unique<Lamb>(paramsOf<LambParams>(config, "LambParams"), specs, begin, end);
     case OptimizerType::SGD:
