@@ -38,9 +38,16 @@ std::string readAll(const fs::path& p) {
   return s.str();
 }
 
-int run(bool json) {
-  const ds::bench::GptJobDir scratch("bench-elastic", 300, 1000, 31);
-  const fs::path& dir = scratch.path;
+// The job: 3 loopback nodes x 2 ranks of an elastic GPT, started by ds-launch in the background.
+struct ElasticJob {
+  fs::path dir;
+  int port = 0;
+  std::string token;
+  ds::Spawned process;
+  Clock::time_point deadline;
+};
+
+ElasticJob startJob(const fs::path& dir) {
   std::ofstream(dir / "hostfile") << "127.0.0.1 slots=2\n127.0.0.2 slots=2\n127.0.0.3 slots=2\n";
   std::ofstream(dir / "gpt.yml")
       << "num-layers: 4\nhidden-size: 256\nnum-attention-heads: 4\nseq-length: 128\n"
@@ -50,106 +57,141 @@ int run(bool json) {
          "save: ckpt\nsave-interval: 5\nprecision: bfloat16\nzero_optimization: {stage: 2}\n"
          "elasticity: {enabled: true, max_train_batch_size: 24, micro_batch_sizes: [1, 2, 3, 4],"
          " min_gpus: 1, max_gpus: 6, version: 0.1}\n";
+  ElasticJob job;
+  job.dir = dir;
+  job.port = ds::bench::freeLoopbackPort();
+  job.token = "bench-elastic-token-" + std::to_string(getpid()) + "-0123456789";
   const std::string launch = std::string(DS_BIN_DIR) + "/ds-launch";
-  const int port = ds::bench::freeLoopbackPort();
-  const std::string token = "bench-elastic-token-" + std::to_string(getpid()) + "-0123456789";
   ds::SpawnOptions spawn;
   spawn.argv = {"/bin/sh", "-c",
                 "cd " + dir.string() + " && exec " + launch +
-                    " --hostfile hostfile --master_port " + std::to_string(port) +
+                    " --hostfile hostfile --master_port " + std::to_string(job.port) +
                     " --log_dir logs --elastic_training --rescale_now train --config gpt.yml "
                     "--print_param_hash >out 2>err"};
-  spawn.env = {{"DS_JOB_TOKEN", token}};
+  spawn.env = {{"DS_JOB_TOKEN", job.token}};
   spawn.label = "bench_elastic";
-  const ds::Spawned job = ds::spawnProcess(spawn);
-  const std::regex hash(R"(step (\d+) param_hash)");
-  auto lastStep = [&]() {
-    const std::string log = readAll(dir / "logs/rank-0.log");
-    int last = 0;
-    for (std::sregex_iterator it(log.begin(), log.end(), hash), end; it != end; ++it)
-      last = std::stoi((*it)[1]);
-    return last;
-  };
-  const auto deadline = Clock::now() + std::chrono::minutes(5);
-  auto jobEnded = [&] { return waitpid(job.pid, nullptr, WNOHANG) == job.pid; };
-  while (lastStep() < 8 && Clock::now() < deadline) {
-    if (jobEnded()) throw ds::Error("the elastic job ended before the kill:\n" + readAll(dir / "err"));
+  job.process = ds::spawnProcess(spawn);
+  job.deadline = Clock::now() + std::chrono::minutes(5);
+  return job;
+}
+
+// The last step rank 0 logged a parameter hash for.
+int lastStep(const ElasticJob& job) {
+  static const std::regex hash(R"(step (\d+) param_hash)");
+  const std::string log = readAll(job.dir / "logs/rank-0.log");
+  int last = 0;
+  for (std::sregex_iterator it(log.begin(), log.end(), hash), end; it != end; ++it)
+    last = std::stoi((*it)[1]);
+  return last;
+}
+
+// SIGKILLs both ranks of 127.0.0.3, found by their command lines, once the job is at step 8.
+Clock::time_point killThirdNode(const ElasticJob& job) {
+  while (lastStep(job) < 8 && Clock::now() < job.deadline) {
+    if (waitpid(job.process.pid, nullptr, WNOHANG) == job.process.pid)
+      throw ds::Error("the elastic job ended before the kill:\n" + readAll(job.dir / "err"));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  // Both ranks of 127.0.0.3, found by their command lines.
-  const std::string pids = [&] {
-    FILE* p = popen("pgrep -f 'ds-worker.*127\\.0\\.0\\.3'", "r");
-    std::string out;
-    char buf[256];
-    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    pclose(p);
-    return out;
-  }();
+  std::string pids;
+  FILE* p = popen("pgrep -f 'ds-worker.*127\\.0\\.0\\.3'", "r");
+  char buf[256];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) pids.append(buf, n);
+  pclose(p);
   const auto killed = Clock::now();
   std::istringstream list(pids);
   int victims = 0;
   for (int pid; list >> pid;) victims += ::kill(pid, SIGKILL) == 0;
-  if (victims == 0) throw ds::Error("found no worker of 127.0.0.3 to kill: " + readAll(dir / "err"));
+  if (victims == 0)
+    throw ds::Error("found no worker of 127.0.0.3 to kill: " + readAll(job.dir / "err"));
+  return killed;
+}
+
+const std::regex kResumed(R"(resumed from \S+/global_step(\d+))");
+
+// Seconds from the kill to each milestone of the shrink.
+struct Shrink {
   double detect = -1, restart = -1, reload = -1, first = -1;
   int resumedAt = -1;
-  const std::regex resumed(R"(resumed from \S+/global_step(\d+))");
-  while (first < 0 && Clock::now() < deadline) {
+};
+
+Shrink measureShrink(const ElasticJob& job, Clock::time_point killed) {
+  Shrink s;
+  while (s.first < 0 && Clock::now() < job.deadline) {
     const double t = std::chrono::duration<double>(Clock::now() - killed).count();
-    if (detect < 0 && readAll(dir / "err").find("dropping node") != std::string::npos) detect = t;
-    const std::string out = readAll(dir / "out");
-    if (restart < 0 && out.find("elastic epoch 2") != std::string::npos) restart = t;
+    if (s.detect < 0 && readAll(job.dir / "err").find("dropping node") != std::string::npos)
+      s.detect = t;
+    const std::string out = readAll(job.dir / "out");
+    if (s.restart < 0 && out.find("elastic epoch 2") != std::string::npos) s.restart = t;
     std::smatch m;
-    if (reload < 0 && std::regex_search(out, m, resumed)) {
-      reload = t;
-      resumedAt = std::stoi(m[1]);
+    if (s.reload < 0 && std::regex_search(out, m, kResumed)) {
+      s.reload = t;
+      s.resumedAt = std::stoi(m[1]);
     }
-    if (resumedAt >= 0 && lastStep() > resumedAt) first = t;
+    if (s.resumedAt >= 0 && lastStep(job) > s.resumedAt) s.first = t;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  if (first < 0) throw ds::Error("the job did not go on after the kill:\n" + readAll(dir / "err"));
+  if (s.first < 0)
+    throw ds::Error("the job did not go on after the kill:\n" + readAll(job.dir / "err"));
+  return s;
+}
 
-  // Grow: the node offers itself back (ds-worker --join) and is taken at once (--rescale_now).
+// Grow: the node offers itself back (ds-worker --join) and is taken at once (--rescale_now);
+// seconds from the offer to the first step at 6 ranks.
+double measureGrow(const ElasticJob& job) {
   const auto offered = Clock::now();
-  const std::string join = "DS_JOB_TOKEN=" + token + " " + DS_BIN_DIR + "/ds-worker --join 127.0.0.1:" +
-                           std::to_string(port) + " --host 127.0.0.3 --slots 2 >/dev/null 2>&1";
+  const std::string join = "DS_JOB_TOKEN=" + job.token + " " + DS_BIN_DIR +
+                           "/ds-worker --join 127.0.0.1:" + std::to_string(job.port) +
+                           " --host 127.0.0.3 --slots 2 >/dev/null 2>&1";
   if (std::system(join.c_str()) != 0)
-    throw ds::Error("the job did not take the node back:\n" + readAll(dir / "err"));
+    throw ds::Error("the job did not take the node back:\n" + readAll(job.dir / "err"));
   double grow = -1;
   int regrownAt = -1;
-  while (grow < 0 && Clock::now() < deadline) {
-    const std::string out = readAll(dir / "out");
+  while (grow < 0 && Clock::now() < job.deadline) {
+    const std::string out = readAll(job.dir / "out");
     if (regrownAt < 0 && out.find("elastic epoch 3") != std::string::npos) {
       std::smatch m;
       std::string rest = out.substr(out.find("elastic epoch 3"));
-      if (std::regex_search(rest, m, resumed)) regrownAt = std::stoi(m[1]);
+      if (std::regex_search(rest, m, kResumed)) regrownAt = std::stoi(m[1]);
     }
-    if (regrownAt >= 0 && lastStep() > regrownAt)
+    if (regrownAt >= 0 && lastStep(job) > regrownAt)
       grow = std::chrono::duration<double>(Clock::now() - offered).count();
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ::kill(job.pid, SIGTERM);  // ds-launch ends its ranks
-  ds::waitForExit(job.pid);
-  if (grow < 0) throw ds::Error("the job did not grow after the join:\n" + readAll(dir / "err"));
+  return grow;
+}
+
+void printResults(const Shrink& s, double grow, bool json) {
   if (json) {
     using ds::rounded;
-    ds::printJsonLine({{"shrink_s", rounded(first, 3)},
-                              {"grow_s", rounded(grow, 3)},
-                              {"detect_s", rounded(detect, 3)},
-                              {"restart_s", rounded(restart, 3)},
-                              {"reload_s", rounded(reload, 3)},
-                              {"first_step_s", rounded(first, 3)}});
-  } else {
-    std::printf("bench_elastic: GPT 4x256 (3.3M parameters), 3 loopback nodes x 2 ranks -> 2 x 2, "
-                "ZeRO 2, bf16; both ranks of one node SIGKILLed\n"
-                "  detect (node dropped)          %6.2f s\n"
-                "  restart (new processes)        %6.2f s\n"
-                "  reload (resumed from step %d)  %6.2f s\n"
-                "  first step at the new size     %6.2f s\n"
-                "shrink: %.2f s (target: under 5 s; TorchElastic restarts take 30 s and more)\n"
-                "grow: %.2f s from ds-worker --join to the first step at 6 ranks (--rescale_now; "
-                "target: under 5 s)\n",
-                detect, restart, resumedAt, reload, first, first, grow);
+    ds::printJsonLine({{"shrink_s", rounded(s.first, 3)},
+                       {"grow_s", rounded(grow, 3)},
+                       {"detect_s", rounded(s.detect, 3)},
+                       {"restart_s", rounded(s.restart, 3)},
+                       {"reload_s", rounded(s.reload, 3)},
+                       {"first_step_s", rounded(s.first, 3)}});
+    return;
   }
+  std::printf("bench_elastic: GPT 4x256 (3.3M parameters), 3 loopback nodes x 2 ranks -> 2 x 2, "
+              "ZeRO 2, bf16; both ranks of one node SIGKILLed\n"
+              "  detect (node dropped)          %6.2f s\n"
+              "  restart (new processes)        %6.2f s\n"
+              "  reload (resumed from step %d)  %6.2f s\n"
+              "  first step at the new size     %6.2f s\n"
+              "shrink: %.2f s (target: under 5 s; TorchElastic restarts take 30 s and more)\n"
+              "grow: %.2f s from ds-worker --join to the first step at 6 ranks (--rescale_now; "
+              "target: under 5 s)\n",
+              s.detect, s.restart, s.resumedAt, s.reload, s.first, s.first, grow);
+}
+
+int run(bool json) {
+  const ds::bench::GptJobDir scratch("bench-elastic", 300, 1000, 31);
+  const ElasticJob job = startJob(scratch.path);
+  const Shrink shrink = measureShrink(job, killThirdNode(job));
+  const double grow = measureGrow(job);
+  ::kill(job.process.pid, SIGTERM);  // ds-launch ends its ranks
+  ds::waitForExit(job.process.pid);
+  if (grow < 0) throw ds::Error("the job did not grow after the join:\n" + readAll(job.dir / "err"));
+  printResults(shrink, grow, json);
   return 0;
 }
 
