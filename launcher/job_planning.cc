@@ -154,19 +154,18 @@ ds::runtime::JobConfig parseAndPreflight(const std::string& configJson, int worl
   ds::runtime::JobConfig parsed = ds::runtime::parseJobConfig(
       configJson, worldSize, path,
       thisMachine ? ds::runtime::MemoryCheck::ThisMachine : ds::runtime::MemoryCheck::Elsewhere);
-  // Every rank of a loopback or netns job shares this machine's memory.
-  if (thisMachine && job.kind == JobKind::Train)
-    ds::runtime::checkRankMemory(parsed, worldSize, worldSize, ds::memoryBudget(), path);
-  if (job.kind == JobKind::Train) {
-    ds::runtime::checkBuiltInTrainer(parsed);
-    if (thisMachine && parsed.gpt) {
-      // The tokenizer file, as every rank loads it first (a grid job's pre-flight above does
-      // not size a model, so nothing else has read it yet).
-      ds::runtime::makeJobTokenizer(*parsed.gpt);
-      ds::runtime::checkGptJobData(*parsed.gpt,
-                                   static_cast<uint64_t>(parsed.deepspeed.batch.trainBatchSize));
-    }
+  if (job.kind != JobKind::Train) return parsed;
+  if (thisMachine && parsed.gpt) {
+    // The tokenizer file, as every rank loads it first; then, since every rank of a loopback or
+    // netns job shares this machine's memory, whether the ranks fit.
+    const auto tokenizer = ds::runtime::makeJobTokenizer(*parsed.gpt);
+    ds::runtime::checkRankMemory(parsed, *tokenizer, worldSize, worldSize, ds::memoryBudget(),
+                                 path);
   }
+  ds::runtime::checkBuiltInTrainer(parsed);
+  if (thisMachine && parsed.gpt)
+    ds::runtime::checkGptJobData(*parsed.gpt,
+                                 static_cast<uint64_t>(parsed.deepspeed.batch.trainBatchSize));
   return parsed;
 }
 

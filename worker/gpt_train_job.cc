@@ -394,12 +394,12 @@ void printEfficiency(const GptJobParts& p, const runtime::TrainResult& result) {
 }  // namespace
 
 runtime::TrainResult trainGpt(const runtime::GptTrainConfig& gpt,
+                              const runtime::Tokenizer& tokenizer,
                               const runtime::DeepSpeedConfig& config, const TrainOptions& options,
                               const JoinResult& join, const TrainingGrid& grid,
                               ProgressBoard& board, const std::atomic<bool>& stopRequested) {
   kernels::setMatmulThreads(kernels::kernelThreads());
-  const std::unique_ptr<runtime::Tokenizer> tokenizer = runtime::makeJobTokenizer(gpt);
-  const runtime::GptConfig modelConfig = runtime::modelConfigFor(gpt, *tokenizer);
+  const runtime::GptConfig modelConfig = runtime::modelConfigFor(gpt, tokenizer);
   runtime::Gpt model(modelConfig, placementOf(gpt, modelConfig, grid));
   const size_t seq = static_cast<size_t>(modelConfig.seqLength);
   const GptData data =
@@ -419,7 +419,7 @@ runtime::TrainResult trainGpt(const runtime::GptTrainConfig& gpt,
   runtime::TrainResult result =
       train(parts, loopSettings(gpt, options, places), stopRequested, board);
   const auto trained = std::chrono::steady_clock::now();
-  printSample(parts, *tokenizer);
+  printSample(parts, tokenizer);
   printMemory(parts);
   printEfficiency(parts, result);
   // The job's wall time covers the sample, the memory report and the efficiency line too.

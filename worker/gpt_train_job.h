@@ -17,7 +17,9 @@ namespace ds::worker {
 
 // Collective: every rank calls it with the same configuration, on its place of the job's grid
 // (worker/training_grid.h).
+// `tokenizer` is the job's (runtime::makeJobTokenizer), loaded once by the caller.
 runtime::TrainResult trainGpt(const runtime::GptTrainConfig& gpt,
+                              const runtime::Tokenizer& tokenizer,
                               const runtime::DeepSpeedConfig& config, const TrainOptions& options,
                               const JoinResult& join, const TrainingGrid& grid,
                               ProgressBoard& board, const std::atomic<bool>& stopRequested);

@@ -122,12 +122,15 @@ runtime::TrainResult runTrainJob(const TrainOptions& options, const JoinResult& 
     // Before any rank builds its model: the training state of the node's ranks against the
     // node's memory (ds-launch checks only nodes that are its own machine). Every rank of a
     // node gives the same verdict, and the launcher tears the job down at the first refusal.
-    runtime::checkRankMemory(job, join.worldSize, join.localSize, node, "config");
+    // Loaded once: for the memory check and for training.
+    const std::unique_ptr<runtime::Tokenizer> tokenizer = runtime::makeJobTokenizer(*job.gpt);
+    runtime::checkRankMemory(job, *tokenizer, join.worldSize, join.localSize, node, "config");
     // The grid's groups are made by every rank before any of them trains.
     const TrainingGridGroups groups(factory, comm, job.gpt->parallel,
                                     config.commsLogger.enabled ? &logger : nullptr);
     runtime::TrainResult result =
-        trainGpt(*job.gpt, config, options, join, groups.grid(), board, stopRequested);
+        trainGpt(*job.gpt, *tokenizer, config, options, join, groups.grid(), board,
+                 stopRequested);
     result.commStats = logger.summary();
     runtime::storeBarrier(store, "epoch" + std::to_string(join.epoch) + "/train/finished",
                           join.worldSize, std::chrono::minutes(5));

@@ -65,11 +65,26 @@ std::vector<Candidate> candidates(const DeepSpeedConfig& c, int world) {
 
 }  // namespace
 
+namespace {
+
+// The job's pipe or model slices are not modelled by the estimate yet.
+bool sizesJob(const JobConfig& job) {
+  return job.gpt && job.gpt->parallel.pipe <= 1 && job.gpt->parallel.model <= 1;
+}
+
+}  // namespace
+
 void checkRankMemory(const JobConfig& job, int world, int ranksHere, const MemoryBudget& budget,
                      const std::string& configPath) {
-  if (!job.gpt || job.gpt->parallel.pipe > 1 || job.gpt->parallel.model > 1) return;
+  if (!sizesJob(job)) return;
+  checkRankMemory(job, *makeJobTokenizer(*job.gpt), world, ranksHere, budget, configPath);
+}
+
+void checkRankMemory(const JobConfig& job, const Tokenizer& tokenizer, int world, int ranksHere,
+                     const MemoryBudget& budget, const std::string& configPath) {
+  if (!sizesJob(job)) return;
   const DeepSpeedConfig& c = job.deepspeed;
-  ModelShape shape = gptModelShape(modelConfigFor(*job.gpt, *makeJobTokenizer(*job.gpt)),
+  ModelShape shape = gptModelShape(modelConfigFor(*job.gpt, tokenizer),
                                    static_cast<double>(c.batch.microBatchPerGpu));
   const double perRank = static_cast<double>(budget.availableBytes) / std::max(1, ranksHere);
   const RankPeakMemory need = estimateRankPeakMemory(c, shape, world);

@@ -18,5 +18,8 @@ namespace ds::runtime {
 // model-parallel grid (each rank holds a slice the estimate does not model yet) pass unchecked.
 void checkRankMemory(const JobConfig& job, int world, int ranksHere, const MemoryBudget& budget,
                      const std::string& configPath);
+// The same with the job's tokenizer already loaded (a rank loads it once, for this and to train).
+void checkRankMemory(const JobConfig& job, const Tokenizer& tokenizer, int world, int ranksHere,
+                     const MemoryBudget& budget, const std::string& configPath);
 
 }  // namespace ds::runtime
