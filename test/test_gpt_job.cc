@@ -393,9 +393,13 @@ TEST_CASE("gpt job: wall_clock_breakdown prints DeepSpeed's timer line at steps_
         ++optimizerLines;
       }
       CHECK(optimizerLines == 6);
-      // Every kind of swap moved data: optimizer states in and out, the fp32 shard in and out.
+      // Every kind of swap took time over the run: optimizer states in and out, the fp32 shard
+      // out. The shard's swap-in is only the wait for reads issued ahead (during backward and
+      // while earlier sub-groups update); on an idle machine they are all done in time, and six
+      // waits under 5 us print 0.00. That the shard is read at all is counted, not timed, by
+      // test_param_offload_knobs (Engine::parameterOffloadStats).
       if (c.offload)
-        for (double total : swapTotals) CHECK(total > 0.0);
+        for (size_t i : {0, 1, 3}) CHECK(swapTotals[i] > 0.0);
       size_t lines = 0;  // and no timer line of another format
       for (size_t p = out.find("time (ms)"); p != std::string::npos;
            p = out.find("time (ms)", p + 1))
