@@ -133,7 +133,9 @@ TEST_CASE("neox corpus: NeoX's own model configs are accepted or refused by feat
         accepted += check.status == 0;
       } else {
         CHECK(check.status == 2);
-        CHECK_THAT(check.output, Catch::Contains("ds-config: error: " + refused->second));
+        // The refusal names the file, then the key and the feature.
+        CHECK_THAT(check.output,
+                   Catch::Contains("ds-config: error: " + file.string() + ": " + refused->second));
       }
     }
   }

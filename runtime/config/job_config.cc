@@ -121,7 +121,17 @@ JobConfig parseJobConfig(const std::string& text, int64_t worldSize, const std::
   if (text.rfind("{\"neox\":", 0) == 0) {
     const nlohmann::json doc = parseJsonText(text, where, {kMaxShippedConfigDepth});
     if (doc.is_object() && doc.size() == 1 && doc.contains("neox")) {
-      NeoxConfig neox = parseNeoxConfig(doc["neox"], worldSize, memory);
+      // The keys' messages name the key; the file(s) they came from are named here, as a
+      // DeepSpeed JSON file's are.
+      NeoxConfig neox = [&] {
+        try {
+          return parseNeoxConfig(doc["neox"], worldSize, memory);
+        } catch (const TimeoutError&) {
+          throw;
+        } catch (const Error& e) {
+          throw Error(where + ": " + e.what());
+        }
+      }();
       out.deepspeed = std::move(neox.deepspeed);
       out.gpt = std::move(neox.train);
       out.notes = std::move(neox.notes);
