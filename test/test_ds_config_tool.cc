@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/memory_budget.h"
 #include "runtime/config/ds_config.h"
@@ -172,6 +174,23 @@ TEST_CASE("ds-config: invalid input exits 2 with the reason on stderr", "[ds-con
     CHECK(run.status == 2);
     CHECK(run.out.empty());
     CHECK(run.err.find(r.message) != std::string::npos);
+  }
+}
+
+TEST_CASE("ds-config check: a refusal names its file once, then the key", "[ds-config]") {
+  const std::string elastic =
+      R"("elasticity": {"enabled": true, "max_train_batch_size": 4, "micro_batch_sizes": [2],)"
+      R"( "min_gpus": 1, "max_gpus": 4, "version": 0.1})";
+  const fs::path json = writeConfig("elastic-batch.json", "{\"train_batch_size\": 8, " + elastic + "}");
+  const fs::path yml = writeConfig("layers.yml", "num-layers: two\n");
+  for (const auto& [file, rest] :
+       std::vector<std::pair<fs::path, std::string>>{{json, ": elasticity: train_batch_size"},
+                                                     {yml, ": num-layers: expected an integer"}}) {
+    const ToolRun run = runTool("check " + file.string());
+    INFO(run.err);
+    CHECK(run.status == 2);
+    CHECK(run.err.find("ds-config: error: " + file.string() + rest) != std::string::npos);
+    CHECK(run.err.find(file.string() + ": " + file.string()) == std::string::npos);
   }
 }
 

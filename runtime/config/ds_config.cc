@@ -101,21 +101,24 @@ void readBatch(JsonReader& r, const Json& root, int64_t worldSize, int64_t repli
     cfg.elasticity = parseElasticityConfig(r, *v);
     cfg.elasticityJson = v->dump();
   }
+  if (cfg.elasticity.enabled) {
+    // DeepSpeed's elastic override (section 15.2): the elastic batch for this world size
+    // replaces the batch keys, which are an error unless ignore_non_elastic_batch_info.
+    if ((train || micro || gas) && !cfg.elasticity.ignoreNonElasticBatchInfo)
+      r.fail("elasticity",
+             "train_batch_size, train_micro_batch_size_per_gpu and/or "
+             "gradient_accumulation_steps are set, but elastic training computes them; remove "
+             "them or set \"ignore_non_elastic_batch_info\": true in the elasticity block");
+    if (replicaRanks > 1 && cfg.elasticity.modelParallelSize != replicaRanks)
+      r.fail("elasticity.model_parallel_size",
+             "this job's model replica is " + std::to_string(replicaRanks) +
+                 " ranks (pipe-parallel-size x model-parallel-size), but the elasticity block "
+                 "says " + std::to_string(cfg.elasticity.modelParallelSize) + "; set it to " +
+                 std::to_string(replicaRanks) + " (and num_gpus_per_node to a multiple of it)");
+  }
+  // r.fail names the source itself; the batch arithmetic's messages get it here.
   try {
     if (cfg.elasticity.enabled) {
-      // DeepSpeed's elastic override (section 15.2): the elastic batch for this world size
-      // replaces the batch keys, which are an error unless ignore_non_elastic_batch_info.
-      if ((train || micro || gas) && !cfg.elasticity.ignoreNonElasticBatchInfo)
-        r.fail("elasticity",
-               "train_batch_size, train_micro_batch_size_per_gpu and/or "
-               "gradient_accumulation_steps are set, but elastic training computes them; remove "
-               "them or set \"ignore_non_elastic_batch_info\": true in the elasticity block");
-      if (replicaRanks > 1 && cfg.elasticity.modelParallelSize != replicaRanks)
-        r.fail("elasticity.model_parallel_size",
-               "this job's model replica is " + std::to_string(replicaRanks) +
-                   " ranks (pipe-parallel-size x model-parallel-size), but the elasticity block "
-                   "says " + std::to_string(cfg.elasticity.modelParallelSize) + "; set it to " +
-                   std::to_string(replicaRanks) + " (and num_gpus_per_node to a multiple of it)");
       const ElasticBatch e =
           replicaRanks > 1 ? elasticReplicaBatch(cfg.elasticity, worldSize * replicaRanks)
                            : computeElasticBatch(cfg.elasticity, worldSize, nullptr);
