@@ -17,6 +17,7 @@
 #include "runtime/model/gpt.h"
 #include "runtime/optim/adam.h"
 #include "runtime/parallel/parallel_linear.h"
+#include "test/small_gpt.h"
 
 using namespace ds;
 using namespace ds::kernels;
@@ -131,30 +132,8 @@ class RecordingAccelerator final : public Accelerator {
   TransformerKernels table_;
 };
 
-GptConfig smallConfig() {
-  GptConfig c;
-  c.numLayers = 2;
-  c.hiddenSize = 32;
-  c.numAttentionHeads = 4;
-  c.seqLength = 12;
-  c.maxPositionEmbeddings = 16;
-  c.vocabSize = 50;
-  c.makeVocabSizeDivisibleBy = 16;
-  c.initMethodStd = 0.2;
-  return c;
-}
-
-Batch randomBatch(const GptConfig& c, size_t samples, size_t seq, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Batch b;
-  b.size = samples;
-  for (size_t i = 0; i < samples * seq; ++i) {
-    b.inputIds.push_back(static_cast<int32_t>(rng() % c.vocabSize));
-    b.targetIds.push_back(static_cast<int32_t>(rng() % c.vocabSize));
-  }
-  for (size_t s = 0; s < samples; ++s) b.sampleIds.push_back(1000 + s);
-  return b;
-}
+using ds::test::randomBatch;
+using ds::test::smallConfig;
 
 }  // namespace
 

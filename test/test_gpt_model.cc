@@ -20,6 +20,7 @@
 #include "runtime/model/gpt.h"
 #include "test/scratch_dir.h"
 #include "test/skip.h"
+#include "test/small_gpt.h"
 
 using ds::runtime::Activation;
 using ds::runtime::Batch;
@@ -42,30 +43,8 @@ bool torchAvailable() {
   return std::system((python() + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
 }
 
-GptConfig smallConfig() {
-  GptConfig c;
-  c.numLayers = 2;
-  c.hiddenSize = 32;
-  c.numAttentionHeads = 4;
-  c.seqLength = 12;
-  c.maxPositionEmbeddings = 16;
-  c.vocabSize = 50;
-  c.makeVocabSizeDivisibleBy = 16;  // 64 rows: 14 padding rows get gradients too
-  c.initMethodStd = 0.2;            // large enough that every path matters to the loss
-  return c;
-}
-
-Batch randomBatch(const GptConfig& c, size_t samples, size_t seq, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  Batch b;
-  b.size = samples;
-  for (size_t i = 0; i < samples * seq; ++i) {
-    b.inputIds.push_back(static_cast<int32_t>(rng() % c.vocabSize));
-    b.targetIds.push_back(static_cast<int32_t>(rng() % c.vocabSize));
-  }
-  for (size_t s = 0; s < samples; ++s) b.sampleIds.push_back(1000 + s);
-  return b;
-}
+using ds::test::randomBatch;
+using ds::test::smallConfig;
 
 struct Reference {
   double loss;
