@@ -14,6 +14,7 @@
 #include "common/device_kind.h"
 #include "common/dtype.h"
 #include "common/error.h"
+#include "kernels/attention.h"
 #include "kernels/cpu/adam_kernel.h"
 #include "kernels/cpu/cpu_adam.h"
 #include "kernels/cpu/transformer_kernels.h"
@@ -118,6 +119,16 @@ class Accelerator {
   // currentStream(). A kernel the backend lacks throws ds::Error saying so. crossEntropy returns
   // the loss to the host, so on a device it waits for the stream.
   virtual const TransformerKernels& transformerKernels() = 0;
+
+  // Causal attention without [T, T] storage (kernels/attention.h) over device pointers, on
+  // currentStream(): ctx and the softmax statistics (statsSize() floats) from qkv, then dqkv (every
+  // column) from dCtx with the forward's outputs. Dropout's sampleBases are host memory; null
+  // dropout: none.
+  virtual void attentionForward(const AttentionShape& s, const float* qkv, float* ctx,
+                                float* stats, const AttentionDropout* dropout) = 0;
+  virtual void attentionBackward(const AttentionShape& s, const float* qkv, const float* ctx,
+                                 const float* stats, const float* dCtx, float* dqkv,
+                                 const AttentionDropout* dropout) = 0;
 
   // Adam/AdamW over flat fp32 buffers: adamUpdate's maths (adam_kernel.h), optionally writing the
   // updated params as bf16/fp16 in the same pass (copy.out in device memory).

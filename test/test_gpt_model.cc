@@ -419,6 +419,28 @@ TEST_CASE("GPT: activation checkpointing gives bitwise the same loss and gradien
   }
 }
 
+TEST_CASE("GPT: a training step's activation memory grows linearly with the sequence (flash "
+          "attention keeps no [T, T] probabilities)",
+          "[gpt][attention]") {
+  GptConfig c = smallConfig();
+  c.maxPositionEmbeddings = 2048;
+  c.attentionDropout = 0.1;
+  auto peakAt = [&](size_t seq) {
+    Gpt model(c);
+    std::vector<float> params(model.parameterCount());
+    model.initParameters(params.data(), 3);
+    FlatParameters access(model, params.data());
+    const float loss = model.forwardBackward(randomBatch(c, 1, seq, 5), access, 1.0f);
+    CHECK(std::isfinite(loss));
+    return static_cast<double>(model.peakActivationBytes());
+  };
+  const double at512 = peakAt(512), at2048 = peakAt(2048);
+  INFO("peak activation bytes: " << at512 << " at seq 512, " << at2048 << " at seq 2048");
+  // 4 heads x T^2 floats a layer would be 8x the rest at seq 2048 and make the ratio about 13.
+  CHECK(at2048 / at512 < 4.2);
+  CHECK(at2048 / at512 > 3.8);
+}
+
 TEST_CASE("GPT: an evaluation keeps only the block in hand: its measured and predicted peak never "
           "exceed a training step's of the same micro-batch",
           "[gpt]") {

@@ -231,7 +231,9 @@ TEST_CASE("neox config: sample tables and activations beyond the memory left are
   CHECK(e.trainSamples == 800);
   CHECK(e.validSamples == 800);  // one evaluation (at the end) of 100 batches of 8
   CHECK(e.sampleIndex == 1600 * 24);
-  const double block = 4 * 64 * (6 * 64 + 4 * 64 + 4 * 64) + 4 * 4 * 64 * 64;  // floats, 4 samples
+  // Floats a block keeps for 4 samples: its rows' tensors and attention's 2 statistics a row of
+  // each head (no [T, T] probabilities).
+  const double block = 4 * 64 * (6 * 64 + 4 * 64 + 4 * 64) + 4 * 4 * 2 * 64;
   CHECK(e.trainActivations == 2 * block * 4);
   CHECK(e.evalActivations == block * 4);  // one block of micro-batch 4, kept one at a time
   t.model.checkpointActivations = true;

@@ -77,15 +77,25 @@ std::vector<float> runAll(const TransformerKernels& k) {
     k.causalSoftmaxForward(s.data(), t, window);
     k.softmaxBackward(dp.data(), s.data(), t);
     append(s), append(dp);
-    // Attention's row blocks: rows 5..t-2, whole and within columns lo..t-1, and a rectangle of
-    // them from column 3.
-    s = randoms(t * t, 16, 4.0f), dp = randoms(t * t, 17);
-    k.causalSoftmaxRows(s.data(), t, 5, t - 1, window, 0, t);
-    append(s);
-    s = randoms(t * t, 18, 4.0f);
-    k.causalSoftmaxRows(s.data(), t, 5, t - 1, window, window < 5 ? 5 - window : 0, t - 1);
-    k.softmaxBackwardStrided(dp.data() + 5 * t + 3, s.data() + 5 * t + 3, t - 6, t - 4, t);
-    append(s), append(dp);
+    // Flash attention's tiles: rows 5..t-2 against keys 3..t-2 in two tiles, online, then their
+    // probabilities recomputed and the scores' gradient.
+    const size_t tileRows = t - 6, ld = t;
+    std::vector<float> rowMax(tileRows, -INFINITY), rowSum(tileRows), out = randoms(tileRows * 8, 19);
+    for (size_t key0 : {size_t{3}, size_t{12}}) {
+      s = randoms(tileRows * ld, 16 + key0, 4.0f);
+      k.attentionTileSoftmax(s.data(), ld, tileRows, key0 == 3 ? 9 : t - 13, 5, key0, window,
+                             rowMax.data(), rowSum.data(), out.data(), 8, 8);
+      append(s), append(out), append(rowMax), append(rowSum);
+    }
+    k.attentionRowsFinish(out.data(), 8, 8, tileRows, rowSum.data());
+    append(out), append(rowSum);
+    s = randoms(tileRows * ld, 18, 4.0f);
+    k.attentionTileProbs(s.data(), ld, tileRows, t - 4, 5, 3, window, rowMax.data(),
+                         rowSum.data());
+    std::vector<float> dots(tileRows);
+    k.rowDots(dots.data(), dp.data(), t, out.data(), 8, tileRows, 8);
+    k.attentionTileScoreGrad(dp.data(), s.data(), ld, tileRows, t - 4, dots.data());
+    append(s), append(dp), append(dots);
   }
   std::vector<float> r = randoms(rows * 3 * 16, 8), cs = randoms(rows * 3, 9),
                      sn = randoms(rows * 3, 10);
@@ -350,42 +360,59 @@ TEST_CASE("transformer kernels: the scalar path matches double-precision formula
       }
     }
   }
-  SECTION("causal softmax by row ranges: the whole call's rows, reading only visible scores") {
+  SECTION("flash attention's tiles: the online softmax over key tiles is the whole row's") {
+    // Values = the identity, so that out (rows x t) accumulates the probabilities themselves.
     const size_t t = 23;
     for (size_t window : {t, size_t{0}, size_t{6}}) {
       INFO("window " << window);
-      std::vector<float> whole = randoms(t * t, 3, 10.0f), parts = whole;
+      std::vector<float> whole = randoms(t * t, 3, 10.0f), scores = whole;
       for (size_t i = 0; i < t; ++i)  // scores a row does not see are never read
         for (size_t j = 0; j < t; ++j)
-          if (j > i || j + window < i) parts[i * t + j] = NAN;
+          if (j > i || j + window < i) scores[i * t + j] = NAN;
       k.causalSoftmaxForward(whole.data(), t, window);
-      for (size_t r0 : {size_t{0}, size_t{7}, size_t{16}})
-        k.causalSoftmaxRows(parts.data(), t, r0, r0 == 16 ? t : r0 + (r0 == 0 ? 7 : 9), window, 0,
-                            t);
-      CHECK(std::memcmp(whole.data(), parts.data(), whole.size() * sizeof(float)) == 0);
-      // Rows 7..15 within their rectangle, columns lo..15: the same values there, nothing written
-      // outside it (the scores outside are NaN and must stay so).
-      const size_t lo = window < 7 ? 7 - window : 0;
-      std::vector<float> rectOnly = randoms(t * t, 3, 10.0f);
-      for (size_t i = 0; i < t; ++i)
-        for (size_t j = 0; j < t; ++j)
-          if (j > i || j + window < i) rectOnly[i * t + j] = NAN;
-      k.causalSoftmaxRows(rectOnly.data(), t, 7, 16, window, lo, 16);
-      for (size_t i = 0; i < t; ++i)
+      const size_t r0 = 4, rows = t - r0;  // query rows 4..22 against key tiles [0, 5, 13, 23)
+      std::vector<float> rowMax(rows, -INFINITY), rowSum(rows), out(rows * t, NAN);
+      const size_t bounds[] = {0, 5, 13, t};
+      for (size_t c = 0; c < 3; ++c) {
+        const size_t key0 = bounds[c], cols = bounds[c + 1] - key0;
+        std::vector<float> tile(rows * cols);
+        for (size_t i = 0; i < rows; ++i)
+          std::copy_n(&scores[(r0 + i) * t + key0], cols, &tile[i * cols]);
+        k.attentionTileSoftmax(tile.data(), cols, rows, cols, r0, key0, window, rowMax.data(),
+                               rowSum.data(), out.data(), t, t);
+        for (size_t i = 0; i < rows; ++i)
+          for (size_t j = 0; j < cols; ++j) {
+            REQUIRE(!std::isnan(tile[i * cols + j]));  // unseen columns are zeros
+            out[i * t + key0 + j] += tile[i * cols + j];
+          }
+      }
+      k.attentionRowsFinish(out.data(), t, t, rows, rowSum.data());
+      std::vector<float> again(rows * t);
+      for (size_t i = 0; i < rows; ++i)
+        std::copy_n(&scores[(r0 + i) * t], t, &again[i * t]);
+      k.attentionTileProbs(again.data(), t, rows, t, r0, 0, window, rowMax.data(), rowSum.data());
+      for (size_t i = 0; i < rows; ++i)
         for (size_t j = 0; j < t; ++j) {
-          INFO("row " << i << ", column " << j);
-          if (i >= 7 && i < 16 && j >= lo && j < 16)
-            CHECK(rectOnly[i * t + j] == whole[i * t + j]);
-          else if (j > i || j + window < i)
-            CHECK(std::isnan(rectOnly[i * t + j]));
+          INFO("row " << r0 + i << ", column " << j);
+          const float want = whole[(r0 + i) * t + j];
+          CHECK(out[i * t + j] == Approx(want).margin(1e-7).epsilon(1e-5));
+          CHECK(again[i * t + j] == Approx(want).margin(1e-7).epsilon(1e-5));
+          if (want == 0.0f) CHECK(again[i * t + j] == 0.0f);
         }
-      // The backward over the visible rectangle of rows 7..15 (columns 7 - window .. 15).
-      std::vector<float> dp = randoms(t * t, 8), rect = dp;
+      // The scores' gradient from the row dot, against the whole-row softmax backward.
+      std::vector<float> dp = randoms(t * t, 8), tiled(rows * t), dots(rows);
+      for (size_t i = 0; i < rows; ++i) std::copy_n(&dp[(r0 + i) * t], t, &tiled[i * t]);
+      k.rowDots(dots.data(), again.data(), t, tiled.data(), t, rows, t);
+      for (size_t i = 0; i < rows; ++i) {
+        double dot = 0.0;
+        for (size_t j = 0; j < t; ++j) dot += double(again[i * t + j]) * tiled[i * t + j];
+        CHECK(dots[i] == Approx(dot).margin(1e-6).epsilon(1e-5));
+      }
       k.softmaxBackward(dp.data(), whole.data(), t);
-      k.softmaxBackwardStrided(rect.data() + 7 * t + lo, whole.data() + 7 * t + lo, 9, 16 - lo, t);
-      for (size_t i = 7; i < 16; ++i)
-        for (size_t j = lo; j < 16; ++j)
-          CHECK(rect[i * t + j] == Approx(dp[i * t + j]).margin(1e-6).epsilon(1e-5));
+      k.attentionTileScoreGrad(tiled.data(), again.data(), t, rows, t, dots.data());
+      for (size_t i = 0; i < rows; ++i)
+        for (size_t j = 0; j < t; ++j)
+          CHECK(tiled[i * t + j] == Approx(dp[(r0 + i) * t + j]).margin(1e-6).epsilon(1e-4));
     }
   }
   SECTION("cross-entropy: loss and gradient") {

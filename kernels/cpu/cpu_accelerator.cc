@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/memory_budget.h"
+#include "kernels/cpu/flash_attention.h"
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/matmul.h"
 
@@ -99,6 +100,16 @@ class CpuAccelerator final : public Accelerator {
 
   const TransformerKernels& transformerKernels() override {
     return ds::kernels::transformerKernels();
+  }
+
+  void attentionForward(const AttentionShape& s, const float* qkv, float* ctx, float* stats,
+                        const AttentionDropout* dropout) override {
+    flashAttentionForward(transformerKernels(), s, qkv, ctx, stats, dropout);
+  }
+  void attentionBackward(const AttentionShape& s, const float* qkv, const float* ctx,
+                         const float* stats, const float* dCtx, float* dqkv,
+                         const AttentionDropout* dropout) override {
+    flashAttentionBackward(transformerKernels(), s, qkv, ctx, stats, dCtx, dqkv, dropout);
   }
 
   void adamStep(float* params, const float* grads, float* m, float* v, size_t count,

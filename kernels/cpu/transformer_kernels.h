@@ -54,22 +54,37 @@ struct TransformerKernels {
                            size_t dim, float eps);
   void (*scaleNormBackward)(float* dx, float* dg, const float* dout, const float* x,
                             const float* norm, float g, size_t rows, size_t dim, float eps);
-  // Causal softmax of a [T, T] score block in place: row i over columns max(0, i - window)..i
-  // (flash-attention's window_size (window, 0), which NeoX's sliding-window-width sets), zeros
-  // elsewhere; window >= t is plain causal attention.
+  // Causal softmax of a whole [T, T] score block in place: row i over columns
+  // max(0, i - window)..i, zeros elsewhere; window >= t is plain causal attention. With
+  // softmaxBackward, the attention that stores [T, T] (the tests' and bench_attention's reference;
+  // the model runs flash attention, kernels/cpu/flash_attention.h, on the tile kernels below).
   void (*causalSoftmaxForward)(float* scores, size_t t, size_t window);
-  // The same for rows firstRow..lastRow-1 of the [T, T] block only (attention's row blocks), and
-  // within them for columns firstCol..lastCol-1 only, which must hold every column those rows see:
-  // reads no column a row does not see (the scores there need not have been computed) and writes
-  // none outside the rectangle (zeros beyond it were 47% of attention's writes at T = 1024).
-  void (*causalSoftmaxRows)(float* scores, size_t t, size_t firstRow, size_t lastRow,
-                            size_t window, size_t firstCol, size_t lastCol);
   // dscores = p * (dp - sum(p * dp)) per row, in place over dp.
   void (*softmaxBackward)(float* dp, const float* p, size_t t);
-  // The same over `rows` rows of `cols` columns each, rows `stride` apart: a rectangle of the
-  // [T, T] block that holds every column where a row's p is not zero.
-  void (*softmaxBackwardStrided)(float* dp, const float* p, size_t rows, size_t cols,
-                                 size_t stride);
+  // Flash attention's tiles. A tile s [rows, cols] (rows ld apart) holds scaled scores of queries
+  // query0.. against keys key0..; query i sees keys max(0, i - window)..i, and a row's columns it
+  // does not see are set to zero (their scores are never read).
+  // The online softmax step: with rowMax/rowSum the maximum and sum of exp(score - maximum) so far
+  // (rowMax -inf: none yet; the output row is zeroed and rowSum set), the tile becomes
+  // exp(score - new maximum), the sum and out's row (dim floats, outLd apart) are rescaled to the
+  // new maximum, and the tile's sum is added. The caller then adds tile x values into out.
+  void (*attentionTileSoftmax)(float* s, size_t ld, size_t rows, size_t cols, size_t query0,
+                               size_t key0, size_t window, float* rowMax, float* rowSum,
+                               float* out, size_t outLd, size_t dim);
+  // After the last tile: out's rows divided by their sums, and rowSum replaced by 1 / sum.
+  void (*attentionRowsFinish)(float* out, size_t outLd, size_t dim, size_t rows, float* rowSum);
+  // The backward's recomputation: the tile becomes the probabilities exp(score - rowMax) *
+  // rowInvSum.
+  void (*attentionTileProbs)(float* s, size_t ld, size_t rows, size_t cols, size_t query0,
+                             size_t key0, size_t window, const float* rowMax,
+                             const float* rowInvSum);
+  // dp = p * (dp - rowDot[r]) over a tile: d(scores) from d(probabilities), rowDot being
+  // sum_j p dp of the whole row (= dOut . out, which flash attention has without the row).
+  void (*attentionTileScoreGrad)(float* dp, const float* p, size_t ld, size_t rows, size_t cols,
+                                 const float* rowDot);
+  // out[r] = a[r] . b[r] over dim, rows lda / ldb apart.
+  void (*rowDots)(float* out, const float* a, size_t lda, const float* b, size_t ldb, size_t rows,
+                  size_t dim);
   // Rotary embedding (NeoX's rotate-half layout) on the first rotDim dims of `heads` head vectors
   // of headDim at stride `stride` within each of `rows` rows; position of row r is r % seq.
   // cos/sin tables are [seq, rotDim / 2]. inverse = true applies the transpose (backward).

@@ -321,9 +321,8 @@ void scaleNormBackward(float* dx, float* dg, const float* dout, const float* x, 
   *dg += gain;
 }
 
-void causalSoftmaxRows(float* scores, size_t t, size_t firstRow, size_t lastRow, size_t window,
-                       size_t firstCol, size_t lastCol) {
-  for (size_t i = firstRow; i < lastRow; ++i) {
+void causalSoftmaxForward(float* scores, size_t t, size_t window) {
+  for (size_t i = 0; i < t; ++i) {
     float* all = scores + i * t;
     const size_t first = i > window ? i - window : 0, n = i + 1 - first;
     float* row = all + first;  // the keys row i sees: first..i
@@ -331,26 +330,103 @@ void causalSoftmaxRows(float* scores, size_t t, size_t firstRow, size_t lastRow,
     for (size_t j = 0; j < n; ++j) row[j] = expApprox(row[j] - m);
     const float inv = 1.0f / laneSum(n, [&](size_t j) { return row[j]; });
     for (size_t j = 0; j < n; ++j) row[j] *= inv;
-    for (size_t j = firstCol; j < first; ++j) all[j] = 0.0f;
-    for (size_t j = i + 1; j < lastCol; ++j) all[j] = 0.0f;
-  }
-}
-
-void causalSoftmaxForward(float* scores, size_t t, size_t window) {
-  causalSoftmaxRows(scores, t, 0, t, window, 0, t);
-}
-
-void softmaxBackwardStrided(float* dp, const float* p, size_t rows, size_t cols, size_t stride) {
-  for (size_t i = 0; i < rows; ++i) {
-    float* d = dp + i * stride;
-    const float* pr = p + i * stride;
-    const float dot = laneSum(cols, [&](size_t j) { return pr[j] * d[j]; });
-    for (size_t j = 0; j < cols; ++j) d[j] = pr[j] * (d[j] - dot);
+    for (size_t j = 0; j < first; ++j) all[j] = 0.0f;
+    for (size_t j = i + 1; j < t; ++j) all[j] = 0.0f;
   }
 }
 
 void softmaxBackward(float* dp, const float* p, size_t t) {
-  softmaxBackwardStrided(dp, p, t, t, t);
+  for (size_t i = 0; i < t; ++i) {
+    float* d = dp + i * t;
+    const float* pr = p + i * t;
+    const float dot = laneSum(t, [&](size_t j) { return pr[j] * d[j]; });
+    for (size_t j = 0; j < t; ++j) d[j] = pr[j] * (d[j] - dot);
+  }
+}
+
+// The keys [lo, hi) of a tile's columns [key0, key0 + cols) that query i sees (lo >= hi: none).
+struct VisibleKeys {
+  size_t lo, hi;
+};
+inline VisibleKeys visibleKeys(size_t i, size_t key0, size_t cols, size_t window) {
+  const size_t first = i > window ? i - window : 0;
+  return {std::max(first, key0) - key0, std::min(i + 1, key0 + cols) - std::min(i + 1, key0)};
+}
+
+// Row r's columns outside [lo, hi) set to zero, and hi clamped to at least lo.
+inline void zeroOutside(float* row, size_t cols, VisibleKeys& v) {
+  v.hi = std::max(v.hi, v.lo);
+  v.lo = std::min(v.lo, cols);
+  v.hi = std::min(v.hi, cols);
+  for (size_t j = 0; j < v.lo; ++j) row[j] = 0.0f;
+  for (size_t j = v.hi; j < cols; ++j) row[j] = 0.0f;
+}
+
+void attentionTileSoftmax(float* s, size_t ld, size_t rows, size_t cols, size_t query0,
+                          size_t key0, size_t window, float* rowMax, float* rowSum, float* out,
+                          size_t outLd, size_t dim) {
+  for (size_t r = 0; r < rows; ++r) {
+    float* row = s + r * ld;
+    float* o = out + r * outLd;
+    if (rowMax[r] == -INFINITY) {  // nothing seen yet: the output row starts from zero
+      rowSum[r] = 0.0f;
+      for (size_t j = 0; j < dim; ++j) o[j] = 0.0f;
+    }
+    VisibleKeys v = visibleKeys(query0 + r, key0, cols, window);
+    zeroOutside(row, cols, v);
+    if (v.lo == v.hi) continue;
+    const size_t n = v.hi - v.lo;
+    float* seen = row + v.lo;
+    const float m = std::max(rowMax[r], laneMax(seen, n));
+    for (size_t j = 0; j < n; ++j) seen[j] = expApprox(seen[j] - m);
+    const float sum = laneSum(n, [&](size_t j) { return seen[j]; });
+    if (m != rowMax[r] && rowMax[r] != -INFINITY) {
+      const float c = expApprox(rowMax[r] - m);
+      rowSum[r] *= c;
+      for (size_t j = 0; j < dim; ++j) o[j] *= c;
+    }
+    rowSum[r] += sum;
+    rowMax[r] = m;
+  }
+}
+
+void attentionRowsFinish(float* out, size_t outLd, size_t dim, size_t rows, float* rowSum) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float inv = 1.0f / rowSum[r];
+    float* o = out + r * outLd;
+    for (size_t j = 0; j < dim; ++j) o[j] *= inv;
+    rowSum[r] = inv;
+  }
+}
+
+void attentionTileProbs(float* s, size_t ld, size_t rows, size_t cols, size_t query0, size_t key0,
+                        size_t window, const float* rowMax, const float* rowInvSum) {
+  for (size_t r = 0; r < rows; ++r) {
+    float* row = s + r * ld;
+    VisibleKeys v = visibleKeys(query0 + r, key0, cols, window);
+    zeroOutside(row, cols, v);
+    const float m = rowMax[r], inv = rowInvSum[r];
+    for (size_t j = v.lo; j < v.hi; ++j) row[j] = expApprox(row[j] - m) * inv;
+  }
+}
+
+void attentionTileScoreGrad(float* dp, const float* p, size_t ld, size_t rows, size_t cols,
+                            const float* rowDot) {
+  for (size_t r = 0; r < rows; ++r) {
+    float* d = dp + r * ld;
+    const float* pr = p + r * ld;
+    const float dot = rowDot[r];
+    for (size_t j = 0; j < cols; ++j) d[j] = pr[j] * (d[j] - dot);
+  }
+}
+
+void rowDots(float* out, const float* a, size_t lda, const float* b, size_t ldb, size_t rows,
+             size_t dim) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = a + r * lda;
+    const float* y = b + r * ldb;
+    out[r] = laneSum(dim, [&](size_t j) { return x[j] * y[j]; });
+  }
 }
 
 void rotary(float* x, size_t rows, size_t seq, size_t heads, size_t headDim, size_t stride,
@@ -481,9 +557,12 @@ constexpr ds::kernels::TransformerKernels kTable = {layerNormForward,
                                                     scaleNormForward,
                                                     scaleNormBackward,
                                                     causalSoftmaxForward,
-                                                    causalSoftmaxRows,
                                                     softmaxBackward,
-                                                    softmaxBackwardStrided,
+                                                    attentionTileSoftmax,
+                                                    attentionRowsFinish,
+                                                    attentionTileProbs,
+                                                    attentionTileScoreGrad,
+                                                    rowDots,
                                                     rotary,
                                                     crossEntropy,
                                                     embeddingForward,

@@ -105,8 +105,9 @@ void dropout(const float* in, float* out, size_t n, uint64_t base, uint64_t firs
   cuda::dropout(in, out, n, base, first, threshold, keepScale, current());
 }
 
-// Not on the GPU yet: the materialised [T, T] attention softmax (the GPU path takes fused
-// attention instead), ScaleNorm, the embedding's scatter-add and parameter initialisation.
+// Not on the GPU: the [T, T] softmax and flash attention's CPU tiles (attentionForward/Backward
+// are whole kernels there); not yet: ScaleNorm, the embedding's scatter-add and parameter
+// initialisation.
 [[noreturn]] void missing(const char* kernel) {
   throw Error(std::string("cuda accelerator: ") + kernel +
               " is not on the GPU yet (issue 47); the cpu device has it");
@@ -119,12 +120,23 @@ void scaleNormBackward(float*, float*, const float*, const float*, const float*,
   missing("scaleNormBackward");
 }
 void causalSoftmaxForward(float*, size_t, size_t) { missing("causalSoftmaxForward"); }
-void causalSoftmaxRows(float*, size_t, size_t, size_t, size_t, size_t, size_t) {
-  missing("causalSoftmaxRows");
-}
 void softmaxBackward(float*, const float*, size_t) { missing("softmaxBackward"); }
-void softmaxBackwardStrided(float*, const float*, size_t, size_t, size_t) {
-  missing("softmaxBackwardStrided");
+void attentionTileSoftmax(float*, size_t, size_t, size_t, size_t, size_t, size_t, float*, float*,
+                          float*, size_t, size_t) {
+  missing("attentionTileSoftmax");
+}
+void attentionRowsFinish(float*, size_t, size_t, size_t, float*) {
+  missing("attentionRowsFinish");
+}
+void attentionTileProbs(float*, size_t, size_t, size_t, size_t, size_t, size_t, const float*,
+                        const float*) {
+  missing("attentionTileProbs");
+}
+void attentionTileScoreGrad(float*, const float*, size_t, size_t, size_t, const float*) {
+  missing("attentionTileScoreGrad");
+}
+void rowDots(float*, const float*, size_t, const float*, size_t, size_t, size_t) {
+  missing("rowDots");
 }
 void embeddingBackward(float*, float*, const int32_t*, const float*, size_t, size_t, size_t) {
   missing("embeddingBackward");
@@ -148,9 +160,12 @@ constexpr TransformerKernels kTable = {
     .scaleNormForward = scaleNormForward,
     .scaleNormBackward = scaleNormBackward,
     .causalSoftmaxForward = causalSoftmaxForward,
-    .causalSoftmaxRows = causalSoftmaxRows,
     .softmaxBackward = softmaxBackward,
-    .softmaxBackwardStrided = softmaxBackwardStrided,
+    .attentionTileSoftmax = attentionTileSoftmax,
+    .attentionRowsFinish = attentionRowsFinish,
+    .attentionTileProbs = attentionTileProbs,
+    .attentionTileScoreGrad = attentionTileScoreGrad,
+    .rowDots = rowDots,
     .rotary = rotary,
     .crossEntropy = crossEntropy,
     .embeddingForward = embeddingForward,
@@ -285,6 +300,16 @@ class CudaAccelerator final : public Accelerator {
   }
 
   const TransformerKernels& transformerKernels() override { return kTable; }
+
+  void attentionForward(const AttentionShape& s, const float* qkv, float* ctx, float* stats,
+                        const AttentionDropout* dropout) override {
+    cuda::attentionForward(s, qkv, ctx, stats, dropout, current());
+  }
+  void attentionBackward(const AttentionShape& s, const float* qkv, const float* ctx,
+                         const float* stats, const float* dCtx, float* dqkv,
+                         const AttentionDropout* dropout) override {
+    cuda::attentionBackward(s, qkv, ctx, stats, dCtx, dqkv, dropout, current());
+  }
 
   void adamStep(float* params, const float* grads, float* m, float* v, size_t count,
                 const AdamStepConstants& constants, const HalfCopy& copy, Stream stream) override {

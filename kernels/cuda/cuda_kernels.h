@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "common/dtype.h"
+#include "kernels/attention.h"
 #include "kernels/cpu/adam_kernel.h"
 #include "kernels/cpu/cpu_adam.h"
 #include "kernels/cpu/transformer_kernels.h"
@@ -49,6 +50,14 @@ void dropout(const float* in, float* out, size_t n, uint64_t base, uint64_t firs
 // doubles) is row r's loss (0 for a masked row), which the caller sums in row order.
 void crossEntropy(float* logits, const int32_t* targets, size_t rows, size_t vocab, float gradScale,
                   double* losses, cudaStream_t stream);
+
+// attention_kernels.cu: Accelerator::attentionForward/Backward's contract (dropout's sample bases
+// in host memory, copied for the call).
+void attentionForward(const AttentionShape& s, const float* qkv, float* ctx, float* stats,
+                      const AttentionDropout* dropout, cudaStream_t stream);
+void attentionBackward(const AttentionShape& s, const float* qkv, const float* ctx,
+                       const float* stats, const float* dCtx, float* dqkv,
+                       const AttentionDropout* dropout, cudaStream_t stream);
 
 // optimizer_kernels.cu
 void adamStep(float* params, const float* grads, float* m, float* v, size_t count,

@@ -17,13 +17,14 @@ constexpr double kIndexBytesPerSample = 2 * sizeof(size_t) + sizeof(uint64_t);
 
 // Floats a block keeps for the backward pass over `samples` sequences (BlockActivations: the
 // input, both normalised inputs, q/k/v (grouped-query: h + 2 kv wide), the MLP's two
-// activations, and the softmax probabilities of every query head), plus the query/key norm's
+// activations, and two softmax statistics per row of every query head: flash attention keeps no
+// [T, T] probabilities), plus the query/key norm's
 // inputs (use-qk-layernorm), less the second normalised input a tied gpt-j block does not keep.
 double blockActivationFloats(const GptConfig& m, double samples) {
   const double rows = samples * m.seqLength, h = m.hiddenSize;
   const double norms = (m.gptjTied ? 2 : 3) * h + (m.qkNorm ? 2 * h : 0);
   return rows * (norms + m.qkvSize() + m.ffnInputSize() + m.ffnSize()) +
-         samples * m.numAttentionHeads * static_cast<double>(m.seqLength) * m.seqLength;
+         samples * m.numAttentionHeads * 2.0 * m.seqLength;
 }
 
 }  // namespace

@@ -17,7 +17,6 @@
 #include "common/error.h"
 #include "kernels/cpu/kernel_timers.h"
 #include "kernels/cpu/splitmix_impl.h"
-#include "runtime/model/causal_attention.h"
 #include "runtime/model/norm_backward.h"
 #include "runtime/model/parallel_loops.h"
 #include "runtime/model/row_kernels.h"
@@ -143,6 +142,26 @@ struct DropoutMask {
   }
 };
 
+// Attention dropout as the accelerator takes it (kernels::AttentionDropout): the mask's threshold
+// and scale, each sample's base, and the rank's heads keyed from its first global head, so that
+// every model-parallel layout draws the masks of the whole model. get() is null without dropout.
+class AttentionDropoutMasks {
+ public:
+  AttentionDropoutMasks(double p, size_t firstHead, const kernels::AttentionShape& shape,
+                        const DropoutKey* key) {
+    if (!key || p <= 0.0) return;
+    const DropoutMask mask(static_cast<float>(p));
+    for (size_t b = 0; b < shape.samples; ++b)
+      bases_.push_back(dropoutBase(*key, b, kSiteAttentionProbs));
+    drop_ = {mask.threshold, mask.keepScale, bases_.data(), firstHead * shape.seq * shape.seq};
+  }
+  const kernels::AttentionDropout* get() const { return bases_.empty() ? nullptr : &drop_; }
+
+ private:
+  std::vector<uint64_t> bases_;
+  kernels::AttentionDropout drop_{};
+};
+
 }  // namespace
 
 void applyDropout(float* x, size_t samples, size_t perSample, float p, const DropoutKey& key,
@@ -155,31 +174,10 @@ void applyDropout(float* x, size_t samples, size_t perSample, float p, const Dro
   }
 }
 
-void dropAttentionProbs(const AttentionShape& shape, const float* in, float* out, float p,
-                        const DropoutKey& key, uint64_t site, size_t firstElement,
-                        kernels::Accelerator& acc) {
-  const DropoutMask mask(p);
-  const kernels::TransformerKernels& k = acc.transformerKernels();
-  const size_t T = shape.seq, H = shape.heads;
-  const AttentionBlocks blocks(T, shape.window, shape.block);
-  parallelFor(shape.samples * H, [&](size_t bh) {
-    const size_t sample = bh / H, head = bh % H;
-    const uint64_t base = dropoutBase(key, sample, site);
-    for (size_t rb = 0; rb < blocks.count(); ++rb) {
-      const size_t lo = blocks.firstKey(rb), hi = blocks.end(rb);
-      for (size_t i = blocks.begin(rb); i < hi; ++i) {
-        const size_t at = (head * T + i) * T + lo;  // within the sample's [heads, T, T]
-        mask.apply(k, in + sample * H * T * T + at, out + sample * H * T * T + at, hi - lo, base,
-                   firstElement + at);
-      }
-    }
-  });
-}
-
 size_t BlockActivations::bytes() const {
   size_t n = 0;
   for (const auto* v : {&input, &ln1, &ln2, &stats1a, &stats1b, &stats2a, &stats2b, &qkRaw,
-                        &qkStatsA, &qkStatsB, &qkv, &probs, &probsDrop, &ctx, &mid, &fc1, &act})
+                        &qkStatsA, &qkStatsB, &qkv, &attnStats, &ctx, &mid, &fc1, &act})
     n += v->capacity();
   return n * sizeof(float);
 }
@@ -406,7 +404,6 @@ void BlockRunner::attentionForward(const float* params, BlockActivations& a, Blo
   // The rank's heads (all of them at model size 1, where hq = h).
   const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = slice_.heads, d = c_.headDim(),
                hq = H * d, kv = slice_.kvHeads * d, Q = hq + 2 * kv, group = H / slice_.kvHeads;
-  const size_t probsFirst = slice_.firstHead * T * T;  // dropout keys by the global head
   auto P = [&](size_t offset) { return tensorAt(params, offset); };
 
   norm(a.input.data(), P(L.ln1w), P(L.ln1b), sized(a.ln1, N * h), sized(a.stats1a, N),
@@ -427,18 +424,10 @@ void BlockRunner::attentionForward(const float* params, BlockActivations& a, Blo
     k_.rotary(qkv, N, T, H, d, Q, rot, cos_.data(), sin_.data(), false);
     k_.rotary(qkv + hq, N, T, H / group, d, Q, rot, cos_.data(), sin_.data(), false);
   }
-  float* probs = sized(a.probs, s.samples * H * T * T);
-  const bool attnDrop = dropout && c_.attentionDropout > 0.0;
-  if (!attnDrop) a.probsDrop.clear();
   float* ctx = sized(a.ctx, N * hq);
-  const AttentionShape shape{s.samples, T, H, slice_.kvHeads, d, c_.attentionWindow(T)};
-  attentionProbs(k_, shape, qkv, probs, attnDrop ? nullptr : ctx, acc_);
-  if (attnDrop) {
-    float* used = sized(a.probsDrop, a.probs.size());
-    dropAttentionProbs(shape, probs, used, static_cast<float>(c_.attentionDropout), *dropout,
-                       kSiteAttentionProbs, probsFirst, acc_);
-    attentionContext(shape, qkv, used, ctx, acc_);
-  }
+  const kernels::AttentionShape shape{s.samples, T, H, slice_.kvHeads, d, c_.attentionWindow(T)};
+  const AttentionDropoutMasks drop(c_.attentionDropout, slice_.firstHead, shape, dropout);
+  acc_.attentionForward(shape, qkv, ctx, sized(a.attnStats, shape.statsSize()), drop.get());
   attention.stop();
   laps.lap(kCore);
   outputProjection(ctx, hq, P(L.densew), P(L.denseb), w.attnOut, s, dropout, kSiteAttentionOut);
@@ -583,7 +572,6 @@ void BlockRunner::attentionBackward(const float* params, float* grads, const Blo
   const BlockLayout& L = layout_;
   const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = slice_.heads, d = c_.headDim(),
                hq = H * d, KV = slice_.kvHeads, kv = KV * d, Q = hq + 2 * kv;
-  const size_t probsFirst = slice_.firstHead * T * T;
   auto P = [&](size_t offset) { return tensorAt(params, offset); };
   auto G = [&](size_t offset) { return tensorAt(grads, offset); };
 
@@ -598,16 +586,11 @@ void BlockRunner::attentionBackward(const float* params, float* grads, const Blo
   product(acc_, false, false, N, hq, h, 1.0f, dAttn, h, P(L.densew), hq, 0.0f, dCtx, hq);
 
   const float* qkv = a.qkv.data();
-  const float* used = a.probsDrop.empty() ? a.probs.data() : a.probsDrop.data();
   float* dqkv = sized(w.dqkv, N * Q);
-  float* dProbs = sized(w.dprobs, s.samples * H * T * T);
   KernelTimer attention(KernelFamily::Attention);
-  const AttentionShape shape{s.samples, T, H, KV, d, c_.attentionWindow(T)};
-  attentionBackwardValues(shape, qkv, used, dCtx, dProbs, dqkv, acc_);
-  if (!a.probsDrop.empty())
-    dropAttentionProbs(shape, dProbs, dProbs, static_cast<float>(c_.attentionDropout), *dropout,
-                       kSiteAttentionProbs, probsFirst, acc_);
-  attentionBackwardScores(k_, shape, qkv, a.probs.data(), dProbs, dqkv, acc_);
+  const kernels::AttentionShape shape{s.samples, T, H, KV, d, c_.attentionWindow(T)};
+  const AttentionDropoutMasks drop(c_.attentionDropout, slice_.firstHead, shape, dropout);
+  acc_.attentionBackward(shape, qkv, a.ctx.data(), a.attnStats.data(), dCtx, dqkv, drop.get());
   if (const size_t rot = c_.rotaryDim()) {
     k_.rotary(dqkv, N, T, H, d, Q, rot, cos_.data(), sin_.data(), true);
     k_.rotary(dqkv + hq, N, T, KV, d, Q, rot, cos_.data(), sin_.data(), true);

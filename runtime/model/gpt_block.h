@@ -9,7 +9,6 @@
 
 #include "kernels/accelerator.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/model/causal_attention.h"
 #include "runtime/model/gpt_config.h"
 
 namespace ds::runtime::gpt {
@@ -49,14 +48,6 @@ struct DropoutKey {
 void applyDropout(float* x, size_t samples, size_t perSample, float p, const DropoutKey& key,
                   uint64_t site, size_t firstElement = 0,
                   kernels::Accelerator& acc = kernels::accelerator(kernels::DeviceKind::Cpu));
-// The same over attention's probabilities [samples, heads, T, T], on the rectangles the attention
-// computes and reads (causal_attention.h) only: out = in with the masks applyDropout would give
-// those elements, one task per (sample, head); nothing outside them is read or written. out may
-// be in.
-void dropAttentionProbs(const AttentionShape& shape, const float* in, float* out, float p,
-                        const DropoutKey& key, uint64_t site, size_t firstElement,
-                        kernels::Accelerator& acc = kernels::accelerator(kernels::DeviceKind::Cpu));
-
 // What a block keeps from its forward pass for its backward pass.
 struct BlockActivations {
   std::vector<float> input;       // [N, h] the block's input
@@ -66,8 +57,7 @@ struct BlockActivations {
   std::vector<float> qkStatsA, qkStatsB;  // the qk norm's per-row (or per-head) statistics
   // Sliced (model size t): the rank's heads only, so hq = h / t, kv = kvSize() / t, ff = ff / t.
   std::vector<float> qkv;                 // [N, hq + 2 kv] after rotary: [q | k | v]
-  std::vector<float> probs;               // [B, heads, T, T] softmax
-  std::vector<float> probsDrop;           // same, after attention dropout (empty without it)
+  std::vector<float> attnStats;  // [B, heads, 2, T] attention's softmax row statistics
   std::vector<float> ctx;                 // [N, hq] attention output before the dense projection
   std::vector<float> mid;                 // [N, h] input + attention (sequential residual only)
   std::vector<float> fc1;                 // [N, ff1] MLP pre-activation
@@ -77,7 +67,7 @@ struct BlockActivations {
 
 // Scratch shared by all blocks (not kept across layers).
 struct BlockWorkspace {
-  std::vector<float> attnOut, mlpOut, dA, dB, dqkv, dctx, dfc1, dact, dprobs, qkA, qkB;
+  std::vector<float> attnOut, mlpOut, dA, dB, dqkv, dctx, dfc1, dact, qkA, qkB;
 };
 
 struct BlockShape {

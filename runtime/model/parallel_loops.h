@@ -6,36 +6,14 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <exception>
 #include <vector>
 
-#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/parallel_for.h"
 #include "kernels/cpu/transformer_kernels.h"
 
 namespace ds::runtime::gpt {
 
-// Runs fn(i) for i in [0, n) over the OpenMP threads the matrix products use (setMatmulThreads);
-// iterations write disjoint outputs, each computed whole by one thread. A matmul inside runs
-// single-threaded there (OpenMP does not nest by default); with OpenBLAS, whose own threads would
-// fight over the cores, the loop runs serially. Exceptions are carried out.
-template <class Fn>
-void parallelFor(size_t n, Fn fn) {
-  if (!kernels::matmulNestsInOpenMP()) {
-    for (size_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  std::exception_ptr error;
-#pragma omp parallel for schedule(static)
-  for (long i = 0; i < static_cast<long>(n); ++i) {
-    try {
-      fn(static_cast<size_t>(i));
-    } catch (...) {
-#pragma omp critical
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
-}
+using kernels::parallelFor;
 
 // Element-wise work over `rows` rows, in one contiguous run of rows per thread.
 template <class Fn>

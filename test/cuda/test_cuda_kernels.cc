@@ -23,6 +23,7 @@
 #include "kernels/cpu/half_convert.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "kernels/cuda/cuda_accelerator.h"
+#include "test/attention_reference.h"
 #include "test/cuda/check_report.h"
 
 namespace {
@@ -455,6 +456,40 @@ void checkUnscale(Accelerator& acc, Report& report) {
     }
 }
 
+// Causal attention forward and backward (flash: no [T, T] stored) against the float64 reference
+// over the whole matrix: GQA, a sliding window, dropout, heads of 64 and 128, a long sequence.
+void checkAttention(Accelerator& acc, Report& report) {
+  struct Case {
+    size_t samples, seq, heads, kvHeads, headDim, window;
+    double dropout;
+  };
+  Device dev(acc);
+  for (const Case& c : {Case{2, 100, 4, 2, 64, 1000, 0.0}, Case{1, 257, 2, 1, 128, 40, 0.1},
+                        Case{1, 1024, 4, 4, 64, 1024, 0.0}}) {
+    const ds::kernels::AttentionShape s{c.samples, c.seq, c.heads, c.kvHeads, c.headDim,
+                                        c.window};
+    const std::string tag = " B=" + std::to_string(c.samples) + " T=" + std::to_string(c.seq) +
+                            " H=" + std::to_string(c.heads) + "/" + std::to_string(c.kvHeads) +
+                            " d=" + std::to_string(c.headDim) + " window=" +
+                            std::to_string(c.window) + (c.dropout > 0 ? " dropout" : "");
+    const std::vector<float> qkv = randoms(c.samples * c.seq * s.qkvStride(), 31 + c.seq),
+                             dCtx = randoms(c.samples * c.seq * s.ctxStride(), 32 + c.seq);
+    const ds::test::ReferenceDropout drop(c.dropout, c.samples, 3 * c.seq * c.seq);
+    const ds::test::ReferenceDropout* used = c.dropout > 0 ? &drop : nullptr;
+    const ds::test::AttentionOutputs want = ds::test::attentionReference(s, qkv, dCtx, used);
+    DeviceBuffer dQkv = dev.upload(qkv), dDctx = dev.upload(dCtx),
+                 dCtxOut(acc, dCtx.size() * sizeof(float)),
+                 dStats(acc, s.statsSize() * sizeof(float)),
+                 dDqkv(acc, qkv.size() * sizeof(float));
+    acc.attentionForward(s, dQkv.data<float>(), dCtxOut.data<float>(), dStats.data<float>(),
+                         used ? &used->spec : nullptr);
+    acc.attentionBackward(s, dQkv.data<float>(), dCtxOut.data<float>(), dStats.data<float>(),
+                          dDctx.data<float>(), dDqkv.data<float>(), used ? &used->spec : nullptr);
+    report.close("attention forward" + tag, dev.download<float>(dCtxOut), want.ctx, 1e-4);
+    report.close("attention backward dqkv" + tag, dev.download<float>(dDqkv), want.dqkv, 1e-4);
+  }
+}
+
 void checkMissingKernels(Accelerator& acc, Report& report) {
   std::string message;
   try {
@@ -511,6 +546,7 @@ int main(int argc, char** argv) {
                                                   {"cross-entropy", checkCrossEntropy},
                                                   {"optimizer", checkOptimizer},
                                                   {"unscale", checkUnscale},
+                                                  {"attention", checkAttention},
                                                   {"missing kernels", checkMissingKernels}};
   try {
 #if defined(DS_CUDA_TEST_CPU_BACKEND)
