@@ -93,7 +93,11 @@ std::vector<ShmCommunicator> shmGroup(int size) {
 
 TEST_CASE("sliced GPT: initial slices, loss and gradients equal the one-rank model's",
           "[gpt_tensor_parallel]") {
-  for (const Variant& variant : variants()) {
+  // Each variant with tensor slicing alone, then with Megatron's sequence parallelism (48 rows
+  // over 4 ranks: shards that cut samples, whose dropout masks must stay the sample's).
+  for (const bool sequenceParallel : {false, true})
+  for (Variant variant : variants()) {
+    variant.config.sequenceParallel = sequenceParallel;
     const GptConfig& c = variant.config;
     Gpt reference(c);
     Pass whole;
@@ -107,7 +111,8 @@ TEST_CASE("sliced GPT: initial slices, loss and gradients equal the one-rank mod
     }
     const auto& refSpecs = reference.parameters();
     for (int t : {2, 4}) {
-      INFO(variant.name << ", model-parallel size " << t);
+      INFO(variant.name << ", model-parallel size " << t
+                        << (sequenceParallel ? ", sequence parallel" : ""));
       auto group = shmGroup(t);
       std::vector<Pass> got(t);
       std::vector<std::unique_ptr<Gpt>> models(t);
@@ -247,6 +252,45 @@ TEST_CASE("sliced GPT: partition-activations keeps 1/t of each checkpointed bloc
   }
 }
 
+TEST_CASE("sequence-parallel GPT: each model rank keeps its share of the rows, the same loss",
+          "[gpt_tensor_parallel]") {
+  GptConfig c = test::tinyGpt();
+  c.numLayers = 4;
+  c.hiddenDropout = 0.1;
+  const Batch batch = test::tokenBatch(40, 4, 16, c.vocabSize);
+  const int t = 4;
+  struct Result {
+    float loss = 0.0f;
+    size_t peak = 0;
+  };
+  auto run = [&](bool sequenceParallel) {
+    c.sequenceParallel = sequenceParallel;
+    auto group = shmGroup(t);
+    std::vector<Result> out(t);
+    onThreads(t, [&](int r) {
+      Gpt m(c, GptPlacement{r, t, &group[r]});
+      std::vector<float> params(m.parameterCount());
+      m.initParameters(params.data(), kSeed);
+      FlatParameters access(m, params.data());
+      out[r].loss = m.forwardBackward(batch, access, 1.0f);
+      out[r].peak = m.peakActivationBytes();
+      // An evaluation runs every row on every rank: the same loss as tensor slicing's.
+      const float evaluated = m.evaluate(batch, access);
+      test::rankCheck(std::isfinite(evaluated), "evaluation loss");
+    });
+    return out;
+  };
+  const std::vector<Result> sliced = run(false), sharded = run(true);
+  // A block keeps 4 row tensors of [N, h] with the default config (input, two norms, mid): each
+  // rank keeps a quarter of them.
+  const size_t rowTensor = 4 * 16 * c.hiddenSize * sizeof(float);
+  for (int r = 0; r < t; ++r) {
+    INFO("model rank " << r);
+    CHECK(sharded[r].loss == Approx(sliced[r].loss).epsilon(1e-6));
+    CHECK(sliced[r].peak - sharded[r].peak >= c.numLayers * 4 * rowTensor * 3 / 4);
+  }
+}
+
 TEST_CASE("sliced GPT: next-token logits gather the vocabulary on every model rank",
           "[gpt_tensor_parallel]") {
   GptConfig c = test::tinyGpt();
@@ -301,6 +345,17 @@ TEST_CASE("sliced GPT: what slicing cannot do is refused by name", "[gpt_tensor_
   c.intermediateSize = 66;
   refused(c, 4, "intermediate-size");
   refused(test::tinyGpt(), 2, "model-parallel group");  // a group of 4 for a size of 2
+  c = test::tinyGpt();
+  c.sequenceParallel = true;
+  c.seqLength = c.maxPositionEmbeddings = 18;
+  refused(c, 4, "seq-length");
+  c.seqLength = 16;
+  try {
+    Gpt stage(c, GptPlacement{0, 4, &group[0], 0, 2});
+    FAIL("sequence parallelism over pipeline stages was not refused");
+  } catch (const Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("sequence-parallel") && Catch::Contains("pipeline"));
+  }
   // The one-rank padding where the slices divide it (257 tokens pad to 384 at t = 1 with 128:
   // 96 rows each at t = 4, the same model); else NeoX's (multiple 6 x 4: 264 rows).
   GptConfig padded = test::tinyGpt();

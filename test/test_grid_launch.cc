@@ -186,7 +186,40 @@ void checkGrids(const char* hostfile, const std::string& scratch) {
   std::filesystem::remove_all(dir);
 }
 
+// Megatron's sequence parallelism (sequence-parallel: true) at model 2 x data 2 and model 4,
+// without ZeRO and at ZeRO 2, against the data-parallel job at the same stage.
+void checkSequenceParallel(const char* hostfile, const std::string& scratch) {
+  const std::string dir = makeScratchDir(scratch);
+  writeByteCorpus(dir + "/data/corpus", 40, [](int d) { return 3 + d % 4; });
+  const std::string saveAt3 = "exit-interval: 3\n";
+  for (int zero : {0, 2}) {
+    const Grid dp{1, 1, 4};
+    const std::string dpName = gridName(dp, zero);
+    const auto want =
+        losses(runJob(dir, hostfile, dpName, gridYaml(dp, zero, "save: " + dpName + "\n" + saveAt3)));
+    const WholeModel wantParams = loadWhole(dir + "/" + dpName);
+    for (const Grid g : {Grid{1, 2, 2}, Grid{1, 4, 1}}) {
+      const std::string name = gridName(g, zero) + "sp";
+      INFO(name);
+      const std::string out = runJob(
+          dir, hostfile, name,
+          gridYaml(g, zero, "sequence-parallel: true\nsave: " + name + "\n" + saveAt3));
+      CHECK_THAT(out, Catch::Contains("model " + std::to_string(g.model) +
+                                      " ranks each, sequence parallel)"));
+      requireSameLosses(losses(out), want, {1, 2, 3});
+      requireSameParameters(loadWhole(dir + "/" + name), wantParams);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
+
+TEST_CASE("grid launch: sequence parallelism (model 2 x data 2, model 4) on 2 loopback nodes "
+          "trains as data 4 without ZeRO and at ZeRO 2",
+          "[gpt][launch][grid]") {
+  checkSequenceParallel(kTwoNodes, "grid-sequence-parallel");
+}
 
 TEST_CASE("grid launch: every pipe x model x data grid on one host trains as data 4",
           "[gpt][launch][grid]") {

@@ -253,7 +253,10 @@ void announce(const runtime::Engine& engine, const runtime::DeepSpeedConfig& con
   const std::string ranks =
       grid.gridded() ? std::to_string(grid.dataSize) + " data-parallel replicas (pipe " +
                            std::to_string(grid.pipeSize) + " x model " +
-                           std::to_string(grid.modelSize) + " ranks each)"
+                           std::to_string(grid.modelSize) + " ranks each" +
+                           (modelConfig.sequenceParallel && grid.modelSize > 1
+                                ? ", sequence parallel)"
+                                : ")")
                      : std::to_string(join.worldSize) + " ranks";
   std::printf("model: GPT, %zu parameters (%s); ZeRO stage %d, %s; batch %" PRId64
               " = micro %" PRId64 " x accumulation %" PRId64 " x %s of %zu tokens\n",

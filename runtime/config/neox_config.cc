@@ -619,6 +619,8 @@ bool readParallelKey(const std::string& key, const Reader& r, GptTrainConfig& t)
   } else if (key == "pipe-partition-method") {
     t.parallel.partitionMethod = r.string();
     checkPartitionMethod(t.parallel.partitionMethod);
+  } else if (key == "sequence-parallel") {
+    m.sequenceParallel = r.boolean();
   } else if (key == "partition-activations" || key == "distribute-checkpointed-activations")
     m.partitionActivations = m.partitionActivations || r.boolean();
   else if (key == "checkpoint-num-layers") {
@@ -802,6 +804,11 @@ void checkModel(const NeoxKeys& k) {
                      t.model.slidingWindowWidth);
   t.model.validate();
   t.model.validateModelParallel(t.parallel.model);
+  if (t.model.sequenceParallel && t.parallel.model > 1 && t.parallel.pipe > 1)
+    throw Error("sequence-parallel: not implemented with pipe-parallel-size " +
+                std::to_string(t.parallel.pipe) +
+                " here (the stages would pass each model rank's share of the tokens); use "
+                "pipe-parallel-size 1, or sequence-parallel: false");
   if (t.trainIters <= 0) throw Error("train-iters: required (the number of optimizer steps)");
 }
 
@@ -921,6 +928,8 @@ NeoxConfig parseNeoxConfig(const Json& merged, int64_t worldSize, MemoryCheck me
   const GptTrainConfig& t = k.out.train;
   readActivationCheckpointing(merged, k.train().model);
   checkModel(k);
+  if (t.model.sequenceParallel && t.parallel.model == 1)
+    k.out.notes.push_back("sequence-parallel: no effect at model-parallel-size 1 (as in NeoX)");
   checkCheckpointKeys(k);
   validateDataKeys(merged, k.train());
   if (!t.testData.paths.empty())

@@ -213,7 +213,12 @@ const std::vector<NeoxKeyRule> kTable = {
      "how layers are split over pipeline stages: parameters, uniform or type:REGEX"},
     {"world-size", N, kSetAtLaunch},
     {"is-pipe-parallel", N, "NeoX derives it from pipe-parallel-size"},
-    {"sequence-parallel", X, "Megatron's sequence parallelism"},
+    {"sequence-parallel", H,
+     "Megatron's sequence parallelism with model-parallel-size > 1: norms, residual sums and "
+     "dropouts on 1/t of each micro-batch's tokens per model rank, all-gathered before the "
+     "column-parallel products and reduce-scattered after the row-parallel ones; seq-length must "
+     "divide by model-parallel-size; no effect at size 1 (as in NeoX); not with "
+     "pipe-parallel-size > 1"},
     // NeoXArgsTextgen
     {"text-gen-type", N, kTextgenKey},
     {"precompute-model-name", X, "precomputed reference log-probabilities (train-impl dpo)", ""},

@@ -20,6 +20,7 @@
 #include "kernels/cpu/philox.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/model/gpt_block.h"
+#include "runtime/model/sequence_parallel.h"
 #include "runtime/model/row_kernels.h"
 #include "runtime/parallel/tensor_slicing.h"
 #include "runtime/parallel/vocab_parallel_cross_entropy.h"
@@ -71,7 +72,9 @@ class GptActivations {
   BlockActivations recompute;      // checkpointing: the block being recomputed
   gpt::BlockWorkspace work;
   std::vector<float> embedded;           // [N, h] embedding output = block 0's input
-  std::vector<float> finalNorm, fa, fb;  // head: [N, h], [N], [N]
+  std::vector<float> finalNorm, fa, fb;  // head: [N, h], [N], [N] (the rank's rows of them)
+  std::vector<float> finalNormAll;       // sequence parallel: finalNorm's N rows, gathered
+  std::vector<float> dxLocal;            // sequence parallel: the rank's rows of the head's dx
   std::vector<float> logits;             // [chunk, vocab]
   std::vector<double> rowLosses;         // [chunk] the loss's terms, summed in row order
   std::vector<float> dx, dy;             // [N, h] gradient flowing down
@@ -343,6 +346,8 @@ Gpt::Gpt(GptConfig config, GptPlacement placement, kernels::Accelerator& acceler
   blockEnd_ = std::clamp(end_ - 1, 0, config_.numLayers);
   tiedCopy_ = config_.weightTying && first_ > 0 && lastStage();
   const int t = placement_.modelSize, rank = placement_.modelRank;
+  if (config_.sequenceParallel && t > 1 && !whole())  // the parser refuses it first
+    throw Error("sequence-parallel: not implemented with pipeline stages");
   const gpt::BlockSlice slice = gpt::blockSlice(config_, rank, t, placement_.model);
   const VocabSlice vocabRows = vocabSlice(config_.paddedVocabSize(), rank, t);
 
@@ -491,7 +496,11 @@ GptPass Gpt::beginPass(const Batch& batch, Pass pass) {
   if (train && (config_.attentionDropout > 0 || config_.hiddenDropout > 0) &&
       batch.sampleIds.size() != batch.size)
     throw Error("GPT batch: dropout needs one sample id per sample");
-  P.shape = gpt::BlockShape{batch.size, P.seq, batch.size * P.seq};
+  // Sequence parallelism shards a training pass's rows over the model group; evaluation and
+  // generation (no backward: one block's activations at a time) run every row on every rank.
+  P.shape = train && config_.sequenceParallel
+                ? gpt::sequenceShard(batch.size, P.seq, modelGroup())
+                : gpt::wholeRows(batch.size, P.seq);
   P.train = train;
   P.logits = pass == Pass::Logits;
   P.checkpointing = train && config_.checkpointActivations;
@@ -515,7 +524,7 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
   GptPass P = beginPass(batch, pass);
   GptBuffer& B = acts_->buffers[0];
   P.forwardStart = Clock::now();
-  embedForward(P, access, blockInput(B, P.shape.rows));
+  embedForward(P, access, blockInput(B, P.shape.local));
   blocksForward(P, B, access);
   const float loss = headPass(P, B, access, gradScale, lastLogits);
   if (!P.train) return loss;
@@ -546,8 +555,8 @@ float Gpt::stageForward(int buffer, const Batch& batch, const float* input, floa
   B.batch = batch;  // the backward reads its ids and sample ids after later forwards
   GptPass P = beginPass(B.batch, train ? Pass::Train : Pass::Evaluate);
   P.forwardStart = Clock::now();
-  const size_t n = P.shape.rows * static_cast<size_t>(config_.hiddenSize);
-  float* x = blockInput(B, P.shape.rows);
+  const size_t n = P.shape.local * static_cast<size_t>(config_.hiddenSize);
+  float* x = blockInput(B, P.shape.local);
   if (firstStage())
     embedForward(P, access, x);
   else
@@ -566,7 +575,7 @@ void Gpt::stageBackward(int buffer, const float* outputGrad, float* inputGrad,
                         LayerAccess& access) {
   GptBuffer& B = acts_->buffers.at(static_cast<size_t>(buffer));
   GptPass P = beginPass(B.batch, Pass::Train);
-  const size_t n = P.shape.rows * static_cast<size_t>(config_.hiddenSize);
+  const size_t n = P.shape.local * static_cast<size_t>(config_.hiddenSize);
   if (lastStage())
     std::swap(acts_->dy, B.grad);
   else
@@ -578,7 +587,7 @@ void Gpt::stageBackward(int buffer, const float* outputGrad, float* inputGrad,
     std::copy(acts_->dy.begin(), acts_->dy.begin() + static_cast<std::ptrdiff_t>(n), inputGrad);
 }
 
-void Gpt::embedForward(GptPass& P, LayerAccess& access, float* x) {
+void Gpt::embedForward(GptPass& P, LayerAccess& access, float* out) {
   GptActivations& A = *acts_;
   const kernels::TransformerKernels& k = acc_->transformerKernels();
   const size_t h = config_.hiddenSize, vocab = config_.paddedVocabSize(), seq = P.seq;
@@ -590,6 +599,8 @@ void Gpt::embedForward(GptPass& P, LayerAccess& access, float* x) {
       config_.posEmb == PositionEmbedding::Sinusoidal ? A.sinusoid.data() : nullptr;
   const float* p = access.acquireParameters(local(0));
   kernels::KernelTimer timer(kernels::KernelFamily::EmbeddingLoss);
+  // Sequence parallel: every row here, then the rank keeps its own (NeoX scatters after dropout).
+  float* x = P.shape.sequence ? gpt::sized(A.embedded, N * h) : out;
   if (!model) {
     k.embeddingForward(x, batch.inputIds.data(), p,
                        learnedPositions ? p + vocab * h : fixedPositions, N, seq, h);
@@ -601,6 +612,8 @@ void Gpt::embedForward(GptPass& P, LayerAccess& access, float* x) {
   if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0)
     gpt::applyDropout(x, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0, 0,
                       *acc_);
+  if (P.shape.sequence)
+    std::copy_n(x + P.shape.firstRow * h, P.shape.local * h, out);
   timer.stop();
   access.releaseParameters(local(0));
   if (P.times) P.times[kEmbedModule] += since(P.forwardStart);
@@ -609,12 +622,14 @@ void Gpt::embedForward(GptPass& P, LayerAccess& access, float* x) {
 // Blocks: each writes the next one's input (the last writes B.last).
 void Gpt::blocksForward(GptPass& P, GptBuffer& B, LayerAccess& access) {
   GptActivations& A = *acts_;
-  const size_t h = config_.hiddenSize, N = P.shape.rows;
+  const size_t h = config_.hiddenSize, N = P.shape.rows, n = P.shape.local;
   const size_t first = static_cast<size_t>(blockBegin_), L = static_cast<size_t>(blockEnd_);
   double* times = P.times;
-  // partition-activations: a checkpointed block keeps 1/t of its input on each model rank.
+  // partition-activations: a checkpointed block keeps 1/t of its input on each model rank (with
+  // sequence parallelism every kept input already is the rank's 1/t).
   Communicator* model = modelGroup();
-  const bool partitioned = P.checkpointing && model && config_.partitionActivations;
+  const bool partitioned =
+      P.checkpointing && model && config_.partitionActivations && !P.shape.sequence;
   for (size_t l = first; l < L; ++l) {
     const int layer = local(static_cast<int>(l + 1));
     const float* p = access.acquireParameters(layer);
@@ -634,7 +649,7 @@ void Gpt::blocksForward(GptPass& P, GptBuffer& B, LayerAccess& access) {
         std::vector<float>(begin, begin + static_cast<std::ptrdiff_t>(chunk)).swap(kept.input);
       }
     }
-    float* out = sized(l + 1 < L ? B.blocks[l + 1 - first].input : B.last, N * h);
+    float* out = sized(l + 1 < L ? B.blocks[l + 1 - first].input : B.last, n * h);
     const Clock::time_point blockStart = Clock::now();
     A.runner.forward(p, a, A.work, P.shape, out, P.dropoutFor(l + 1), times ? times + blockModule(l) : nullptr);
     if (times) times[blockModule(l) + gpt::BlockRunner::kLayer] += since(blockStart);
@@ -672,8 +687,10 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
   const Clock::time_point headStart = Clock::now();
   const float* fw = hp;
   const float* fbias = config_.normHasBias() ? hp + normWeights : nullptr;
-  float* xf = sized(A.finalNorm, N * h);
-  A.runner.norm(B.last.data(), fw, fbias, xf, sized(A.fa, N), sized(A.fb, N), N);
+  const size_t n = P.shape.local;  // the final norm's rows (all N but with sequence parallelism)
+  A.runner.norm(B.last.data(), fw, fbias, sized(A.finalNorm, n * h), sized(A.fa, n),
+                sized(A.fb, n), n);
+  const float* xf = gpt::gatherShards(A.finalNorm.data(), A.finalNormAll, P.shape, h);
   const size_t finalModule = blockModule(L), outputModule = finalModule + 1;
   if (times) times[finalModule] += since(headStart);
   double outputSeconds = 0.0;  // the head's forward parts only (it interleaves its backward)
@@ -725,8 +742,9 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
     kernels::gemmF32(*acc_, false, false, rows, h, V, 1.0f, z, V, outW, h, 0.0f, dxf + r0 * h, h);
     kernels::gemmF32(*acc_, true, false, V, h, rows, 1.0f, z, V, xf + r0 * h, h, 1.0f, outG, h);
   }
-  // Column-parallel's input gradient: every rank's vocabulary columns contribute to it.
-  if (train && model) model->allReduce(dxf, N * h);
+  // Column-parallel's input gradient: every rank's vocabulary columns contribute to it (the
+  // rank's rows of the sum with sequence parallelism).
+  const float* dNormed = train ? gpt::reduceToShards(dxf, A.dxLocal, P.shape, h, model) : nullptr;
   const float loss = static_cast<float>(lossSum / static_cast<double>(divisor));
   if (times) {
     times[outputModule] += outputSeconds;
@@ -739,9 +757,13 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
     access.releaseParameters(head);
     return loss;
   }
-  float* dx = sized(A.dy, N * h);
-  A.runner.normBackward(dxf, B.last.data(), fw, A.fa.data(), A.fb.data(), dx, hg,
-                        fbias ? hg + normWeights : nullptr, N);
+  float* dx = sized(A.dy, n * h);
+  gpt::ShardedGradients sharded(P.shape.sequence);  // the final norm's, from the rank's rows
+  sharded.add(hg, normWeights);
+  sharded.add(fbias ? hg + normWeights : nullptr, h);
+  A.runner.normBackward(dNormed, B.last.data(), fw, A.fa.data(), A.fb.data(), dx, hg,
+                        fbias ? hg + normWeights : nullptr, n);
+  sharded.finish();
   access.gradientsDone(head);
   return loss;
 }
@@ -750,11 +772,12 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
 // d(loss)/d(first block input); dIn goes to A.dx and the two swap.
 void Gpt::blocksBackward(GptPass& P, GptBuffer& B, LayerAccess& access) {
   GptActivations& A = *acts_;
-  const size_t h = config_.hiddenSize, N = P.shape.rows;
+  const size_t h = config_.hiddenSize, N = P.shape.rows, n = P.shape.local;
   const size_t first = static_cast<size_t>(blockBegin_), L = static_cast<size_t>(blockEnd_);
   float* dx = A.dy.data();
   Communicator* model = modelGroup();
-  const bool partitioned = P.checkpointing && model && config_.partitionActivations;
+  const bool partitioned =
+      P.checkpointing && model && config_.partitionActivations && !P.shape.sequence;
   for (size_t l = L; l-- > first;) {
     const int layer = local(static_cast<int>(l + 1));
     const float* p = access.acquireParameters(layer);
@@ -765,12 +788,12 @@ void Gpt::blocksBackward(GptPass& P, GptBuffer& B, LayerAccess& access) {
                          N * h / static_cast<size_t>(model->size()));
       else
         A.recompute.input.assign(a->input.begin(), a->input.end());
-      A.runner.forward(p, A.recompute, A.work, P.shape, sized(A.discard, N * h),
+      A.runner.forward(p, A.recompute, A.work, P.shape, sized(A.discard, n * h),
                        P.dropoutFor(l + 1));
       a = &A.recompute;
     }
     float* g = access.layerGradients(layer);
-    float* dIn = sized(A.dx, N * h);
+    float* dIn = sized(A.dx, n * h);
     A.runner.backward(p, g, *a, A.work, P.shape, dx, dIn, P.dropoutFor(l + 1));
     access.gradientsDone(layer);
     std::swap(A.dx, A.dy);
@@ -789,6 +812,10 @@ void Gpt::embedBackward(GptPass& P, LayerAccess& access) {
   Communicator* model = modelGroup();
   const size_t localVocab = A.vocab.rows.count;
   float* dx = A.dy.data();
+  if (P.shape.sequence) {  // every rank's rows: the embedding's gradient reads them all
+    dx = gpt::sized(A.embedded, N * h);
+    P.shape.sequence->allGather(A.dy.data(), dx, P.shape.local * h);
+  }
   float* g0 = access.layerGradients(local(0));
   kernels::KernelTimer timer(kernels::KernelFamily::EmbeddingLoss);
   if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0)

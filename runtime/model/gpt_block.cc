@@ -20,6 +20,7 @@
 #include "runtime/model/norm_backward.h"
 #include "runtime/model/parallel_loops.h"
 #include "runtime/model/row_kernels.h"
+#include "runtime/model/sequence_parallel.h"
 #include "runtime/parallel/tensor_slicing.h"
 
 namespace ds::runtime::gpt {
@@ -174,6 +175,20 @@ void applyDropout(float* x, size_t samples, size_t perSample, float p, const Dro
   }
 }
 
+void applyDropoutRows(float* x, const BlockShape& s, size_t width, float p, const DropoutKey& key,
+                      uint64_t site, kernels::Accelerator& acc) {
+  const DropoutMask mask(p);
+  const kernels::TransformerKernels& k = acc.transformerKernels();
+  const size_t end = s.firstRow + s.local;
+  for (size_t row = s.firstRow; row < end;) {  // sample by sample: each has its own mask
+    const size_t sample = row / s.seq, stop = std::min(end, (sample + 1) * s.seq);
+    float* v = x + (row - s.firstRow) * width;
+    mask.apply(k, v, v, (stop - row) * width, dropoutBase(key, sample, site),
+               (row - sample * s.seq) * width);
+    row = stop;
+  }
+}
+
 size_t BlockActivations::bytes() const {
   size_t n = 0;
   for (const auto* v : {&input, &ln1, &ln2, &stats1a, &stats1b, &stats2a, &stats2b, &qkRaw,
@@ -208,10 +223,6 @@ void BlockRunner::prepareRotary(size_t positions) {
       cos_[t * half + i] = std::cos(angle);
       sin_[t * half + i] = std::sin(angle);
     }
-}
-
-void BlockRunner::allReduceModel(float* x, size_t n) const {
-  if (slice_.model) slice_.model->allReduce(x, n);
 }
 
 void BlockRunner::norm(const float* x, const float* w, const float* b, float* out, float* sa,
@@ -385,16 +396,16 @@ void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspa
   Laps laps(times);
   attentionForward(params, a, w, s, dropout, laps);
   mlpForward(params, a, w, s, dropout, laps);
-  const size_t N = s.rows, h = c_.hiddenSize;
+  const size_t n = s.local, h = c_.hiddenSize;
   const float* attnOut = w.attnOut.data();
   const float* mlpOut = w.mlpOut.data();
   // mid + mlpOut, or (x + attnOut) + mlpOut for gpt-j.
   KernelTimer residual(KernelFamily::ElementWise);
   if (c_.gptjResidual) {
-    sumRows(k_, out, a.input.data(), attnOut, N, h);
-    addRows(k_, out, mlpOut, N, h);
+    sumRows(k_, out, a.input.data(), attnOut, n, h);
+    addRows(k_, out, mlpOut, n, h);
   } else {
-    sumRows(k_, out, a.mid.data(), mlpOut, N, h);
+    sumRows(k_, out, a.mid.data(), mlpOut, n, h);
   }
 }
 
@@ -406,11 +417,13 @@ void BlockRunner::attentionForward(const float* params, BlockActivations& a, Blo
                hq = H * d, kv = slice_.kvHeads * d, Q = hq + 2 * kv, group = H / slice_.kvHeads;
   auto P = [&](size_t offset) { return tensorAt(params, offset); };
 
-  norm(a.input.data(), P(L.ln1w), P(L.ln1b), sized(a.ln1, N * h), sized(a.stats1a, N),
-       sized(a.stats1b, N), N);
+  const size_t n = s.local;  // the rows of the norm (all N but with sequence parallelism)
+  norm(a.input.data(), P(L.ln1w), P(L.ln1b), sized(a.ln1, n * h), sized(a.stats1a, n),
+       sized(a.stats1b, n), n);
   const auto attentionStart = laps.lap(kNorm1);
   float* qkv = sized(a.qkv, N * Q);
-  product(acc_, false, true, N, Q, h, 1.0f, a.ln1.data(), h, P(L.qkvw), h, 0.0f, qkv, Q);
+  const float* ln1 = gatherShards(a.ln1.data(), w.gatheredA, s, h);
+  product(acc_, false, true, N, Q, h, 1.0f, ln1, h, P(L.qkvw), h, 0.0f, qkv, Q);
   KernelTimer elementWise(KernelFamily::ElementWise);
   if (L.qkvb != BlockLayout::kNone) addBiasRows(k_, qkv, P(L.qkvb), N, Q);
   elementWise.stop();
@@ -430,7 +443,7 @@ void BlockRunner::attentionForward(const float* params, BlockActivations& a, Blo
   acc_.attentionForward(shape, qkv, ctx, sized(a.attnStats, shape.statsSize()), drop.get());
   attention.stop();
   laps.lap(kCore);
-  outputProjection(ctx, hq, P(L.densew), P(L.denseb), w.attnOut, s, dropout, kSiteAttentionOut);
+  outputProjection(ctx, hq, P(L.densew), P(L.denseb), w.attnOut, w, s, dropout, kSiteAttentionOut);
   laps.endPart(kDense, kAttention, attentionStart);
 }
 
@@ -438,14 +451,15 @@ void BlockRunner::mlpForward(const float* params, BlockActivations& a, BlockWork
                              const BlockShape& s, const DropoutKey* dropout, Laps& laps) {
   const BlockLayout& L = layout_;
   // The rank's MLP columns (all of them at model size 1).
-  const size_t N = s.rows, h = c_.hiddenSize, ff = slice_.ffn, ff1 = c_.gated() ? 2 * ff : ff;
+  const size_t N = s.rows, n = s.local, h = c_.hiddenSize, ff = slice_.ffn,
+               ff1 = c_.gated() ? 2 * ff : ff;
   auto P = [&](size_t offset) { return tensorAt(params, offset); };
 
   const float* mlpIn = a.input.data();
   KernelTimer residual(KernelFamily::ElementWise);
   if (!c_.gptjResidual) {
-    float* mid = sized(a.mid, N * h);
-    sumRows(k_, mid, mlpIn, w.attnOut.data(), N, h);
+    float* mid = sized(a.mid, n * h);
+    sumRows(k_, mid, mlpIn, w.attnOut.data(), n, h);
     mlpIn = mid;
   } else {
     a.mid.clear();
@@ -454,10 +468,11 @@ void BlockRunner::mlpForward(const float* params, BlockActivations& a, BlockWork
   if (c_.gptjTied) {  // the MLP reads norm1's output
     a.ln2.clear();
   } else {
-    norm(mlpIn, P(L.ln2w), P(L.ln2b), sized(a.ln2, N * h), sized(a.stats2a, N), sized(a.stats2b, N),
-         N);
+    norm(mlpIn, P(L.ln2w), P(L.ln2b), sized(a.ln2, n * h), sized(a.stats2a, n), sized(a.stats2b, n),
+         n);
   }
-  const float* mlpNormed = c_.gptjTied ? a.ln1.data() : a.ln2.data();
+  const float* mlpNormed =
+      gatherShards(c_.gptjTied ? a.ln1.data() : a.ln2.data(), w.gatheredB, s, h);
   const auto mlpStart = laps.lap(kNorm2);
   float* fc1 = sized(a.fc1, N * ff1);
   product(acc_, false, true, N, ff1, h, 1.0f, mlpNormed, h, P(L.fc1w), h, 0.0f, fc1, ff1);
@@ -477,34 +492,34 @@ void BlockRunner::mlpForward(const float* params, BlockActivations& a, BlockWork
   });
   mlpElementWise.stop();
   laps.lap(kAct);
-  outputProjection(act, ff, P(L.fc2w), P(L.fc2b), w.mlpOut, s, dropout, kSiteMlpOut);
+  outputProjection(act, ff, P(L.fc2w), P(L.fc2b), w.mlpOut, w, s, dropout, kSiteMlpOut);
   laps.endPart(kFc2, kMlp, mlpStart);
 }
 
 void BlockRunner::outputProjection(const float* x, size_t width, const float* weight,
-                                   const float* bias, std::vector<float>& out, const BlockShape& s,
-                                   const DropoutKey* dropout, uint64_t site) const {
+                                   const float* bias, std::vector<float>& out, BlockWorkspace& w,
+                                   const BlockShape& s, const DropoutKey* dropout,
+                                   uint64_t site) const {
   const size_t N = s.rows, h = c_.hiddenSize;
-  float* y = sized(out, N * h);
-  product(acc_, false, true, N, h, width, 1.0f, x, width, weight, width, 0.0f, y, h);
-  allReduceModel(y, N * h);
+  // Sequence parallel: the partial sums of all N rows, then this rank's rows of their sum in out.
+  float* partial = sized(s.sequence ? w.partial : out, N * h);
+  product(acc_, false, true, N, h, width, 1.0f, x, width, weight, width, 0.0f, partial, h);
+  float* y = reduceToShards(partial, out, s, h, slice_.model);
   KernelTimer elementWise(KernelFamily::ElementWise);
-  if (bias) addBiasRows(k_, y, bias, N, h);
+  if (bias) addBiasRows(k_, y, bias, s.local, h);
   if (dropout && c_.hiddenDropout > 0.0)
-    applyDropout(y, s.samples, s.seq * h, static_cast<float>(c_.hiddenDropout), *dropout, site, 0,
-                 acc_);
+    applyDropoutRows(y, s, h, static_cast<float>(c_.hiddenDropout), *dropout, site, acc_);
 }
 
 const float* BlockRunner::throughHiddenDropout(const float* from, BlockWorkspace& w,
                                                const BlockShape& s, const DropoutKey* dropout,
                                                uint64_t site) const {
   if (!(dropout && c_.hiddenDropout > 0.0)) return from;
-  const size_t N = s.rows, h = c_.hiddenSize;
+  const size_t n = s.local, h = c_.hiddenSize;
   KernelTimer timer(KernelFamily::ElementWise);
-  float* masked = sized(w.dA, N * h);
-  std::memcpy(masked, from, N * h * sizeof(float));
-  applyDropout(masked, s.samples, s.seq * h, static_cast<float>(c_.hiddenDropout), *dropout, site,
-               0, acc_);
+  float* masked = sized(w.dA, n * h);
+  std::memcpy(masked, from, n * h * sizeof(float));
+  applyDropoutRows(masked, s, h, static_cast<float>(c_.hiddenDropout), *dropout, site, acc_);
   return masked;
 }
 
@@ -512,23 +527,32 @@ void BlockRunner::backward(const float* params, float* grads, const BlockActivat
                            BlockWorkspace& w, const BlockShape& s, const float* dOut, float* dIn,
                            const DropoutKey* dropout) {
   // dIn collects the residual paths: dOut, then norm2's and norm1's input gradients.
+  const BlockLayout& L = layout_;
+  const size_t h = c_.hiddenSize, normWeights = static_cast<size_t>(c_.normWeightSize());
+  auto G = [&](size_t offset) { return tensorAt(grads, offset); };
+  ShardedGradients sharded(s.sequence);  // the norms and row-parallel biases, from local rows
+  for (size_t norm : {L.ln1w, L.ln2w}) sharded.add(G(norm), normWeights);
+  for (size_t bias : {L.ln1b, L.ln2b, L.denseb, L.fc2b}) sharded.add(G(bias), h);
   float* dLn = mlpBackward(params, grads, a, w, s, dOut, dIn, dropout);
   attentionBackward(params, grads, a, w, s, dOut, dIn, dLn, dropout);
+  sharded.finish();
 }
 
 float* BlockRunner::mlpBackward(const float* params, float* grads, const BlockActivations& a,
                                 BlockWorkspace& w, const BlockShape& s, const float* dOut,
                                 float* dIn, const DropoutKey* dropout) {
   const BlockLayout& L = layout_;
-  const size_t N = s.rows, h = c_.hiddenSize, ff = slice_.ffn, ff1 = c_.gated() ? 2 * ff : ff;
+  const size_t N = s.rows, n = s.local, h = c_.hiddenSize, ff = slice_.ffn,
+               ff1 = c_.gated() ? 2 * ff : ff;
   auto P = [&](size_t offset) { return tensorAt(params, offset); };
   auto G = [&](size_t offset) { return tensorAt(grads, offset); };
 
-  // dOut reaches mlpOut through the residual sum.
-  const float* dMlp = throughHiddenDropout(dOut, w, s, dropout, kSiteMlpOut);
-  product(acc_, true, false, h, ff, N, 1.0f, dMlp, h, a.act.data(), ff, 1.0f, G(L.fc2w), ff);
+  // dOut reaches mlpOut through the residual sum (the rank's rows; all N gathered for the products).
+  const float* dMlpLocal = throughHiddenDropout(dOut, w, s, dropout, kSiteMlpOut);
   if (L.fc2b != BlockLayout::kNone)
-    elementWise([&] { biasGradientRows(k_, G(L.fc2b), dMlp, N, h, normPartials_); });
+    elementWise([&] { biasGradientRows(k_, G(L.fc2b), dMlpLocal, n, h, normPartials_); });
+  const float* dMlp = gatherShards(dMlpLocal, w.gatheredA, s, h);
+  product(acc_, true, false, h, ff, N, 1.0f, dMlp, h, a.act.data(), ff, 1.0f, G(L.fc2w), ff);
   float* dAct = sized(w.dact, N * ff);
   product(acc_, false, false, N, ff, h, 1.0f, dMlp, h, P(L.fc2w), ff, 0.0f, dAct, ff);
   float* dFc1 = sized(w.dfc1, N * ff1);
@@ -549,19 +573,19 @@ float* BlockRunner::mlpBackward(const float* params, float* grads, const BlockAc
   else
     elementWise([&] { parallelRows(N, activationBackward); });
   const bool tied = c_.gptjTied;
-  product(acc_, true, false, ff1, h, N, 1.0f, dFc1, ff1, tied ? a.ln1.data() : a.ln2.data(), h,
-          1.0f, G(L.fc1w), h);
+  const float* mlpNormed = gatherShards(tied ? a.ln1.data() : a.ln2.data(), w.gatheredB, s, h);
+  product(acc_, true, false, ff1, h, N, 1.0f, dFc1, ff1, mlpNormed, h, 1.0f, G(L.fc1w), h);
   float* dLn = sized(w.dB, N * h);  // tied: norm1's output gradient from the MLP, so far
   product(acc_, false, false, N, h, ff1, 1.0f, dFc1, ff1, P(L.fc1w), h, 0.0f, dLn, h);
-  // Column-parallel's input gradient is the ranks' sum; tied, it is summed with QKV's first.
-  if (!tied) allReduceModel(dLn, N * h);
   const float* mlpIn = c_.gptjResidual ? a.input.data() : a.mid.data();
   if (tied) {
-    elementWise([&] { std::memcpy(dIn, dOut, N * h * sizeof(float)); });
+    elementWise([&] { std::memcpy(dIn, dOut, n * h * sizeof(float)); });
   } else {
-    normBackward(dLn, mlpIn, P(L.ln2w), a.stats2a.data(), a.stats2b.data(), dIn, G(L.ln2w),
-                 G(L.ln2b), N);
-    elementWise([&] { addRows(k_, dIn, dOut, N, h); });  // sequential: d(mid); gpt-j: d(x) so far
+    // Column-parallel's input gradient is the ranks' sum (tied, it is summed with QKV's first).
+    const float* dNormed = reduceToShards(dLn, w.dLocal, s, h, slice_.model);
+    normBackward(dNormed, mlpIn, P(L.ln2w), a.stats2a.data(), a.stats2b.data(), dIn, G(L.ln2w),
+                 G(L.ln2b), n);
+    elementWise([&] { addRows(k_, dIn, dOut, n, h); });  // sequential: d(mid); gpt-j: d(x) so far
   }
   return dLn;
 }
@@ -570,18 +594,19 @@ void BlockRunner::attentionBackward(const float* params, float* grads, const Blo
                                     BlockWorkspace& w, const BlockShape& s, const float* dOut,
                                     float* dIn, float* dLn, const DropoutKey* dropout) {
   const BlockLayout& L = layout_;
-  const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = slice_.heads, d = c_.headDim(),
-               hq = H * d, KV = slice_.kvHeads, kv = KV * d, Q = hq + 2 * kv;
+  const size_t N = s.rows, n = s.local, T = s.seq, h = c_.hiddenSize, H = slice_.heads,
+               d = c_.headDim(), hq = H * d, KV = slice_.kvHeads, kv = KV * d, Q = hq + 2 * kv;
   auto P = [&](size_t offset) { return tensorAt(params, offset); };
   auto G = [&](size_t offset) { return tensorAt(grads, offset); };
 
   // Its output feeds mid (sequential) or out (gpt-j) (dIn is added to only after its last use
   // here).
-  const float* dAttn =
+  const float* dAttnLocal =
       throughHiddenDropout(c_.gptjResidual ? dOut : dIn, w, s, dropout, kSiteAttentionOut);
-  product(acc_, true, false, h, hq, N, 1.0f, dAttn, h, a.ctx.data(), hq, 1.0f, G(L.densew), hq);
   if (L.denseb != BlockLayout::kNone)
-    elementWise([&] { biasGradientRows(k_, G(L.denseb), dAttn, N, h, normPartials_); });
+    elementWise([&] { biasGradientRows(k_, G(L.denseb), dAttnLocal, n, h, normPartials_); });
+  const float* dAttn = gatherShards(dAttnLocal, w.gatheredA, s, h);
+  product(acc_, true, false, h, hq, N, 1.0f, dAttn, h, a.ctx.data(), hq, 1.0f, G(L.densew), hq);
   float* dCtx = sized(w.dctx, N * hq);
   product(acc_, false, false, N, hq, h, 1.0f, dAttn, h, P(L.densew), hq, 0.0f, dCtx, hq);
 
@@ -600,16 +625,17 @@ void BlockRunner::attentionBackward(const float* params, float* grads, const Blo
     KernelTimer norms(KernelFamily::Norms);
     qkNormBackward(P(L.qknw), G(L.qknw), G(L.qknb), dqkv, a, w, N);
   }
-  product(acc_, true, false, Q, h, N, 1.0f, dqkv, Q, a.ln1.data(), h, 1.0f, G(L.qkvw), h);
+  const float* ln1 = gatherShards(a.ln1.data(), w.gatheredB, s, h);
+  product(acc_, true, false, Q, h, N, 1.0f, dqkv, Q, ln1, h, 1.0f, G(L.qkvw), h);
   if (L.qkvb != BlockLayout::kNone)
     elementWise([&] { biasGradientRows(k_, G(L.qkvb), dqkv, N, Q, normPartials_); });
   const bool tied = c_.gptjTied;
   product(acc_, false, false, N, h, Q, 1.0f, dqkv, Q, P(L.qkvw), h, tied ? 1.0f : 0.0f, dLn, h);
-  allReduceModel(dLn, N * h);
-  float* dNorm1 = sized(w.dA, N * h);
-  normBackward(dLn, a.input.data(), P(L.ln1w), a.stats1a.data(), a.stats1b.data(), dNorm1,
-               G(L.ln1w), G(L.ln1b), N);
-  elementWise([&] { addRows(k_, dIn, dNorm1, N, h); });
+  const float* dNormed = reduceToShards(dLn, w.dLocal, s, h, slice_.model);
+  float* dNorm1 = sized(w.dA, n * h);
+  normBackward(dNormed, a.input.data(), P(L.ln1w), a.stats1a.data(), a.stats1b.data(), dNorm1,
+               G(L.ln1w), G(L.ln1b), n);
+  elementWise([&] { addRows(k_, dIn, dNorm1, n, h); });
 }
 
 }  // namespace ds::runtime::gpt

@@ -68,11 +68,29 @@ struct BlockActivations {
 // Scratch shared by all blocks (not kept across layers).
 struct BlockWorkspace {
   std::vector<float> attnOut, mlpOut, dA, dB, dqkv, dctx, dfc1, dact, qkA, qkB;
+  // Sequence parallelism: gathered [N, h] inputs and gradients, a row-parallel product's [N, h]
+  // partial sums, and a reduce-scattered input gradient of the rank's rows.
+  std::vector<float> gatheredA, gatheredB, partial, dLocal;
 };
 
 struct BlockShape {
   size_t samples, seq, rows;  // rows = samples * seq
+  // Megatron's sequence parallelism (sequence_parallel.h): the norms, residual sums and hidden
+  // dropouts run on this rank's `local` rows from `firstRow` only, gathered over `sequence` (the
+  // model group) before the column-parallel products and reduce-scattered after the row-parallel
+  // ones. Without it: local = rows, firstRow = 0, sequence null.
+  size_t local = 0, firstRow = 0;
+  Communicator* sequence = nullptr;
 };
+// The shape of a pass over `samples` sequences of `seq`, with every row on this rank.
+inline BlockShape wholeRows(size_t samples, size_t seq) {
+  return {samples, seq, samples * seq, samples * seq, 0, nullptr};
+}
+// applyDropout over the rows of s the rank holds ([s.firstRow, s.firstRow + s.local) of the
+// batch's [samples * seq, width]), each element with the mask it has in its sample: the whole
+// batch's masks, whichever rows a rank holds.
+void applyDropoutRows(float* x, const BlockShape& s, size_t width, float p, const DropoutKey& key,
+                      uint64_t site, kernels::Accelerator& acc);
 
 class BlockRunner {
  public:
@@ -108,9 +126,6 @@ class BlockRunner {
   void qkNormBackward(const float* w, float* dw, float* db, float* dqkv, const BlockActivations& a,
                       BlockWorkspace& ws, size_t N) const;
 
-  // Sums a row-parallel output or a column-parallel input gradient over the model group.
-  void allReduceModel(float* x, size_t n) const;
-
   // forward's halves: the attention's output goes to w.attnOut, the MLP's (which reads it) to
   // w.mlpOut. Laps takes the profiler's times.
   class Laps;
@@ -118,11 +133,12 @@ class BlockRunner {
                         const BlockShape& s, const DropoutKey* dropout, Laps& laps);
   void mlpForward(const float* params, BlockActivations& a, BlockWorkspace& w, const BlockShape& s,
                   const DropoutKey* dropout, Laps& laps);
-  // attention.dense and dense_4h_to_h: out [N, h] = x [N, width] W^T, row-parallel (the ranks'
-  // partial sums, then the bias once), then hidden dropout at `site`. bias may be null.
+  // attention.dense and dense_4h_to_h: out = x [N, width] W^T, row-parallel (the ranks' partial
+  // sums, then the bias once), then hidden dropout at `site`; out holds the rank's s.local rows
+  // (all N without sequence parallelism). bias may be null.
   void outputProjection(const float* x, size_t width, const float* weight, const float* bias,
-                        std::vector<float>& out, const BlockShape& s, const DropoutKey* dropout,
-                        uint64_t site) const;
+                        std::vector<float>& out, BlockWorkspace& w, const BlockShape& s,
+                        const DropoutKey* dropout, uint64_t site) const;
   // backward's halves, the MLP's first. It returns the gradient of the MLP's normed input (w.dB),
   // which the attention's half completes with QKV's where the norms are tied.
   float* mlpBackward(const float* params, float* grads, const BlockActivations& a,

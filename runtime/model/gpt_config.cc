@@ -246,6 +246,9 @@ void GptConfig::validateModelParallel(int modelParallelSize) const {
                                                   : "hidden-size";
   evenly(width + " (the MLP's inner width after NeoX's rounding)", ffnSize(),
          "choose " + width + " or mlp-multiple-of so that the width is a multiple of " + size);
+  if (sequenceParallel)
+    evenly("seq-length (sequence-parallel shares each micro-batch's tokens over the model ranks)",
+           seqLength, "use a multiple of " + size + ", or sequence-parallel: false");
 }
 
 std::string GptConfig::describe() const {

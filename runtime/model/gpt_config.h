@@ -70,6 +70,10 @@ struct GptConfig {
   // With checkpointing and tensor slicing: each block's kept input is split over the model ranks
   // and all-gathered before its recomputation (NeoX's partition-activations).
   bool partitionActivations = false;
+  // Megatron's sequence parallelism with tensor slicing (NeoX's sequence-parallel): norms, residual
+  // sums and dropouts on 1/t of the rows per model rank (runtime/model/sequence_parallel.h). No
+  // effect at model-parallel-size 1, as in NeoX.
+  bool sequenceParallel = false;
 
   // The embedding and output rows: vocabSize rounded up to makeVocabSizeDivisibleBy.
   int paddedVocabSize() const;

@@ -1,0 +1,64 @@
+// Megatron's sequence parallelism's row movements (see sequence_parallel.h).
+#include "runtime/model/sequence_parallel.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "common/error.h"
+
+namespace ds::runtime::gpt {
+
+BlockShape sequenceShard(size_t samples, size_t seq, Communicator* group) {
+  BlockShape s = wholeRows(samples, seq);
+  if (!group || group->size() == 1) return s;
+  const size_t t = static_cast<size_t>(group->size());
+  if (s.rows % t != 0)
+    throw Error("sequence-parallel: " + std::to_string(s.rows) + " rows (" +
+                std::to_string(samples) + " x " + std::to_string(seq) +
+                ") do not split evenly over " + std::to_string(t) + " model ranks");
+  s.local = s.rows / t;
+  s.firstRow = s.local * static_cast<size_t>(group->rank());
+  s.sequence = group;
+  return s;
+}
+
+const float* gatherShards(const float* x, std::vector<float>& full, const BlockShape& s,
+                        size_t width) {
+  if (!s.sequence) return x;
+  float* out = sized(full, s.rows * width);
+  s.sequence->allGather(x, out, s.local * width);
+  return out;
+}
+
+float* reduceToShards(float* partial, std::vector<float>& local, const BlockShape& s, size_t width,
+               Communicator* model) {
+  if (s.sequence) {
+    float* out = sized(local, s.local * width);
+    s.sequence->reduceScatter(partial, out, s.local * width);
+    return out;
+  }
+  if (model) model->allReduce(partial, s.rows * width);
+  return partial;
+}
+
+void ShardedGradients::add(float* grad, size_t count) {
+  if (!sequence_ || !grad || count == 0) return;
+  tensors_.emplace_back(grad, count);
+  saved_.insert(saved_.end(), grad, grad + count);
+  std::fill(grad, grad + count, 0.0f);
+}
+
+void ShardedGradients::finish() {
+  if (tensors_.empty()) return;
+  sums_.clear();
+  for (const auto& [grad, count] : tensors_) sums_.insert(sums_.end(), grad, grad + count);
+  sequence_->allReduce(sums_.data(), sums_.size());
+  size_t at = 0;
+  for (const auto& [grad, count] : tensors_)
+    for (size_t i = 0; i < count; ++i, ++at) grad[i] = saved_[at] + sums_[at];
+  tensors_.clear();
+  saved_.clear();
+}
+
+}  // namespace ds::runtime::gpt
