@@ -21,4 +21,11 @@ ProcessMemory processMemory() {
   return m;
 }
 
+bool resetPeakRss() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
+}
+
 }  // namespace ds

@@ -14,4 +14,8 @@ struct ProcessMemory {
 // Zeros where /proc is not mounted.
 ProcessMemory processMemory();
 
+// Sets VmHWM back to the current VmRSS (Linux's /proc/self/clear_refs "5"), so that a bench can
+// measure the peak of one phase; false where the kernel refuses it.
+bool resetPeakRss();
+
 }  // namespace ds

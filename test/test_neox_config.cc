@@ -240,6 +240,18 @@ TEST_CASE("neox config: sample tables and activations beyond the memory left are
   CHECK(estimateGptJobMemory(t, BatchConfig{8, 4, 1}).trainActivations ==
         (2 * 4 * 64 * 64 + block) * 4);
   t.model.checkpointActivations = false;
+  {  // On one of 2 model ranks: the sliced tensors halve, the replicated rows (the block's input
+     // and two norm outputs) too with sequence parallelism.
+    GptTrainConfig sliced = t;
+    sliced.parallel.model = 2;
+    const double replicated = 4 * 64 * 3 * 64;
+    const double half = replicated + (block - replicated) / 2;
+    CHECK(estimateGptJobMemory(sliced, BatchConfig{8, 4, 1}).trainActivations == 2 * half * 4);
+    sliced.model.sequenceParallel = true;
+    CHECK(estimateGptJobMemory(sliced, BatchConfig{8, 4, 1}).trainActivations == block * 4);
+    // Evaluation runs every row on every rank: its block is the sliced one either way.
+    CHECK(estimateGptJobMemory(sliced, BatchConfig{8, 4, 1}).evalActivations == half * 4);
+  }
 
   const MemoryBudget gib{uint64_t{1} << 30, "a test budget"};
   CHECK_NOTHROW(checkGptJobMemory(t, BatchConfig{8, 4, 1}, gib));

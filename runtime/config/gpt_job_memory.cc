@@ -15,25 +15,32 @@ namespace {
 // GptSamples keeps a (position, offset) start and a shuffled index per sample.
 constexpr double kIndexBytesPerSample = 2 * sizeof(size_t) + sizeof(uint64_t);
 
-// Floats a block keeps for the backward pass over `samples` sequences (BlockActivations: the
-// input, both normalised inputs, q/k/v (grouped-query: h + 2 kv wide), the MLP's two
-// activations, and two softmax statistics per row of every query head: flash attention keeps no
-// [T, T] probabilities), plus the query/key norm's
-// inputs (use-qk-layernorm), less the second normalised input a tied gpt-j block does not keep.
-double blockActivationFloats(const GptConfig& m, double samples) {
+// Floats a block keeps for the backward pass over `samples` sequences on one of t model ranks
+// (BlockActivations: the input and both normalised inputs, replicated over the model ranks but
+// for sequence parallelism; q/k/v (grouped-query: h + 2 kv wide), the MLP's two activations and
+// two softmax statistics per row of every query head, sliced: flash attention keeps no [T, T]
+// probabilities), plus the query/key norm's inputs (use-qk-layernorm), less the second
+// normalised input a tied gpt-j block does not keep.
+double blockActivationFloats(const GptConfig& m, double samples, int t) {
   const double rows = samples * m.seqLength, h = m.hiddenSize;
-  const double norms = (m.gptjTied ? 2 : 3) * h + (m.qkNorm ? 2 * h : 0);
-  return rows * (norms + m.qkvSize() + m.ffnInputSize() + m.ffnSize()) +
-         samples * m.numAttentionHeads * 2.0 * m.seqLength;
+  const double replicated = ((m.gptjTied ? 2 : 3) * h + (m.qkNorm ? 2 * h : 0)) /
+                            (m.sequenceParallel ? t : 1);
+  const double sliced = (m.qkvSize() + m.ffnInputSize() + m.ffnSize()) / static_cast<double>(t);
+  return rows * (replicated + sliced) + samples * m.numAttentionHeads * 2.0 * m.seqLength / t;
 }
 
 }  // namespace
 
-double gptActivationBytes(const GptConfig& m, double samples, bool checkpointing) {
+double gptActivationBytes(const GptConfig& m, double samples, bool checkpointing,
+                          int modelParallel) {
+  const int t = std::max(1, modelParallel);
   const double layers = m.numLayers;
-  const double kept = checkpointing ? layers * samples * m.seqLength * m.hiddenSize +
-                                          blockActivationFloats(m, samples)
-                                    : layers * blockActivationFloats(m, samples);
+  // A checkpointed block keeps its input: 1/t of it with sequence parallelism or
+  // partition-activations.
+  const double input = samples * m.seqLength * m.hiddenSize /
+                       (m.sequenceParallel || m.partitionActivations ? t : 1);
+  const double kept = checkpointing ? layers * input + blockActivationFloats(m, samples, t)
+                                    : layers * blockActivationFloats(m, samples, t);
   return kept * sizeof(float);
 }
 
@@ -64,13 +71,17 @@ GptJobMemory estimateGptJobMemory(const GptTrainConfig& train, const BatchConfig
     const double evals = static_cast<double>(train.trainIters / train.evalInterval + 1);
     e.validSamples = static_cast<double>(train.evalIters) * global * evals;
     // An evaluation runs micro-batch by micro-batch and keeps only the block in hand.
-    e.evalActivations =
-        blockActivationFloats(train.model, static_cast<double>(batch.microBatchPerGpu)) *
-        sizeof(float);
+    // Evaluation runs every row on every model rank, sequence parallel or not.
+    GptConfig whole = train.model;
+    whole.sequenceParallel = false;
+    e.evalActivations = blockActivationFloats(whole, static_cast<double>(batch.microBatchPerGpu),
+                                              train.parallel.model) *
+                        sizeof(float);
   }
   e.sampleIndex = (e.trainSamples + e.validSamples) * kIndexBytesPerSample;
-  e.trainActivations = gptActivationBytes(train.model, static_cast<double>(batch.microBatchPerGpu),
-                                       train.model.checkpointActivations);
+  e.trainActivations =
+      gptActivationBytes(train.model, static_cast<double>(batch.microBatchPerGpu),
+                         train.model.checkpointActivations, train.parallel.model);
   return e;
 }
 

@@ -25,8 +25,12 @@ struct GptJobMemory {
 GptJobMemory estimateGptJobMemory(const GptTrainConfig& train, const BatchConfig& batch);
 
 // The floats a GPT keeps for the backward pass of `samples` sequences, in bytes (the rows of
-// Gpt::peakActivationBytes that grow with the batch; its workspaces are left out).
-double gptActivationBytes(const GptConfig& model, double samples, bool checkpointing);
+// Gpt::peakActivationBytes that grow with the batch; its workspaces are left out), on one of
+// `modelParallel` model ranks: the sliced tensors (q/k/v, the MLP's, attention's statistics)
+// divide by it, the replicated rows (a block's input, its norms' outputs) only with
+// model.sequenceParallel.
+double gptActivationBytes(const GptConfig& model, double samples, bool checkpointing,
+                          int modelParallel = 1);
 
 // Throws ds::Error naming the keys that drive the largest part and what to change when the
 // estimate is more than `budget` has left.
