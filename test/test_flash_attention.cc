@@ -157,9 +157,10 @@ TEST_CASE("flash attention: every tiling gives the same attention within roundin
 
 TEST_CASE("flash attention: the default tiles follow the L2 cache within 64..512 keys",
           "[attention]") {
+  CHECK(ds::kernels::attentionTiles(AttentionShape{8, 1024, 12, 12, 64, 1024}).queryBlock == 64);
   AttentionShape s{1, 4096, 12, 12, 64, 4096};
   const ds::kernels::AttentionTiles t = ds::kernels::attentionTiles(s);
-  CHECK(t.queryBlock == 64);
+  CHECK(t.queryBlock == 128);
   CHECK(t.keyBlock >= 64);
   CHECK(t.keyBlock <= 512);
   CHECK(t.keyBlock % 64 == 0);
