@@ -89,6 +89,31 @@ std::vector<ShmCommunicator> shmGroup(int size) {
   return ShmCommunicator::inProcessGroup(size, options);
 }
 
+// One forward/backward of the model sliced over t ranks (threads), from kSeed's parameters: each
+// rank's loss, gradients and peak activation bytes. `evaluate`: then an evaluation of the same
+// batch, which must give a finite loss.
+struct SlicedPass {
+  float loss = 0.0f;
+  std::vector<float> grads;
+  size_t peak = 0;
+};
+std::vector<SlicedPass> slicedPasses(const GptConfig& c, const Batch& batch, int t,
+                                     bool evaluate = false) {
+  auto group = shmGroup(t);
+  std::vector<SlicedPass> out(t);
+  onThreads(t, [&](int r) {
+    Gpt m(c, GptPlacement{r, t, &group[r]});
+    std::vector<float> params(m.parameterCount());
+    m.initParameters(params.data(), kSeed);
+    FlatParameters access(m, params.data());
+    out[r].loss = m.forwardBackward(batch, access, 1.0f);
+    out[r].grads = access.gradients();
+    out[r].peak = m.peakActivationBytes();
+    if (evaluate) test::rankCheck(std::isfinite(m.evaluate(batch, access)), "evaluation loss");
+  });
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("sliced GPT: initial slices, loss and gradients equal the one-rank model's",
@@ -225,25 +250,11 @@ TEST_CASE("sliced GPT: partition-activations keeps 1/t of each checkpointed bloc
   c.numLayers = 4;
   const Batch batch = test::tokenBatch(40, 4, 16, c.vocabSize);
   const int t = 2;
-  struct Result {
-    std::vector<float> grads;
-    size_t peak = 0;
-  };
   auto run = [&](bool partition) {
     c.partitionActivations = partition;
-    auto group = shmGroup(t);
-    std::vector<Result> out(t);
-    onThreads(t, [&](int r) {
-      Gpt m(c, GptPlacement{r, t, &group[r]});
-      std::vector<float> params(m.parameterCount());
-      m.initParameters(params.data(), kSeed);
-      FlatParameters access(m, params.data());
-      m.forwardBackward(batch, access, 1.0f);
-      out[r] = {access.gradients(), m.peakActivationBytes()};
-    });
-    return out;
+    return slicedPasses(c, batch, t);
   };
-  const std::vector<Result> kept = run(false), split = run(true);
+  const std::vector<SlicedPass> kept = run(false), split = run(true);
   const size_t inputBytes = 4 * 16 * c.hiddenSize * sizeof(float);  // one block input
   for (int r = 0; r < t; ++r) {
     CHECK(split[r].grads == kept[r].grads);
@@ -259,28 +270,11 @@ TEST_CASE("sequence-parallel GPT: each model rank keeps its share of the rows, t
   c.hiddenDropout = 0.1;
   const Batch batch = test::tokenBatch(40, 4, 16, c.vocabSize);
   const int t = 4;
-  struct Result {
-    float loss = 0.0f;
-    size_t peak = 0;
-  };
   auto run = [&](bool sequenceParallel) {
     c.sequenceParallel = sequenceParallel;
-    auto group = shmGroup(t);
-    std::vector<Result> out(t);
-    onThreads(t, [&](int r) {
-      Gpt m(c, GptPlacement{r, t, &group[r]});
-      std::vector<float> params(m.parameterCount());
-      m.initParameters(params.data(), kSeed);
-      FlatParameters access(m, params.data());
-      out[r].loss = m.forwardBackward(batch, access, 1.0f);
-      out[r].peak = m.peakActivationBytes();
-      // An evaluation runs every row on every rank: the same loss as tensor slicing's.
-      const float evaluated = m.evaluate(batch, access);
-      test::rankCheck(std::isfinite(evaluated), "evaluation loss");
-    });
-    return out;
+    return slicedPasses(c, batch, t, true);
   };
-  const std::vector<Result> sliced = run(false), sharded = run(true);
+  const std::vector<SlicedPass> sliced = run(false), sharded = run(true);
   // A block keeps 4 row tensors of [N, h] with the default config (input, two norms, mid): each
   // rank keeps a quarter of them.
   const size_t rowTensor = 4 * 16 * c.hiddenSize * sizeof(float);

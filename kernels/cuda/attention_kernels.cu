@@ -279,23 +279,6 @@ __global__ void queryGradKernel(Params p) {
     out[static_cast<size_t>(idx / d) * p.Q + idx % d] = dQ[idx];
 }
 
-Params paramsOf(const AttentionShape& s) {
-  if (s.kvHeads == 0 || s.heads % s.kvHeads != 0)
-    throw Error("cuda attention: " + std::to_string(s.heads) + " heads do not divide into " +
-                std::to_string(s.kvHeads) + " key/value heads");
-  Params p{};
-  p.T = static_cast<int>(s.seq);
-  p.H = static_cast<int>(s.heads);
-  p.KV = static_cast<int>(s.kvHeads);
-  p.group = p.H / p.KV;
-  p.d = static_cast<int>(s.headDim);
-  p.Q = static_cast<int>(s.qkvStride());
-  p.hq = static_cast<int>(s.ctxStride());
-  p.window = static_cast<int>(std::min(s.window, s.seq));
-  p.scale = 1.0f / std::sqrt(static_cast<float>(s.headDim));
-  return p;
-}
-
 // Sets `kernel`'s dynamic shared memory to `bytes`, or says why the head is too wide for it.
 template <class Kernel>
 void allowSharedMemory(Kernel kernel, size_t bytes, const AttentionShape& s) {
@@ -339,6 +322,26 @@ class DeviceBases {
   uint64_t* bases_ = nullptr;
 };
 
+// One call's sizes, and its dropout with the bases already on the device.
+Params paramsOf(const AttentionShape& s, const DeviceBases& bases,
+                const AttentionDropout* dropout) {
+  if (s.kvHeads == 0 || s.heads % s.kvHeads != 0)
+    throw Error("cuda attention: " + std::to_string(s.heads) + " heads do not divide into " +
+                std::to_string(s.kvHeads) + " key/value heads");
+  Params p{};
+  p.T = static_cast<int>(s.seq);
+  p.H = static_cast<int>(s.heads);
+  p.KV = static_cast<int>(s.kvHeads);
+  p.group = p.H / p.KV;
+  p.d = static_cast<int>(s.headDim);
+  p.Q = static_cast<int>(s.qkvStride());
+  p.hq = static_cast<int>(s.ctxStride());
+  p.window = static_cast<int>(std::min(s.window, s.seq));
+  p.scale = 1.0f / std::sqrt(static_cast<float>(s.headDim));
+  bases.fill(p, dropout);
+  return p;
+}
+
 unsigned tiles(size_t n) { return static_cast<unsigned>((n + kTile - 1) / kTile); }
 
 }  // namespace
@@ -346,9 +349,8 @@ unsigned tiles(size_t n) { return static_cast<unsigned>((n + kTile - 1) / kTile)
 void attentionForward(const AttentionShape& s, const float* qkv, float* ctx, float* stats,
                       const AttentionDropout* dropout, cudaStream_t stream) {
   if (s.samples == 0 || s.seq == 0) return;
-  Params p = paramsOf(s);
   const DeviceBases bases(s, dropout, stream);
-  bases.fill(p, dropout);
+  Params p = paramsOf(s, bases, dropout);
   p.qkv = qkv;
   p.out = ctx;
   p.statsOut = stats;
@@ -363,9 +365,8 @@ void attentionBackward(const AttentionShape& s, const float* qkv, const float* c
                        const float* stats, const float* dCtx, float* dqkv,
                        const AttentionDropout* dropout, cudaStream_t stream) {
   if (s.samples == 0 || s.seq == 0) return;
-  Params p = paramsOf(s);
   const DeviceBases bases(s, dropout, stream);
-  bases.fill(p, dropout);
+  Params p = paramsOf(s, bases, dropout);
   p.qkv = qkv;
   p.ctx = ctx;
   p.dCtx = dCtx;

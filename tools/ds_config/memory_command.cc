@@ -210,7 +210,7 @@ void runMemory(const MemoryOptions& o) {
   const runtime::JobConfig job = runtime::parseJobConfig(
       runtime::readJobConfigText(o.config), o.worldSize, runtime::configPathsText(o.config));
   const runtime::DeepSpeedConfig& c = job.deepspeed;
-  MemoryInputs in{c};
+  MemoryInputs in{c, 0, std::nullopt};
   readModelSize(job, o, in);
   for (const std::string& warning : c.warnings) std::cerr << "warning: " << warning << '\n';
   in.model = c.precision.modelDtype;
