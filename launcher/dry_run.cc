@@ -29,6 +29,14 @@ std::vector<std::array<int, 3>> gridCoordinates(const GridShape& grid, int world
   return out;
 }
 
+std::vector<std::array<int, 2>> sequenceCoordinates(const GridShape& grid, int worldSize) {
+  std::vector<std::array<int, 2>> out;
+  const int u = grid.sequence;
+  if (u < 2 || grid.gridded() || worldSize % u != 0) return out;
+  for (int rank = 0; rank < worldSize; ++rank) out.push_back({rank / u, rank % u});
+  return out;
+}
+
 std::string formatDryRunText(const DryRun& dryRun) {
   std::ostringstream out;
   for (const auto& notice : dryRun.notices) out << "notice: " << notice << '\n';
@@ -40,15 +48,22 @@ std::string formatDryRunText(const DryRun& dryRun) {
     out << "grid: pipe " << dryRun.grid.pipe << " x data "
         << dryRun.plan.worldSize() / (dryRun.grid.pipe * dryRun.grid.model) << " x model "
         << dryRun.grid.model << " (rank = (pipe x data_size + data) x model_size + model)\n";
+  const auto sequence = sequenceCoordinates(dryRun.grid, dryRun.plan.worldSize());
+  if (!sequence.empty())
+    out << "grid: data " << dryRun.plan.worldSize() / dryRun.grid.sequence << " x sequence "
+        << dryRun.grid.sequence
+        << " (DeepSpeed-Ulysses: rank = data x sequence_size + sequence)\n";
   out << '\n';
   char line[256];
   std::snprintf(line, sizeof(line), "%-6s %-24s %-6s %-10s %-6s", "rank", "host", "node",
                 "local_rank", "slot");
   std::string header = line;
-  if (coords.empty())
-    header.erase(header.find_last_not_of(' ') + 1);
-  else
+  if (!coords.empty())
     header += " pipe data model";
+  else if (!sequence.empty())
+    header += " data sequence";
+  else
+    header.erase(header.find_last_not_of(' ') + 1);
   out << header << '\n';
   for (const auto& rank : dryRun.plan.ranks) {
     std::snprintf(line, sizeof(line), "%-6d %-24s %-6d %-10d %-6d", rank.rank, rank.host.c_str(),
@@ -57,6 +72,10 @@ std::string formatDryRunText(const DryRun& dryRun) {
     if (static_cast<size_t>(rank.rank) < coords.size()) {
       const auto& c = coords[static_cast<size_t>(rank.rank)];
       std::snprintf(line, sizeof(line), " %-4d %-4d %d", c[0], c[1], c[2]);
+      text += line;
+    } else if (static_cast<size_t>(rank.rank) < sequence.size()) {
+      const auto& c = sequence[static_cast<size_t>(rank.rank)];
+      std::snprintf(line, sizeof(line), " %-4d %d", c[0], c[1]);
       text += line;
     } else {
       // No trailing blanks when there is no coordinate column.
@@ -79,10 +98,11 @@ std::string formatDryRunText(const DryRun& dryRun) {
     out << "\nbatch: train_batch_size " << dryRun.batch->trainBatchSize << " = micro "
         << dryRun.batch->microBatchPerGpu << " x gradient accumulation "
         << dryRun.batch->gradientAccumulationSteps << " x "
-        << (coords.empty() ? std::to_string(dryRun.plan.worldSize()) + " ranks"
-                           : std::to_string(dryRun.plan.worldSize() /
-                                            (dryRun.grid.pipe * dryRun.grid.model)) +
-                                 " data-parallel replicas")
+        << (coords.empty() && sequence.empty()
+                ? std::to_string(dryRun.plan.worldSize()) + " ranks"
+                : std::to_string(dryRun.plan.worldSize() /
+                                 (dryRun.grid.pipe * dryRun.grid.model * dryRun.grid.sequence)) +
+                      " data-parallel replicas")
         << '\n';
   return out.str();
 }
@@ -98,6 +118,10 @@ std::string formatDryRunJson(const DryRun& dryRun) {
     json["grid"] = {{"pipe", dryRun.grid.pipe},
                     {"data", dryRun.plan.worldSize() / (dryRun.grid.pipe * dryRun.grid.model)},
                     {"model", dryRun.grid.model}};
+  const auto sequence = sequenceCoordinates(dryRun.grid, dryRun.plan.worldSize());
+  if (!sequence.empty())
+    json["grid"] = {{"data", dryRun.plan.worldSize() / dryRun.grid.sequence},
+                    {"sequence", dryRun.grid.sequence}};
   json["ranks"] = nlohmann::ordered_json::array();
   for (const auto& rank : dryRun.plan.ranks) {
     nlohmann::ordered_json entry = {{"rank", rank.rank},
@@ -110,6 +134,9 @@ std::string formatDryRunJson(const DryRun& dryRun) {
       entry["pipe"] = c[0];
       entry["data"] = c[1];
       entry["model"] = c[2];
+    } else if (static_cast<size_t>(rank.rank) < sequence.size()) {
+      entry["data"] = sequence[static_cast<size_t>(rank.rank)][0];
+      entry["sequence"] = sequence[static_cast<size_t>(rank.rank)][1];
     }
     json["ranks"].push_back(entry);
   }

@@ -24,8 +24,13 @@ struct BatchPlan {
 struct GridShape {
   int pipe = 1;
   int model = 1;
+  int sequence = 1;  // DeepSpeed-Ulysses' sequence_parallel_size
   bool gridded() const { return pipe > 1 || model > 1; }
 };
+
+// Rank -> (data, sequence) of a Ulysses job (consecutive ranks share each sample's positions);
+// empty without one, or when the world is not whole sequence groups.
+std::vector<std::array<int, 2>> sequenceCoordinates(const GridShape& grid, int worldSize);
 
 // Rank -> (pipe, data, model) for `worldSize` ranks; empty when the grid is not gridded or the
 // world is not whole replicas (the config check refuses that one).

@@ -235,7 +235,9 @@ CheckedConfig checkJobConfig(const LaunchOptions& flags, JobSpec& job, const Lau
   addOffloadNotices(config, path, notices);
   if (parsed.gpt && job.kind == JobKind::Train) takeStepsFromNeox(job, *parsed.gpt, path);
   for (const auto& warning : config.warnings) notices.push_back("config: " + warning);
-  if (parsed.gpt) checked.grid = {parsed.gpt->parallel.pipe, parsed.gpt->parallel.model};
+  if (parsed.gpt)
+    checked.grid = {parsed.gpt->parallel.pipe, parsed.gpt->parallel.model,
+                    parsed.gpt->parallel.sequence};
   checked.batch = BatchPlan{config.batch.trainBatchSize, config.batch.microBatchPerGpu,
                             config.batch.gradientAccumulationSteps};
   checked.elasticityConfig = elasticityConfigFor(config, path);

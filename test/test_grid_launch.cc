@@ -213,7 +213,42 @@ void checkSequenceParallel(const char* hostfile, const std::string& scratch) {
   std::filesystem::remove_all(dir);
 }
 
+// DeepSpeed-Ulysses (sequence_parallel_size) at sequence 2 x data 2 and sequence 4, without ZeRO
+// and at ZeRO 2 and 3, against the data-parallel job at the same stage.
+void checkUlysses(const char* hostfile, const std::string& scratch) {
+  const std::string dir = makeScratchDir(scratch);
+  writeByteCorpus(dir + "/data/corpus", 40, [](int d) { return 3 + d % 4; });
+  const std::string saveAt3 = "exit-interval: 3\n";
+  for (int zero : {0, 2, 3}) {
+    const Grid dp{1, 1, 4};
+    const std::string dpName = gridName(dp, zero);
+    const auto want =
+        losses(runJob(dir, hostfile, dpName, gridYaml(dp, zero, "save: " + dpName + "\n" + saveAt3)));
+    const WholeModel wantParams = loadWhole(dir + "/" + dpName);
+    for (const int u : {2, 4}) {
+      const Grid g{1, 1, 4 / u};
+      const std::string name = gridName(g, zero) + "u" + std::to_string(u);
+      INFO(name);
+      const std::string out = runJob(dir, hostfile, name,
+                                     gridYaml(g, zero,
+                                              "sequence_parallel_size: " + std::to_string(u) +
+                                                  "\nsave: " + name + "\n" + saveAt3));
+      CHECK_THAT(out, Catch::Contains(std::to_string(4 / u) + " data-parallel replicas (sequence " +
+                                      std::to_string(u) + " ranks each, Ulysses)"));
+      requireSameLosses(losses(out), want, {1, 2, 3});
+      requireSameParameters(loadWhole(dir + "/" + name), wantParams);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
+
+TEST_CASE("grid launch: Ulysses (sequence 2 x data 2, sequence 4) on 2 loopback nodes trains as "
+          "data 4 without ZeRO and at ZeRO 2 and 3",
+          "[gpt][launch][grid]") {
+  checkUlysses(kTwoNodes, "grid-ulysses");
+}
 
 TEST_CASE("grid launch: sequence parallelism (model 2 x data 2, model 4) on 2 loopback nodes "
           "trains as data 4 without ZeRO and at ZeRO 2",

@@ -252,6 +252,13 @@ TEST_CASE("neox config: sample tables and activations beyond the memory left are
     // Evaluation runs every row on every rank: its block is the sliced one either way.
     CHECK(estimateGptJobMemory(sliced, BatchConfig{8, 4, 1}).evalActivations == half * 4);
   }
+  {  // Ulysses over 2 ranks: half the positions of each sample, the context in two layouts.
+    GptTrainConfig ulysses = t;
+    ulysses.parallel.sequence = 2;
+    const double rows = 4 * 64 / 2, perRow = 6 * 64 + 4 * 64 + 4 * 64 + 64;
+    CHECK(estimateGptJobMemory(ulysses, BatchConfig{8, 4, 1}).trainActivations ==
+          2 * (rows * perRow + 4 * 4 * 2 * 64 / 2) * 4);
+  }
 
   const MemoryBudget gib{uint64_t{1} << 30, "a test budget"};
   CHECK_NOTHROW(checkGptJobMemory(t, BatchConfig{8, 4, 1}, gib));

@@ -205,6 +205,44 @@ TEST_CASE("dry-run: a NeoX job of pipe 2 x model 2 x data 2 shows each rank's co
                    Catch::Contains("run 4, 8, 12"));
 }
 
+TEST_CASE("dry-run: a NeoX job with sequence_parallel_size 2 on 4 ranks shows each rank's data and "
+          "sequence coordinate") {
+  const std::string dir = makeScratchDir("dryrun-ulysses");
+  writeFile(dir + "/hostfile", "127.0.0.1 slots=2\n127.0.0.2 slots=2\n");
+  writeFile(dir + "/ulysses.yml",
+            "num-layers: 2\nhidden-size: 64\nnum-attention-heads: 4\nseq-length: 32\n"
+            "max-position-embeddings: 32\ntokenizer-type: ByteTokenizer\ndata-path: data/x\n"
+            "train-iters: 10\nbatch-size: 2\nsequence_parallel_size: 2\n");
+  auto text = startLaunch(dir, {"-H", "hostfile", "--dry-run", "train", "--config", "ulysses.yml"});
+  REQUIRE(waitExit(text, 30s) == 0);
+  const std::string out = readFile(dir + "/stdout");
+  INFO(out);
+  REQUIRE_THAT(out, Catch::Contains("grid: data 2 x sequence 2 (DeepSpeed-Ulysses"));
+  REQUIRE_THAT(out, Catch::Contains("slot   data sequence\n"));
+  REQUIRE_THAT(out, Catch::Contains("\n3      127.0.0.2                1      1          1      1    1\n"));
+  REQUIRE_THAT(out, Catch::Contains("batch: train_batch_size 4 = micro 2 x gradient accumulation 1 "
+                                    "x 2 data-parallel replicas"));
+  auto json = startLaunch(dir, {"-H", "hostfile", "--dry-run", "--json", "train", "--config",
+                                "ulysses.yml"});
+  REQUIRE(waitExit(json, 30s) == 0);
+  const auto plan = nlohmann::json::parse(readFile(dir + "/stdout"));
+  REQUIRE(plan["grid"] == nlohmann::json::parse(R"({"data":2,"sequence":2})"));
+  for (int rank = 0; rank < 4; ++rank) {
+    REQUIRE(plan["ranks"][rank]["data"] == rank / 2);
+    REQUIRE(plan["ranks"][rank]["sequence"] == rank % 2);
+  }
+  // Heads that do not divide: refused before anything starts, naming the keys.
+  writeFile(dir + "/ulysses.yml",
+            "num-layers: 2\nhidden-size: 64\nnum-attention-heads: 4\nseq-length: 32\n"
+            "max-position-embeddings: 32\ntokenizer-type: ByteTokenizer\ndata-path: data/x\n"
+            "train-iters: 10\nbatch-size: 2\nsequence_parallel_size: 3\n");
+  writeFile(dir + "/hostfile", "127.0.0.1 slots=3\n");
+  auto bad = startLaunch(dir, {"-H", "hostfile", "--dry-run", "train", "--config", "ulysses.yml"});
+  REQUIRE(waitExit(bad, 30s) == 2);
+  REQUIRE_THAT(readFile(dir + "/stderr"),
+               Catch::Contains("sequence_parallel_size 3: num-attention-heads 4 does not divide"));
+}
+
 TEST_CASE("each-rank logs: --enable_each_rank_log DIR writes DeepSpeed-named per-rank logs") {
   const auto job = launchIn("eachlog", {"--enable_each_rank_log", "ranklogs", "--no_local_rank",
                                         "--", "/bin/sh", "-c", "echo hello from $RANK"});

@@ -94,7 +94,8 @@ class GptBatches final : public runtime::BatchSource {
              const runtime::BatchConfig& batch, size_t seq)
       : samples_(samples), grid_(grid), batch_(batch), seq_(seq) {}
   runtime::Batch microBatch(int64_t step, int64_t micro) override {
-    const uint64_t first = runtime::firstSampleOf(step, micro, grid_.dataRank, grid_.dataSize, batch_);
+    const uint64_t first =
+        runtime::firstSampleOf(step, micro, grid_.sampleRank(), grid_.sampleRanks(), batch_);
     return makeBatch(samples_, first, static_cast<size_t>(batch_.microBatchPerGpu), seq_);
   }
 
@@ -159,7 +160,7 @@ class GptHooks final : public runtime::TrainingHooks {
     const int64_t iters = p_.gpt.evalIters;
     double sum = 0.0;
     const uint64_t base = round_++ * static_cast<uint64_t>(iters) * globalBatch;
-    const uint64_t perRank = globalBatch / static_cast<uint64_t>(p_.grid.dataSize);
+    const uint64_t perRank = globalBatch / static_cast<uint64_t>(p_.grid.sampleRanks());
     // One pass per micro-batch, as NeoX's mean of micro-batch means (with labels micro-batches
     // count different numbers of unmasked tokens, so one mean over the rank's samples would
     // differ), and so that an evaluation needs no more memory than a training micro-batch.
@@ -169,7 +170,7 @@ class GptHooks final : public runtime::TrainingHooks {
     const bool pipelined = p_.grid.pipeSize > 1;
     for (int64_t i = 0; i < iters; ++i) {
       const uint64_t first = base + static_cast<uint64_t>(i) * globalBatch +
-                             static_cast<uint64_t>(p_.grid.dataRank) * perRank;
+                             static_cast<uint64_t>(p_.grid.sampleRank()) * perRank;
       if (pipelined) {  // DeepSpeed's eval_batch: the rank's micro-batches through the stages
         sum += p_.engine.evalBatch([&](int64_t m) {
           return makeBatch(*valid_, first + static_cast<uint64_t>(m) * micro, micro, p_.seq);
@@ -207,6 +208,7 @@ runtime::GptPlacement placementOf(const runtime::GptTrainConfig& gpt,
   placement.modelRank = grid.modelRank;
   placement.modelSize = grid.modelSize;
   placement.model = grid.model;
+  placement.sequence = grid.sequence;
   if (grid.pipeSize > 1) {
     const std::vector<int> bounds =
         runtime::gptStageBounds(modelConfig, grid.pipeSize, gpt.parallel.partitionMethod);
@@ -257,6 +259,9 @@ void announce(const runtime::Engine& engine, const runtime::DeepSpeedConfig& con
                            (modelConfig.sequenceParallel && grid.modelSize > 1
                                 ? ", sequence parallel)"
                                 : ")")
+                 : grid.sequenceSize > 1
+                     ? std::to_string(grid.sampleRanks()) + " data-parallel replicas (sequence " +
+                           std::to_string(grid.sequenceSize) + " ranks each, Ulysses)"
                      : std::to_string(join.worldSize) + " ranks";
   std::printf("model: GPT, %zu parameters (%s); ZeRO stage %d, %s; batch %" PRId64
               " = micro %" PRId64 " x accumulation %" PRId64 " x %s of %zu tokens\n",

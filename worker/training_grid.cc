@@ -7,7 +7,8 @@ namespace ds::worker {
 
 std::string TrainingGrid::coordinates() const {
   return "(pipe " + std::to_string(pipeRank) + ", data " + std::to_string(dataRank) +
-         ", model " + std::to_string(modelRank) + ")";
+         ", model " + std::to_string(modelRank) +
+         (sequenceSize > 1 ? ", sequence " + std::to_string(sequenceRank) : std::string()) + ")";
 }
 
 TrainingGridGroups::TrainingGridGroups(runtime::GroupFactory& factory,
@@ -21,6 +22,15 @@ TrainingGridGroups::TrainingGridGroups(runtime::GroupFactory& factory,
     grid_.data = &world;
     grid_.dataRank = world.rank();
     grid_.dataSize = world.size();
+    if (parallel.sequence > 1) {  // Ulysses: ranks [u * i, u * (i + 1)) share samples
+      const int u = parallel.sequence, first = world.rank() / u * u;
+      std::vector<int> members;
+      for (int r = first; r < first + u; ++r) members.push_back(r);
+      sequence_ = factory.group(members, "sequence");
+      grid_.sequence = logged(sequence_);
+      grid_.sequenceRank = world.rank() - first;
+      grid_.sequenceSize = u;
+    }
     return;
   }
   const auto topology = runtime::PipeModelDataTopology::forWorld(

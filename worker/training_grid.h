@@ -30,8 +30,14 @@ struct TrainingGrid {
   // The first and last stage of this rank's (data, model) coordinate, which both hold the tied
   // word embeddings; null with one stage.
   runtime::Communicator* tied = nullptr;
-  int pipeRank = 0, dataRank = 0, modelRank = 0;  // this rank's coordinates
-  int pipeSize = 1, dataSize = 1, modelSize = 1;
+  // DeepSpeed-Ulysses: the consecutive ranks that share each sample's positions (null without).
+  runtime::Communicator* sequence = nullptr;
+  int pipeRank = 0, dataRank = 0, modelRank = 0, sequenceRank = 0;  // this rank's coordinates
+  int pipeSize = 1, dataSize = 1, modelSize = 1, sequenceSize = 1;
+  // The stream of samples this rank reads, of how many: the data coordinate, shared by the
+  // sequence ranks (the data group, whose engine averages gradients, holds all of them).
+  int sampleRank() const { return dataRank / sequenceSize; }
+  int sampleRanks() const { return dataSize / sequenceSize; }
 
   bool gridded() const { return pipeSize > 1 || modelSize > 1; }
   runtime::ParallelGroups parallelGroups() const {
@@ -52,6 +58,7 @@ class TrainingGridGroups {
  private:
   runtime::Communicator* logged(std::unique_ptr<runtime::Communicator>& group);
   runtime::TopologyGroups groups_;
+  std::unique_ptr<runtime::Communicator> sequence_;
   runtime::CommsLogger* logger_;
   std::vector<std::unique_ptr<runtime::LoggingCommunicator>> wrappers_;
   TrainingGrid grid_;

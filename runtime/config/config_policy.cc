@@ -130,7 +130,7 @@ const std::vector<Rule> kRules = {
    "progressive layer drop is not implemented; set \"enabled\": false or remove the block"},
   {"disable_allgather", X, Kind::Bool, {}, kIfTrue, "disable_allgather is not implemented; remove it"},
   {"graph_harvesting", X, Kind::Bool, {}, kIfTrue, "CUDA graph harvesting does not exist on CPU; set it to false or remove it"},
-  {"sequence_parallel_size", X, Kind::Int, {}, {{"", When::AboveOne}}, "sequence parallelism is not implemented; set it to 1 or remove it"},
+  {"sequence_parallel_size", X, Kind::Int, {}, {{"", When::AboveOne}}, "DeepSpeed-Ulysses is the GPT trainer's (a NeoX YAML's inline sequence_parallel_size); this job has no sequence to split: set it to 1 or remove it"},
   {"pipeline", X, Kind::Object, {{"activation_checkpoint_interval", Kind::Int}, {"seed_layers", Kind::Bool}}, {{"activation_checkpoint_interval", When::AboveZero}},
    "pipeline parallelism is not implemented; remove the block"},
   {"hybrid_engine", X, Kind::Object, {{"enabled", Kind::Bool}}, kEnabled, "the hybrid (RLHF) engine is not implemented; set \"enabled\": false or remove the block"},

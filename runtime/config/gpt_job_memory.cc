@@ -21,26 +21,27 @@ constexpr double kIndexBytesPerSample = 2 * sizeof(size_t) + sizeof(uint64_t);
 // two softmax statistics per row of every query head, sliced: flash attention keeps no [T, T]
 // probabilities), plus the query/key norm's inputs (use-qk-layernorm), less the second
 // normalised input a tied gpt-j block does not keep.
-double blockActivationFloats(const GptConfig& m, double samples, int t) {
-  const double rows = samples * m.seqLength, h = m.hiddenSize;
+double blockActivationFloats(const GptConfig& m, double samples, int t, int u) {
+  const double rows = samples * m.seqLength / u, h = m.hiddenSize;
   const double replicated = ((m.gptjTied ? 2 : 3) * h + (m.qkNorm ? 2 * h : 0)) /
                             (m.sequenceParallel ? t : 1);
-  const double sliced = (m.qkvSize() + m.ffnInputSize() + m.ffnSize()) / static_cast<double>(t);
-  return rows * (replicated + sliced) + samples * m.numAttentionHeads * 2.0 * m.seqLength / t;
+  const double sliced = (m.qkvSize() + m.ffnInputSize() + m.ffnSize() + (u > 1 ? h : 0)) /
+                        static_cast<double>(t);
+  return rows * (replicated + sliced) + samples * m.numAttentionHeads * 2.0 * m.seqLength / t / u;
 }
 
 }  // namespace
 
 double gptActivationBytes(const GptConfig& m, double samples, bool checkpointing,
-                          int modelParallel) {
-  const int t = std::max(1, modelParallel);
+                          int modelParallel, int sequenceRanks) {
+  const int t = std::max(1, modelParallel), u = std::max(1, sequenceRanks);
   const double layers = m.numLayers;
   // A checkpointed block keeps its input: 1/t of it with sequence parallelism or
   // partition-activations.
-  const double input = samples * m.seqLength * m.hiddenSize /
+  const double input = samples * m.seqLength / u * m.hiddenSize /
                        (m.sequenceParallel || m.partitionActivations ? t : 1);
-  const double kept = checkpointing ? layers * input + blockActivationFloats(m, samples, t)
-                                    : layers * blockActivationFloats(m, samples, t);
+  const double kept = checkpointing ? layers * input + blockActivationFloats(m, samples, t, u)
+                                    : layers * blockActivationFloats(m, samples, t, u);
   return kept * sizeof(float);
 }
 
@@ -75,13 +76,14 @@ GptJobMemory estimateGptJobMemory(const GptTrainConfig& train, const BatchConfig
     GptConfig whole = train.model;
     whole.sequenceParallel = false;
     e.evalActivations = blockActivationFloats(whole, static_cast<double>(batch.microBatchPerGpu),
-                                              train.parallel.model) *
+                                              train.parallel.model, train.parallel.sequence) *
                         sizeof(float);
   }
   e.sampleIndex = (e.trainSamples + e.validSamples) * kIndexBytesPerSample;
   e.trainActivations =
       gptActivationBytes(train.model, static_cast<double>(batch.microBatchPerGpu),
-                         train.model.checkpointActivations, train.parallel.model);
+                         train.model.checkpointActivations, train.parallel.model,
+                         train.parallel.sequence);
   return e;
 }
 

@@ -28,9 +28,10 @@ GptJobMemory estimateGptJobMemory(const GptTrainConfig& train, const BatchConfig
 // Gpt::peakActivationBytes that grow with the batch; its workspaces are left out), on one of
 // `modelParallel` model ranks: the sliced tensors (q/k/v, the MLP's, attention's statistics)
 // divide by it, the replicated rows (a block's input, its norms' outputs) only with
-// model.sequenceParallel.
+// model.sequenceParallel. With `sequenceRanks` u > 1 (DeepSpeed-Ulysses) a rank holds T / u of
+// each sample's positions, and its context twice (in its rows and in its heads' layout).
 double gptActivationBytes(const GptConfig& model, double samples, bool checkpointing,
-                          int modelParallel = 1);
+                          int modelParallel = 1, int sequenceRanks = 1);
 
 // Throws ds::Error naming the keys that drive the largest part and what to change when the
 // estimate is more than `budget` has left.

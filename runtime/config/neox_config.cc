@@ -522,6 +522,16 @@ void collectDeepSpeedKeys(const Json& merged, const std::set<std::string>& dsKey
     }
   }
 
+  // DeepSpeed-Ulysses' degree: the GPT trainer's topology key (its ranks share each sample's
+  // positions), not one of the engine's, which DeepSpeed's config parser refuses above 1.
+  if (ds.contains("sequence_parallel_size")) {
+    const Json& v = ds["sequence_parallel_size"];
+    if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kMaxSize)
+      throw Error("sequence_parallel_size: expected an integer >= 1, got " + v.dump());
+    k.train().parallel.sequence = v.get<int>();
+    ds.erase("sequence_parallel_size");
+  }
+
   // fp16.auto_cast casts a module's floating-point inputs to fp16; the GPT's inputs are token ids.
   if (ds.contains("fp16") && ds["fp16"].is_object() && ds["fp16"].contains("auto_cast")) {
     if (switchedOn(ds["fp16"]["auto_cast"]))
@@ -795,6 +805,30 @@ void readActivationCheckpointing(const Json& merged, GptConfig& m) {
   }
 }
 
+// DeepSpeed-Ulysses' limits here: with data parallelism and ZeRO only, heads and kv heads split
+// over the sequence ranks, every sample's positions too.
+void checkUlysses(const GptTrainConfig& t) {
+  const int u = t.parallel.sequence;
+  if (u == 1) return;
+  const std::string size = "sequence_parallel_size " + std::to_string(u);
+  if (t.parallel.model > 1 || t.parallel.pipe > 1)
+    throw Error(size + ": not implemented with model-parallel-size or pipe-parallel-size above 1 "
+                "(DeepSpeed-Ulysses composes with data parallelism and ZeRO here); set them to 1");
+  if (t.model.sequenceParallel)
+    throw Error(size + ": with sequence-parallel (Megatron's, which needs model-parallel-size > 1);"
+                " use one of them");
+  auto evenly = [&](const std::string& key, int64_t n) {
+    if (n % u != 0)
+      throw Error(size + ": " + key + " " + std::to_string(n) +
+                  " does not divide by it (each sequence rank attends with 1/" +
+                  std::to_string(u) + " of the heads over 1/" + std::to_string(u) +
+                  " of each sample's positions); use a divisor of " + std::to_string(n));
+  };
+  evenly("num-attention-heads", t.model.numAttentionHeads);
+  evenly("num-kv-heads", t.model.kvHeads());
+  evenly("seq-length", t.model.seqLength);
+}
+
 // A misspelt tokenizer name, an impossible model or one its model-parallel ranks cannot split
 // fails at launch, not on every rank after its start.
 void checkModel(const NeoxKeys& k) {
@@ -804,6 +838,7 @@ void checkModel(const NeoxKeys& k) {
                      t.model.slidingWindowWidth);
   t.model.validate();
   t.model.validateModelParallel(t.parallel.model);
+  checkUlysses(t);
   if (t.model.sequenceParallel && t.parallel.model > 1 && t.parallel.pipe > 1)
     throw Error("sequence-parallel: not implemented with pipe-parallel-size " +
                 std::to_string(t.parallel.pipe) +
@@ -867,7 +902,7 @@ void completeDeepSpeedKeys(NeoxKeys& k) {
 // DeepSpeed's config with NeoX's mpu: the batch rules divide by the data-parallel size.
 void parseDeepSpeedKeys(NeoxKeys& k, int64_t worldSize) {
   const GptTrainConfig& t = k.out.train;
-  const int64_t world = worldSize == kOneReplica ? t.parallel.replicaRanks() : worldSize;
+  const int64_t world = worldSize == kOneReplica ? t.parallel.sampleRanks() : worldSize;
   DeepSpeedConfig& deepspeed = k.out.deepspeed;
   deepspeed = parseDeepSpeedConfig(k.ds.dump(), dataParallelSize(t.parallel, world),
                                    "NeoX config (DeepSpeed keys)", t.parallel.replicaRanks());

@@ -11,15 +11,22 @@
 namespace ds::runtime {
 
 int64_t dataParallelSize(const ParallelConfig& parallel, int64_t worldSize) {
-  const int64_t replica = parallel.replicaRanks();
-  if (worldSize < 1 || worldSize % replica != 0)
-    throw Error("world size " + std::to_string(worldSize) +
-                " is not a multiple of pipe-parallel-size x model-parallel-size (" +
-                std::to_string(parallel.pipe) + " x " + std::to_string(parallel.model) + " = " +
-                std::to_string(replica) +
-                " ranks per model replica): run " + std::to_string(replica) + ", " +
-                std::to_string(2 * replica) + ", " + std::to_string(3 * replica) +
-                "... ranks, or change those keys");
+  const int64_t replica = parallel.sampleRanks();
+  if (worldSize < 1 || worldSize % replica != 0) {
+    const std::string keys = parallel.sequence > 1
+                                 ? "pipe-parallel-size x model-parallel-size x "
+                                   "sequence_parallel_size (" +
+                                       std::to_string(parallel.pipe) + " x " +
+                                       std::to_string(parallel.model) + " x " +
+                                       std::to_string(parallel.sequence)
+                                 : "pipe-parallel-size x model-parallel-size (" +
+                                       std::to_string(parallel.pipe) + " x " +
+                                       std::to_string(parallel.model);
+    throw Error("world size " + std::to_string(worldSize) + " is not a multiple of " + keys +
+                " = " + std::to_string(replica) + " ranks per stream of samples): run " +
+                std::to_string(replica) + ", " + std::to_string(2 * replica) + ", " +
+                std::to_string(3 * replica) + "... ranks, or change those keys");
+  }
   return worldSize / replica;
 }
 

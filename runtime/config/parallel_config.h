@@ -11,14 +11,20 @@ namespace ds::runtime {
 struct ParallelConfig {
   int pipe = 1;   // pipeline stages (NeoX's pipe-parallel-size; its 0 means one stage)
   int model = 1;  // tensor slices (model-parallel-size)
+  // DeepSpeed-Ulysses (DeepSpeed's sequence_parallel_size): consecutive ranks that share each
+  // sample's positions, each holding the whole model.
+  int sequence = 1;
   std::string partitionMethod = "type:transformer|mlp";  // NeoX's default
   // The ranks that hold one copy of the model between them.
   int replicaRanks() const { return pipe * model; }
   bool gridded() const { return pipe > 1 || model > 1; }
+  // The ranks that read one stream of samples between them: one replica's, times the sequence
+  // ranks that share each sample.
+  int sampleRanks() const { return pipe * model * sequence; }
 };
 
-// DeepSpeed's mpu data-parallel size: world / (pipe x model). A world that is not a multiple of
-// pipe x model is refused naming both keys and the world sizes that work.
+// DeepSpeed's mpu data-parallel size: world / (pipe x model x sequence). A world that is not a
+// multiple of that is refused naming the keys and the world sizes that work.
 int64_t dataParallelSize(const ParallelConfig& parallel, int64_t worldSize);
 
 // pipe-partition-method as DeepSpeed accepts it: "parameters", "uniform" or "type:REGEX"

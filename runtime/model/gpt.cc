@@ -75,6 +75,7 @@ class GptActivations {
   std::vector<float> finalNorm, fa, fb;  // head: [N, h], [N], [N] (the rank's rows of them)
   std::vector<float> finalNormAll;       // sequence parallel: finalNorm's N rows, gathered
   std::vector<float> dxLocal;            // sequence parallel: the rank's rows of the head's dx
+  Batch ulysses;                         // Ulysses: the rank's positions of the pass's batch
   std::vector<float> logits;             // [chunk, vocab]
   std::vector<double> rowLosses;         // [chunk] the loss's terms, summed in row order
   std::vector<float> dx, dy;             // [N, h] gradient flowing down
@@ -348,6 +349,18 @@ Gpt::Gpt(GptConfig config, GptPlacement placement, kernels::Accelerator& acceler
   const int t = placement_.modelSize, rank = placement_.modelRank;
   if (config_.sequenceParallel && t > 1 && !whole())  // the parser refuses it first
     throw Error("sequence-parallel: not implemented with pipeline stages");
+  if (placement_.sequence && placement_.sequence->size() > 1) {
+    const int u = placement_.sequence->size();
+    if (t > 1 || !whole())
+      throw Error("sequence_parallel_size: not implemented with model-parallel-size or "
+                  "pipe-parallel-size above 1");
+    if (config_.numAttentionHeads % u != 0 || config_.kvHeads() % u != 0)
+      throw Error("sequence_parallel_size " + std::to_string(u) + ": num-attention-heads " +
+                  std::to_string(config_.numAttentionHeads) + " and num-kv-heads " +
+                  std::to_string(config_.kvHeads()) +
+                  " must divide by it (each sequence rank attends with 1/" + std::to_string(u) +
+                  " of the heads)");
+  }
   const gpt::BlockSlice slice = gpt::blockSlice(config_, rank, t, placement_.model);
   const VocabSlice vocabRows = vocabSlice(config_.paddedVocabSize(), rank, t);
 
@@ -521,7 +534,18 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
     throw Error("GPT: this rank holds the pipeline stage of layers [" + std::to_string(first_) +
                 ", " + std::to_string(end_) + "), which runs through the engine's pipe schedule "
                 "(trainBatch / evalBatch), not a whole-model pass");
-  GptPass P = beginPass(batch, pass);
+  // Ulysses: a training or evaluation pass runs this rank's positions of every sample.
+  Communicator* ulysses = placement_.sequence && placement_.sequence->size() > 1 &&
+                                  pass != Pass::Logits
+                              ? placement_.sequence
+                              : nullptr;
+  const Batch& used = ulysses ? ulyssesBatch(batch, *ulysses) : batch;
+  GptPass P = beginPass(used, pass);
+  if (ulysses) {
+    P.shape.ulysses = ulysses;
+    P.shape.fullSeq = P.seq * static_cast<size_t>(ulysses->size());
+    P.shape.positionOffset = P.seq * static_cast<size_t>(ulysses->rank());
+  }
   GptBuffer& B = acts_->buffers[0];
   P.forwardStart = Clock::now();
   embedForward(P, access, blockInput(B, P.shape.local));
@@ -531,6 +555,31 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
   blocksBackward(P, B, access);
   embedBackward(P, access);
   return loss;
+}
+
+const Batch& Gpt::ulyssesBatch(const Batch& batch, Communicator& group) {
+  size_t seq = 0;
+  checkBatch(batch, seq);
+  const size_t u = static_cast<size_t>(group.size()), mine = seq / u;
+  if (seq % u != 0)
+    throw Error("sequence_parallel_size " + std::to_string(u) + ": a sample of " +
+                std::to_string(seq) + " tokens does not split evenly over the sequence ranks");
+  Batch& local = acts_->ulysses;
+  local.size = batch.size;
+  local.sampleIds = batch.sampleIds;
+  local.inputIds.clear();
+  local.targetIds.clear();
+  const size_t first = mine * static_cast<size_t>(group.rank());
+  for (size_t b = 0; b < batch.size; ++b) {
+    const auto from = static_cast<std::ptrdiff_t>(b * seq + first);
+    const auto to = from + static_cast<std::ptrdiff_t>(mine);
+    local.inputIds.insert(local.inputIds.end(), batch.inputIds.begin() + from,
+                          batch.inputIds.begin() + to);
+    if (!batch.targetIds.empty())
+      local.targetIds.insert(local.targetIds.end(), batch.targetIds.begin() + from,
+                             batch.targetIds.begin() + to);
+  }
+  return local;
 }
 
 size_t Gpt::boundaryElements(const Batch& batch) const {
@@ -601,17 +650,26 @@ void Gpt::embedForward(GptPass& P, LayerAccess& access, float* out) {
   kernels::KernelTimer timer(kernels::KernelFamily::EmbeddingLoss);
   // Sequence parallel: every row here, then the rank keeps its own (NeoX scatters after dropout).
   float* x = P.shape.sequence ? gpt::sized(A.embedded, N * h) : out;
+  const size_t firstPosition = P.shape.positionOffset;  // Ulysses: the rank's first position
   if (!model) {
     k.embeddingForward(x, batch.inputIds.data(), p,
-                       learnedPositions ? p + vocab * h : fixedPositions, N, seq, h);
+                       learnedPositions ? p + (vocab + firstPosition) * h
+                       : fixedPositions ? fixedPositions + firstPosition * h
+                                        : nullptr,
+                       N, seq, h);
   } else {  // this rank's vocabulary rows; the positions follow them
     vocabParallelEmbeddingForward(*model, A.vocab, p, batch.inputIds.data(), N, h, x);
     if (const float* pos = learnedPositions ? p + A.vocab.rows.count * h : fixedPositions)
       for (size_t r = 0; r < N; ++r) k.add(x + r * h, pos + (r % seq) * h, h);
   }
-  if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0)
-    gpt::applyDropout(x, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0, 0,
-                      *acc_);
+  if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0) {
+    if (P.shape.ulysses)
+      gpt::applyDropoutRows(x, P.shape, h, static_cast<float>(config_.hiddenDropout), *key, 0,
+                            *acc_);
+    else
+      gpt::applyDropout(x, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0,
+                        0, *acc_);
+  }
   if (P.shape.sequence)
     std::copy_n(x + P.shape.firstRow * h, P.shape.local * h, out);
   timer.stop();
@@ -818,12 +876,18 @@ void Gpt::embedBackward(GptPass& P, LayerAccess& access) {
   }
   float* g0 = access.layerGradients(local(0));
   kernels::KernelTimer timer(kernels::KernelFamily::EmbeddingLoss);
-  if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0)
-    gpt::applyDropout(dx, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0,
-                      0, *acc_);
+  if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0) {
+    if (P.shape.ulysses)
+      gpt::applyDropoutRows(dx, P.shape, h, static_cast<float>(config_.hiddenDropout), *key, 0,
+                            *acc_);
+    else
+      gpt::applyDropout(dx, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key,
+                        0, 0, *acc_);
+  }
   if (!model) {
-    k.embeddingBackward(g0, learnedPositions ? g0 + vocab * h : nullptr, batch.inputIds.data(),
-                        dx, N, seq, h);
+    k.embeddingBackward(g0,
+                        learnedPositions ? g0 + (vocab + P.shape.positionOffset) * h : nullptr,
+                        batch.inputIds.data(), dx, N, seq, h);
   } else {
     vocabParallelEmbeddingBackward(A.vocab, batch.inputIds.data(), N, h, dx, g0);
     if (learnedPositions)

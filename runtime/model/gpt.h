@@ -116,6 +116,8 @@ class Gpt : public Model, public PipelineStage {
   void blocksBackward(GptPass& pass, GptBuffer& buffer, LayerAccess& access);
   void embedBackward(GptPass& pass, LayerAccess& access);
   bool whole() const { return first_ == 0 && end_ == config_.numLayers + 2; }
+  // Ulysses: this rank's positions of every sample of `batch` (kept in the activations).
+  const Batch& ulyssesBatch(const Batch& batch, Communicator& group);
   int local(int layer) const { return layer - first_; }  // the engine's number of a layer
   // The group a sliced pass all-reduces over; null at model size 1 (the unsliced code).
   Communicator* modelGroup() const { return placement_.modelSize > 1 ? placement_.model : nullptr; }

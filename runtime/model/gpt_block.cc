@@ -184,7 +184,7 @@ void applyDropoutRows(float* x, const BlockShape& s, size_t width, float p, cons
     const size_t sample = row / s.seq, stop = std::min(end, (sample + 1) * s.seq);
     float* v = x + (row - s.firstRow) * width;
     mask.apply(k, v, v, (stop - row) * width, dropoutBase(key, sample, site),
-               (row - sample * s.seq) * width);
+               (row - sample * s.seq + s.positionOffset) * width);
     row = stop;
   }
 }
@@ -192,7 +192,7 @@ void applyDropoutRows(float* x, const BlockShape& s, size_t width, float p, cons
 size_t BlockActivations::bytes() const {
   size_t n = 0;
   for (const auto* v : {&input, &ln1, &ln2, &stats1a, &stats1b, &stats2a, &stats2b, &qkRaw,
-                        &qkStatsA, &qkStatsB, &qkv, &attnStats, &ctx, &mid, &fc1, &act})
+                        &qkStatsA, &qkStatsB, &qkv, &attnStats, &ctx, &ctxHeads, &mid, &fc1, &act})
     n += v->capacity();
   return n * sizeof(float);
 }
@@ -390,6 +390,27 @@ class BlockRunner::Laps {
   Clock::time_point last_;
 };
 
+BlockRunner::AttentionLayout BlockRunner::attentionLayout(const BlockShape& s) const {
+  const size_t d = c_.headDim(), H = slice_.heads, KV = slice_.kvHeads;
+  const size_t u = s.ulysses ? static_cast<size_t>(s.ulysses->size()) : 1;
+  const size_t rank = s.ulysses ? static_cast<size_t>(s.ulysses->rank()) : 0;
+  const size_t T = s.ulysses ? s.fullSeq : s.seq;
+  AttentionLayout at{{s.samples, T, H / u, KV / u, d, c_.attentionWindow(T)},
+                     slice_.firstHead + rank * (H / u),
+                     {{0, H * d}, {H * d, KV * d}, {(H + KV) * d, KV * d}},
+                     {{0, H * d}}};
+  return at;
+}
+
+void BlockRunner::rotate(float* qkv, const kernels::AttentionShape& shape, bool inverse) const {
+  const size_t rot = c_.rotaryDim();
+  if (!rot) return;
+  const size_t rows = shape.samples * shape.seq, d = shape.headDim, Q = shape.qkvStride();
+  k_.rotary(qkv, rows, shape.seq, shape.heads, d, Q, rot, cos_.data(), sin_.data(), inverse);
+  k_.rotary(qkv + shape.heads * d, rows, shape.seq, shape.kvHeads, d, Q, rot, cos_.data(),
+            sin_.data(), inverse);
+}
+
 void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspace& w,
                           const BlockShape& s, float* out, const DropoutKey* dropout,
                           double* times) {
@@ -413,15 +434,16 @@ void BlockRunner::attentionForward(const float* params, BlockActivations& a, Blo
                                    const BlockShape& s, const DropoutKey* dropout, Laps& laps) {
   const BlockLayout& L = layout_;
   // The rank's heads (all of them at model size 1, where hq = h).
-  const size_t N = s.rows, T = s.seq, h = c_.hiddenSize, H = slice_.heads, d = c_.headDim(),
-               hq = H * d, kv = slice_.kvHeads * d, Q = hq + 2 * kv, group = H / slice_.kvHeads;
+  const size_t N = s.rows, h = c_.hiddenSize, hq = slice_.heads * c_.headDim(),
+               Q = hq + 2 * slice_.kvHeads * c_.headDim();
   auto P = [&](size_t offset) { return tensorAt(params, offset); };
 
   const size_t n = s.local;  // the rows of the norm (all N but with sequence parallelism)
   norm(a.input.data(), P(L.ln1w), P(L.ln1b), sized(a.ln1, n * h), sized(a.stats1a, n),
        sized(a.stats1b, n), n);
   const auto attentionStart = laps.lap(kNorm1);
-  float* qkv = sized(a.qkv, N * Q);
+  // q/k/v of the block's rows (kept for attention's backward unless Ulysses moves them).
+  float* qkv = sized(s.ulysses ? w.qkvRows : a.qkv, N * Q);
   const float* ln1 = gatherShards(a.ln1.data(), w.gatheredA, s, h);
   product(acc_, false, true, N, Q, h, 1.0f, ln1, h, P(L.qkvw), h, 0.0f, qkv, Q);
   KernelTimer elementWise(KernelFamily::ElementWise);
@@ -433,14 +455,21 @@ void BlockRunner::attentionForward(const float* params, BlockActivations& a, Blo
     qkNormForward(P(L.qknw), P(L.qknb), qkv, a, w, N);
   }
   KernelTimer attention(KernelFamily::Attention);
-  if (const size_t rot = c_.rotaryDim()) {
-    k_.rotary(qkv, N, T, H, d, Q, rot, cos_.data(), sin_.data(), false);
-    k_.rotary(qkv + hq, N, T, H / group, d, Q, rot, cos_.data(), sin_.data(), false);
+  const AttentionLayout at = attentionLayout(s);
+  const kernels::AttentionShape& shape = at.shape;
+  float* heads = qkv;
+  if (s.ulysses) {
+    heads = sized(a.qkv, shape.samples * shape.seq * shape.qkvStride());
+    toHeadLayout(qkv, heads, s, at.qkvGroups, Q, w.exchange);
   }
-  float* ctx = sized(a.ctx, N * hq);
-  const kernels::AttentionShape shape{s.samples, T, H, slice_.kvHeads, d, c_.attentionWindow(T)};
-  const AttentionDropoutMasks drop(c_.attentionDropout, slice_.firstHead, shape, dropout);
-  acc_.attentionForward(shape, qkv, ctx, sized(a.attnStats, shape.statsSize()), drop.get());
+  rotate(heads, shape, false);
+  float* ctx = sized(s.ulysses ? a.ctxHeads : a.ctx, shape.samples * shape.seq * shape.ctxStride());
+  const AttentionDropoutMasks drop(c_.attentionDropout, at.firstHead, shape, dropout);
+  acc_.attentionForward(shape, heads, ctx, sized(a.attnStats, shape.statsSize()), drop.get());
+  if (s.ulysses) {
+    ctx = sized(a.ctx, N * hq);
+    toPositionLayout(a.ctxHeads.data(), ctx, s, at.ctxGroups, hq, w.exchange);
+  }
   attention.stop();
   laps.lap(kCore);
   outputProjection(ctx, hq, P(L.densew), P(L.denseb), w.attnOut, w, s, dropout, kSiteAttentionOut);
@@ -594,8 +623,8 @@ void BlockRunner::attentionBackward(const float* params, float* grads, const Blo
                                     BlockWorkspace& w, const BlockShape& s, const float* dOut,
                                     float* dIn, float* dLn, const DropoutKey* dropout) {
   const BlockLayout& L = layout_;
-  const size_t N = s.rows, n = s.local, T = s.seq, h = c_.hiddenSize, H = slice_.heads,
-               d = c_.headDim(), hq = H * d, KV = slice_.kvHeads, kv = KV * d, Q = hq + 2 * kv;
+  const size_t N = s.rows, n = s.local, h = c_.hiddenSize, hq = slice_.heads * c_.headDim(),
+               Q = hq + 2 * slice_.kvHeads * c_.headDim();
   auto P = [&](size_t offset) { return tensorAt(params, offset); };
   auto G = [&](size_t offset) { return tensorAt(grads, offset); };
 
@@ -610,16 +639,24 @@ void BlockRunner::attentionBackward(const float* params, float* grads, const Blo
   float* dCtx = sized(w.dctx, N * hq);
   product(acc_, false, false, N, hq, h, 1.0f, dAttn, h, P(L.densew), hq, 0.0f, dCtx, hq);
 
-  const float* qkv = a.qkv.data();
   float* dqkv = sized(w.dqkv, N * Q);
   KernelTimer attention(KernelFamily::Attention);
-  const kernels::AttentionShape shape{s.samples, T, H, KV, d, c_.attentionWindow(T)};
-  const AttentionDropoutMasks drop(c_.attentionDropout, slice_.firstHead, shape, dropout);
-  acc_.attentionBackward(shape, qkv, a.ctx.data(), a.attnStats.data(), dCtx, dqkv, drop.get());
-  if (const size_t rot = c_.rotaryDim()) {
-    k_.rotary(dqkv, N, T, H, d, Q, rot, cos_.data(), sin_.data(), true);
-    k_.rotary(dqkv + hq, N, T, KV, d, Q, rot, cos_.data(), sin_.data(), true);
+  const AttentionLayout at = attentionLayout(s);
+  const kernels::AttentionShape& shape = at.shape;
+  const size_t headRows = shape.samples * shape.seq;
+  const float* dCtxHeads = dCtx;
+  float* dqkvHeads = dqkv;
+  if (s.ulysses) {
+    float* moved = sized(w.dCtxHeads, headRows * shape.ctxStride());
+    toHeadLayout(dCtx, moved, s, at.ctxGroups, hq, w.exchange);
+    dCtxHeads = moved;
+    dqkvHeads = sized(w.dqkvHeads, headRows * shape.qkvStride());
   }
+  const AttentionDropoutMasks drop(c_.attentionDropout, at.firstHead, shape, dropout);
+  acc_.attentionBackward(shape, a.qkv.data(), (s.ulysses ? a.ctxHeads : a.ctx).data(),
+                         a.attnStats.data(), dCtxHeads, dqkvHeads, drop.get());
+  rotate(dqkvHeads, shape, true);
+  if (s.ulysses) toPositionLayout(dqkvHeads, dqkv, s, at.qkvGroups, Q, w.exchange);
   attention.stop();
   if (c_.qkNorm) {
     KernelTimer norms(KernelFamily::Norms);

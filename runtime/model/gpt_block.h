@@ -13,6 +13,12 @@
 
 namespace ds::runtime::gpt {
 
+// A group of columns of a row split evenly over ranks' heads (Ulysses' moves,
+// sequence_parallel.h): q, k or v of a q/k/v row, or the context.
+struct ColumnGroup {
+  size_t offset, width;
+};
+
 // Element offsets of a block's tensors from its first parameter; a tensor the config leaves out
 // (a norm's or a linear's bias) has offset kNone.
 struct BlockLayout {
@@ -59,6 +65,7 @@ struct BlockActivations {
   std::vector<float> qkv;                 // [N, hq + 2 kv] after rotary: [q | k | v]
   std::vector<float> attnStats;  // [B, heads, 2, T] attention's softmax row statistics
   std::vector<float> ctx;                 // [N, hq] attention output before the dense projection
+  std::vector<float> ctxHeads;  // Ulysses: the attention output in its heads' layout (qkv's)
   std::vector<float> mid;                 // [N, h] input + attention (sequential residual only)
   std::vector<float> fc1;                 // [N, ff1] MLP pre-activation
   std::vector<float> act;                 // [N, ff] MLP activation
@@ -71,6 +78,8 @@ struct BlockWorkspace {
   // Sequence parallelism: gathered [N, h] inputs and gradients, a row-parallel product's [N, h]
   // partial sums, and a reduce-scattered input gradient of the rank's rows.
   std::vector<float> gatheredA, gatheredB, partial, dLocal;
+  // Ulysses: q/k/v and the context in the rank's rows, and the all-gathered rows they move through.
+  std::vector<float> qkvRows, dCtxHeads, dqkvHeads, exchange;
 };
 
 struct BlockShape {
@@ -81,10 +90,15 @@ struct BlockShape {
   // ones. Without it: local = rows, firstRow = 0, sequence null.
   size_t local = 0, firstRow = 0;
   Communicator* sequence = nullptr;
+  // DeepSpeed-Ulysses (sequence_parallel.h): the rows are this rank's `seq` positions of each
+  // sample, from positionOffset on, of samples of fullSeq; attention runs on every position of
+  // its 1/u of the heads, the rows moved there and back over `ulysses`. Null: every position.
+  Communicator* ulysses = nullptr;
+  size_t positionOffset = 0, fullSeq = 0;
 };
 // The shape of a pass over `samples` sequences of `seq`, with every row on this rank.
 inline BlockShape wholeRows(size_t samples, size_t seq) {
-  return {samples, seq, samples * seq, samples * seq, 0, nullptr};
+  return {samples, seq, samples * seq, samples * seq, 0, nullptr, nullptr, 0, seq};
 }
 // applyDropout over the rows of s the rank holds ([s.firstRow, s.firstRow + s.local) of the
 // batch's [samples * seq, width]), each element with the mask it has in its sample: the whole
@@ -125,6 +139,18 @@ class BlockRunner {
                      BlockWorkspace& ws, size_t N) const;
   void qkNormBackward(const float* w, float* dw, float* db, float* dqkv, const BlockActivations& a,
                       BlockWorkspace& ws, size_t N) const;
+
+  // Where attention runs: every position of the rank's heads (Ulysses: 1/u of them, every
+  // position of the samples), the first of them among all the model's heads (dropout's masks),
+  // and q/k/v's and the context's column groups for Ulysses' moves.
+  struct AttentionLayout {
+    kernels::AttentionShape shape;
+    size_t firstHead;
+    std::vector<ColumnGroup> qkvGroups, ctxGroups;
+  };
+  AttentionLayout attentionLayout(const BlockShape& s) const;
+  // Rotary embedding (or its inverse) on q and k of `shape`'s rows, in place.
+  void rotate(float* qkv, const kernels::AttentionShape& shape, bool inverse) const;
 
   // forward's halves: the attention's output goes to w.attnOut, the MLP's (which reads it) to
   // w.mlpOut. Laps takes the profiler's times.

@@ -17,6 +17,9 @@ struct GptPlacement {
   // embedding, 1..L the blocks, L + 1 the head); endLayer -1 means through the head.
   int firstLayer = 0;
   int endLayer = -1;
+  // DeepSpeed-Ulysses: the ranks that share each sample's positions (consecutive positions,
+  // T / size each, in rank order), null or of size 1 without it.
+  Communicator* sequence = nullptr;
 };
 
 }  // namespace ds::runtime

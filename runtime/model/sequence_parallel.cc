@@ -42,6 +42,46 @@ float* reduceToShards(float* partial, std::vector<float>& local, const BlockShap
   return partial;
 }
 
+void toHeadLayout(const float* rows, float* heads, const BlockShape& s,
+                  const std::vector<ColumnGroup>& groups, size_t width,
+                  std::vector<float>& scratch) {
+  const size_t u = static_cast<size_t>(s.ulysses->size()), me = static_cast<size_t>(s.ulysses->rank());
+  const size_t local = s.samples * s.seq, share = width / u;
+  float* all = sized(scratch, u * local * width);
+  s.ulysses->allGather(rows, all, local * width);
+  for (size_t from = 0; from < u; ++from)  // rank `from` holds positions from * seq.. of each sample
+    for (size_t b = 0; b < s.samples; ++b)
+      for (size_t p = 0; p < s.seq; ++p) {
+        const float* src = all + (from * local + b * s.seq + p) * width;
+        float* dst = heads + (b * s.fullSeq + from * s.seq + p) * share;
+        for (const ColumnGroup& g : groups) {
+          const size_t part = g.width / u;
+          std::memcpy(dst, src + g.offset + me * part, part * sizeof(float));
+          dst += part;
+        }
+      }
+}
+
+void toPositionLayout(const float* heads, float* rows, const BlockShape& s,
+                      const std::vector<ColumnGroup>& groups, size_t width,
+                      std::vector<float>& scratch) {
+  const size_t u = static_cast<size_t>(s.ulysses->size()), me = static_cast<size_t>(s.ulysses->rank());
+  const size_t whole = s.samples * s.fullSeq, share = width / u;
+  float* all = sized(scratch, u * whole * share);
+  s.ulysses->allGather(heads, all, whole * share);
+  for (size_t from = 0; from < u; ++from)  // rank `from` holds heads from * part.. of each group
+    for (size_t b = 0; b < s.samples; ++b)
+      for (size_t p = 0; p < s.seq; ++p) {
+        const float* src = all + (from * whole + b * s.fullSeq + me * s.seq + p) * share;
+        float* dst = rows + (b * s.seq + p) * width;
+        for (const ColumnGroup& g : groups) {
+          const size_t part = g.width / u;
+          std::memcpy(dst + g.offset + from * part, src, part * sizeof(float));
+          src += part;
+        }
+      }
+}
+
 void ShardedGradients::add(float* grad, size_t count) {
   if (!sequence_ || !grad || count == 0) return;
   tensors_.emplace_back(grad, count);

@@ -1,4 +1,6 @@
-// Megatron's sequence parallelism in the GPT (NeoX's sequence-parallel, Korthikanti et al. 2022):
+// Sequence parallelism in the GPT, both of its kinds.
+//
+// Megatron's (NeoX's sequence-parallel, Korthikanti et al. 2022):
 // with tensor slicing over t model ranks, each rank keeps 1/t of the rows (of the batch's
 // samples x seq tokens, in order) for the parts a slice would replicate: the norms, residual sums
 // and hidden dropouts, and what they keep for the backward. A column-parallel product's input is
@@ -6,6 +8,12 @@
 // product's partial sums are reduce-scattered instead of all-reduced, so the traffic is that of
 // tensor slicing alone. The replicated parameters whose gradients a rank then computes from its
 // rows only (the norms, the row-parallel biases) have them summed over the group.
+//
+// DeepSpeed-Ulysses (sequence_parallel_size, Jacobs et al. 2023): u ranks share each sample's
+// positions, T / u each, and hold the whole model; everything runs on a rank's own positions but
+// attention, for which q/k/v move from position-split to head-split (every position of 1/u of the
+// heads) and the context back. The move is an all-to-all; here an all-gather of the rows and a
+// local pick (u times the bytes of a true all-to-all, which the Communicator does not have yet).
 #pragma once
 
 #include <cstddef>
@@ -32,6 +40,16 @@ const float* gatherShards(const float* x, std::vector<float>& full, const BlockS
 // all of them in place (`model` may be null: nothing to sum). Returns where the sum is.
 float* reduceToShards(float* partial, std::vector<float>& local, const BlockShape& s, size_t width,
                Communicator* model);
+
+// Ulysses' moves. A row of `width` columns is made of column groups (q, k, v; or the context),
+// each of `width` columns split evenly into the u ranks' heads. Position layout: this rank's
+// s.seq positions of each sample (rows b * s.seq + p); head layout: every position of each sample
+// (rows b * s.fullSeq + t), the rank's share of each group, groups in order.
+void toHeadLayout(const float* rows, float* heads, const BlockShape& s,
+                  const std::vector<ColumnGroup>& groups, size_t width, std::vector<float>& scratch);
+void toPositionLayout(const float* heads, float* rows, const BlockShape& s,
+                      const std::vector<ColumnGroup>& groups, size_t width,
+                      std::vector<float>& scratch);
 
 // The gradients of replicated tensors that a rank computes from its own rows: what they held is
 // set aside and they are zeroed on construction, so that the pass adds this micro-batch's partial
