@@ -30,6 +30,7 @@ namespace fs = std::filesystem;
 struct Options {
   int layers = 8, hidden = 512, batch = 4, seq = 128;
   std::vector<int> seqs;
+  int ulysses = 1;  // --seqs: ranks sharing each sample's positions (DeepSpeed-Ulysses)
 };
 
 std::string readAll(const fs::path& p) {
@@ -68,11 +69,20 @@ int sequenceScaling(const Options& o) {
   // Two samples of the longest sequence, and some to spare: documents are packed into samples.
   const ds::bench::GptJobDir scratch("bench-gpt-memory", 8, static_cast<size_t>(longest) / 2 + 64, 7);
   const fs::path& dir = scratch.path;
-  std::ofstream(dir / "hostfile") << "127.0.0.1 slots=1\n";
+  const int u = o.ulysses;
+  if (u == 1)
+    std::ofstream(dir / "hostfile") << "127.0.0.1 slots=1\n";
+  else
+    std::ofstream(dir / "hostfile") << "127.0.0.1 slots=" << (u + 1) / 2 << "\n127.0.0.2 slots="
+                                    << u / 2 << "\n";
   const std::string bin = fs::path(DS_BIN_DIR).string();
-  std::printf("GPT %d layers x %d hidden, rotary, micro-batch 1, bf16, AdamW, ZeRO 0; one rank; "
+  std::printf("GPT %d layers x %d hidden, rotary, micro-batch 1, bf16, AdamW, ZeRO 0; %s; "
               "MiB, growth against the first row\n",
-              o.layers, o.hidden);
+              o.layers, o.hidden,
+              u == 1 ? "one rank"
+                     : (std::to_string(u) + " ranks sharing each sample (sequence_parallel_size " +
+                        std::to_string(u) + ", 2 loopback nodes), rank 0's figures")
+                           .c_str());
   std::printf("%8s %10s %12s %14s %12s %9s %9s %9s %8s\n", "seq", "peak RSS", "model state",
               "RSS - states", "activations", "T x", "RSS-st x", "act x", "step s");
   double firstSeq = 0, firstRest = 0, firstAct = 0;
@@ -83,7 +93,8 @@ int sequenceScaling(const Options& o) {
         << "\nmax-position-embeddings: " << seq
         << "\ndata-path: data/corpus\ntokenizer-type: ByteTokenizer\nsplit: \"100,0,0\"\n"
            "train-iters: 2\neval-iters: 0\nlr: 0.001\nbatch-size: 1\nprecision: bfloat16\n"
-           "optimizer: {type: AdamW, params: {lr: 0.001}}\nzero_optimization: {stage: 0}\n";
+           "optimizer: {type: AdamW, params: {lr: 0.001}}\nzero_optimization: {stage: 0}\n"
+        << "sequence_parallel_size: " << u << "\n";
     const auto start = std::chrono::steady_clock::now();
     capture("cd " + dir.string() + " && " + bin + "/ds-launch --hostfile hostfile --master_port 0 "
             "--log_dir logs train --config gpt.yml 2>&1");
@@ -154,6 +165,9 @@ int main(int argc, char** argv) {
                    "instead: one rank at each of these sequence lengths (e.g. 2048,8192,32768)")
         ->delimiter(',')
         ->check(CLI::Range(2, 1 << 20));
+    app.add_option("--ulysses", o.ulysses,
+                   "with --seqs: this many ranks share each sample (sequence_parallel_size)")
+        ->check(CLI::Range(1, 64));
     if (auto status = ds::parseCommandLine(app, argc, argv)) return *status;
     return o.seqs.empty() ? run(o) : sequenceScaling(o);
   });
