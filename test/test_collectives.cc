@@ -1,6 +1,6 @@
 // Every op x backend x dtype x world size x element count, with ranks as threads: all_reduce
-// (sum, avg, max), all_gather, reduce_scatter (sum, max), broadcast, send/recv around a ring,
-// barrier. Values are small integers, exact in bf16 and fp16, so results are compared exactly
+// (sum, avg, max), all_gather, reduce_scatter (sum, max), all_to_all, broadcast, send/recv around
+// a ring, barrier. Values are small integers, exact in bf16 and fp16, so results are compared exactly
 // (averages: the fp32 quotient rounded once to the dtype, as every backend computes it).
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -33,7 +33,8 @@ std::vector<float> decode(const std::vector<char>& bytes, DType dtype) {
 float roundedTo(float x, DType dtype) { return decode(encode({x}, dtype), dtype)[0]; }
 
 struct Results {
-  std::vector<float> sum, avg, max, gathered, scatteredSum, scatteredMax, broadcasted, received;
+  std::vector<float> sum, avg, max, gathered, scatteredSum, scatteredMax, exchanged, broadcasted,
+      received;
   std::vector<char> sumBits;
 };
 
@@ -61,6 +62,10 @@ void runEveryOp(Communicator& comm, DType dtype, size_t count, Results& out) {
   out.scatteredSum = decode(block, dtype);
   comm.reduceScatter(encode(blocks, dtype).data(), block.data(), count, dtype, ReduceOp::Max);
   out.scatteredMax = decode(block, dtype);
+
+  std::vector<char> exchanged(count * n * dtypeBytes(dtype));
+  comm.allToAll(encode(blocks, dtype).data(), exchanged.data(), count, dtype);
+  out.exchanged = decode(exchanged, dtype);
 
   std::vector<float> shared(count, -1.0f);
   if (r == n - 1)
@@ -100,6 +105,8 @@ void checkResults(const std::vector<Results>& results, DType dtype, size_t count
         blockSum += value(s, r * count + i), blockMax = std::max(blockMax, value(s, r * count + i));
       REQUIRE(got.scatteredSum[i] == blockSum);
       REQUIRE(got.scatteredMax[i] == blockMax);
+      for (int s = 0; s < n; ++s)  // block s from rank s: its block r
+        REQUIRE(got.exchanged[s * count + i] == value(s, r * count + i));
       REQUIRE(got.broadcasted[i] == value(n - 1, i) + 1.0f);
       if (n > 1) REQUIRE(got.received[i] == value((r + n - 1) % n, i) + 10.0f);
     }

@@ -59,6 +59,29 @@ void Communicator::reduceScatter(const void* in, void* out, size_t countPerRank,
   doReduceScatter(in, out, countPerRank, dtype, op);
 }
 
+void Communicator::allToAll(const void* in, void* out, size_t countPerRank, DType dtype) {
+  const size_t bytes = countPerRank * dtypeBytes(dtype);
+  const int me = rank();
+  const auto* from = static_cast<const char*>(in);
+  auto* to = static_cast<char*>(out);
+  copyLocal(to + me * bytes, from + me * bytes, bytes);
+  if (size() == 1 || countPerRank == 0) return;
+  // The pairs (i, j), i < j, in order: a rank's earliest unfinished pair always has its partner
+  // there too, every pair before it in the order being done.
+  for (int i = 0; i < size(); ++i)
+    for (int j = i + 1; j < size(); ++j) {
+      if (me != i && me != j) continue;
+      const int peer = me == i ? j : i;
+      if (me == i) {
+        send(from + peer * bytes, countPerRank, dtype, peer);
+        recv(to + peer * bytes, countPerRank, dtype, peer);
+      } else {
+        recv(to + peer * bytes, countPerRank, dtype, peer);
+        send(from + peer * bytes, countPerRank, dtype, peer);
+      }
+    }
+}
+
 void Communicator::broadcast(void* data, size_t count, DType dtype, int root) {
   checkRoot(root, size(), "broadcast");
   if (size() == 1 || count == 0) return;

@@ -44,6 +44,11 @@ class Communicator {
   // `in`, reduced.
   void reduceScatter(const void* in, void* out, size_t countPerRank, DType dtype,
                      ReduceOp op = ReduceOp::Sum);
+  // in holds size() blocks of countPerRank, block j for rank j; out gets block i from rank i.
+  // Pairwise exchanges over send/recv, the pairs in one fixed order (the lower rank of a pair
+  // sends first), so that no backend's blocking send can deadlock: (size - 1) / size of the data
+  // crosses the wire, as in a true all-to-all, in up to size - 1 rounds.
+  void allToAll(const void* in, void* out, size_t countPerRank, DType dtype);
   void broadcast(void* data, size_t count, DType dtype, int root);
   // Point to point, matched in order per (sender, receiver): the k-th send from A to B meets B's
   // k-th recv from A, and both must name the same count and dtype (a mismatch is an error).
@@ -64,6 +69,9 @@ class Communicator {
   void reduceScatter(const float* in, float* out, size_t countPerRank,
                      ReduceOp op = ReduceOp::Sum) {
     reduceScatter(in, out, countPerRank, DType::F32, op);
+  }
+  void allToAll(const float* in, float* out, size_t countPerRank) {
+    allToAll(in, out, countPerRank, DType::F32);
   }
   void broadcast(float* data, size_t count, int root) { broadcast(data, count, DType::F32, root); }
   void send(const float* data, size_t count, int peer) { send(data, count, DType::F32, peer); }

@@ -42,44 +42,52 @@ float* reduceToShards(float* partial, std::vector<float>& local, const BlockShap
   return partial;
 }
 
+// Both moves send rank j the rows it needs in blocks of samples x seq rows of width / u columns
+// (block j of the send buffer for rank j), then unpack block i from rank i.
 void toHeadLayout(const float* rows, float* heads, const BlockShape& s,
                   const std::vector<ColumnGroup>& groups, size_t width,
                   std::vector<float>& scratch) {
-  const size_t u = static_cast<size_t>(s.ulysses->size()), me = static_cast<size_t>(s.ulysses->rank());
-  const size_t local = s.samples * s.seq, share = width / u;
-  float* all = sized(scratch, u * local * width);
-  s.ulysses->allGather(rows, all, local * width);
+  const size_t u = static_cast<size_t>(s.ulysses->size());
+  const size_t local = s.samples * s.seq, share = width / u, block = local * share;
+  float* out = sized(scratch, 2 * u * block);
+  float* in = out + u * block;
+  for (size_t to = 0; to < u; ++to)  // rank `to`'s heads of every row here
+    for (size_t r = 0; r < local; ++r) {
+      float* dst = out + to * block + r * share;
+      for (const ColumnGroup& g : groups) {
+        const size_t part = g.width / u;
+        std::memcpy(dst, rows + r * width + g.offset + to * part, part * sizeof(float));
+        dst += part;
+      }
+    }
+  s.ulysses->allToAll(out, in, block);
   for (size_t from = 0; from < u; ++from)  // rank `from` holds positions from * seq.. of each sample
     for (size_t b = 0; b < s.samples; ++b)
-      for (size_t p = 0; p < s.seq; ++p) {
-        const float* src = all + (from * local + b * s.seq + p) * width;
-        float* dst = heads + (b * s.fullSeq + from * s.seq + p) * share;
-        for (const ColumnGroup& g : groups) {
-          const size_t part = g.width / u;
-          std::memcpy(dst, src + g.offset + me * part, part * sizeof(float));
-          dst += part;
-        }
-      }
+      std::memcpy(heads + (b * s.fullSeq + from * s.seq) * share,
+                  in + from * block + b * s.seq * share, s.seq * share * sizeof(float));
 }
 
 void toPositionLayout(const float* heads, float* rows, const BlockShape& s,
                       const std::vector<ColumnGroup>& groups, size_t width,
                       std::vector<float>& scratch) {
-  const size_t u = static_cast<size_t>(s.ulysses->size()), me = static_cast<size_t>(s.ulysses->rank());
-  const size_t whole = s.samples * s.fullSeq, share = width / u;
-  float* all = sized(scratch, u * whole * share);
-  s.ulysses->allGather(heads, all, whole * share);
-  for (size_t from = 0; from < u; ++from)  // rank `from` holds heads from * part.. of each group
+  const size_t u = static_cast<size_t>(s.ulysses->size());
+  const size_t local = s.samples * s.seq, share = width / u, block = local * share;
+  float* out = sized(scratch, 2 * u * block);
+  float* in = out + u * block;
+  for (size_t to = 0; to < u; ++to)  // rank `to`'s positions of every sample, this rank's heads
     for (size_t b = 0; b < s.samples; ++b)
-      for (size_t p = 0; p < s.seq; ++p) {
-        const float* src = all + (from * whole + b * s.fullSeq + me * s.seq + p) * share;
-        float* dst = rows + (b * s.seq + p) * width;
-        for (const ColumnGroup& g : groups) {
-          const size_t part = g.width / u;
-          std::memcpy(dst + g.offset + from * part, src, part * sizeof(float));
-          src += part;
-        }
+      std::memcpy(out + to * block + b * s.seq * share,
+                  heads + (b * s.fullSeq + to * s.seq) * share, s.seq * share * sizeof(float));
+  s.ulysses->allToAll(out, in, block);
+  for (size_t from = 0; from < u; ++from)  // rank `from` holds heads from * part.. of each group
+    for (size_t r = 0; r < local; ++r) {
+      const float* src = in + from * block + r * share;
+      for (const ColumnGroup& g : groups) {
+        const size_t part = g.width / u;
+        std::memcpy(rows + r * width + g.offset + from * part, src, part * sizeof(float));
+        src += part;
       }
+    }
 }
 
 void ShardedGradients::add(float* grad, size_t count) {

@@ -12,8 +12,7 @@
 // DeepSpeed-Ulysses (sequence_parallel_size, Jacobs et al. 2023): u ranks share each sample's
 // positions, T / u each, and hold the whole model; everything runs on a rank's own positions but
 // attention, for which q/k/v move from position-split to head-split (every position of 1/u of the
-// heads) and the context back. The move is an all-to-all; here an all-gather of the rows and a
-// local pick (u times the bytes of a true all-to-all, which the Communicator does not have yet).
+// heads) and the context back, each move one all-to-all over the sequence ranks.
 #pragma once
 
 #include <cstddef>
