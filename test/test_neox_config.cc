@@ -670,6 +670,36 @@ TEST_CASE("neox config: pipe-parallel-size and model-parallel-size set the data-
             .deepspeed.zero.stage == 3);
 }
 
+TEST_CASE("neox config: sequence parallelism, Megatron's and DeepSpeed-Ulysses'", "[neox]") {
+  // Megatron's: with model slices; a note at model size 1, as NeoX ignores it there.
+  CHECK(parse("model-parallel-size: 2\nsequence-parallel: true\n").train.model.sequenceParallel);
+  const auto alone = parse("sequence-parallel: true\n");
+  CHECK(std::find(alone.notes.begin(), alone.notes.end(),
+                  "sequence-parallel: no effect at model-parallel-size 1 (as in NeoX)") !=
+        alone.notes.end());
+  CHECK_THAT(errorOf("model-parallel-size: 2\nsequence-parallel: true\npipe-parallel-size: 2\n"),
+             Catch::Contains("sequence-parallel: not implemented with pipe-parallel-size 2"));
+  // DeepSpeed-Ulysses: the DeepSpeed key, read by the GPT trainer; the batch divides by u.
+  const auto ulysses = parse("sequence_parallel_size: 2\n", 4);
+  CHECK(ulysses.train.parallel.sequence == 2);
+  CHECK(ulysses.deepspeed.batch.trainBatchSize == 8);  // micro 4 x 2 sample streams
+  CHECK_THAT(errorOf("sequence_parallel_size: 2\n"),  // world 2: one stream of 2
+             Catch::Contains("no error"));
+  CHECK_THAT(errorOf("sequence_parallel_size: 0\n"),
+             Catch::Contains("sequence_parallel_size: expected an integer >= 1"));
+  CHECK_THAT(errorOf("sequence_parallel_size: 2\nmodel-parallel-size: 2\n"),
+             Catch::Contains("not implemented with model-parallel-size or pipe-parallel-size"));
+  CHECK_THAT(errorOf("sequence_parallel_size: 2\nnum-kv-heads: 1\n"),
+             Catch::Contains("sequence_parallel_size 2: num-kv-heads 1 does not divide by it"));
+  CHECK_THAT(errorOf("sequence_parallel_size: 4\n"),
+             Catch::Contains("world size 2 is not a multiple of") &&
+                 Catch::Contains("x sequence_parallel_size (1 x 1 x 4 = 4"));
+  CHECK_THAT(errorOf("sequence_parallel_size: 2\nelasticity:\n  enabled: true\n"
+                     "  max_train_batch_size: 64\n  micro_batch_sizes: [4]\n"
+                     "  min_gpus: 2\n  max_gpus: 4\n  ignore_non_elastic_batch_info: true\n"),
+             Catch::Contains("not implemented with elasticity"));
+}
+
 TEST_CASE("neox config: output-layer-parallelism and partitioned activations at model > 1",
           "[neox]") {
   // NeoX's Literal["column"]: the only split implemented here too; anything else by name.

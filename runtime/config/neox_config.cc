@@ -906,6 +906,12 @@ void parseDeepSpeedKeys(NeoxKeys& k, int64_t worldSize) {
   DeepSpeedConfig& deepspeed = k.out.deepspeed;
   deepspeed = parseDeepSpeedConfig(k.ds.dump(), dataParallelSize(t.parallel, world),
                                    "NeoX config (DeepSpeed keys)", t.parallel.replicaRanks());
+  // An elastic restart picks worlds by pipe x model alone; a world that splits no sample stream
+  // over the sequence ranks would fail only then.
+  if (t.parallel.sequence > 1 && deepspeed.elasticity.enabled)
+    throw Error("sequence_parallel_size " + std::to_string(t.parallel.sequence) +
+                ": not implemented with elasticity (the elastic worlds do not keep whole "
+                "sequence groups); disable one of them");
   // DeepSpeed's PipelineEngine asserts zero_optimization_stage() < 2 (ZeroStageEnum.gradients).
   if (t.parallel.pipe > 1 && deepspeed.zero.stage >= 2)
     throw Error("zero_optimization.stage " + std::to_string(deepspeed.zero.stage) +
