@@ -1,0 +1,86 @@
+// Internal to the GPT model (gpt.cc, gpt_passes.cc): what a pass keeps and shares between its
+// pieces (the embedding, the blocks, the head), and the profiler's module numbering.
+#pragma once
+
+#include <chrono>
+#include <vector>
+
+#include "runtime/model/gpt_block.h"
+#include "runtime/model/model.h"
+#include "runtime/parallel/vocab_parallel_embedding.h"
+
+namespace ds::runtime {
+
+using gpt::BlockActivations;
+using gpt::BlockLayout;
+using gpt::sized;
+using Clock = std::chrono::steady_clock;
+
+// What one micro-batch keeps between its forward and backward: the whole model uses one; a
+// pipeline stage one per pipe buffer (micro-batches in flight).
+struct GptBuffer {
+  std::vector<BlockActivations> blocks;  // one per block held; only .input when checkpointing
+  std::vector<float> last;               // [N, h] the last block's output
+  std::vector<float> grad;               // stage with the head: d(loss)/d(last) from its forward
+  Batch batch;                           // stage: the micro-batch (ids, sample ids for dropout)
+};
+
+// One pass's shape and switches, shared by its pieces.
+struct GptPass {
+  const Batch& batch;
+  size_t seq = 0;
+  gpt::BlockShape shape{};
+  bool train = false, logits = false, checkpointing = false, dropout = false;
+  size_t counted = 0;  // targets in the loss
+  gpt::DropoutKey keys{};
+  double* times = nullptr;
+  Clock::time_point forwardStart{};
+  const gpt::DropoutKey* dropoutFor(size_t layer) {
+    if (!dropout) return nullptr;
+    keys.layer = layer;
+    return &keys;
+  }
+};
+
+// Everything a pass keeps or reuses, sized on first use and kept for the next micro-batch.
+class GptActivations {
+ public:
+  GptActivations(const GptConfig& c, kernels::Accelerator& acc, const gpt::BlockSlice& s,
+                 const VocabSlice& v)
+      : runner(c, acc, s), slice(s), vocab(v) {}
+  gpt::BlockRunner runner;
+  gpt::BlockSlice slice;           // the rank's heads and MLP columns (everything at model size 1)
+  VocabSlice vocab;                // the rank's vocabulary rows
+  std::vector<GptBuffer> buffers;  // the whole model: one
+  BlockActivations recompute;      // checkpointing: the block being recomputed
+  gpt::BlockWorkspace work;
+  std::vector<float> embedded;           // [N, h] embedding output = block 0's input
+  std::vector<float> finalNorm, fa, fb;  // head: [N, h], [N], [N] (the rank's rows of them)
+  std::vector<float> finalNormAll;       // sequence parallel: finalNorm's N rows, gathered
+  std::vector<float> dxLocal;            // sequence parallel: the rank's rows of the head's dx
+  Batch ulysses;                         // Ulysses: the rank's positions of the pass's batch
+  std::vector<float> logits;             // [chunk, vocab]
+  std::vector<double> rowLosses;         // [chunk] the loss's terms, summed in row order
+  std::vector<float> dx, dy;             // [N, h] gradient flowing down
+  std::vector<float> tiedGrad;           // tied: the head's word-embedding gradient
+  std::vector<float> sinusoid;           // [positions, h] fixed position table
+  std::vector<float> discard;            // a recomputed block's output (already known)
+  size_t peakBytes = 0;
+};
+
+namespace gpt_pass {
+
+
+// Rows of logits computed at once: bounds the [rows, vocab] buffer for large vocabularies.
+constexpr size_t kLogitRows = 1024;
+
+// The profiler's module table: root, embed, kTimers per block, final norm, output.
+constexpr size_t kRootModule = 0, kEmbedModule = 1, kFirstBlockModule = 2;
+inline size_t blockModule(size_t layer) { return kFirstBlockModule + layer * gpt::BlockRunner::kTimers; }
+
+inline double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace gpt_pass
+}  // namespace ds::runtime
