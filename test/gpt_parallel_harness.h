@@ -13,10 +13,20 @@
 #include "common/error.h"
 #include "common/slice_map.h"
 #include "runtime/comm/group_factory.h"
+#include "runtime/comm/shm_communicator.h"
 #include "runtime/model/gpt.h"
 #include "runtime/model/model.h"
 
 namespace ds::test {
+
+// An in-process shared-memory group of `size` ranks (threads), with small chunks so that the
+// tests' messages cross them.
+inline std::vector<runtime::ShmCommunicator> shmGroup(int size) {
+  runtime::ShmOptions options;
+  options.chunkBytes = 4096;
+  options.timeout = std::chrono::seconds(30);
+  return runtime::ShmCommunicator::inProcessGroup(size, options);
+}
 
 // 256 tokens pad to 256 at every model size up to 4 (make-vocab-size-divisible-by 64 x t), so the
 // sliced job's vocabulary is the one-rank job's.

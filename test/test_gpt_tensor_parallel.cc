@@ -19,6 +19,7 @@
 using namespace ds;
 using namespace ds::runtime;
 using ds::test::onThreads;
+using ds::test::shmGroup;
 
 namespace {
 
@@ -81,13 +82,6 @@ struct Pass {
   std::vector<float> params, grads;
   float loss = 0.0f;
 };
-
-std::vector<ShmCommunicator> shmGroup(int size) {
-  ShmOptions options;
-  options.chunkBytes = 4096;
-  options.timeout = std::chrono::seconds(30);
-  return ShmCommunicator::inProcessGroup(size, options);
-}
 
 // One forward/backward of the model sliced over t ranks (threads), from kSeed's parameters: each
 // rank's loss, gradients and peak activation bytes. `evaluate`: then an evaluation of the same

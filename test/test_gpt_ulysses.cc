@@ -18,6 +18,7 @@
 using namespace ds;
 using namespace ds::runtime;
 using ds::test::onThreads;
+using ds::test::shmGroup;
 
 namespace {
 
@@ -48,13 +49,6 @@ std::vector<Variant> variants() {
   c.gptjResidual = true;
   v.push_back({"sinusoidal, sliding window, gpt-j residual", c});
   return v;
-}
-
-std::vector<ShmCommunicator> shmGroup(int size) {
-  ShmOptions options;
-  options.chunkBytes = 4096;
-  options.timeout = std::chrono::seconds(30);
-  return ShmCommunicator::inProcessGroup(size, options);
 }
 
 struct Pass {
