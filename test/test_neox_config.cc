@@ -249,8 +249,8 @@ TEST_CASE("neox config: sample tables and activations beyond the memory left are
     CHECK(estimateGptJobMemory(sliced, BatchConfig{8, 4, 1}).trainActivations == 2 * half * 4);
     sliced.model.sequenceParallel = true;
     CHECK(estimateGptJobMemory(sliced, BatchConfig{8, 4, 1}).trainActivations == block * 4);
-    // Evaluation runs every row on every rank: its block is the sliced one either way.
-    CHECK(estimateGptJobMemory(sliced, BatchConfig{8, 4, 1}).evalActivations == half * 4);
+    // Evaluation is sharded too: its one block is the training block's.
+    CHECK(estimateGptJobMemory(sliced, BatchConfig{8, 4, 1}).evalActivations == block / 2 * 4);
   }
   {  // Ulysses over 2 ranks: half the positions of each sample, the context in two layouts.
     GptTrainConfig ulysses = t;
@@ -677,8 +677,8 @@ TEST_CASE("neox config: sequence parallelism, Megatron's and DeepSpeed-Ulysses'"
   CHECK(std::find(alone.notes.begin(), alone.notes.end(),
                   "sequence-parallel: no effect at model-parallel-size 1 (as in NeoX)") !=
         alone.notes.end());
-  CHECK_THAT(errorOf("model-parallel-size: 2\nsequence-parallel: true\npipe-parallel-size: 2\n"),
-             Catch::Contains("sequence-parallel: not implemented with pipe-parallel-size 2"));
+  CHECK(parse("model-parallel-size: 2\nsequence-parallel: true\npipe-parallel-size: 2\n", 4)
+            .train.model.sequenceParallel);
   // DeepSpeed-Ulysses: the DeepSpeed key, read by the GPT trainer; the batch divides by u.
   const auto ulysses = parse("sequence_parallel_size: 2\n", 4);
   CHECK(ulysses.train.parallel.sequence == 2);

@@ -72,12 +72,10 @@ GptJobMemory estimateGptJobMemory(const GptTrainConfig& train, const BatchConfig
     const double evals = static_cast<double>(train.trainIters / train.evalInterval + 1);
     e.validSamples = static_cast<double>(train.evalIters) * global * evals;
     // An evaluation runs micro-batch by micro-batch and keeps only the block in hand.
-    // Evaluation runs every row on every model rank, sequence parallel or not.
-    GptConfig whole = train.model;
-    whole.sequenceParallel = false;
-    e.evalActivations = blockActivationFloats(whole, static_cast<double>(batch.microBatchPerGpu),
-                                              train.parallel.model, train.parallel.sequence) *
-                        sizeof(float);
+    e.evalActivations =
+        blockActivationFloats(train.model, static_cast<double>(batch.microBatchPerGpu),
+                              train.parallel.model, train.parallel.sequence) *
+        sizeof(float);
   }
   e.sampleIndex = (e.trainSamples + e.validSamples) * kIndexBytesPerSample;
   e.trainActivations =

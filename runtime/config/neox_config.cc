@@ -839,11 +839,6 @@ void checkModel(const NeoxKeys& k) {
   t.model.validate();
   t.model.validateModelParallel(t.parallel.model);
   checkUlysses(t);
-  if (t.model.sequenceParallel && t.parallel.model > 1 && t.parallel.pipe > 1)
-    throw Error("sequence-parallel: not implemented with pipe-parallel-size " +
-                std::to_string(t.parallel.pipe) +
-                " here (the stages would pass each model rank's share of the tokens); use "
-                "pipe-parallel-size 1, or sequence-parallel: false");
   if (t.trainIters <= 0) throw Error("train-iters: required (the number of optimizer steps)");
 }
 

@@ -217,8 +217,8 @@ const std::vector<NeoxKeyRule> kTable = {
      "Megatron's sequence parallelism with model-parallel-size > 1: norms, residual sums and "
      "dropouts on 1/t of each micro-batch's tokens per model rank, all-gathered before the "
      "column-parallel products and reduce-scattered after the row-parallel ones; seq-length must "
-     "divide by model-parallel-size; no effect at size 1 (as in NeoX); not with "
-     "pipe-parallel-size > 1"},
+     "divide by model-parallel-size; no effect at size 1 (as in NeoX); pipeline stages pass "
+     "each model rank's share of the tokens"},
     // NeoXArgsTextgen
     {"text-gen-type", N, kTextgenKey},
     {"precompute-model-name", X, "precomputed reference log-probabilities (train-impl dpo)", ""},

@@ -280,8 +280,6 @@ Gpt::Gpt(GptConfig config, GptPlacement placement, kernels::Accelerator& acceler
   blockEnd_ = std::clamp(end_ - 1, 0, config_.numLayers);
   tiedCopy_ = config_.weightTying && first_ > 0 && lastStage();
   const int t = placement_.modelSize, rank = placement_.modelRank;
-  if (config_.sequenceParallel && t > 1 && !whole())  // the parser refuses it first
-    throw Error("sequence-parallel: not implemented with pipeline stages");
   if (placement_.sequence && placement_.sequence->size() > 1) {
     const int u = placement_.sequence->size();
     if (t > 1 || !whole())
@@ -442,9 +440,10 @@ GptPass Gpt::beginPass(const Batch& batch, Pass pass) {
   if (train && (config_.attentionDropout > 0 || config_.hiddenDropout > 0) &&
       batch.sampleIds.size() != batch.size)
     throw Error("GPT batch: dropout needs one sample id per sample");
-  // Sequence parallelism shards a training pass's rows over the model group; evaluation and
-  // generation (no backward: one block's activations at a time) run every row on every rank.
-  P.shape = train && config_.sequenceParallel
+  // Sequence parallelism shards a training or evaluation pass's rows over the model group (the
+  // pipeline stages pass the shards); generation, whose prompt need not divide, runs every row on
+  // every rank.
+  P.shape = pass != Pass::Logits && config_.sequenceParallel
                 ? gpt::sequenceShard(batch.size, P.seq, modelGroup())
                 : gpt::wholeRows(batch.size, P.seq);
   P.train = train;
@@ -491,7 +490,11 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
 }
 
 size_t Gpt::boundaryElements(const Batch& batch) const {
-  return batch.inputIds.size() * static_cast<size_t>(config_.hiddenSize);
+  // Sequence parallel: each model rank passes its share of the rows (sequenceShard's).
+  const size_t t = config_.sequenceParallel && placement_.model
+                       ? static_cast<size_t>(placement_.model->size())
+                       : 1;
+  return batch.inputIds.size() / t * static_cast<size_t>(config_.hiddenSize);
 }
 
 std::vector<std::string> Gpt::tiedParameters() const {
