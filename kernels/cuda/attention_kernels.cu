@@ -58,6 +58,13 @@ __device__ inline void loadRows(float* to, const float* from, int ld, int rows, 
   }
 }
 
+// Key tile c0..: its `cols` key rows and value rows of the kv head whose keys start at `key`.
+__device__ inline void loadKeyTile(const Params& p, const float* key, int c0, int cols, float* k,
+                                   float* v) {
+  loadRows(k, key + static_cast<size_t>(c0) * p.Q, p.Q, kTile, cols, p.d);
+  loadRows(v, key + p.KV * p.d + static_cast<size_t>(c0) * p.Q, p.Q, kTile, cols, p.d);
+}
+
 __device__ inline float dot(const float* a, const float* b, int d) {
   float s = 0.0f;
   for (int e = 0; e < d; ++e) s = math::mulAdd(a[e], b[e], s);
@@ -90,8 +97,7 @@ __global__ void forwardKernel(Params p) {
   for (int c0 = firstKey / kTile * kTile; c0 < r0 + rows; c0 += kTile) {
     const int cols = min(kTile, p.T - c0);
     __syncthreads();
-    loadRows(k, key + static_cast<size_t>(c0) * p.Q, p.Q, kTile, cols, d);
-    loadRows(v, key + p.KV * d + static_cast<size_t>(c0) * p.Q, p.Q, kTile, cols, d);
+    loadKeyTile(p, key, c0, cols, k, v);
     __syncthreads();
     for (int idx = threadIdx.x; idx < kTile * kTile; idx += blockDim.x) {
       const int i = idx / kTile, j = idx % kTile;
@@ -212,8 +218,7 @@ __global__ void keyValueGradKernel(Params p) {
   float* dK = extra;
   float* dV = dK + kTile * d;
   const float* key = sampleQkv(p, b) + p.hq + kvHead * d;
-  loadRows(t.k, key + static_cast<size_t>(c0) * p.Q, p.Q, kTile, cols, d);
-  loadRows(t.v, key + p.KV * d + static_cast<size_t>(c0) * p.Q, p.Q, kTile, cols, d);
+  loadKeyTile(p, key, c0, cols, t.k, t.v);
   for (int idx = threadIdx.x; idx < kTile * d; idx += blockDim.x) dK[idx] = dV[idx] = 0.0f;
   const int lastQuery = min(p.T - 1, c0 + cols - 1 + p.window);
   for (int j = 0; j < p.group; ++j) {
@@ -261,8 +266,7 @@ __global__ void queryGradKernel(Params p) {
   for (int c0 = firstKey / kTile * kTile; c0 < r0 + rows; c0 += kTile) {
     const int cols = min(kTile, p.T - c0);
     __syncthreads();
-    loadRows(t.k, key + static_cast<size_t>(c0) * p.Q, p.Q, kTile, cols, d);
-    loadRows(t.v, key + p.KV * d + static_cast<size_t>(c0) * p.Q, p.Q, kTile, cols, d);
+    loadKeyTile(p, key, c0, cols, t.k, t.v);
     __syncthreads();
     recomputeTile(p, t, b, head, r0, rows, c0, cols);
     __syncthreads();

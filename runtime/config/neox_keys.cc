@@ -414,6 +414,15 @@ const std::vector<NeoxKeyRule> kTable = {
 
 const std::vector<NeoxKeyRule>& neoxKeyTable() { return kTable; }
 
+const std::vector<NeoxDeepSpeedKey>& neoxDeepSpeedKeys() {
+  static const std::vector<NeoxDeepSpeedKey> keys = {
+      {"sequence_parallel_size",
+       "DeepSpeed-Ulysses: consecutive ranks share each sample's positions, attention all-to-all "
+       "to head-split and back; heads, kv heads and seq-length must divide by it; with data "
+       "parallelism and ZeRO, not with model- or pipe-parallel-size above 1"}};
+  return keys;
+}
+
 const NeoxKeyRule* findNeoxKey(std::string_view hyphenated) {
   auto it = std::find_if(kTable.begin(), kTable.end(),
                          [&](const NeoxKeyRule& r) { return r.name == hyphenated; });

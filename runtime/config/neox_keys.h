@@ -29,6 +29,13 @@ struct NeoxKeyRule {
 // Every rule, in NeoX's documentation order followed by older NeoX names.
 const std::vector<NeoxKeyRule>& neoxKeyTable();
 
+// DeepSpeed keys that a NeoX config's GPT trainer reads itself, before DeepSpeed's config policy
+// sees the DeepSpeed keys (which refuses them for a DeepSpeed JSON job), and what they do here.
+struct NeoxDeepSpeedKey {
+  std::string_view name, note;
+};
+const std::vector<NeoxDeepSpeedKey>& neoxDeepSpeedKeys();
+
 // The rule for a hyphenated key, or nullptr.
 const NeoxKeyRule* findNeoxKey(std::string_view hyphenated);
 

@@ -165,16 +165,6 @@ class AttentionDropoutMasks {
 
 }  // namespace
 
-void applyDropout(float* x, size_t samples, size_t perSample, float p, const DropoutKey& key,
-                  uint64_t site, size_t firstElement, kernels::Accelerator& acc) {
-  const DropoutMask mask(p);
-  const kernels::TransformerKernels& k = acc.transformerKernels();
-  for (size_t s = 0; s < samples; ++s) {
-    float* v = x + s * perSample;
-    mask.apply(k, v, v, perSample, dropoutBase(key, s, site), firstElement);
-  }
-}
-
 void applyDropoutRows(float* x, const BlockShape& s, size_t width, float p, const DropoutKey& key,
                       uint64_t site, kernels::Accelerator& acc) {
   const DropoutMask mask(p);

@@ -48,12 +48,6 @@ struct DropoutKey {
   const std::vector<uint64_t>* sampleIds;
   uint64_t layer;
 };
-// x[s * perSample + i] *= keep ? 1 / (1 - p) : 0 for every sample s of the batch, the mask drawn
-// for element firstElement + i of the sample (a model rank's heads: where they sit among all).
-// The mask kernel runs on `acc` (the model passes its own).
-void applyDropout(float* x, size_t samples, size_t perSample, float p, const DropoutKey& key,
-                  uint64_t site, size_t firstElement = 0,
-                  kernels::Accelerator& acc = kernels::accelerator(kernels::DeviceKind::Cpu));
 // What a block keeps from its forward pass for its backward pass.
 struct BlockActivations {
   std::vector<float> input;       // [N, h] the block's input
@@ -100,9 +94,11 @@ struct BlockShape {
 inline BlockShape wholeRows(size_t samples, size_t seq) {
   return {samples, seq, samples * seq, samples * seq, 0, nullptr, nullptr, 0, seq};
 }
-// applyDropout over the rows of s the rank holds ([s.firstRow, s.firstRow + s.local) of the
-// batch's [samples * seq, width]), each element with the mask it has in its sample: the whole
-// batch's masks, whichever rows a rank holds.
+// Hidden dropout over the rows of s the rank holds ([s.firstRow, s.firstRow + s.local) of the
+// batch's [samples * seq, width], from position s.positionOffset of each sample with Ulysses):
+// x *= keep ? 1 / (1 - p) : 0, each element with the mask it has in its sample (drawn for
+// (sample id, layer, site, element)), so every layout draws the whole batch's masks. The mask
+// kernel runs on `acc` (the model passes its own).
 void applyDropoutRows(float* x, const BlockShape& s, size_t width, float p, const DropoutKey& key,
                       uint64_t site, kernels::Accelerator& acc);
 

@@ -35,6 +35,11 @@ struct GptPass {
   gpt::DropoutKey keys{};
   double* times = nullptr;
   Clock::time_point forwardStart{};
+  // The rows the embedding's output holds: all of them with Megatron's sequence parallelism
+  // (scattered after the embedding's dropout, as NeoX does), else the pass's.
+  gpt::BlockShape embeddedRows() const {
+    return shape.sequence ? gpt::wholeRows(shape.samples, shape.seq) : shape;
+  }
   const gpt::DropoutKey* dropoutFor(size_t layer) {
     if (!dropout) return nullptr;
     keys.layer = layer;

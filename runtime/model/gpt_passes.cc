@@ -71,14 +71,9 @@ void Gpt::embedForward(GptPass& P, LayerAccess& access, float* out) {
     if (const float* pos = learnedPositions ? p + A.vocab.rows.count * h : fixedPositions)
       for (size_t r = 0; r < N; ++r) k.add(x + r * h, pos + (r % seq) * h, h);
   }
-  if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0) {
-    if (P.shape.ulysses)
-      gpt::applyDropoutRows(x, P.shape, h, static_cast<float>(config_.hiddenDropout), *key, 0,
-                            *acc_);
-    else
-      gpt::applyDropout(x, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key, 0,
-                        0, *acc_);
-  }
+  if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0)
+    gpt::applyDropoutRows(x, P.embeddedRows(), h, static_cast<float>(config_.hiddenDropout), *key,
+                          0, *acc_);
   if (P.shape.sequence)
     std::copy_n(x + P.shape.firstRow * h, P.shape.local * h, out);
   timer.stop();
@@ -285,14 +280,9 @@ void Gpt::embedBackward(GptPass& P, LayerAccess& access) {
   }
   float* g0 = access.layerGradients(local(0));
   kernels::KernelTimer timer(kernels::KernelFamily::EmbeddingLoss);
-  if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0) {
-    if (P.shape.ulysses)
-      gpt::applyDropoutRows(dx, P.shape, h, static_cast<float>(config_.hiddenDropout), *key, 0,
-                            *acc_);
-    else
-      gpt::applyDropout(dx, batch.size, seq * h, static_cast<float>(config_.hiddenDropout), *key,
-                        0, 0, *acc_);
-  }
+  if (const auto* key = P.dropoutFor(0); key && config_.hiddenDropout > 0)
+    gpt::applyDropoutRows(dx, P.embeddedRows(), h, static_cast<float>(config_.hiddenDropout), *key,
+                          0, *acc_);
   if (!model) {
     k.embeddingBackward(g0,
                         learnedPositions ? g0 + (vocab + P.shape.positionOffset) * h : nullptr,

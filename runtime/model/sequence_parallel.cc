@@ -42,6 +42,41 @@ float* reduceToShards(float* partial, std::vector<float>& local, const BlockShap
   return partial;
 }
 
+namespace {
+
+// Rank `rank`'s share of one row of `width` columns (each group's part, groups in order): packed
+// from the row, or unpacked into it.
+void packShare(const float* row, float* share, const std::vector<ColumnGroup>& groups, size_t u,
+               size_t rank) {
+  for (const ColumnGroup& g : groups) {
+    const size_t part = g.width / u;
+    std::memcpy(share, row + g.offset + rank * part, part * sizeof(float));
+    share += part;
+  }
+}
+void unpackShare(const float* share, float* row, const std::vector<ColumnGroup>& groups, size_t u,
+                 size_t rank) {
+  for (const ColumnGroup& g : groups) {
+    const size_t part = g.width / u;
+    std::memcpy(row + g.offset + rank * part, share, part * sizeof(float));
+    share += part;
+  }
+}
+
+// Rank `rank`'s positions of every sample, `share` columns each: a block of samples x seq rows
+// copied into the head layout (every position of every sample), or out of it.
+void copyPositions(const float* from, float* to, const BlockShape& s, size_t share, size_t rank,
+                   bool intoHeads) {
+  const size_t run = s.seq * share;
+  for (size_t b = 0; b < s.samples; ++b) {
+    const size_t block = b * run, heads = (b * s.fullSeq + rank * s.seq) * share;
+    std::memcpy(to + (intoHeads ? heads : block), from + (intoHeads ? block : heads),
+                run * sizeof(float));
+  }
+}
+
+}  // namespace
+
 // Both moves send rank j the rows it needs in blocks of samples x seq rows of width / u columns
 // (block j of the send buffer for rank j), then unpack block i from rank i.
 void toHeadLayout(const float* rows, float* heads, const BlockShape& s,
@@ -52,19 +87,11 @@ void toHeadLayout(const float* rows, float* heads, const BlockShape& s,
   float* out = sized(scratch, 2 * u * block);
   float* in = out + u * block;
   for (size_t to = 0; to < u; ++to)  // rank `to`'s heads of every row here
-    for (size_t r = 0; r < local; ++r) {
-      float* dst = out + to * block + r * share;
-      for (const ColumnGroup& g : groups) {
-        const size_t part = g.width / u;
-        std::memcpy(dst, rows + r * width + g.offset + to * part, part * sizeof(float));
-        dst += part;
-      }
-    }
+    for (size_t r = 0; r < local; ++r)
+      packShare(rows + r * width, out + to * block + r * share, groups, u, to);
   s.ulysses->allToAll(out, in, block);
   for (size_t from = 0; from < u; ++from)  // rank `from` holds positions from * seq.. of each sample
-    for (size_t b = 0; b < s.samples; ++b)
-      std::memcpy(heads + (b * s.fullSeq + from * s.seq) * share,
-                  in + from * block + b * s.seq * share, s.seq * share * sizeof(float));
+    copyPositions(in + from * block, heads, s, share, from, true);
 }
 
 void toPositionLayout(const float* heads, float* rows, const BlockShape& s,
@@ -75,19 +102,11 @@ void toPositionLayout(const float* heads, float* rows, const BlockShape& s,
   float* out = sized(scratch, 2 * u * block);
   float* in = out + u * block;
   for (size_t to = 0; to < u; ++to)  // rank `to`'s positions of every sample, this rank's heads
-    for (size_t b = 0; b < s.samples; ++b)
-      std::memcpy(out + to * block + b * s.seq * share,
-                  heads + (b * s.fullSeq + to * s.seq) * share, s.seq * share * sizeof(float));
+    copyPositions(heads, out + to * block, s, share, to, false);
   s.ulysses->allToAll(out, in, block);
   for (size_t from = 0; from < u; ++from)  // rank `from` holds heads from * part.. of each group
-    for (size_t r = 0; r < local; ++r) {
-      const float* src = in + from * block + r * share;
-      for (const ColumnGroup& g : groups) {
-        const size_t part = g.width / u;
-        std::memcpy(rows + r * width + g.offset + from * part, src, part * sizeof(float));
-        src += part;
-      }
-    }
+    for (size_t r = 0; r < local; ++r)
+      unpackShare(in + from * block + r * share, rows + r * width, groups, u, from);
 }
 
 void ShardedGradients::add(float* grad, size_t count) {

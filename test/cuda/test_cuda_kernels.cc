@@ -24,6 +24,7 @@
 #include "kernels/cpu/transformer_kernels.h"
 #include "kernels/cuda/cuda_accelerator.h"
 #include "test/attention_reference.h"
+#include "test/float_arrays.h"
 #include "test/cuda/check_report.h"
 
 namespace {
@@ -35,19 +36,12 @@ using ds::kernels::DeviceBuffer;
 using ds::kernels::KernelIsa;
 using ds::kernels::Transpose;
 using ds::kernels::Unit;
+using ds::test::randoms;
 using ds::test::Report;
 using ds::test::Result;
 
 constexpr double kFp32Tolerance = 1e-5;  // relative (see Report::close)
 constexpr double kBf16Tolerance = 1e-2;  // bf16's 8-bit mantissa, rounded once at the output
-
-std::vector<float> randoms(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 // Device memory filled from and read back into host vectors, on the current stream (where the
 // kernels table launches: a non-blocking stream, which the null stream would not order).

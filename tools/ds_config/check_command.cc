@@ -226,18 +226,16 @@ void addNeoxKeysCommand(CLI::App& app) {
     }
     for (const auto& rule : runtime::configPolicyTable()) {
       if (rule.path.find('.') != std::string::npos) continue;
-      // The GPT trainer takes DeepSpeed-Ulysses' degree itself (the NeoX parser reads it before
-      // the DeepSpeed keys' policy sees it).
-      if (rule.path == "sequence_parallel_size") {
-        std::cout << "| `sequence_parallel_size` | honoured (DeepSpeed key) | DeepSpeed-Ulysses: "
-                     "consecutive ranks share each sample's positions, attention all-to-all to "
-                     "head-split and back; heads, kv heads and seq-length must divide by it; with "
-                     "data parallelism and ZeRO, not with model- or pipe-parallel-size above 1 |\n";
-        continue;
-      }
-      std::cout << "| `" << rule.path
-                << "` | DeepSpeed key: " << runtime::keyEffectName(rule.effect) << " | "
-                << cell(rule.note) << " |\n";
+      const auto& taken = runtime::neoxDeepSpeedKeys();
+      const auto own = std::find_if(taken.begin(), taken.end(),
+                                    [&](const auto& key) { return key.name == rule.path; });
+      if (own != taken.end())
+        std::cout << "| `" << rule.path << "` | honoured (DeepSpeed key) | " << cell(own->note)
+                  << " |\n";
+      else
+        std::cout << "| `" << rule.path
+                  << "` | DeepSpeed key: " << runtime::keyEffectName(rule.effect) << " | "
+                  << cell(rule.note) << " |\n";
     }
   });
 }
