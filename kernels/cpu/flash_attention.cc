@@ -55,6 +55,10 @@ struct Grid {
     queryTiles = (T + bq - 1) / bq;
     keyTiles = (T + bk - 1) / bk;
   }
+  // Whether tasks read head-major copies (HeadCopies): only when a head's keys span several key
+  // tiles, which the tiles then sweep again and again. Within one tile (the demo's seq 128) the
+  // copies cost more than they save: flash went from 0.92 to 0.85x the stored attention there.
+  bool copyHeads() const { return keyTiles > 1; }
   size_t r0(size_t r) const { return r * bq; }
   size_t r1(size_t r) const { return std::min(T, (r + 1) * bq); }
   size_t c0(size_t c) const { return c * bk; }
@@ -89,14 +93,14 @@ void dropTile(const TransformerKernels& k, const AttentionDropout& drop, const G
   }
 }
 
-// The copies one task reads, head-major: each (sample, head) operand it uses as a contiguous
-// [seq, headDim] block. The tile products then read rows headDim floats apart instead of a whole
-// qkv row apart (9 KB at GPT-2 small, so that every key of a tile sits on a page of its own), which
-// ran the forward's products 15-27% faster at seq 4096 (one head's tiles swept through oneDNN, the
-// Xeon, 1 thread). A thread keeps its copies across its tasks of one call: a static schedule gives
-// it consecutive tasks, mostly of one head, so each head is copied about once per call. They live
-// in the thread's own buffer, reused across calls: a fresh allocation's page faults cost more
-// than the copies (7% of bench_attention's time at seq 4096).
+// The copies one task reads where Grid::copyHeads, head-major: each (sample, head) operand it uses
+// as a contiguous [seq, headDim] block. The tile products then read rows headDim floats apart
+// instead of a whole qkv row apart (9 KB at GPT-2 small, so that every key of a tile sits on a
+// page of its own), which ran the forward's products 15-27% faster at seq 4096 (one head's tiles
+// swept through oneDNN, the Xeon, 1 thread). A thread keeps its copies across its tasks of one
+// call: a static schedule gives it consecutive tasks, mostly of one head, so each head is copied
+// about once per call. They live in the thread's own buffer, reused across calls: a fresh
+// allocation's page faults cost more than the copies (7% of bench_attention's time at seq 4096).
 struct Operand {
   const float* rows;  // row t of the (sample, head) at rows + t * ld
   size_t ld;
@@ -137,8 +141,9 @@ uint64_t newCall() {
 }  // namespace
 
 AttentionTiles attentionTiles(const AttentionShape& s) {
-  AttentionTiles t{s.tiling.queryBlock ? s.tiling.queryBlock
-                                       : s.seq >= kLongSequence ? kLongQueryBlock : kQueryBlock,
+  AttentionTiles t{s.tiling.queryBlock      ? s.tiling.queryBlock
+                   : s.seq >= kLongSequence ? kLongQueryBlock
+                                            : kQueryBlock,
                    s.tiling.keyBlock};
   if (!t.keyBlock) {
     // Per key of a tile: its key and value rows (2 d floats) and a column of the scores, their
@@ -158,9 +163,14 @@ void flashAttentionForward(const TransformerKernels& k, const AttentionShape& s,
     const size_t r = task % g.queryTiles, head = task / g.queryTiles % g.H,
                  b = task / g.queryTiles / g.H, kvHead = head / g.group;
     const float* sample = qkv + b * g.T * g.Q;
-    const float* key = sample + g.hq + kvHead * g.d;
-    const float* keys = HeadCopies::of(call, b, kvHead, g, {{key, g.Q}, {key + g.KV * g.d, g.Q}});
-    const float* values = keys + g.T * g.d;
+    const float* keys = sample + g.hq + kvHead * g.d;
+    const float* values = keys + g.KV * g.d;
+    size_t kvLd = g.Q;
+    if (g.copyHeads()) {
+      keys = HeadCopies::of(call, b, kvHead, g, {{keys, g.Q}, {values, g.Q}});
+      values = keys + g.T * g.d;
+      kvLd = g.d;
+    }
     const size_t r0 = g.r0(r), rows = g.r1(r) - r0;
     float* out = ctx + b * g.T * g.hq + head * g.d + r0 * g.hq;
     float* rowMax = stats + (b * g.H + head) * 2 * g.T + r0;
@@ -170,11 +180,11 @@ void flashAttentionForward(const TransformerKernels& k, const AttentionShape& s,
     for (size_t c = g.firstKeyTile(r); c <= g.lastKeyTile(r); ++c) {
       const size_t c0 = g.c0(c), cols = g.cols(r, c);
       matmul(false, true, rows, cols, g.d, g.scale, sample + head * g.d + r0 * g.Q, g.Q,
-             keys + c0 * g.d, g.d, 0.0f, tile, g.bk);
+             keys + c0 * kvLd, kvLd, 0.0f, tile, g.bk);
       k.attentionTileSoftmax(tile, g.bk, rows, cols, r0, c0, g.window, rowMax, rowSum, out, g.hq,
                              g.d);
       if (dropout) dropTile(k, *dropout, g, b, head, r0, rows, c0, cols, tile, tile);
-      matmul(false, false, rows, g.d, cols, 1.0f, tile, g.bk, values + c0 * g.d, g.d, 1.0f, out,
+      matmul(false, false, rows, g.d, cols, 1.0f, tile, g.bk, values + c0 * kvLd, kvLd, 1.0f, out,
              g.hq);
     }
     k.attentionRowsFinish(out, g.hq, g.d, rows, rowSum);
@@ -182,6 +192,19 @@ void flashAttentionForward(const TransformerKernels& k, const AttentionShape& s,
 }
 
 namespace {
+
+// Where a backward task reads its (sample, key/value head): row t of group member j's q at q + j *
+// qStep + t * qLd, of its dCtx at dOut + j * dOutStep + t * dOutLd, of k and v at key / value +
+// t * kvLd; in HeadCopies or where the caller's arrays hold them.
+struct HeadOperands {
+  const float* q;
+  size_t qStep, qLd;
+  const float* dOut;
+  size_t dOutStep, dOutLd;
+  const float* key;
+  const float* value;
+  size_t kvLd;
+};
 
 // Where a tile's gradients go: head-major blocks (rows headDim apart) whose first rows are query
 // dqFirst of dq and key kvFirst of dk and dv.
@@ -216,15 +239,20 @@ class GradRows {
 };
 
 // One call's backward: the operands, D = rowDot(dCtx, ctx) per row, and the tile step both pass
-// layouts run. A task reads the copies of its (sample, key/value head): the group's q heads, their
-// dCtx, then k and v.
+// layouts run.
 class Backward {
  public:
-  Backward(const TransformerKernels& k, const AttentionShape& s, const float* qkv,
-           const float* ctx, const float* stats, const float* dCtx, float* dqkv,
-           const AttentionDropout* dropout)
-      : k_(k), g_(s), call_(newCall()), qkv_(qkv), stats_(stats), dCtx_(dCtx), dqkv_(dqkv),
-        dropout_(dropout), rowDot_(s.samples * s.heads * s.seq) {
+  Backward(const TransformerKernels& k, const AttentionShape& s, const float* qkv, const float* ctx,
+           const float* stats, const float* dCtx, float* dqkv, const AttentionDropout* dropout)
+      : k_(k),
+        g_(s),
+        call_(newCall()),
+        qkv_(qkv),
+        stats_(stats),
+        dCtx_(dCtx),
+        dqkv_(dqkv),
+        dropout_(dropout),
+        rowDot_(s.samples * s.heads * s.seq) {
     parallelFor(s.samples * g_.H, [&](size_t bh) {
       const size_t at = (bh / g_.H) * g_.T * g_.hq + (bh % g_.H) * g_.d;
       k_.rowDots(rowDot_.data() + bh * g_.T, dCtx + at, g_.hq, ctx + at, g_.hq, g_.T, g_.d);
@@ -233,17 +261,28 @@ class Backward {
 
   const Grid& grid() const { return g_; }
 
-  const float* copies(size_t b, size_t kvHead) const {
-    std::vector<Operand> operands;
-    const float* sample = qkv_ + b * g_.T * g_.Q;
-    for (size_t j = 0; j < g_.group; ++j)
-      operands.push_back({sample + (kvHead * g_.group + j) * g_.d, g_.Q});
-    for (size_t j = 0; j < g_.group; ++j)
-      operands.push_back({dCtx_ + b * g_.T * g_.hq + (kvHead * g_.group + j) * g_.d, g_.hq});
-    const float* key = sample + g_.hq + kvHead * g_.d;
-    operands.push_back({key, g_.Q});
-    operands.push_back({key + g_.KV * g_.d, g_.Q});
-    return HeadCopies::of(call_, b, kvHead, g_, operands);
+  HeadOperands operands(size_t b, size_t kvHead) const {
+    const float* q = qkv_ + b * g_.T * g_.Q + kvHead * g_.group * g_.d;
+    const float* dOut = dCtx_ + b * g_.T * g_.hq + kvHead * g_.group * g_.d;
+    const float* key = qkv_ + b * g_.T * g_.Q + g_.hq + kvHead * g_.d;
+    const float* value = key + g_.KV * g_.d;
+    if (!g_.copyHeads()) return {q, g_.d, g_.Q, dOut, g_.d, g_.hq, key, value, g_.Q};
+    std::vector<Operand> rows;
+    for (size_t j = 0; j < g_.group; ++j) rows.push_back({q + j * g_.d, g_.Q});
+    for (size_t j = 0; j < g_.group; ++j) rows.push_back({dOut + j * g_.d, g_.hq});
+    rows.push_back({key, g_.Q});
+    rows.push_back({value, g_.Q});
+    const float* copies = HeadCopies::of(call_, b, kvHead, g_, rows);
+    const size_t block = g_.T * g_.d;
+    return {copies,
+            block,
+            g_.d,
+            copies + g_.group * block,
+            block,
+            g_.d,
+            copies + 2 * g_.group * block,
+            copies + (2 * g_.group + 1) * block,
+            g_.d};
   }
 
   // Gradient blocks to dqkv: dq of `head`, or dk and dv of `kvHead`.
@@ -254,29 +293,28 @@ class Backward {
   void writeKeysValues(const GradRows& grads, size_t i, size_t b, size_t kvHead, size_t first,
                        size_t rows) const {
     grads.write(i, dqkv_ + b * g_.T * g_.Q, g_.Q, first, g_.hq + kvHead * g_.d, rows);
-    grads.write(i + 1, dqkv_ + b * g_.T * g_.Q, g_.Q, first, g_.hq + (g_.KV + kvHead) * g_.d,
-                rows);
+    grads.write(i + 1, dqkv_ + b * g_.T * g_.Q, g_.Q, first, g_.hq + (g_.KV + kvHead) * g_.d, rows);
   }
 
-  // Tile (r, c) of (b, group member j of kvHead) from the task's copies: dS into the tile's dS
-  // buffer, then what `want` asks added into `out`: dK and dV of key tile c, dQ of query tile r.
+  // Tile (r, c) of (b, group member j of kvHead): dS into the tile's dS buffer, then what `want`
+  // asks added into `out`: dK and dV of key tile c, dQ of query tile r.
   enum Want { kKeysValues = 1, kQueries = 2 };
-  void tile(const float* copies, const TileGrads& out, size_t b, size_t kvHead, size_t j,
+  void tile(const HeadOperands& in, const TileGrads& out, size_t b, size_t kvHead, size_t j,
             size_t r, size_t c, int want) const {
-    const size_t head = kvHead * g_.group + j, d = g_.d, block = g_.T * d;
+    const size_t head = kvHead * g_.group + j, d = g_.d;
     const size_t r0 = g_.r0(r), rows = g_.r1(r) - r0, c0 = g_.c0(c), cols = g_.cols(r, c);
-    const float* q = copies + j * block + r0 * d;
-    const float* dOut = copies + (g_.group + j) * block + r0 * d;
-    const float* key = copies + 2 * g_.group * block + c0 * d;
-    const float* value = key + block;
+    const float* q = in.q + j * in.qStep + r0 * in.qLd;
+    const float* dOut = in.dOut + j * in.dOutStep + r0 * in.dOutLd;
+    const float* key = in.key + c0 * in.kvLd;
+    const float* value = in.value + c0 * in.kvLd;
     const size_t tileSize = g_.bq * g_.bk;
     float* p = scratch(3 * tileSize);
     float* dS = p + tileSize;
     float* dropped = dS + tileSize;
     const float* rowMax = stats_ + (b * g_.H + head) * 2 * g_.T + r0;
-    matmul(false, true, rows, cols, d, g_.scale, q, d, key, d, 0.0f, p, g_.bk);
+    matmul(false, true, rows, cols, d, g_.scale, q, in.qLd, key, in.kvLd, 0.0f, p, g_.bk);
     k_.attentionTileProbs(p, g_.bk, rows, cols, r0, c0, g_.window, rowMax, rowMax + g_.T);
-    matmul(false, true, rows, cols, d, 1.0f, dOut, d, value, d, 0.0f, dS, g_.bk);
+    matmul(false, true, rows, cols, d, 1.0f, dOut, in.dOutLd, value, in.kvLd, 0.0f, dS, g_.bk);
     const float* used = p;  // what multiplied v in the forward
     if (dropout_) {
       if (want & kKeysValues) {
@@ -289,11 +327,11 @@ class Backward {
                               rowDot_.data() + (b * g_.H + head) * g_.T + r0);
     if (want & kKeysValues) {
       const size_t at = (c0 - out.kvFirst) * d;
-      matmul(true, false, cols, d, rows, 1.0f, used, g_.bk, dOut, d, 1.0f, out.dv + at, d);
-      matmul(true, false, cols, d, rows, g_.scale, dS, g_.bk, q, d, 1.0f, out.dk + at, d);
+      matmul(true, false, cols, d, rows, 1.0f, used, g_.bk, dOut, in.dOutLd, 1.0f, out.dv + at, d);
+      matmul(true, false, cols, d, rows, g_.scale, dS, g_.bk, q, in.qLd, 1.0f, out.dk + at, d);
     }
     if (want & kQueries)
-      matmul(false, false, rows, d, cols, g_.scale, dS, g_.bk, key, d, 1.0f,
+      matmul(false, false, rows, d, cols, g_.scale, dS, g_.bk, key, in.kvLd, 1.0f,
              out.dq + (r0 - out.dqFirst) * d, d);
   }
 
@@ -315,13 +353,13 @@ void fusedBackward(const Backward& bw, size_t samples) {
   const Grid& g = bw.grid();
   parallelFor(samples * g.KV, [&](size_t task) {
     const size_t b = task / g.KV, kvHead = task % g.KV;
-    const float* copies = bw.copies(b, kvHead);
+    const HeadOperands in = bw.operands(b, kvHead);
     const GradRows grads(g.group + 2, g.T, g.d);  // dq of each query head, dk, dv
     for (size_t c = 0; c < g.keyTiles; ++c)
       for (size_t j = 0; j < g.group; ++j) {
         const TileGrads out{grads.slot(j), 0, grads.slot(g.group), grads.slot(g.group + 1), 0};
         for (size_t r = g.firstQueryTile(c); r <= g.lastQueryTile(c); ++r)
-          bw.tile(copies, out, b, kvHead, j, r, c, Backward::kKeysValues | Backward::kQueries);
+          bw.tile(in, out, b, kvHead, j, r, c, Backward::kKeysValues | Backward::kQueries);
       }
     for (size_t j = 0; j < g.group; ++j) bw.writeQueries(grads, j, b, kvHead * g.group + j, 0, g.T);
     bw.writeKeysValues(grads, g.group, b, kvHead, 0, g.T);
@@ -333,31 +371,31 @@ void splitBackward(const Backward& bw, size_t samples) {
   parallelFor(samples * g.KV * g.keyTiles, [&](size_t task) {
     const size_t c = task % g.keyTiles, kvHead = task / g.keyTiles % g.KV,
                  b = task / g.keyTiles / g.KV;
-    const float* copies = bw.copies(b, kvHead);
+    const HeadOperands in = bw.operands(b, kvHead);
     const GradRows grads(2, g.bk, g.d);  // dk, dv of key tile c
     const TileGrads out{nullptr, 0, grads.slot(0), grads.slot(1), g.c0(c)};
     for (size_t j = 0; j < g.group; ++j)
       for (size_t r = g.firstQueryTile(c); r <= g.lastQueryTile(c); ++r)
-        bw.tile(copies, out, b, kvHead, j, r, c, Backward::kKeysValues);
+        bw.tile(in, out, b, kvHead, j, r, c, Backward::kKeysValues);
     bw.writeKeysValues(grads, 0, b, kvHead, g.c0(c), g.c1(c) - g.c0(c));
   });
   parallelFor(samples * g.H * g.queryTiles, [&](size_t task) {
     const size_t r = task % g.queryTiles, head = task / g.queryTiles % g.H,
                  b = task / g.queryTiles / g.H, kvHead = head / g.group;
-    const float* copies = bw.copies(b, kvHead);
+    const HeadOperands in = bw.operands(b, kvHead);
     const GradRows grads(1, g.bq, g.d);  // dq of query tile r
     const TileGrads out{grads.slot(0), g.r0(r), nullptr, nullptr, 0};
     for (size_t c = g.firstKeyTile(r); c <= g.lastKeyTile(r); ++c)
-      bw.tile(copies, out, b, kvHead, head % g.group, r, c, Backward::kQueries);
+      bw.tile(in, out, b, kvHead, head % g.group, r, c, Backward::kQueries);
     bw.writeQueries(grads, 0, b, head, g.r0(r), g.r1(r) - g.r0(r));
   });
 }
 
 }  // namespace
 
-void flashAttentionBackward(const TransformerKernels& k, const AttentionShape& s,
-                            const float* qkv, const float* ctx, const float* stats,
-                            const float* dCtx, float* dqkv, const AttentionDropout* dropout) {
+void flashAttentionBackward(const TransformerKernels& k, const AttentionShape& s, const float* qkv,
+                            const float* ctx, const float* stats, const float* dCtx, float* dqkv,
+                            const AttentionDropout* dropout) {
   const Backward bw(k, s, qkv, ctx, stats, dCtx, dqkv, dropout);
   AttentionBackwardPasses passes = s.tiling.passes;
   if (passes == AttentionBackwardPasses::Auto)

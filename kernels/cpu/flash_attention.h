@@ -3,10 +3,10 @@
 // nothing of size [T, T] is ever stored: memory O(T) per (sample, head). Tiles that no query of the
 // tile sees are never computed. The backward recomputes each tile's probabilities from the two
 // floats per row the forward kept. Products go to matmul (single-threaded inside the tasks), the
-// row work to a TransformerKernels table (any ISA: the tests compare them). Each thread reads its
-// task's heads from head-major copies it keeps between calls: 2 seq x headDim floats in the
-// forward (k, v), (3 group + 4) in the backward (q, dCtx, dq of each query head of the group; k,
-// v, dk, dv), 59 MB a thread at seq 32768 and headDim 64.
+// row work to a TransformerKernels table (any ISA: the tests compare them). Past one key tile,
+// each thread reads its task's heads from head-major copies it keeps between calls: 2 seq x
+// headDim floats in the forward (k, v), (3 group + 4) in the backward (q, dCtx, dq of each query
+// head of the group; k, v, dk, dv), 59 MB a thread at seq 32768 and headDim 64.
 #pragma once
 
 #include <cstddef>

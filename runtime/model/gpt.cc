@@ -416,8 +416,8 @@ Gpt::Macs Gpt::forwardMacsPerSample(size_t seq) const {
   const double T = static_cast<double>(seq), h = config_.hiddenSize, L = config_.numLayers;
   Macs m;
   m.attentionProjections = L * T * (h * config_.qkvSize() + h * h);
-  // Q K^T and P V over the whole T x T matrix: the causal half and the keys outside a sliding
-  // window are computed, then masked, not skipped.
+  // Q K^T and P V over the whole T x T matrix, as Megatron's and DeepSpeed's flops formulas count
+  // them: flash attention skips the tiles no query sees (about half at long sequences).
   m.attentionScores = L * 2.0 * T * T * h;
   m.mlp = L * T * h * (config_.ffnInputSize() + config_.ffnSize());
   m.head = T * h * config_.paddedVocabSize();
