@@ -612,6 +612,44 @@ bool readModelKey(const std::string& key, const Reader& r, NeoxKeys& k) {
   return true;
 }
 
+// Mixture of experts (runtime/model/moe_config.h).
+bool readMoeKey(const std::string& key, const Reader& r, MoeConfig& m) {
+  if (key == "moe-num-experts")
+    m.numExperts = static_cast<int>(r.integer(1, 1 << 16));
+  else if (key == "moe-expert-interval")
+    m.expertInterval = static_cast<int>(r.integer(1, kMaxSize));
+  else if (key == "moe-top-k")
+    m.topK = static_cast<int>(r.integer(1, 1 << 16));
+  else if (key == "moe-type")
+    m.kind = r.choice<MoeKind>({{"megablocks", MoeKind::Dropless}, {"deepspeed", MoeKind::DeepSpeed}});
+  else if (key == "moe-router-type")
+    m.router = r.choice<MoeRouter>({{"sinkhorn", MoeRouter::Sinkhorn}, {"topk", MoeRouter::TopK}});
+  else if (key == "moe-jitter-eps")
+    m.jitterEps = r.number();
+  else if (key == "moe-loss-coeff")
+    m.lossCoeff = r.number();
+  else if (key == "moe-train-capacity-factor")
+    m.trainCapacityFactor = r.number();
+  else if (key == "moe-eval-capacity-factor")
+    m.evalCapacityFactor = r.number();
+  else if (key == "moe-min-capacity")
+    m.minCapacity = static_cast<int>(r.integer(0, kMaxSize));
+  else if (key == "moe-token-dropping")
+    m.tokenDropping = r.boolean();
+  else if (key == "moe-use-residual")
+    m.useResidual = r.boolean();
+  else if (key == "moe-expert-parallel-size")
+    m.expertParallelSize = static_cast<int>(r.integer(1, kMaxSize));
+  else if (key == "moe-noisy-gate-policy")
+    m.noisyGate = r.choice<NoisyGate>(
+        {{"None", NoisyGate::None}, {"Jitter", NoisyGate::Jitter}, {"RSample", NoisyGate::RSample}});
+  else if (key == "moe-use-rts")
+    m.useRts = r.boolean();
+  else
+    return false;
+  return true;
+}
+
 // Model and pipeline parallelism, and what they do to checkpointed activations.
 bool readParallelKey(const std::string& key, const Reader& r, GptTrainConfig& t) {
   GptConfig& m = t.model;
@@ -780,7 +818,8 @@ void readNeoxKeys(const Json& merged, const std::set<std::string>& dsKeys, NeoxK
   for (auto& [key, value] : merged.items()) {
     if (dsKeys.count(key) || !honouredAndSet(key, value, candidates, k.out.notes)) continue;
     const Reader r{merged, key};
-    if (!readModelKey(key, r, k) && !readParallelKey(key, r, k.train()) &&
+    if (!readModelKey(key, r, k) && !readMoeKey(key, r, k.train().model.moe) &&
+        !readParallelKey(key, r, k.train()) &&
         !readDataKey(key, r, k.train()) && !readRunKey(key, r, k) &&
         !readCheckpointKey(key, r, k) && !readDeepSpeedKey(key, r, k))
       throw Error(key +
@@ -829,6 +868,20 @@ void checkUlysses(const GptTrainConfig& t) {
   evenly("seq-length", t.model.seqLength);
 }
 
+// Mixture of experts' limits today: every rank holds every expert, so the layouts that would
+// split or move them are refused by name rather than run wrong.
+void checkMoeLayout(const GptTrainConfig& t) {
+  if (!t.model.moe.enabled()) return;
+  const std::string moe =
+      "moe-num-experts " + std::to_string(t.model.moe.numExperts) + " with ";
+  if (t.parallel.pipe > 1)
+    throw Error(moe + "pipe-parallel-size " + std::to_string(t.parallel.pipe) +
+                ": MoE layers in pipeline stages are not implemented yet; use pipe-parallel-size 1");
+  if (t.parallel.sequence > 1)
+    throw Error(moe + "sequence_parallel_size " + std::to_string(t.parallel.sequence) +
+                ": MoE with DeepSpeed-Ulysses is not implemented yet; use 1");
+}
+
 // A misspelt tokenizer name, an impossible model or one its model-parallel ranks cannot split
 // fails at launch, not on every rank after its start.
 void checkModel(const NeoxKeys& k) {
@@ -839,6 +892,7 @@ void checkModel(const NeoxKeys& k) {
   t.model.validate();
   t.model.validateModelParallel(t.parallel.model);
   checkUlysses(t);
+  checkMoeLayout(t);
   if (t.trainIters <= 0) throw Error("train-iters: required (the number of optimizer steps)");
 }
 

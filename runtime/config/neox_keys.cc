@@ -22,7 +22,6 @@ constexpr std::string_view kTextgenKey =
 constexpr std::string_view kSetAtLaunch = "NeoX computes it at launch; here ds-launch does";
 constexpr std::string_view kMambaKey = "only used by mamba layers (attention-config refuses them)";
 constexpr std::string_view kRwkvKey = "only used by rwkv layers (attention-config refuses them)";
-constexpr std::string_view kMoeKey = "only used with moe-num-experts above 1 (not implemented)";
 constexpr std::string_view kMupKey = "only used with use-mup (not implemented)";
 constexpr std::string_view kWandbKey = "only used with use-wandb (W&B is not provided here)";
 constexpr std::string_view kCometKey = "only used with use-comet (Comet is not provided here)";
@@ -91,12 +90,12 @@ const std::vector<NeoxKeyRule> kTable = {
     {"profile-step-start", N, "only used with profile"},
     {"profile-step-stop", N, "only used with profile"},
     // NeoXArgsMoE
-    {"moe-num-experts", X, "mixture of experts", "1"},
-    {"moe-expert-interval", N, kMoeKey},
-    {"moe-top-k", N, kMoeKey},
-    {"moe-router-type", N, kMoeKey},
-    {"moe-lbl-in-fp32", N, kMoeKey},
-    {"moe-jitter-eps", N, kMoeKey},
+    {"moe-num-experts", H, "experts per MoE layer (1: no MoE; docs/gpt-trainer.md)"},
+    {"moe-expert-interval", H, "layer l (from 0) is a MoE layer when l % interval == 0"},
+    {"moe-top-k", H, "experts per token"},
+    {"moe-router-type", H, "the dropless router: sinkhorn or topk"},
+    {"moe-lbl-in-fp32", N, "NeoX reads it and never uses it; gating runs in fp32 here"},
+    {"moe-jitter-eps", H, "the topk router's multiplicative input jitter in training"},
     // NeoXArgsModel
     {"precision", H, "fp16, bfloat16 or fp32 (the DeepSpeed fp16 / bf16 blocks)"},
     {"num-layers", H, "transformer layers"},
@@ -378,6 +377,20 @@ const std::vector<NeoxKeyRule> kTable = {
     {"kl-div-beta", N, "only used with train-impl reinforce (not implemented)"},
     {"reinforce-leave-one-out", N, "only used with train-impl reinforce (not implemented)"},
     // Older NeoX names, still in configs NeoX users have.
+    {"moe-type", H, "megablocks (dropless, today's NeoX MoE) or deepspeed (DeepSpeed-MoE's gating)"},
+    {"moe-loss-coeff", H, "moe-type deepspeed: the weight of the summed load-balancing loss"},
+    {"moe-train-capacity-factor", H, "moe-type deepspeed: capacity factor in training"},
+    {"moe-eval-capacity-factor", H, "moe-type deepspeed: capacity factor in evaluation"},
+    {"moe-min-capacity", H, "moe-type deepspeed: the least capacity of an expert"},
+    {"moe-token-dropping", H, "moe-type deepspeed: drop tokens past an expert's capacity"},
+    {"moe-use-residual", H, "moe-type deepspeed: PR-MoE's dense MLP mixed with the experts"},
+    {"moe-expert-parallel-size", H, "moe-type deepspeed: experts split over this many ranks"},
+    {"moe-noisy-gate-policy", H, "moe-type deepspeed: None, Jitter or RSample (DeepSpeed's)"},
+    {"moe-use-rts", H, "moe-type deepspeed: random token selection on overflow (top-1)"},
+    {"create-moe-param-group", N, "the engine keeps expert parameters in their own places"},
+    {"use-tutel", N, "Tutel's CUDA kernels for DeepSpeed-MoE; the maths is the same"},
+    {"moe-glu", X, "gated experts in NeoX's megablocks MoE"},
+    {"enable-expert-tensor-parallelism", X, "experts sliced over the model-parallel group"},
     {"rms-norm", H, "norm: rmsnorm"},
     {"geglu", H, "activation: geglu"},
     {"sinusoidal-pos-emb", H, "pos-emb: sinusoidal"},

@@ -238,13 +238,36 @@ void ParameterTable::addBlock(int l) {
   if (attnBias) add(p + "attention.dense.bias", {hidden()}, false, layer, {}, kReplicated);
   add(p + "post_attention_layernorm.weight", {normWeights()}, false, layer, {}, kReplicated);
   if (normBias) add(p + "post_attention_layernorm.bias", {hidden()}, false, layer, {}, kReplicated);
-  add(p + "mlp.dense_h_to_4h.weight", {ff1, hidden()}, true, layer,
+  // A MoE layer (no slicing: refused with model-parallel-size > 1) in gpt::blockLayout's order:
+  // router, experts, DeepSpeed's residual MLP and its coefficient.
+  const bool moe = c_.moe.isMoeLayer(l);
+  const bool denseMlp = !moe || (c_.moe.kind == MoeKind::DeepSpeed && c_.moe.useResidual);
+  if (moe) {
+    const auto xff = static_cast<int64_t>(c_.expertFfnSize()),
+               xff1 = static_cast<int64_t>(c_.expertFfnInputSize());
+    const bool expertBias = c_.moe.kind == MoeKind::DeepSpeed && mlpBias;
+    add(p + "mlp.router.weight", {c_.moe.numExperts, hidden()}, true, layer);
+    for (int e = 0; e < c_.moe.numExperts; ++e) {
+      const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+      add(x + "dense_h_to_4h.weight", {xff1, hidden()}, true, layer);
+      if (expertBias) add(x + "dense_h_to_4h.bias", {xff1}, false, layer);
+      add(x + "dense_4h_to_h.weight", {hidden(), xff}, true, layer);
+      if (expertBias) add(x + "dense_4h_to_h.bias", {hidden()}, false, layer);
+    }
+  }
+  if (!denseMlp) return;
+  const std::string mlp = p + (moe ? "mlp.mlp." : "mlp.");
+  add(mlp + "dense_h_to_4h.weight", {ff1, hidden()}, true, layer,
       byRows(fc1Slice_, c_.ffnInputSize(), h));
   if (mlpBias)
-    add(p + "mlp.dense_h_to_4h.bias", {ff1}, false, layer, byRows(fc1Slice_, c_.ffnInputSize(), 1));
-  add(p + "mlp.dense_4h_to_h.weight", {hidden(), ff}, true, layer,
+    add(mlp + "dense_h_to_4h.bias", {ff1}, false, layer, byRows(fc1Slice_, c_.ffnInputSize(), 1));
+  add(mlp + "dense_4h_to_h.weight", {hidden(), ff}, true, layer,
       byColumns(h, c_.ffnSize(), slice_.firstFfn, slice_.ffn));
-  if (mlpBias) add(p + "mlp.dense_4h_to_h.bias", {hidden()}, false, layer, {}, kReplicated);
+  if (mlpBias) add(mlp + "dense_4h_to_h.bias", {hidden()}, false, layer, {}, kReplicated);
+  if (moe) {
+    add(p + "mlp.coefficient.weight", {2, hidden()}, true, layer);
+    add(p + "mlp.coefficient.bias", {2}, false, layer);
+  }
 }
 
 // NeoX's fixed position table [positions, h]: inv_freq = 10000^(-2i / h);
@@ -304,7 +327,10 @@ Gpt::Gpt(GptConfig config, GptPlacement placement, kernels::Accelerator& acceler
 
   acts_ = std::make_unique<GptActivations>(config_, *acc_, slice, vocabRows);
   const size_t positions = static_cast<size_t>(maxPositions());
-  if (config_.posEmb == PositionEmbedding::Rotary) acts_->runner.prepareRotary(positions);
+  if (config_.posEmb == PositionEmbedding::Rotary) {
+    acts_->runner.prepareRotary(positions);
+    if (config_.moe.enabled()) acts_->moeRunner.prepareRotary(positions);
+  }
   if (config_.posEmb == PositionEmbedding::Sinusoidal)
     acts_->sinusoid = sinusoidTable(positions, config_.hiddenSize);
   acts_->buffers.resize(1);
@@ -440,6 +466,8 @@ GptPass Gpt::beginPass(const Batch& batch, Pass pass) {
   if (train && (config_.attentionDropout > 0 || config_.hiddenDropout > 0) &&
       batch.sampleIds.size() != batch.size)
     throw Error("GPT batch: dropout needs one sample id per sample");
+  if (train && config_.moe.drawsNoise() && batch.sampleIds.size() != batch.size)
+    throw Error("GPT batch: the MoE gating's random draws need one sample id per sample");
   // Sequence parallelism shards a training or evaluation pass's rows over the model group (the
   // pipeline stages pass the shards); generation, whose prompt need not divide, runs every row on
   // every rank.
@@ -449,7 +477,9 @@ GptPass Gpt::beginPass(const Batch& batch, Pass pass) {
   P.train = train;
   P.logits = pass == Pass::Logits;
   P.checkpointing = train && config_.checkpointActivations;
-  P.dropout = train && (config_.attentionDropout > 0 || config_.hiddenDropout > 0);
+  // A MoE layer tells training from evaluation by the key's presence (moe_layer.h).
+  P.dropout =
+      train && (config_.attentionDropout > 0 || config_.hiddenDropout > 0 || config_.moe.enabled());
   P.counted = counted;
   P.keys = gpt::DropoutKey{&batch.sampleIds, 0};
   P.times = profiling_ && train ? moduleSeconds_.data() : nullptr;
@@ -484,6 +514,8 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
   blocksForward(P, B, access);
   const float loss = headPass(P, B, access, gradScale, lastLogits);
   if (!P.train) return loss;
+  if (config_.moe.kind == MoeKind::DeepSpeed)  // loss + moe-loss-coeff x sum of the layers' l_aux
+    acts_->moeRunner.setAuxLossGradient(config_.moe.lossCoeff * gradScale);
   blocksBackward(P, B, access);
   embedBackward(P, access);
   return loss;

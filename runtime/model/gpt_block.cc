@@ -24,13 +24,10 @@
 #include "runtime/parallel/tensor_slicing.h"
 
 namespace ds::runtime::gpt {
-namespace {
 
 using kernels::KernelFamily;
 using kernels::KernelTimer;
 
-// The block's whole-matrix products (not the per-head ones inside the attention's loops), timed
-// as their family.
 void product(kernels::Accelerator& acc, bool transA, bool transB, size_t m, size_t n, size_t k,
              float alpha, const float* a, size_t lda, const float* b, size_t ldb, float beta,
              float* c, size_t ldc) {
@@ -61,6 +58,8 @@ kernels::Unit unitOf(Activation a) {
   return kernels::Unit::Identity;
 }
 
+namespace {
+
 // The dropout sites of a block and of the embedding.
 constexpr uint64_t kSiteAttentionProbs = 1, kSiteAttentionOut = 2, kSiteMlpOut = 3;
 
@@ -86,9 +85,11 @@ BlockSlice blockSlice(const GptConfig& c, int rank, int size, Communicator* mode
   return s;
 }
 
-BlockLayout blockLayout(const GptConfig& c) { return blockLayout(c, blockSlice(c, 0, 1, nullptr)); }
+BlockLayout blockLayout(const GptConfig& c, bool moe) {
+  return blockLayout(c, blockSlice(c, 0, 1, nullptr), moe);
+}
 
-BlockLayout blockLayout(const GptConfig& c, const BlockSlice& slice) {
+BlockLayout blockLayout(const GptConfig& c, const BlockSlice& slice, bool moe) {
   // A gated MLP's dense_h_to_4h holds the rank's chunk of each half ([x | gate]).
   const size_t h = c.hiddenSize, ff = slice.ffn, ff1 = c.gated() ? 2 * ff : ff,
                d = c.headDim(), qkv = (slice.heads + 2 * slice.kvHeads) * d,
@@ -114,10 +115,26 @@ BlockLayout blockLayout(const GptConfig& c, const BlockSlice& slice) {
   l.denseb = maybe(attnBias, h);
   l.ln2w = take(normWeights);
   l.ln2b = maybe(normBias, h);
-  l.fc1w = take(ff1 * h);
-  l.fc1b = maybe(mlpBias, ff1);
-  l.fc2w = take(h * ff);
-  l.fc2b = maybe(mlpBias, h);
+  const bool denseMlp = !moe || (c.moe.kind == MoeKind::DeepSpeed && c.moe.useResidual);
+  if (moe) {  // DeepSpeed's module order: gate, experts, residual MLP, coefficient
+    const size_t xff = c.expertFfnSize(), xff1 = c.expertFfnInputSize();
+    const bool expertBias = c.moe.kind == MoeKind::DeepSpeed && mlpBias;  // NeoX's have none
+    l.routerw = take(static_cast<size_t>(c.moe.numExperts) * h);
+    l.expertFirst = o;
+    l.expert = {0, expertBias ? xff1 * h : BlockLayout::kNone,
+                xff1 * h + (expertBias ? xff1 : 0), BlockLayout::kNone};
+    l.expertStride = xff1 * h + xff * h + (expertBias ? xff1 + h : 0);
+    if (expertBias) l.expert.fc2b = l.expert.fc2w + h * xff;
+    take(l.expertStride * static_cast<size_t>(c.moe.numExperts));
+  }
+  l.fc1w = maybe(denseMlp, ff1 * h);
+  l.fc1b = maybe(denseMlp && mlpBias, ff1);
+  l.fc2w = maybe(denseMlp, h * ff);
+  l.fc2b = maybe(denseMlp && mlpBias, h);
+  if (moe && denseMlp) {
+    l.coefw = take(2 * h);
+    l.coefb = take(2);
+  }
   l.numel = o;
   return l;
 }
@@ -184,16 +201,17 @@ size_t BlockActivations::bytes() const {
   for (const auto* v : {&input, &ln1, &ln2, &stats1a, &stats1b, &stats2a, &stats2b, &qkRaw,
                         &qkStatsA, &qkStatsB, &qkv, &attnStats, &ctx, &ctxHeads, &mid, &fc1, &act})
     n += v->capacity();
-  return n * sizeof(float);
+  return n * sizeof(float) + moe.bytes();
 }
 
 BlockRunner::BlockRunner(const GptConfig& config, kernels::Accelerator& acc,
-                         const BlockSlice& slice)
+                         const BlockSlice& slice, bool moe)
     : c_(config),
       acc_(acc),
       k_(acc.transformerKernels()),
       slice_(slice),
-      layout_(blockLayout(config, slice)) {
+      layout_(blockLayout(config, slice, moe)),
+      moe_(config, acc) {
   if (c_.norm == NormKind::LayerNorm && !c_.normHasBias()) {
     zeroBias_.assign(static_cast<size_t>(c_.hiddenSize), 0.0f);
     unusedBiasGrad_.assign(zeroBias_.size(), 0.0f);
@@ -493,6 +511,14 @@ void BlockRunner::mlpForward(const float* params, BlockActivations& a, BlockWork
   const float* mlpNormed =
       gatherShards(c_.gptjTied ? a.ln1.data() : a.ln2.data(), w.gatheredB, s, h);
   const auto mlpStart = laps.lap(kNorm2);
+  if (L.moe()) {  // the training pass's key draws its noise (Gpt passes one for MoE models)
+    const moe::RoutingNoise noise(dropout ? dropout->sampleIds : nullptr,
+                                  dropout ? dropout->layer : 0, s.seq, s.positionOffset);
+    a.moe.stats = moe_.forward(moeTensors(params), mlpNormed, N, a.moe, w.moe,
+                               sized(w.mlpOut, N * h), dropout ? &noise : nullptr);
+    laps.endPart(kFc2, kMlp, mlpStart);
+    return;
+  }
   float* fc1 = sized(a.fc1, N * ff1);
   product(acc_, false, true, N, ff1, h, 1.0f, mlpNormed, h, P(L.fc1w), h, 0.0f, fc1, ff1);
   laps.lap(kFc1);
@@ -561,11 +587,40 @@ float* BlockRunner::mlpBackward(const float* params, float* grads, const BlockAc
                                 BlockWorkspace& w, const BlockShape& s, const float* dOut,
                                 float* dIn, const DropoutKey* dropout) {
   const BlockLayout& L = layout_;
+  const size_t N = s.rows, n = s.local, h = c_.hiddenSize;
+  auto P = [&](size_t offset) { return tensorAt(params, offset); };
+  auto G = [&](size_t offset) { return tensorAt(grads, offset); };
+
+  const bool tied = c_.gptjTied;
+  const float* mlpNormed = gatherShards(tied ? a.ln1.data() : a.ln2.data(), w.gatheredB, s, h);
+  float* dLn = sized(w.dB, N * h);  // tied: norm1's output gradient from the MLP, so far
+  if (L.moe())  // no dropout on a MoE layer's output
+    moe_.backward(moeTensors(params), moeTensors(grads), mlpNormed, N, a.moe, w.moe, dOut, dLn,
+                  auxLossGrad_);
+  else
+    denseMlpBackward(params, grads, a, w, s, dOut, mlpNormed, dLn, dropout);
+  const float* mlpIn = c_.gptjResidual ? a.input.data() : a.mid.data();
+  if (tied) {
+    elementWise([&] { std::memcpy(dIn, dOut, n * h * sizeof(float)); });
+  } else {
+    // Column-parallel's input gradient is the ranks' sum (tied, it is summed with QKV's first).
+    const float* dNormed = reduceToShards(dLn, w.dLocal, s, h, slice_.model);
+    normBackward(dNormed, mlpIn, P(L.ln2w), a.stats2a.data(), a.stats2b.data(), dIn, G(L.ln2w),
+                 G(L.ln2b), n);
+    elementWise([&] { addRows(k_, dIn, dOut, n, h); });  // sequential: d(mid); gpt-j: d(x) so far
+  }
+  return dLn;
+}
+
+void BlockRunner::denseMlpBackward(const float* params, float* grads, const BlockActivations& a,
+                                   BlockWorkspace& w, const BlockShape& s, const float* dOut,
+                                   const float* mlpNormed, float* dLn,
+                                   const DropoutKey* dropout) {
+  const BlockLayout& L = layout_;
   const size_t N = s.rows, n = s.local, h = c_.hiddenSize, ff = slice_.ffn,
                ff1 = c_.gated() ? 2 * ff : ff;
   auto P = [&](size_t offset) { return tensorAt(params, offset); };
   auto G = [&](size_t offset) { return tensorAt(grads, offset); };
-
   // dOut reaches mlpOut through the residual sum (the rank's rows; all N gathered for the products).
   const float* dMlpLocal = throughHiddenDropout(dOut, w, s, dropout, kSiteMlpOut);
   if (L.fc2b != BlockLayout::kNone)
@@ -591,22 +646,25 @@ float* BlockRunner::mlpBackward(const float* params, float* grads, const BlockAc
     });
   else
     elementWise([&] { parallelRows(N, activationBackward); });
-  const bool tied = c_.gptjTied;
-  const float* mlpNormed = gatherShards(tied ? a.ln1.data() : a.ln2.data(), w.gatheredB, s, h);
   product(acc_, true, false, ff1, h, N, 1.0f, dFc1, ff1, mlpNormed, h, 1.0f, G(L.fc1w), h);
-  float* dLn = sized(w.dB, N * h);  // tied: norm1's output gradient from the MLP, so far
   product(acc_, false, false, N, h, ff1, 1.0f, dFc1, ff1, P(L.fc1w), h, 0.0f, dLn, h);
-  const float* mlpIn = c_.gptjResidual ? a.input.data() : a.mid.data();
-  if (tied) {
-    elementWise([&] { std::memcpy(dIn, dOut, n * h * sizeof(float)); });
-  } else {
-    // Column-parallel's input gradient is the ranks' sum (tied, it is summed with QKV's first).
-    const float* dNormed = reduceToShards(dLn, w.dLocal, s, h, slice_.model);
-    normBackward(dNormed, mlpIn, P(L.ln2w), a.stats2a.data(), a.stats2b.data(), dIn, G(L.ln2w),
-                 G(L.ln2b), n);
-    elementWise([&] { addRows(k_, dIn, dOut, n, h); });  // sequential: d(mid); gpt-j: d(x) so far
+}
+
+template <class T>
+MoeTensors<T> BlockRunner::moeTensors(T* base) const {
+  const BlockLayout& L = layout_;
+  MoeTensors<T> t;
+  t.router = tensorAt(base, L.routerw);
+  for (int e = 0; e < c_.moe.numExperts; ++e) {
+    T* first = base + L.expertFirst + static_cast<size_t>(e) * L.expertStride;
+    t.experts.push_back({tensorAt(first, L.expert.fc1w), tensorAt(first, L.expert.fc1b),
+                         tensorAt(first, L.expert.fc2w), tensorAt(first, L.expert.fc2b)});
   }
-  return dLn;
+  t.residual = {tensorAt(base, L.fc1w), tensorAt(base, L.fc1b), tensorAt(base, L.fc2w),
+                tensorAt(base, L.fc2b)};
+  t.coefw = tensorAt(base, L.coefw);
+  t.coefb = tensorAt(base, L.coefb);
+  return t;
 }
 
 void BlockRunner::attentionBackward(const float* params, float* grads, const BlockActivations& a,

@@ -10,8 +10,17 @@
 #include "kernels/accelerator.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/model/gpt_config.h"
+#include "runtime/model/moe_layer.h"
 
 namespace ds::runtime::gpt {
+
+// The blocks' whole-matrix products (not the per-head ones inside the attention's loops), timed as
+// their kernel family.
+void product(kernels::Accelerator& acc, bool transA, bool transB, size_t m, size_t n, size_t k,
+             float alpha, const float* a, size_t lda, const float* b, size_t ldb, float beta,
+             float* c, size_t ldc);
+// The MLP activation's element kernel (the gated ones apply it to their gate half).
+kernels::Unit unitOf(Activation a);
 
 // A group of columns of a row split evenly over ranks' heads (Ulysses' moves,
 // sequence_parallel.h): q, k or v of a q/k/v row, or the context.
@@ -21,10 +30,20 @@ struct ColumnGroup {
 
 // Element offsets of a block's tensors from its first parameter; a tensor the config leaves out
 // (a norm's or a linear's bias) has offset kNone.
+// A MoE layer (MoeConfig::isMoeLayer) has a router [experts, h] and the experts, expert e's MLP at
+// expertFirst + e x expertStride plus its offsets in `expert` (relative; kNone where absent);
+// fc1w..fc2b are then DeepSpeed's residual MLP (kNone without moe-use-residual) and coefw, coefb
+// its mixing coefficient [2, h], [2].
+struct ExpertOffsets {
+  size_t fc1w, fc1b, fc2w, fc2b;
+};
 struct BlockLayout {
   static constexpr size_t kNone = ~size_t{0};
   size_t ln1w, ln1b, qknw, qknb, qkvw, qkvb, densew, denseb, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b;
+  size_t routerw = kNone, expertFirst = kNone, expertStride = 0, coefw = kNone, coefb = kNone;
+  ExpertOffsets expert{kNone, kNone, kNone, kNone};
   size_t numel;
+  bool moe() const { return routerw != kNone; }
 };
 
 // A model rank's share of every block (Megatron's layout, runtime/parallel/tensor_slicing.h): its
@@ -38,9 +57,10 @@ struct BlockSlice {
 };
 // Throws ds::Error naming the key that does not divide by the model-parallel size.
 BlockSlice blockSlice(const GptConfig& c, int rank, int size, Communicator* model);
-// The layout of the rank's slice of a block (the whole block without a slice).
-BlockLayout blockLayout(const GptConfig& c, const BlockSlice& slice);
-BlockLayout blockLayout(const GptConfig& c);
+// The layout of the rank's slice of a block (the whole block without a slice); a MoE layer's
+// with `moe`.
+BlockLayout blockLayout(const GptConfig& c, const BlockSlice& slice, bool moe = false);
+BlockLayout blockLayout(const GptConfig& c, bool moe = false);
 
 // Where dropout masks come from: a hash of (seed, sample id, layer, site, element), so a mask is
 // regenerated identically in the backward pass, after recomputation and on any rank.
@@ -63,6 +83,7 @@ struct BlockActivations {
   std::vector<float> mid;                 // [N, h] input + attention (sequential residual only)
   std::vector<float> fc1;                 // [N, ff1] MLP pre-activation
   std::vector<float> act;                 // [N, ff] MLP activation
+  MoeActivations moe;                     // a MoE layer's routing and experts' rows
   size_t bytes() const;
 };
 
@@ -74,6 +95,7 @@ struct BlockWorkspace {
   std::vector<float> gatheredA, gatheredB, partial, dLocal;
   // Ulysses: q/k/v and the context in the rank's rows, and the all-gathered rows they move through.
   std::vector<float> qkvRows, dCtxHeads, dqkvHeads, exchange;
+  MoeWorkspace moe;
 };
 
 struct BlockShape {
@@ -105,7 +127,9 @@ void applyDropoutRows(float* x, const BlockShape& s, size_t width, float p, cons
 class BlockRunner {
  public:
   // Every product and kernel runs on `acc` (its transformerKernels() table).
-  BlockRunner(const GptConfig& config, kernels::Accelerator& acc, const BlockSlice& slice);
+  // `moe`: the runner of the config's MoE layers (MoeConfig::isMoeLayer).
+  BlockRunner(const GptConfig& config, kernels::Accelerator& acc, const BlockSlice& slice,
+              bool moe = false);
   // Rotary cos/sin tables [positions, rotaryDim / 2].
   void prepareRotary(size_t positions);
 
@@ -120,6 +144,8 @@ class BlockRunner {
   void backward(const float* params, float* grads, const BlockActivations& a, BlockWorkspace& w,
                 const BlockShape& s, const float* dOut, float* dIn, const DropoutKey* dropout);
   const BlockLayout& layout() const { return layout_; }
+  // d(loss)/d(l_aux) of the next backward passes: moe-loss-coeff x the pass's gradient scale.
+  void setAuxLossGradient(double g) { auxLossGrad_ = g; }
 
   // The config's norm over `rows` rows of x (the blocks' two and the final one). sa, sb keep
   // per-row statistics for the backward; b and db are null where the norm has no bias.
@@ -173,6 +199,13 @@ class BlockRunner {
   // itself without dropout, else its masked copy in w.dA.
   const float* throughHiddenDropout(const float* from, BlockWorkspace& w, const BlockShape& s,
                                     const DropoutKey* dropout, uint64_t site) const;
+  // The dense MLP's backward from dOut to the gradient of its normed input (dLn).
+  void denseMlpBackward(const float* params, float* grads, const BlockActivations& a,
+                        BlockWorkspace& w, const BlockShape& s, const float* dOut,
+                        const float* mlpNormed, float* dLn, const DropoutKey* dropout);
+  // A MoE layer's tensors in params or grads.
+  template <class T>
+  MoeTensors<T> moeTensors(T* base) const;
 
   const GptConfig& c_;
   kernels::Accelerator& acc_;
@@ -185,6 +218,8 @@ class BlockRunner {
   std::vector<float> zeroBias_;
   mutable std::vector<float> unusedBiasGrad_;
   mutable std::vector<float> normPartials_;  // per-row-block gradient sums: norms and biases
+  MoeLayer moe_;
+  double auxLossGrad_ = 0.0;
 };
 
 // Resizes v to n elements without shrinking its allocation (buffers are reused call after call).

@@ -152,8 +152,9 @@ void checkModelFits(const GptConfig& c) {
   const double h = c.hiddenSize, layers = c.numLayers, vocab = c.paddedVocabSize();
   const double positions = std::max(c.seqLength, c.maxPositionEmbeddings);
   const double ff = c.ffnSize(), ff1 = c.ffnInputSize(), qkv = c.qkvSize();
+  const double experts = c.moe.numExperts * h * (c.expertFfnInputSize() + c.expertFfnSize());
   const double params = layers * (h * qkv + h * h + h * (ff1 + ff) + qkv + ff1 + 6.0 * h) +
-                        2.0 * vocab * h + positions * h;
+                        c.moe.moeLayers(c.numLayers) * experts + 2.0 * vocab * h + positions * h;
   char text[160];
   std::snprintf(text, sizeof text,
                 "num-layers/hidden-size: a model of about %.3g parameters; this trainer holds at "
@@ -204,6 +205,15 @@ size_t GptConfig::attentionWindow(size_t seq) const {
 int GptConfig::ffnInputSize() const { return static_cast<int>(mlpWidths(*this).first); }
 int GptConfig::ffnSize() const { return static_cast<int>(mlpWidths(*this).second); }
 
+int GptConfig::expertFfnSize() const {
+  if (moe.kind == MoeKind::DeepSpeed) return ffnSize();
+  return intermediateSize > 0 ? intermediateSize : (4 * hiddenSize + 255) / 256 * 256;
+}
+
+int GptConfig::expertFfnInputSize() const {
+  return moe.kind == MoeKind::DeepSpeed ? ffnInputSize() : expertFfnSize();
+}
+
 int GptConfig::rotaryDim() const {
   if (posEmb != PositionEmbedding::Rotary) return 0;
   const int dim = static_cast<int>(headDim() * rotaryPct);
@@ -218,6 +228,7 @@ void GptConfig::validate() const {
   checkBlockOptions(*this);
   checkMlpWidths(*this);
   checkDropoutAndInit(*this);
+  moe.validate(numLayers, gated(), gptjResidual);
   checkModelFits(*this);
 }
 
@@ -225,6 +236,9 @@ void GptConfig::validateModelParallel(int modelParallelSize) const {
   const int t = modelParallelSize;
   require(t >= 1, "model-parallel-size: expected >= 1, got " + std::to_string(t));
   if (t == 1) return;
+  require(!moe.enabled(),
+          "moe-num-experts: mixture of experts with model-parallel-size > 1 (NeoX splits the "
+          "experts over the model ranks) is not implemented yet; use model-parallel-size 1");
   require(!qkNorm,
           "use-qk-layernorm: not supported with model-parallel-size > 1 (the query/key norm spans "
           "every head of a token; it is not sliced yet)");
@@ -265,6 +279,7 @@ std::string GptConfig::describe() const {
   if (slidingWindowWidth >= 0) s += ", sliding window " + std::to_string(slidingWindowWidth);
   if (qkNorm) s += ", qk norm";
   if (checkpointActivations) s += ", activation checkpointing";
+  s += moe.describe();
   return s;
 }
 
@@ -300,6 +315,7 @@ std::string GptConfig::architecture() const {
        " gpt-j-tied=" + std::to_string(gptjResidual && gptjTied) +
        " sliding-window-width=" + std::to_string(slidingWindowWidth) +
        " use-qk-layernorm=" + std::to_string(qkNorm);
+  s += moe.architecture();
   return s;
 }
 

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/model/moe_config.h"
+
 namespace ds::runtime {
 
 enum class PositionEmbedding { Learned, Sinusoidal, Rotary, None };
@@ -74,6 +76,8 @@ struct GptConfig {
   // sums and dropouts on 1/t of the rows per model rank (runtime/model/sequence_parallel.h). No
   // effect at model-parallel-size 1, as in NeoX.
   bool sequenceParallel = false;
+  // Mixture of experts (moe-* keys): which layers, which flavour, the gating (moe_config.h).
+  MoeConfig moe;
 
   // The embedding and output rows: vocabSize rounded up to makeVocabSizeDivisibleBy.
   int paddedVocabSize() const;
@@ -95,6 +99,11 @@ struct GptConfig {
   // width when gated), rounded as NeoX's ParallelMLP does (gpt_config.cc).
   int ffnSize() const;
   int ffnInputSize() const;
+  // An expert's inner width and input projection's outputs: the dense MLP's with DeepSpeed-MoE
+  // (its experts are copies of the dense MLP); NeoX's dropless experts are intermediate-size or
+  // 4 x hidden rounded up to a multiple of 256 (moe_mlp.py), never gated.
+  int expertFfnSize() const;
+  int expertFfnInputSize() const;
 
   // Throws ds::Error naming the NeoX key (e.g. "num-attention-heads: 5 does not divide
   // hidden-size 64").

@@ -52,8 +52,11 @@ class GptActivations {
  public:
   GptActivations(const GptConfig& c, kernels::Accelerator& acc, const gpt::BlockSlice& s,
                  const VocabSlice& v)
-      : runner(c, acc, s), slice(s), vocab(v) {}
-  gpt::BlockRunner runner;
+      : runner(c, acc, s), moeRunner(c, acc, s, true), moe(c.moe), slice(s), vocab(v) {}
+  gpt::BlockRunner runner;     // the dense blocks'
+  gpt::BlockRunner moeRunner;  // the MoE layers' (moe-num-experts > 1)
+  MoeConfig moe;
+  gpt::BlockRunner& runnerFor(size_t block) { return moe.isMoeLayer(static_cast<int>(block)) ? moeRunner : runner; }
   gpt::BlockSlice slice;           // the rank's heads and MLP columns (everything at model size 1)
   VocabSlice vocab;                // the rank's vocabulary rows
   std::vector<GptBuffer> buffers;  // the whole model: one

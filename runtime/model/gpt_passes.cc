@@ -113,7 +113,8 @@ void Gpt::blocksForward(GptPass& P, GptBuffer& B, LayerAccess& access) {
     }
     float* out = sized(l + 1 < L ? B.blocks[l + 1 - first].input : B.last, n * h);
     const Clock::time_point blockStart = Clock::now();
-    A.runner.forward(p, a, A.work, P.shape, out, P.dropoutFor(l + 1), times ? times + blockModule(l) : nullptr);
+    A.runnerFor(l).forward(p, a, A.work, P.shape, out, P.dropoutFor(l + 1),
+                           times ? times + blockModule(l) : nullptr);
     if (times) times[blockModule(l) + gpt::BlockRunner::kLayer] += since(blockStart);
     access.releaseParameters(layer);
   }
@@ -250,13 +251,13 @@ void Gpt::blocksBackward(GptPass& P, GptBuffer& B, LayerAccess& access) {
                          N * h / static_cast<size_t>(model->size()));
       else
         A.recompute.input.assign(a->input.begin(), a->input.end());
-      A.runner.forward(p, A.recompute, A.work, P.shape, sized(A.discard, n * h),
+      A.runnerFor(l).forward(p, A.recompute, A.work, P.shape, sized(A.discard, n * h),
                        P.dropoutFor(l + 1));
       a = &A.recompute;
     }
     float* g = access.layerGradients(layer);
     float* dIn = sized(A.dx, n * h);
-    A.runner.backward(p, g, *a, A.work, P.shape, dx, dIn, P.dropoutFor(l + 1));
+    A.runnerFor(l).backward(p, g, *a, A.work, P.shape, dx, dIn, P.dropoutFor(l + 1));
     access.gradientsDone(layer);
     std::swap(A.dx, A.dy);
     dx = A.dy.data();

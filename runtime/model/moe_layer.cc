@@ -1,0 +1,278 @@
+#include "runtime/model/moe_layer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/kernel_timers.h"
+#include "runtime/model/gpt_block.h"
+#include "runtime/model/row_kernels.h"
+
+namespace ds::runtime::gpt {
+namespace {
+
+using kernels::KernelFamily;
+using kernels::KernelTimer;
+
+// DeepSpeed's multiplicative_jitter: U(1 - 1e-2, 1 + 1e-2); NeoX's topk router: moe-jitter-eps.
+double jitterEps(const MoeConfig& m) {
+  if (m.kind == MoeKind::DeepSpeed) return m.noisyGate == NoisyGate::Jitter ? 1e-2 : 0.0;
+  return m.router == MoeRouter::TopK ? m.jitterEps : 0.0;
+}
+
+float jitterFactor(const moe::RoutingNoise& noise, double eps, size_t t, size_t i, size_t h) {
+  const double u = noise.uniform(t, moe::RoutingNoise::kJitter, i, h);
+  return static_cast<float>(1.0 - eps + 2.0 * eps * u);
+}
+
+}  // namespace
+
+size_t MoeActivations::bytes() const {
+  size_t n = 0;
+  for (const auto* v : {&jitter, &fc1, &act, &out, &mlpFc1, &mlpAct, &moeOut, &mlpOut, &coef})
+    n += v->capacity();
+  n += routing.probs.capacity() + routing.weight.capacity() + routing.rawGate.capacity();
+  return n * sizeof(float) + (order.capacity() + slot.capacity()) * 4;
+}
+
+MoeLayer::MoeLayer(const GptConfig& c, kernels::Accelerator& acc)
+    : c_(c),
+      acc_(acc),
+      k_(acc.transformerKernels()),
+      h_(static_cast<size_t>(c.hiddenSize)),
+      experts_(static_cast<size_t>(c.moe.numExperts)),
+      xff_(static_cast<size_t>(c.expertFfnSize())),
+      xff1_(static_cast<size_t>(c.expertFfnInputSize())) {}
+
+void MoeLayer::mlpForward(const MlpTensors<const float>& p, const float* x, size_t rows,
+                          size_t ff1, size_t ff, float* fc1, float* act, float* y) const {
+  if (rows == 0) return;
+  const size_t h = h_;
+  product(acc_, false, true, rows, ff1, h, 1.0f, x, h, p.fc1w, h, 0.0f, fc1, ff1);
+  {
+    KernelTimer timer(KernelFamily::ElementWise);
+    if (p.fc1b) addBiasRows(k_, fc1, p.fc1b, rows, ff1);
+    const kernels::Unit unit = unitOf(c_.activation);
+    if (ff1 == 2 * ff)
+      k_.gatedForward(unit, act, fc1, rows, ff);
+    else
+      k_.unitForward(unit, act, fc1, rows * ff);
+  }
+  product(acc_, false, true, rows, h, ff, 1.0f, act, ff, p.fc2w, ff, 0.0f, y, h);
+  if (p.fc2b) addBiasRows(k_, y, p.fc2b, rows, h);
+}
+
+void MoeLayer::mlpBackward(const MlpTensors<const float>& p, const MlpTensors<float>& g,
+                           const float* x, size_t rows, size_t ff1, size_t ff, const float* fc1,
+                           const float* act, const float* dY, float* dX, MoeWorkspace& w) const {
+  if (rows == 0) return;
+  const size_t h = h_;
+  if (g.fc2b) biasGradientRows(k_, g.fc2b, dY, rows, h, partials_);
+  product(acc_, true, false, h, ff, rows, 1.0f, dY, h, act, ff, 1.0f, g.fc2w, ff);
+  float* dAct = sized(w.dAct, rows * ff);
+  product(acc_, false, false, rows, ff, h, 1.0f, dY, h, p.fc2w, ff, 0.0f, dAct, ff);
+  float* dFc1 = sized(w.dFc1, rows * ff1);
+  {
+    KernelTimer timer(KernelFamily::ElementWise);
+    const kernels::Unit unit = unitOf(c_.activation);
+    if (ff1 == 2 * ff)
+      k_.gatedBackward(unit, dFc1, dAct, fc1, rows, ff);
+    else
+      k_.unitBackward(unit, dFc1, dAct, fc1, rows * ff);
+    if (g.fc1b) biasGradientRows(k_, g.fc1b, dFc1, rows, ff1, partials_);
+  }
+  product(acc_, true, false, ff1, h, rows, 1.0f, dFc1, ff1, x, h, 1.0f, g.fc1w, h);
+  product(acc_, false, false, rows, h, ff1, 1.0f, dFc1, ff1, p.fc1w, h, 0.0f, dX, h);
+}
+
+MoeStatistics MoeLayer::forward(const MoeTensors<const float>& p, const float* x, size_t N,
+                                MoeActivations& a, MoeWorkspace& w, float* out,
+                                const moe::RoutingNoise* noise) const {
+  const size_t h = h_, E = experts_;
+  const MoeConfig& m = c_.moe;
+  // The router, on its jittered input where jitter applies (training only).
+  const double eps = noise ? jitterEps(m) : 0.0;
+  const float* routerIn = x;
+  if (eps > 0.0) {
+    float* factors = sized(a.jitter, N * h);
+    float* jittered = sized(w.dPart, N * h);
+    for (size_t t = 0; t < N; ++t)
+      for (size_t i = 0; i < h; ++i) {
+        factors[t * h + i] = jitterFactor(*noise, eps, t, i, h);
+        jittered[t * h + i] = x[t * h + i] * factors[t * h + i];
+      }
+    routerIn = jittered;
+  } else {
+    a.jitter.clear();
+  }
+  float* logits = sized(w.logits, N * E);
+  product(acc_, false, true, N, E, h, 1.0f, routerIn, h, p.router, h, 0.0f, logits, E);
+  if (m.kind == MoeKind::Dropless) {
+    a.routing = moe::routeDropless(logits, N, E, m.topK, m.router, noise != nullptr);
+  } else {
+    moe::GateOptions o;
+    o.k = m.topK;
+    o.capacityFactor = noise ? m.trainCapacityFactor : m.evalCapacityFactor;
+    o.minCapacity = m.minCapacity;
+    o.dropTokens = m.tokenDropping;
+    o.useRts = m.useRts;
+    o.rsample = m.noisyGate == NoisyGate::RSample;
+    a.routing = moe::gateDeepSpeed(logits, N, E, o, noise);
+  }
+  const moe::Routing& r = a.routing;
+  const size_t k = r.k;
+  // The kept choices grouped by expert (tokens in order within each), and each one's row.
+  a.offsets.assign(E + 1, 0);
+  for (size_t i = 0; i < N * k; ++i)
+    if (r.expert[i] >= 0) ++a.offsets[static_cast<size_t>(r.expert[i]) + 1];
+  for (size_t e = 0; e < E; ++e) a.offsets[e + 1] += a.offsets[e];
+  const size_t S = a.offsets[E];
+  a.order.resize(S);
+  a.slot.assign(N * k, -1);
+  std::vector<size_t> next(a.offsets.begin(), a.offsets.end() - 1);
+  for (size_t i = 0; i < N * k; ++i)
+    if (r.expert[i] >= 0) {
+      const size_t row = next[static_cast<size_t>(r.expert[i])]++;
+      a.order[row] = static_cast<uint32_t>(i);
+      a.slot[i] = static_cast<int32_t>(row);
+    }
+  // Each expert on its rows.
+  float* rows = sized(w.rows, S * h);
+  for (size_t i = 0; i < S; ++i) std::memcpy(rows + i * h, x + a.order[i] / k * h, h * sizeof(float));
+  float* fc1 = sized(a.fc1, S * xff1_);
+  float* act = sized(a.act, S * xff_);
+  float* y = sized(a.out, S * h);
+  for (size_t e = 0; e < E; ++e) {
+    const size_t r0 = a.offsets[e], n = a.offsets[e + 1] - r0;
+    mlpForward(p.experts[e], rows + r0 * h, n, xff1_, xff_, fc1 + r0 * xff1_, act + r0 * xff_,
+               y + r0 * h);
+  }
+  // Combine: each token's choices in order.
+  const bool residual = p.coefw != nullptr;
+  float* moeOut = residual ? sized(a.moeOut, N * h) : out;
+  {
+    KernelTimer timer(KernelFamily::ElementWise);
+    std::fill(moeOut, moeOut + N * h, 0.0f);
+    for (size_t t = 0; t < N; ++t)
+      for (size_t j = 0; j < k; ++j) {
+        const int32_t row = a.slot[t * k + j];
+        if (row < 0) continue;
+        const float wt = r.weight[t * k + j];
+        const float* from = y + static_cast<size_t>(row) * h;
+        for (size_t i = 0; i < h; ++i) moeOut[t * h + i] += wt * from[i];
+      }
+  }
+  if (residual) {
+    const size_t ff = static_cast<size_t>(c_.ffnSize()), ff1 = static_cast<size_t>(c_.ffnInputSize());
+    float* mlpOut = sized(a.mlpOut, N * h);
+    mlpForward(p.residual, x, N, ff1, ff, sized(a.mlpFc1, N * ff1), sized(a.mlpAct, N * ff),
+               mlpOut);
+    float* coef = sized(a.coef, N * 2);
+    product(acc_, false, true, N, 2, h, 1.0f, x, h, p.coefw, h, 0.0f, coef, 2);
+    KernelTimer timer(KernelFamily::ElementWise);
+    for (size_t t = 0; t < N; ++t) {
+      const double z0 = coef[2 * t] + p.coefb[0], z1 = coef[2 * t + 1] + p.coefb[1];
+      const double mx = std::max(z0, z1), e0 = std::exp(z0 - mx), e1 = std::exp(z1 - mx);
+      coef[2 * t] = static_cast<float>(e0 / (e0 + e1));
+      coef[2 * t + 1] = static_cast<float>(e1 / (e0 + e1));
+      for (size_t i = 0; i < h; ++i)
+        out[t * h + i] = moeOut[t * h + i] * coef[2 * t] + mlpOut[t * h + i] * coef[2 * t + 1];
+    }
+  }
+  MoeStatistics s;
+  s.auxLoss = r.auxLoss;
+  s.dropped = r.dropped;
+  s.minTokens = *std::min_element(r.counts.begin(), r.counts.end());
+  s.maxTokens = *std::max_element(r.counts.begin(), r.counts.end());
+  return s;
+}
+
+void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float>& g,
+                        const float* x, size_t N, const MoeActivations& a, MoeWorkspace& w,
+                        const float* dOut, float* dx, double auxGrad) const {
+  const size_t h = h_, E = experts_;
+  const moe::Routing& r = a.routing;
+  const size_t k = r.k, S = a.offsets[E];
+  std::fill(dx, dx + N * h, 0.0f);
+  // The residual's mixing: d(moe) = dOut c0, d(mlp) = dOut c1, then the coefficient's softmax.
+  const float* dMoe = dOut;
+  if (p.coefw) {
+    const size_t ff = static_cast<size_t>(c_.ffnSize()), ff1 = static_cast<size_t>(c_.ffnInputSize());
+    float* mixed = sized(w.mixed, 2 * N * h);
+    float* dMlp = mixed + N * h;
+    std::vector<float> dz(N * 2);
+    for (size_t t = 0; t < N; ++t) {
+      double d0 = 0.0, d1 = 0.0;
+      for (size_t i = 0; i < h; ++i) {
+        const float go = dOut[t * h + i];
+        mixed[t * h + i] = go * a.coef[2 * t];
+        dMlp[t * h + i] = go * a.coef[2 * t + 1];
+        d0 += static_cast<double>(go) * a.moeOut[t * h + i];
+        d1 += static_cast<double>(go) * a.mlpOut[t * h + i];
+      }
+      const double c0 = a.coef[2 * t], c1 = a.coef[2 * t + 1], dot = c0 * d0 + c1 * d1;
+      dz[2 * t] = static_cast<float>(c0 * (d0 - dot));
+      dz[2 * t + 1] = static_cast<float>(c1 * (d1 - dot));
+    }
+    dMoe = mixed;
+    for (size_t t = 0; t < N; ++t) {
+      g.coefb[0] += dz[2 * t];
+      g.coefb[1] += dz[2 * t + 1];
+    }
+    product(acc_, true, false, 2, h, N, 1.0f, dz.data(), 2, x, h, 1.0f, g.coefw, h);
+    product(acc_, false, false, N, h, 2, 1.0f, dz.data(), 2, p.coefw, h, 1.0f, dx, h);
+    float* dPart = sized(w.dPart, N * h);
+    mlpBackward(p.residual, g.residual, x, N, ff1, ff, a.mlpFc1.data(), a.mlpAct.data(), dMlp,
+                dPart, w);
+    addRows(k_, dx, dPart, N, h);
+  }
+  // The experts: each choice's output gradient weight x d(moe), and its weight's gradient.
+  float* dWeight = sized(w.dWeight, N * k);
+  float* dRows = sized(w.dOutRows, S * h);
+  for (size_t t = 0; t < N; ++t)
+    for (size_t j = 0; j < k; ++j) {
+      const int32_t row = a.slot[t * k + j];
+      dWeight[t * k + j] = 0.0f;
+      if (row < 0) continue;
+      const float* y = a.out.data() + static_cast<size_t>(row) * h;
+      const float* go = dMoe + t * h;
+      const float wt = r.weight[t * k + j];
+      double dot = 0.0;
+      float* d = dRows + static_cast<size_t>(row) * h;
+      for (size_t i = 0; i < h; ++i) {
+        dot += static_cast<double>(go[i]) * y[i];
+        d[i] = wt * go[i];
+      }
+      dWeight[t * k + j] = static_cast<float>(dot);
+    }
+  float* rows = sized(w.rows, S * h);
+  for (size_t i = 0; i < S; ++i) std::memcpy(rows + i * h, x + a.order[i] / k * h, h * sizeof(float));
+  float* dX = sized(w.dRows, S * h);
+  for (size_t e = 0; e < E; ++e) {
+    const size_t r0 = a.offsets[e], n = a.offsets[e + 1] - r0;
+    mlpBackward(p.experts[e], g.experts[e], rows + r0 * h, n, xff1_, xff_,
+                a.fc1.data() + r0 * xff1_, a.act.data() + r0 * xff_, dRows + r0 * h, dX + r0 * h,
+                w);
+  }
+  for (size_t t = 0; t < N; ++t)
+    for (size_t j = 0; j < k; ++j) {
+      const int32_t row = a.slot[t * k + j];
+      if (row >= 0) addRows(k_, dx + t * h, dX + static_cast<size_t>(row) * h, 1, h);
+    }
+  // The router: d(logits), its weight's gradient and the input's share (through the jitter).
+  float* dLogits = sized(w.dLogits, N * E);
+  moe::routingBackward(r, c_.moe, dWeight, auxGrad, dLogits);
+  const float* routerIn = x;
+  float* dPart = sized(w.dPart, N * h);
+  if (!a.jitter.empty()) {  // the router saw x J: its input again, and J on the way back
+    for (size_t i = 0; i < N * h; ++i) dPart[i] = x[i] * a.jitter[i];
+    routerIn = dPart;
+  }
+  product(acc_, true, false, E, h, N, 1.0f, dLogits, E, routerIn, h, 1.0f, g.router, h);
+  product(acc_, false, false, N, h, E, 1.0f, dLogits, E, p.router, h, 0.0f, dPart, h);
+  if (!a.jitter.empty())
+    for (size_t i = 0; i < N * h; ++i) dPart[i] *= a.jitter[i];
+  addRows(k_, dx, dPart, N, h);
+}
+
+}  // namespace ds::runtime::gpt

@@ -1,0 +1,96 @@
+// Internal to the GPT model (gpt_block.cc): a mixture-of-experts layer in place of a block's MLP,
+// on the normed MLP input x [N, h] of one rank that holds every expert. Routing per
+// moe_routing.h; each expert an MLP of the config's activation (NeoX's dropless experts: no
+// biases, never gated; DeepSpeed's: the dense MLP, biases and gate included), run on the rows
+// routed to it, grouped expert by expert in token order; out[t] = sum_j weight[t, j] x
+// expert_j(x[t]) over the token's choices in order (a dropped choice adds nothing). With
+// DeepSpeed's residual (PR-MoE) out = c0 x moe + c1 x mlp(x), c = softmax(x Wc^T + bc). No
+// dropout on the output and no output bias, as NeoX's MoE layers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/accelerator.h"
+#include "runtime/model/gpt_config.h"
+#include "runtime/model/moe_routing.h"
+
+namespace ds::runtime::gpt {
+
+// An MLP's tensors (weights [ff1, h] and [h, ff], biases or null), read or written.
+template <class T>
+struct MlpTensors {
+  T* fc1w = nullptr;
+  T* fc1b = nullptr;
+  T* fc2w = nullptr;
+  T* fc2b = nullptr;
+};
+
+// A MoE layer's tensors: the router [experts, h], the experts, DeepSpeed's residual MLP and its
+// coefficient [2, h] and [2] (null without moe-use-residual).
+template <class T>
+struct MoeTensors {
+  T* router = nullptr;
+  std::vector<MlpTensors<T>> experts;
+  MlpTensors<T> residual;
+  T* coefw = nullptr;
+  T* coefb = nullptr;
+};
+
+// Statistics of a forward (for the iteration line): tokens per expert and dropped choices.
+struct MoeStatistics {
+  double auxLoss = 0.0;
+  uint32_t minTokens = 0, maxTokens = 0;
+  size_t dropped = 0;
+};
+
+// What a MoE layer keeps for its backward.
+struct MoeActivations {
+  moe::Routing routing;
+  std::vector<float> jitter;        // [N, h] the router input's jitter factors (empty: none)
+  std::vector<uint32_t> order;      // the kept choices t k + j, expert by expert, tokens in order
+  std::vector<size_t> offsets;      // [experts + 1] each expert's first row of `order`
+  std::vector<int32_t> slot;        // [N k] each choice's row in `order`; -1 dropped
+  std::vector<float> fc1, act, out;  // the experts' rows: [S, ff1], [S, ff], [S, h]
+  // The residual MLP's fc1 and activation, the two branches' outputs and the coefficients.
+  std::vector<float> mlpFc1, mlpAct, moeOut, mlpOut, coef;
+  MoeStatistics stats;  // of the last forward
+  size_t bytes() const;
+};
+
+// Scratch shared by a model's MoE layers.
+struct MoeWorkspace {
+  std::vector<float> logits, rows, dRows, dAct, dFc1, dOutRows, dWeight, dLogits, dPart, mixed;
+};
+
+class MoeLayer {
+ public:
+  MoeLayer(const GptConfig& c, kernels::Accelerator& acc);
+  // out [N, h] from x [N, h] of samples of `seq` tokens; `noise` null in evaluation.
+  MoeStatistics forward(const MoeTensors<const float>& p, const float* x, size_t N,
+                        MoeActivations& a, MoeWorkspace& w, float* out,
+                        const moe::RoutingNoise* noise) const;
+  // dx [N, h] (overwritten) from dOut; parameter gradients added into g. auxGrad: d(loss)/d(l_aux)
+  // (moe-loss-coeff x the pass's gradient scale; DeepSpeed's gating only).
+  void backward(const MoeTensors<const float>& p, const MoeTensors<float>& g, const float* x,
+                size_t N, const MoeActivations& a, MoeWorkspace& w, const float* dOut, float* dx,
+                double auxGrad) const;
+
+ private:
+  // One MLP over `rows` rows of x: keeps fc1 and act, writes y.
+  void mlpForward(const MlpTensors<const float>& p, const float* x, size_t rows, size_t ff1,
+                  size_t ff, float* fc1, float* act, float* y) const;
+  // Its backward from dY: parameter gradients added, dX written.
+  void mlpBackward(const MlpTensors<const float>& p, const MlpTensors<float>& g, const float* x,
+                   size_t rows, size_t ff1, size_t ff, const float* fc1, const float* act,
+                   const float* dY, float* dX, MoeWorkspace& w) const;
+
+  const GptConfig& c_;
+  kernels::Accelerator& acc_;
+  const kernels::TransformerKernels& k_;
+  size_t h_, experts_, xff_, xff1_;
+  mutable std::vector<float> partials_;
+};
+
+}  // namespace ds::runtime::gpt
