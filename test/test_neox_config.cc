@@ -113,9 +113,19 @@ TEST_CASE("neox config: NeoX's annealing lr schedule", "[neox]") {
 TEST_CASE("neox config: unknown, unimplemented and malformed keys are refused by name",
           "[neox]") {
   CHECK_THAT(errorOf("num-layer: 4\n"), Catch::Contains("did you mean \"num-layers\""));
-  CHECK_THAT(errorOf("moe-num-experts: 2\n"),
-             Catch::Contains("moe-num-experts: mixture of experts is not implemented") &&
-                 Catch::EndsWith("set it to 1"));
+  CHECK_THAT(errorOf("moe-glu: true\n"),
+             Catch::Contains("moe-glu: gated experts in NeoX's megablocks MoE is not "
+                             "implemented") &&
+                 Catch::EndsWith("set it to false"));
+  CHECK(errorOf("moe-num-experts: 2\nmoe-top-k: 2\nmoe-router-type: topk\n") == "no error");
+  CHECK_THAT(errorOf("moe-num-experts: 2\nmoe-type: deepspeed\nmoe-expert-parallel-size: 2\n"),
+             Catch::Contains("moe-expert-parallel-size: 2: expert parallelism is not "
+                             "implemented yet"));
+  CHECK_THAT(errorOf("moe-num-experts: 2\npipe-parallel-size: 2\n"),
+             Catch::Contains("moe-num-experts 2 with pipe-parallel-size 2: MoE layers in "
+                             "pipeline stages are not implemented yet"));
+  CHECK_THAT(errorOf("moe-num-experts: 2\nmoe-type: switch\n"),
+             Catch::Contains("moe-type: expected one of megablocks, deepspeed"));
   CHECK(errorOf("pipe-parallel-size: 1\nopenai-gelu: false\n") == "no error");
   CHECK_THAT(errorOf("openai-gelu: true\n"), Catch::Contains("openai-gelu: the exact-erf GeLU is not implemented"));
   CHECK_THAT(errorOf("pos-emb: alibi\n"),

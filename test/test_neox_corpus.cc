@@ -32,7 +32,6 @@ const fs::path kConfigs = fs::path(DS_SOURCE_DIR) / "test" / "neox" / "configs";
 // start.
 const std::map<std::string, std::string> kRefused = {
     {"1-3B-transformer-engine.yml", "te-layernorm-mlp: NVIDIA Transformer Engine layers"},
-    {"125M-dmoe.yml", "moe-num-experts: mixture of experts"},
     {"bnb_125M.yml", "use-bnb-optimizer: bitsandbytes' 8-bit optimizers"},
     {"finetuning_configs/6-9B.yml",
      "NeoX config (DeepSpeed keys): zero_optimization.load_from_fp32_weights: loading 16-bit"},

@@ -72,6 +72,7 @@ TEST_CASE("neox corpus: NeoX's configs shrunk in size train 2 iterations through
     std::vector<std::string> files;
     std::string model;  // what the job's model line must say
     int pipe = 1, modelParallel = 1;  // a grid: 2 loopback nodes x 2 ranks instead of 1 x 2
+    int ranks = 2;                    // 4: 2 loopback nodes x 2 ranks
   };
   const std::vector<Job> jobs = {
       {{"llama2/7B.yml", "llama/train_config.yml"}, "rmsnorm, swiglu, no linear biases"},
@@ -80,12 +81,15 @@ TEST_CASE("neox corpus: NeoX's configs shrunk in size train 2 iterations through
        "sliding window 8"},
       {{"pythia/160M.yml"}, "layernorm, gelu, untied output, gpt-j residual"},
       {{"llama2/70B.yml", "llama/train_config.yml"}, "swiglu, 2 kv heads"},
+      // NeoX's dropless MoE (8 experts, Sinkhorn routing, ZeRO 1, bf16, partitioned activation
+      // checkpoints), on 2 loopback nodes x 2 ranks of data parallelism.
+      {{"125M-dmoe.yml"}, "MoE: 8 experts, top-1 sinkhorn dropless, every layer", 1, 1, 4},
       // 20B.yml (pipe 4 x model 2 over 96 GPUs) on 4 ranks: the grid is the only change besides
       // the size; it keeps its fp16, ZeRO 1, untied output, GPT-J residual and activation
       // checkpointing.
       {{"20B.yml"}, "layernorm, gelu, untied output, gpt-j residual", 2, 2},
   };
-  for (const auto& [files, model, pipe, modelParallel] : jobs) {
+  for (const auto& [files, model, pipe, modelParallel, ranks] : jobs) {
     DYNAMIC_SECTION(files[0]) {
       const std::string dir = makeScratchDir("neox-shrunk");
       std::vector<std::string> paths;
@@ -124,8 +128,8 @@ TEST_CASE("neox corpus: NeoX's configs shrunk in size train 2 iterations through
       REQUIRE(std::system(pre.c_str()) == 0);
 
       writeFile(dir + "/job.json", c.dump(2));
-      writeFile(dir + "/hostfile",
-                grid ? "127.0.0.1 slots=2\n127.0.0.2 slots=2\n" : "127.0.0.1 slots=2\n");
+      writeFile(dir + "/hostfile", grid || ranks == 4 ? "127.0.0.1 slots=2\n127.0.0.2 slots=2\n"
+                                                      : "127.0.0.1 slots=2\n");
       const auto job = startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0",
                                          "--log_dir", "logs", "train", "--config", "job.json"});
       const auto status = waitExit(job, 240s);

@@ -56,18 +56,35 @@ TEST_CASE("gptModelShape counts the GPT's parameters as the model does", "[memor
     int layers, hidden;
     bool tied;
     PositionEmbedding pos;
+    int experts = 1, interval = 1;  // MoE layers: every interval-th
+    MoeKind kind = MoeKind::Dropless;
+    bool residual = false;
   };
   for (const Case c : {Case{1, 64, true, PositionEmbedding::Learned},
                        Case{4, 384, false, PositionEmbedding::Learned},
-                       Case{6, 256, true, PositionEmbedding::Rotary}}) {
+                       Case{6, 256, true, PositionEmbedding::Rotary},
+                       Case{4, 128, true, PositionEmbedding::Rotary, 8, 1},
+                       Case{6, 128, false, PositionEmbedding::Learned, 4, 2, MoeKind::DeepSpeed},
+                       Case{4, 128, true, PositionEmbedding::Learned, 4, 3, MoeKind::DeepSpeed,
+                            true}}) {
     JobConfig job = gptJob(c.layers, c.hidden, 0);
     job.gpt->model.weightTying = c.tied;
     job.gpt->model.posEmb = c.pos;
+    job.gpt->model.moe.numExperts = c.experts;
+    job.gpt->model.moe.expertInterval = c.interval;
+    job.gpt->model.moe.kind = c.kind;
+    job.gpt->model.moe.useResidual = c.residual;
     const GptConfig model = modelConfigFor(*job.gpt, *makeJobTokenizer(*job.gpt));
     const double shape = gptModelShape(model, 1).parameters;
     const double real = static_cast<double>(Gpt(model).parameterCount());
-    INFO("layers " << c.layers << " hidden " << c.hidden);
+    INFO("layers " << c.layers << " hidden " << c.hidden << " experts " << c.experts);
     CHECK(std::abs(shape - real) <= 0.005 * real);
+    if (c.experts > 1) {  // the experts are most of it: the two counts agree exactly
+      const double dense = gptModelShape(modelConfigFor(*gptJob(c.layers, c.hidden, 0).gpt,
+                                                        *makeJobTokenizer(*job.gpt)),
+                                         1).parameters;
+      CHECK(real > 1.5 * dense);
+    }
   }
 }
 

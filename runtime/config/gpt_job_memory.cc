@@ -21,13 +21,36 @@ constexpr double kIndexBytesPerSample = 2 * sizeof(size_t) + sizeof(uint64_t);
 // two softmax statistics per row of every query head, sliced: flash attention keeps no [T, T]
 // probabilities), plus the query/key norm's inputs (use-qk-layernorm), less the second
 // normalised input a tied gpt-j block does not keep.
-double blockActivationFloats(const GptConfig& m, double samples, int t, int u) {
+// A MoE layer (moe_layer.h's MoeActivations; never sliced) keeps per row its routing (a
+// probability per expert, k weights and rows), k experts' rows of both activations and the
+// output, DeepSpeed's residual MLP with both branches' outputs, and the router's jitter.
+double mlpActivationFloats(const GptConfig& m, bool moe) {
+  if (!moe) return m.ffnInputSize() + m.ffnSize();
+  const MoeConfig& e = m.moe;
+  const double h = m.hiddenSize;
+  double f = e.numExperts +
+             e.topK * (m.expertFfnInputSize() + m.expertFfnSize() + h + 2.0);
+  if (e.kind == MoeKind::DeepSpeed && e.useResidual)
+    f += m.ffnInputSize() + m.ffnSize() + 2 * h + 2;
+  if ((e.kind == MoeKind::DeepSpeed && e.noisyGate == NoisyGate::Jitter) ||
+      (e.kind == MoeKind::Dropless && e.router == MoeRouter::TopK && e.jitterEps > 0))
+    f += h;
+  return f;
+}
+
+double blockActivationFloats(const GptConfig& m, double samples, int t, int u, bool moe = false) {
   const double rows = samples * m.seqLength / u, h = m.hiddenSize;
   const double replicated = ((m.gptjTied ? 2 : 3) * h + (m.qkNorm ? 2 * h : 0)) /
                             (m.sequenceParallel ? t : 1);
-  const double sliced = (m.qkvSize() + m.ffnInputSize() + m.ffnSize() + (u > 1 ? h : 0)) /
+  const double sliced = (m.qkvSize() + mlpActivationFloats(m, moe) + (u > 1 ? h : 0)) /
                         static_cast<double>(t);
   return rows * (replicated + sliced) + samples * m.numAttentionHeads * 2.0 * m.seqLength / t / u;
+}
+
+// The largest block's: a MoE layer's where there are any.
+double largestBlockFloats(const GptConfig& m, double samples, int t, int u) {
+  return std::max(blockActivationFloats(m, samples, t, u),
+                  m.moe.enabled() ? blockActivationFloats(m, samples, t, u, true) : 0.0);
 }
 
 }  // namespace
@@ -40,8 +63,11 @@ double gptActivationBytes(const GptConfig& m, double samples, bool checkpointing
   // partition-activations.
   const double input = samples * m.seqLength / u * m.hiddenSize /
                        (m.sequenceParallel || m.partitionActivations ? t : 1);
-  const double kept = checkpointing ? layers * input + blockActivationFloats(m, samples, t, u)
-                                    : layers * blockActivationFloats(m, samples, t, u);
+  const double moeLayers = m.moe.moeLayers(m.numLayers);
+  const double kept =
+      checkpointing ? layers * input + largestBlockFloats(m, samples, t, u)
+                    : (layers - moeLayers) * blockActivationFloats(m, samples, t, u) +
+                          moeLayers * blockActivationFloats(m, samples, t, u, true);
   return kept * sizeof(float);
 }
 
@@ -73,8 +99,8 @@ GptJobMemory estimateGptJobMemory(const GptTrainConfig& train, const BatchConfig
     e.validSamples = static_cast<double>(train.evalIters) * global * evals;
     // An evaluation runs micro-batch by micro-batch and keeps only the block in hand.
     e.evalActivations =
-        blockActivationFloats(train.model, static_cast<double>(batch.microBatchPerGpu),
-                              train.parallel.model, train.parallel.sequence) *
+        largestBlockFloats(train.model, static_cast<double>(batch.microBatchPerGpu),
+                           train.parallel.model, train.parallel.sequence) *
         sizeof(float);
   }
   e.sampleIndex = (e.trainSamples + e.validSamples) * kIndexBytesPerSample;

@@ -89,12 +89,22 @@ ModelShape gptModelShape(const GptConfig& g, double microBatch) {
   const double qkv = h * g.qkvSize() + g.qkvSize(), dense = h * h + h;
   const double fc1 = h * g.ffnInputSize() + g.ffnInputSize(), fc2 = g.ffnSize() * h + h;
   const double block = (g.gptjTied ? 1 : 2) * norm + g.qkNormParams() + qkv + dense + fc1 + fc2;
+  // A MoE layer: the router and the experts in place of the MLP (DeepSpeed's residual keeps it,
+  // with its coefficient).
+  const MoeConfig& m = g.moe;
+  const double xff = g.expertFfnSize(), xff1 = g.expertFfnInputSize();
+  const bool expertBias = m.kind == MoeKind::DeepSpeed && g.biasInMlp;
+  const double expert = h * xff1 + xff * h + (expertBias ? xff1 + h : 0);
+  const bool residual = m.kind == MoeKind::DeepSpeed && m.useResidual;
+  const double moeBlock = block - (residual ? -(2 * h + 2) : fc1 + fc2) +
+                          m.numExperts * (h + expert);
+  const double moeLayers = m.moeLayers(g.numLayers);
   const double embed =
       vocab * h + (g.posEmb == PositionEmbedding::Learned ? g.maxPositionEmbeddings * h : 0);
   const double head = norm + (g.weightTying ? 0 : vocab * h);
   ModelShape s;
-  s.parameters = embed + g.numLayers * block + head;
-  s.largestLayer = std::max({embed, block, head});
+  s.parameters = embed + (g.numLayers - moeLayers) * block + moeLayers * moeBlock + head;
+  s.largestLayer = std::max({embed, block, moeLayers > 0 ? moeBlock : 0.0, head});
   s.largestTensor = std::max({vocab * h, h * g.qkvSize(), h * g.ffnInputSize(), g.ffnSize() * h});
   s.activationBytes = gptActivationBytes(g, microBatch, g.checkpointActivations);
   return s;

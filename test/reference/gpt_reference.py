@@ -11,7 +11,10 @@ for its group of query heads, biases only where the parameter table has them, gp
 x + attn(ln1 x) + mlp(ln2 x) (tied: both from ln1), sliding-window attention as flash-attention's
 window_size (W, -1) (query i sees keys i - W..i), and NeoX's query/key norm: one module of shape
 [heads, head size] applied to q and to k before rotary (LayerNorm over the whole query, RMSNorm and
-ScaleNorm over each head). Negative targets are masked out of the loss as in NeoX.
+ScaleNorm over each head). Negative targets are masked out of the loss as in NeoX. MoE layers
+(config "moe": its layers, flavour and gating) route with moe_reference.py on the C++ side's
+random draws (spec "moe_draws", per layer) and add moe-loss-coeff x l_aux to the loss that is
+differentiated (DeepSpeed's gating); the printed loss is the language model's alone.
 """
 import json
 import math
@@ -19,6 +22,8 @@ import sys
 
 import torch
 import torch.nn.functional as F
+
+import moe_reference
 
 
 def main():
@@ -60,6 +65,49 @@ def main():
              "softsign": F.softsign, "mish": lambda t: t * torch.tanh(F.softplus(t))}
     gated = c["activation"] in ("geglu", "reglu", "swiglu", "glu", "bilinear")
 
+    def mlp(t, prefix, is_gated):
+        f = linear(t, prefix + "dense_h_to_4h")
+        unit = units[c["activation"]]
+        if is_gated:
+            value, gate = f.chunk(2, dim=-1)
+            f = value * unit(gate)
+        else:
+            f = unit(f)
+        return linear(f, prefix + "dense_4h_to_h")
+
+    def moe_layer(t, prefix, m, draws):  # t: [N, h]
+        N = t.shape[0]
+        E = m["experts"]
+        router_in = t
+        if "jitter" in draws:
+            router_in = t * torch.tensor(draws["jitter"], dtype=torch.float64).view(N, h)
+        logits = router_in @ P[prefix + "router.weight"].T
+        if m["kind"] == "dropless":
+            weights, experts = moe_reference.route_dropless(logits, m["k"], m["router"],
+                                                            m["training"])
+            l_aux = 0.0
+        else:
+            def draw(name):
+                return (torch.tensor(draws[name], dtype=torch.float64).view(N, E)
+                        if name in draws else None)
+            g = moe_reference.gate_deepspeed(logits, m["k"], m["capacity_factor"],
+                                             m["min_capacity"], m["drop_tokens"], draw("rts"),
+                                             draw("rsample"), draw("second"))
+            weights, experts, l_aux = g["weights"], g["experts"], g["l_aux"]
+        expert_gated = gated and m["kind"] == "deepspeed"
+        out = torch.zeros_like(t)
+        for e in range(E):
+            rows, j = torch.nonzero(experts == e, as_tuple=True)
+            if rows.numel() == 0:
+                continue
+            y = mlp(t[rows], prefix + "experts." + str(e) + ".", expert_gated)
+            out = out.index_add(0, rows, y * weights[rows, j].unsqueeze(1))
+        if prefix + "coefficient.weight" in P:
+            coef = torch.softmax(linear(t, prefix + "coefficient"), dim=-1)
+            out = out * coef[:, 0:1] + mlp(t, prefix + "mlp.", gated) * coef[:, 1:2]
+        return out, l_aux
+
+    aux_loss = 0.0
     positions = torch.arange(T, dtype=torch.float64)
     x = P["embed.word_embeddings.weight"][ids]
     if c["pos_emb"] == "learned":
@@ -117,14 +165,14 @@ def main():
         attn = linear(ctx, p + "attention.dense")
         mlp_in = x if c["gptj_residual"] else x + attn
         mlp_normed = a if c.get("gptj_tied") else norm(mlp_in, p + "post_attention_layernorm")
-        f = linear(mlp_normed, p + "mlp.dense_h_to_4h")
-        unit = units[c["activation"]]
-        if gated:
-            value, gate = f.chunk(2, dim=-1)
-            f = value * unit(gate)
+        moe = c.get("moe")
+        if moe and l in moe["layers"]:
+            out, l_aux = moe_layer(mlp_normed.reshape(B * T, h), p + "mlp.", moe,
+                                   spec["moe_draws"][str(l)])
+            out = out.view(B, T, h)
+            aux_loss = aux_loss + l_aux
         else:
-            f = unit(f)
-        out = linear(f, p + "mlp.dense_4h_to_h")
+            out = mlp(mlp_normed, p + "mlp.", gated)
         x = x + attn + out if c["gptj_residual"] else mlp_in + out
 
     xf = norm(x, "final_layer_norm")
@@ -137,7 +185,9 @@ def main():
     losses = F.cross_entropy(logits.reshape(B * T, -1), flat_targets.clamp(min=0),
                              reduction="none")
     loss = (losses * mask).sum() / mask.sum()
-    loss.backward()
+    moe = c.get("moe")
+    total = loss + (moe["loss_coeff"] * aux_loss if moe and moe["kind"] == "deepspeed" else 0.0)
+    total.backward()
 
     grads = torch.zeros_like(flat)
     for p in spec["parameters"]:
