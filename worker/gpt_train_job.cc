@@ -144,12 +144,19 @@ class GptHooks final : public runtime::TrainingHooks {
       std::printf("%s\n", runtime::timerLine(p_.engine.lastStepTimes()).c_str());
   }
   void printProgress(const runtime::LossWindow& window) override {
-    if (p_.join.rank == 0)
-      std::printf("iteration %" PRId64 "/%" PRId64 " | lm_loss %.6f | lr %.3e | grad_norm %.4f | "
-                  "tokens/s %.0f\n",
-                  window.steps, window.lastStep, window.meanLoss, p_.engine.lr(),
-                  p_.engine.lastGradNorm(),
-                  window.samplesPerSecond * static_cast<double>(p_.seq));
+    const runtime::Gpt::MoeWindow moe = p_.model.takeMoeWindow();  // every rank: reset it
+    if (p_.join.rank != 0) return;
+    std::printf("iteration %" PRId64 "/%" PRId64 " | lm_loss %.6f | lr %.3e | grad_norm %.4f | ",
+                window.steps, window.lastStep, window.meanLoss, p_.engine.lr(),
+                p_.engine.lastGradNorm());
+    // MoE: the routing of rank 0's passes since the last line (DeepSpeed's l_aux is local too).
+    if (moe.passes > 0) {
+      if (p_.gpt.model.moe.kind == runtime::MoeKind::DeepSpeed)
+        std::printf("moe_loss %.6f | ", moe.moeLoss);
+      std::printf("expert tokens %u-%u | dropped %zu | ", moe.minTokens, moe.maxTokens,
+                  moe.dropped);
+    }
+    std::printf("tokens/s %.0f\n", window.samplesPerSecond * static_cast<double>(p_.seq));
   }
   // eval-iters global batches, the next ones of the validation samples, averaged over the
   // data-parallel ranks (the slices and stages of one replica evaluate the same samples).

@@ -438,6 +438,21 @@ std::vector<float> Gpt::nextTokenLogits(const std::vector<int32_t>& tokens, Laye
 
 size_t Gpt::peakActivationBytes() const { return acts_->peakBytes; }
 
+void Gpt::countMoe(const gpt::MoeStatistics& s) {
+  MoeWindow& w = moeWindow_;
+  if (config_.moe.kind == MoeKind::DeepSpeed) w.moeLoss += config_.moe.lossCoeff * s.auxLoss;
+  w.minTokens = w.passes == 0 && w.maxTokens == 0 ? s.minTokens : std::min(w.minTokens, s.minTokens);
+  w.maxTokens = std::max(w.maxTokens, s.maxTokens);
+  w.dropped += s.dropped;
+}
+
+Gpt::MoeWindow Gpt::takeMoeWindow() {
+  MoeWindow w = moeWindow_;
+  if (w.passes > 0) w.moeLoss /= static_cast<double>(w.passes);
+  moeWindow_ = {};
+  return w;
+}
+
 Gpt::Macs Gpt::forwardMacsPerSample(size_t seq) const {
   const double T = static_cast<double>(seq), h = config_.hiddenSize, L = config_.numLayers;
   Macs m;
@@ -445,7 +460,7 @@ Gpt::Macs Gpt::forwardMacsPerSample(size_t seq) const {
   // Q K^T and P V over the whole T x T matrix, as Megatron's and DeepSpeed's flops formulas count
   // them: flash attention skips the tiles no query sees (about half at long sequences).
   m.attentionScores = L * 2.0 * T * T * h;
-  m.mlp = L * T * h * (config_.ffnInputSize() + config_.ffnSize());
+  for (int l = 0; l < config_.numLayers; ++l) m.mlp += T * config_.mlpMacsPerToken(l);
   m.head = T * h * config_.paddedVocabSize();
   return m;
 }
@@ -622,13 +637,33 @@ std::vector<ModuleProfile> Gpt::profileModules(size_t samples, size_t seq) const
     set(b + 4, p + ".attention.core", "CausalAttention", 3, attention, qkNormParams, core);
     set(b + 5, p + ".attention.dense", "Linear", 3, attention, denseParams, dense);
     set(b + 6, p + ".post_attention_layernorm", normType, 2, layer, normParams, 0);
-    set(b + 7, p + ".mlp", "MLP", 2, layer, fc1Params + fc2Params, fc1 + fc2);
-    set(b + 8, p + ".mlp.dense_h_to_4h", "Linear", 3, mlp, fc1Params, fc1);
-    set(b + 9, p + ".mlp.activation", activationModuleType(config_.activation), 3, mlp, 0, 0);
-    set(b + 10, p + ".mlp.dense_4h_to_h", "Linear", 3, mlp, fc2Params, fc2);
-    set(b, p, "TransformerLayer", 1, 0, static_cast<double>(layout.numel), qkv + core + dense + fc1 + fc2);
-    totalParams += static_cast<double>(layout.numel);
-    totalMacs += qkv + core + dense + fc1 + fc2;
+    double mlpMacs = fc1 + fc2, blockParams = static_cast<double>(layout.numel);
+    if (config_.moe.isMoeLayer(static_cast<int>(l))) {
+      // A MoE layer's modules in the dense MLP's slots: experts, router, DeepSpeed's residual MLP.
+      const gpt::BlockLayout moe = gpt::blockLayout(config_, true);
+      const double E = config_.moe.numExperts, router = E * h;
+      const double experts = E * static_cast<double>(moe.expertStride);
+      blockParams = static_cast<double>(moe.numel);
+      mlpMacs = N * config_.mlpMacsPerToken(static_cast<int>(l));
+      const double residual = mlpMacs - N * router - N * config_.moe.topK * h *
+                                                        (config_.expertFfnInputSize() +
+                                                         config_.expertFfnSize());
+      // Everything after post_attention_layernorm: the router comes first.
+      const double mlpParams = blockParams - static_cast<double>(moe.routerw);
+      set(b + 7, p + ".mlp", "MoE", 2, layer, mlpParams, mlpMacs);
+      // The layer's forward time is timed as one: it shows under the experts.
+      set(b + 8, p + ".mlp.experts", "Experts", 3, mlp, experts, mlpMacs - N * router - residual);
+      set(b + 9, p + ".mlp.router", "Linear", 3, mlp, router, N * router);
+      set(b + 10, p + ".mlp.mlp", "MLP", 3, mlp, mlpParams - router - experts, residual);
+    } else {
+      set(b + 7, p + ".mlp", "MLP", 2, layer, fc1Params + fc2Params, fc1 + fc2);
+      set(b + 8, p + ".mlp.dense_h_to_4h", "Linear", 3, mlp, fc1Params, fc1);
+      set(b + 9, p + ".mlp.activation", activationModuleType(config_.activation), 3, mlp, 0, 0);
+      set(b + 10, p + ".mlp.dense_4h_to_h", "Linear", 3, mlp, fc2Params, fc2);
+    }
+    set(b, p, "TransformerLayer", 1, 0, blockParams, qkv + core + dense + mlpMacs);
+    totalParams += blockParams;
+    totalMacs += qkv + core + dense + mlpMacs;
   }
   const size_t finalModule = blockModule(config_.numLayers);
   set(finalModule, "final_layer_norm", normType, 1, 0, normParams, 0);

@@ -34,6 +34,9 @@ namespace ds::runtime {
 
 class GptActivations;
 struct GptBuffer;
+namespace gpt {
+struct MoeStatistics;
+}
 struct GptPass;
 
 class Gpt : public Model, public PipelineStage {
@@ -94,6 +97,17 @@ class Gpt : public Model, public PipelineStage {
     return 6.0 * forwardMacsPerSample(seq).total() / static_cast<double>(seq);
   }
 
+  // Mixture of experts over the training passes since the last call (the iteration line): the
+  // mean per pass of moe-loss-coeff x the layers' summed l_aux (DeepSpeed's gating), the fewest
+  // and most choices any expert of any layer received in a pass, and the choices dropped past
+  // capacity. This rank's passes only.
+  struct MoeWindow {
+    double moeLoss = 0.0;
+    uint32_t minTokens = 0, maxTokens = 0;
+    size_t dropped = 0, passes = 0;
+  };
+  MoeWindow takeMoeWindow();
+
   // The flops profiler: while on, each pass adds every module's forward latency to the table
   // profileModules() returns (cleared by turning it on).
   void setProfiling(bool on);
@@ -116,6 +130,8 @@ class Gpt : public Model, public PipelineStage {
   void blocksBackward(GptPass& pass, GptBuffer& buffer, LayerAccess& access);
   void embedBackward(GptPass& pass, LayerAccess& access);
   bool whole() const { return first_ == 0 && end_ == config_.numLayers + 2; }
+  // Adds one MoE layer's training forward to the window (blocksForward counts the passes).
+  void countMoe(const gpt::MoeStatistics& s);
   // Ulysses: this rank's positions of every sample of `batch` (kept in the activations).
   const Batch& ulyssesBatch(const Batch& batch, Communicator& group);
   int local(int layer) const { return layer - first_; }  // the engine's number of a layer
@@ -132,6 +148,7 @@ class Gpt : public Model, public PipelineStage {
   std::vector<std::vector<int64_t>> fullShapes_;  // by spec: the one-rank shape (init's fans)
   std::unique_ptr<GptActivations> acts_;
   bool profiling_ = false;
+  MoeWindow moeWindow_;
   std::vector<double> moduleSeconds_;  // by profileModules() index
 };
 

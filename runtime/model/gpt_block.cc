@@ -516,7 +516,7 @@ void BlockRunner::mlpForward(const float* params, BlockActivations& a, BlockWork
                                   dropout ? dropout->layer : 0, s.seq, s.positionOffset);
     a.moe.stats = moe_.forward(moeTensors(params), mlpNormed, N, a.moe, w.moe,
                                sized(w.mlpOut, N * h), dropout ? &noise : nullptr);
-    laps.endPart(kFc2, kMlp, mlpStart);
+    laps.endPart(kFc1, kMlp, mlpStart);  // the profiler's experts slot (Gpt::profileModules)
     return;
   }
   float* fc1 = sized(a.fc1, N * ff1);

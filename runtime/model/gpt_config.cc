@@ -210,6 +210,14 @@ int GptConfig::expertFfnSize() const {
   return intermediateSize > 0 ? intermediateSize : (4 * hiddenSize + 255) / 256 * 256;
 }
 
+double GptConfig::mlpMacsPerToken(int layer) const {
+  const double h = hiddenSize, dense = h * (ffnInputSize() + ffnSize());
+  if (!moe.isMoeLayer(layer)) return dense;
+  const bool residual = moe.kind == MoeKind::DeepSpeed && moe.useResidual;
+  return h * moe.numExperts + moe.topK * h * (expertFfnInputSize() + expertFfnSize()) +
+         (residual ? dense + 2 * h : 0.0);
+}
+
 int GptConfig::expertFfnInputSize() const {
   return moe.kind == MoeKind::DeepSpeed ? ffnInputSize() : expertFfnSize();
 }

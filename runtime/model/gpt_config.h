@@ -104,6 +104,9 @@ struct GptConfig {
   // 4 x hidden rounded up to a multiple of 256 (moe_mlp.py), never gated.
   int expertFfnSize() const;
   int expertFfnInputSize() const;
+  // Multiply-accumulates per token of block `layer`'s MLP: a MoE layer's router, its k experts
+  // and DeepSpeed's residual MLP with its coefficient.
+  double mlpMacsPerToken(int layer) const;
 
   // Throws ds::Error naming the NeoX key (e.g. "num-attention-heads: 5 does not divide
   // hidden-size 64").

@@ -115,9 +115,11 @@ void Gpt::blocksForward(GptPass& P, GptBuffer& B, LayerAccess& access) {
     const Clock::time_point blockStart = Clock::now();
     A.runnerFor(l).forward(p, a, A.work, P.shape, out, P.dropoutFor(l + 1),
                            times ? times + blockModule(l) : nullptr);
+    if (P.train && config_.moe.isMoeLayer(static_cast<int>(l))) countMoe(a.moe.stats);
     if (times) times[blockModule(l) + gpt::BlockRunner::kLayer] += since(blockStart);
     access.releaseParameters(layer);
   }
+  if (P.train && config_.moe.enabled()) ++moeWindow_.passes;
   size_t bytes = 0;
   for (const GptBuffer& buffer : A.buffers) {
     for (const auto& b : buffer.blocks) bytes += b.bytes();
