@@ -244,7 +244,45 @@ void checkUlysses(const char* hostfile, const std::string& scratch) {
   std::filesystem::remove_all(dir);
 }
 
+// Mixture of experts, NeoX's dropless (top-2 Sinkhorn, every layer) and DeepSpeed's gating (top-2
+// with dropping and the residual MLP, every other layer), on data 4 at ZeRO 1, 2 and 3 against
+// ZeRO 0: the experts' parameters through each stage's partitioning, gathering and checkpoint.
+void checkMoeZero(const char* hostfile, const std::string& scratch) {
+  const std::string dir = makeScratchDir(scratch);
+  writeByteCorpus(dir + "/data/corpus", 40, [](int d) { return 3 + d % 4; });
+  const std::string saveAt3 = "exit-interval: 3\n";
+  const std::vector<std::pair<std::string, std::string>> flavours = {
+      {"dropless", "moe-num-experts: 4\nmoe-top-k: 2\n"},
+      {"deepspeed",
+       "moe-num-experts: 4\nmoe-type: deepspeed\nmoe-top-k: 2\nmoe-token-dropping: true\n"
+       "moe-expert-interval: 2\nmoe-train-capacity-factor: 0.75\n"}};
+  const Grid dp{1, 1, 4};
+  for (const auto& [flavour, keys] : flavours) {
+    const std::string base = flavour + gridName(dp, 0);
+    const std::string first = runJob(dir, hostfile, base,
+                                     gridYaml(dp, 0, keys + "save: " + base + "\n" + saveAt3));
+    CHECK_THAT(first, Catch::Contains("expert tokens"));
+    const auto want = losses(first);
+    const WholeModel wantParams = loadWhole(dir + "/" + base);
+    for (int zero : {1, 2, 3}) {
+      const std::string name = flavour + gridName(dp, zero);
+      INFO(name);
+      const std::string out =
+          runJob(dir, hostfile, name, gridYaml(dp, zero, keys + "save: " + name + "\n" + saveAt3));
+      requireSameLosses(losses(out), want, {1, 2, 3});
+      requireSameParameters(loadWhole(dir + "/" + name), wantParams);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
+
+TEST_CASE("grid launch: mixture of experts (both flavours) on 2 loopback nodes trains at ZeRO 1, "
+          "2 and 3 as at ZeRO 0",
+          "[gpt][launch][grid][moe]") {
+  checkMoeZero(kTwoNodes, "grid-moe");
+}
 
 TEST_CASE("grid launch: Ulysses (sequence 2 x data 2, sequence 4) on 2 loopback nodes trains as "
           "data 4 without ZeRO and at ZeRO 2 and 3",

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "kernels/cpu/kernel_timers.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/parallel_for.h"
 #include "runtime/model/gpt_block.h"
 #include "runtime/model/row_kernels.h"
 
@@ -45,12 +48,21 @@ MoeLayer::MoeLayer(const GptConfig& c, kernels::Accelerator& acc)
       xff1_(static_cast<size_t>(c.expertFfnInputSize())) {}
 
 void MoeLayer::mlpForward(const MlpTensors<const float>& p, const float* x, size_t rows,
-                          size_t ff1, size_t ff, float* fc1, float* act, float* y) const {
+                          size_t ff1, size_t ff, float* fc1, float* act, float* y,
+                          bool timed) const {
   if (rows == 0) return;
   const size_t h = h_;
-  product(acc_, false, true, rows, ff1, h, 1.0f, x, h, p.fc1w, h, 0.0f, fc1, ff1);
+  auto gemm = [&](bool tb, size_t m, size_t n, size_t k, const float* a, size_t lda,
+                  const float* b, size_t ldb, float* c, size_t ldc) {
+    if (timed)
+      product(acc_, false, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+    else
+      kernels::gemmF32(acc_, false, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  };
+  gemm(true, rows, ff1, h, x, h, p.fc1w, h, fc1, ff1);
   {
-    KernelTimer timer(KernelFamily::ElementWise);
+    std::optional<KernelTimer> timer;
+    if (timed) timer.emplace(KernelFamily::ElementWise);
     if (p.fc1b) addBiasRows(k_, fc1, p.fc1b, rows, ff1);
     const kernels::Unit unit = unitOf(c_.activation);
     if (ff1 == 2 * ff)
@@ -58,31 +70,75 @@ void MoeLayer::mlpForward(const MlpTensors<const float>& p, const float* x, size
     else
       k_.unitForward(unit, act, fc1, rows * ff);
   }
-  product(acc_, false, true, rows, h, ff, 1.0f, act, ff, p.fc2w, ff, 0.0f, y, h);
+  gemm(true, rows, h, ff, act, ff, p.fc2w, ff, y, h);
   if (p.fc2b) addBiasRows(k_, y, p.fc2b, rows, h);
 }
 
 void MoeLayer::mlpBackward(const MlpTensors<const float>& p, const MlpTensors<float>& g,
                            const float* x, size_t rows, size_t ff1, size_t ff, const float* fc1,
-                           const float* act, const float* dY, float* dX, MoeWorkspace& w) const {
+                           const float* act, const float* dY, float* dX, float* dAct,
+                           float* dFc1, bool timed) const {
   if (rows == 0) return;
   const size_t h = h_;
-  if (g.fc2b) biasGradientRows(k_, g.fc2b, dY, rows, h, partials_);
-  product(acc_, true, false, h, ff, rows, 1.0f, dY, h, act, ff, 1.0f, g.fc2w, ff);
-  float* dAct = sized(w.dAct, rows * ff);
-  product(acc_, false, false, rows, ff, h, 1.0f, dY, h, p.fc2w, ff, 0.0f, dAct, ff);
-  float* dFc1 = sized(w.dFc1, rows * ff1);
+  auto gemm = [&](bool ta, bool tb, size_t m, size_t n, size_t k, const float* a, size_t lda,
+                  const float* b, size_t ldb, float beta, float* c, size_t ldc) {
+    if (timed)
+      product(acc_, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    else
+      kernels::gemmF32(acc_, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+  };
+  // Bias gradients sum row blocks in a fixed order whatever the thread (row_kernels.h).
+  thread_local std::vector<float> partials;
+  if (g.fc2b) biasGradientRows(k_, g.fc2b, dY, rows, h, partials);
+  gemm(true, false, h, ff, rows, dY, h, act, ff, 1.0f, g.fc2w, ff);
+  gemm(false, false, rows, ff, h, dY, h, p.fc2w, ff, 0.0f, dAct, ff);
   {
-    KernelTimer timer(KernelFamily::ElementWise);
+    std::optional<KernelTimer> timer;
+    if (timed) timer.emplace(KernelFamily::ElementWise);
     const kernels::Unit unit = unitOf(c_.activation);
     if (ff1 == 2 * ff)
       k_.gatedBackward(unit, dFc1, dAct, fc1, rows, ff);
     else
       k_.unitBackward(unit, dFc1, dAct, fc1, rows * ff);
-    if (g.fc1b) biasGradientRows(k_, g.fc1b, dFc1, rows, ff1, partials_);
+    if (g.fc1b) biasGradientRows(k_, g.fc1b, dFc1, rows, ff1, partials);
   }
-  product(acc_, true, false, ff1, h, rows, 1.0f, dFc1, ff1, x, h, 1.0f, g.fc1w, h);
-  product(acc_, false, false, rows, h, ff1, 1.0f, dFc1, ff1, p.fc1w, h, 0.0f, dX, h);
+  gemm(true, false, ff1, h, rows, dFc1, ff1, x, h, 1.0f, g.fc1w, h);
+  gemm(false, false, rows, h, ff1, dFc1, ff1, p.fc1w, h, 0.0f, dX, h);
+}
+
+std::vector<std::vector<size_t>> MoeLayer::expertPlan(const std::vector<size_t>& offsets) const {
+  const size_t threads = kernels::matmulNestsInOpenMP()
+                             ? static_cast<size_t>(std::max(1, kernels::matmulThreads()))
+                             : 1;
+  const size_t E = offsets.size() - 1, total = offsets[E];
+  std::vector<size_t> order(E);
+  for (size_t e = 0; e < E; ++e) order[e] = e;
+  auto rows = [&](size_t e) { return offsets[e + 1] - offsets[e]; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rows(a) > rows(b); });
+  if (threads < 2 || E < threads || rows(order[0]) * threads > total) return {};
+  // Largest first, each to the least loaded thread (Graham's LPT: within 4/3 of the best).
+  std::vector<std::vector<size_t>> plan(threads);
+  std::vector<size_t> load(threads, 0);
+  for (size_t e : order) {
+    if (rows(e) == 0) continue;
+    const size_t t = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    plan[t].push_back(e);
+    load[t] += rows(e);
+  }
+  return plan;
+}
+
+template <class Fn>
+void MoeLayer::forExperts(const std::vector<size_t>& offsets, Fn fn) const {
+  const std::vector<std::vector<size_t>> plan = expertPlan(offsets);
+  if (plan.empty()) {  // one expert after another, each product on every thread
+    for (size_t e = 0; e + 1 < offsets.size(); ++e) fn(e, true);
+    return;
+  }
+  KernelTimer timer(KernelFamily::MatrixProducts);  // the whole loop: products and their passes
+  kernels::parallelFor(plan.size(), [&](size_t t) {
+    for (size_t e : plan[t]) fn(e, false);
+  });
 }
 
 MoeStatistics MoeLayer::forward(const MoeTensors<const float>& p, const float* x, size_t N,
@@ -142,11 +198,11 @@ MoeStatistics MoeLayer::forward(const MoeTensors<const float>& p, const float* x
   float* fc1 = sized(a.fc1, S * xff1_);
   float* act = sized(a.act, S * xff_);
   float* y = sized(a.out, S * h);
-  for (size_t e = 0; e < E; ++e) {
+  forExperts(a.offsets, [&](size_t e, bool timed) {
     const size_t r0 = a.offsets[e], n = a.offsets[e + 1] - r0;
     mlpForward(p.experts[e], rows + r0 * h, n, xff1_, xff_, fc1 + r0 * xff1_, act + r0 * xff_,
-               y + r0 * h);
-  }
+               y + r0 * h, timed);
+  });
   // Combine: each token's choices in order.
   const bool residual = p.coefw != nullptr;
   float* moeOut = residual ? sized(a.moeOut, N * h) : out;
@@ -166,7 +222,7 @@ MoeStatistics MoeLayer::forward(const MoeTensors<const float>& p, const float* x
     const size_t ff = static_cast<size_t>(c_.ffnSize()), ff1 = static_cast<size_t>(c_.ffnInputSize());
     float* mlpOut = sized(a.mlpOut, N * h);
     mlpForward(p.residual, x, N, ff1, ff, sized(a.mlpFc1, N * ff1), sized(a.mlpAct, N * ff),
-               mlpOut);
+               mlpOut, true);
     float* coef = sized(a.coef, N * 2);
     product(acc_, false, true, N, 2, h, 1.0f, x, h, p.coefw, h, 0.0f, coef, 2);
     KernelTimer timer(KernelFamily::ElementWise);
@@ -223,7 +279,7 @@ void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float
     product(acc_, false, false, N, h, 2, 1.0f, dz.data(), 2, p.coefw, h, 1.0f, dx, h);
     float* dPart = sized(w.dPart, N * h);
     mlpBackward(p.residual, g.residual, x, N, ff1, ff, a.mlpFc1.data(), a.mlpAct.data(), dMlp,
-                dPart, w);
+                dPart, sized(w.dAct, N * ff), sized(w.dFc1, N * ff1), true);
     addRows(k_, dx, dPart, N, h);
   }
   // The experts: each choice's output gradient weight x d(moe), and its weight's gradient.
@@ -248,12 +304,14 @@ void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float
   float* rows = sized(w.rows, S * h);
   for (size_t i = 0; i < S; ++i) std::memcpy(rows + i * h, x + a.order[i] / k * h, h * sizeof(float));
   float* dX = sized(w.dRows, S * h);
-  for (size_t e = 0; e < E; ++e) {
+  float* dAct = sized(w.dAct, S * xff_);
+  float* dFc1 = sized(w.dFc1, S * xff1_);
+  forExperts(a.offsets, [&](size_t e, bool timed) {
     const size_t r0 = a.offsets[e], n = a.offsets[e + 1] - r0;
     mlpBackward(p.experts[e], g.experts[e], rows + r0 * h, n, xff1_, xff_,
                 a.fc1.data() + r0 * xff1_, a.act.data() + r0 * xff_, dRows + r0 * h, dX + r0 * h,
-                w);
-  }
+                dAct + r0 * xff_, dFc1 + r0 * xff1_, timed);
+  });
   for (size_t t = 0; t < N; ++t)
     for (size_t j = 0; j < k; ++j) {
       const int32_t row = a.slot[t * k + j];

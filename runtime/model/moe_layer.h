@@ -78,19 +78,26 @@ class MoeLayer {
                 double auxGrad) const;
 
  private:
-  // One MLP over `rows` rows of x: keeps fc1 and act, writes y.
+  // One MLP over `rows` rows of x: keeps fc1 and act, writes y. Untimed (`timed` false) inside
+  // a parallel loop, which is timed as a whole (kernel_timers.h).
   void mlpForward(const MlpTensors<const float>& p, const float* x, size_t rows, size_t ff1,
-                  size_t ff, float* fc1, float* act, float* y) const;
-  // Its backward from dY: parameter gradients added, dX written.
+                  size_t ff, float* fc1, float* act, float* y, bool timed) const;
+  // Its backward from dY: parameter gradients added, dX written; dAct and dFc1 scratch of rows.
   void mlpBackward(const MlpTensors<const float>& p, const MlpTensors<float>& g, const float* x,
                    size_t rows, size_t ff1, size_t ff, const float* fc1, const float* act,
-                   const float* dY, float* dX, MoeWorkspace& w) const;
+                   const float* dY, float* dX, float* dAct, float* dFc1, bool timed) const;
+  // The experts spread over the products' threads, each expert whole on one thread (its weight
+  // gradients need all its rows): largest first to the least loaded thread. Empty, so one
+  // expert after another with every thread in each product, when one expert holds more than a
+  // thread's share of the rows, or with one thread.
+  std::vector<std::vector<size_t>> expertPlan(const std::vector<size_t>& offsets) const;
+  template <class Fn>
+  void forExperts(const std::vector<size_t>& offsets, Fn fn) const;  // fn(expert, timed)
 
   const GptConfig& c_;
   kernels::Accelerator& acc_;
   const kernels::TransformerKernels& k_;
   size_t h_, experts_, xff_, xff1_;
-  mutable std::vector<float> partials_;
 };
 
 }  // namespace ds::runtime::gpt
