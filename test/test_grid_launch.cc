@@ -276,7 +276,45 @@ void checkMoeZero(const char* hostfile, const std::string& scratch) {
   std::filesystem::remove_all(dir);
 }
 
+// DeepSpeed-MoE's expert parallelism (no token dropping, so routing is per token whatever the
+// rank) at ep 2 and 4 on data 4, without ZeRO and at ZeRO 2 and 3, against ep 1 at the same stage:
+// the experts computed on their ranks train as the ones every rank computes.
+void checkExpertParallel(const char* hostfile, const std::string& scratch) {
+  const std::string dir = makeScratchDir(scratch);
+  writeByteCorpus(dir + "/data/corpus", 40, [](int d) { return 3 + d % 4; });
+  const std::string saveAt3 = "exit-interval: 3\n";
+  const std::string keys =
+      "moe-num-experts: 4\nmoe-type: deepspeed\nmoe-top-k: 2\nmoe-loss-coeff: 0.1\n";
+  const Grid dp{1, 1, 4};
+  for (int zero : {0, 2, 3}) {
+    const std::string base = "ep1" + gridName(dp, zero);
+    const auto want = losses(runJob(dir, hostfile, base,
+                                    gridYaml(dp, zero, keys + "save: " + base + "\n" + saveAt3)));
+    const WholeModel wantParams = loadWhole(dir + "/" + base);
+    for (int ep : {2, 4}) {
+      const std::string name = "ep" + std::to_string(ep) + gridName(dp, zero);
+      INFO(name);
+      const std::string out = runJob(
+          dir, hostfile, name,
+          gridYaml(dp, zero,
+                   keys + "moe-expert-parallel-size: " + std::to_string(ep) + "\nsave: " + name +
+                       "\n" + saveAt3));
+      CHECK_THAT(out, Catch::Contains("x 4 ranks (the experts split over " + std::to_string(ep) +
+                                      " each)"));
+      requireSameLosses(losses(out), want, {1, 2, 3});
+      requireSameParameters(loadWhole(dir + "/" + name), wantParams);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
+
+TEST_CASE("grid launch: DeepSpeed-MoE's expert parallelism (ep 2, ep 4) on 2 loopback nodes trains "
+          "as ep 1 without ZeRO and at ZeRO 2 and 3",
+          "[gpt][launch][grid][moe]") {
+  checkExpertParallel(kTwoNodes, "grid-expert-parallel");
+}
 
 TEST_CASE("grid launch: mixture of experts (both flavours) on 2 loopback nodes trains at ZeRO 1, "
           "2 and 3 as at ZeRO 0",

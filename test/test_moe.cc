@@ -207,7 +207,12 @@ TEST_CASE("MoE config: the keys' limits are refused by name", "[moe]") {
   refused(rsample, "moe-noisy-gate-policy: RSample");
   GptConfig ep = c;
   ep.moe.expertParallelSize = 2;
-  refused(ep, "moe-expert-parallel-size: 2: expert parallelism is not implemented yet");
+  refused(ep, "moe-expert-parallel-size: 2: NeoX's dropless MoE splits its experts over the "
+              "model-parallel ranks");
+  ep.moe.kind = MoeKind::DeepSpeed;
+  CHECK_NOTHROW(ep.validate());
+  ep.moe.expertParallelSize = 3;
+  refused(ep, "moe-expert-parallel-size: 3 does not divide moe-num-experts 8");
   CHECK_THROWS_WITH(c.validateModelParallel(2), Catch::StartsWith("moe-num-experts: mixture of experts with model-parallel-size > 1"));
   // Layers 0, 2 of 4 with interval 2; the default interval makes every layer MoE.
   GptConfig every2 = c;

@@ -118,9 +118,14 @@ TEST_CASE("neox config: unknown, unimplemented and malformed keys are refused by
                              "implemented") &&
                  Catch::EndsWith("set it to false"));
   CHECK(errorOf("moe-num-experts: 2\nmoe-top-k: 2\nmoe-router-type: topk\n") == "no error");
-  CHECK_THAT(errorOf("moe-num-experts: 2\nmoe-type: deepspeed\nmoe-expert-parallel-size: 2\n"),
-             Catch::Contains("moe-expert-parallel-size: 2: expert parallelism is not "
-                             "implemented yet"));
+  CHECK_THAT(errorOf("moe-num-experts: 2\nmoe-expert-parallel-size: 2\n"),
+             Catch::Contains("moe-expert-parallel-size: 2: NeoX's dropless MoE splits its "
+                             "experts over the model-parallel ranks"));
+  CHECK(errorOf("moe-num-experts: 2\nmoe-type: deepspeed\nmoe-expert-parallel-size: 2\n") ==
+        "no error");
+  CHECK_THROWS_WITH(parse("moe-num-experts: 4\nmoe-type: deepspeed\nmoe-expert-parallel-size: 4\n", 6),
+                    Catch::StartsWith("moe-expert-parallel-size 4: the data-parallel size 6 "
+                                      "(world size 6) does not divide by it"));
   CHECK_THAT(errorOf("moe-num-experts: 2\npipe-parallel-size: 2\n"),
              Catch::Contains("moe-num-experts 2 with pipe-parallel-size 2: MoE layers in "
                              "pipeline stages are not implemented yet"));

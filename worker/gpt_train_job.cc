@@ -216,6 +216,7 @@ runtime::GptPlacement placementOf(const runtime::GptTrainConfig& gpt,
   placement.modelSize = grid.modelSize;
   placement.model = grid.model;
   placement.sequence = grid.sequence;
+  placement.experts = grid.expert;
   if (grid.pipeSize > 1) {
     const std::vector<int> bounds =
         runtime::gptStageBounds(modelConfig, grid.pipeSize, gpt.parallel.partitionMethod);
@@ -269,7 +270,10 @@ void announce(const runtime::Engine& engine, const runtime::DeepSpeedConfig& con
                  : grid.sequenceSize > 1
                      ? std::to_string(grid.sampleRanks()) + " data-parallel replicas (sequence " +
                            std::to_string(grid.sequenceSize) + " ranks each, Ulysses)"
-                     : std::to_string(join.worldSize) + " ranks";
+                     : grid.expertSize > 1
+                         ? std::to_string(join.worldSize) + " ranks (the experts split over " +
+                               std::to_string(grid.expertSize) + " each)"
+                         : std::to_string(join.worldSize) + " ranks";
   std::printf("model: GPT, %zu parameters (%s); ZeRO stage %d, %s; batch %" PRId64
               " = micro %" PRId64 " x accumulation %" PRId64 " x %s of %zu tokens\n",
               engine.parameterCount(), modelConfig.describe().c_str(), config.zero.stage,

@@ -8,7 +8,8 @@ namespace ds::worker {
 std::string TrainingGrid::coordinates() const {
   return "(pipe " + std::to_string(pipeRank) + ", data " + std::to_string(dataRank) +
          ", model " + std::to_string(modelRank) +
-         (sequenceSize > 1 ? ", sequence " + std::to_string(sequenceRank) : std::string()) + ")";
+         (sequenceSize > 1 ? ", sequence " + std::to_string(sequenceRank) : std::string()) +
+         (expertSize > 1 ? ", expert " + std::to_string(expertRank) : std::string()) + ")";
 }
 
 TrainingGridGroups::TrainingGridGroups(runtime::GroupFactory& factory,
@@ -30,6 +31,15 @@ TrainingGridGroups::TrainingGridGroups(runtime::GroupFactory& factory,
       grid_.sequence = logged(sequence_);
       grid_.sequenceRank = world.rank() - first;
       grid_.sequenceSize = u;
+    }
+    if (parallel.expert > 1) {  // DeepSpeed's ep groups: ranks [ep * i, ep * (i + 1))
+      const int ep = parallel.expert, first = world.rank() / ep * ep;
+      std::vector<int> members;
+      for (int r = first; r < first + ep; ++r) members.push_back(r);
+      expert_ = factory.group(members, "expert");
+      grid_.expert = logged(expert_);
+      grid_.expertRank = world.rank() - first;
+      grid_.expertSize = ep;
     }
     return;
   }

@@ -32,8 +32,11 @@ struct TrainingGrid {
   runtime::Communicator* tied = nullptr;
   // DeepSpeed-Ulysses: the consecutive ranks that share each sample's positions (null without).
   runtime::Communicator* sequence = nullptr;
+  // DeepSpeed-MoE's expert-parallel group: consecutive ranks splitting the experts (null without).
+  runtime::Communicator* expert = nullptr;
   int pipeRank = 0, dataRank = 0, modelRank = 0, sequenceRank = 0;  // this rank's coordinates
   int pipeSize = 1, dataSize = 1, modelSize = 1, sequenceSize = 1;
+  int expertRank = 0, expertSize = 1;
   // The stream of samples this rank reads, of how many: the data coordinate, shared by the
   // sequence ranks (the data group, whose engine averages gradients, holds all of them).
   int sampleRank() const { return dataRank / sequenceSize; }
@@ -58,7 +61,7 @@ class TrainingGridGroups {
  private:
   runtime::Communicator* logged(std::unique_ptr<runtime::Communicator>& group);
   runtime::TopologyGroups groups_;
-  std::unique_ptr<runtime::Communicator> sequence_;
+  std::unique_ptr<runtime::Communicator> sequence_, expert_;
   runtime::CommsLogger* logger_;
   std::vector<std::unique_ptr<runtime::LoggingCommunicator>> wrappers_;
   TrainingGrid grid_;

@@ -613,7 +613,8 @@ bool readModelKey(const std::string& key, const Reader& r, NeoxKeys& k) {
 }
 
 // Mixture of experts (runtime/model/moe_config.h).
-bool readMoeKey(const std::string& key, const Reader& r, MoeConfig& m) {
+bool readMoeKey(const std::string& key, const Reader& r, GptTrainConfig& t) {
+  MoeConfig& m = t.model.moe;
   if (key == "moe-num-experts")
     m.numExperts = static_cast<int>(r.integer(1, 1 << 16));
   else if (key == "moe-expert-interval")
@@ -639,7 +640,7 @@ bool readMoeKey(const std::string& key, const Reader& r, MoeConfig& m) {
   else if (key == "moe-use-residual")
     m.useResidual = r.boolean();
   else if (key == "moe-expert-parallel-size")
-    m.expertParallelSize = static_cast<int>(r.integer(1, kMaxSize));
+    t.parallel.expert = m.expertParallelSize = static_cast<int>(r.integer(1, kMaxSize));
   else if (key == "moe-noisy-gate-policy")
     m.noisyGate = r.choice<NoisyGate>(
         {{"None", NoisyGate::None}, {"Jitter", NoisyGate::Jitter}, {"RSample", NoisyGate::RSample}});
@@ -818,7 +819,7 @@ void readNeoxKeys(const Json& merged, const std::set<std::string>& dsKeys, NeoxK
   for (auto& [key, value] : merged.items()) {
     if (dsKeys.count(key) || !honouredAndSet(key, value, candidates, k.out.notes)) continue;
     const Reader r{merged, key};
-    if (!readModelKey(key, r, k) && !readMoeKey(key, r, k.train().model.moe) &&
+    if (!readModelKey(key, r, k) && !readMoeKey(key, r, k.train()) &&
         !readParallelKey(key, r, k.train()) &&
         !readDataKey(key, r, k.train()) && !readRunKey(key, r, k) &&
         !readCheckpointKey(key, r, k) && !readDeepSpeedKey(key, r, k))
@@ -951,7 +952,8 @@ void completeDeepSpeedKeys(NeoxKeys& k) {
 // DeepSpeed's config with NeoX's mpu: the batch rules divide by the data-parallel size.
 void parseDeepSpeedKeys(NeoxKeys& k, int64_t worldSize) {
   const GptTrainConfig& t = k.out.train;
-  const int64_t world = worldSize == kOneReplica ? t.parallel.sampleRanks() : worldSize;
+  const int64_t world =
+      worldSize == kOneReplica ? t.parallel.sampleRanks() * t.parallel.expert : worldSize;
   DeepSpeedConfig& deepspeed = k.out.deepspeed;
   deepspeed = parseDeepSpeedConfig(k.ds.dump(), dataParallelSize(t.parallel, world),
                                    "NeoX config (DeepSpeed keys)", t.parallel.replicaRanks());

@@ -66,7 +66,8 @@ enum class MemoryCheck { ThisMachine, Elsewhere };
 
 // The merged object (readNeoxYaml's) -> the job's configuration for `worldSize` ranks, all of
 // them (the batch rules divide by world / (pipe x model)); kOneReplica: as many as one copy of
-// the model needs (pipe x model), for tools that only read the model's shape.
+// the model needs (pipe x model, x the sequence and expert-parallel sizes), for tools that only
+// read the model's shape.
 inline constexpr int64_t kOneReplica = 0;
 NeoxConfig parseNeoxConfig(const nlohmann::json& merged, int64_t worldSize,
                            MemoryCheck memory = MemoryCheck::ThisMachine);

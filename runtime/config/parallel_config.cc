@@ -27,7 +27,15 @@ int64_t dataParallelSize(const ParallelConfig& parallel, int64_t worldSize) {
                 std::to_string(replica) + ", " + std::to_string(2 * replica) + ", " +
                 std::to_string(3 * replica) + "... ranks, or change those keys");
   }
-  return worldSize / replica;
+  const int64_t data = worldSize / replica;
+  if (data % parallel.expert != 0)
+    throw Error("moe-expert-parallel-size " + std::to_string(parallel.expert) +
+                ": the data-parallel size " + std::to_string(data) + " (world size " +
+                std::to_string(worldSize) + ") does not divide by it (each group of that many "
+                "consecutive data-parallel ranks splits the experts); run a multiple of " +
+                std::to_string(parallel.expert * replica) + " ranks, or use a divisor of " +
+                std::to_string(data));
+  return data;
 }
 
 void checkPartitionMethod(const std::string& method) {

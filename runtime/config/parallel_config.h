@@ -14,6 +14,9 @@ struct ParallelConfig {
   // DeepSpeed-Ulysses (DeepSpeed's sequence_parallel_size): consecutive ranks that share each
   // sample's positions, each holding the whole model.
   int sequence = 1;
+  // DeepSpeed-MoE's ep_size (moe-expert-parallel-size): consecutive data-parallel ranks that
+  // split each MoE layer's experts between them.
+  int expert = 1;
   std::string partitionMethod = "type:transformer|mlp";  // NeoX's default
   // The ranks that hold one copy of the model between them.
   int replicaRanks() const { return pipe * model; }

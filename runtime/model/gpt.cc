@@ -518,6 +518,8 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
                               : nullptr;
   const Batch& used = ulysses ? ulyssesBatch(batch, *ulysses) : batch;
   GptPass P = beginPass(used, pass);
+  if (pass != Pass::Logits && placement_.experts && placement_.experts->size() > 1)
+    P.shape.experts = placement_.experts;  // generation computes every expert here
   if (ulysses) {
     P.shape.ulysses = ulysses;
     P.shape.fullSeq = P.seq * static_cast<size_t>(ulysses->size());

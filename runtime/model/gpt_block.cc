@@ -515,7 +515,7 @@ void BlockRunner::mlpForward(const float* params, BlockActivations& a, BlockWork
     const moe::RoutingNoise noise(dropout ? dropout->sampleIds : nullptr,
                                   dropout ? dropout->layer : 0, s.seq, s.positionOffset);
     a.moe.stats = moe_.forward(moeTensors(params), mlpNormed, N, a.moe, w.moe,
-                               sized(w.mlpOut, N * h), dropout ? &noise : nullptr);
+                               sized(w.mlpOut, N * h), dropout ? &noise : nullptr, s.experts);
     laps.endPart(kFc1, kMlp, mlpStart);  // the profiler's experts slot (Gpt::profileModules)
     return;
   }
@@ -596,7 +596,7 @@ float* BlockRunner::mlpBackward(const float* params, float* grads, const BlockAc
   float* dLn = sized(w.dB, N * h);  // tied: norm1's output gradient from the MLP, so far
   if (L.moe())  // no dropout on a MoE layer's output
     moe_.backward(moeTensors(params), moeTensors(grads), mlpNormed, N, a.moe, w.moe, dOut, dLn,
-                  auxLossGrad_);
+                  auxLossGrad_, s.experts);
   else
     denseMlpBackward(params, grads, a, w, s, dOut, mlpNormed, dLn, dropout);
   const float* mlpIn = c_.gptjResidual ? a.input.data() : a.mid.data();

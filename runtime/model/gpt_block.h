@@ -111,6 +111,9 @@ struct BlockShape {
   // its 1/u of the heads, the rows moved there and back over `ulysses`. Null: every position.
   Communicator* ulysses = nullptr;
   size_t positionOffset = 0, fullSeq = 0;
+  // Expert parallelism (DeepSpeed's ep group): the ranks a MoE layer's experts are split over, in
+  // training and evaluation passes; null: every expert on this rank (generation).
+  Communicator* experts = nullptr;
 };
 // The shape of a pass over `samples` sequences of `seq`, with every row on this rank.
 inline BlockShape wholeRows(size_t samples, size_t seq) {

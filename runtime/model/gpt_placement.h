@@ -20,6 +20,10 @@ struct GptPlacement {
   // DeepSpeed-Ulysses: the ranks that share each sample's positions (consecutive positions,
   // T / size each, in rank order), null or of size 1 without it.
   Communicator* sequence = nullptr;
+  // DeepSpeed-MoE's expert parallelism: the ranks each MoE layer's experts are computed over
+  // (consecutive data-parallel ranks; every rank holds every expert's parameters), null or of size
+  // 1 without it.
+  Communicator* experts = nullptr;
 };
 
 }  // namespace ds::runtime

@@ -40,11 +40,15 @@ void MoeConfig::validate(int numLayers, bool gatedActivation, bool gptjResidual)
   require(topK >= 1 && topK <= numExperts, "moe-top-k: expected 1.." + experts +
                                                " (at most moe-num-experts), got " +
                                                std::to_string(topK));
-  require(expertParallelSize == 1,
+  require(expertParallelSize >= 1 && numExperts % expertParallelSize == 0,
           "moe-expert-parallel-size: " + std::to_string(expertParallelSize) +
-              ": expert parallelism is not implemented yet (every rank holds all " + experts +
-              " experts); use 1");
+              " does not divide moe-num-experts " + experts +
+              " (each rank of an expert-parallel group computes an equal share); use a divisor");
   if (kind == MoeKind::Dropless) {
+    require(expertParallelSize == 1,
+            "moe-expert-parallel-size: " + std::to_string(expertParallelSize) +
+                ": NeoX's dropless MoE splits its experts over the model-parallel ranks, not "
+                "an expert-parallel group; use 1, or moe-type: deepspeed");
     require(!gatedActivation,
             "activation: NeoX's dropless experts apply a gated activation's function without "
             "its gate (one input weight, no w3), so a gated activation with moe-num-experts > 1 "

@@ -34,7 +34,8 @@ size_t MoeActivations::bytes() const {
   size_t n = 0;
   for (const auto* v : {&jitter, &fc1, &act, &out, &mlpFc1, &mlpAct, &moeOut, &mlpOut, &coef})
     n += v->capacity();
-  n += routing.probs.capacity() + routing.weight.capacity() + routing.rawGate.capacity();
+  n += routing.probs.capacity() + routing.weight.capacity() + routing.rawGate.capacity() +
+       exchange.expertIn.capacity();
   return n * sizeof(float) + (order.capacity() + slot.capacity()) * 4;
 }
 
@@ -141,9 +142,152 @@ void MoeLayer::forExperts(const std::vector<size_t>& offsets, Fn fn) const {
   });
 }
 
+namespace {
+
+// Expert parallelism's layout: rank j of the group computes experts [j nl, (j + 1) nl); a rank's
+// rows for them (a.order's rows offsets[j nl] .. offsets[(j + 1) nl]) travel as chunk j of
+// `capacity` rows. Chunk i of what a rank receives holds rank i's rows for each local expert in
+// turn (recvCounts); locally they sit expert by expert, the sending ranks in order.
+struct ExchangeLayout {
+  size_t ranks, nl, C, h;
+};
+
+// Chunks [ranks, C, h] from / to rows in a.order's order.
+void packChunks(const float* rows, const std::vector<size_t>& offsets, const ExchangeLayout& l,
+                float* chunks) {
+  for (size_t j = 0; j < l.ranks; ++j) {
+    const size_t r0 = offsets[j * l.nl], r1 = offsets[(j + 1) * l.nl];
+    std::memcpy(chunks + j * l.C * l.h, rows + r0 * l.h, (r1 - r0) * l.h * sizeof(float));
+  }
+}
+void unpackChunks(const float* chunks, const std::vector<size_t>& offsets,
+                  const ExchangeLayout& l, float* rows) {
+  for (size_t j = 0; j < l.ranks; ++j) {
+    const size_t r0 = offsets[j * l.nl], r1 = offsets[(j + 1) * l.nl];
+    std::memcpy(rows + r0 * l.h, chunks + j * l.C * l.h, (r1 - r0) * l.h * sizeof(float));
+  }
+}
+
+// Received chunks to / from the local experts' rows.
+void chunksToLocal(const float* chunks, const MoeExchange& x, const ExchangeLayout& l,
+                   float* local, bool back) {
+  std::vector<size_t> next(x.localOffsets.begin(), x.localOffsets.end() - 1);
+  for (size_t i = 0; i < l.ranks; ++i) {
+    size_t inChunk = 0;
+    for (size_t le = 0; le < l.nl; ++le) {
+      const auto n = static_cast<size_t>(x.recvCounts[i * l.nl + le]);
+      float* c = const_cast<float*>(chunks) + (i * l.C + inChunk) * l.h;
+      float* r = local + next[le] * l.h;
+      if (back)
+        std::memcpy(c, r, n * l.h * sizeof(float));
+      else
+        std::memcpy(r, c, n * l.h * sizeof(float));
+      next[le] += n;
+      inChunk += n;
+    }
+  }
+}
+
+}  // namespace
+
+void MoeLayer::runExperts(const MoeTensors<const float>& p, const float* rows, MoeActivations& a,
+                          MoeWorkspace& w, Communicator* group) const {
+  const size_t h = h_, E = experts_, S = a.offsets[E];
+  float* y = sized(a.out, S * h);
+  if (!group || group->size() == 1) {
+    float* fc1 = sized(a.fc1, S * xff1_);
+    float* act = sized(a.act, S * xff_);
+    forExperts(a.offsets, [&](size_t e, bool timed) {
+      const size_t r0 = a.offsets[e], n = a.offsets[e + 1] - r0;
+      mlpForward(p.experts[e], rows + r0 * h, n, xff1_, xff_, fc1 + r0 * xff1_, act + r0 * xff_,
+                 y + r0 * h, timed);
+    });
+    return;
+  }
+  const size_t ranks = static_cast<size_t>(group->size()), nl = E / ranks;
+  const size_t first = static_cast<size_t>(group->rank()) * nl;
+  MoeExchange& x = a.exchange;
+  // Each rank's row counts for each of this rank's experts, and the chunk every rank sends.
+  std::vector<float> sendCounts(E);
+  for (size_t e = 0; e < E; ++e) sendCounts[e] = static_cast<float>(a.offsets[e + 1] - a.offsets[e]);
+  x.recvCounts.resize(E);
+  group->allToAll(sendCounts.data(), x.recvCounts.data(), nl);
+  float most = 0.0f;
+  for (size_t j = 0; j < ranks; ++j)
+    most = std::max(most, static_cast<float>(a.offsets[(j + 1) * nl] - a.offsets[j * nl]));
+  group->allReduce(&most, 1, ReduceOp::Max);
+  x.capacity = static_cast<size_t>(most);
+  const ExchangeLayout l{ranks, nl, x.capacity, h};
+  x.localOffsets.assign(nl + 1, 0);
+  for (size_t le = 0; le < nl; ++le) {
+    x.localOffsets[le + 1] = x.localOffsets[le];
+    for (size_t i = 0; i < ranks; ++i)
+      x.localOffsets[le + 1] += static_cast<size_t>(x.recvCounts[i * nl + le]);
+  }
+  const size_t R = x.localOffsets[nl];
+  float* send = sized(w.sendChunks, ranks * l.C * h);
+  float* recv = sized(w.recvChunks, ranks * l.C * h);
+  packChunks(rows, a.offsets, l, send);
+  group->allToAll(send, recv, l.C * h);
+  float* in = sized(x.expertIn, R * h);
+  chunksToLocal(recv, x, l, in, false);
+  float* fc1 = sized(a.fc1, R * xff1_);
+  float* act = sized(a.act, R * xff_);
+  float* local = sized(w.localRows, R * h);
+  forExperts(x.localOffsets, [&](size_t le, bool timed) {
+    const size_t r0 = x.localOffsets[le], n = x.localOffsets[le + 1] - r0;
+    mlpForward(p.experts[first + le], in + r0 * h, n, xff1_, xff_, fc1 + r0 * xff1_,
+               act + r0 * xff_, local + r0 * h, timed);
+  });
+  chunksToLocal(send, x, l, local, true);  // outputs where their rows came in
+  group->allToAll(send, recv, l.C * h);
+  unpackChunks(recv, a.offsets, l, y);
+}
+
+void MoeLayer::runExpertsBackward(const MoeTensors<const float>& p, const MoeTensors<float>& g,
+                                  const float* rows, const float* dY, float* dX,
+                                  const MoeActivations& a, MoeWorkspace& w,
+                                  Communicator* group) const {
+  const size_t h = h_, E = experts_, S = a.offsets[E];
+  if (!group || group->size() == 1) {
+    float* dAct = sized(w.dAct, S * xff_);
+    float* dFc1 = sized(w.dFc1, S * xff1_);
+    forExperts(a.offsets, [&](size_t e, bool timed) {
+      const size_t r0 = a.offsets[e], n = a.offsets[e + 1] - r0;
+      mlpBackward(p.experts[e], g.experts[e], rows + r0 * h, n, xff1_, xff_,
+                  a.fc1.data() + r0 * xff1_, a.act.data() + r0 * xff_, dY + r0 * h, dX + r0 * h,
+                  dAct + r0 * xff_, dFc1 + r0 * xff1_, timed);
+    });
+    return;
+  }
+  const size_t ranks = static_cast<size_t>(group->size()), nl = E / ranks;
+  const size_t first = static_cast<size_t>(group->rank()) * nl;
+  const MoeExchange& x = a.exchange;
+  const ExchangeLayout l{ranks, nl, x.capacity, h};
+  const size_t R = x.localOffsets[nl];
+  float* send = sized(w.sendChunks, ranks * l.C * h);
+  float* recv = sized(w.recvChunks, ranks * l.C * h);
+  packChunks(dY, a.offsets, l, send);
+  group->allToAll(send, recv, l.C * h);
+  float* dLocal = sized(w.localRows, R * h);
+  chunksToLocal(recv, x, l, dLocal, false);
+  float* dIn = sized(w.localGrad, R * h);
+  float* dAct = sized(w.dAct, R * xff_);
+  float* dFc1 = sized(w.dFc1, R * xff1_);
+  forExperts(x.localOffsets, [&](size_t le, bool timed) {
+    const size_t r0 = x.localOffsets[le], n = x.localOffsets[le + 1] - r0;
+    mlpBackward(p.experts[first + le], g.experts[first + le], x.expertIn.data() + r0 * h, n,
+                xff1_, xff_, a.fc1.data() + r0 * xff1_, a.act.data() + r0 * xff_,
+                dLocal + r0 * h, dIn + r0 * h, dAct + r0 * xff_, dFc1 + r0 * xff1_, timed);
+  });
+  chunksToLocal(send, x, l, dIn, true);
+  group->allToAll(send, recv, l.C * h);
+  unpackChunks(recv, a.offsets, l, dX);
+}
+
 MoeStatistics MoeLayer::forward(const MoeTensors<const float>& p, const float* x, size_t N,
                                 MoeActivations& a, MoeWorkspace& w, float* out,
-                                const moe::RoutingNoise* noise) const {
+                                const moe::RoutingNoise* noise, Communicator* experts) const {
   const size_t h = h_, E = experts_;
   const MoeConfig& m = c_.moe;
   // The router, on its jittered input where jitter applies (training only).
@@ -195,14 +339,8 @@ MoeStatistics MoeLayer::forward(const MoeTensors<const float>& p, const float* x
   // Each expert on its rows.
   float* rows = sized(w.rows, S * h);
   for (size_t i = 0; i < S; ++i) std::memcpy(rows + i * h, x + a.order[i] / k * h, h * sizeof(float));
-  float* fc1 = sized(a.fc1, S * xff1_);
-  float* act = sized(a.act, S * xff_);
-  float* y = sized(a.out, S * h);
-  forExperts(a.offsets, [&](size_t e, bool timed) {
-    const size_t r0 = a.offsets[e], n = a.offsets[e + 1] - r0;
-    mlpForward(p.experts[e], rows + r0 * h, n, xff1_, xff_, fc1 + r0 * xff1_, act + r0 * xff_,
-               y + r0 * h, timed);
-  });
+  runExperts(p, rows, a, w, experts);
+  const float* y = a.out.data();
   // Combine: each token's choices in order.
   const bool residual = p.coefw != nullptr;
   float* moeOut = residual ? sized(a.moeOut, N * h) : out;
@@ -245,7 +383,8 @@ MoeStatistics MoeLayer::forward(const MoeTensors<const float>& p, const float* x
 
 void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float>& g,
                         const float* x, size_t N, const MoeActivations& a, MoeWorkspace& w,
-                        const float* dOut, float* dx, double auxGrad) const {
+                        const float* dOut, float* dx, double auxGrad,
+                        Communicator* experts) const {
   const size_t h = h_, E = experts_;
   const moe::Routing& r = a.routing;
   const size_t k = r.k, S = a.offsets[E];
@@ -304,14 +443,7 @@ void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float
   float* rows = sized(w.rows, S * h);
   for (size_t i = 0; i < S; ++i) std::memcpy(rows + i * h, x + a.order[i] / k * h, h * sizeof(float));
   float* dX = sized(w.dRows, S * h);
-  float* dAct = sized(w.dAct, S * xff_);
-  float* dFc1 = sized(w.dFc1, S * xff1_);
-  forExperts(a.offsets, [&](size_t e, bool timed) {
-    const size_t r0 = a.offsets[e], n = a.offsets[e + 1] - r0;
-    mlpBackward(p.experts[e], g.experts[e], rows + r0 * h, n, xff1_, xff_,
-                a.fc1.data() + r0 * xff1_, a.act.data() + r0 * xff_, dRows + r0 * h, dX + r0 * h,
-                dAct + r0 * xff_, dFc1 + r0 * xff1_, timed);
-  });
+  runExpertsBackward(p, g, rows, dRows, dX, a, w, experts);
   for (size_t t = 0; t < N; ++t)
     for (size_t j = 0; j < k; ++j) {
       const int32_t row = a.slot[t * k + j];

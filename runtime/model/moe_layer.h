@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/accelerator.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/model/gpt_config.h"
 #include "runtime/model/moe_routing.h"
 
@@ -45,6 +46,16 @@ struct MoeStatistics {
   size_t dropped = 0;
 };
 
+// Expert parallelism: the rows this rank received for its experts from each rank of the group
+// (floats: exact counts below 2^24), where each local expert's rows begin in `expertIn` (expert
+// by expert, the sending ranks in order), those rows, and the exchange's chunk of rows per rank.
+struct MoeExchange {
+  size_t capacity = 0;
+  std::vector<float> recvCounts;    // [ranks, local experts]
+  std::vector<size_t> localOffsets;  // [local experts + 1]
+  std::vector<float> expertIn;       // [R, h]
+};
+
 // What a MoE layer keeps for its backward.
 struct MoeActivations {
   moe::Routing routing;
@@ -55,27 +66,33 @@ struct MoeActivations {
   std::vector<float> fc1, act, out;  // the experts' rows: [S, ff1], [S, ff], [S, h]
   // The residual MLP's fc1 and activation, the two branches' outputs and the coefficients.
   std::vector<float> mlpFc1, mlpAct, moeOut, mlpOut, coef;
-  MoeStatistics stats;  // of the last forward
+  MoeExchange exchange;  // expert parallelism: fc1 and act are then of expertIn's rows
+  MoeStatistics stats;   // of the last forward
   size_t bytes() const;
 };
 
 // Scratch shared by a model's MoE layers.
 struct MoeWorkspace {
   std::vector<float> logits, rows, dRows, dAct, dFc1, dOutRows, dWeight, dLogits, dPart, mixed;
+  std::vector<float> sendChunks, recvChunks, localRows, localGrad;
 };
 
 class MoeLayer {
  public:
   MoeLayer(const GptConfig& c, kernels::Accelerator& acc);
-  // out [N, h] from x [N, h] of samples of `seq` tokens; `noise` null in evaluation.
+  // out [N, h] from x [N, h] of samples of `seq` tokens; `noise` null in evaluation. `experts`:
+  // the expert-parallel group (DeepSpeed's ep group, size ep: rank r computes experts
+  // [r E / ep, (r + 1) E / ep) for every rank of the group, the rows moved there and back by
+  // all-to-all), or null: every expert here. Collective over it.
   MoeStatistics forward(const MoeTensors<const float>& p, const float* x, size_t N,
                         MoeActivations& a, MoeWorkspace& w, float* out,
-                        const moe::RoutingNoise* noise) const;
-  // dx [N, h] (overwritten) from dOut; parameter gradients added into g. auxGrad: d(loss)/d(l_aux)
+                        const moe::RoutingNoise* noise, Communicator* experts = nullptr) const;
+  // dx [N, h] (overwritten) from dOut; parameter gradients added into g (with expert parallelism
+  // only this rank's experts', from every rank's rows). auxGrad: d(loss)/d(l_aux)
   // (moe-loss-coeff x the pass's gradient scale; DeepSpeed's gating only).
   void backward(const MoeTensors<const float>& p, const MoeTensors<float>& g, const float* x,
                 size_t N, const MoeActivations& a, MoeWorkspace& w, const float* dOut, float* dx,
-                double auxGrad) const;
+                double auxGrad, Communicator* experts = nullptr) const;
 
  private:
   // One MLP over `rows` rows of x: keeps fc1 and act, writes y. Untimed (`timed` false) inside
@@ -93,6 +110,13 @@ class MoeLayer {
   std::vector<std::vector<size_t>> expertPlan(const std::vector<size_t>& offsets) const;
   template <class Fn>
   void forExperts(const std::vector<size_t>& offsets, Fn fn) const;  // fn(expert, timed)
+  // The experts' outputs a.out [S, h] of the kept choices' rows [S, h] (a.order's), here or, with
+  // expert parallelism, at the experts' ranks; and their backward: dX [S, h] from dY.
+  void runExperts(const MoeTensors<const float>& p, const float* rows, MoeActivations& a,
+                  MoeWorkspace& w, Communicator* group) const;
+  void runExpertsBackward(const MoeTensors<const float>& p, const MoeTensors<float>& g,
+                          const float* rows, const float* dY, float* dX, const MoeActivations& a,
+                          MoeWorkspace& w, Communicator* group) const;
 
   const GptConfig& c_;
   kernels::Accelerator& acc_;
