@@ -245,8 +245,9 @@ void checkUlysses(const char* hostfile, const std::string& scratch) {
 }
 
 // Mixture of experts, NeoX's dropless (top-2 Sinkhorn, every layer) and DeepSpeed's gating (top-2
-// with dropping and the residual MLP, every other layer), on data 4 at ZeRO 1, 2 and 3 against
-// ZeRO 0: the experts' parameters through each stage's partitioning, gathering and checkpoint.
+// with dropping and the residual MLP, every other layer), on data 4 at ZeRO 1, 2 and 3 and on
+// pipe 2 x data 2 against data 4 at ZeRO 0: the experts' parameters through each stage's
+// partitioning, gathering and checkpoint, and MoE layers in pipeline stages.
 void checkMoeZero(const char* hostfile, const std::string& scratch) {
   const std::string dir = makeScratchDir(scratch);
   writeByteCorpus(dir + "/data/corpus", 40, [](int d) { return 3 + d % 4; });
@@ -264,11 +265,13 @@ void checkMoeZero(const char* hostfile, const std::string& scratch) {
     CHECK_THAT(first, Catch::Contains("expert tokens"));
     const auto want = losses(first);
     const WholeModel wantParams = loadWhole(dir + "/" + base);
-    for (int zero : {1, 2, 3}) {
-      const std::string name = flavour + gridName(dp, zero);
+    // ZeRO 1-3 on data 4, and two pipeline stages (ZeRO 0, DeepSpeed's pipe engine allows 0-1).
+    for (const auto& [g, zero] : std::vector<std::pair<Grid, int>>{
+             {dp, 1}, {dp, 2}, {dp, 3}, {Grid{2, 1, 2}, 0}}) {
+      const std::string name = flavour + gridName(g, zero);
       INFO(name);
       const std::string out =
-          runJob(dir, hostfile, name, gridYaml(dp, zero, keys + "save: " + name + "\n" + saveAt3));
+          runJob(dir, hostfile, name, gridYaml(g, zero, keys + "save: " + name + "\n" + saveAt3));
       requireSameLosses(losses(out), want, {1, 2, 3});
       requireSameParameters(loadWhole(dir + "/" + name), wantParams);
     }
@@ -317,7 +320,7 @@ TEST_CASE("grid launch: DeepSpeed-MoE's expert parallelism (ep 2, ep 4) on 2 loo
 }
 
 TEST_CASE("grid launch: mixture of experts (both flavours) on 2 loopback nodes trains at ZeRO 1, "
-          "2 and 3 as at ZeRO 0",
+          "2 and 3 and on two pipeline stages as at ZeRO 0",
           "[gpt][launch][grid][moe]") {
   checkMoeZero(kTwoNodes, "grid-moe");
 }

@@ -563,6 +563,8 @@ float Gpt::stageForward(int buffer, const Batch& batch, const float* input, floa
   GptBuffer& B = acts_->buffers.at(static_cast<size_t>(buffer));
   B.batch = batch;  // the backward reads its ids and sample ids after later forwards
   GptPass P = beginPass(B.batch, train ? Pass::Train : Pass::Evaluate);
+  if (train && config_.moe.kind == MoeKind::DeepSpeed)  // this stage's layers' l_aux, as run()
+    acts_->moeRunner.setAuxLossGradient(config_.moe.lossCoeff * gradScale);
   P.forwardStart = Clock::now();
   const size_t n = P.shape.local * static_cast<size_t>(config_.hiddenSize);
   float* x = blockInput(B, P.shape.local);
