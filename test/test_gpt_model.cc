@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -18,9 +18,10 @@
 #include "runtime/config/gpt_job_memory.h"
 #include "runtime/model/flat_parameters.h"
 #include "runtime/model/gpt.h"
-#include "test/scratch_dir.h"
 #include "runtime/model/moe_routing.h"
+#include "test/scratch_dir.h"
 #include "test/skip.h"
+#include "test/torch_python.h"
 #include "test/small_gpt.h"
 
 using ds::runtime::Activation;
@@ -35,14 +36,8 @@ using Json = nlohmann::json;
 
 namespace {
 
-std::string python() {
-  const char* env = std::getenv("DS_TORCH_PYTHON");
-  return env && *env ? env : "/usr/bin/python3";
-}
-
-bool torchAvailable() {
-  return std::system((python() + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
-}
+using ds::test::torchAvailable;
+std::string python() { return ds::test::torchPython(); }
 
 using ds::test::randomBatch;
 using ds::test::smallConfig;
@@ -89,8 +84,8 @@ Json moeDraws(const GptConfig& c, const Batch& batch) {
       std::vector<double> v(N * width);
       for (size_t t = 0; t < N; ++t)
         for (size_t e = 0; e < width; ++e)
-          v[t * width + e] = gumbel ? noise.gumbel(t, site, e, width)
-                                    : noise.uniform(t, site, e, width);
+          v[t * width + e] =
+              gumbel ? noise.gumbel(t, site, e, width) : noise.uniform(t, site, e, width);
       return v;
     };
     if (jitter > 0) {
@@ -263,12 +258,12 @@ TEST_CASE("GPT: with MoE layers the loss and every gradient equal PyTorch's, eac
   const Case cases[] = {
       {"dropless sinkhorn top-1, every layer", MoeKind::Dropless, 1, 1, MoeRouter::Sinkhorn, 0,
        false, false, false, NoisyGate::None, Activation::Gelu},
-      {"dropless sinkhorn top-2, every 2nd layer", MoeKind::Dropless, 2, 2, MoeRouter::Sinkhorn,
-       0, false, false, false, NoisyGate::None, Activation::Relu},
+      {"dropless sinkhorn top-2, every 2nd layer", MoeKind::Dropless, 2, 2, MoeRouter::Sinkhorn, 0,
+       false, false, false, NoisyGate::None, Activation::Relu},
       {"dropless topk top-2 with jitter", MoeKind::Dropless, 2, 1, MoeRouter::TopK, 0.1, false,
        false, false, NoisyGate::None, Activation::Silu},
-      {"DeepSpeed top-1 dropping with RTS, residual", MoeKind::DeepSpeed, 1, 1,
-       MoeRouter::Sinkhorn, 0, true, true, true, NoisyGate::None, Activation::Gelu},
+      {"DeepSpeed top-1 dropping with RTS, residual", MoeKind::DeepSpeed, 1, 1, MoeRouter::Sinkhorn,
+       0, true, true, true, NoisyGate::None, Activation::Gelu},
       {"DeepSpeed top-1 no dropping, RSample, no residual", MoeKind::DeepSpeed, 1, 1,
        MoeRouter::Sinkhorn, 0, false, true, false, NoisyGate::RSample, Activation::Gelu},
       {"DeepSpeed top-2 dropping, Jitter, swiglu experts", MoeKind::DeepSpeed, 2, 1,

@@ -260,14 +260,14 @@ void checkMoeZero(const char* hostfile, const std::string& scratch) {
   const Grid dp{1, 1, 4};
   for (const auto& [flavour, keys] : flavours) {
     const std::string base = flavour + gridName(dp, 0);
-    const std::string first = runJob(dir, hostfile, base,
-                                     gridYaml(dp, 0, keys + "save: " + base + "\n" + saveAt3));
+    const std::string first =
+        runJob(dir, hostfile, base, gridYaml(dp, 0, keys + "save: " + base + "\n" + saveAt3));
     CHECK_THAT(first, Catch::Contains("expert tokens"));
     const auto want = losses(first);
     const WholeModel wantParams = loadWhole(dir + "/" + base);
     // ZeRO 1-3 on data 4, and two pipeline stages (ZeRO 0, DeepSpeed's pipe engine allows 0-1).
-    for (const auto& [g, zero] : std::vector<std::pair<Grid, int>>{
-             {dp, 1}, {dp, 2}, {dp, 3}, {Grid{2, 1, 2}, 0}}) {
+    for (const auto& [g, zero] :
+         std::vector<std::pair<Grid, int>>{{dp, 1}, {dp, 2}, {dp, 3}, {Grid{2, 1, 2}, 0}}) {
       const std::string name = flavour + gridName(g, zero);
       INFO(name);
       const std::string out =
@@ -291,17 +291,17 @@ void checkExpertParallel(const char* hostfile, const std::string& scratch) {
   const Grid dp{1, 1, 4};
   for (int zero : {0, 2, 3}) {
     const std::string base = "ep1" + gridName(dp, zero);
-    const auto want = losses(runJob(dir, hostfile, base,
-                                    gridYaml(dp, zero, keys + "save: " + base + "\n" + saveAt3)));
+    const auto want = losses(
+        runJob(dir, hostfile, base, gridYaml(dp, zero, keys + "save: " + base + "\n" + saveAt3)));
     const WholeModel wantParams = loadWhole(dir + "/" + base);
     for (int ep : {2, 4}) {
       const std::string name = "ep" + std::to_string(ep) + gridName(dp, zero);
       INFO(name);
-      const std::string out = runJob(
-          dir, hostfile, name,
-          gridYaml(dp, zero,
-                   keys + "moe-expert-parallel-size: " + std::to_string(ep) + "\nsave: " + name +
-                       "\n" + saveAt3));
+      const std::string out =
+          runJob(dir, hostfile, name,
+                 gridYaml(dp, zero,
+                          keys + "moe-expert-parallel-size: " + std::to_string(ep) +
+                              "\nsave: " + name + "\n" + saveAt3));
       CHECK_THAT(out, Catch::Contains("x 4 ranks (the experts split over " + std::to_string(ep) +
                                       " each)"));
       requireSameLosses(losses(out), want, {1, 2, 3});
@@ -313,15 +313,17 @@ void checkExpertParallel(const char* hostfile, const std::string& scratch) {
 
 }  // namespace
 
-TEST_CASE("grid launch: DeepSpeed-MoE's expert parallelism (ep 2, ep 4) on 2 loopback nodes trains "
-          "as ep 1 without ZeRO and at ZeRO 2 and 3",
-          "[gpt][launch][grid][moe]") {
+TEST_CASE(
+    "grid launch: DeepSpeed-MoE's expert parallelism (ep 2, ep 4) on 2 loopback nodes trains "
+    "as ep 1 without ZeRO and at ZeRO 2 and 3",
+    "[gpt][launch][grid][moe]") {
   checkExpertParallel(kTwoNodes, "grid-expert-parallel");
 }
 
-TEST_CASE("grid launch: mixture of experts (both flavours) on 2 loopback nodes trains at ZeRO 1, "
-          "2 and 3 and on two pipeline stages as at ZeRO 0",
-          "[gpt][launch][grid][moe]") {
+TEST_CASE(
+    "grid launch: mixture of experts (both flavours) on 2 loopback nodes trains at ZeRO 1, "
+    "2 and 3 and on two pipeline stages as at ZeRO 0",
+    "[gpt][launch][grid][moe]") {
   checkMoeZero(kTwoNodes, "grid-moe");
 }
 

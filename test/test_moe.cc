@@ -18,27 +18,22 @@
 #include "runtime/model/moe_routing.h"
 #include "test/scratch_dir.h"
 #include "test/skip.h"
+#include "test/torch_python.h"
 
 using namespace ds::runtime;
 using Json = nlohmann::json;
 
 namespace {
 
-std::string python() {
-  const char* env = std::getenv("DS_TORCH_PYTHON");
-  return env && *env ? env : "/usr/bin/python3";
-}
-
-bool torchAvailable() {
-  return std::system((python() + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
-}
+using ds::test::torchAvailable;
+std::string python() { return ds::test::torchPython(); }
 
 Json runReference(const Json& in) {
   const std::filesystem::path dir = ds::test::makeScratchDir("moe-reference");
   std::ofstream(dir / "in.json") << in.dump();
   const std::string cmd = python() + " " DS_SOURCE_DIR "/test/reference/moe_reference.py " +
-                          (dir / "in.json").string() + " " + (dir / "out.json").string() +
-                          " >" + (dir / "err").string() + " 2>&1";
+                          (dir / "in.json").string() + " " + (dir / "out.json").string() + " >" +
+                          (dir / "err").string() + " 2>&1";
   const int status = std::system(cmd.c_str());
   std::ifstream err(dir / "err");
   INFO(cmd << "\n" << std::string(std::istreambuf_iterator<char>(err), {}));
@@ -112,8 +107,9 @@ TEST_CASE("MoE routing and DeepSpeed's gating equal the float64 PyTorch referenc
       for (float& v : logits) v = normal(rng);
       for (float& v : dWeight) v = normal(rng);
       const double auxGrad = 0.3;
-      Json in = {{"tokens", T}, {"experts", E}, {"k", k}, {"logits", logits},
-                 {"dweight", dWeight}, {"training", c.training}, {"aux_grad", auxGrad}};
+      Json in = {{"tokens", T},        {"experts", E},       {"k", k},
+                 {"logits", logits},   {"dweight", dWeight}, {"training", c.training},
+                 {"aux_grad", auxGrad}};
       moe::Routing r;
       if (c.config.kind == MoeKind::Dropless) {
         in["kind"] = "dropless";
@@ -207,13 +203,16 @@ TEST_CASE("MoE config: the keys' limits are refused by name", "[moe]") {
   refused(rsample, "moe-noisy-gate-policy: RSample");
   GptConfig ep = c;
   ep.moe.expertParallelSize = 2;
-  refused(ep, "moe-expert-parallel-size: 2: NeoX's dropless MoE splits its experts over the "
-              "model-parallel ranks");
+  refused(ep,
+          "moe-expert-parallel-size: 2: NeoX's dropless MoE splits its experts over the "
+          "model-parallel ranks");
   ep.moe.kind = MoeKind::DeepSpeed;
   CHECK_NOTHROW(ep.validate());
   ep.moe.expertParallelSize = 3;
   refused(ep, "moe-expert-parallel-size: 3 does not divide moe-num-experts 8");
-  CHECK_THROWS_WITH(c.validateModelParallel(2), Catch::StartsWith("moe-num-experts: mixture of experts with model-parallel-size > 1"));
+  CHECK_THROWS_WITH(
+      c.validateModelParallel(2),
+      Catch::StartsWith("moe-num-experts: mixture of experts with model-parallel-size > 1"));
   // Layers 0, 2 of 4 with interval 2; the default interval makes every layer MoE.
   GptConfig every2 = c;
   every2.moe.expertInterval = 2;

@@ -123,9 +123,10 @@ TEST_CASE("neox config: unknown, unimplemented and malformed keys are refused by
                              "experts over the model-parallel ranks"));
   CHECK(errorOf("moe-num-experts: 2\nmoe-type: deepspeed\nmoe-expert-parallel-size: 2\n") ==
         "no error");
-  CHECK_THROWS_WITH(parse("moe-num-experts: 4\nmoe-type: deepspeed\nmoe-expert-parallel-size: 4\n", 6),
-                    Catch::StartsWith("moe-expert-parallel-size 4: the data-parallel size 6 "
-                                      "(world size 6) does not divide by it"));
+  CHECK_THROWS_WITH(
+      parse("moe-num-experts: 4\nmoe-type: deepspeed\nmoe-expert-parallel-size: 4\n", 6),
+      Catch::StartsWith("moe-expert-parallel-size 4: the data-parallel size 6 "
+                        "(world size 6) does not divide by it"));
   CHECK(errorOf("moe-num-experts: 2\npipe-parallel-size: 2\n") == "no error");
   CHECK_THAT(errorOf("moe-num-experts: 2\nmoe-type: deepspeed\npipe-parallel-size: 2\n"
                      "moe-expert-parallel-size: 2\n"),

@@ -20,6 +20,7 @@
 #include "common/error.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/make_optimizer.h"
+#include "test/torch_python.h"
 #include "test/param_table.h"
 #include "test/scratch_dir.h"
 #include "test/skip.h"
@@ -35,11 +36,7 @@ size_t totalElements(const std::vector<ParamSpec>& specs) {
   return specs.back().offset + specs.back().numel;
 }
 
-// The interpreter with torch 1.13 on the dev machines; DS_TORCH_PYTHON picks another.
-std::string python() {
-  const char* env = std::getenv("DS_TORCH_PYTHON");
-  return env && *env ? env : "/usr/bin/python3";
-}
+std::string python() { return ds::test::torchPython(); }
 
 // Deterministic, varied gradients; exact zeros now and then.
 std::vector<float> gradients(size_t n, int step) {

@@ -60,13 +60,13 @@ TEST_CASE("gptModelShape counts the GPT's parameters as the model does", "[memor
     MoeKind kind = MoeKind::Dropless;
     bool residual = false;
   };
-  for (const Case c : {Case{1, 64, true, PositionEmbedding::Learned},
-                       Case{4, 384, false, PositionEmbedding::Learned},
-                       Case{6, 256, true, PositionEmbedding::Rotary},
-                       Case{4, 128, true, PositionEmbedding::Rotary, 8, 1},
-                       Case{6, 128, false, PositionEmbedding::Learned, 4, 2, MoeKind::DeepSpeed},
-                       Case{4, 128, true, PositionEmbedding::Learned, 4, 3, MoeKind::DeepSpeed,
-                            true}}) {
+  for (const Case c :
+       {Case{1, 64, true, PositionEmbedding::Learned},
+        Case{4, 384, false, PositionEmbedding::Learned},
+        Case{6, 256, true, PositionEmbedding::Rotary},
+        Case{4, 128, true, PositionEmbedding::Rotary, 8, 1},
+        Case{6, 128, false, PositionEmbedding::Learned, 4, 2, MoeKind::DeepSpeed},
+        Case{4, 128, true, PositionEmbedding::Learned, 4, 3, MoeKind::DeepSpeed, true}}) {
     JobConfig job = gptJob(c.layers, c.hidden, 0);
     job.gpt->model.weightTying = c.tied;
     job.gpt->model.posEmb = c.pos;
@@ -80,9 +80,10 @@ TEST_CASE("gptModelShape counts the GPT's parameters as the model does", "[memor
     INFO("layers " << c.layers << " hidden " << c.hidden << " experts " << c.experts);
     CHECK(std::abs(shape - real) <= 0.005 * real);
     if (c.experts > 1) {  // the experts are most of it: the two counts agree exactly
-      const double dense = gptModelShape(modelConfigFor(*gptJob(c.layers, c.hidden, 0).gpt,
-                                                        *makeJobTokenizer(*job.gpt)),
-                                         1).parameters;
+      const double dense =
+          gptModelShape(
+              modelConfigFor(*gptJob(c.layers, c.hidden, 0).gpt, *makeJobTokenizer(*job.gpt)), 1)
+              .parameters;
       CHECK(real > 1.5 * dense);
     }
   }

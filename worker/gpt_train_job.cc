@@ -261,19 +261,17 @@ void announce(const runtime::Engine& engine, const runtime::DeepSpeedConfig& con
               const JoinResult& join, const GptData& data) {
   const auto& batch = config.batch;
   const std::string ranks =
-      grid.gridded() ? std::to_string(grid.dataSize) + " data-parallel replicas (pipe " +
-                           std::to_string(grid.pipeSize) + " x model " +
-                           std::to_string(grid.modelSize) + " ranks each" +
-                           (modelConfig.sequenceParallel && grid.modelSize > 1
-                                ? ", sequence parallel)"
-                                : ")")
-                 : grid.sequenceSize > 1
-                     ? std::to_string(grid.sampleRanks()) + " data-parallel replicas (sequence " +
-                           std::to_string(grid.sequenceSize) + " ranks each, Ulysses)"
-                     : grid.expertSize > 1
-                         ? std::to_string(join.worldSize) + " ranks (the experts split over " +
-                               std::to_string(grid.expertSize) + " each)"
-                         : std::to_string(join.worldSize) + " ranks";
+      grid.gridded()
+          ? std::to_string(grid.dataSize) + " data-parallel replicas (pipe " +
+                std::to_string(grid.pipeSize) + " x model " + std::to_string(grid.modelSize) +
+                " ranks each" +
+                (modelConfig.sequenceParallel && grid.modelSize > 1 ? ", sequence parallel)" : ")")
+      : grid.sequenceSize > 1
+          ? std::to_string(grid.sampleRanks()) + " data-parallel replicas (sequence " +
+                std::to_string(grid.sequenceSize) + " ranks each, Ulysses)"
+      : grid.expertSize > 1 ? std::to_string(join.worldSize) + " ranks (the experts split over " +
+                                  std::to_string(grid.expertSize) + " each)"
+                            : std::to_string(join.worldSize) + " ranks";
   std::printf("model: GPT, %zu parameters (%s); ZeRO stage %d, %s; batch %" PRId64
               " = micro %" PRId64 " x accumulation %" PRId64 " x %s of %zu tokens\n",
               engine.parameterCount(), modelConfig.describe().c_str(), config.zero.stage,

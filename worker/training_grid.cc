@@ -6,14 +6,13 @@
 namespace ds::worker {
 
 std::string TrainingGrid::coordinates() const {
-  return "(pipe " + std::to_string(pipeRank) + ", data " + std::to_string(dataRank) +
-         ", model " + std::to_string(modelRank) +
+  return "(pipe " + std::to_string(pipeRank) + ", data " + std::to_string(dataRank) + ", model " +
+         std::to_string(modelRank) +
          (sequenceSize > 1 ? ", sequence " + std::to_string(sequenceRank) : std::string()) +
          (expertSize > 1 ? ", expert " + std::to_string(expertRank) : std::string()) + ")";
 }
 
-TrainingGridGroups::TrainingGridGroups(runtime::GroupFactory& factory,
-                                       runtime::Communicator& world,
+TrainingGridGroups::TrainingGridGroups(runtime::GroupFactory& factory, runtime::Communicator& world,
                                        const runtime::ParallelConfig& parallel,
                                        runtime::CommsLogger* logger)
     : logger_(logger) {
@@ -23,28 +22,17 @@ TrainingGridGroups::TrainingGridGroups(runtime::GroupFactory& factory,
     grid_.data = &world;
     grid_.dataRank = world.rank();
     grid_.dataSize = world.size();
-    if (parallel.sequence > 1) {  // Ulysses: ranks [u * i, u * (i + 1)) share samples
-      const int u = parallel.sequence, first = world.rank() / u * u;
-      std::vector<int> members;
-      for (int r = first; r < first + u; ++r) members.push_back(r);
-      sequence_ = factory.group(members, "sequence");
-      grid_.sequence = logged(sequence_);
-      grid_.sequenceRank = world.rank() - first;
-      grid_.sequenceSize = u;
-    }
-    if (parallel.expert > 1) {  // DeepSpeed's ep groups: ranks [ep * i, ep * (i + 1))
-      const int ep = parallel.expert, first = world.rank() / ep * ep;
-      std::vector<int> members;
-      for (int r = first; r < first + ep; ++r) members.push_back(r);
-      expert_ = factory.group(members, "expert");
-      grid_.expert = logged(expert_);
-      grid_.expertRank = world.rank() - first;
-      grid_.expertSize = ep;
-    }
+    // Ulysses: ranks [u i, u (i + 1)) share samples; DeepSpeed's ep groups alike.
+    if (parallel.sequence > 1)
+      grid_.sequence = consecutive(factory, world, parallel.sequence, "sequence", sequence_,
+                                   grid_.sequenceRank, grid_.sequenceSize);
+    if (parallel.expert > 1)
+      grid_.expert = consecutive(factory, world, parallel.expert, "expert", expert_,
+                                 grid_.expertRank, grid_.expertSize);
     return;
   }
-  const auto topology = runtime::PipeModelDataTopology::forWorld(
-      factory.worldSize(), parallel.pipe, parallel.model);
+  const auto topology =
+      runtime::PipeModelDataTopology::forWorld(factory.worldSize(), parallel.pipe, parallel.model);
   groups_ = runtime::buildTopologyGroups(factory, topology);
   const int rank = factory.rank();
   grid_.pipeRank = topology.getCoord(rank, "pipe");
@@ -59,6 +47,18 @@ TrainingGridGroups::TrainingGridGroups(runtime::GroupFactory& factory,
   grid_.prevStage = logged(groups_.prevStage);
   grid_.nextStage = logged(groups_.nextStage);
   grid_.tied = logged(groups_.tied);
+}
+
+runtime::Communicator* TrainingGridGroups::consecutive(
+    runtime::GroupFactory& factory, runtime::Communicator& world, int size, const char* name,
+    std::unique_ptr<runtime::Communicator>& group, int& rank, int& groupSize) {
+  const int first = world.rank() / size * size;
+  std::vector<int> members;
+  for (int r = first; r < first + size; ++r) members.push_back(r);
+  group = factory.group(members, name);
+  rank = world.rank() - first;
+  groupSize = size;
+  return logged(group);
 }
 
 runtime::Communicator* TrainingGridGroups::logged(std::unique_ptr<runtime::Communicator>& group) {

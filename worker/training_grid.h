@@ -60,6 +60,12 @@ class TrainingGridGroups {
 
  private:
   runtime::Communicator* logged(std::unique_ptr<runtime::Communicator>& group);
+  // The group of `size` consecutive world ranks this rank is in (into `group`, logged), its rank
+  // and size in it.
+  runtime::Communicator* consecutive(runtime::GroupFactory& factory, runtime::Communicator& world,
+                                     int size, const char* name,
+                                     std::unique_ptr<runtime::Communicator>& group, int& rank,
+                                     int& groupSize);
   runtime::TopologyGroups groups_;
   std::unique_ptr<runtime::Communicator> sequence_, expert_;
   runtime::CommsLogger* logger_;

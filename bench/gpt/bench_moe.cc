@@ -71,8 +71,10 @@ std::pair<double, double> gptSeconds(const Options& o, int threads) {
       R"({"train_micro_batch_size_per_gpu": 8, "optimizer": {"type": "AdamW", "params": {"lr": 0.001}}})",
       1, "bench_moe");
   Gpt moeModel(gptConfig(o, true)), denseModel(gptConfig(o, false));
-  auto moeGroup = ShmCommunicator::inProcessGroup(1), denseGroup = ShmCommunicator::inProcessGroup(1);
-  Engine moeEngine(moeModel, config, moeGroup[0], 1), denseEngine(denseModel, config, denseGroup[0], 1);
+  auto moeGroup = ShmCommunicator::inProcessGroup(1),
+       denseGroup = ShmCommunicator::inProcessGroup(1);
+  Engine moeEngine(moeModel, config, moeGroup[0], 1),
+      denseEngine(denseModel, config, denseGroup[0], 1);
   Batch batch;
   batch.size = 8;
   uint64_t v = 1;
@@ -85,8 +87,12 @@ std::pair<double, double> gptSeconds(const Options& o, int threads) {
   double moe = 0.0, dense = 0.0;
   for (int s = 0; s < o.steps + 1; ++s) {  // step 0 warms up
     ds::bench::StepProbe probeMoe, probeDense;
-    probeMoe.afterStep = [&](const ds::bench::StepTiming& t) { if (s > 0) moe += t.seconds; };
-    probeDense.afterStep = [&](const ds::bench::StepTiming& t) { if (s > 0) dense += t.seconds; };
+    probeMoe.afterStep = [&](const ds::bench::StepTiming& t) {
+      if (s > 0) moe += t.seconds;
+    };
+    probeDense.afterStep = [&](const ds::bench::StepTiming& t) {
+      if (s > 0) dense += t.seconds;
+    };
     ds::bench::trainSteps(moeEngine, moeGroup[0], batch, s + 1, probeMoe);
     ds::bench::trainSteps(denseEngine, denseGroup[0], batch, s + 1, probeDense);
   }
@@ -126,10 +132,10 @@ struct Layer {
     g.router = grads.data();
     for (size_t e = 0; e < E; ++e) {
       const size_t at = E * h + e * expert;
-      p.experts.push_back({&params[at], &params[at + f * h], &params[at + f * h + f],
-                           &params[at + 2 * f * h + f]});
-      g.experts.push_back({&grads[at], &grads[at + f * h], &grads[at + f * h + f],
-                           &grads[at + 2 * f * h + f]});
+      p.experts.push_back(
+          {&params[at], &params[at + f * h], &params[at + f * h + f], &params[at + 2 * f * h + f]});
+      g.experts.push_back(
+          {&grads[at], &grads[at + f * h], &grads[at + f * h + f], &grads[at + 2 * f * h + f]});
     }
   }
 };
@@ -144,8 +150,7 @@ double step(Layer& layer, const MoeLayer& moe, const std::vector<float>& x,
             size_t N) {
   const Clock::time_point start = Clock::now();
   layer.acts.stats = moe.forward(layer.p, x.data(), N, layer.acts, layer.work, out.data(), nullptr);
-  moe.backward(layer.p, layer.g, x.data(), N, layer.acts, layer.work, dOut.data(), dx.data(),
-               0.0);
+  moe.backward(layer.p, layer.g, x.data(), N, layer.acts, layer.work, dOut.data(), dx.data(), 0.0);
   return seconds(start);
 }
 
@@ -164,10 +169,10 @@ int run(const Options& o) {
   // 6 x the multiply-adds of k experts of [ffn, h] and [h, ffn] per token.
   const double flops = 6.0 * static_cast<double>(N) * o.topK * 2.0 * o.hidden * ffn;
   if (!o.json)
-    std::printf("MoE layer: %d tokens, hidden %d, %d experts of width %d, top-%d; dense MLP of "
-                "width %d; %s\n",
-                o.tokens, o.hidden, o.experts, ffn, o.topK, o.topK * ffn,
-                ds::kernels::matmulLibrary());
+    std::printf(
+        "MoE layer: %d tokens, hidden %d, %d experts of width %d, top-%d; dense MLP of "
+        "width %d; %s\n",
+        o.tokens, o.hidden, o.experts, ffn, o.topK, o.topK * ffn, ds::kernels::matmulLibrary());
   for (int threads : o.threads) {
     ds::kernels::setMatmulThreads(threads);
     double moeBest = 1e30, denseBest = 1e30;
@@ -184,33 +189,34 @@ int run(const Options& o) {
     const auto [moeStep, denseStep] = o.steps > 0 ? gptSeconds(o, threads) : std::pair{0.0, 0.0};
     const double tokens = 8.0 * 128.0;
     if (o.json) {
-      ds::printJsonLine({{"threads", threads},
-                         {"tokens", o.tokens},
-                         {"experts", o.experts},
-                         {"top_k", o.topK},
-                         {"moe_seconds", ds::rounded(moeBest, 5)},
-                         {"dense_seconds", ds::rounded(denseBest, 5)},
-                         {"moe_gflops", ds::rounded(moeGflops, 1)},
-                         {"dense_gflops", ds::rounded(denseGflops, 1)},
-                         {"moe_over_dense", ds::rounded(moeGflops / denseGflops, 3)},
-                         {"sgemm_peak_gflops", ds::rounded(peak, 1)},
-                         {"expert_tokens_min", s.minTokens},
-                         {"expert_tokens_max", s.maxTokens},
-                         {"gpt_moe_tokens_per_s", o.steps ? ds::rounded(tokens / moeStep, 0) : 0.0},
-                         {"gpt_dense_tokens_per_s",
-                          o.steps ? ds::rounded(tokens / denseStep, 0) : 0.0}});
+      ds::printJsonLine(
+          {{"threads", threads},
+           {"tokens", o.tokens},
+           {"experts", o.experts},
+           {"top_k", o.topK},
+           {"moe_seconds", ds::rounded(moeBest, 5)},
+           {"dense_seconds", ds::rounded(denseBest, 5)},
+           {"moe_gflops", ds::rounded(moeGflops, 1)},
+           {"dense_gflops", ds::rounded(denseGflops, 1)},
+           {"moe_over_dense", ds::rounded(moeGflops / denseGflops, 3)},
+           {"sgemm_peak_gflops", ds::rounded(peak, 1)},
+           {"expert_tokens_min", s.minTokens},
+           {"expert_tokens_max", s.maxTokens},
+           {"gpt_moe_tokens_per_s", o.steps ? ds::rounded(tokens / moeStep, 0) : 0.0},
+           {"gpt_dense_tokens_per_s", o.steps ? ds::rounded(tokens / denseStep, 0) : 0.0}});
       continue;
     }
-    std::printf("%d thread%s, fastest of %d: MoE %.2f ms (%.1f GFLOPS), dense %.2f ms (%.1f "
-                "GFLOPS): %.0f%% of the dense rate; sgemm peak %.1f GFLOPS; expert tokens "
-                "%u-%u\n",
-                threads, threads > 1 ? "s" : "", o.reps, moeBest * 1e3, moeGflops,
-                denseBest * 1e3, denseGflops, 100.0 * moeGflops / denseGflops, peak, s.minTokens,
-                s.maxTokens);
+    std::printf(
+        "%d thread%s, fastest of %d: MoE %.2f ms (%.1f GFLOPS), dense %.2f ms (%.1f "
+        "GFLOPS): %.0f%% of the dense rate; sgemm peak %.1f GFLOPS; expert tokens "
+        "%u-%u\n",
+        threads, threads > 1 ? "s" : "", o.reps, moeBest * 1e3, moeGflops, denseBest * 1e3,
+        denseGflops, 100.0 * moeGflops / denseGflops, peak, s.minTokens, s.maxTokens);
     if (o.steps > 0)
-      std::printf("  the GPT (4 x 256, seq 128, batch 8), a step: MoE %.0f tokens/s, dense %.0f "
-                  "tokens/s (%.2fx)\n",
-                  tokens / moeStep, tokens / denseStep, denseStep / moeStep);
+      std::printf(
+          "  the GPT (4 x 256, seq 128, batch 8), a step: MoE %.0f tokens/s, dense %.0f "
+          "tokens/s (%.2fx)\n",
+          tokens / moeStep, tokens / denseStep, denseStep / moeStep);
   }
   return 0;
 }

@@ -28,8 +28,7 @@ double mlpActivationFloats(const GptConfig& m, bool moe) {
   if (!moe) return m.ffnInputSize() + m.ffnSize();
   const MoeConfig& e = m.moe;
   const double h = m.hiddenSize;
-  double f = e.numExperts +
-             e.topK * (m.expertFfnInputSize() + m.expertFfnSize() + h + 2.0);
+  double f = e.numExperts + e.topK * (m.expertFfnInputSize() + m.expertFfnSize() + h + 2.0);
   if (e.kind == MoeKind::DeepSpeed && e.useResidual)
     f += m.ffnInputSize() + m.ffnSize() + 2 * h + 2;
   if ((e.kind == MoeKind::DeepSpeed && e.noisyGate == NoisyGate::Jitter) ||
@@ -42,8 +41,8 @@ double blockActivationFloats(const GptConfig& m, double samples, int t, int u, b
   const double rows = samples * m.seqLength / u, h = m.hiddenSize;
   const double replicated = ((m.gptjTied ? 2 : 3) * h + (m.qkNorm ? 2 * h : 0)) /
                             (m.sequenceParallel ? t : 1);
-  const double sliced = (m.qkvSize() + mlpActivationFloats(m, moe) + (u > 1 ? h : 0)) /
-                        static_cast<double>(t);
+  const double sliced =
+      (m.qkvSize() + mlpActivationFloats(m, moe) + (u > 1 ? h : 0)) / static_cast<double>(t);
   return rows * (replicated + sliced) + samples * m.numAttentionHeads * 2.0 * m.seqLength / t / u;
 }
 
@@ -64,10 +63,10 @@ double gptActivationBytes(const GptConfig& m, double samples, bool checkpointing
   const double input = samples * m.seqLength / u * m.hiddenSize /
                        (m.sequenceParallel || m.partitionActivations ? t : 1);
   const double moeLayers = m.moe.moeLayers(m.numLayers);
-  const double kept =
-      checkpointing ? layers * input + largestBlockFloats(m, samples, t, u)
-                    : (layers - moeLayers) * blockActivationFloats(m, samples, t, u) +
-                          moeLayers * blockActivationFloats(m, samples, t, u, true);
+  const double kept = checkpointing
+                          ? layers * input + largestBlockFloats(m, samples, t, u)
+                          : (layers - moeLayers) * blockActivationFloats(m, samples, t, u) +
+                                moeLayers * blockActivationFloats(m, samples, t, u, true);
   return kept * sizeof(float);
 }
 
@@ -98,10 +97,9 @@ GptJobMemory estimateGptJobMemory(const GptTrainConfig& train, const BatchConfig
     const double evals = static_cast<double>(train.trainIters / train.evalInterval + 1);
     e.validSamples = static_cast<double>(train.evalIters) * global * evals;
     // An evaluation runs micro-batch by micro-batch and keeps only the block in hand.
-    e.evalActivations =
-        largestBlockFloats(train.model, static_cast<double>(batch.microBatchPerGpu),
-                           train.parallel.model, train.parallel.sequence) *
-        sizeof(float);
+    e.evalActivations = largestBlockFloats(train.model, static_cast<double>(batch.microBatchPerGpu),
+                                           train.parallel.model, train.parallel.sequence) *
+                        sizeof(float);
   }
   e.sampleIndex = (e.trainSamples + e.validSamples) * kIndexBytesPerSample;
   e.trainActivations =

@@ -622,7 +622,8 @@ bool readMoeKey(const std::string& key, const Reader& r, GptTrainConfig& t) {
   else if (key == "moe-top-k")
     m.topK = static_cast<int>(r.integer(1, 1 << 16));
   else if (key == "moe-type")
-    m.kind = r.choice<MoeKind>({{"megablocks", MoeKind::Dropless}, {"deepspeed", MoeKind::DeepSpeed}});
+    m.kind =
+        r.choice<MoeKind>({{"megablocks", MoeKind::Dropless}, {"deepspeed", MoeKind::DeepSpeed}});
   else if (key == "moe-router-type")
     m.router = r.choice<MoeRouter>({{"sinkhorn", MoeRouter::Sinkhorn}, {"topk", MoeRouter::TopK}});
   else if (key == "moe-jitter-eps")
@@ -642,8 +643,9 @@ bool readMoeKey(const std::string& key, const Reader& r, GptTrainConfig& t) {
   else if (key == "moe-expert-parallel-size")
     t.parallel.expert = m.expertParallelSize = static_cast<int>(r.integer(1, kMaxSize));
   else if (key == "moe-noisy-gate-policy")
-    m.noisyGate = r.choice<NoisyGate>(
-        {{"None", NoisyGate::None}, {"Jitter", NoisyGate::Jitter}, {"RSample", NoisyGate::RSample}});
+    m.noisyGate = r.choice<NoisyGate>({{"None", NoisyGate::None},
+                                       {"Jitter", NoisyGate::Jitter},
+                                       {"RSample", NoisyGate::RSample}});
   else if (key == "moe-use-rts")
     m.useRts = r.boolean();
   else
@@ -820,9 +822,8 @@ void readNeoxKeys(const Json& merged, const std::set<std::string>& dsKeys, NeoxK
     if (dsKeys.count(key) || !honouredAndSet(key, value, candidates, k.out.notes)) continue;
     const Reader r{merged, key};
     if (!readModelKey(key, r, k) && !readMoeKey(key, r, k.train()) &&
-        !readParallelKey(key, r, k.train()) &&
-        !readDataKey(key, r, k.train()) && !readRunKey(key, r, k) &&
-        !readCheckpointKey(key, r, k) && !readDeepSpeedKey(key, r, k))
+        !readParallelKey(key, r, k.train()) && !readDataKey(key, r, k.train()) &&
+        !readRunKey(key, r, k) && !readCheckpointKey(key, r, k) && !readDeepSpeedKey(key, r, k))
       throw Error(key +
                   ": the key table (neox_keys.cc) says it is honoured but it has no "
                   "handler; this is a bug in ds-launch");
@@ -873,8 +874,7 @@ void checkUlysses(const GptTrainConfig& t) {
 // split or move them are refused by name rather than run wrong.
 void checkMoeLayout(const GptTrainConfig& t) {
   if (!t.model.moe.enabled()) return;
-  const std::string moe =
-      "moe-num-experts " + std::to_string(t.model.moe.numExperts) + " with ";
+  const std::string moe = "moe-num-experts " + std::to_string(t.model.moe.numExperts) + " with ";
   if (t.parallel.pipe > 1 && t.parallel.expert > 1)
     throw Error(moe + "pipe-parallel-size " + std::to_string(t.parallel.pipe) +
                 " and moe-expert-parallel-size " + std::to_string(t.parallel.expert) +

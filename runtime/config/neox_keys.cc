@@ -377,7 +377,8 @@ const std::vector<NeoxKeyRule> kTable = {
     {"kl-div-beta", N, "only used with train-impl reinforce (not implemented)"},
     {"reinforce-leave-one-out", N, "only used with train-impl reinforce (not implemented)"},
     // Older NeoX names, still in configs NeoX users have.
-    {"moe-type", H, "megablocks (dropless, today's NeoX MoE) or deepspeed (DeepSpeed-MoE's gating)"},
+    {"moe-type", H,
+     "megablocks (dropless, today's NeoX MoE) or deepspeed (DeepSpeed-MoE's gating)"},
     {"moe-loss-coeff", H, "moe-type deepspeed: the weight of the summed load-balancing loss"},
     {"moe-train-capacity-factor", H, "moe-type deepspeed: capacity factor in training"},
     {"moe-eval-capacity-factor", H, "moe-type deepspeed: capacity factor in evaluation"},

@@ -31,7 +31,8 @@ int64_t dataParallelSize(const ParallelConfig& parallel, int64_t worldSize) {
   if (data % parallel.expert != 0)
     throw Error("moe-expert-parallel-size " + std::to_string(parallel.expert) +
                 ": the data-parallel size " + std::to_string(data) + " (world size " +
-                std::to_string(worldSize) + ") does not divide by it (each group of that many "
+                std::to_string(worldSize) +
+                ") does not divide by it (each group of that many "
                 "consecutive data-parallel ranks splits the experts); run a multiple of " +
                 std::to_string(parallel.expert * replica) + " ranks, or use a divisor of " +
                 std::to_string(data));

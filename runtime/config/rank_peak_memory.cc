@@ -96,8 +96,8 @@ ModelShape gptModelShape(const GptConfig& g, double microBatch) {
   const bool expertBias = m.kind == MoeKind::DeepSpeed && g.biasInMlp;
   const double expert = h * xff1 + xff * h + (expertBias ? xff1 + h : 0);
   const bool residual = m.kind == MoeKind::DeepSpeed && m.useResidual;
-  const double moeBlock = block - (residual ? -(2 * h + 2) : fc1 + fc2) +
-                          m.numExperts * (h + expert);
+  const double moeBlock =
+      block - (residual ? -(2 * h + 2) : fc1 + fc2) + m.numExperts * (h + expert);
   const double moeLayers = m.moeLayers(g.numLayers);
   const double embed =
       vocab * h + (g.posEmb == PositionEmbedding::Learned ? g.maxPositionEmbeddings * h : 0);

@@ -441,7 +441,8 @@ size_t Gpt::peakActivationBytes() const { return acts_->peakBytes; }
 void Gpt::countMoe(const gpt::MoeStatistics& s) {
   MoeWindow& w = moeWindow_;
   if (config_.moe.kind == MoeKind::DeepSpeed) w.moeLoss += config_.moe.lossCoeff * s.auxLoss;
-  w.minTokens = w.passes == 0 && w.maxTokens == 0 ? s.minTokens : std::min(w.minTokens, s.minTokens);
+  w.minTokens =
+      w.passes == 0 && w.maxTokens == 0 ? s.minTokens : std::min(w.minTokens, s.minTokens);
   w.maxTokens = std::max(w.maxTokens, s.maxTokens);
   w.dropped += s.dropped;
 }
@@ -649,9 +650,9 @@ std::vector<ModuleProfile> Gpt::profileModules(size_t samples, size_t seq) const
       const double experts = E * static_cast<double>(moe.expertStride);
       blockParams = static_cast<double>(moe.numel);
       mlpMacs = N * config_.mlpMacsPerToken(static_cast<int>(l));
-      const double residual = mlpMacs - N * router - N * config_.moe.topK * h *
-                                                        (config_.expertFfnInputSize() +
-                                                         config_.expertFfnSize());
+      const double residual =
+          mlpMacs - N * router -
+          N * config_.moe.topK * h * (config_.expertFfnInputSize() + config_.expertFfnSize());
       // Everything after post_attention_layernorm: the router comes first.
       const double mlpParams = blockParams - static_cast<double>(moe.routerw);
       set(b + 7, p + ".mlp", "MoE", 2, layer, mlpParams, mlpMacs);

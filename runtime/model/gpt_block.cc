@@ -121,8 +121,8 @@ BlockLayout blockLayout(const GptConfig& c, const BlockSlice& slice, bool moe) {
     const bool expertBias = c.moe.kind == MoeKind::DeepSpeed && mlpBias;  // NeoX's have none
     l.routerw = take(static_cast<size_t>(c.moe.numExperts) * h);
     l.expertFirst = o;
-    l.expert = {0, expertBias ? xff1 * h : BlockLayout::kNone,
-                xff1 * h + (expertBias ? xff1 : 0), BlockLayout::kNone};
+    l.expert = {0, expertBias ? xff1 * h : BlockLayout::kNone, xff1 * h + (expertBias ? xff1 : 0),
+                BlockLayout::kNone};
     l.expertStride = xff1 * h + xff * h + (expertBias ? xff1 + h : 0);
     if (expertBias) l.expert.fc2b = l.expert.fc2w + h * xff;
     take(l.expertStride * static_cast<size_t>(c.moe.numExperts));
@@ -594,7 +594,7 @@ float* BlockRunner::mlpBackward(const float* params, float* grads, const BlockAc
   const bool tied = c_.gptjTied;
   const float* mlpNormed = gatherShards(tied ? a.ln1.data() : a.ln2.data(), w.gatheredB, s, h);
   float* dLn = sized(w.dB, N * h);  // tied: norm1's output gradient from the MLP, so far
-  if (L.moe())  // no dropout on a MoE layer's output
+  if (L.moe())                      // no dropout on a MoE layer's output
     moe_.backward(moeTensors(params), moeTensors(grads), mlpNormed, N, a.moe, w.moe, dOut, dLn,
                   auxLossGrad_, s.experts);
   else
@@ -614,8 +614,7 @@ float* BlockRunner::mlpBackward(const float* params, float* grads, const BlockAc
 
 void BlockRunner::denseMlpBackward(const float* params, float* grads, const BlockActivations& a,
                                    BlockWorkspace& w, const BlockShape& s, const float* dOut,
-                                   const float* mlpNormed, float* dLn,
-                                   const DropoutKey* dropout) {
+                                   const float* mlpNormed, float* dLn, const DropoutKey* dropout) {
   const BlockLayout& L = layout_;
   const size_t N = s.rows, n = s.local, h = c_.hiddenSize, ff = slice_.ffn,
                ff1 = c_.gated() ? 2 * ff : ff;

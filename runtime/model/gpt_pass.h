@@ -56,7 +56,9 @@ class GptActivations {
   gpt::BlockRunner runner;     // the dense blocks'
   gpt::BlockRunner moeRunner;  // the MoE layers' (moe-num-experts > 1)
   MoeConfig moe;
-  gpt::BlockRunner& runnerFor(size_t block) { return moe.isMoeLayer(static_cast<int>(block)) ? moeRunner : runner; }
+  gpt::BlockRunner& runnerFor(size_t block) {
+    return moe.isMoeLayer(static_cast<int>(block)) ? moeRunner : runner;
+  }
   gpt::BlockSlice slice;           // the rank's heads and MLP columns (everything at model size 1)
   VocabSlice vocab;                // the rank's vocabulary rows
   std::vector<GptBuffer> buffers;  // the whole model: one

@@ -254,7 +254,7 @@ void Gpt::blocksBackward(GptPass& P, GptBuffer& B, LayerAccess& access) {
       else
         A.recompute.input.assign(a->input.begin(), a->input.end());
       A.runnerFor(l).forward(p, A.recompute, A.work, P.shape, sized(A.discard, n * h),
-                       P.dropoutFor(l + 1));
+                             P.dropoutFor(l + 1));
       a = &A.recompute;
     }
     float* g = access.layerGradients(layer);

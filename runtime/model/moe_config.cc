@@ -57,8 +57,9 @@ void MoeConfig::validate(int numLayers, bool gatedActivation, bool gptjResidual)
     require(!gptjResidual,
             "gpt-j-residual: NeoX's dropless MoE layer drops the attention output in a gpt-j "
             "block (its output is the MLP's alone); not supported with moe-num-experts > 1");
-    require(jitterEps >= 0.0 && jitterEps < 1.0,
-            "moe-jitter-eps: expected a number in [0, 1) or null, got " + std::to_string(jitterEps));
+    require(
+        jitterEps >= 0.0 && jitterEps < 1.0,
+        "moe-jitter-eps: expected a number in [0, 1) or null, got " + std::to_string(jitterEps));
     return;
   }
   require(topK <= 2, "moe-top-k: " + std::to_string(topK) +
@@ -80,8 +81,8 @@ std::string MoeConfig::describe() const {
   else
     s += std::string(" DeepSpeed gating") + (tokenDropping ? ", dropping" : "") +
          (useResidual ? ", residual" : "");
-  s += expertInterval == 1 ? ", every layer" : ", every " + std::to_string(expertInterval) +
-                                                   " layers";
+  s += expertInterval == 1 ? ", every layer"
+                           : ", every " + std::to_string(expertInterval) + " layers";
   return s;
 }
 

@@ -28,13 +28,13 @@ struct MoeConfig {
   MoeRouter router = MoeRouter::Sinkhorn;
   double jitterEps = 0.0;
   // DeepSpeed-MoE (NeoX's old keys, their defaults: NeoX's, not deepspeed.moe.layer.MoE's).
-  double lossCoeff = 0.1;            // moe-loss-coeff: the summed l_aux's weight in the loss
-  double trainCapacityFactor = 1.0;  // moe-train-capacity-factor
-  double evalCapacityFactor = 1.0;   // moe-eval-capacity-factor
-  int minCapacity = 4;               // moe-min-capacity
-  bool tokenDropping = false;        // moe-token-dropping (DeepSpeed's drop_tokens)
-  bool useResidual = true;           // moe-use-residual: PR-MoE's dense MLP beside the experts
-  int expertParallelSize = 1;        // moe-expert-parallel-size (DeepSpeed's ep_size)
+  double lossCoeff = 0.1;                 // moe-loss-coeff: the summed l_aux's weight in the loss
+  double trainCapacityFactor = 1.0;       // moe-train-capacity-factor
+  double evalCapacityFactor = 1.0;        // moe-eval-capacity-factor
+  int minCapacity = 4;                    // moe-min-capacity
+  bool tokenDropping = false;             // moe-token-dropping (DeepSpeed's drop_tokens)
+  bool useResidual = true;                // moe-use-residual: PR-MoE's dense MLP beside the experts
+  int expertParallelSize = 1;             // moe-expert-parallel-size (DeepSpeed's ep_size)
   NoisyGate noisyGate = NoisyGate::None;  // moe-noisy-gate-policy
   bool useRts = true;                     // moe-use-rts: random token selection on overflow
 
@@ -50,8 +50,8 @@ struct MoeConfig {
   std::string architecture() const;  // the keys that shape tensors or their meaning
 };
 
-const char* moeKindName(MoeKind k);       // NeoX's moe-type value
-const char* moeRouterName(MoeRouter r);   // moe-router-type's value
-const char* noisyGateName(NoisyGate g);   // moe-noisy-gate-policy's value
+const char* moeKindName(MoeKind k);      // NeoX's moe-type value
+const char* moeRouterName(MoeRouter r);  // moe-router-type's value
+const char* noisyGateName(NoisyGate g);  // moe-noisy-gate-policy's value
 
 }  // namespace ds::runtime

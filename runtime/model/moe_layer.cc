@@ -48,13 +48,12 @@ MoeLayer::MoeLayer(const GptConfig& c, kernels::Accelerator& acc)
       xff_(static_cast<size_t>(c.expertFfnSize())),
       xff1_(static_cast<size_t>(c.expertFfnInputSize())) {}
 
-void MoeLayer::mlpForward(const MlpTensors<const float>& p, const float* x, size_t rows,
-                          size_t ff1, size_t ff, float* fc1, float* act, float* y,
-                          bool timed) const {
+void MoeLayer::mlpForward(const MlpTensors<const float>& p, const float* x, size_t rows, size_t ff1,
+                          size_t ff, float* fc1, float* act, float* y, bool timed) const {
   if (rows == 0) return;
   const size_t h = h_;
-  auto gemm = [&](bool tb, size_t m, size_t n, size_t k, const float* a, size_t lda,
-                  const float* b, size_t ldb, float* c, size_t ldc) {
+  auto gemm = [&](bool tb, size_t m, size_t n, size_t k, const float* a, size_t lda, const float* b,
+                  size_t ldb, float* c, size_t ldc) {
     if (timed)
       product(acc_, false, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
     else
@@ -77,8 +76,8 @@ void MoeLayer::mlpForward(const MlpTensors<const float>& p, const float* x, size
 
 void MoeLayer::mlpBackward(const MlpTensors<const float>& p, const MlpTensors<float>& g,
                            const float* x, size_t rows, size_t ff1, size_t ff, const float* fc1,
-                           const float* act, const float* dY, float* dX, float* dAct,
-                           float* dFc1, bool timed) const {
+                           const float* act, const float* dY, float* dX, float* dAct, float* dFc1,
+                           bool timed) const {
   if (rows == 0) return;
   const size_t h = h_;
   auto gemm = [&](bool ta, bool tb, size_t m, size_t n, size_t k, const float* a, size_t lda,
@@ -115,7 +114,8 @@ std::vector<std::vector<size_t>> MoeLayer::expertPlan(const std::vector<size_t>&
   std::vector<size_t> order(E);
   for (size_t e = 0; e < E; ++e) order[e] = e;
   auto rows = [&](size_t e) { return offsets[e + 1] - offsets[e]; };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rows(a) > rows(b); });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return rows(a) > rows(b); });
   if (threads < 2 || E < threads || rows(order[0]) * threads > total) return {};
   // Largest first, each to the least loaded thread (Graham's LPT: within 4/3 of the best).
   std::vector<std::vector<size_t>> plan(threads);
@@ -160,32 +160,49 @@ void packChunks(const float* rows, const std::vector<size_t>& offsets, const Exc
     std::memcpy(chunks + j * l.C * l.h, rows + r0 * l.h, (r1 - r0) * l.h * sizeof(float));
   }
 }
-void unpackChunks(const float* chunks, const std::vector<size_t>& offsets,
-                  const ExchangeLayout& l, float* rows) {
+void unpackChunks(const float* chunks, const std::vector<size_t>& offsets, const ExchangeLayout& l,
+                  float* rows) {
   for (size_t j = 0; j < l.ranks; ++j) {
     const size_t r0 = offsets[j * l.nl], r1 = offsets[(j + 1) * l.nl];
     std::memcpy(rows + r0 * l.h, chunks + j * l.C * l.h, (r1 - r0) * l.h * sizeof(float));
   }
 }
 
-// Received chunks to / from the local experts' rows.
-void chunksToLocal(const float* chunks, const MoeExchange& x, const ExchangeLayout& l,
-                   float* local, bool back) {
+// fn(chunk row, local row, rows) for each run of received rows: chunk i's rows for local expert
+// le, which sit locally after the earlier ranks' rows for le.
+template <class Fn>
+void forEachRun(const MoeExchange& x, const ExchangeLayout& l, Fn fn) {
   std::vector<size_t> next(x.localOffsets.begin(), x.localOffsets.end() - 1);
   for (size_t i = 0; i < l.ranks; ++i) {
     size_t inChunk = 0;
     for (size_t le = 0; le < l.nl; ++le) {
       const auto n = static_cast<size_t>(x.recvCounts[i * l.nl + le]);
-      float* c = const_cast<float*>(chunks) + (i * l.C + inChunk) * l.h;
-      float* r = local + next[le] * l.h;
-      if (back)
-        std::memcpy(c, r, n * l.h * sizeof(float));
-      else
-        std::memcpy(r, c, n * l.h * sizeof(float));
+      fn(i * l.C + inChunk, next[le], n);
       next[le] += n;
       inChunk += n;
     }
   }
+}
+
+// a.order's rows (or their gradients) to this rank's experts' rows through the group, and the
+// experts' results back to a.order's rows.
+void toExperts(Communicator& group, const float* rows, const std::vector<size_t>& offsets,
+               const MoeExchange& x, const ExchangeLayout& l, float* send, float* recv,
+               float* local) {
+  packChunks(rows, offsets, l, send);
+  group.allToAll(send, recv, l.C * l.h);
+  forEachRun(x, l, [&](size_t chunkRow, size_t localRow, size_t n) {
+    std::memcpy(local + localRow * l.h, recv + chunkRow * l.h, n * l.h * sizeof(float));
+  });
+}
+void fromExperts(Communicator& group, const float* local, const std::vector<size_t>& offsets,
+                 const MoeExchange& x, const ExchangeLayout& l, float* send, float* recv,
+                 float* rows) {
+  forEachRun(x, l, [&](size_t chunkRow, size_t localRow, size_t n) {  // where they came in
+    std::memcpy(send + chunkRow * l.h, local + localRow * l.h, n * l.h * sizeof(float));
+  });
+  group.allToAll(send, recv, l.C * l.h);
+  unpackChunks(recv, offsets, l, rows);
 }
 
 }  // namespace
@@ -209,7 +226,8 @@ void MoeLayer::runExperts(const MoeTensors<const float>& p, const float* rows, M
   MoeExchange& x = a.exchange;
   // Each rank's row counts for each of this rank's experts, and the chunk every rank sends.
   std::vector<float> sendCounts(E);
-  for (size_t e = 0; e < E; ++e) sendCounts[e] = static_cast<float>(a.offsets[e + 1] - a.offsets[e]);
+  for (size_t e = 0; e < E; ++e)
+    sendCounts[e] = static_cast<float>(a.offsets[e + 1] - a.offsets[e]);
   x.recvCounts.resize(E);
   group->allToAll(sendCounts.data(), x.recvCounts.data(), nl);
   float most = 0.0f;
@@ -227,10 +245,8 @@ void MoeLayer::runExperts(const MoeTensors<const float>& p, const float* rows, M
   const size_t R = x.localOffsets[nl];
   float* send = sized(w.sendChunks, ranks * l.C * h);
   float* recv = sized(w.recvChunks, ranks * l.C * h);
-  packChunks(rows, a.offsets, l, send);
-  group->allToAll(send, recv, l.C * h);
   float* in = sized(x.expertIn, R * h);
-  chunksToLocal(recv, x, l, in, false);
+  toExperts(*group, rows, a.offsets, x, l, send, recv, in);
   float* fc1 = sized(a.fc1, R * xff1_);
   float* act = sized(a.act, R * xff_);
   float* local = sized(w.localRows, R * h);
@@ -239,9 +255,7 @@ void MoeLayer::runExperts(const MoeTensors<const float>& p, const float* rows, M
     mlpForward(p.experts[first + le], in + r0 * h, n, xff1_, xff_, fc1 + r0 * xff1_,
                act + r0 * xff_, local + r0 * h, timed);
   });
-  chunksToLocal(send, x, l, local, true);  // outputs where their rows came in
-  group->allToAll(send, recv, l.C * h);
-  unpackChunks(recv, a.offsets, l, y);
+  fromExperts(*group, local, a.offsets, x, l, send, recv, y);
 }
 
 void MoeLayer::runExpertsBackward(const MoeTensors<const float>& p, const MoeTensors<float>& g,
@@ -267,22 +281,18 @@ void MoeLayer::runExpertsBackward(const MoeTensors<const float>& p, const MoeTen
   const size_t R = x.localOffsets[nl];
   float* send = sized(w.sendChunks, ranks * l.C * h);
   float* recv = sized(w.recvChunks, ranks * l.C * h);
-  packChunks(dY, a.offsets, l, send);
-  group->allToAll(send, recv, l.C * h);
   float* dLocal = sized(w.localRows, R * h);
-  chunksToLocal(recv, x, l, dLocal, false);
+  toExperts(*group, dY, a.offsets, x, l, send, recv, dLocal);
   float* dIn = sized(w.localGrad, R * h);
   float* dAct = sized(w.dAct, R * xff_);
   float* dFc1 = sized(w.dFc1, R * xff1_);
   forExperts(x.localOffsets, [&](size_t le, bool timed) {
     const size_t r0 = x.localOffsets[le], n = x.localOffsets[le + 1] - r0;
-    mlpBackward(p.experts[first + le], g.experts[first + le], x.expertIn.data() + r0 * h, n,
-                xff1_, xff_, a.fc1.data() + r0 * xff1_, a.act.data() + r0 * xff_,
-                dLocal + r0 * h, dIn + r0 * h, dAct + r0 * xff_, dFc1 + r0 * xff1_, timed);
+    mlpBackward(p.experts[first + le], g.experts[first + le], x.expertIn.data() + r0 * h, n, xff1_,
+                xff_, a.fc1.data() + r0 * xff1_, a.act.data() + r0 * xff_, dLocal + r0 * h,
+                dIn + r0 * h, dAct + r0 * xff_, dFc1 + r0 * xff1_, timed);
   });
-  chunksToLocal(send, x, l, dIn, true);
-  group->allToAll(send, recv, l.C * h);
-  unpackChunks(recv, a.offsets, l, dX);
+  fromExperts(*group, dIn, a.offsets, x, l, send, recv, dX);
 }
 
 MoeStatistics MoeLayer::forward(const MoeTensors<const float>& p, const float* x, size_t N,
@@ -338,7 +348,8 @@ MoeStatistics MoeLayer::forward(const MoeTensors<const float>& p, const float* x
     }
   // Each expert on its rows.
   float* rows = sized(w.rows, S * h);
-  for (size_t i = 0; i < S; ++i) std::memcpy(rows + i * h, x + a.order[i] / k * h, h * sizeof(float));
+  for (size_t i = 0; i < S; ++i)
+    std::memcpy(rows + i * h, x + a.order[i] / k * h, h * sizeof(float));
   runExperts(p, rows, a, w, experts);
   const float* y = a.out.data();
   // Combine: each token's choices in order.
@@ -357,10 +368,11 @@ MoeStatistics MoeLayer::forward(const MoeTensors<const float>& p, const float* x
       }
   }
   if (residual) {
-    const size_t ff = static_cast<size_t>(c_.ffnSize()), ff1 = static_cast<size_t>(c_.ffnInputSize());
+    const size_t ff = static_cast<size_t>(c_.ffnSize()),
+                 ff1 = static_cast<size_t>(c_.ffnInputSize());
     float* mlpOut = sized(a.mlpOut, N * h);
-    mlpForward(p.residual, x, N, ff1, ff, sized(a.mlpFc1, N * ff1), sized(a.mlpAct, N * ff),
-               mlpOut, true);
+    mlpForward(p.residual, x, N, ff1, ff, sized(a.mlpFc1, N * ff1), sized(a.mlpAct, N * ff), mlpOut,
+               true);
     float* coef = sized(a.coef, N * 2);
     product(acc_, false, true, N, 2, h, 1.0f, x, h, p.coefw, h, 0.0f, coef, 2);
     KernelTimer timer(KernelFamily::ElementWise);
@@ -383,8 +395,7 @@ MoeStatistics MoeLayer::forward(const MoeTensors<const float>& p, const float* x
 
 void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float>& g,
                         const float* x, size_t N, const MoeActivations& a, MoeWorkspace& w,
-                        const float* dOut, float* dx, double auxGrad,
-                        Communicator* experts) const {
+                        const float* dOut, float* dx, double auxGrad, Communicator* experts) const {
   const size_t h = h_, E = experts_;
   const moe::Routing& r = a.routing;
   const size_t k = r.k, S = a.offsets[E];
@@ -392,7 +403,8 @@ void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float
   // The residual's mixing: d(moe) = dOut c0, d(mlp) = dOut c1, then the coefficient's softmax.
   const float* dMoe = dOut;
   if (p.coefw) {
-    const size_t ff = static_cast<size_t>(c_.ffnSize()), ff1 = static_cast<size_t>(c_.ffnInputSize());
+    const size_t ff = static_cast<size_t>(c_.ffnSize()),
+                 ff1 = static_cast<size_t>(c_.ffnInputSize());
     float* mixed = sized(w.mixed, 2 * N * h);
     float* dMlp = mixed + N * h;
     std::vector<float> dz(N * 2);
@@ -441,7 +453,8 @@ void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float
       dWeight[t * k + j] = static_cast<float>(dot);
     }
   float* rows = sized(w.rows, S * h);
-  for (size_t i = 0; i < S; ++i) std::memcpy(rows + i * h, x + a.order[i] / k * h, h * sizeof(float));
+  for (size_t i = 0; i < S; ++i)
+    std::memcpy(rows + i * h, x + a.order[i] / k * h, h * sizeof(float));
   float* dX = sized(w.dRows, S * h);
   runExpertsBackward(p, g, rows, dRows, dX, a, w, experts);
   for (size_t t = 0; t < N; ++t)

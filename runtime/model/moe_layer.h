@@ -51,7 +51,7 @@ struct MoeStatistics {
 // by expert, the sending ranks in order), those rows, and the exchange's chunk of rows per rank.
 struct MoeExchange {
   size_t capacity = 0;
-  std::vector<float> recvCounts;    // [ranks, local experts]
+  std::vector<float> recvCounts;     // [ranks, local experts]
   std::vector<size_t> localOffsets;  // [local experts + 1]
   std::vector<float> expertIn;       // [R, h]
 };
@@ -59,10 +59,10 @@ struct MoeExchange {
 // What a MoE layer keeps for its backward.
 struct MoeActivations {
   moe::Routing routing;
-  std::vector<float> jitter;        // [N, h] the router input's jitter factors (empty: none)
-  std::vector<uint32_t> order;      // the kept choices t k + j, expert by expert, tokens in order
-  std::vector<size_t> offsets;      // [experts + 1] each expert's first row of `order`
-  std::vector<int32_t> slot;        // [N k] each choice's row in `order`; -1 dropped
+  std::vector<float> jitter;         // [N, h] the router input's jitter factors (empty: none)
+  std::vector<uint32_t> order;       // the kept choices t k + j, expert by expert, tokens in order
+  std::vector<size_t> offsets;       // [experts + 1] each expert's first row of `order`
+  std::vector<int32_t> slot;         // [N k] each choice's row in `order`; -1 dropped
   std::vector<float> fc1, act, out;  // the experts' rows: [S, ff1], [S, ff], [S, h]
   // The residual MLP's fc1 and activation, the two branches' outputs and the coefficients.
   std::vector<float> mlpFc1, mlpAct, moeOut, mlpOut, coef;

@@ -114,7 +114,8 @@ void top1(Routing& r, const float* logits, const GateOptions& o, const RoutingNo
   } else {
     if (T < static_cast<size_t>(o.minCapacity))
       throw Error("moe-min-capacity: " + std::to_string(o.minCapacity) + " is more than the " +
-                  std::to_string(T) + " tokens of a micro-batch (DeepSpeed's top-1 gating needs "
+                  std::to_string(T) +
+                  " tokens of a micro-batch (DeepSpeed's top-1 gating needs "
                   "at least that many); lower it or raise the micro-batch size");
     r.capacity = capacityOf(T, E, o.capacityFactor, o.minCapacity);
   }
@@ -127,7 +128,8 @@ void top1(Routing& r, const float* logits, const GateOptions& o, const RoutingNo
     if (o.useRts && noise) {
       std::vector<float> u(T);
       for (size_t t : tokens) u[t] = noise->uniform(t, RoutingNoise::kRts, e, E);
-      std::stable_sort(tokens.begin(), tokens.end(), [&](size_t a, size_t b) { return u[a] > u[b]; });
+      std::stable_sort(tokens.begin(), tokens.end(),
+                       [&](size_t a, size_t b) { return u[a] > u[b]; });
     }
     for (size_t i = r.capacity; i < tokens.size(); ++i) r.expert[tokens[i]] = -1;
   }
@@ -221,7 +223,8 @@ Routing routeDropless(const float* logits, size_t tokens, size_t experts, int k,
     softmaxRows(logits, tokens, experts, r.probs.data());
   if (router == MoeRouter::Sinkhorn && training) {
     const std::vector<double> balanced = sinkhornScores(logits, tokens, experts);
-    for (size_t t = 0; t < tokens; ++t) topK(&balanced[t * experts], experts, k, &r.expert[t * r.k]);
+    for (size_t t = 0; t < tokens; ++t)
+      topK(&balanced[t * experts], experts, k, &r.expert[t * r.k]);
   } else {
     for (size_t t = 0; t < tokens; ++t) topK(&r.probs[t * experts], experts, k, &r.expert[t * r.k]);
   }
@@ -275,8 +278,8 @@ void routingBackward(const Routing& r, const MoeConfig& c, const float* dWeight,
     }
     if (deepspeed)  // l_aux = E sum_e ce[e] mean_t p[t, e]
       for (size_t e = 0; e < E; ++e)
-        dp[e] += auxGrad * static_cast<double>(E) * r.firstChoiceFraction[e] /
-                 static_cast<double>(T);
+        dp[e] +=
+            auxGrad * static_cast<double>(E) * r.firstChoiceFraction[e] / static_cast<double>(T);
     probsBackward(&r.probs[t * E], dp.data(), E, sigmoid, dLogits + t * E);
   }
 }

@@ -43,9 +43,9 @@ class RoutingNoise {
 
 struct Routing {
   size_t tokens = 0, experts = 0, k = 0;
-  std::vector<float> probs;     // [tokens, experts] softmax (or sigmoid) of the logits
-  std::vector<int32_t> expert;  // [tokens, k] the chosen experts; -1: dropped past capacity
-  std::vector<float> weight;    // [tokens, k] their combine weights (0 when dropped)
+  std::vector<float> probs;      // [tokens, experts] softmax (or sigmoid) of the logits
+  std::vector<int32_t> expert;   // [tokens, k] the chosen experts; -1: dropped past capacity
+  std::vector<float> weight;     // [tokens, k] their combine weights (0 when dropped)
   std::vector<uint32_t> counts;  // [experts] choices routed to each before any dropping
   size_t capacity = 0;           // DeepSpeed: the capacity used; dropless: 0
   size_t dropped = 0;            // choices past capacity

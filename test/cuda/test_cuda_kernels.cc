@@ -24,8 +24,8 @@
 #include "kernels/cpu/transformer_kernels.h"
 #include "kernels/cuda/cuda_accelerator.h"
 #include "test/attention_reference.h"
-#include "test/float_arrays.h"
 #include "test/cuda/check_report.h"
+#include "test/float_arrays.h"
 
 namespace {
 
