@@ -8,8 +8,17 @@
 
 namespace ds {
 
-enum class CollectiveOp { AllReduce, AllGather, ReduceScatter, Broadcast, Send, Recv, Barrier };
-inline constexpr int kCollectiveOpCount = 7;
+enum class CollectiveOp {
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  Broadcast,
+  Send,
+  Recv,
+  Barrier,
+  AllToAll
+};
+inline constexpr int kCollectiveOpCount = 8;
 
 // The comms logger's names: "all_reduce", "all_gather", ...
 constexpr const char* collectiveOpName(CollectiveOp op) {
@@ -28,6 +37,8 @@ constexpr const char* collectiveOpName(CollectiveOp op) {
       return "recv";
     case CollectiveOp::Barrier:
       return "barrier";
+    case CollectiveOp::AllToAll:
+      return "all_to_all";
   }
   return "?";
 }

@@ -9,6 +9,7 @@ double busBandwidthFactor(CollectiveOp op, int ranks) {
       return 2.0 * (ranks - 1) / ranks;
     case CollectiveOp::AllGather:
     case CollectiveOp::ReduceScatter:
+    case CollectiveOp::AllToAll:  // each rank keeps 1 / ranks of what it sends
       return static_cast<double>(ranks - 1) / ranks;
     case CollectiveOp::Broadcast:
     case CollectiveOp::Send:

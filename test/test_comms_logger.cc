@@ -18,6 +18,33 @@
 using namespace ds;
 using namespace ds::runtime;
 
+TEST_CASE("comms logger: an all-to-all is one all_to_all record of every rank's chunks") {
+  CommsLoggerConfig config;
+  config.enabled = true;
+  std::vector<std::vector<CommStat>> summaries(3);
+  MemoryStore store;
+  ds::test::onThreads(3, [&](int r) {
+    ShmCommunicator shm = ShmCommunicator::join(store, "a2a", r, 3);
+    shm.setGroupName("expert");
+    CommsLogger logger(config);
+    LoggingCommunicator comm(shm, logger);
+    std::vector<float> in(3 * 100), out(3 * 100);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(r * 1000 + i);
+    comm.allToAll(in.data(), out.data(), 100);
+    comm.allToAll(in.data(), out.data(), 100);
+    for (int from = 0; from < 3; ++from)  // block `from` of out is rank from's block r
+      CHECK(out[static_cast<size_t>(from) * 100] == static_cast<float>(from * 1000 + r * 100));
+    summaries[r] = logger.summary();
+  });
+  for (const auto& s : summaries) {
+    REQUIRE(s.size() == 1);  // no send / recv records: the pairs run on the inner group
+    CHECK(s[0].op == ds::CollectiveOp::AllToAll);
+    CHECK(s[0].bytes == 3 * 100 * 4);
+    CHECK(s[0].count == 2);
+  }
+  CHECK(std::string(ds::collectiveOpName(ds::CollectiveOp::AllToAll)) == "all_to_all");
+}
+
 TEST_CASE("comms logger: a known sequence of ops gives the right counts and bytes") {
   CommsLoggerConfig config;
   config.enabled = true;

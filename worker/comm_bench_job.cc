@@ -62,6 +62,7 @@ void runOp(CollectiveOp op, runtime::Communicator& comm, Buffers& b) {
     case CollectiveOp::Send:
     case CollectiveOp::Recv:
     case CollectiveOp::Barrier:  // parseJobArgs takes only the four above
+    case CollectiveOp::AllToAll:
       throw Error(std::string("ds-comm-bench: ") + collectiveOpName(op) + " is not a bench op");
   }
 }

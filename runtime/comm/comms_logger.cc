@@ -76,6 +76,13 @@ void LoggingCommunicator::doBroadcast(void* data, size_t count, DType dtype, int
         [&] { inner_.broadcast(data, count, dtype, root); });
 }
 
+void LoggingCommunicator::doAllToAll(const void* in, void* out, size_t countPerRank,
+                                     DType dtype) {
+  // DeepSpeed's all_to_all_single logs its tensor's size: every rank's chunk, its own included.
+  timed(CollectiveOp::AllToAll, countPerRank * size() * dtypeBytes(dtype),
+        [&] { inner_.allToAll(in, out, countPerRank, dtype); });
+}
+
 void LoggingCommunicator::doSend(const void* data, size_t count, DType dtype, int peer) {
   timed(CollectiveOp::Send, count * dtypeBytes(dtype), [&] { inner_.send(data, count, dtype, peer); });
 }

@@ -60,6 +60,7 @@ class LoggingCommunicator : public Communicator {
   void doReduceScatter(const void* in, void* out, size_t countPerRank, DType dtype,
                        ReduceOp op) override;
   void doBroadcast(void* data, size_t count, DType dtype, int root) override;
+  void doAllToAll(const void* in, void* out, size_t countPerRank, DType dtype) override;
   void doSend(const void* data, size_t count, DType dtype, int peer) override;
   void doRecv(void* data, size_t count, DType dtype, int peer) override;
   void doBarrier() override;

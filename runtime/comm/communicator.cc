@@ -62,10 +62,22 @@ void Communicator::reduceScatter(const void* in, void* out, size_t countPerRank,
 void Communicator::allToAll(const void* in, void* out, size_t countPerRank, DType dtype) {
   const size_t bytes = countPerRank * dtypeBytes(dtype);
   const int me = rank();
+  if (size() == 1 || countPerRank == 0) {
+    copyLocal(static_cast<char*>(out) + me * bytes, static_cast<const char*>(in) + me * bytes,
+              bytes);
+    return;
+  }
+  const CollectiveTracker::Scope tracked(CollectiveTracker::process(), CollectiveOp::AllToAll,
+                                         group_);
+  doAllToAll(in, out, countPerRank, dtype);
+}
+
+void Communicator::doAllToAll(const void* in, void* out, size_t countPerRank, DType dtype) {
+  const size_t bytes = countPerRank * dtypeBytes(dtype);
+  const int me = rank();
   const auto* from = static_cast<const char*>(in);
   auto* to = static_cast<char*>(out);
   copyLocal(to + me * bytes, from + me * bytes, bytes);
-  if (size() == 1 || countPerRank == 0) return;
   // The pairs (i, j), i < j, in order: a rank's earliest unfinished pair always has its partner
   // there too, every pair before it in the order being done.
   for (int i = 0; i < size(); ++i)

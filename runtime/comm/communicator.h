@@ -83,6 +83,9 @@ class Communicator {
   virtual void doReduceScatter(const void* in, void* out, size_t countPerRank, DType dtype,
                                ReduceOp op) = 0;
   virtual void doBroadcast(void* data, size_t count, DType dtype, int root) = 0;
+  // Pairwise send / recv over every pair (i, j), i < j, in one fixed order, so it cannot
+  // deadlock; a backend with an all-to-all of its own overrides it.
+  virtual void doAllToAll(const void* in, void* out, size_t countPerRank, DType dtype);
   virtual void doSend(const void* data, size_t count, DType dtype, int peer) = 0;
   virtual void doRecv(void* data, size_t count, DType dtype, int peer) = 0;
   virtual void doBarrier() = 0;
