@@ -97,7 +97,7 @@ TEST_CASE("contract conversion: a report carries its metrics and comms statistic
   // The op travels as its name; one this build does not know joins no summary.
   CHECK(request.comm_stats(0).op() == "all_reduce");
   proto::ReportRequest unknown = request;
-  unknown.mutable_comm_stats(1)->set_op("all_to_all");
+  unknown.mutable_comm_stats(1)->set_op("scatter");
   const RankReport kept = fromProto(overTheWire(unknown));
   REQUIRE(kept.commStats.size() == 1);
   CHECK(kept.commStats[0].op == ds::CollectiveOp::AllReduce);
