@@ -441,15 +441,17 @@ size_t Gpt::peakActivationBytes() const { return acts_->peakBytes; }
 void Gpt::countMoe(const gpt::MoeStatistics& s) {
   MoeWindow& w = moeWindow_;
   if (config_.moe.kind == MoeKind::DeepSpeed) w.moeLoss += config_.moe.lossCoeff * s.auxLoss;
-  w.minTokens =
-      w.passes == 0 && w.maxTokens == 0 ? s.minTokens : std::min(w.minTokens, s.minTokens);
+  w.minTokens = std::min(w.minTokens, s.minTokens);  // a fresh window starts at the maximum
   w.maxTokens = std::max(w.maxTokens, s.maxTokens);
   w.dropped += s.dropped;
 }
 
 Gpt::MoeWindow Gpt::takeMoeWindow() {
   MoeWindow w = moeWindow_;
-  if (w.passes > 0) w.moeLoss /= static_cast<double>(w.passes);
+  if (w.passes > 0)
+    w.moeLoss /= static_cast<double>(w.passes);
+  else
+    w.minTokens = 0;
   moeWindow_ = {};
   return w;
 }

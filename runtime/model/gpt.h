@@ -21,6 +21,7 @@
 // to those elements of the one-rank tensors (docs in gpt.cc).
 #pragma once
 
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -103,7 +104,7 @@ class Gpt : public Model, public PipelineStage {
   // capacity. This rank's passes only.
   struct MoeWindow {
     double moeLoss = 0.0;
-    uint32_t minTokens = 0, maxTokens = 0;
+    uint32_t minTokens = std::numeric_limits<uint32_t>::max(), maxTokens = 0;
     size_t dropped = 0, passes = 0;
   };
   MoeWindow takeMoeWindow();

@@ -205,94 +205,116 @@ void fromExperts(Communicator& group, const float* local, const std::vector<size
   unpackChunks(recv, offsets, l, rows);
 }
 
+// The kept choices' input rows [S, h] in a.order's order, gathered from the layer's input x.
+const float* gatherRows(const float* x, const MoeActivations& a, size_t h,
+                        std::vector<float>& buffer) {
+  const size_t S = a.order.size(), k = a.routing.k;
+  float* rows = sized(buffer, S * h);
+  for (size_t i = 0; i < S; ++i)
+    std::memcpy(rows + i * h, x + a.order[i] / k * h, h * sizeof(float));
+  return rows;
+}
+
+bool exchanged(const Communicator* group) { return group && group->size() > 1; }
+
 }  // namespace
 
-void MoeLayer::runExperts(const MoeTensors<const float>& p, const float* rows, MoeActivations& a,
-                          MoeWorkspace& w, Communicator* group) const {
-  const size_t h = h_, E = experts_, S = a.offsets[E];
-  float* y = sized(a.out, S * h);
-  if (!group || group->size() == 1) {
-    float* fc1 = sized(a.fc1, S * xff1_);
-    float* act = sized(a.act, S * xff_);
-    forExperts(a.offsets, [&](size_t e, bool timed) {
-      const size_t r0 = a.offsets[e], n = a.offsets[e + 1] - r0;
-      mlpForward(p.experts[e], rows + r0 * h, n, xff1_, xff_, fc1 + r0 * xff1_, act + r0 * xff_,
-                 y + r0 * h, timed);
-    });
-    return;
-  }
-  const size_t ranks = static_cast<size_t>(group->size()), nl = E / ranks;
-  const size_t first = static_cast<size_t>(group->rank()) * nl;
+void MoeLayer::planExchange(Communicator& group, MoeActivations& a) const {
+  const size_t E = experts_, ranks = static_cast<size_t>(group.size()), nl = E / ranks;
   MoeExchange& x = a.exchange;
   // Each rank's row counts for each of this rank's experts, and the chunk every rank sends.
   std::vector<float> sendCounts(E);
   for (size_t e = 0; e < E; ++e)
     sendCounts[e] = static_cast<float>(a.offsets[e + 1] - a.offsets[e]);
   x.recvCounts.resize(E);
-  group->allToAll(sendCounts.data(), x.recvCounts.data(), nl);
+  group.allToAll(sendCounts.data(), x.recvCounts.data(), nl);
   float most = 0.0f;
   for (size_t j = 0; j < ranks; ++j)
     most = std::max(most, static_cast<float>(a.offsets[(j + 1) * nl] - a.offsets[j * nl]));
-  group->allReduce(&most, 1, ReduceOp::Max);
+  group.allReduce(&most, 1, ReduceOp::Max);
   x.capacity = static_cast<size_t>(most);
-  const ExchangeLayout l{ranks, nl, x.capacity, h};
   x.localOffsets.assign(nl + 1, 0);
   for (size_t le = 0; le < nl; ++le) {
     x.localOffsets[le + 1] = x.localOffsets[le];
     for (size_t i = 0; i < ranks; ++i)
       x.localOffsets[le + 1] += static_cast<size_t>(x.recvCounts[i * nl + le]);
   }
-  const size_t R = x.localOffsets[nl];
-  float* send = sized(w.sendChunks, ranks * l.C * h);
-  float* recv = sized(w.recvChunks, ranks * l.C * h);
-  float* in = sized(x.expertIn, R * h);
-  toExperts(*group, rows, a.offsets, x, l, send, recv, in);
+}
+
+void MoeLayer::runExperts(const MoeTensors<const float>& p, const float* x, MoeActivations& a,
+                          MoeWorkspace& w, Communicator* group) const {
+  const size_t h = h_, S = a.offsets[experts_];
+  float* y = sized(a.out, S * h);
+  const float* rows = gatherRows(x, a, h, w.rows);
+  // This rank's experts' rows: a.order's own, or (expert parallelism) those the group sent.
+  const float* in = rows;
+  const std::vector<size_t>* offsets = &a.offsets;
+  size_t first = 0;
+  float* out = y;
+  ExchangeLayout l{};
+  if (exchanged(group)) {
+    planExchange(*group, a);
+    const MoeExchange& ex = a.exchange;
+    const size_t ranks = static_cast<size_t>(group->size()), nl = experts_ / ranks;
+    l = {ranks, nl, ex.capacity, h};
+    first = static_cast<size_t>(group->rank()) * nl;
+    offsets = &ex.localOffsets;
+    float* received = sized(a.exchange.expertIn, offsets->back() * h);
+    toExperts(*group, rows, a.offsets, ex, l, sized(w.sendChunks, ranks * l.C * h),
+              sized(w.recvChunks, ranks * l.C * h), received);
+    in = received;
+    out = sized(w.localRows, offsets->back() * h);
+  }
+  const size_t R = offsets->back();
   float* fc1 = sized(a.fc1, R * xff1_);
   float* act = sized(a.act, R * xff_);
-  float* local = sized(w.localRows, R * h);
-  forExperts(x.localOffsets, [&](size_t le, bool timed) {
-    const size_t r0 = x.localOffsets[le], n = x.localOffsets[le + 1] - r0;
-    mlpForward(p.experts[first + le], in + r0 * h, n, xff1_, xff_, fc1 + r0 * xff1_,
-               act + r0 * xff_, local + r0 * h, timed);
+  forExperts(*offsets, [&](size_t e, bool timed) {
+    const size_t r0 = (*offsets)[e], n = (*offsets)[e + 1] - r0;
+    mlpForward(p.experts[first + e], in + r0 * h, n, xff1_, xff_, fc1 + r0 * xff1_, act + r0 * xff_,
+               out + r0 * h, timed);
   });
-  fromExperts(*group, local, a.offsets, x, l, send, recv, y);
+  if (exchanged(group))
+    fromExperts(*group, out, a.offsets, a.exchange, l, w.sendChunks.data(), w.recvChunks.data(), y);
 }
 
 void MoeLayer::runExpertsBackward(const MoeTensors<const float>& p, const MoeTensors<float>& g,
-                                  const float* rows, const float* dY, float* dX,
+                                  const float* x, const float* dY, float* dX,
                                   const MoeActivations& a, MoeWorkspace& w,
                                   Communicator* group) const {
-  const size_t h = h_, E = experts_, S = a.offsets[E];
-  if (!group || group->size() == 1) {
-    float* dAct = sized(w.dAct, S * xff_);
-    float* dFc1 = sized(w.dFc1, S * xff1_);
-    forExperts(a.offsets, [&](size_t e, bool timed) {
-      const size_t r0 = a.offsets[e], n = a.offsets[e + 1] - r0;
-      mlpBackward(p.experts[e], g.experts[e], rows + r0 * h, n, xff1_, xff_,
-                  a.fc1.data() + r0 * xff1_, a.act.data() + r0 * xff_, dY + r0 * h, dX + r0 * h,
-                  dAct + r0 * xff_, dFc1 + r0 * xff1_, timed);
-    });
-    return;
+  const size_t h = h_;
+  const float* in = nullptr;  // the experts' input rows, as in runExperts
+  const float* dOut = dY;
+  const std::vector<size_t>* offsets = &a.offsets;
+  size_t first = 0;
+  float* dIn = dX;
+  ExchangeLayout l{};
+  if (exchanged(group)) {
+    const MoeExchange& ex = a.exchange;
+    const size_t ranks = static_cast<size_t>(group->size()), nl = experts_ / ranks;
+    l = {ranks, nl, ex.capacity, h};
+    first = static_cast<size_t>(group->rank()) * nl;
+    offsets = &ex.localOffsets;
+    float* received = sized(w.localRows, offsets->back() * h);
+    toExperts(*group, dY, a.offsets, ex, l, sized(w.sendChunks, ranks * l.C * h),
+              sized(w.recvChunks, ranks * l.C * h), received);
+    in = ex.expertIn.data();
+    dOut = received;
+    dIn = sized(w.localGrad, offsets->back() * h);
+  } else {
+    in = gatherRows(x, a, h, w.rows);
   }
-  const size_t ranks = static_cast<size_t>(group->size()), nl = E / ranks;
-  const size_t first = static_cast<size_t>(group->rank()) * nl;
-  const MoeExchange& x = a.exchange;
-  const ExchangeLayout l{ranks, nl, x.capacity, h};
-  const size_t R = x.localOffsets[nl];
-  float* send = sized(w.sendChunks, ranks * l.C * h);
-  float* recv = sized(w.recvChunks, ranks * l.C * h);
-  float* dLocal = sized(w.localRows, R * h);
-  toExperts(*group, dY, a.offsets, x, l, send, recv, dLocal);
-  float* dIn = sized(w.localGrad, R * h);
+  const size_t R = offsets->back();
   float* dAct = sized(w.dAct, R * xff_);
   float* dFc1 = sized(w.dFc1, R * xff1_);
-  forExperts(x.localOffsets, [&](size_t le, bool timed) {
-    const size_t r0 = x.localOffsets[le], n = x.localOffsets[le + 1] - r0;
-    mlpBackward(p.experts[first + le], g.experts[first + le], x.expertIn.data() + r0 * h, n, xff1_,
-                xff_, a.fc1.data() + r0 * xff1_, a.act.data() + r0 * xff_, dLocal + r0 * h,
-                dIn + r0 * h, dAct + r0 * xff_, dFc1 + r0 * xff1_, timed);
+  forExperts(*offsets, [&](size_t e, bool timed) {
+    const size_t r0 = (*offsets)[e], n = (*offsets)[e + 1] - r0;
+    mlpBackward(p.experts[first + e], g.experts[first + e], in + r0 * h, n, xff1_, xff_,
+                a.fc1.data() + r0 * xff1_, a.act.data() + r0 * xff_, dOut + r0 * h, dIn + r0 * h,
+                dAct + r0 * xff_, dFc1 + r0 * xff1_, timed);
   });
-  fromExperts(*group, dIn, a.offsets, x, l, send, recv, dX);
+  if (exchanged(group))
+    fromExperts(*group, dIn, a.offsets, a.exchange, l, w.sendChunks.data(), w.recvChunks.data(),
+                dX);
 }
 
 MoeStatistics MoeLayer::forward(const MoeTensors<const float>& p, const float* x, size_t N,
@@ -347,10 +369,7 @@ MoeStatistics MoeLayer::forward(const MoeTensors<const float>& p, const float* x
       a.slot[i] = static_cast<int32_t>(row);
     }
   // Each expert on its rows.
-  float* rows = sized(w.rows, S * h);
-  for (size_t i = 0; i < S; ++i)
-    std::memcpy(rows + i * h, x + a.order[i] / k * h, h * sizeof(float));
-  runExperts(p, rows, a, w, experts);
+  runExperts(p, x, a, w, experts);
   const float* y = a.out.data();
   // Combine: each token's choices in order.
   const bool residual = p.coefw != nullptr;
@@ -452,11 +471,8 @@ void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float
       }
       dWeight[t * k + j] = static_cast<float>(dot);
     }
-  float* rows = sized(w.rows, S * h);
-  for (size_t i = 0; i < S; ++i)
-    std::memcpy(rows + i * h, x + a.order[i] / k * h, h * sizeof(float));
   float* dX = sized(w.dRows, S * h);
-  runExpertsBackward(p, g, rows, dRows, dX, a, w, experts);
+  runExpertsBackward(p, g, x, dRows, dX, a, w, experts);
   for (size_t t = 0; t < N; ++t)
     for (size_t j = 0; j < k; ++j) {
       const int32_t row = a.slot[t * k + j];

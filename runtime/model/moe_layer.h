@@ -110,12 +110,15 @@ class MoeLayer {
   std::vector<std::vector<size_t>> expertPlan(const std::vector<size_t>& offsets) const;
   template <class Fn>
   void forExperts(const std::vector<size_t>& offsets, Fn fn) const;  // fn(expert, timed)
-  // The experts' outputs a.out [S, h] of the kept choices' rows [S, h] (a.order's), here or, with
-  // expert parallelism, at the experts' ranks; and their backward: dX [S, h] from dY.
-  void runExperts(const MoeTensors<const float>& p, const float* rows, MoeActivations& a,
+  // The experts' outputs a.out [S, h] for the kept choices' rows of the layer input x, here or,
+  // with expert parallelism, at the experts' ranks (planExchange first sets a.exchange: the row
+  // counts each rank sends each other, the chunk size, where each local expert's rows begin);
+  // and their backward: dX [S, h] from dY.
+  void runExperts(const MoeTensors<const float>& p, const float* x, MoeActivations& a,
                   MoeWorkspace& w, Communicator* group) const;
+  void planExchange(Communicator& group, MoeActivations& a) const;
   void runExpertsBackward(const MoeTensors<const float>& p, const MoeTensors<float>& g,
-                          const float* rows, const float* dY, float* dX, const MoeActivations& a,
+                          const float* x, const float* dY, float* dX, const MoeActivations& a,
                           MoeWorkspace& w, Communicator* group) const;
 
   const GptConfig& c_;
