@@ -79,6 +79,10 @@ TEST_CASE("gptModelShape counts the GPT's parameters as the model does", "[memor
     const double real = static_cast<double>(Gpt(model).parameterCount());
     INFO("layers " << c.layers << " hidden " << c.hidden << " experts " << c.experts);
     CHECK(std::abs(shape - real) <= 0.005 * real);
+    size_t experts = 0;  // the tensors the engine keeps in the experts' partition
+    for (const ParamSpec& s : Gpt(model).parameters())
+      if (s.expert) experts += s.numel;
+    CHECK(gptModelShape(model, 1).expertParameters == static_cast<double>(experts));
     if (c.experts > 1) {  // the experts are most of it: the two counts agree exactly
       const double dense =
           gptModelShape(
@@ -86,6 +90,33 @@ TEST_CASE("gptModelShape counts the GPT's parameters as the model does", "[memor
               .parameters;
       CHECK(real > 1.5 * dense);
     }
+  }
+}
+
+TEST_CASE("with expert parallelism a rank's estimate holds 1/ep of the experts, their states "
+          "over the expert-data group",
+          "[memory][moe]") {
+  JobConfig job = gptJob(4, 128, 2);
+  job.gpt->model.moe.numExperts = 8;
+  job.gpt->model.moe.kind = MoeKind::DeepSpeed;
+  const GptConfig one = modelConfigFor(*job.gpt, *makeJobTokenizer(*job.gpt));
+  GptConfig split = one;
+  split.moe.expertParallelSize = 4;
+  const ModelShape a = gptModelShape(one, 1), b = gptModelShape(split, 1);
+  REQUIRE(a.expertParameters > 0.5 * a.parameters);
+  for (int stage : {0, 1, 2, 3}) {
+    INFO("ZeRO " << stage);
+    DeepSpeedConfig c = job.deepspeed;
+    c.zero.stage = stage;
+    const RankPeakMemory ep1 = estimateRankPeakMemory(c, a, 8), ep4 = estimateRankPeakMemory(c, b, 8);
+    // fp32 working copies: whole at stages 0-2 (a rank holds its experts only), a shard at 3
+    // (1/8 of all experts either way: 1/4 of them over 2 ranks).
+    const double experts = 4.0 * a.expertParameters;
+    CHECK(ep1.parameters - ep4.parameters ==
+          Approx(stage == 3 ? 0.0 : experts * 3 / 4).epsilon(1e-9));
+    // Adam's moments over the shard: the same 1/8 of all experts' on every rank from stage 1.
+    if (stage >= 1) CHECK(ep4.optimizerStates == Approx(ep1.optimizerStates).epsilon(1e-9));
+    if (stage == 0) CHECK(ep1.optimizerStates - ep4.optimizerStates == Approx(2 * experts * 3 / 4));
   }
 }
 

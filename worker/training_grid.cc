@@ -26,9 +26,14 @@ TrainingGridGroups::TrainingGridGroups(runtime::GroupFactory& factory, runtime::
     if (parallel.sequence > 1)
       grid_.sequence = consecutive(factory, world, parallel.sequence, "sequence", sequence_,
                                    grid_.sequenceRank, grid_.sequenceSize);
-    if (parallel.expert > 1)
+    if (parallel.expert > 1) {
       grid_.expert = consecutive(factory, world, parallel.expert, "expert", expert_,
                                  grid_.expertRank, grid_.expertSize);
+      std::vector<int> members;  // every rank of this expert-parallel rank
+      for (int r = grid_.expertRank; r < world.size(); r += parallel.expert) members.push_back(r);
+      expertData_ = factory.group(members, "expert_data");
+      grid_.expertData = logged(expertData_);
+    }
     return;
   }
   const auto topology =

@@ -32,8 +32,12 @@ struct TrainingGrid {
   runtime::Communicator* tied = nullptr;
   // DeepSpeed-Ulysses: the consecutive ranks that share each sample's positions (null without).
   runtime::Communicator* sequence = nullptr;
-  // DeepSpeed-MoE's expert-parallel group: consecutive ranks splitting the experts (null without).
+  // DeepSpeed-MoE's expert-parallel group: consecutive ranks splitting the experts, and the
+  // expert-data group: the ranks of the same expert-parallel rank, which hold the same experts
+  // (DeepSpeed's layout: world 16, ep 2 gives ep groups [0,1],[2,3],.. and expert-data groups
+  // [0,2,..,14],[1,3,..,15]). Null without expert parallelism.
   runtime::Communicator* expert = nullptr;
+  runtime::Communicator* expertData = nullptr;
   int pipeRank = 0, dataRank = 0, modelRank = 0, sequenceRank = 0;  // this rank's coordinates
   int pipeSize = 1, dataSize = 1, modelSize = 1, sequenceSize = 1;
   int expertRank = 0, expertSize = 1;
@@ -44,7 +48,7 @@ struct TrainingGrid {
 
   bool gridded() const { return pipeSize > 1 || modelSize > 1; }
   runtime::ParallelGroups parallelGroups() const {
-    return {model, pipe, prevStage, nextStage, tied};
+    return {model, pipe, prevStage, nextStage, tied, expert, expertData};
   }
   // "(pipe 1, data 0, model 1)": how logs and the launcher name a rank's place.
   std::string coordinates() const;
@@ -67,7 +71,7 @@ class TrainingGridGroups {
                                      std::unique_ptr<runtime::Communicator>& group, int& rank,
                                      int& groupSize);
   runtime::TopologyGroups groups_;
-  std::unique_ptr<runtime::Communicator> sequence_, expert_;
+  std::unique_ptr<runtime::Communicator> sequence_, expert_, expertData_;
   runtime::CommsLogger* logger_;
   std::vector<std::unique_ptr<runtime::LoggingCommunicator>> wrappers_;
   TrainingGrid grid_;

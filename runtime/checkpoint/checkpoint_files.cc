@@ -176,4 +176,10 @@ std::string gridCheckpointDir(const std::string& root, int64_t stage, int64_t mo
   return (std::filesystem::path(root) / name).string();
 }
 
+std::string expertCheckpointDir(const std::string& gridDir, int64_t expertRank) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "experts_%02lld", static_cast<long long>(expertRank));
+  return (std::filesystem::path(gridDir) / name).string();
+}
+
 }  // namespace ds::runtime

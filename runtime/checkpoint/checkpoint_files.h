@@ -74,6 +74,9 @@ std::string readLatestTag(const std::string& dir);
 // its directory `root`: the first part (and a job without model or pipeline parallelism) at the
 // top, every other in root/pipe_SS-model_MM.
 std::string gridCheckpointDir(const std::string& root, int64_t stage, int64_t modelRank);
+// Expert parallelism: the experts' part of expert-parallel rank `expertRank` beside a model part
+// (gridDir/experts_NN).
+std::string expertCheckpointDir(const std::string& gridDir, int64_t expertRank);
 
 // Writes text to path through a temporary file + fsync + rename.
 void writeTextAtomically(const std::string& path, const std::string& text);

@@ -147,9 +147,22 @@ void readRunAndCounters(const Reader& r, const Json& m, int64_t version, Checkpo
   c.worldSize = r.integer(m, "", "world_size", 1, kMaxCheckpointPartitions);
   c.zeroStage = r.integer(m, "", "zero_stage", 0, 3);
   c.partitions = r.integer(m, "", "partitions", 1, kMaxCheckpointPartitions);
-  if (c.partitions != 1 && c.partitions != c.worldSize)
-    r.fail("partitions", std::to_string(c.partitions) + " for world size " +
-                             std::to_string(c.worldSize) + " (expected 1 or the world size)");
+  // An expert part is partitioned over the expert-data group: world size / expert parallel.
+  if (const Json* e = m.contains("experts") ? &m["experts"] : nullptr) {
+    ManifestExperts x;
+    x.parallel = r.integer(*e, "experts", "parallel", 1, kMaxCheckpointPartitions);
+    if (c.worldSize % x.parallel != 0)
+      r.fail("experts.parallel", std::to_string(x.parallel) + " does not divide world size " +
+                                     std::to_string(c.worldSize));
+    if (e->contains("rank")) x.rank = r.integer(*e, "experts", "rank", 0, x.parallel - 1);
+    c.experts = x;
+  }
+  const int64_t group = c.experts && c.experts->rank >= 0 ? c.worldSize / c.experts->parallel
+                                                          : c.worldSize;
+  if (c.partitions != 1 && c.partitions != group)
+    r.fail("partitions", std::to_string(c.partitions) + " for a group of " +
+                             std::to_string(group) + " (expected 1 or the group's size: the world "
+                             "size, over expert parallel in an experts' part)");
   c.modelDtype = r.text(m, "", "model_dtype");
   c.configHash = r.text(m, "", "config_hash");
   if (version >= 3) {
@@ -309,6 +322,10 @@ std::string manifestText(const CheckpointManifest& c) {
   for (const auto& f : c.files)
     files.push_back({{"name", f.name}, {"bytes", f.bytes}, {"checksum", checksumText(f.checksum)}});
   m["files"] = files;
+  if (c.experts) {
+    m["experts"] = {{"parallel", c.experts->parallel}};
+    if (c.experts->rank >= 0) m["experts"]["rank"] = c.experts->rank;
+  }
   if (c.grid)
     m["grid"] = {{"pipe", c.grid->pipe},
                  {"model", c.grid->model},

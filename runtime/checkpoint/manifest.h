@@ -28,6 +28,15 @@ struct ManifestGrid {
   int64_t stage = 0, modelRank = 0;
 };
 
+// A model with MoE experts: the job's expert-parallel size (1 without expert parallelism), in
+// every part of its checkpoint, and in the parts that hold the experts (one per expert-parallel
+// rank beside each model part, written by its expert-data group) that part's expert-parallel
+// rank.
+struct ManifestExperts {
+  int64_t parallel = 1;
+  int64_t rank = -1;  // -1: the model's part, not an experts' one
+};
+
 struct ManifestFile {
   std::string name;  // always shardFileName(its index)
   uint64_t bytes = 0;
@@ -42,7 +51,7 @@ struct CheckpointManifest {
   std::string architecture;
   int64_t worldSize = 1;
   int64_t zeroStage = 0;
-  int64_t partitions = 1;  // 1 (stage 0) or worldSize; one shard file each
+  int64_t partitions = 1;  // 1 (stage 0) or worldSize (an experts' part: its group's size)
   std::string modelDtype;
   std::string configHash;
   int64_t globalSteps = 0, skippedSteps = 0, microSteps = 0;
@@ -57,6 +66,7 @@ struct CheckpointManifest {
   std::optional<int64_t> lrLastBatchIteration;  // absent without a scheduler
   std::vector<ManifestFile> files;
   std::optional<ManifestGrid> grid;
+  std::optional<ManifestExperts> experts;  // absent for a model without experts
 };
 
 // The most partitions (and saving ranks) a manifest may list: ds-launch's most ranks per job.

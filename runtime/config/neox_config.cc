@@ -870,8 +870,8 @@ void checkUlysses(const GptTrainConfig& t) {
   evenly("seq-length", t.model.seqLength);
 }
 
-// Mixture of experts' limits today: every rank holds every expert, so the layouts that would
-// split or move them are refused by name rather than run wrong.
+// Mixture of experts' limits today: expert parallelism within the data group only, so the layouts
+// that would split or move the experts otherwise are refused by name rather than run wrong.
 void checkMoeLayout(const GptTrainConfig& t) {
   if (!t.model.moe.enabled()) return;
   const std::string moe = "moe-num-experts " + std::to_string(t.model.moe.numExperts) + " with ";

@@ -104,6 +104,8 @@ ModelShape gptModelShape(const GptConfig& g, double microBatch) {
   const double head = norm + (g.weightTying ? 0 : vocab * h);
   ModelShape s;
   s.parameters = embed + (g.numLayers - moeLayers) * block + moeLayers * moeBlock + head;
+  s.expertParameters = moeLayers * m.numExperts * expert;
+  s.expertParallel = std::max(1, m.expertParallelSize);
   s.largestLayer = std::max({embed, block, moeLayers > 0 ? moeBlock : 0.0, head});
   s.largestTensor = std::max({vocab * h, h * g.qkvSize(), h * g.ffnInputSize(), g.ffnSize() * h});
   s.activationBytes = gptActivationBytes(g, microBatch, g.checkpointActivations);
@@ -144,8 +146,18 @@ RankPeakMemory estimateRankPeakMemory(const DeepSpeedConfig& c, const ModelShape
   const double stateBytes =
       optimizerStateBytesPerParameter(c.optimizer.value_or(OptimizerConfig{}));
   const int stage = c.zero.stage;
-  const ModelStateEstimate e =
-      estimateModelState(stage, model, grads, m.parameters, world, stateBytes);
+  // The experts are a partition of their own: 1 / ep of them on each rank, over the ep-th part of
+  // the world (the expert-data group).
+  const ModelStateEstimate dense = estimateModelState(
+      stage, model, grads, m.parameters - m.expertParameters, world, stateBytes);
+  const ModelStateEstimate experts =
+      estimateModelState(stage, model, grads, m.expertParameters / m.expertParallel,
+                         std::max(1, world / m.expertParallel), stateBytes);
+  ModelStateEstimate e = dense;
+  e.parameters += experts.parameters;
+  e.gradients += experts.gradients;
+  e.masterWeights += experts.masterWeights;
+  e.optimizerStates += experts.optimizerStates;
   const double shard = stage == 0 ? m.parameters : m.parameters / world;
   const double group = largestSubGroup(c, m, shard, world);
   RankPeakMemory r;

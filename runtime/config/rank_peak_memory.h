@@ -24,6 +24,10 @@ struct ModelShape {
   double largestLayer = 0;   // elements of the largest layer (a GPT block, the embedding, the head)
   double largestTensor = 0;  // elements of the largest tensor
   double activationBytes = 0;  // kept for one micro-batch's backward pass
+  // MoE: the experts' elements among `parameters` (all of them) and the expert-parallel size:
+  // a rank holds 1 / expertParallel of them, partitioned over world / expertParallel ranks.
+  double expertParameters = 0;
+  int expertParallel = 1;
 };
 
 // A GPT's shape from its config (weights and biases of the standard block; within a fraction of a

@@ -44,6 +44,30 @@ std::vector<CheckpointPart> readCheckpointParts(const std::string& root) {
         parts.push_back(std::move(part));
       }
   }
+  // A model with experts: each model part's experts, one part per expert-parallel rank beside it.
+  const bool experts = parts.front().manifest.experts.has_value();
+  const int64_t ep = parts.front().manifest.experts.value_or(ManifestExperts{}).parallel;
+  for (size_t modelParts = parts.size(), p = 0; experts && p < modelParts; ++p)
+    for (int64_t e = 0; e < ep; ++e) {
+      CheckpointPart part;
+      part.dir = expertCheckpointDir(parts[p].dir, e);
+      part.manifestPath = (fs::path(part.dir) / "manifest.json").string();
+      part.manifest = readManifest(part.manifestPath);
+      const ManifestExperts x = part.manifest.experts.value_or(ManifestExperts{});
+      const ManifestGrid g = part.manifest.grid.value_or(ManifestGrid{}),
+                         model = parts[p].manifest.grid.value_or(ManifestGrid{});
+      if (x.parallel != ep || x.rank != e || g.pipe != model.pipe || g.model != model.model ||
+          g.stage != model.stage || g.modelRank != model.modelRank)
+        throw Error(part.manifestPath + ": experts: expected the experts' part of expert-parallel "
+                    "rank " + std::to_string(e) + " of " + std::to_string(ep) + " beside " +
+                    parts[p].manifestPath);
+      if (const std::string d = partDifference(parts.front().manifest, part.manifest); !d.empty())
+        throw Error(part.manifestPath + ": this part is not from the save of " +
+                    parts.front().manifestPath + " (" + d +
+                    "); every part of a checkpoint must come from one save: restore this "
+                    "part from it or load another tag");
+      parts.push_back(std::move(part));
+    }
   for (CheckpointPart& part : parts) {
     size_t offset = 0;
     for (const ManifestTensor& t : part.manifest.tensors) {

@@ -1,5 +1,6 @@
 // The parts of a saved checkpoint as a loader sees them: the top manifest and, for a grid
-// checkpoint, every (pipeline stage, model rank) part beside it, each with its tensor table; and
+// checkpoint, every (pipeline stage, model rank) part beside it, and with expert parallelism each
+// one's experts' parts (one per expert-parallel rank), each with its tensor table; and
 // for a model's tensors, which parts hold their elements. Shared by the engine's resharding load
 // and by the layer-by-layer reader ds-generate uses (checkpoint_layers.h). Reads manifests only,
 // never shard files.

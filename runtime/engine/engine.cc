@@ -103,62 +103,36 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
       gradType_(config.precision.gradAccumDtype.value_or(modelType_)),
       commType_(config.precision.communicationDtype.value_or(gradType_)),
       count_(model.parameterCount()),
-      specs_(model.parameters()),
       scaler_(config.precision.lossScale, modelType_ == DType::F16) {
-  if (specs_.empty()) throw Error("model: it has no parameters to train");
+  if (model.parameters().empty()) throw Error("model: it has no parameters to train");
   if (grid_.pipe && grid_.pipe->size() > 1) checkPipelineGrid(grid_, config_.zero.stage, model);
   if (grid_.model && config_.optimizer)
     checkOptimizerModelParallel(*config_.optimizer, grid_.model->size());
   keepFreedMemoryForReuse();
-  layerTensors_ = layerTensorRanges(specs_, model.layerCount());
-
+  splitPartitions();
   queue_ = std::make_unique<CommQueue>(config_.zero.overlapComm);
-  zero_ = ZeroStage::make(
-      {config_, comm_, *queue_, specs_, layerTensors_, modelType_, gradType_, commType_, count_});
   const OptimizerConfig optimizer = config_.optimizer.value_or(OptimizerConfig{});
+  for (Partition& part : parts_)
+    part.zero = ZeroStage::make({config_, *part.comm, *queue_, part.specs, part.layerTensors,
+                                 modelType_, gradType_, commType_, part.count});
   // The optimizer runs in sub-groups of sub_group_size elements, each with its own state, as
   // DeepSpeed's stage 3 does: the fp32 gradients the update needs exist for one group at a time.
   // Each group's master slice and state go to the stage's optimizer-state home as soon as they
   // exist (with offload to NVMe: the swap file, so they are never resident whole).
-  const PartitionLayout& shard = zero_->shardLayout();
   const auto groupLimit = static_cast<size_t>(std::max<int64_t>(1, config_.zero.subGroupSize));
-  const TensorRanges runs =
-      subGroupRuns(shard, groupLimit, zero_->streamsWorkingCopy(), layerTensors_);
-  size_t largestGroup = 0;
-  for (const auto& [t0, t1] : runs)
-    largestGroup = std::max(largestGroup, shard.shardBegin(t1) - shard.shardBegin(t0));
-  checkMemoryBudget(optimizer, runs.size(), largestGroup);
-  // zero.Init: every rank starts from the same values, as after DeepSpeed's broadcast at
-  // initialize(), but each draws only the elements it keeps (stage 3: its shard; 0-2: the working
-  // copy): a value is a pure function of (seed, tensor, element), so no collective is needed and
-  // no rank ever holds a full fp32 copy. With model or pipe parallelism the table is this rank's
-  // slice and initTensorRange maps its local elements to the full tensor's.
-  zero_->initialise([&](size_t t, size_t begin, size_t end, float* out) {
-    model.initTensorRange(specs_[t], out, seed, begin, end);
-  });
-
-  // What each group has: its master slice (16-bit models: fp32 copies of their own), then every
-  // optimizer state array, all of the group's length.
-  OptimizerStateHome& home = zero_->optimizerStates();
-  const size_t regionsPerGroup =
-      (zero_->separateMaster() ? 1 : 0) +
-      static_cast<size_t>(optimizerStateBytesPerParameter(optimizer) / sizeof(float));
-  std::vector<size_t> groupElements;
-  for (const auto& [t0, t1] : runs)
-    groupElements.push_back(shard.shardBegin(t1) - shard.shardBegin(t0));
-  home.reserve(groupElements, regionsPerGroup);
-  const std::vector<ParamSpec> shardSpecs = shard.shardSpecs(specs_);
-  // Sub-group by sub-group, straight into the home: its master slice and zeroed state are written
-  // where they live (with offload to NVMe: a swap slot, then the file), never whole in memory.
-  for (const auto& [t0, t1] : runs) {
-    const size_t begin = shard.shardBegin(t0), end = shard.shardBegin(t1);
-    const std::vector<ParamSpec> groupSpecs(shardSpecs.begin() + t0, shardSpecs.begin() + t1);
-    groups_.push_back({t0, t1, makeOptimizer(optimizer, groupSpecs, begin, end)});
-    home.addGroup(zero_->separateMaster() ? zero_->masterData() + begin : nullptr, end - begin,
-                  *groups_.back().optimizer,
-                  [&, t0 = t0, t1 = t1](float* out) { zero_->fillMaster(t0, t1, out); });
+  std::vector<TensorRanges> runs;
+  std::vector<Footprint> footprints;
+  for (Partition& part : parts_) {
+    const PartitionLayout& shard = part.zero->shardLayout();
+    runs.push_back(
+        subGroupRuns(shard, groupLimit, part.zero->streamsWorkingCopy(), part.layerTensors));
+    size_t largestGroup = 0;
+    for (const auto& [t0, t1] : runs.back())
+      largestGroup = std::max(largestGroup, shard.shardBegin(t1) - shard.shardBegin(t0));
+    footprints.push_back(memoryFootprint(part, optimizer, runs.back().size(), largestGroup));
   }
-  zero_->startParameterOffload();
+  checkMemoryBudget(footprints);
+  for (size_t p = 0; p < parts_.size(); ++p) buildPartition(parts_[p], optimizer, seed, runs[p]);
   lr_ = optimizer.lr();
   if (config_.scheduler) {
     scheduler_ = makeLrSchedule(*config_.scheduler, lr_, optimizer.momentum());
@@ -167,23 +141,114 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
   queue_->waitIdle();  // stage 3's persistent layers are gathered
 }
 
-void Engine::checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
-                               size_t largestGroup) const {
+void Engine::splitPartitions() {
+  const std::vector<ParamSpec>& specs = model_.parameters();
+  const int layers = model_.layerCount();
+  const TensorRanges layerTensors = layerTensorRanges(specs, layers);
+  // The expert tensors (whole layers, the model's last) are a partition of their own: over the
+  // expert-data group with expert parallelism, else over the data group like the rest, but with
+  // their own buckets all the same (their layers' backward comes amid the blocks', not in layer
+  // order) and their own part in checkpoints.
+  const bool expertParallel = grid_.experts && grid_.experts->size() > 1;
+  int firstExpertLayer = layers;
+  for (int l = layers; l-- > 0;) {
+    const auto [t0, t1] = layerTensors[static_cast<size_t>(l)];
+    if (t0 == t1) continue;
+    if (!specs[t0].expert) break;
+    firstExpertLayer = l;
+  }
+  for (const ParamSpec& spec : specs)
+    if (spec.expert && spec.layer < firstExpertLayer)
+      throw Error("model: expert tensor \"" + spec.name +
+                  "\" is not in one of the model's last layers, which hold the experts");
+  if (expertParallel && !grid_.expertData)
+    throw Error("expert parallelism: ParallelGroups needs the expert-data group beside the "
+                "expert-parallel group");
+  Communicator& expertComm = expertParallel ? *grid_.expertData : comm_;
+  auto part = [&](Communicator& comm, bool experts, int l0, int l1) {
+    Partition p;
+    p.comm = &comm;
+    p.experts = experts;
+    p.firstLayer = l0;
+    const size_t t0 = layerTensors[static_cast<size_t>(l0)].first;
+    const size_t t1 = l1 == layers ? specs.size() : layerTensors[static_cast<size_t>(l1)].first;
+    const size_t base = t0 < specs.size() ? specs[t0].offset : 0;
+    for (size_t t = t0; t < t1; ++t) {
+      p.specs.push_back(specs[t]);
+      p.specs.back().offset -= base;
+      p.specs.back().layer -= l0;
+      p.count += specs[t].numel;
+    }
+    for (int l = l0; l < l1; ++l) {
+      const auto [a, b] = layerTensors[static_cast<size_t>(l)];
+      p.layerTensors.push_back({a - t0, b - t0});
+    }
+    parts_.push_back(std::move(p));
+  };
+  part(comm_, false, 0, firstExpertLayer);
+  if (firstExpertLayer < layers) part(expertComm, true, firstExpertLayer, layers);
+}
+
+void Engine::buildPartition(Partition& part, const OptimizerConfig& optimizer, uint64_t seed,
+                            const TensorRanges& runs) {
+  ZeroStage& zero = *part.zero;
+  const PartitionLayout& shard = zero.shardLayout();
+  // zero.Init: every rank starts from the same values, as after DeepSpeed's broadcast at
+  // initialize(), but each draws only the elements it keeps (stage 3: its shard; 0-2: the working
+  // copy): a value is a pure function of (seed, tensor, element), so no collective is needed and
+  // no rank ever holds a full fp32 copy. With model or pipe parallelism the table is this rank's
+  // slice and initTensorRange maps its local elements to the full tensor's.
+  zero.initialise([&](size_t t, size_t begin, size_t end, float* out) {
+    model_.initTensorRange(part.specs[t], out, seed, begin, end);
+  });
+
+  // What each group has: its master slice (16-bit models: fp32 copies of their own), then every
+  // optimizer state array, all of the group's length.
+  OptimizerStateHome& home = zero.optimizerStates();
+  const size_t regionsPerGroup =
+      (zero.separateMaster() ? 1 : 0) +
+      static_cast<size_t>(optimizerStateBytesPerParameter(optimizer) / sizeof(float));
+  std::vector<size_t> groupElements;
+  for (const auto& [t0, t1] : runs)
+    groupElements.push_back(shard.shardBegin(t1) - shard.shardBegin(t0));
+  home.reserve(groupElements, regionsPerGroup);
+  const std::vector<ParamSpec> shardSpecs = shard.shardSpecs(part.specs);
+  // Sub-group by sub-group, straight into the home: its master slice and zeroed state are written
+  // where they live (with offload to NVMe: a swap slot, then the file), never whole in memory.
+  for (const auto& [t0, t1] : runs) {
+    const size_t begin = shard.shardBegin(t0), end = shard.shardBegin(t1);
+    const std::vector<ParamSpec> groupSpecs(shardSpecs.begin() + t0, shardSpecs.begin() + t1);
+    part.groups.push_back({t0, t1, makeOptimizer(optimizer, groupSpecs, begin, end)});
+    home.addGroup(zero.separateMaster() ? zero.masterData() + begin : nullptr, end - begin,
+                  *part.groups.back().optimizer,
+                  [&, t0 = t0, t1 = t1](float* out) { zero.fillMaster(t0, t1, out); });
+  }
+  zero.startParameterOffload();
+}
+
+std::pair<Engine::Partition*, int> Engine::partitionOf(int layer) {
+  Partition* part = &parts_.back();
+  if (layer < part->firstLayer) part = &parts_.front();
+  return {part, layer - part->firstLayer};
+}
+
+Engine::Footprint Engine::memoryFootprint(const Partition& part, const OptimizerConfig& optimizer,
+                                          size_t groups, size_t largestGroup) const {
   // What this rank will hold at its peak, activations aside: the model states it keeps resident,
   // CPU-Adam's 16-bit copy of the shard (stages 1-2) and construction's working set (16-bit
   // models: the fp32 scratch the initial values are drawn through; no full fp32 copy exists).
   // The master weights and optimizer states take what their home says (with offload to NVMe:
   // its swap slots, which construction fills too).
-  const int stage = config_.zero.stage;
-  const double params = static_cast<double>(count_);
+  const int stage = config_.zero.stage, world = part.comm->size();
+  const double params = static_cast<double>(part.count);
   const double stateBytes = optimizerStateBytesPerParameter(optimizer);
   const ModelStateEstimate e =
-      estimateModelState(stage, modelType_, gradType_, params, comm_.size(), stateBytes);
+      estimateModelState(stage, modelType_, gradType_, params, world, stateBytes);
   const double halfCopy = (stage == 1 || stage == 2) && modelType_ != DType::F32
-                              ? dtypeBytes(modelType_) * params / comm_.size()
+                              ? dtypeBytes(modelType_) * params / world
                               : 0.0;
   const StateFootprint states =
-      zero_->optimizerStates().footprint(e, stateBytes, groups, largestGroup);
+      part.zero->optimizerStates().footprint(e, stateBytes, groups, largestGroup);
   const double drawScratch = modelType_ != DType::F32
                                  ? sizeof(float) * std::min<double>(ZeroStage::kInitChunk, params)
                                  : 0.0;
@@ -192,12 +257,12 @@ void Engine::checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
   double paramsAndGrads = e.parameters + e.gradients;
   const OffloadParamConfig& offloadParam = config_.zero.offloadParam;
   if (stage == 3 && offloadParam.device == OffloadDevice::Nvme) {
-    const double shard = params / comm_.size();
+    const double shard = params / world;
     double largestLayer = 0;  // elements of the largest layer's shard: what a buffer holds
-    for (const auto& [t0, t1] : layerTensors_) {
+    for (const auto& [t0, t1] : part.layerTensors) {
       double layer = 0;
-      for (size_t t = t0; t < t1; ++t) layer += static_cast<double>(specs_[t].numel);
-      largestLayer = std::max(largestLayer, layer / comm_.size());
+      for (size_t t = t0; t < t1; ++t) layer += static_cast<double>(part.specs[t].numel);
+      largestLayer = std::max(largestLayer, layer / world);
     }
     const double resident = std::min(
         shard, static_cast<double>(offloadParam.maxInCpu) +
@@ -205,15 +270,32 @@ void Engine::checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
                        std::min(largestLayer, static_cast<double>(offloadParam.bufferSize)));
     paramsAndGrads = std::max(e.parameters, dtypeBytes(modelType_) * resident + e.gradients);
   }
-  const double need = paramsAndGrads + states.bytes + halfCopy + drawScratch;
+  return {paramsAndGrads + states.bytes + halfCopy + drawScratch,
+          e.parameters,
+          e.gradients,
+          e.masterWeights,
+          e.optimizerStates,
+          states.where,
+          states.advice};
+}
+
+void Engine::checkMemoryBudget(const std::vector<Footprint>& parts) const {
+  Footprint all = parts.front();
+  for (size_t p = 1; p < parts.size(); ++p) {
+    all.need += parts[p].need;
+    all.parameters += parts[p].parameters;
+    all.gradients += parts[p].gradients;
+    all.master += parts[p].master;
+    all.states += parts[p].states;
+  }
   const MemoryBudget budget = memoryBudget();
-  if (need <= static_cast<double>(budget.availableBytes)) return;
-  throw Error("the training state needs " + humanBytes(need) + " of memory (parameters " +
-              humanBytes(e.parameters) + ", gradients " + humanBytes(e.gradients) +
-              ", master weights " + humanBytes(e.masterWeights) + ", optimizer states " +
-              humanBytes(e.optimizerStates) + states.where + "), but only " +
+  if (all.need <= static_cast<double>(budget.availableBytes)) return;
+  throw Error("the training state needs " + humanBytes(all.need) + " of memory (parameters " +
+              humanBytes(all.parameters) + ", gradients " + humanBytes(all.gradients) +
+              ", master weights " + humanBytes(all.master) + ", optimizer states " +
+              humanBytes(all.states) + all.where + "), but only " +
               humanBytes(static_cast<double>(budget.availableBytes)) + " is left under " +
-              budget.source + "; " + states.advice);
+              budget.source + "; " + all.advice);
 }
 
 Engine::~Engine() {
@@ -222,10 +304,14 @@ Engine::~Engine() {
 }
 
 const float* Engine::acquireParameters(int layer) {
-  return zero_->acquireParameters(layer, inBackward_);
+  const auto [part, local] = partitionOf(layer);
+  return part->zero->acquireParameters(local, inBackward_);
 }
 
-void Engine::releaseParameters(int layer) { zero_->releaseParameters(layer); }
+void Engine::releaseParameters(int layer) {
+  const auto [part, local] = partitionOf(layer);
+  part->zero->releaseParameters(local);
+}
 
 float* Engine::layerGradients(int layer) {
   if (!inBackward_) {
@@ -234,14 +320,18 @@ float* Engine::layerGradients(int layer) {
     backwardStart_ = now;
   }
   inBackward_ = true;
-  return zero_->layerGradients(layer);
+  const auto [part, local] = partitionOf(layer);
+  return part->zero->layerGradients(local);
 }
 
-void Engine::gradientsDone(int layer) { zero_->gradientsDone(layer); }
+void Engine::gradientsDone(int layer) {
+  const auto [part, local] = partitionOf(layer);
+  part->zero->gradientsDone(local);
+}
 
-std::vector<std::pair<size_t, size_t>> Engine::groupRanges() const {
+std::vector<std::pair<size_t, size_t>> Engine::Partition::groupRanges() const {
   std::vector<std::pair<size_t, size_t>> ranges;
-  for (const SubGroup& group : groups_) ranges.emplace_back(group.t0, group.t1);
+  for (const SubGroup& group : groups) ranges.emplace_back(group.t0, group.t1);
   return ranges;
 }
 
@@ -279,11 +369,11 @@ bool Engine::step() {
 
 void Engine::stepAtBoundary() {
   optimizerTimes_ = {};
-  optimizerTimes_.stage = zero_->stage();
+  optimizerTimes_.stage = config_.zero.stage;
   optimizerTimes_.statesSwapped = optimizerSwapBytes() > 0;
   optimizerTimes_.paramsSwapped = parameterSwapBytes() > 0;
   const auto reduceStart = Clock::now();
-  zero_->reduceGradientsForStep();
+  for (Partition& part : parts_) part.zero->reduceGradientsForStep();
   times_.allreduceMs += elapsedMs(reduceStart);
   const auto stepStart = Clock::now();
   struct Finish {  // however step() returns, the window's times are published
@@ -293,9 +383,11 @@ void Engine::stepAtBoundary() {
       e.times_.stepMs += elapsedMs(start);
       e.lastTimes_ = e.times_;
       e.times_ = {};
-      const ZeroStage::ParameterSwapTimes swaps = e.zero_->takeParameterSwapTimes();
-      e.optimizerTimes_.paramSwapInMs = swaps.inMs;
-      e.optimizerTimes_.paramSwapOutMs = swaps.outMs;
+      for (Partition& part : e.parts_) {
+        const ZeroStage::ParameterSwapTimes swaps = part.zero->takeParameterSwapTimes();
+        e.optimizerTimes_.paramSwapInMs += swaps.inMs;
+        e.optimizerTimes_.paramSwapOutMs += swaps.outMs;
+      }
       e.lastOptimizerTimes_ = e.optimizerTimes_;
     }
   } finish{*this, stepStart};
@@ -307,16 +399,12 @@ void Engine::stepAtBoundary() {
   const double post = p.prescaleGradients ? p.gradientPredivideFactor / world : 1.0 / world;
   unscale_ = static_cast<float>(post / scaler_.scale());
 
-  GradientStatistics statistics;
-  {
-    PhaseTimer timer(timed(optimizerTimes_.gradientsMs));
-    statistics = zero_->gradientStatistics(groupRanges(), unscale_, groupGrads_);
-  }
+  const GradientStatistics statistics = gradientStatistics();
   const bool skipped = modelType_ == DType::F16 && anyRankOverflowed(statistics.overflow);
   ++globalSteps_;
   if (skipped) {
     ++skippedSteps_;
-    zero_->zeroGradients();
+    for (Partition& part : parts_) part.zero->zeroGradients();
     scaler_.update(true);  // throws at the minimum scale
     return;
   }
@@ -326,18 +414,20 @@ void Engine::stepAtBoundary() {
     const double coefficient = config_.gradientClipping / (lastGradNorm_ + 1e-6);
     if (coefficient < 1.0) clip = static_cast<float>(coefficient);
   }
-  const bool halfWritten = updateSubGroups(clip);
-  {
-    PhaseTimer timer(timed(optimizerTimes_.allgatherMs));
-    zero_->publishParameters(halfWritten);
+  for (Partition& part : parts_) {
+    const bool halfWritten = updateSubGroups(part, clip);
+    {
+      PhaseTimer timer(timed(optimizerTimes_.allgatherMs));
+      part.zero->publishParameters(halfWritten);
+    }
+    {
+      // The write-backs' wait: DeepSpeed's swap-out timer also ends when the writes are done.
+      PhaseTimer timer(timed(optimizerTimes_.swapOutMs));
+      // After publishing: the next step's first read overlaps forward and backward.
+      part.zero->optimizerStates().endStep();
+    }
+    part.zero->zeroGradients();
   }
-  {
-    // The write-backs' wait: DeepSpeed's swap-out timer also ends when the writes are done.
-    PhaseTimer timer(timed(optimizerTimes_.swapOutMs));
-    // After publishing: the next step's first read overlaps forward and backward.
-    zero_->optimizerStates().endStep();
-  }
-  zero_->zeroGradients();
   scaler_.update(false);
   if (scheduler_) {
     scheduler_->step();
@@ -346,8 +436,22 @@ void Engine::stepAtBoundary() {
   optimizerTimes_.applied = true;
 }
 
+GradientStatistics Engine::gradientStatistics() {
+  PhaseTimer timer(timed(optimizerTimes_.gradientsMs));
+  GradientStatistics all;
+  for (Partition& part : parts_) {
+    const GradientStatistics s =
+        part.zero->gradientStatistics(part.groupRanges(), unscale_, groupGrads_);
+    all.overflow = all.overflow || s.overflow;
+    all.sumSquares += s.sumSquares;
+  }
+  return all;
+}
+
 double Engine::globalGradNorm(double localSumSquares) {
-  // Every rank summed the squares of its own slices, in shard order.
+  // Every rank summed the squares of its own slices, in shard order: the experts' partition
+  // covers its experts' slices over the expert-data group, so the data group's sum has every
+  // expert once, as it has every other tensor.
   float total = static_cast<float>(localSumSquares);
   queue_->run([&] { comm_.allReduce(&total, 1); });
   reduceOverOtherAxes(&total, ReduceOp::Sum);
@@ -363,7 +467,7 @@ double Engine::globalGradNorm(double localSumSquares) {
   return norm;
 }
 
-OptimizerStep Engine::updateOptions() {
+OptimizerStep Engine::updateOptions(Partition& part) {
   OptimizerStep update;
   update.lr = lr_;
   // DeepSpeed cycles betas[0] only; torch SGD has none, so OneCycle's momentum is not applied.
@@ -371,45 +475,46 @@ OptimizerStep Engine::updateOptions() {
     update.momentum = scheduler_->momentum();
     if (update.momentum) update.beta2 = LrSchedule::kCycledBeta2;
   }
-  if (zero_->optimizerIsSharded())
-    update.sumAcrossShards = [this](double* values, size_t count) {
+  if (part.zero->optimizerIsSharded())
+    update.sumAcrossShards = [this, comm = part.comm](double* values, size_t count) {
       std::vector<float> sums(values, values + count);
-      queue_->run([&] { comm_.allReduce(sums.data(), count); });
+      queue_->run([&] { comm->allReduce(sums.data(), count); });
       for (size_t i = 0; i < count; ++i) values[i] = sums[i];
     };
   return update;
 }
 
-bool Engine::updateSubGroups(float clip) {
-  OptimizerStep update = updateOptions();
+bool Engine::updateSubGroups(Partition& part, float clip) {
+  OptimizerStep update = updateOptions(part);
+  ZeroStage& zero = *part.zero;
   // CPU-Adam writes the 16-bit working values in the same pass as the update, where the stage
   // wants them (the working copy itself, or a 16-bit shard to be all-gathered). Where the home
   // streams the master (offload to NVMe) the slice lies in a swap slot only while its group is
   // updated, and where the stage streams its working copy (stage 3's offload_param) the layers
   // go out as their sub-groups finish: an optimizer that does not fuse the copy then has it
   // converted right after each update, group by group.
-  OptimizerStateHome& home = zero_->optimizerStates();
-  const bool fused = modelType_ != DType::F32 && groups_.front().optimizer->fusesHalfCopy();
+  OptimizerStateHome& home = zero.optimizerStates();
+  const bool fused = modelType_ != DType::F32 && part.groups.front().optimizer->fusesHalfCopy();
   const bool convertPerGroup =
-      (home.streamsMaster() || zero_->streamsWorkingCopy()) && zero_->separateMaster() && !fused;
-  char* halfOut = fused || convertPerGroup ? zero_->halfCopyTarget() : nullptr;
+      (home.streamsMaster() || zero.streamsWorkingCopy()) && zero.separateMaster() && !fused;
+  char* halfOut = fused || convertPerGroup ? zero.halfCopyTarget() : nullptr;
   OptimizerTimes& times = optimizerTimes_;
   PhaseTimer loop(timed(times.loopMs));
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    const SubGroup& group = groups_[gi];
-    const size_t begin = zero_->shardLayout().shardBegin(group.t0);
+  for (size_t gi = 0; gi < part.groups.size(); ++gi) {
+    const SubGroup& group = part.groups[gi];
+    const size_t begin = zero.shardLayout().shardBegin(group.t0);
     const ZeroStage::GroupView view =
-        zero_->beginGroup({group.t0, group.t1}, ZeroStage::ShardUse::kUpdate);
+        zero.beginGroup({group.t0, group.t1}, ZeroStage::ShardUse::kUpdate);
     float* master;
     {
       PhaseTimer timer(timed(times.swapInMs));
-      master = home.acquire(gi, view.master ? view.master : zero_->masterData() + begin,
+      master = home.acquire(gi, view.master ? view.master : zero.masterData() + begin,
                             *group.optimizer);
     }
     char* halfAt = view.halfCopy ? view.halfCopy
                    : halfOut     ? halfOut + begin * dtypeBytes(modelType_)
                                  : nullptr;
-    const float* grads = clippedGradients(group, clip);
+    const float* grads = clippedGradients(part, group, clip);
     {
       PhaseTimer timer(timed(times.updateMs));
       if (fused)
@@ -419,34 +524,36 @@ bool Engine::updateSubGroups(float clip) {
       group.optimizer->step(master, grads, update);
       if (convertPerGroup)
         convertElements(master, DType::F32, halfAt, modelType_,
-                        zero_->shardLayout().shardBegin(group.t1) - begin);
+                        zero.shardLayout().shardBegin(group.t1) - begin);
     }
     {
       PhaseTimer timer(timed(times.swapOutMs));
       home.release(gi, *group.optimizer);
     }
-    zero_->endGroup({group.t0, group.t1}, ZeroStage::ShardUse::kUpdate);
+    zero.endGroup({group.t0, group.t1}, ZeroStage::ShardUse::kUpdate);
   }
   return fused || convertPerGroup;
 }
 
-float* Engine::clippedGradients(const SubGroup& group, float clip) {
-  const size_t begin = zero_->shardLayout().shardBegin(group.t0);
-  float* grads = zero_->gradientsInPlace(group.t0, group.t1);
+float* Engine::clippedGradients(Partition& part, const SubGroup& group, float clip) {
+  ZeroStage& zero = *part.zero;
+  const size_t begin = zero.shardLayout().shardBegin(group.t0);
+  float* grads = zero.gradientsInPlace(group.t0, group.t1);
   PhaseTimer timer(timed(optimizerTimes_.gradientsMs));
   if (grads) {
     // (g x unscale) x clip, as the copy and the clip pass below round them; no pass where both
     // are 1 (one fp32 rank without clipping).
     const float scale = unscale_;
     if (scale != 1.0f || clip < 1.0f)
-      forEachChunk(zero_->shardLayout().shardBegin(group.t1) - begin, [&](size_t from, size_t to) {
+      forEachChunk(zero.shardLayout().shardBegin(group.t1) - begin, [&](size_t from, size_t to) {
         for (size_t i = from; i < to; ++i) grads[i] = grads[i] * scale * clip;
       });
     return grads;
   }
-  // With one sub-group (the usual case) its gradients are still loaded from the statistics.
-  if (groups_.size() > 1 || !zero_->statisticsLoadGroups())
-    zero_->loadGroupGradients(group.t0, group.t1, groupGrads_, unscale_);
+  // With one sub-group in one partition (the usual case) its gradients are still loaded from the
+  // statistics.
+  if (parts_.size() > 1 || part.groups.size() > 1 || !zero.statisticsLoadGroups())
+    zero.loadGroupGradients(group.t0, group.t1, groupGrads_, unscale_);
   if (clip < 1.0f)
     forEachChunk(groupGrads_.size(), [&](size_t from, size_t to) {
       for (size_t i = from; i < to; ++i) groupGrads_[i] *= clip;
@@ -466,7 +573,14 @@ void Engine::reduceOverOtherAxes(float* value, ReduceOp op) {
     if (group && group->size() > 1) group->allReduce(value, 1, DType::F32, op);
 }
 
-std::vector<float> Engine::fullParameters() { return zero_->fullParameters(); }
+std::vector<float> Engine::fullParameters() {
+  std::vector<float> all = dense().zero->fullParameters();
+  for (size_t p = 1; p < parts_.size(); ++p) {
+    const std::vector<float> more = parts_[p].zero->fullParameters();
+    all.insert(all.end(), more.begin(), more.end());
+  }
+  return all;
+}
 
 uint64_t Engine::parameterHash() {
   const std::vector<float> params = fullParameters();
@@ -479,18 +593,33 @@ std::string Engine::describeState() const {
   auto line = [&](const std::string& key, const std::string& value) {
     out += key + ": " + value + "\n";
   };
-  line("zero_stage", std::to_string(zero_->stage()));
+  line("zero_stage", std::to_string(config_.zero.stage));
   line("world_size", std::to_string(comm_.size()) + " (" + comm_.backendName() + ")");
-  line("parameters", std::to_string(count_) + " in " + std::to_string(specs_.size()) +
-                         " tensors, " + std::to_string(model_.layerCount()) + " layers");
-  line("shard_elements", std::to_string(zero_->shardLayout().shardSize()));
+  line("parameters", std::to_string(count_) + " in " +
+                         std::to_string(model_.parameters().size()) + " tensors, " +
+                         std::to_string(model_.layerCount()) + " layers");
+  line("shard_elements", std::to_string(dense().zero->shardLayout().shardSize()));
+  if (parts_.size() > 1) {
+    const Partition& experts = parts_.back();
+    line("expert_parameters", std::to_string(experts.count) + " in " +
+                                  std::to_string(experts.specs.size()) +
+                                  " tensors over the expert-data group of " +
+                                  std::to_string(experts.comm->size()) + ", shard " +
+                                  std::to_string(experts.zero->shardLayout().shardSize()));
+  }
   line("dtypes", std::string("model ") + dtypeName(modelType_) + ", gradients " +
                      dtypeName(gradType_) + ", communication " + dtypeName(commType_));
   line("loss_scale", std::to_string(scaler_.scale()) + (scaler_.dynamic() ? " (dynamic)" : ""));
-  line("optimizer", std::string(groups_.front().optimizer->name()) + ", lr " + std::to_string(lr_) +
-                        ", " + std::to_string(groups_.size()) + " sub-group(s) (sub_group_size " +
+  size_t subGroups = 0, buckets = 0;
+  for (const Partition& part : parts_) {
+    subGroups += part.groups.size();
+    buckets += part.zero->reduceBucketCount();
+  }
+  line("optimizer", std::string(dense().groups.front().optimizer->name()) + ", lr " +
+                        std::to_string(lr_) + ", " + std::to_string(subGroups) +
+                        " sub-group(s) (sub_group_size " +
                         std::to_string(config_.zero.subGroupSize) + ")");
-  line("reduce_buckets", std::to_string(zero_->reduceBucketCount()) + " (reduce_bucket_size " +
+  line("reduce_buckets", std::to_string(buckets) + " (reduce_bucket_size " +
                              std::to_string(config_.zero.reduceBucketSize) + ")");
   line("overlap_comm", config_.zero.overlapComm ? "true" : "false");
   line("model_state_bytes", std::to_string(m.modelState()) + " (parameters " +
@@ -502,9 +631,31 @@ std::string Engine::describeState() const {
   return out;
 }
 
+namespace {
+
+void addMemory(MemoryUsage& m, const MemoryUsage& u) {
+  m.parameters += u.parameters;
+  m.gradients += u.gradients;
+  m.masterWeights += u.masterWeights;
+  m.optimizerStates += u.optimizerStates;
+  m.buffers += u.buffers;
+}
+
+}  // namespace
+
+MemoryUsage Engine::partitionMemory(const Partition& part) const {
+  MemoryUsage m = part.zero->memory();
+  for (const SubGroup& group : part.groups) m.optimizerStates += group.optimizer->stateBytes();
+  return m;
+}
+
+MemoryUsage Engine::expertMemory() const {
+  return parts_.back().experts ? partitionMemory(parts_.back()) : MemoryUsage{};
+}
+
 MemoryUsage Engine::memory() const {
-  MemoryUsage m = zero_->memory();
-  for (const SubGroup& group : groups_) m.optimizerStates += group.optimizer->stateBytes();
+  MemoryUsage m;
+  for (const Partition& part : parts_) addMemory(m, partitionMemory(part));
   m.buffers += groupGrads_.capacity() * sizeof(float);
   return m;
 }

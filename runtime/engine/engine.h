@@ -77,7 +77,10 @@ class Engine : private LayerAccess {
  public:
   // `comm` is the data-parallel group (the world without model or pipeline parallelism): ZeRO
   // partitions and averages over it. `groups` are the grid's other axes, over which the gradient
-  // norm and fp16 overflow are agreed (the model itself holds only its slice or stage).
+  // norm and fp16 overflow are agreed (the model itself holds only its slice or stage). With
+  // expert parallelism (groups.experts of more than one rank) the model's expert tensors
+  // (ParamSpec::expert: this rank's experts only) are a partition of their own, reduced and
+  // partitioned over groups.expertData, as DeepSpeed's expert parameter groups are.
   Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, uint64_t seed,
          ParallelGroups groups = {});
   ~Engine() override;
@@ -143,6 +146,9 @@ class Engine : private LayerAccess {
   double lossScale() const { return scaler_.scale(); }
   double lastGradNorm() const { return lastGradNorm_; }
   MemoryUsage memory() const;
+  // The MoE experts' share of memory(): this rank's experts, partitioned over the expert-data
+  // group (the data group without expert parallelism); zeros for a model without experts.
+  MemoryUsage expertMemory() const;
   StepTimes lastStepTimes() const { return lastTimes_; }
   OptimizerTimes lastOptimizerTimes() const { return lastOptimizerTimes_; }
   // dump_state: the resolved engine state, one "key: value" per line.
@@ -156,14 +162,14 @@ class Engine : private LayerAccess {
   float* layerGradients(int layer) override;
   void gradientsDone(int layer) override;
 
-  // engine_checkpoint.cc: every rank of the data group calls it with the same list; throws on
-  // every rank if any file is bad.
+  // engine_checkpoint.cc: every rank of `group` calls it with the same list, then every rank of
+  // the grid learns the first failure; throws on every rank if any file is bad.
   struct ShardFileCheck {
     std::string path;
     ManifestFile file;
     uint64_t expectedBytes = 0;
   };
-  void verifyShardFiles(const std::vector<ShardFileCheck>& checks);
+  void verifyShardFiles(Communicator& group, const std::vector<ShardFileCheck>& checks);
   // Collective over the whole grid: throws on every rank the first non-empty `problem` any rank
   // passed.
   void failTogether(const std::string& problem);
@@ -180,20 +186,46 @@ class Engine : private LayerAccess {
     size_t t0, t1;  // tensor range; its slices are a contiguous run of the shard
     std::unique_ptr<Optimizer> optimizer;
   };
+  // Parameters partitioned over one data group, with their own stage and optimizer sub-groups:
+  // the model's over `comm_` and, with expert parallelism, the experts' (the model's last layers)
+  // over the expert-data group.
+  struct Partition {
+    Communicator* comm = nullptr;
+    bool experts = false;
+    int firstLayer = 0;                                    // the model's number of its layer 0
+    std::vector<ParamSpec> specs;                          // offsets from its first element
+    std::vector<std::pair<size_t, size_t>> layerTensors;  // per layer: tensor range [t0, t1)
+    size_t count = 0;
+    std::unique_ptr<ZeroStage> zero;  // where its state lives and how it is reduced/published
+    // The optimizer, by sub_group_size runs of the shard; where each group's master slice and
+    // state live between steps is the stage's (ZeroStage::optimizerStates()).
+    std::vector<SubGroup> groups;
+    std::vector<std::pair<size_t, size_t>> groupRanges() const;
+  };
+  // The partitions the model's table splits into (the tensors and layers of each); then each one's
+  // stage, optimizer sub-groups and initial values.
+  void splitPartitions();
+  void buildPartition(Partition& part, const OptimizerConfig& optimizer, uint64_t seed,
+                      const std::vector<std::pair<size_t, size_t>>& subGroupRuns);
+  MemoryUsage partitionMemory(const Partition& part) const;
+  // The partition and its own number of the model's layer `layer`.
+  std::pair<Partition*, int> partitionOf(int layer);
   bool anyRankOverflowed(bool local);
   // In place over the model and pipe groups (after the data group's reduction).
   void reduceOverOtherAxes(float* value, ReduceOp op);
   void stepAtBoundary();
+  // The statistics of every partition's gradients, summed (overflow on any).
+  GradientStatistics gradientStatistics();
   // stepAtBoundary's steps after the overflow check. The norm over every shard and grid axis;
   // throws on every rank alike where it is not finite.
   double globalGradNorm(double localSumSquares);
   // The optimizer's update: every sub-group in turn, its gradients unscaled and clipped; true where
   // the 16-bit working values were written on the way (fused or converted per group).
-  bool updateSubGroups(float clip);
-  OptimizerStep updateOptions();
+  bool updateSubGroups(Partition& part, float clip);
+  OptimizerStep updateOptions(Partition& part);
   // The sub-group's fp32 gradients times unscale_ x clip: in place where the stage keeps them so,
   // else in groupGrads_.
-  float* clippedGradients(const SubGroup& group, float clip);
+  float* clippedGradients(Partition& part, const SubGroup& group, float clip);
   // engine_pipeline.cc: the pipe schedules' executors, and the loss every rank returns.
   PipelineStage* pipelineStage() const;
   float runTrainSchedule(PipelineStage& stage, const std::function<Batch(int64_t)>& microBatch);
@@ -201,7 +233,6 @@ class Engine : private LayerAccess {
                              const std::function<Batch(int64_t)>& microBatch);
   float shareLoss(float lastStageMean);
   void reduceTiedGradients(PipelineStage& stage);
-  std::vector<std::pair<size_t, size_t>> groupRanges() const;
 
   Model& model_;
   DeepSpeedConfig config_;
@@ -209,18 +240,20 @@ class Engine : private LayerAccess {
   ParallelGroups grid_;
   const DType modelType_, gradType_, commType_;
   size_t count_;
-  std::vector<ParamSpec> specs_;
-  std::vector<std::pair<size_t, size_t>> layerTensors_;  // per layer: tensor range [t0, t1)
   std::unique_ptr<CommQueue> queue_;  // every collective of this engine, in one order
-  std::unique_ptr<ZeroStage> zero_;   // where the state lives and how it is reduced/published
-
-  // The optimizer, by sub_group_size runs of the shard; where each group's master slice and state
-  // live between steps is the stage's (ZeroStage::optimizerStates()).
-  std::vector<SubGroup> groups_;
-  // Throws, before anything big is allocated, when the model states cannot fit in the memory
-  // this process may still take (common/memory_budget.h).
-  void checkMemoryBudget(const OptimizerConfig& optimizer, size_t groups,
-                         size_t largestGroup) const;
+  std::vector<Partition> parts_;      // the model's, then with expert parallelism the experts'
+  Partition& dense() { return parts_.front(); }
+  const Partition& dense() const { return parts_.front(); }
+  // Throws, before anything big is allocated, when the model states of every partition cannot
+  // fit in the memory this process may still take (common/memory_budget.h). Per partition: what
+  // it will hold (`sub-groups`: its optimizer's sub-groups' count and largest size).
+  struct Footprint {
+    double need = 0, parameters = 0, gradients = 0, master = 0, states = 0;
+    std::string where, advice;
+  };
+  Footprint memoryFootprint(const Partition& part, const OptimizerConfig& optimizer, size_t groups,
+                            size_t largestGroup) const;
+  void checkMemoryBudget(const std::vector<Footprint>& parts) const;
   // Runs `body` (a checkpoint), then writes out whatever of stage 3's offloaded parameters is still
   // in memory (all of it after a failure part-way) and waits for the writes.
   template <class Body>
@@ -229,12 +262,15 @@ class Engine : private LayerAccess {
   // home (a slot with offload_optimizer nvme) and released after; the stage's working values of
   // the sub-group are brought in for `use` around it (ZeroStage::beginGroup / endGroup).
   template <class Body>
-  void forEachStateGroup(ZeroStage::ShardUse use, Body body);
+  void forEachStateGroup(Partition& part, ZeroStage::ShardUse use, Body body);
   void saveCheckpointResident(const std::string& dir, const std::string& tag);
-  // The save's pieces: this rank's shard file in `dir` (the master, then each state array over
-  // the shard), and the manifest that lists every partition's file.
-  ManifestFile writeShardFile(const std::string& dir);
-  CheckpointManifest checkpointManifest(const GridPlace& place,
+  // Where a partition's part of a checkpoint goes in the (stage, model rank)'s directory: there
+  // itself, or the experts' part of this rank's expert-parallel rank (checkpoint_files.h).
+  std::string partitionDir(const Partition& part, const std::string& gridDir) const;
+  // The save's pieces: this rank's shard file of `part` in `dir` (the master, then each state
+  // array over the shard), and the manifest that lists every file of the partition's group.
+  ManifestFile writeShardFile(Partition& part, const std::string& dir);
+  CheckpointManifest checkpointManifest(const Partition& part, const GridPlace& place,
                                         const std::vector<OptimizerStateArray>& arrays,
                                         std::vector<ManifestFile> files) const;
   std::string loadCheckpointResident(const std::string& dir, const std::string& tag,
@@ -243,12 +279,14 @@ class Engine : private LayerAccess {
   // take the checkpoint.
   void checkCheckpointFits(const std::vector<CheckpointPart>& parts,
                            CheckpointLoadScope scope) const;
-  // Checksums every shard file a tensor of this rank is read from (collective over the data group).
-  void verifyPartsToRead(const std::vector<CheckpointPart>& parts,
+  // Checksums every shard file a tensor of `part` is read from (collective over its group, then
+  // the grid).
+  void verifyPartsToRead(Partition& part, const std::vector<CheckpointPart>& parts,
                          const std::vector<std::vector<TensorSource>>& sources);
-  // Reads this rank's slices of the master (and, in scope, the optimizer's states) sub-group by
-  // sub-group; true where the 16-bit working values were converted per group on the way.
-  bool readStatesFromParts(const std::vector<CheckpointPart>& parts,
+  // Reads this rank's slices of the partition's master (and, in scope, the optimizer's states)
+  // sub-group by sub-group; true where the 16-bit working values were converted per group on the
+  // way.
+  bool readStatesFromParts(Partition& part, const std::vector<CheckpointPart>& parts,
                            const std::vector<std::vector<TensorSource>>& sources,
                            CheckpointLoadScope scope);
   // The training position: run id, step counters, loss scaler, lr schedule.

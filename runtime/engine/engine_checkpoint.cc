@@ -49,12 +49,12 @@ struct FileRecord {
 
 }  // namespace
 
-void Engine::verifyShardFiles(const std::vector<ShardFileCheck>& checks) {
-  // Each file is checksummed by one rank of the data group (file k by rank k mod N), not by all
-  // of them; the first failure's message goes to every rank so each one fails naming the file.
+void Engine::verifyShardFiles(Communicator& group, const std::vector<ShardFileCheck>& checks) {
+  // Each file is checksummed by one rank of the group (file k by rank k mod N), not by all of
+  // them; the first failure's message goes to every rank so each one fails naming the file.
   std::string problem;
   for (size_t k = 0; k < checks.size(); ++k) {
-    if (static_cast<int>(k % comm_.size()) != comm_.rank() || !problem.empty()) continue;
+    if (static_cast<int>(k % group.size()) != group.rank() || !problem.empty()) continue;
     problem = problemOf([&] {
       const ShardFileCheck& c = checks[k];
       if (c.file.bytes != c.expectedBytes)
@@ -101,14 +101,14 @@ template <class Body>
 auto Engine::withParametersWrittenBack(Body body) {
   try {
     auto result = body();
-    zero_->sendParametersAway();
+    for (Partition& part : parts_) part.zero->sendParametersAway();
     queue_->waitIdle();  // stage 3's persistent layers are gathered
     return result;
   } catch (...) {
-    try {
-      zero_->sendParametersAway();
-    } catch (...) {  // the first error is the one to report
-    }
+    for (Partition& part : parts_) try {
+        part.zero->sendParametersAway();
+      } catch (...) {  // the first error is the one to report
+      }
     throw;
   }
 }
@@ -126,13 +126,14 @@ std::string Engine::loadCheckpoint(const std::string& dir, const std::string& ta
 }
 
 template <class Body>
-void Engine::forEachStateGroup(ZeroStage::ShardUse use, Body body) {
-  OptimizerStateHome& home = zero_->optimizerStates();
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    const SubGroup& group = groups_[g];
-    const size_t begin = zero_->shardLayout().shardBegin(group.t0);
-    zero_->beginGroup({group.t0, group.t1}, use);
-    float* master = home.acquire(g, zero_->masterData() + begin, *group.optimizer);
+void Engine::forEachStateGroup(Partition& part, ZeroStage::ShardUse use, Body body) {
+  ZeroStage& zero = *part.zero;
+  OptimizerStateHome& home = zero.optimizerStates();
+  for (size_t g = 0; g < part.groups.size(); ++g) {
+    const SubGroup& group = part.groups[g];
+    const size_t begin = zero.shardLayout().shardBegin(group.t0);
+    zero.beginGroup({group.t0, group.t1}, use);
+    float* master = home.acquire(g, zero.masterData() + begin, *group.optimizer);
     try {
       body(g, master, group.optimizer->stateArrays());
     } catch (...) {
@@ -141,34 +142,57 @@ void Engine::forEachStateGroup(ZeroStage::ShardUse use, Body body) {
       throw;
     }
     home.release(g, *group.optimizer);
-    zero_->endGroup({group.t0, group.t1}, use);
+    zero.endGroup({group.t0, group.t1}, use);
   }
   home.endStep();  // the write-backs done, the next step's first group read ahead
 }
 
-size_t Engine::optimizerSwapBytes() const { return zero_->optimizerStates().fileBytes(); }
-
-size_t Engine::parameterSwapBytes() const { return zero_->parameterSwapBytes(); }
-
-ZeroStage::OffloadStats Engine::parameterOffloadStats() const { return zero_->offloadStats(); }
-
-Engine::SwapTraffic Engine::optimizerSwapTraffic() const {
-  const OptimizerStateHome::Traffic t = zero_->optimizerStates().traffic();
-  return {t.read, t.written};
+size_t Engine::optimizerSwapBytes() const {
+  size_t bytes = 0;
+  for (const Partition& part : parts_) bytes += part.zero->optimizerStates().fileBytes();
+  return bytes;
 }
 
-std::string Engine::optimizerSwapEngine() const { return zero_->optimizerStates().engineName(); }
+size_t Engine::parameterSwapBytes() const {
+  size_t bytes = 0;
+  for (const Partition& part : parts_) bytes += part.zero->parameterSwapBytes();
+  return bytes;
+}
+
+// The model's partition's: the experts' (expert parallelism) are not in these counters.
+ZeroStage::OffloadStats Engine::parameterOffloadStats() const {
+  return dense().zero->offloadStats();
+}
+
+Engine::SwapTraffic Engine::optimizerSwapTraffic() const {
+  SwapTraffic all;
+  for (const Partition& part : parts_) {
+    const OptimizerStateHome::Traffic t = part.zero->optimizerStates().traffic();
+    all.read += t.read;
+    all.written += t.written;
+  }
+  return all;
+}
+
+std::string Engine::optimizerSwapEngine() const {
+  return dense().zero->optimizerStates().engineName();
+}
+
+std::string Engine::partitionDir(const Partition& part, const std::string& gridDir) const {
+  return part.experts ? expertCheckpointDir(gridDir, grid_.experts ? grid_.experts->rank() : 0)
+                      : gridDir;
+}
 
 void Engine::saveCheckpointResident(const std::string& dir, const std::string& tag) {
   checkTag(tag);
   queue_->run([] {});  // nothing of a previous step may still be writing the shards
   const std::string staging = (fs::path(dir) / (".tmp-" + tag)).string();
-  const int rank = comm_.rank(), world = comm_.size();
+  const int rank = comm_.rank();
   const GridPlace place = gridPlace();
-  // This (stage, model rank)'s own checkpoint: the grid's first at the top, the others beside it.
-  const std::string mine_dir = gridCheckpointDir(staging, place.stage, place.modelRank);
+  // This (stage, model rank)'s own checkpoint: the grid's first at the top, the others beside it;
+  // with expert parallelism each expert-parallel rank's experts in a part beside that.
+  const std::string gridDir = gridCheckpointDir(staging, place.stage, place.modelRank);
   const bool gridRoot = rank == 0 && place.stage == 0 && place.modelRank == 0;
-  const int partitions = zero_->shardLayout().parts();
   if (runId_.empty())  // the job's first save: the grid's first rank draws the run's id
     runId_ = firstOnGrid(rank == 0 && place.stage == 0 && place.modelRank == 0 ? newRunId() : "");
   std::string problem;
@@ -181,64 +205,75 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
         throw Error(staging + ": cannot create checkpoint directory: " + ec.message());
     });
   // A failed save (a full disk on any rank, a peer lost) leaves nothing behind: each rank removes
-  // its own shard, rank 0 the staging directory, after failTogether so no rank is still writing.
+  // its own shards, rank 0 the staging directory, after failTogether so no rank is still writing.
   // Otherwise a full disk would stay full, holding the half-written checkpoint.
   try {
     failTogether(problem);  // also: the directory exists for everyone now
-    if (rank == 0 && mine_dir != staging)
+    for (const Partition& part : parts_) {  // the parts' directories, the model's first
+      const std::string partDir = partitionDir(part, gridDir);
+      if (part.comm->rank() == 0 && partDir != staging)
+        problem = problemOf([&] {
+          std::error_code ec;
+          if (!fs::create_directory(partDir, ec))
+            throw Error(partDir + ": cannot create checkpoint directory: " + ec.message());
+        });
+      failTogether(problem);
+    }
+    for (Partition& part : parts_) {
+      const std::string partDir = partitionDir(part, gridDir);
+      const int partRank = part.comm->rank(), partitions = part.zero->shardLayout().parts();
+      FileRecord mine{0, 0};
+      const auto arrays = part.groups.front().optimizer->stateArrays();
       problem = problemOf([&] {
-        std::error_code ec;
-        if (!fs::create_directory(mine_dir, ec))
-          throw Error(mine_dir + ": cannot create checkpoint directory: " + ec.message());
+        if (partRank >= partitions) return;
+        const ManifestFile written = writeShardFile(part, partDir);
+        mine = {written.bytes, written.checksum};
       });
-    failTogether(problem);
-
-    FileRecord mine{0, 0};
-    const auto arrays = groups_.front().optimizer->stateArrays();
-    problem = problemOf([&] {
-      if (rank >= partitions) return;
-      const ManifestFile written = writeShardFile(mine_dir);
-      mine = {written.bytes, written.checksum};
-    });
-    failTogether(problem);
-    std::vector<FileRecord> records(world);
-    queue_->run([&] {
-      comm_.allGather(&mine, records.data(), sizeof(FileRecord) / sizeof(float), DType::F32);
-    });
-
-    problem = problemOf([&] {
-      if (rank != 0) return;
-      std::vector<ManifestFile> files;
-      for (int q = 0; q < partitions; ++q)
-        files.push_back(
-            {shardFileName(q), records[q].bytes, static_cast<uint32_t>(records[q].checksum)});
-      const std::string text = manifestText(checkpointManifest(place, arrays, std::move(files)));
-      writeFileSynced((fs::path(mine_dir) / "manifest.json").string(), {{text.data(), text.size()}});
-    });
-    failTogether(problem);  // every part is written
+      failTogether(problem);
+      std::vector<FileRecord> records(part.comm->size());
+      queue_->run([&] {
+        part.comm->allGather(&mine, records.data(), sizeof(FileRecord) / sizeof(float),
+                             DType::F32);
+      });
+      problem = problemOf([&] {
+        if (partRank != 0) return;
+        std::vector<ManifestFile> files;
+        for (int q = 0; q < partitions; ++q)
+          files.push_back(
+              {shardFileName(q), records[q].bytes, static_cast<uint32_t>(records[q].checksum)});
+        const std::string text =
+            manifestText(checkpointManifest(part, place, arrays, std::move(files)));
+        writeFileSynced((fs::path(partDir) / "manifest.json").string(),
+                        {{text.data(), text.size()}});
+      });
+      failTogether(problem);  // every part is written
+    }
     if (gridRoot) problem = problemOf([&] { publishCheckpointDirectory(staging, dir, tag); });
     // Nobody returns (and perhaps loads or exits) before the checkpoint is in place, and a failure
     // to publish fails every rank.
     failTogether(problem);
   } catch (...) {
     std::error_code ignored;
-    fs::remove(fs::path(mine_dir) / shardFileName(rank), ignored);
+    for (const Partition& part : parts_)
+      fs::remove(fs::path(partitionDir(part, gridDir)) / shardFileName(part.comm->rank()),
+                 ignored);
     if (gridRoot) fs::remove_all(staging, ignored);
     throw;
   }
 }
 
-ManifestFile Engine::writeShardFile(const std::string& dir) {
-  const int rank = comm_.rank();
+ManifestFile Engine::writeShardFile(Partition& part, const std::string& dir) {
+  const int rank = part.comm->rank();
+  const PartitionLayout& layout = part.zero->shardLayout();
   // The master shard, then each state array over the whole shard; a group's pieces are
   // consecutive runs of each, written at their place while the group is acquired.
-  const size_t shard = zero_->shardLayout().shardSize();
+  const size_t shard = layout.shardSize();
   ShardFileWriter file((fs::path(dir) / shardFileName(rank)).string());
   forEachStateGroup(
-      ZeroStage::ShardUse::kRead,
+      part, ZeroStage::ShardUse::kRead,
       [&](size_t g, const float* master, const std::vector<OptimizerStateArray>& states) {
-        const size_t begin = zero_->shardLayout().shardBegin(groups_[g].t0);
-        const size_t count = zero_->shardLayout().shardBegin(groups_[g].t1) - begin;
+        const size_t begin = layout.shardBegin(part.groups[g].t0);
+        const size_t count = layout.shardBegin(part.groups[g].t1) - begin;
         file.writeAt(begin * sizeof(float), master, count * sizeof(float));
         for (size_t a = 0; a < states.size(); ++a)
           file.writeAt(((a + 1) * shard + begin) * sizeof(float), states[a].data,
@@ -248,13 +283,13 @@ ManifestFile Engine::writeShardFile(const std::string& dir) {
   return {shardFileName(rank), written.bytes, written.checksum};
 }
 
-CheckpointManifest Engine::checkpointManifest(const GridPlace& place,
+CheckpointManifest Engine::checkpointManifest(const Partition& part, const GridPlace& place,
                                               const std::vector<OptimizerStateArray>& arrays,
                                               std::vector<ManifestFile> files) const {
   CheckpointManifest m;
   m.worldSize = comm_.size();
-  m.zeroStage = zero_->stage();
-  m.partitions = zero_->shardLayout().parts();
+  m.zeroStage = part.zero->stage();
+  m.partitions = part.zero->shardLayout().parts();
   m.modelDtype = dtypeName(modelType_);
   m.configHash = config_.configHash;
   m.runId = runId_;
@@ -263,12 +298,12 @@ CheckpointManifest Engine::checkpointManifest(const GridPlace& place,
   m.skippedSteps = skippedSteps_;
   m.microSteps = microSteps_;
   m.lastGradNorm = lastGradNorm_;
-  m.parameters = count_;
-  for (const auto& s : specs_)
+  m.parameters = part.count;
+  for (const auto& s : part.specs)
     m.tensors.push_back(
         {s.name, s.numel, s.slice.fullNumel == 0 ? std::nullopt : std::optional(s.slice)});
-  m.optimizerName = groups_.front().optimizer->name();
-  m.optimizerSteps = groups_.front().optimizer->steps();
+  m.optimizerName = part.groups.front().optimizer->name();
+  m.optimizerSteps = part.groups.front().optimizer->steps();
   for (const auto& a : arrays) m.optimizerArrays.push_back(a.name);
   const LossScaler::State s = scaler_.state();
   m.lossScale = s.scale;
@@ -279,6 +314,10 @@ CheckpointManifest Engine::checkpointManifest(const GridPlace& place,
   m.files = std::move(files);
   if (place.pipe > 1 || place.model > 1)
     m.grid = ManifestGrid{place.pipe, place.model, place.stage, place.modelRank};
+  if (parts_.size() > 1) {
+    const Communicator* ep = grid_.experts;
+    m.experts = ManifestExperts{ep ? ep->size() : 1, part.experts ? (ep ? ep->rank() : 0) : -1};
+  }
   return m;
 }
 
@@ -291,27 +330,34 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
   const std::vector<CheckpointPart> parts = readCheckpointParts((fs::path(dir) / tag).string());
   const CheckpointManifest& m = parts.front().manifest;  // the training state is everyone's
   checkCheckpointFits(parts, scope);
-  // Where each of this rank's tensors comes from.
-  const std::vector<std::vector<TensorSource>> sources = tensorSources(parts, specs_);
   // A model without grid (one stage, no slices) loads the old form: the same tensors in order.
-  // A stage or slice of a grid holds fewer tensors than a one-part checkpoint (the names decide).
-  const bool onGrid =
-      (grid_.pipe && grid_.pipe->size() > 1) || (grid_.model && grid_.model->size() > 1);
-  if (parts.size() == 1 && !onGrid && specs_.size() != parts.front().specs.size())
+  // A stage or slice of a grid, or an expert-parallel rank, holds fewer tensors than a one-part
+  // checkpoint (the names decide).
+  const bool onGrid = (grid_.pipe && grid_.pipe->size() > 1) ||
+                      (grid_.model && grid_.model->size() > 1) || parts_.size() > 1;
+  if (parts.size() == 1 && !onGrid && dense().specs.size() != parts.front().specs.size())
     throw Error(parts.front().manifestPath + ": the checkpoint has " +
                 std::to_string(parts.front().specs.size()) + " parameter tensors, this model " +
-                std::to_string(specs_.size()));
-  // Every shard file read from is verified whole, then only the pieces of the old slices that
-  // overlap this rank's new slices are read: any world size, stage and grid, memory bounded by
-  // the own shard.
-  verifyPartsToRead(parts, sources);
-  const bool convertPerGroup = readStatesFromParts(parts, sources, scope);
-  if (scope.optimizerStates)
-    for (const SubGroup& group : groups_) group.optimizer->setSteps(m.optimizerSteps);
+                std::to_string(dense().specs.size()));
+  std::vector<bool> convertPerGroup;
+  for (Partition& part : parts_) {
+    // Where each of the partition's tensors comes from (an expert from whichever part holds it:
+    // any expert-parallel size).
+    const std::vector<std::vector<TensorSource>> sources = tensorSources(parts, part.specs);
+    // Every shard file read from is verified whole, then only the pieces of the old slices that
+    // overlap this rank's new slices are read: any world size, stage and grid, memory bounded by
+    // the own shard.
+    verifyPartsToRead(part, parts, sources);
+    convertPerGroup.push_back(readStatesFromParts(part, parts, sources, scope));
+    if (scope.optimizerStates)
+      for (const SubGroup& group : part.groups) group.optimizer->setSteps(m.optimizerSteps);
+  }
   if (scope.trainingState) restoreTrainingState(m);
   // The working copy follows the master: converted, gathered or re-sliced as the stage needs.
-  zero_->publishParameters(convertPerGroup);
-  zero_->zeroGradients();
+  for (size_t p = 0; p < parts_.size(); ++p) {
+    parts_[p].zero->publishParameters(convertPerGroup[p]);
+    parts_[p].zero->zeroGradients();
+  }
   return tag;
 }
 
@@ -326,7 +372,7 @@ void Engine::checkCheckpointFits(const std::vector<CheckpointPart>& parts,
                 architectureDifference(m.architecture, model_.architecture()) +
                 "); resume with the config that saved it, or start a new run from these "
                 "weights with finetune");
-  Optimizer& first = *groups_.front().optimizer;
+  Optimizer& first = *dense().groups.front().optimizer;
   const size_t nStates = first.stateArrays().size();
   if (scope.optimizerStates &&
       (m.optimizerName != first.name() || m.optimizerArrays.size() != nStates))
@@ -334,7 +380,7 @@ void Engine::checkCheckpointFits(const std::vector<CheckpointPart>& parts,
                 "\", this run uses \"" + first.name() + "\"");
 }
 
-void Engine::verifyPartsToRead(const std::vector<CheckpointPart>& parts,
+void Engine::verifyPartsToRead(Partition& part, const std::vector<CheckpointPart>& parts,
                                const std::vector<std::vector<TensorSource>>& sources) {
   const CheckpointManifest& m = parts.front().manifest;
   const size_t nArrays = 1 + m.optimizerArrays.size();  // in the files
@@ -355,37 +401,39 @@ void Engine::verifyPartsToRead(const std::vector<CheckpointPart>& parts,
                         nArrays * old.shardSize() * sizeof(float)});
     }
   }
-  verifyShardFiles(checks);
+  verifyShardFiles(*part.comm, checks);
 }
 
-bool Engine::readStatesFromParts(const std::vector<CheckpointPart>& parts,
+bool Engine::readStatesFromParts(Partition& part, const std::vector<CheckpointPart>& parts,
                                  const std::vector<std::vector<TensorSource>>& sources,
                                  CheckpointLoadScope scope) {
+  ZeroStage& zero = *part.zero;
+  const std::vector<ParamSpec>& specs = part.specs;
   const CheckpointManifest& m = parts.front().manifest;
   const std::string& manifestPath = parts.front().manifestPath;
   const size_t nArrays = 1 + m.optimizerArrays.size();         // in the files
   const size_t nLoaded = scope.optimizerStates ? nArrays : 1;  // master weights first
-  const int newPart = zero_->shardLayout().parts() == 1 ? 0 : zero_->shardLayout().rank();
+  const int newPart = zero.shardLayout().parts() == 1 ? 0 : zero.shardLayout().rank();
   // Sub-group by sub-group, each acquired from its home (offload_optimizer nvme: into a slot) while
   // its tensors' pieces are read into it, then released (written back): never more than one group
   // beyond the steady state. Where the home streams a separate master, the 16-bit working values
   // are converted from the slot before it goes, as the step does.
-  OptimizerStateHome& home = zero_->optimizerStates();
+  OptimizerStateHome& home = zero.optimizerStates();
   const bool convertPerGroup =
-      (home.streamsMaster() || zero_->streamsWorkingCopy()) && zero_->separateMaster();
-  char* halfOut = convertPerGroup ? zero_->halfCopyTarget() : nullptr;
-  std::vector<uint64_t> loaded(specs_.size(), 0);  // elements of the master found, per tensor
-  forEachStateGroup(ZeroStage::ShardUse::kOverwrite, [&](size_t g, float* master,
+      (home.streamsMaster() || zero.streamsWorkingCopy()) && zero.separateMaster();
+  char* halfOut = convertPerGroup ? zero.halfCopyTarget() : nullptr;
+  std::vector<uint64_t> loaded(specs.size(), 0);  // elements of the master found, per tensor
+  forEachStateGroup(part, ZeroStage::ShardUse::kOverwrite, [&](size_t g, float* master,
                                                          const std::vector<OptimizerStateArray>& states) {
-    const size_t begin = zero_->shardLayout().shardBegin(groups_[g].t0);
+    const size_t begin = zero.shardLayout().shardBegin(part.groups[g].t0);
     // Where tensor t's slice of array a (0: master, then the optimizer's arrays) lives now.
     auto destination = [&](size_t a, size_t t) -> float* {
-      const size_t offset = zero_->shardLayout().tensor(t).shardOffset - begin;
+      const size_t offset = zero.shardLayout().tensor(t).shardOffset - begin;
       return (a == 0 ? master : states[a - 1].data) + offset;
     };
     for (size_t a = 0; a < nLoaded; ++a)  // padding of the new slices: zero
-      for (size_t t = groups_[g].t0; t < groups_[g].t1; ++t) {
-        const TensorPlacement& p = zero_->shardLayout().tensor(t);
+      for (size_t t = part.groups[g].t0; t < part.groups[g].t1; ++t) {
+        const TensorPlacement& p = zero.shardLayout().tensor(t);
         const size_t valid = std::min(p.slice, p.numel - std::min(p.numel, newPart * p.slice));
         std::fill(destination(a, t) + valid, destination(a, t) + p.slice, 0.0f);
       }
@@ -406,7 +454,7 @@ bool Engine::readStatesFromParts(const std::vector<CheckpointPart>& parts,
       }
       return *f;
     };
-    for (size_t t = groups_[g].t0; t < groups_[g].t1; ++t)
+    for (size_t t = part.groups[g].t0; t < part.groups[g].t1; ++t)
       for (const TensorSource& source : sources[t]) {
         const size_t p = source.part;
         const int oldParts = static_cast<int>(parts[p].manifest.files.size());
@@ -414,13 +462,13 @@ bool Engine::readStatesFromParts(const std::vector<CheckpointPart>& parts,
           OpenFile& f = file(p, q);
           const PartitionLayout& old = f.layout;
           const TensorPlacement& was = old.tensor(source.tensor);
-          const TensorPlacement& now = zero_->shardLayout().tensor(t);
+          const TensorPlacement& now = zero.shardLayout().tensor(t);
           const size_t nowBegin = std::min(now.numel, newPart * now.slice);
           const size_t nowEnd = std::min(now.numel, nowBegin + now.slice);
           const size_t wasBegin = std::min(was.numel, q * was.slice);
           const size_t wasEnd = std::min(was.numel, wasBegin + was.slice);
           const auto copies =
-              sliceOverlaps(specs_[t].fullSlice(), nowBegin, nowEnd,
+              sliceOverlaps(specs[t].fullSlice(), nowBegin, nowEnd,
                             parts[p].specs[source.tensor].fullSlice(), wasBegin, wasEnd);
           for (const SliceCopy& c : copies) {
             loaded[t] += c.count;
@@ -433,16 +481,16 @@ bool Engine::readStatesFromParts(const std::vector<CheckpointPart>& parts,
       }
     if (convertPerGroup)
       convertElements(master, DType::F32, halfOut + begin * dtypeBytes(modelType_), modelType_,
-                      zero_->shardLayout().shardBegin(groups_[g].t1) - begin);
+                      zero.shardLayout().shardBegin(part.groups[g].t1) - begin);
   });
-  for (size_t t = 0; t < specs_.size(); ++t) {
-    const TensorPlacement& now = zero_->shardLayout().tensor(t);
+  for (size_t t = 0; t < specs.size(); ++t) {
+    const TensorPlacement& now = zero.shardLayout().tensor(t);
     const size_t nowBegin = std::min(now.numel, newPart * now.slice);
     const size_t own = std::min(now.numel, nowBegin + now.slice) - nowBegin;
     if (loaded[t] != own)
       throw Error(manifestPath + ": the checkpoint holds " + std::to_string(loaded[t]) + " of " +
                   std::to_string(own) + " elements this rank needs of tensor \"" +
-                  specs_[t].name + "\" (a part of the grid is missing or overlaps)");
+                  specs[t].name + "\" (a part of the grid is missing or overlaps)");
   }
   return convertPerGroup;
 }

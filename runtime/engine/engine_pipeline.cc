@@ -218,11 +218,12 @@ void Engine::reduceTiedGradients(PipelineStage& stage) {
                 "\" with the other end of the pipeline, but the engine has no tied group "
                 "(ParallelGroups::tied)");
   for (const std::string& name : tied) {
+    const std::vector<ParamSpec>& specs = dense().specs;
     size_t t = 0;
-    while (t < specs_.size() && specs_[t].name != name) ++t;
-    if (t == specs_.size())
+    while (t < specs.size() && specs[t].name != name) ++t;
+    if (t == specs.size())
       throw Error("pipeline: the tied tensor \"" + name + "\" is not in this stage's parameters");
-    zero_->allReduceTensorGradient(t, *grid_.tied);
+    dense().zero->allReduceTensorGradient(t, *grid_.tied);
   }
   queue_->waitIdle();
 }

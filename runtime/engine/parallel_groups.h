@@ -18,6 +18,12 @@ struct ParallelGroups {
   // The first and last stage of this rank's pipeline (same data and model coordinates), which both
   // hold the tied word embeddings; null on the other stages.
   Communicator* tied = nullptr;
+  // DeepSpeed-MoE's expert parallelism: the ranks this rank's MoE layers split their experts over
+  // (ep group), and the ranks holding the same experts (expert-data group: the data group's ranks
+  // of this rank's expert-parallel rank), over which the experts' gradients are reduced and their
+  // states partitioned.
+  Communicator* experts = nullptr;
+  Communicator* expertData = nullptr;
 };
 
 }  // namespace ds::runtime

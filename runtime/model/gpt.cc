@@ -132,6 +132,9 @@ class ParameterTable {
   }
 
   void addBlock(int l);
+  // A MoE block's experts (the ones this rank holds: gpt::BlockSlice) as the stage's local layer
+  // `layer`, after the head: the model's expert layers (Gpt::expertLayer).
+  void addExperts(int l, int layer);
 
   void addHead(bool tiedCopy) {
     const int head = c_.numLayers + 1;
@@ -155,10 +158,15 @@ class ParameterTable {
   void add(std::string name, std::vector<int64_t> shape, bool decay, int layer,
            Slicing slicing = {}, Kind kind = kWhole) {
     if (layer < first_ || layer >= end_) return;  // another stage's
+    append(std::move(name), std::move(shape), decay, layer - first_, std::move(slicing), kind);
+  }
+  // A tensor of the stage's local layer `layer`.
+  void append(std::string name, std::vector<int64_t> shape, bool decay, int layer,
+              Slicing slicing = {}, Kind kind = kWhole) {
     ParamSpec s;
     s.name = std::move(name);
     s.weightDecay = decay;
-    s.layer = layer - first_;
+    s.layer = layer;
     fullShapes.push_back(shape);
     if (!slicing.map.whole()) {  // sliced: the local shape from the runs
       const auto local = static_cast<int64_t>(slicing.map.localNumel());
@@ -242,19 +250,7 @@ void ParameterTable::addBlock(int l) {
   // router, experts, DeepSpeed's residual MLP and its coefficient.
   const bool moe = c_.moe.isMoeLayer(l);
   const bool denseMlp = !moe || (c_.moe.kind == MoeKind::DeepSpeed && c_.moe.useResidual);
-  if (moe) {
-    const auto xff = static_cast<int64_t>(c_.expertFfnSize()),
-               xff1 = static_cast<int64_t>(c_.expertFfnInputSize());
-    const bool expertBias = c_.moe.kind == MoeKind::DeepSpeed && mlpBias;
-    add(p + "mlp.router.weight", {c_.moe.numExperts, hidden()}, true, layer);
-    for (int e = 0; e < c_.moe.numExperts; ++e) {
-      const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
-      add(x + "dense_h_to_4h.weight", {xff1, hidden()}, true, layer);
-      if (expertBias) add(x + "dense_h_to_4h.bias", {xff1}, false, layer);
-      add(x + "dense_4h_to_h.weight", {hidden(), xff}, true, layer);
-      if (expertBias) add(x + "dense_4h_to_h.bias", {hidden()}, false, layer);
-    }
-  }
+  if (moe) add(p + "mlp.router.weight", {c_.moe.numExperts, hidden()}, true, layer);
   if (!denseMlp) return;
   const std::string mlp = p + (moe ? "mlp.mlp." : "mlp.");
   add(mlp + "dense_h_to_4h.weight", {ff1, hidden()}, true, layer,
@@ -268,6 +264,22 @@ void ParameterTable::addBlock(int l) {
     add(p + "mlp.coefficient.weight", {2, hidden()}, true, layer);
     add(p + "mlp.coefficient.bias", {2}, false, layer);
   }
+}
+
+void ParameterTable::addExperts(int l, int layer) {
+  if (l + 1 < first_ || l + 1 >= end_) return;  // another stage's block
+  const auto xff = static_cast<int64_t>(c_.expertFfnSize()),
+             xff1 = static_cast<int64_t>(c_.expertFfnInputSize());
+  const bool expertBias = c_.moe.kind == MoeKind::DeepSpeed && c_.biasInMlp;  // NeoX's: none
+  const std::string p = "layers." + std::to_string(l) + ".mlp.experts.";
+  for (size_t e = slice_.firstExpert; e < slice_.firstExpert + slice_.experts; ++e) {
+    const std::string x = p + std::to_string(e) + ".";
+    append(x + "dense_h_to_4h.weight", {xff1, hidden()}, true, layer);
+    if (expertBias) append(x + "dense_h_to_4h.bias", {xff1}, false, layer);
+    append(x + "dense_4h_to_h.weight", {hidden(), xff}, true, layer);
+    if (expertBias) append(x + "dense_4h_to_h.bias", {hidden()}, false, layer);
+  }
+  for (size_t t = specs.size(); t-- > 0 && specs[t].layer == layer;) specs[t].expert = true;
 }
 
 // NeoX's fixed position table [positions, h]: inv_freq = 10000^(-2i / h);
@@ -315,13 +327,24 @@ Gpt::Gpt(GptConfig config, GptPlacement placement, kernels::Accelerator& acceler
                   " must divide by it (each sequence rank attends with 1/" + std::to_string(u) +
                   " of the heads)");
   }
-  const gpt::BlockSlice slice = gpt::blockSlice(config_, rank, t, placement_.model);
+  const gpt::BlockSlice slice =
+      gpt::blockSlice(config_, rank, t, placement_.model, placement_.experts);
   const VocabSlice vocabRows = vocabSlice(config_.paddedVocabSize(), rank, t);
 
   ParameterTable table(config_, rank, t, first_, end_, slice, vocabRows);
   table.addEmbedding();
   for (int l = 0; l < config_.numLayers; ++l) table.addBlock(l);
   table.addHead(tiedCopy_);
+  // Each MoE block's experts: a layer of their own after the head, so that the engine can keep
+  // them apart (expert parallelism reduces and partitions them over the expert-data group).
+  expertLayer_.assign(static_cast<size_t>(config_.numLayers), -1);
+  int nextLayer = end_ - first_;
+  for (int l = blockBegin_; l < blockEnd_; ++l)
+    if (config_.moe.isMoeLayer(l)) {
+      expertLayer_[static_cast<size_t>(l)] = nextLayer;
+      table.addExperts(l, nextLayer++);
+    }
+  layers_ = nextLayer;
   specs_ = std::move(table.specs);
   fullShapes_ = std::move(table.fullShapes);
 
@@ -521,8 +544,8 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
                               : nullptr;
   const Batch& used = ulysses ? ulyssesBatch(batch, *ulysses) : batch;
   GptPass P = beginPass(used, pass);
-  if (pass != Pass::Logits && placement_.experts && placement_.experts->size() > 1)
-    P.shape.experts = placement_.experts;  // generation computes every expert here
+  // Each rank holds only its experts: every pass, generation too, runs them over the group.
+  if (placement_.experts && placement_.experts->size() > 1) P.shape.experts = placement_.experts;
   if (ulysses) {
     P.shape.ulysses = ulysses;
     P.shape.fullSeq = P.seq * static_cast<size_t>(ulysses->size());
@@ -650,7 +673,7 @@ std::vector<ModuleProfile> Gpt::profileModules(size_t samples, size_t seq) const
       const gpt::BlockLayout moe = gpt::blockLayout(config_, true);
       const double E = config_.moe.numExperts, router = E * h;
       const double experts = E * static_cast<double>(moe.expertStride);
-      blockParams = static_cast<double>(moe.numel);
+      blockParams = static_cast<double>(moe.numel) + experts;
       mlpMacs = N * config_.mlpMacsPerToken(static_cast<int>(l));
       const double residual =
           mlpMacs - N * router -

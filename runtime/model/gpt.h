@@ -51,7 +51,9 @@ class Gpt : public Model, public PipelineStage {
   ~Gpt() override;
 
   const std::vector<ParamSpec>& parameters() const override { return specs_; }
-  int layerCount() const override { return end_ - first_; }
+  // The stage's layers [first, end) (0 the embedding, 1..L the blocks, L + 1 the head), then
+  // one layer per MoE block of the stage holding its experts (expertLayer).
+  int layerCount() const override { return layers_; }
   std::string architecture() const override { return config_.architecture(); }
   void initTensorRange(const ParamSpec& spec, float* values, uint64_t seed, size_t begin,
                        size_t end) const override;
@@ -136,6 +138,8 @@ class Gpt : public Model, public PipelineStage {
   // Ulysses: this rank's positions of every sample of `batch` (kept in the activations).
   const Batch& ulyssesBatch(const Batch& batch, Communicator& group);
   int local(int layer) const { return layer - first_; }  // the engine's number of a layer
+  // The engine's number of MoE block l's experts' layer (-1 for a dense block).
+  int expertLayer(size_t block) const { return expertLayer_.at(block); }
   // The group a sliced pass all-reduces over; null at model size 1 (the unsliced code).
   Communicator* modelGroup() const { return placement_.modelSize > 1 ? placement_.model : nullptr; }
 
@@ -144,6 +148,8 @@ class Gpt : public Model, public PipelineStage {
   kernels::Accelerator* acc_;
   int first_ = 0, end_ = 0;            // layers held, full numbering
   int blockBegin_ = 0, blockEnd_ = 0;  // blocks held, 0-based
+  int layers_ = 0;                     // layerCount()
+  std::vector<int> expertLayer_;       // per block: its experts' layer, -1 for a dense one
   bool tiedCopy_ = false;              // the head holds its own copy of the tied word embeddings
   std::vector<ParamSpec> specs_;
   std::vector<std::vector<int64_t>> fullShapes_;  // by spec: the one-rank shape (init's fans)

@@ -10,6 +10,7 @@
 // sliding window (query i sees keys i - W..i) or the whole prefix.
 #include "runtime/model/gpt_block.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -65,7 +66,8 @@ constexpr uint64_t kSiteAttentionProbs = 1, kSiteAttentionOut = 2, kSiteMlpOut =
 
 }  // namespace
 
-BlockSlice blockSlice(const GptConfig& c, int rank, int size, Communicator* model) {
+BlockSlice blockSlice(const GptConfig& c, int rank, int size, Communicator* model,
+                      Communicator* experts) {
   BlockSlice s;
   s.rank = rank;
   s.size = size;
@@ -82,6 +84,11 @@ BlockSlice blockSlice(const GptConfig& c, int rank, int size, Communicator* mode
                                    "the MLP's width (intermediate-size, or 4 x hidden-size)");
   s.firstFfn = ffn.begin;
   s.ffn = ffn.count;
+  const int ep = experts ? experts->size() : 1, epRank = experts ? experts->rank() : 0;
+  const SliceRange held = evenChunk(static_cast<size_t>(std::max(c.moe.numExperts, 0)), epRank, ep,
+                                    "moe-num-experts (over the expert-parallel ranks)");
+  s.firstExpert = held.begin;
+  s.experts = held.count;
   return s;
 }
 
@@ -120,12 +127,12 @@ BlockLayout blockLayout(const GptConfig& c, const BlockSlice& slice, bool moe) {
     const size_t xff = c.expertFfnSize(), xff1 = c.expertFfnInputSize();
     const bool expertBias = c.moe.kind == MoeKind::DeepSpeed && mlpBias;  // NeoX's have none
     l.routerw = take(static_cast<size_t>(c.moe.numExperts) * h);
-    l.expertFirst = o;
     l.expert = {0, expertBias ? xff1 * h : BlockLayout::kNone, xff1 * h + (expertBias ? xff1 : 0),
                 BlockLayout::kNone};
     l.expertStride = xff1 * h + xff * h + (expertBias ? xff1 + h : 0);
     if (expertBias) l.expert.fc2b = l.expert.fc2w + h * xff;
-    take(l.expertStride * static_cast<size_t>(c.moe.numExperts));
+    l.experts = slice.experts;
+    l.expertsNumel = l.expertStride * slice.experts;
   }
   l.fc1w = maybe(denseMlp, ff1 * h);
   l.fc1b = maybe(denseMlp && mlpBias, ff1);
@@ -419,11 +426,11 @@ void BlockRunner::rotate(float* qkv, const kernels::AttentionShape& shape, bool 
             sin_.data(), inverse);
 }
 
-void BlockRunner::forward(const float* params, BlockActivations& a, BlockWorkspace& w,
-                          const BlockShape& s, float* out, const DropoutKey* dropout,
-                          double* times) {
+void BlockRunner::forward(BlockTensors<const float> params, BlockActivations& a,
+                          BlockWorkspace& w, const BlockShape& s, float* out,
+                          const DropoutKey* dropout, double* times) {
   Laps laps(times);
-  attentionForward(params, a, w, s, dropout, laps);
+  attentionForward(params.block, a, w, s, dropout, laps);
   mlpForward(params, a, w, s, dropout, laps);
   const size_t n = s.local, h = c_.hiddenSize;
   const float* attnOut = w.attnOut.data();
@@ -484,13 +491,14 @@ void BlockRunner::attentionForward(const float* params, BlockActivations& a, Blo
   laps.endPart(kDense, kAttention, attentionStart);
 }
 
-void BlockRunner::mlpForward(const float* params, BlockActivations& a, BlockWorkspace& w,
-                             const BlockShape& s, const DropoutKey* dropout, Laps& laps) {
+void BlockRunner::mlpForward(BlockTensors<const float> params, BlockActivations& a,
+                             BlockWorkspace& w, const BlockShape& s, const DropoutKey* dropout,
+                             Laps& laps) {
   const BlockLayout& L = layout_;
   // The rank's MLP columns (all of them at model size 1).
   const size_t N = s.rows, n = s.local, h = c_.hiddenSize, ff = slice_.ffn,
                ff1 = c_.gated() ? 2 * ff : ff;
-  auto P = [&](size_t offset) { return tensorAt(params, offset); };
+  auto P = [&](size_t offset) { return tensorAt(params.block, offset); };
 
   const float* mlpIn = a.input.data();
   KernelTimer residual(KernelFamily::ElementWise);
@@ -568,28 +576,28 @@ const float* BlockRunner::throughHiddenDropout(const float* from, BlockWorkspace
   return masked;
 }
 
-void BlockRunner::backward(const float* params, float* grads, const BlockActivations& a,
-                           BlockWorkspace& w, const BlockShape& s, const float* dOut, float* dIn,
-                           const DropoutKey* dropout) {
+void BlockRunner::backward(BlockTensors<const float> params, BlockTensors<float> grads,
+                           const BlockActivations& a, BlockWorkspace& w, const BlockShape& s,
+                           const float* dOut, float* dIn, const DropoutKey* dropout) {
   // dIn collects the residual paths: dOut, then norm2's and norm1's input gradients.
   const BlockLayout& L = layout_;
   const size_t h = c_.hiddenSize, normWeights = static_cast<size_t>(c_.normWeightSize());
-  auto G = [&](size_t offset) { return tensorAt(grads, offset); };
+  auto G = [&](size_t offset) { return tensorAt(grads.block, offset); };
   ShardedGradients sharded(s.sequence);  // the norms and row-parallel biases, from local rows
   for (size_t norm : {L.ln1w, L.ln2w}) sharded.add(G(norm), normWeights);
   for (size_t bias : {L.ln1b, L.ln2b, L.denseb, L.fc2b}) sharded.add(G(bias), h);
   float* dLn = mlpBackward(params, grads, a, w, s, dOut, dIn, dropout);
-  attentionBackward(params, grads, a, w, s, dOut, dIn, dLn, dropout);
+  attentionBackward(params.block, grads.block, a, w, s, dOut, dIn, dLn, dropout);
   sharded.finish();
 }
 
-float* BlockRunner::mlpBackward(const float* params, float* grads, const BlockActivations& a,
-                                BlockWorkspace& w, const BlockShape& s, const float* dOut,
-                                float* dIn, const DropoutKey* dropout) {
+float* BlockRunner::mlpBackward(BlockTensors<const float> params, BlockTensors<float> grads,
+                                const BlockActivations& a, BlockWorkspace& w, const BlockShape& s,
+                                const float* dOut, float* dIn, const DropoutKey* dropout) {
   const BlockLayout& L = layout_;
   const size_t N = s.rows, n = s.local, h = c_.hiddenSize;
-  auto P = [&](size_t offset) { return tensorAt(params, offset); };
-  auto G = [&](size_t offset) { return tensorAt(grads, offset); };
+  auto P = [&](size_t offset) { return tensorAt(params.block, offset); };
+  auto G = [&](size_t offset) { return tensorAt(grads.block, offset); };
 
   const bool tied = c_.gptjTied;
   const float* mlpNormed = gatherShards(tied ? a.ln1.data() : a.ln2.data(), w.gatheredB, s, h);
@@ -598,7 +606,7 @@ float* BlockRunner::mlpBackward(const float* params, float* grads, const BlockAc
     moe_.backward(moeTensors(params), moeTensors(grads), mlpNormed, N, a.moe, w.moe, dOut, dLn,
                   auxLossGrad_, s.experts);
   else
-    denseMlpBackward(params, grads, a, w, s, dOut, mlpNormed, dLn, dropout);
+    denseMlpBackward(params.block, grads.block, a, w, s, dOut, mlpNormed, dLn, dropout);
   const float* mlpIn = c_.gptjResidual ? a.input.data() : a.mid.data();
   if (tied) {
     elementWise([&] { std::memcpy(dIn, dOut, n * h * sizeof(float)); });
@@ -650,12 +658,14 @@ void BlockRunner::denseMlpBackward(const float* params, float* grads, const Bloc
 }
 
 template <class T>
-MoeTensors<T> BlockRunner::moeTensors(T* base) const {
+MoeTensors<T> BlockRunner::moeTensors(BlockTensors<T> tensors) const {
   const BlockLayout& L = layout_;
+  T* base = tensors.block;
   MoeTensors<T> t;
   t.router = tensorAt(base, L.routerw);
-  for (int e = 0; e < c_.moe.numExperts; ++e) {
-    T* first = base + L.expertFirst + static_cast<size_t>(e) * L.expertStride;
+  if (!tensors.experts) throw Error("a MoE layer needs its experts' layer");
+  for (size_t e = 0; e < L.experts; ++e) {
+    T* first = tensors.experts + e * L.expertStride;
     t.experts.push_back({tensorAt(first, L.expert.fc1w), tensorAt(first, L.expert.fc1b),
                          tensorAt(first, L.expert.fc2w), tensorAt(first, L.expert.fc2b)});
   }

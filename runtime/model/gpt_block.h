@@ -30,19 +30,21 @@ struct ColumnGroup {
 
 // Element offsets of a block's tensors from its first parameter; a tensor the config leaves out
 // (a norm's or a linear's bias) has offset kNone.
-// A MoE layer (MoeConfig::isMoeLayer) has a router [experts, h] and the experts, expert e's MLP at
-// expertFirst + e x expertStride plus its offsets in `expert` (relative; kNone where absent);
-// fc1w..fc2b are then DeepSpeed's residual MLP (kNone without moe-use-residual) and coefw, coefb
-// its mixing coefficient [2, h], [2].
+// A MoE layer (MoeConfig::isMoeLayer) has a router [experts, h]; fc1w..fc2b are then DeepSpeed's
+// residual MLP (kNone without moe-use-residual) and coefw, coefb its mixing coefficient [2, h],
+// [2]. Its experts are a layer of their own (the model's expert layers, which expert parallelism
+// partitions over the expert-data group): the rank's `experts` experts back to back, the i-th at
+// i x expertStride plus its offsets in `expert` (kNone where absent), expertsNumel in all.
 struct ExpertOffsets {
   size_t fc1w, fc1b, fc2w, fc2b;
 };
 struct BlockLayout {
   static constexpr size_t kNone = ~size_t{0};
   size_t ln1w, ln1b, qknw, qknb, qkvw, qkvb, densew, denseb, ln2w, ln2b, fc1w, fc1b, fc2w, fc2b;
-  size_t routerw = kNone, expertFirst = kNone, expertStride = 0, coefw = kNone, coefb = kNone;
+  size_t routerw = kNone, coefw = kNone, coefb = kNone;
+  size_t experts = 0, expertStride = 0, expertsNumel = 0;
   ExpertOffsets expert{kNone, kNone, kNone, kNone};
-  size_t numel;
+  size_t numel;  // the block's layer, experts aside
   bool moe() const { return routerw != kNone; }
 };
 
@@ -54,9 +56,14 @@ struct BlockSlice {
   Communicator* model = nullptr;
   size_t firstHead = 0, heads = 0, firstKvHead = 0, kvHeads = 0;
   size_t firstFfn = 0, ffn = 0;  // the rank's columns of the MLP's inner width
+  // Expert parallelism (DeepSpeed's ep group): the MoE experts this rank holds and computes,
+  // [firstExpert, firstExpert + experts); every one without it.
+  size_t firstExpert = 0, experts = 0;
 };
-// Throws ds::Error naming the key that does not divide by the model-parallel size.
-BlockSlice blockSlice(const GptConfig& c, int rank, int size, Communicator* model);
+// Throws ds::Error naming the key that does not divide by the model-parallel size. `experts`: the
+// expert-parallel group (null or of size 1: every expert here).
+BlockSlice blockSlice(const GptConfig& c, int rank, int size, Communicator* model,
+                      Communicator* experts = nullptr);
 // The layout of the rank's slice of a block (the whole block without a slice); a MoE layer's
 // with `moe`.
 BlockLayout blockLayout(const GptConfig& c, const BlockSlice& slice, bool moe = false);
@@ -98,6 +105,15 @@ struct BlockWorkspace {
   MoeWorkspace moe;
 };
 
+// A block's tensors as the layer access hands them out: the block's layer and, for a MoE layer,
+// its experts' layer (BlockLayout).
+template <class T>
+struct BlockTensors {
+  BlockTensors(T* block, T* experts = nullptr) : block(block), experts(experts) {}
+  T* block;
+  T* experts;
+};
+
 struct BlockShape {
   size_t samples, seq, rows;  // rows = samples * seq
   // Megatron's sequence parallelism (sequence_parallel.h): the norms, residual sums and hidden
@@ -111,8 +127,8 @@ struct BlockShape {
   // its 1/u of the heads, the rows moved there and back over `ulysses`. Null: every position.
   Communicator* ulysses = nullptr;
   size_t positionOffset = 0, fullSeq = 0;
-  // Expert parallelism (DeepSpeed's ep group): the ranks a MoE layer's experts are split over, in
-  // training and evaluation passes; null: every expert on this rank (generation).
+  // Expert parallelism (DeepSpeed's ep group): the ranks a MoE layer's experts are split over
+  // (each holds BlockSlice::experts of them); null: every expert on this rank.
   Communicator* experts = nullptr;
 };
 // The shape of a pass over `samples` sequences of `seq`, with every row on this rank.
@@ -141,11 +157,13 @@ class BlockRunner {
                kTimers };
   // out = block(in); keeps what backward needs in `a` (a.input must already hold `in`). `times`
   // (kTimers seconds, may be null) accumulates each part's forward latency for the profiler.
-  void forward(const float* params, BlockActivations& a, BlockWorkspace& w, const BlockShape& s,
-               float* out, const DropoutKey* dropout, double* times = nullptr);
+  void forward(BlockTensors<const float> params, BlockActivations& a, BlockWorkspace& w,
+               const BlockShape& s, float* out, const DropoutKey* dropout,
+               double* times = nullptr);
   // dIn = d(loss)/d(input) from dOut; adds the parameter gradients into grads.
-  void backward(const float* params, float* grads, const BlockActivations& a, BlockWorkspace& w,
-                const BlockShape& s, const float* dOut, float* dIn, const DropoutKey* dropout);
+  void backward(BlockTensors<const float> params, BlockTensors<float> grads,
+                const BlockActivations& a, BlockWorkspace& w, const BlockShape& s,
+                const float* dOut, float* dIn, const DropoutKey* dropout);
   const BlockLayout& layout() const { return layout_; }
   // d(loss)/d(l_aux) of the next backward passes: moe-loss-coeff x the pass's gradient scale.
   void setAuxLossGradient(double g) { auxLossGrad_ = g; }
@@ -182,8 +200,8 @@ class BlockRunner {
   class Laps;
   void attentionForward(const float* params, BlockActivations& a, BlockWorkspace& w,
                         const BlockShape& s, const DropoutKey* dropout, Laps& laps);
-  void mlpForward(const float* params, BlockActivations& a, BlockWorkspace& w, const BlockShape& s,
-                  const DropoutKey* dropout, Laps& laps);
+  void mlpForward(BlockTensors<const float> params, BlockActivations& a, BlockWorkspace& w,
+                  const BlockShape& s, const DropoutKey* dropout, Laps& laps);
   // attention.dense and dense_4h_to_h: out = x [N, width] W^T, row-parallel (the ranks' partial
   // sums, then the bias once), then hidden dropout at `site`; out holds the rank's s.local rows
   // (all N without sequence parallelism). bias may be null.
@@ -192,9 +210,9 @@ class BlockRunner {
                         const DropoutKey* dropout, uint64_t site) const;
   // backward's halves, the MLP's first. It returns the gradient of the MLP's normed input (w.dB),
   // which the attention's half completes with QKV's where the norms are tied.
-  float* mlpBackward(const float* params, float* grads, const BlockActivations& a,
-                     BlockWorkspace& w, const BlockShape& s, const float* dOut, float* dIn,
-                     const DropoutKey* dropout);
+  float* mlpBackward(BlockTensors<const float> params, BlockTensors<float> grads,
+                     const BlockActivations& a, BlockWorkspace& w, const BlockShape& s,
+                     const float* dOut, float* dIn, const DropoutKey* dropout);
   void attentionBackward(const float* params, float* grads, const BlockActivations& a,
                          BlockWorkspace& w, const BlockShape& s, const float* dOut, float* dIn,
                          float* dLn, const DropoutKey* dropout);
@@ -208,7 +226,7 @@ class BlockRunner {
                         const float* mlpNormed, float* dLn, const DropoutKey* dropout);
   // A MoE layer's tensors in params or grads.
   template <class T>
-  MoeTensors<T> moeTensors(T* base) const;
+  MoeTensors<T> moeTensors(BlockTensors<T> t) const;
 
   const GptConfig& c_;
   kernels::Accelerator& acc_;

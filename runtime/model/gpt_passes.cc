@@ -93,8 +93,9 @@ void Gpt::blocksForward(GptPass& P, GptBuffer& B, LayerAccess& access) {
   const bool partitioned =
       P.checkpointing && model && config_.partitionActivations && !P.shape.sequence;
   for (size_t l = first; l < L; ++l) {
-    const int layer = local(static_cast<int>(l + 1));
-    const float* p = access.acquireParameters(layer);
+    const int layer = local(static_cast<int>(l + 1)), experts = expertLayer(l);
+    const gpt::BlockTensors<const float> p(access.acquireParameters(layer),
+                                           experts < 0 ? nullptr : access.acquireParameters(experts));
     BlockActivations& kept = B.blocks[l - first];
     // Without a backward to come (evaluation, generation) nothing is kept beyond the block in
     // hand: each runs in the one scratch block, its input moved in and freed from the buffer, so
@@ -117,6 +118,7 @@ void Gpt::blocksForward(GptPass& P, GptBuffer& B, LayerAccess& access) {
                            times ? times + blockModule(l) : nullptr);
     if (P.train && config_.moe.isMoeLayer(static_cast<int>(l))) countMoe(a.moe.stats);
     if (times) times[blockModule(l) + gpt::BlockRunner::kLayer] += since(blockStart);
+    if (experts >= 0) access.releaseParameters(experts);
     access.releaseParameters(layer);
   }
   if (P.train && config_.moe.enabled()) ++moeWindow_.passes;
@@ -244,8 +246,9 @@ void Gpt::blocksBackward(GptPass& P, GptBuffer& B, LayerAccess& access) {
   const bool partitioned =
       P.checkpointing && model && config_.partitionActivations && !P.shape.sequence;
   for (size_t l = L; l-- > first;) {
-    const int layer = local(static_cast<int>(l + 1));
-    const float* p = access.acquireParameters(layer);
+    const int layer = local(static_cast<int>(l + 1)), experts = expertLayer(l);
+    const gpt::BlockTensors<const float> p(access.acquireParameters(layer),
+                                           experts < 0 ? nullptr : access.acquireParameters(experts));
     BlockActivations* a = &B.blocks[l - first];
     if (P.checkpointing) {  // recompute this block's forward from its kept input
       if (partitioned)  // every model rank's chunk of it
@@ -257,9 +260,11 @@ void Gpt::blocksBackward(GptPass& P, GptBuffer& B, LayerAccess& access) {
                              P.dropoutFor(l + 1));
       a = &A.recompute;
     }
-    float* g = access.layerGradients(layer);
+    const gpt::BlockTensors<float> g(access.layerGradients(layer),
+                                     experts < 0 ? nullptr : access.layerGradients(experts));
     float* dIn = sized(A.dx, n * h);
     A.runnerFor(l).backward(p, g, *a, A.work, P.shape, dx, dIn, P.dropoutFor(l + 1));
+    if (experts >= 0) access.gradientsDone(experts);
     access.gradientsDone(layer);
     std::swap(A.dx, A.dy);
     dx = A.dy.data();

@@ -20,8 +20,8 @@ struct GptPlacement {
   // DeepSpeed-Ulysses: the ranks that share each sample's positions (consecutive positions,
   // T / size each, in rank order), null or of size 1 without it.
   Communicator* sequence = nullptr;
-  // DeepSpeed-MoE's expert parallelism: the ranks each MoE layer's experts are computed over
-  // (consecutive data-parallel ranks; every rank holds every expert's parameters), null or of size
+  // DeepSpeed-MoE's expert parallelism: the ranks each MoE layer's experts are split over
+  // (consecutive data-parallel ranks; each holds and computes 1 / size of them), null or of size
   // 1 without it.
   Communicator* experts = nullptr;
 };

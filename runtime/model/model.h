@@ -29,6 +29,10 @@ struct ParamSpec {
   // Tensor slicing: where this rank's elements sit in the full (one-rank) tensor; fullNumel 0
   // means the whole tensor. Checkpoints record it to reshard at another model-parallel size.
   SliceMap slice = {};
+  // A MoE expert's tensor: with expert parallelism each rank holds its experts' only, and the
+  // engine reduces and partitions them over the expert-data-parallel group, not the data group.
+  // Expert tensors make up whole layers.
+  bool expert = false;
   SliceMap fullSlice() const { return slice.fullNumel == 0 ? SliceMap{numel, {}} : slice; }
 };
 

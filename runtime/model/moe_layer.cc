@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <string>
 
+#include "common/error.h"
 #include "kernels/cpu/kernel_timers.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/parallel_for.h"
@@ -244,12 +246,15 @@ void MoeLayer::planExchange(Communicator& group, MoeActivations& a) const {
 void MoeLayer::runExperts(const MoeTensors<const float>& p, const float* x, MoeActivations& a,
                           MoeWorkspace& w, Communicator* group) const {
   const size_t h = h_, S = a.offsets[experts_];
+  const size_t held = exchanged(group) ? experts_ / static_cast<size_t>(group->size()) : experts_;
+  if (p.experts.size() != held)
+    throw Error("MoE layer: " + std::to_string(p.experts.size()) + " experts' tensors, expected " +
+                std::to_string(held));
   float* y = sized(a.out, S * h);
   const float* rows = gatherRows(x, a, h, w.rows);
   // This rank's experts' rows: a.order's own, or (expert parallelism) those the group sent.
   const float* in = rows;
   const std::vector<size_t>* offsets = &a.offsets;
-  size_t first = 0;
   float* out = y;
   ExchangeLayout l{};
   if (exchanged(group)) {
@@ -257,7 +262,6 @@ void MoeLayer::runExperts(const MoeTensors<const float>& p, const float* x, MoeA
     const MoeExchange& ex = a.exchange;
     const size_t ranks = static_cast<size_t>(group->size()), nl = experts_ / ranks;
     l = {ranks, nl, ex.capacity, h};
-    first = static_cast<size_t>(group->rank()) * nl;
     offsets = &ex.localOffsets;
     float* received = sized(a.exchange.expertIn, offsets->back() * h);
     toExperts(*group, rows, a.offsets, ex, l, sized(w.sendChunks, ranks * l.C * h),
@@ -270,7 +274,7 @@ void MoeLayer::runExperts(const MoeTensors<const float>& p, const float* x, MoeA
   float* act = sized(a.act, R * xff_);
   forExperts(*offsets, [&](size_t e, bool timed) {
     const size_t r0 = (*offsets)[e], n = (*offsets)[e + 1] - r0;
-    mlpForward(p.experts[first + e], in + r0 * h, n, xff1_, xff_, fc1 + r0 * xff1_, act + r0 * xff_,
+    mlpForward(p.experts[e], in + r0 * h, n, xff1_, xff_, fc1 + r0 * xff1_, act + r0 * xff_,
                out + r0 * h, timed);
   });
   if (exchanged(group))
@@ -285,14 +289,12 @@ void MoeLayer::runExpertsBackward(const MoeTensors<const float>& p, const MoeTen
   const float* in = nullptr;  // the experts' input rows, as in runExperts
   const float* dOut = dY;
   const std::vector<size_t>* offsets = &a.offsets;
-  size_t first = 0;
   float* dIn = dX;
   ExchangeLayout l{};
   if (exchanged(group)) {
     const MoeExchange& ex = a.exchange;
     const size_t ranks = static_cast<size_t>(group->size()), nl = experts_ / ranks;
     l = {ranks, nl, ex.capacity, h};
-    first = static_cast<size_t>(group->rank()) * nl;
     offsets = &ex.localOffsets;
     float* received = sized(w.localRows, offsets->back() * h);
     toExperts(*group, dY, a.offsets, ex, l, sized(w.sendChunks, ranks * l.C * h),
@@ -308,7 +310,7 @@ void MoeLayer::runExpertsBackward(const MoeTensors<const float>& p, const MoeTen
   float* dFc1 = sized(w.dFc1, R * xff1_);
   forExperts(*offsets, [&](size_t e, bool timed) {
     const size_t r0 = (*offsets)[e], n = (*offsets)[e + 1] - r0;
-    mlpBackward(p.experts[first + e], g.experts[first + e], in + r0 * h, n, xff1_, xff_,
+    mlpBackward(p.experts[e], g.experts[e], in + r0 * h, n, xff1_, xff_,
                 a.fc1.data() + r0 * xff1_, a.act.data() + r0 * xff_, dOut + r0 * h, dIn + r0 * h,
                 dAct + r0 * xff_, dFc1 + r0 * xff1_, timed);
   });

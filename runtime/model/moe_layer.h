@@ -1,5 +1,5 @@
 // Internal to the GPT model (gpt_block.cc): a mixture-of-experts layer in place of a block's MLP,
-// on the normed MLP input x [N, h] of one rank that holds every expert. Routing per
+// on the normed MLP input x [N, h]. Routing per
 // moe_routing.h; each expert an MLP of the config's activation (NeoX's dropless experts: no
 // biases, never gated; DeepSpeed's: the dense MLP, biases and gate included), run on the rows
 // routed to it, grouped expert by expert in token order; out[t] = sum_j weight[t, j] x
@@ -28,7 +28,8 @@ struct MlpTensors {
   T* fc2b = nullptr;
 };
 
-// A MoE layer's tensors: the router [experts, h], the experts, DeepSpeed's residual MLP and its
+// A MoE layer's tensors: the router [experts, h], the experts this rank computes (every one, or
+// with expert parallelism the rank's 1/ep of them, in order), DeepSpeed's residual MLP and its
 // coefficient [2, h] and [2] (null without moe-use-residual).
 template <class T>
 struct MoeTensors {
@@ -81,7 +82,7 @@ class MoeLayer {
  public:
   MoeLayer(const GptConfig& c, kernels::Accelerator& acc);
   // out [N, h] from x [N, h] of samples of `seq` tokens; `noise` null in evaluation. `experts`:
-  // the expert-parallel group (DeepSpeed's ep group, size ep: rank r computes experts
+  // the expert-parallel group (DeepSpeed's ep group, size ep: rank r holds and computes experts
   // [r E / ep, (r + 1) E / ep) for every rank of the group, the rows moved there and back by
   // all-to-all), or null: every expert here. Collective over it.
   MoeStatistics forward(const MoeTensors<const float>& p, const float* x, size_t N,

@@ -95,12 +95,33 @@ float* ZeroStage::layerGradients(int layer) {
   if (keepsWholeGradients() && ctx_.gradType == DType::F32) {
     layerAccumulated_.resize(static_cast<size_t>(layerCount()), 0);
     if (!layerAccumulated_[static_cast<size_t>(layer)]) {
-      layerInPlace_ = layer;
+      layersInPlace_.push_back(layer);
       return reinterpret_cast<float*>(grads_.data()) + layerBase(layer);
     }
   }
-  layerScratch_.assign(layerNumel(layer), 0.0f);
-  return layerScratch_.data();
+  return openScratch(layer);
+}
+
+float* ZeroStage::openScratch(int layer) {
+  closeScratch(layer);  // a backward begun again (a failed pass) starts from zero
+  auto free = std::find_if(layerScratch_.begin(), layerScratch_.end(),
+                           [](const LayerScratch& s) { return s.layer < 0; });
+  if (free == layerScratch_.end()) free = layerScratch_.insert(free, LayerScratch{});
+  free->layer = layer;
+  free->values.assign(layerNumel(layer), 0.0f);
+  return free->values.data();
+}
+
+float* ZeroStage::scratchOf(int layer) {
+  for (LayerScratch& s : layerScratch_)
+    if (s.layer == layer) return s.values.data();
+  throw Error("ZeRO: gradientsDone for layer " + std::to_string(layer) +
+              " without its layerGradients");
+}
+
+void ZeroStage::closeScratch(int layer) {
+  for (LayerScratch& s : layerScratch_)
+    if (s.layer == layer) s.layer = -1;
 }
 
 void ZeroStage::fillMaster(size_t t0, size_t t1, float* out) {
@@ -210,7 +231,8 @@ MemoryUsage ZeroStage::memory() const {
   m.parameters = working_.size();
   m.gradients = grads_.size();
   m.masterWeights = master_.size() * sizeof(float);
-  m.buffers = layerScratch_.capacity() * sizeof(float) + halfShard_.capacity();
+  m.buffers = halfShard_.capacity();
+  for (const LayerScratch& s : layerScratch_) m.buffers += s.values.capacity() * sizeof(float);
   for (const ConvertedLayer& c : converted_) m.buffers += c.values.capacity() * sizeof(float);
   for (const auto& v : staging_) m.buffers += v.capacity();
   for (const auto& v : received_) m.buffers += v.capacity();
@@ -245,14 +267,16 @@ void ZeroStage::drawInto(const InitialValues& draw, size_t t, size_t begin, size
 
 void ZeroStage::accumulateWholeGradients(int layer) {
   if (!layerAccumulated_.empty()) layerAccumulated_[static_cast<size_t>(layer)] = 1;
-  if (layer == layerInPlace_) {  // added where they belong already
-    layerInPlace_ = -1;
+  if (const auto in = std::find(layersInPlace_.begin(), layersInPlace_.end(), layer);
+      in != layersInPlace_.end()) {  // added where they belong already
+    layersInPlace_.erase(in);
     return;
   }
   const size_t base = layerBase(layer), numel = layerNumel(layer);
-  if (numel == 0) return;
-  accumulateElements(grads_.data() + base * dtypeBytes(ctx_.gradType), ctx_.gradType,
-                     layerScratch_.data(), DType::F32, numel);
+  if (numel > 0)
+    accumulateElements(grads_.data() + base * dtypeBytes(ctx_.gradType), ctx_.gradType,
+                       scratchOf(layer), DType::F32, numel);
+  closeScratch(layer);
 }
 
 void ZeroStage::reduceBucketsAtBoundary(bool keepOwnSlicesOnly) {
@@ -299,9 +323,10 @@ void ZeroStage::packForReductionDuringBackward(int layer) {
     received_[slot].resize(chunk * dtypeBytes(ctx_.commType));
   }
   const size_t slot = bucketSlot_[b];
-  layout_->packPart(layerScratch_.data(), DType::F32, base, ctx_.layerTensors[layer].first,
+  layout_->packPart(scratchOf(layer), DType::F32, base, ctx_.layerTensors[layer].first,
                     ctx_.layerTensors[layer].second, bucket.t0, bucket.t1, staging_[slot].data(),
                     ctx_.commType, preDivide());
+  closeScratch(layer);
   if (layer != bucket.firstLayer) return;
   // The bucket is complete: reduce-scatter it while the backward pass goes on.
   const size_t chunk = layout_->chunk(bucket.t0, bucket.t1);

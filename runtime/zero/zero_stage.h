@@ -246,11 +246,20 @@ class ZeroStage {
   AlignedVector<char> grads_;        // grad dtype: F (stages 0, 1) or S (stages 2, 3)
   AlignedVector<float> master_;      // S; empty when the working copy is the master itself
   AlignedVector<char> halfShard_;    // S, model dtype: CPU-Adam's fused copy at stages 1-2
-  std::vector<float> layerScratch_;  // fp32 gradients of the layer being back-propagated
+  // fp32 gradients of the layers being back-propagated (more than one at a time: a MoE block's
+  // backward writes its experts' layer too), in buffers kept from layer to layer.
+  struct LayerScratch {
+    int layer = -1;  // -1: free
+    std::vector<float> values;
+  };
+  std::vector<LayerScratch> layerScratch_;
+  float* openScratch(int layer);  // a free buffer, zeroed, for the layer
+  float* scratchOf(int layer);    // the layer's, as layerGradients gave it
+  void closeScratch(int layer);
   // Stages 0, 1: per layer, whether its gradients were accumulated since the last zeroing; and
-  // the layer whose backward layerGradients sent to the gradient buffer itself (-1: none).
+  // the layers whose backward layerGradients sent to the gradient buffer itself.
   std::vector<char> layerAccumulated_;
-  int layerInPlace_ = -1;
+  std::vector<int> layersInPlace_;
   // 16-bit working copy: an fp32 view of each layer the model holds. More than one at a time:
   // tied weights hold the embedding while the head's parameters are in use.
   struct ConvertedLayer {
