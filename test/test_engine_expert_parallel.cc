@@ -11,7 +11,8 @@
 //     per-tensor slices of ZeRO's partition layout), and training equals the ZeRO 0 run within
 //     1e-5.
 //   - a checkpoint saved at ep 2 (ZeRO 2) holds one experts' part per expert-parallel rank and
-//     loads at ep 4 and on one rank, bit for bit the saved parameters.
+//     loads at ep 4 (ZeRO 3), at ep 1 (ZeRO 1) and on one rank, and ds-generate's layer reader
+//     reads it: bit for bit the saved parameters.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <map>
@@ -21,6 +22,7 @@
 
 #include "runtime/comm/memory_store.h"
 #include "runtime/config/ds_config.h"
+#include "runtime/engine/checkpoint_layers.h"
 #include "runtime/engine/engine.h"
 #include "runtime/zero/partition_layout.h"
 #include "test/gpt_parallel_harness.h"
@@ -212,6 +214,13 @@ std::vector<ParamSpec> expertTable(const std::vector<ParamSpec>& specs, size_t& 
   return experts;
 }
 
+// The flat offset of layer l's first tensor (LayerAccess hands a layer out from there).
+size_t firstOfLayer(const Gpt& model, int l) {
+  for (const ParamSpec& s : model.parameters())
+    if (s.layer == l) return s.offset;
+  return 0;
+}
+
 }  // namespace
 
 TEST_CASE("expert parallelism: at ZeRO 1, 2 and 3 with ep 2 each rank keeps 1/edp of its "
@@ -271,4 +280,20 @@ TEST_CASE("expert parallelism: a checkpoint saved at ep 2 loads at ep 4 and on o
       CHECK(loaded.tensors.at(name) == values);
     }
   }
+  // ds-generate's reader: a one-rank model's layers, each expert from its part.
+  const Gpt whole(config);
+  CheckpointLayers layers(whole, dir + "/tag", DType::F32);
+  size_t checked = 0;
+  for (int l = 0; l < whole.layerCount(); ++l) {
+    const float* values = layers.acquireParameters(l);
+    for (const ParamSpec& s : whole.parameters())
+      if (s.layer == l) {
+        INFO(s.name);
+        const float* at = values + (s.offset - firstOfLayer(whole, l));
+        CHECK(std::vector<float>(at, at + s.numel) == saved.tensors.at(s.name));
+        ++checked;
+      }
+    layers.releaseParameters(l);
+  }
+  CHECK(checked == whole.parameters().size());
 }

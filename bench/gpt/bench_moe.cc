@@ -6,12 +6,16 @@
 // --skew concentrates the router's weights so that experts receive uneven token counts.
 // Then the whole GPT: the demo's model with a MoE layer in every block against the same model
 // with a dense MLP k x as wide (the same multiply-adds per token), tokens/s through the engine on
-// one rank, the two interleaved step by step.
+// one rank, the two interleaved step by step. Last, expert parallelism's traffic: the layer on
+// ep ranks (threads over shared memory) through the comms logger, the all_to_all bytes of one
+// forward and backward against the rows that must move.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/bench_cli.h"
@@ -21,6 +25,7 @@
 #include "kernels/accelerator.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_peak.h"
+#include "runtime/comm/comms_logger.h"
 #include "runtime/comm/shm_communicator.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/engine/engine.h"
@@ -40,6 +45,7 @@ struct Options {
   double skew = 0.0;
   bool json = false;
   int steps = 6;  // the GPT's timed steps (0: skip it)
+  std::vector<int> expertParallel{2, 4};  // ep sizes whose traffic is counted
 };
 
 // The demo's GPT (4 x 256, seq 128, batch 8, vocab 257) with MoE layers of `experts` experts of
@@ -154,6 +160,61 @@ double step(Layer& layer, const MoeLayer& moe, const std::vector<float>& x,
   return seconds(start);
 }
 
+// Expert parallelism's all-to-all traffic on rank 0 of `ep` ranks, each with o.tokens rows of its
+// own, in one forward and backward: what the comms logger records (every all_to_all's message,
+// as DeepSpeed's all_to_all_single logs it: ep chunks of the group's largest, padding included,
+// and the row counts) against the rows that must move (each of the 4 exchanges carries every kept
+// choice's row once: tokens x k x h floats, (ep - 1) / ep of them to other ranks).
+struct Traffic {
+  double logged = 0, rows = 0;
+};
+Traffic expertTraffic(const Options& o, int ep) {
+  const int ffn = o.ffn > 0 ? o.ffn : 4 * o.hidden;
+  const size_t N = static_cast<size_t>(o.tokens), h = static_cast<size_t>(o.hidden);
+  auto group = ShmCommunicator::inProcessGroup(ep);
+  CommsLoggerConfig config;
+  config.enabled = true;
+  CommsLogger logger(config);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < ep; ++r)
+    ranks.emplace_back([&, r] {
+      Layer layer(o, o.experts, o.topK, ffn, 1);  // the same router and experts on every rank
+      // Rank r holds experts [r E / ep, (r + 1) E / ep).
+      const auto held = static_cast<std::ptrdiff_t>(o.experts / ep);
+      auto keepOwn = [&](auto& experts) {
+        experts = {experts.begin() + r * held, experts.begin() + (r + 1) * held};
+      };
+      keepOwn(layer.p.experts);
+      keepOwn(layer.g.experts);
+      ds::kernels::Accelerator& acc = ds::kernels::accelerator(ds::DeviceKind::Cpu);
+      const MoeLayer moe(layer.config, acc);
+      std::vector<float> x(N * h), dOut(N * h), out(N * h), dx(N * h);
+      std::mt19937 rng(static_cast<unsigned>(10 + r));  // each rank its own tokens
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      for (float& v : x) v = normal(rng);
+      for (float& v : dOut) v = normal(rng);
+      if (r == 0) {  // only rank 0's ops go to the logger
+        LoggingCommunicator logged(group[0], logger);
+        layer.acts.stats = moe.forward(layer.p, x.data(), N, layer.acts, layer.work, out.data(),
+                                       nullptr, &logged);
+        moe.backward(layer.p, layer.g, x.data(), N, layer.acts, layer.work, dOut.data(),
+                     dx.data(), 0.0, &logged);
+      } else {
+        layer.acts.stats = moe.forward(layer.p, x.data(), N, layer.acts, layer.work, out.data(),
+                                       nullptr, &group[static_cast<size_t>(r)]);
+        moe.backward(layer.p, layer.g, x.data(), N, layer.acts, layer.work, dOut.data(),
+                     dx.data(), 0.0, &group[static_cast<size_t>(r)]);
+      }
+    });
+  for (std::thread& t : ranks) t.join();
+  Traffic traffic;
+  for (const ds::CommStat& stat : logger.summary())
+    if (stat.op == ds::CollectiveOp::AllToAll)
+      traffic.logged += static_cast<double>(stat.bytes) * static_cast<double>(stat.count);
+  traffic.rows = 4.0 * static_cast<double>(N) * o.topK * static_cast<double>(h) * sizeof(float);
+  return traffic;
+}
+
 int run(const Options& o) {
   const int ffn = o.ffn > 0 ? o.ffn : 4 * o.hidden;
   const size_t N = static_cast<size_t>(o.tokens), h = static_cast<size_t>(o.hidden);
@@ -218,6 +279,23 @@ int run(const Options& o) {
           "tokens/s (%.2fx)\n",
           tokens / moeStep, tokens / denseStep, denseStep / moeStep);
   }
+  for (int ep : o.expertParallel) {
+    if (ep < 2 || o.experts % ep != 0) continue;
+    const Traffic t = expertTraffic(o, ep);
+    if (o.json) {
+      ds::printJsonLine({{"expert_parallel", ep},
+                         {"tokens_per_rank", o.tokens},
+                         {"a2a_bytes_per_step", t.logged},
+                         {"a2a_row_bytes_per_step", t.rows},
+                         {"a2a_over_rows", ds::rounded(t.logged / t.rows, 3)}});
+      continue;
+    }
+    std::printf(
+        "ep %d, %d tokens a rank: all_to_all %.2f MiB a layer's forward and backward on rank 0, "
+        "%.2f MiB of rows to move (%.2fx; %.0f%% of them to other ranks)\n",
+        ep, o.tokens, t.logged / 1048576.0, t.rows / 1048576.0, t.logged / t.rows,
+        100.0 * (ep - 1) / ep);
+  }
   return 0;
 }
 
@@ -235,6 +313,9 @@ int main(int argc, char** argv) {
     app.add_option("--top-k", o.topK, "experts per token (1 or 2)")->check(CLI::Range(1, 2));
     app.add_option("--ffn", o.ffn, "an expert's width (0: 4 x hidden)")
         ->check(CLI::Range(0, 1 << 20));
+    app.add_option("--expert-parallel", o.expertParallel,
+                   "ep sizes whose all-to-all traffic is counted (dividing --experts)")
+        ->delimiter(',');
     app.add_option("--skew", o.skew, "router rows scaled by 1 + skew x e: uneven experts")
         ->check(CLI::Range(0.0, 100.0));
     app.add_option("--reps", o.reps, "repetitions (the fastest counts)")
