@@ -289,10 +289,16 @@ void checkExpertParallel(const char* hostfile, const std::string& scratch) {
   const std::string keys =
       "moe-num-experts: 4\nmoe-type: deepspeed\nmoe-top-k: 2\nmoe-loss-coeff: 0.1\n";
   const Grid dp{1, 1, 4};
-  for (int zero : {0, 2, 3}) {
+  std::map<int, std::map<int, double>> ep1Losses;  // by ZeRO stage
+  auto ep1 = [&](int zero) {
     const std::string base = "ep1" + gridName(dp, zero);
-    const auto want = losses(
+    ep1Losses[zero] = losses(
         runJob(dir, hostfile, base, gridYaml(dp, zero, keys + "save: " + base + "\n" + saveAt3)));
+    return base;
+  };
+  for (int zero : {0, 2, 3}) {
+    const std::string base = ep1(zero);
+    const auto& want = ep1Losses[zero];
     const WholeModel wantParams = loadWhole(dir + "/" + base);
     for (int ep : {2, 4}) {
       const std::string name = "ep" + std::to_string(ep) + gridName(dp, zero);
@@ -308,14 +314,30 @@ void checkExpertParallel(const char* hostfile, const std::string& scratch) {
       requireSameParameters(loadWhole(dir + "/" + name), wantParams);
     }
   }
+  // Expert parallelism within each stage's data group: pipe 2 x data 2, ep 2, at ZeRO 0 and 1.
+  const Grid pipe{2, 1, 2};
+  for (int zero : {0, 1}) {
+    const std::string base = zero == 0 ? "ep1" + gridName(dp, zero) : ep1(zero);
+    const auto& want = ep1Losses[zero];
+    const std::string name = "ep2" + gridName(pipe, zero);
+    INFO(name);
+    const std::string out = runJob(
+        dir, hostfile, name,
+        gridYaml(pipe, zero, keys + "moe-expert-parallel-size: 2\nsave: " + name + "\n" + saveAt3));
+    requireSameLosses(losses(out), want, {1, 2, 3});
+    // Each stage's two experts' parts beside its model part.
+    for (const char* part : {"experts_00", "experts_01", "pipe_01-model_00/experts_01"})
+      CHECK(std::filesystem::exists(dir + "/" + name + "/global_step3/" + part + "/manifest.json"));
+    requireSameParameters(loadWhole(dir + "/" + name), loadWhole(dir + "/" + base));
+  }
   std::filesystem::remove_all(dir);
 }
 
 }  // namespace
 
 TEST_CASE(
-    "grid launch: DeepSpeed-MoE's expert parallelism (ep 2, ep 4) on 2 loopback nodes trains "
-    "as ep 1 without ZeRO and at ZeRO 2 and 3",
+    "grid launch: DeepSpeed-MoE's expert parallelism (ep 2 and 4, and 2 on pipe 2 x data 2) on "
+    "2 loopback nodes trains as ep 1 without ZeRO and at ZeRO 1, 2 and 3",
     "[gpt][launch][grid][moe]") {
   checkExpertParallel(kTwoNodes, "grid-expert-parallel");
 }

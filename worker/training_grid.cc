@@ -27,12 +27,9 @@ TrainingGridGroups::TrainingGridGroups(runtime::GroupFactory& factory, runtime::
       grid_.sequence = consecutive(factory, world, parallel.sequence, "sequence", sequence_,
                                    grid_.sequenceRank, grid_.sequenceSize);
     if (parallel.expert > 1) {
-      grid_.expert = consecutive(factory, world, parallel.expert, "expert", expert_,
-                                 grid_.expertRank, grid_.expertSize);
-      std::vector<int> members;  // every rank of this expert-parallel rank
-      for (int r = grid_.expertRank; r < world.size(); r += parallel.expert) members.push_back(r);
-      expertData_ = factory.group(members, "expert_data");
-      grid_.expertData = logged(expertData_);
+      std::vector<int> data(static_cast<size_t>(world.size()));
+      for (int r = 0; r < world.size(); ++r) data[static_cast<size_t>(r)] = r;
+      expertGroups(factory, data, world.rank(), parallel.expert);
     }
     return;
   }
@@ -52,6 +49,31 @@ TrainingGridGroups::TrainingGridGroups(runtime::GroupFactory& factory, runtime::
   grid_.prevStage = logged(groups_.prevStage);
   grid_.nextStage = logged(groups_.nextStage);
   grid_.tied = logged(groups_.tied);
+  if (parallel.expert > 1) {  // within this rank's data group: its ranks by data coordinate
+    std::vector<int> data(static_cast<size_t>(grid_.dataSize));
+    for (int q = 0; q < factory.worldSize(); ++q)
+      if (topology.getCoord(q, "pipe") == grid_.pipeRank &&
+          topology.getCoord(q, "model") == grid_.modelRank)
+        data[static_cast<size_t>(topology.getCoord(q, "data"))] = q;
+    expertGroups(factory, data, grid_.dataRank, parallel.expert);
+  }
+}
+
+void TrainingGridGroups::expertGroups(runtime::GroupFactory& factory, const std::vector<int>& data,
+                                      int dataRank, int ep) {
+  // DeepSpeed's layout: ep groups of consecutive data ranks, expert-data groups of the data ranks
+  // alike modulo ep. Every rank makes its ep group first, then its expert-data group.
+  std::vector<int> same, spread;
+  for (int d = dataRank / ep * ep; d < dataRank / ep * ep + ep; ++d)
+    same.push_back(data[static_cast<size_t>(d)]);
+  for (int d = dataRank % ep; d < static_cast<int>(data.size()); d += ep)
+    spread.push_back(data[static_cast<size_t>(d)]);
+  expert_ = factory.group(same, "expert");
+  grid_.expert = logged(expert_);
+  grid_.expertRank = dataRank % ep;
+  grid_.expertSize = ep;
+  expertData_ = factory.group(spread, "expert_data");
+  grid_.expertData = logged(expertData_);
 }
 
 runtime::Communicator* TrainingGridGroups::consecutive(

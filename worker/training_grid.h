@@ -70,6 +70,9 @@ class TrainingGridGroups {
                                      int size, const char* name,
                                      std::unique_ptr<runtime::Communicator>& group, int& rank,
                                      int& groupSize);
+  // Expert parallelism within the data group `data` (its ranks' job ranks by data coordinate).
+  void expertGroups(runtime::GroupFactory& factory, const std::vector<int>& data, int dataRank,
+                    int ep);
   runtime::TopologyGroups groups_;
   std::unique_ptr<runtime::Communicator> sequence_, expert_, expertData_;
   runtime::CommsLogger* logger_;

@@ -875,11 +875,6 @@ void checkUlysses(const GptTrainConfig& t) {
 void checkMoeLayout(const GptTrainConfig& t) {
   if (!t.model.moe.enabled()) return;
   const std::string moe = "moe-num-experts " + std::to_string(t.model.moe.numExperts) + " with ";
-  if (t.parallel.pipe > 1 && t.parallel.expert > 1)
-    throw Error(moe + "pipe-parallel-size " + std::to_string(t.parallel.pipe) +
-                " and moe-expert-parallel-size " + std::to_string(t.parallel.expert) +
-                ": expert parallelism across pipeline stages is not implemented yet; use "
-                "moe-expert-parallel-size 1 with stages");
   if (t.parallel.sequence > 1)
     throw Error(moe + "sequence_parallel_size " + std::to_string(t.parallel.sequence) +
                 ": MoE with DeepSpeed-Ulysses is not implemented yet; use 1");

@@ -515,6 +515,8 @@ GptPass Gpt::beginPass(const Batch& batch, Pass pass) {
   P.shape = pass != Pass::Logits && config_.sequenceParallel
                 ? gpt::sequenceShard(batch.size, P.seq, modelGroup())
                 : gpt::wholeRows(batch.size, P.seq);
+  // Each rank holds only its experts: every pass, generation too, runs them over the group.
+  if (placement_.experts && placement_.experts->size() > 1) P.shape.experts = placement_.experts;
   P.train = train;
   P.logits = pass == Pass::Logits;
   P.checkpointing = train && config_.checkpointActivations;
@@ -544,8 +546,6 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
                               : nullptr;
   const Batch& used = ulysses ? ulyssesBatch(batch, *ulysses) : batch;
   GptPass P = beginPass(used, pass);
-  // Each rank holds only its experts: every pass, generation too, runs them over the group.
-  if (placement_.experts && placement_.experts->size() > 1) P.shape.experts = placement_.experts;
   if (ulysses) {
     P.shape.ulysses = ulysses;
     P.shape.fullSeq = P.seq * static_cast<size_t>(ulysses->size());
