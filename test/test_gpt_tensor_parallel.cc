@@ -180,6 +180,75 @@ TEST_CASE("sliced GPT: initial slices, loss and gradients equal the one-rank mod
   }
 }
 
+TEST_CASE("sliced GPT: NeoX's dropless MoE splits its experts over the model ranks, the same loss "
+          "and gradients",
+          "[gpt_tensor_parallel][moe]") {
+  // 4 experts over 2 and 4 model ranks (each rank its experts whole, by their global names; the
+  // router on every rank, counted in the norm once), Sinkhorn top-1 and top-k top-2 with jitter,
+  // with and without sequence parallelism, a dense block between the MoE ones.
+  for (const bool sequenceParallel : {false, true})
+    for (const MoeRouter router : {MoeRouter::Sinkhorn, MoeRouter::TopK}) {
+      GptConfig c = test::tinyGpt();
+      c.numLayers = 3;
+      c.moe.numExperts = 4;
+      c.moe.expertInterval = 2;
+      c.moe.router = router;
+      c.moe.topK = router == MoeRouter::TopK ? 2 : 1;
+      c.moe.jitterEps = router == MoeRouter::TopK ? 0.01 : 0.0;
+      c.sequenceParallel = sequenceParallel;
+      Gpt reference(c);
+      std::vector<float> params(reference.parameterCount());
+      reference.initParameters(params.data(), kSeed);
+      const Batch batch = test::tokenBatch(40, 3, 16, c.vocabSize);
+      FlatParameters access(reference, params.data());
+      const float loss = reference.forwardBackward(batch, access, 1.0f);
+      const std::vector<float> grads = access.gradients();
+      const auto& refSpecs = reference.parameters();
+      for (int t : {2, 4}) {
+        INFO(moeRouterName(router) << ", model-parallel size " << t
+                                   << (sequenceParallel ? ", sequence parallel" : ""));
+        auto group = shmGroup(t);
+        std::vector<Pass> got(t);
+        std::vector<std::unique_ptr<Gpt>> models(t);
+        onThreads(t, [&](int r) {
+          models[r] = std::make_unique<Gpt>(c, GptPlacement{r, t, &group[r]});
+          Gpt& m = *models[r];
+          got[r].params.resize(m.parameterCount());
+          m.initParameters(got[r].params.data(), kSeed);
+          FlatParameters rankAccess(m, got[r].params.data());
+          got[r].loss = m.forwardBackward(batch, rankAccess, 1.0f);
+          got[r].grads = rankAccess.gradients();
+        });
+        std::vector<float> full(params.size()), fullGrad(params.size());
+        std::vector<int> writes(full.size(), 0), gradWrites(full.size(), 0);
+        size_t experts = 0;
+        for (int r = 0; r < t; ++r) {
+          INFO("model rank " << r);
+          CHECK(got[r].loss == Approx(loss).epsilon(1e-5));
+          test::scatterSlice(*models[r], got[r].params, refSpecs, full, writes);
+          test::scatterSlice(*models[r], got[r].grads, refSpecs, fullGrad, gradWrites);
+          for (const ParamSpec& spec : models[r]->parameters()) {
+            if (spec.name.find(".mlp.experts.") != std::string::npos) {
+              ++experts;
+              const size_t e = std::stoul(spec.name.substr(spec.name.find("experts.") + 8));
+              CHECK(e / (4 / t) == static_cast<size_t>(r));  // experts [r E / t, (r + 1) E / t)
+              CHECK(spec.countInGradNorm);
+            }
+            if (spec.name.find("router") != std::string::npos)
+              CHECK(spec.countInGradNorm == (r == 0));
+          }
+        }
+        CHECK(experts == 2 * 4 * 2);  // 2 MoE layers x 4 experts x fc1, fc2 (no biases), once
+        CHECK(full == params);  // together the ranks hold the whole model, each element once
+        CHECK(std::count(writes.begin(), writes.end(), 0) == 0);
+        for (const ParamSpec& spec : refSpecs) {
+          INFO(spec.name);
+          CHECK(test::tensorRelativeDifference(fullGrad, grads, spec) < 1e-5);
+        }
+      }
+    }
+}
+
 TEST_CASE(
     "sliced GPT: ParamSpec::slice is Megatron's layout, and the head stage's tied copy is "
     "sliced as the word embeddings",

@@ -250,7 +250,8 @@ void ParameterTable::addBlock(int l) {
   // router, experts, DeepSpeed's residual MLP and its coefficient.
   const bool moe = c_.moe.isMoeLayer(l);
   const bool denseMlp = !moe || (c_.moe.kind == MoeKind::DeepSpeed && c_.moe.useResidual);
-  if (moe) add(p + "mlp.router.weight", {c_.moe.numExperts, hidden()}, true, layer);
+  if (moe)  // every model rank routes the same tokens
+    add(p + "mlp.router.weight", {c_.moe.numExperts, hidden()}, true, layer, {}, kReplicated);
   if (!denseMlp) return;
   const std::string mlp = p + (moe ? "mlp.mlp." : "mlp.");
   add(mlp + "dense_h_to_4h.weight", {ff1, hidden()}, true, layer,

@@ -84,9 +84,15 @@ BlockSlice blockSlice(const GptConfig& c, int rank, int size, Communicator* mode
                                    "the MLP's width (intermediate-size, or 4 x hidden-size)");
   s.firstFfn = ffn.begin;
   s.ffn = ffn.count;
-  const int ep = experts ? experts->size() : 1, epRank = experts ? experts->rank() : 0;
-  const SliceRange held = evenChunk(static_cast<size_t>(std::max(c.moe.numExperts, 0)), epRank, ep,
-                                    "moe-num-experts (over the expert-parallel ranks)");
+  // The experts: split over the model ranks (NeoX's dropless MoE), else over the expert-parallel
+  // group (DeepSpeed-MoE), else all here.
+  const bool overModel = size > 1 && c.moe.enabled();
+  const int ep = overModel ? size : experts ? experts->size() : 1;
+  const int epRank = overModel ? rank : experts ? experts->rank() : 0;
+  const SliceRange held =
+      evenChunk(static_cast<size_t>(std::max(c.moe.numExperts, 0)), epRank, ep,
+                overModel ? "moe-num-experts (over the model-parallel ranks)"
+                          : "moe-num-experts (over the expert-parallel ranks)");
   s.firstExpert = held.begin;
   s.experts = held.count;
   return s;
@@ -218,7 +224,8 @@ BlockRunner::BlockRunner(const GptConfig& config, kernels::Accelerator& acc,
       k_(acc.transformerKernels()),
       slice_(slice),
       layout_(blockLayout(config, slice, moe)),
-      moe_(config, acc) {
+      moe_(config, acc,
+           MoeSplit{slice.firstExpert, slice.experts, slice.size > 1 ? slice.model : nullptr}) {
   if (c_.norm == NormKind::LayerNorm && !c_.normHasBias()) {
     zeroBias_.assign(static_cast<size_t>(c_.hiddenSize), 0.0f);
     unusedBiasGrad_.assign(zeroBias_.size(), 0.0f);
@@ -522,8 +529,12 @@ void BlockRunner::mlpForward(BlockTensors<const float> params, BlockActivations&
   if (L.moe()) {  // the training pass's key draws its noise (Gpt passes one for MoE models)
     const moe::RoutingNoise noise(dropout ? dropout->sampleIds : nullptr,
                                   dropout ? dropout->layer : 0, s.seq, s.positionOffset);
-    a.moe.stats = moe_.forward(moeTensors(params), mlpNormed, N, a.moe, w.moe,
-                               sized(w.mlpOut, N * h), dropout ? &noise : nullptr, s.experts);
+    // Split over the model group, each rank's output is its experts' share of the sum.
+    const bool split = slice_.model != nullptr;
+    float* partial = sized(split && s.sequence ? w.partial : w.mlpOut, N * h);
+    a.moe.stats = moe_.forward(moeTensors(params), mlpNormed, N, a.moe, w.moe, partial,
+                               dropout ? &noise : nullptr, s.experts);
+    if (split) reduceToShards(partial, w.mlpOut, s, h, slice_.model);
     laps.endPart(kFc1, kMlp, mlpStart);  // the profiler's experts slot (Gpt::profileModules)
     return;
   }
@@ -602,9 +613,9 @@ float* BlockRunner::mlpBackward(BlockTensors<const float> params, BlockTensors<f
   const bool tied = c_.gptjTied;
   const float* mlpNormed = gatherShards(tied ? a.ln1.data() : a.ln2.data(), w.gatheredB, s, h);
   float* dLn = sized(w.dB, N * h);  // tied: norm1's output gradient from the MLP, so far
-  if (L.moe())                      // no dropout on a MoE layer's output
-    moe_.backward(moeTensors(params), moeTensors(grads), mlpNormed, N, a.moe, w.moe, dOut, dLn,
-                  auxLossGrad_, s.experts);
+  if (L.moe())  // no dropout on a MoE layer's output; every row of it
+    moe_.backward(moeTensors(params), moeTensors(grads), mlpNormed, N, a.moe, w.moe,
+                  gatherShards(dOut, w.gatheredA, s, h), dLn, auxLossGrad_, s.experts);
   else
     denseMlpBackward(params.block, grads.block, a, w, s, dOut, mlpNormed, dLn, dropout);
   const float* mlpIn = c_.gptjResidual ? a.input.data() : a.mid.data();

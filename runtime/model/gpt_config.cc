@@ -244,9 +244,15 @@ void GptConfig::validateModelParallel(int modelParallelSize) const {
   const int t = modelParallelSize;
   require(t >= 1, "model-parallel-size: expected >= 1, got " + std::to_string(t));
   if (t == 1) return;
-  require(!moe.enabled(),
-          "moe-num-experts: mixture of experts with model-parallel-size > 1 (NeoX splits the "
-          "experts over the model ranks) is not implemented yet; use model-parallel-size 1");
+  require(!moe.enabled() || moe.kind == MoeKind::Dropless,
+          "moe-type deepspeed: DeepSpeed-MoE with model-parallel-size > 1 (experts replicated "
+          "or sliced over the model ranks) is not implemented; use model-parallel-size 1 with "
+          "moe-expert-parallel-size, or moe-type megablocks, whose experts split over the model "
+          "ranks");
+  require(!moe.enabled() || moe.numExperts % t == 0,
+          "moe-num-experts: " + std::to_string(moe.numExperts) +
+              " experts do not split evenly over model-parallel-size " + std::to_string(t) +
+              " (NeoX's dropless MoE puts experts / size on each model rank)");
   require(!qkNorm,
           "use-qk-layernorm: not supported with model-parallel-size > 1 (the query/key norm spans "
           "every head of a token; it is not sliced yet)");

@@ -41,14 +41,20 @@ size_t MoeActivations::bytes() const {
   return n * sizeof(float) + (order.capacity() + slot.capacity()) * 4;
 }
 
-MoeLayer::MoeLayer(const GptConfig& c, kernels::Accelerator& acc)
+MoeLayer::MoeLayer(const GptConfig& c, kernels::Accelerator& acc, MoeSplit split)
     : c_(c),
       acc_(acc),
       k_(acc.transformerKernels()),
       h_(static_cast<size_t>(c.hiddenSize)),
       experts_(static_cast<size_t>(c.moe.numExperts)),
       xff_(static_cast<size_t>(c.expertFfnSize())),
-      xff1_(static_cast<size_t>(c.expertFfnInputSize())) {}
+      xff1_(static_cast<size_t>(c.expertFfnInputSize())),
+      split_(split) {}
+
+bool MoeLayer::ownRow(const MoeActivations& a, size_t row) const {
+  return !split_.model || (row >= a.offsets[split_.first] &&
+                           row < a.offsets[split_.first + split_.held]);
+}
 
 void MoeLayer::mlpForward(const MlpTensors<const float>& p, const float* x, size_t rows, size_t ff1,
                           size_t ff, float* fc1, float* act, float* y, bool timed) const {
@@ -207,13 +213,15 @@ void fromExperts(Communicator& group, const float* local, const std::vector<size
   unpackChunks(recv, offsets, l, rows);
 }
 
-// The kept choices' input rows [S, h] in a.order's order, gathered from the layer's input x.
+// The kept choices' input rows [S, h] in a.order's order (or its rows [r0, r1) only), gathered
+// from the layer's input x.
 const float* gatherRows(const float* x, const MoeActivations& a, size_t h,
-                        std::vector<float>& buffer) {
-  const size_t S = a.order.size(), k = a.routing.k;
-  float* rows = sized(buffer, S * h);
-  for (size_t i = 0; i < S; ++i)
-    std::memcpy(rows + i * h, x + a.order[i] / k * h, h * sizeof(float));
+                        std::vector<float>& buffer, size_t r0 = 0, size_t r1 = ~size_t{0}) {
+  const size_t k = a.routing.k;
+  r1 = std::min(r1, a.order.size());
+  float* rows = sized(buffer, (r1 - r0) * h);
+  for (size_t i = r0; i < r1; ++i)
+    std::memcpy(rows + (i - r0) * h, x + a.order[i] / k * h, h * sizeof(float));
   return rows;
 }
 
@@ -246,18 +254,31 @@ void MoeLayer::planExchange(Communicator& group, MoeActivations& a) const {
 void MoeLayer::runExperts(const MoeTensors<const float>& p, const float* x, MoeActivations& a,
                           MoeWorkspace& w, Communicator* group) const {
   const size_t h = h_, S = a.offsets[experts_];
-  const size_t held = exchanged(group) ? experts_ / static_cast<size_t>(group->size()) : experts_;
+  const size_t held = split_.model      ? split_.held
+                      : exchanged(group) ? experts_ / static_cast<size_t>(group->size())
+                                         : experts_;
   if (p.experts.size() != held)
     throw Error("MoE layer: " + std::to_string(p.experts.size()) + " experts' tensors, expected " +
                 std::to_string(held));
   float* y = sized(a.out, S * h);
-  const float* rows = gatherRows(x, a, h, w.rows);
-  // This rank's experts' rows: a.order's own, or (expert parallelism) those the group sent.
-  const float* in = rows;
+  // This rank's experts' rows: a.order's own (split over the model group: its experts' run of
+  // them, the others' outputs left zero), or (expert parallelism) those the group sent.
+  const float* in = nullptr;
   const std::vector<size_t>* offsets = &a.offsets;
   float* out = y;
   ExchangeLayout l{};
-  if (exchanged(group)) {
+  if (split_.model) {
+    const size_t r0 = a.offsets[split_.first];
+    std::vector<size_t>& local = a.exchange.localOffsets;
+    local.assign(a.offsets.begin() + static_cast<std::ptrdiff_t>(split_.first),
+                 a.offsets.begin() + static_cast<std::ptrdiff_t>(split_.first + held + 1));
+    for (size_t& o : local) o -= r0;
+    offsets = &local;
+    in = gatherRows(x, a, h, w.rows, r0, r0 + local.back());
+    std::fill(y, y + S * h, 0.0f);
+    out = y + r0 * h;
+  } else if (exchanged(group)) {
+    const float* rows = gatherRows(x, a, h, w.rows);
     planExchange(*group, a);
     const MoeExchange& ex = a.exchange;
     const size_t ranks = static_cast<size_t>(group->size()), nl = experts_ / ranks;
@@ -268,6 +289,8 @@ void MoeLayer::runExperts(const MoeTensors<const float>& p, const float* x, MoeA
               sized(w.recvChunks, ranks * l.C * h), received);
     in = received;
     out = sized(w.localRows, offsets->back() * h);
+  } else {
+    in = gatherRows(x, a, h, w.rows);
   }
   const size_t R = offsets->back();
   float* fc1 = sized(a.fc1, R * xff1_);
@@ -291,7 +314,13 @@ void MoeLayer::runExpertsBackward(const MoeTensors<const float>& p, const MoeTen
   const std::vector<size_t>* offsets = &a.offsets;
   float* dIn = dX;
   ExchangeLayout l{};
-  if (exchanged(group)) {
+  if (split_.model) {  // the rank's experts' run of rows, as in runExperts
+    const size_t r0 = a.offsets[split_.first];
+    offsets = &a.exchange.localOffsets;
+    in = gatherRows(x, a, h, w.rows, r0, r0 + offsets->back());
+    dOut = dY + r0 * h;
+    dIn = dX + r0 * h;
+  } else if (exchanged(group)) {
     const MoeExchange& ex = a.exchange;
     const size_t ranks = static_cast<size_t>(group->size()), nl = experts_ / ranks;
     l = {ranks, nl, ex.capacity, h};
@@ -473,12 +502,16 @@ void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float
       }
       dWeight[t * k + j] = static_cast<float>(dot);
     }
+  // Split over the model group, a choice's output is on its expert's rank only (zero elsewhere):
+  // the sum is each weight's gradient, exactly.
+  if (split_.model) split_.model->allReduce(dWeight, N * k);
   float* dX = sized(w.dRows, S * h);
   runExpertsBackward(p, g, x, dRows, dX, a, w, experts);
   for (size_t t = 0; t < N; ++t)
     for (size_t j = 0; j < k; ++j) {
       const int32_t row = a.slot[t * k + j];
-      if (row >= 0) addRows(k_, dx + t * h, dX + static_cast<size_t>(row) * h, 1, h);
+      if (row >= 0 && ownRow(a, static_cast<size_t>(row)))
+        addRows(k_, dx + t * h, dX + static_cast<size_t>(row) * h, 1, h);
     }
   // The router: d(logits), its weight's gradient and the input's share (through the jitter).
   float* dLogits = sized(w.dLogits, N * E);
@@ -493,7 +526,8 @@ void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float
   product(acc_, false, false, N, h, E, 1.0f, dLogits, E, p.router, h, 0.0f, dPart, h);
   if (!a.jitter.empty())
     for (size_t i = 0; i < N * h; ++i) dPart[i] *= a.jitter[i];
-  addRows(k_, dx, dPart, N, h);
+  // Split: every model rank computed the same router share; the block sums the ranks' dx.
+  if (!split_.model || split_.model->rank() == 0) addRows(k_, dx, dPart, N, h);
 }
 
 }  // namespace ds::runtime::gpt

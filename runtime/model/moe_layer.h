@@ -50,6 +50,8 @@ struct MoeStatistics {
 // Expert parallelism: the rows this rank received for its experts from each rank of the group
 // (floats: exact counts below 2^24), where each local expert's rows begin in `expertIn` (expert
 // by expert, the sending ranks in order), those rows, and the exchange's chunk of rows per rank.
+// Experts split over the model group: localOffsets only, the rank's experts' rows from their
+// first one in `order`.
 struct MoeExchange {
   size_t capacity = 0;
   std::vector<float> recvCounts;     // [ranks, local experts]
@@ -78,9 +80,18 @@ struct MoeWorkspace {
   std::vector<float> sendChunks, recvChunks, localRows, localGrad;
 };
 
+// NeoX's dropless experts split over the model-parallel group (moe.py's ParallelDroplessMLP):
+// every model rank routes the same tokens and computes experts [first, first + held) on their
+// rows; its output is its experts' share of the sum, which the block sums over the group (as a
+// row-parallel product's), and its input gradient likewise (the router's share on rank 0 only).
+struct MoeSplit {
+  size_t first = 0, held = 0;
+  Communicator* model = nullptr;  // null: not split
+};
+
 class MoeLayer {
  public:
-  MoeLayer(const GptConfig& c, kernels::Accelerator& acc);
+  MoeLayer(const GptConfig& c, kernels::Accelerator& acc, MoeSplit split = {});
   // out [N, h] from x [N, h] of samples of `seq` tokens; `noise` null in evaluation. `experts`:
   // the expert-parallel group (DeepSpeed's ep group, size ep: rank r holds and computes experts
   // [r E / ep, (r + 1) E / ep) for every rank of the group, the rows moved there and back by
@@ -126,6 +137,9 @@ class MoeLayer {
   kernels::Accelerator& acc_;
   const kernels::TransformerKernels& k_;
   size_t h_, experts_, xff_, xff1_;
+  MoeSplit split_;
+  // Whether row `row` of a.order is one of this rank's experts' (always, unless split).
+  bool ownRow(const MoeActivations& a, size_t row) const;
 };
 
 }  // namespace ds::runtime::gpt
