@@ -241,6 +241,24 @@ void checkUlysses(const char* hostfile, const std::string& scratch) {
       requireSameParameters(loadWhole(dir + "/" + name), wantParams);
     }
   }
+  // MoE layers on each rank's positions: top-k routing (NeoX's topk router, DeepSpeed's gating
+  // without dropping or its l_aux, experts over ep 2) is per token, so the same as data 4.
+  for (const std::string& keys :
+       {std::string("moe-num-experts: 4\nmoe-router-type: topk\nmoe-top-k: 2\n"),
+        std::string("moe-num-experts: 4\nmoe-type: deepspeed\nmoe-top-k: 2\nmoe-loss-coeff: 0\n"
+                    "moe-expert-parallel-size: 2\n")}) {
+    const Grid dp{1, 1, 4}, g{1, 1, 2};
+    const std::string dpName = "moe" + gridName(dp, 2), name = "moe" + gridName(g, 2) + "u2";
+    INFO(keys);
+    const std::string dpKeys = keys.substr(0, keys.find("moe-expert-parallel-size"));
+    const auto want = losses(
+        runJob(dir, hostfile, dpName, gridYaml(dp, 2, dpKeys + "save: " + dpName + "\n" + saveAt3)));
+    const std::string out = runJob(
+        dir, hostfile, name,
+        gridYaml(g, 2, keys + "sequence_parallel_size: 2\nsave: " + name + "\n" + saveAt3));
+    requireSameLosses(losses(out), want, {1, 2, 3});
+    requireSameParameters(loadWhole(dir + "/" + name), loadWhole(dir + "/" + dpName));
+  }
   std::filesystem::remove_all(dir);
 }
 
@@ -351,8 +369,8 @@ TEST_CASE(
   checkMoeZero(kTwoNodes, "grid-moe");
 }
 
-TEST_CASE("grid launch: Ulysses (sequence 2 x data 2, sequence 4) on 2 loopback nodes trains as "
-          "data 4 without ZeRO and at ZeRO 2 and 3",
+TEST_CASE("grid launch: Ulysses (sequence 2 x data 2, sequence 4, and with MoE) on 2 loopback "
+          "nodes trains as data 4 without ZeRO and at ZeRO 2 and 3",
           "[gpt][launch][grid]") {
   checkUlysses(kTwoNodes, "grid-ulysses");
 }

@@ -128,11 +128,13 @@ TEST_CASE("neox config: unknown, unimplemented and malformed keys are refused by
       Catch::StartsWith("moe-expert-parallel-size 4: the data-parallel size 6 "
                         "(world size 6) does not divide by it"));
   CHECK(errorOf("moe-num-experts: 2\npipe-parallel-size: 2\n") == "no error");
-  CHECK_THAT(errorOf("moe-num-experts: 2\nmoe-type: deepspeed\npipe-parallel-size: 2\n"
-                     "moe-expert-parallel-size: 2\n"),
-             Catch::Contains("moe-num-experts 2 with pipe-parallel-size 2 and "
-                             "moe-expert-parallel-size 2: expert parallelism across pipeline "
-                             "stages is not implemented yet"));
+  // Expert parallelism within each stage's data group, Ulysses beside MoE.
+  CHECK_NOTHROW(parse("moe-num-experts: 2\nmoe-type: deepspeed\npipe-parallel-size: 2\n"
+                      "moe-expert-parallel-size: 2\n",
+                      8));
+  CHECK(errorOf("moe-num-experts: 2\nsequence_parallel_size: 2\n") == "no error");
+  CHECK_THAT(errorOf("moe-num-experts: 2\nmoe-type: deepspeed\nmodel-parallel-size: 2\n"),
+             Catch::Contains("moe-type deepspeed: DeepSpeed-MoE with model-parallel-size > 1"));
   CHECK_THAT(errorOf("moe-num-experts: 2\nmoe-type: switch\n"),
              Catch::Contains("moe-type: expected one of megablocks, deepspeed"));
   CHECK(errorOf("pipe-parallel-size: 1\nopenai-gelu: false\n") == "no error");

@@ -870,16 +870,6 @@ void checkUlysses(const GptTrainConfig& t) {
   evenly("seq-length", t.model.seqLength);
 }
 
-// Mixture of experts' limits today: expert parallelism within the data group only, so the layouts
-// that would split or move the experts otherwise are refused by name rather than run wrong.
-void checkMoeLayout(const GptTrainConfig& t) {
-  if (!t.model.moe.enabled()) return;
-  const std::string moe = "moe-num-experts " + std::to_string(t.model.moe.numExperts) + " with ";
-  if (t.parallel.sequence > 1)
-    throw Error(moe + "sequence_parallel_size " + std::to_string(t.parallel.sequence) +
-                ": MoE with DeepSpeed-Ulysses is not implemented yet; use 1");
-}
-
 // A misspelt tokenizer name, an impossible model or one its model-parallel ranks cannot split
 // fails at launch, not on every rank after its start.
 void checkModel(const NeoxKeys& k) {
@@ -890,7 +880,6 @@ void checkModel(const NeoxKeys& k) {
   t.model.validate();
   t.model.validateModelParallel(t.parallel.model);
   checkUlysses(t);
-  checkMoeLayout(t);
   if (t.trainIters <= 0) throw Error("train-iters: required (the number of optimizer steps)");
 }
 

@@ -161,6 +161,9 @@ void Engine::splitPartitions() {
     if (spec.expert && spec.layer < firstExpertLayer)
       throw Error("model: expert tensor \"" + spec.name +
                   "\" is not in one of the model's last layers, which hold the experts");
+  if (firstExpertLayer == 0)
+    throw Error("model: every parameter is an expert's; the engine keeps experts beside a model's "
+                "other layers");
   if (expertParallel && !grid_.expertData)
     throw Error("expert parallelism: ParallelGroups needs the expert-data group beside the "
                 "expert-parallel group");
