@@ -180,21 +180,30 @@ TEST_CASE("sliced GPT: initial slices, loss and gradients equal the one-rank mod
   }
 }
 
-TEST_CASE("sliced GPT: NeoX's dropless MoE splits its experts over the model ranks, the same loss "
-          "and gradients",
+TEST_CASE("sliced GPT: MoE layers split their experts over the model ranks, the same loss and "
+          "gradients",
           "[gpt_tensor_parallel][moe]") {
   // 4 experts over 2 and 4 model ranks (each rank its experts whole, by their global names; the
-  // router on every rank, counted in the norm once), Sinkhorn top-1 and top-k top-2 with jitter,
-  // with and without sequence parallelism, a dense block between the MoE ones.
+  // router on every rank, counted in the norm once), with and without sequence parallelism, a
+  // dense block between the MoE ones: NeoX's dropless Sinkhorn top-1 and top-k top-2 with jitter,
+  // and DeepSpeed's top-2 gating with dropping, random token selection, l_aux and the residual
+  // MLP (sliced as the dense one, its coefficient on every rank).
+  enum Flavour { kSinkhorn, kTopK, kDeepSpeed };
   for (const bool sequenceParallel : {false, true})
-    for (const MoeRouter router : {MoeRouter::Sinkhorn, MoeRouter::TopK}) {
+    for (const Flavour flavour : {kSinkhorn, kTopK, kDeepSpeed}) {
       GptConfig c = test::tinyGpt();
       c.numLayers = 3;
       c.moe.numExperts = 4;
       c.moe.expertInterval = 2;
-      c.moe.router = router;
-      c.moe.topK = router == MoeRouter::TopK ? 2 : 1;
-      c.moe.jitterEps = router == MoeRouter::TopK ? 0.01 : 0.0;
+      c.moe.router = flavour == kTopK ? MoeRouter::TopK : MoeRouter::Sinkhorn;
+      c.moe.topK = flavour == kSinkhorn ? 1 : 2;
+      c.moe.jitterEps = flavour == kTopK ? 0.01 : 0.0;
+      if (flavour == kDeepSpeed) {
+        c.moe.kind = MoeKind::DeepSpeed;
+        c.moe.tokenDropping = true;
+        c.moe.trainCapacityFactor = 0.75;
+        c.moe.useResidual = true;
+      }
       c.sequenceParallel = sequenceParallel;
       Gpt reference(c);
       std::vector<float> params(reference.parameterCount());
@@ -205,8 +214,8 @@ TEST_CASE("sliced GPT: NeoX's dropless MoE splits its experts over the model ran
       const std::vector<float> grads = access.gradients();
       const auto& refSpecs = reference.parameters();
       for (int t : {2, 4}) {
-        INFO(moeRouterName(router) << ", model-parallel size " << t
-                                   << (sequenceParallel ? ", sequence parallel" : ""));
+        INFO("flavour " << flavour << ", model-parallel size " << t
+                        << (sequenceParallel ? ", sequence parallel" : ""));
         auto group = shmGroup(t);
         std::vector<Pass> got(t);
         std::vector<std::unique_ptr<Gpt>> models(t);
@@ -234,11 +243,13 @@ TEST_CASE("sliced GPT: NeoX's dropless MoE splits its experts over the model ran
               CHECK(e / (4 / t) == static_cast<size_t>(r));  // experts [r E / t, (r + 1) E / t)
               CHECK(spec.countInGradNorm);
             }
-            if (spec.name.find("router") != std::string::npos)
+            if (spec.name.find("router") != std::string::npos ||
+                spec.name.find("coefficient") != std::string::npos)
               CHECK(spec.countInGradNorm == (r == 0));
           }
         }
-        CHECK(experts == 2 * 4 * 2);  // 2 MoE layers x 4 experts x fc1, fc2 (no biases), once
+        // 2 MoE layers x 4 experts x fc1, fc2 (DeepSpeed's: and their biases), once
+        CHECK(experts == 2 * 4 * (flavour == kDeepSpeed ? 4 : 2));
         CHECK(full == params);  // together the ranks hold the whole model, each element once
         CHECK(std::count(writes.begin(), writes.end(), 0) == 0);
         for (const ParamSpec& spec : refSpecs) {

@@ -210,16 +210,17 @@ TEST_CASE("MoE config: the keys' limits are refused by name", "[moe]") {
   CHECK_NOTHROW(ep.validate());
   ep.moe.expertParallelSize = 3;
   refused(ep, "moe-expert-parallel-size: 3 does not divide moe-num-experts 8");
-  // Over model ranks: NeoX's dropless experts split evenly; DeepSpeed-MoE not at all.
+  // Over model ranks the experts split evenly, and not over an expert-parallel group as well.
   CHECK_NOTHROW(c.validateModelParallel(2));
   CHECK_THROWS_WITH(c.validateModelParallel(3),
                     Catch::StartsWith("moe-num-experts: 8 experts do not split evenly over "
                                       "model-parallel-size 3"));
   GptConfig deepspeed = c;
   deepspeed.moe.kind = MoeKind::DeepSpeed;
+  CHECK_NOTHROW(deepspeed.validateModelParallel(2));
+  deepspeed.moe.expertParallelSize = 2;
   CHECK_THROWS_WITH(deepspeed.validateModelParallel(2),
-                    Catch::StartsWith("moe-type deepspeed: DeepSpeed-MoE with "
-                                      "model-parallel-size > 1"));
+                    Catch::StartsWith("moe-expert-parallel-size 2 with model-parallel-size 2"));
   // Layers 0, 2 of 4 with interval 2; the default interval makes every layer MoE.
   GptConfig every2 = c;
   every2.moe.expertInterval = 2;

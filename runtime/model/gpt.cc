@@ -262,8 +262,8 @@ void ParameterTable::addBlock(int l) {
       byColumns(h, c_.ffnSize(), slice_.firstFfn, slice_.ffn));
   if (mlpBias) add(mlp + "dense_4h_to_h.bias", {hidden()}, false, layer, {}, kReplicated);
   if (moe) {
-    add(p + "mlp.coefficient.weight", {2, hidden()}, true, layer);
-    add(p + "mlp.coefficient.bias", {2}, false, layer);
+    add(p + "mlp.coefficient.weight", {2, hidden()}, true, layer, {}, kReplicated);
+    add(p + "mlp.coefficient.bias", {2}, false, layer, {}, kReplicated);
   }
 }
 

@@ -225,7 +225,8 @@ BlockRunner::BlockRunner(const GptConfig& config, kernels::Accelerator& acc,
       slice_(slice),
       layout_(blockLayout(config, slice, moe)),
       moe_(config, acc,
-           MoeSplit{slice.firstExpert, slice.experts, slice.size > 1 ? slice.model : nullptr}) {
+           MoeSplit{slice.firstExpert, slice.experts, slice.size > 1 ? slice.model : nullptr,
+                    slice.ffn}) {
   if (c_.norm == NormKind::LayerNorm && !c_.normHasBias()) {
     zeroBias_.assign(static_cast<size_t>(c_.hiddenSize), 0.0f);
     unusedBiasGrad_.assign(zeroBias_.size(), 0.0f);
@@ -596,7 +597,9 @@ void BlockRunner::backward(BlockTensors<const float> params, BlockTensors<float>
   auto G = [&](size_t offset) { return tensorAt(grads.block, offset); };
   ShardedGradients sharded(s.sequence);  // the norms and row-parallel biases, from local rows
   for (size_t norm : {L.ln1w, L.ln2w}) sharded.add(G(norm), normWeights);
-  for (size_t bias : {L.ln1b, L.ln2b, L.denseb, L.fc2b}) sharded.add(G(bias), h);
+  // (A MoE layer's residual MLP takes every row: its output bias is not one of them.)
+  for (size_t bias : {L.ln1b, L.ln2b, L.denseb, L.moe() ? BlockLayout::kNone : L.fc2b})
+    sharded.add(G(bias), h);
   float* dLn = mlpBackward(params, grads, a, w, s, dOut, dIn, dropout);
   attentionBackward(params.block, grads.block, a, w, s, dOut, dIn, dLn, dropout);
   sharded.finish();

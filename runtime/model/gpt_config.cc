@@ -244,15 +244,15 @@ void GptConfig::validateModelParallel(int modelParallelSize) const {
   const int t = modelParallelSize;
   require(t >= 1, "model-parallel-size: expected >= 1, got " + std::to_string(t));
   if (t == 1) return;
-  require(!moe.enabled() || moe.kind == MoeKind::Dropless,
-          "moe-type deepspeed: DeepSpeed-MoE with model-parallel-size > 1 (experts replicated "
-          "or sliced over the model ranks) is not implemented; use model-parallel-size 1 with "
-          "moe-expert-parallel-size, or moe-type megablocks, whose experts split over the model "
-          "ranks");
   require(!moe.enabled() || moe.numExperts % t == 0,
           "moe-num-experts: " + std::to_string(moe.numExperts) +
               " experts do not split evenly over model-parallel-size " + std::to_string(t) +
-              " (NeoX's dropless MoE puts experts / size on each model rank)");
+              " (each model rank holds experts / size of them, as NeoX's dropless MoE)");
+  require(!moe.enabled() || moe.expertParallelSize == 1,
+          "moe-expert-parallel-size " + std::to_string(moe.expertParallelSize) +
+              " with model-parallel-size " + std::to_string(t) +
+              ": the experts split over the model ranks then, not an expert-parallel group as "
+              "well; use one of the two");
   require(!qkNorm,
           "use-qk-layernorm: not supported with model-parallel-size > 1 (the query/key norm spans "
           "every head of a token; it is not sliced yet)");

@@ -51,6 +51,15 @@ MoeLayer::MoeLayer(const GptConfig& c, kernels::Accelerator& acc, MoeSplit split
       xff1_(static_cast<size_t>(c.expertFfnInputSize())),
       split_(split) {}
 
+size_t MoeLayer::residualFfn() const {
+  return split_.model ? split_.ffn : static_cast<size_t>(c_.ffnSize());
+}
+
+MlpTensors<const float> MoeLayer::residualShare(MlpTensors<const float> mlp) const {
+  if (split_.model && split_.model->rank() != 0) mlp.fc2b = nullptr;  // added once in the sum
+  return mlp;
+}
+
 bool MoeLayer::ownRow(const MoeActivations& a, size_t row) const {
   return !split_.model || (row >= a.offsets[split_.first] &&
                            row < a.offsets[split_.first + split_.held]);
@@ -418,11 +427,10 @@ MoeStatistics MoeLayer::forward(const MoeTensors<const float>& p, const float* x
       }
   }
   if (residual) {
-    const size_t ff = static_cast<size_t>(c_.ffnSize()),
-                 ff1 = static_cast<size_t>(c_.ffnInputSize());
+    const size_t ff = residualFfn(), ff1 = c_.gated() ? 2 * ff : ff;
     float* mlpOut = sized(a.mlpOut, N * h);
-    mlpForward(p.residual, x, N, ff1, ff, sized(a.mlpFc1, N * ff1), sized(a.mlpAct, N * ff), mlpOut,
-               true);
+    mlpForward(residualShare(p.residual), x, N, ff1, ff, sized(a.mlpFc1, N * ff1),
+               sized(a.mlpAct, N * ff), mlpOut, true);
     float* coef = sized(a.coef, N * 2);
     product(acc_, false, true, N, 2, h, 1.0f, x, h, p.coefw, h, 0.0f, coef, 2);
     KernelTimer timer(KernelFamily::ElementWise);
@@ -453,11 +461,10 @@ void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float
   // The residual's mixing: d(moe) = dOut c0, d(mlp) = dOut c1, then the coefficient's softmax.
   const float* dMoe = dOut;
   if (p.coefw) {
-    const size_t ff = static_cast<size_t>(c_.ffnSize()),
-                 ff1 = static_cast<size_t>(c_.ffnInputSize());
+    const size_t ff = residualFfn(), ff1 = c_.gated() ? 2 * ff : ff;
     float* mixed = sized(w.mixed, 2 * N * h);
     float* dMlp = mixed + N * h;
-    std::vector<float> dz(N * 2);
+    std::vector<float> dz(N * 2);  // first d(out).moe and d(out).mlp, then d(logit)s
     for (size_t t = 0; t < N; ++t) {
       double d0 = 0.0, d1 = 0.0;
       for (size_t i = 0; i < h; ++i) {
@@ -467,7 +474,14 @@ void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float
         d0 += static_cast<double>(go) * a.moeOut[t * h + i];
         d1 += static_cast<double>(go) * a.mlpOut[t * h + i];
       }
-      const double c0 = a.coef[2 * t], c1 = a.coef[2 * t + 1], dot = c0 * d0 + c1 * d1;
+      dz[2 * t] = static_cast<float>(d0);
+      dz[2 * t + 1] = static_cast<float>(d1);
+    }
+    // Split over the model group, both branches' outputs are the ranks' shares.
+    if (split_.model) split_.model->allReduce(dz.data(), 2 * N);
+    for (size_t t = 0; t < N; ++t) {
+      const double c0 = a.coef[2 * t], c1 = a.coef[2 * t + 1], d0 = dz[2 * t], d1 = dz[2 * t + 1];
+      const double dot = c0 * d0 + c1 * d1;
       dz[2 * t] = static_cast<float>(c0 * (d0 - dot));
       dz[2 * t + 1] = static_cast<float>(c1 * (d1 - dot));
     }
@@ -477,7 +491,8 @@ void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float
       g.coefb[1] += dz[2 * t + 1];
     }
     product(acc_, true, false, 2, h, N, 1.0f, dz.data(), 2, x, h, 1.0f, g.coefw, h);
-    product(acc_, false, false, N, h, 2, 1.0f, dz.data(), 2, p.coefw, h, 1.0f, dx, h);
+    if (!split_.model || split_.model->rank() == 0)  // the same on every model rank
+      product(acc_, false, false, N, h, 2, 1.0f, dz.data(), 2, p.coefw, h, 1.0f, dx, h);
     float* dPart = sized(w.dPart, N * h);
     mlpBackward(p.residual, g.residual, x, N, ff1, ff, a.mlpFc1.data(), a.mlpAct.data(), dMlp,
                 dPart, sized(w.dAct, N * ff), sized(w.dFc1, N * ff1), true);

@@ -80,13 +80,16 @@ struct MoeWorkspace {
   std::vector<float> sendChunks, recvChunks, localRows, localGrad;
 };
 
-// NeoX's dropless experts split over the model-parallel group (moe.py's ParallelDroplessMLP):
-// every model rank routes the same tokens and computes experts [first, first + held) on their
-// rows; its output is its experts' share of the sum, which the block sums over the group (as a
-// row-parallel product's), and its input gradient likewise (the router's share on rank 0 only).
+// The experts split over the model-parallel group (NeoX's dropless MoE as moe.py's
+// ParallelDroplessMLP; DeepSpeed's gating alike): every model rank routes the same tokens and
+// computes experts [first, first + held) on their rows, and DeepSpeed's residual MLP over its
+// `ffn` columns (Megatron's slices, the output bias on rank 0); its output is its share of the
+// sum, which the block sums over the group (as a row-parallel product's), and its input gradient
+// likewise (the router's and the coefficient's shares on rank 0 only).
 struct MoeSplit {
   size_t first = 0, held = 0;
   Communicator* model = nullptr;  // null: not split
+  size_t ffn = 0;                 // the residual MLP's columns on this rank
 };
 
 class MoeLayer {
@@ -140,6 +143,10 @@ class MoeLayer {
   MoeSplit split_;
   // Whether row `row` of a.order is one of this rank's experts' (always, unless split).
   bool ownRow(const MoeActivations& a, size_t row) const;
+  // DeepSpeed's residual MLP: this rank's columns, and its tensors for this rank's share of the
+  // output (split: the output bias on rank 0 only).
+  size_t residualFfn() const;
+  MlpTensors<const float> residualShare(MlpTensors<const float> mlp) const;
 };
 
 }  // namespace ds::runtime::gpt
