@@ -113,7 +113,10 @@ void readModelSize(const runtime::JobConfig& job, const MemoryOptions& o, Memory
   }
   if (!o.params.empty()) {
     in.params = parseParameterCount(o.params);
-    if (in.shape) in.shape->parameters = in.params;
+    if (in.shape) {  // a count of its own: no experts known among them
+      in.shape->parameters = in.params;
+      in.shape->expertParameters = 0;
+    }
   } else if (in.shape) {
     in.params = in.shape->parameters;
   } else {
