@@ -333,19 +333,25 @@ void checkExpertParallel(const char* hostfile, const std::string& scratch) {
       requireSameParameters(loadWhole(dir + "/" + name), wantParams);
     }
   }
-  // Expert parallelism within each stage's data group: pipe 2 x data 2, ep 2, at ZeRO 0 and 1.
-  const Grid pipe{2, 1, 2};
-  for (int zero : {0, 1}) {
-    const std::string base = zero == 0 ? "ep1" + gridName(dp, zero) : ep1(zero);
+  // Expert parallelism within each data group: pipe 2 x data 2 (each stage's), ep 2, at ZeRO 0
+  // and 1; model 2 x data 2 (the experts split over the model ranks, each rank's half over ep 2),
+  // at ZeRO 0 and 2.
+  for (const auto& [g, zero] :
+       std::vector<std::pair<Grid, int>>{{{2, 1, 2}, 0}, {{2, 1, 2}, 1}, {{1, 2, 2}, 0},
+                                         {{1, 2, 2}, 2}}) {
+    const std::string base =
+        ep1Losses.count(zero) ? "ep1" + gridName(dp, zero) : ep1(zero);
     const auto& want = ep1Losses[zero];
-    const std::string name = "ep2" + gridName(pipe, zero);
+    const std::string name = "ep2" + gridName(g, zero);
     INFO(name);
     const std::string out = runJob(
         dir, hostfile, name,
-        gridYaml(pipe, zero, keys + "moe-expert-parallel-size: 2\nsave: " + name + "\n" + saveAt3));
+        gridYaml(g, zero, keys + "moe-expert-parallel-size: 2\nsave: " + name + "\n" + saveAt3));
     requireSameLosses(losses(out), want, {1, 2, 3});
-    // Each stage's two experts' parts beside its model part.
-    for (const char* part : {"experts_00", "experts_01", "pipe_01-model_00/experts_01"})
+    // Each model part's two experts' parts beside it.
+    const std::string other = g.pipe > 1 ? "pipe_01-model_00" : "pipe_00-model_01";
+    for (const std::string& part : {std::string("experts_00"), std::string("experts_01"),
+                                    other + "/experts_01"})
       CHECK(std::filesystem::exists(dir + "/" + name + "/global_step3/" + part + "/manifest.json"));
     requireSameParameters(loadWhole(dir + "/" + name), loadWhole(dir + "/" + base));
   }
@@ -355,8 +361,8 @@ void checkExpertParallel(const char* hostfile, const std::string& scratch) {
 }  // namespace
 
 TEST_CASE(
-    "grid launch: DeepSpeed-MoE's expert parallelism (ep 2 and 4, and 2 on pipe 2 x data 2) on "
-    "2 loopback nodes trains as ep 1 without ZeRO and at ZeRO 1, 2 and 3",
+    "grid launch: DeepSpeed-MoE's expert parallelism (ep 2 and 4, and 2 on pipe 2 x data 2 and "
+    "model 2 x data 2) on 2 loopback nodes trains as ep 1 without ZeRO and at ZeRO 1, 2 and 3",
     "[gpt][launch][grid][moe]") {
   checkExpertParallel(kTwoNodes, "grid-expert-parallel");
 }

@@ -218,9 +218,12 @@ TEST_CASE("MoE config: the keys' limits are refused by name", "[moe]") {
   GptConfig deepspeed = c;
   deepspeed.moe.kind = MoeKind::DeepSpeed;
   CHECK_NOTHROW(deepspeed.validateModelParallel(2));
-  deepspeed.moe.expertParallelSize = 2;
+  deepspeed.moe.expertParallelSize = 4;  // 8 experts: 4 per model rank, 1 per ep rank
+  CHECK_NOTHROW(deepspeed.validateModelParallel(2));
+  deepspeed.moe.expertParallelSize = 8;
   CHECK_THROWS_WITH(deepspeed.validateModelParallel(2),
-                    Catch::StartsWith("moe-expert-parallel-size 2 with model-parallel-size 2"));
+                    Catch::StartsWith("moe-expert-parallel-size 8 with model-parallel-size 2: 8 "
+                                      "experts do not split evenly over 16 ranks"));
   // Layers 0, 2 of 4 with interval 2; the default interval makes every layer MoE.
   GptConfig every2 = c;
   every2.moe.expertInterval = 2;

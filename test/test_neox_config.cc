@@ -135,10 +135,10 @@ TEST_CASE("neox config: unknown, unimplemented and malformed keys are refused by
   CHECK(errorOf("moe-num-experts: 2\nsequence_parallel_size: 2\n") == "no error");
   CHECK(errorOf("moe-num-experts: 2\nmoe-type: deepspeed\nmodel-parallel-size: 2\n") ==
         "no error");
-  CHECK_THAT(errorOf("moe-num-experts: 4\nmoe-type: deepspeed\nmodel-parallel-size: 2\n"
+  CHECK_THAT(errorOf("moe-num-experts: 2\nmoe-type: deepspeed\nmodel-parallel-size: 2\n"
                      "moe-expert-parallel-size: 2\n"),
-             Catch::Contains("moe-expert-parallel-size 2 with model-parallel-size 2: the experts "
-                             "split over the model ranks then"));
+             Catch::Contains("moe-expert-parallel-size 2 with model-parallel-size 2: 2 experts do "
+                             "not split evenly over 4 ranks"));
   CHECK_THAT(errorOf("moe-num-experts: 2\nmoe-type: switch\n"),
              Catch::Contains("moe-type: expected one of megablocks, deepspeed"));
   CHECK(errorOf("pipe-parallel-size: 1\nopenai-gelu: false\n") == "no error");

@@ -84,18 +84,22 @@ BlockSlice blockSlice(const GptConfig& c, int rank, int size, Communicator* mode
                                    "the MLP's width (intermediate-size, or 4 x hidden-size)");
   s.firstFfn = ffn.begin;
   s.ffn = ffn.count;
-  // The experts: split over the model ranks (NeoX's dropless MoE), else over the expert-parallel
-  // group (DeepSpeed-MoE), else all here.
-  const bool overModel = size > 1 && c.moe.enabled();
-  const int ep = overModel ? size : experts ? experts->size() : 1;
-  const int epRank = overModel ? rank : experts ? experts->rank() : 0;
+  // The experts: split over the model ranks (as NeoX's dropless MoE), each model rank's share
+  // over the expert-parallel group (DeepSpeed-MoE).
+  const SliceRange overModel = evenChunk(static_cast<size_t>(std::max(c.moe.numExperts, 0)), rank,
+                                         size, "moe-num-experts (over the model-parallel ranks)");
+  const int ep = experts ? experts->size() : 1, epRank = experts ? experts->rank() : 0;
   const SliceRange held =
-      evenChunk(static_cast<size_t>(std::max(c.moe.numExperts, 0)), epRank, ep,
-                overModel ? "moe-num-experts (over the model-parallel ranks)"
-                          : "moe-num-experts (over the expert-parallel ranks)");
-  s.firstExpert = held.begin;
+      evenChunk(overModel.count, epRank, ep, "moe-num-experts (over the expert-parallel ranks)");
+  s.firstExpert = overModel.begin + held.begin;
   s.experts = held.count;
   return s;
+}
+
+MoeSplit moeSplit(const GptConfig& c, const BlockSlice& slice) {
+  if (slice.size == 1) return {};
+  const size_t perRank = static_cast<size_t>(c.moe.numExperts / slice.size);
+  return {static_cast<size_t>(slice.rank) * perRank, perRank, slice.model, slice.ffn};
 }
 
 BlockLayout blockLayout(const GptConfig& c, bool moe) {
@@ -224,9 +228,7 @@ BlockRunner::BlockRunner(const GptConfig& config, kernels::Accelerator& acc,
       k_(acc.transformerKernels()),
       slice_(slice),
       layout_(blockLayout(config, slice, moe)),
-      moe_(config, acc,
-           MoeSplit{slice.firstExpert, slice.experts, slice.size > 1 ? slice.model : nullptr,
-                    slice.ffn}) {
+      moe_(config, acc, moeSplit(config, slice)) {
   if (c_.norm == NormKind::LayerNorm && !c_.normHasBias()) {
     zeroBias_.assign(static_cast<size_t>(c_.hiddenSize), 0.0f);
     unusedBiasGrad_.assign(zeroBias_.size(), 0.0f);

@@ -56,14 +56,16 @@ struct BlockSlice {
   Communicator* model = nullptr;
   size_t firstHead = 0, heads = 0, firstKvHead = 0, kvHeads = 0;
   size_t firstFfn = 0, ffn = 0;  // the rank's columns of the MLP's inner width
-  // Expert parallelism (DeepSpeed's ep group): the MoE experts this rank holds and computes,
-  // [firstExpert, firstExpert + experts); every one without it.
+  // The MoE experts this rank holds and computes, [firstExpert, firstExpert + experts): the model
+  // rank's 1 / size of them, split again over the expert-parallel group (DeepSpeed's ep group).
   size_t firstExpert = 0, experts = 0;
 };
 // Throws ds::Error naming the key that does not divide by the model-parallel size. `experts`: the
 // expert-parallel group (null or of size 1: every expert here).
 BlockSlice blockSlice(const GptConfig& c, int rank, int size, Communicator* model,
                       Communicator* experts = nullptr);
+// A MoE layer's split over the model ranks (none at model size 1).
+MoeSplit moeSplit(const GptConfig& c, const BlockSlice& slice);
 // The layout of the rank's slice of a block (the whole block without a slice); a MoE layer's
 // with `moe`.
 BlockLayout blockLayout(const GptConfig& c, const BlockSlice& slice, bool moe = false);

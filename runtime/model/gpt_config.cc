@@ -248,11 +248,12 @@ void GptConfig::validateModelParallel(int modelParallelSize) const {
           "moe-num-experts: " + std::to_string(moe.numExperts) +
               " experts do not split evenly over model-parallel-size " + std::to_string(t) +
               " (each model rank holds experts / size of them, as NeoX's dropless MoE)");
-  require(!moe.enabled() || moe.expertParallelSize == 1,
+  require(!moe.enabled() || moe.numExperts % (t * moe.expertParallelSize) == 0,
           "moe-expert-parallel-size " + std::to_string(moe.expertParallelSize) +
-              " with model-parallel-size " + std::to_string(t) +
-              ": the experts split over the model ranks then, not an expert-parallel group as "
-              "well; use one of the two");
+              " with model-parallel-size " + std::to_string(t) + ": " +
+              std::to_string(moe.numExperts) + " experts do not split evenly over " +
+              std::to_string(t * moe.expertParallelSize) +
+              " ranks (each model rank's share over its expert-parallel group)");
   require(!qkNorm,
           "use-qk-layernorm: not supported with model-parallel-size > 1 (the query/key norm spans "
           "every head of a token; it is not sliced yet)");

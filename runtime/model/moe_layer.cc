@@ -238,18 +238,27 @@ bool exchanged(const Communicator* group) { return group && group->size() > 1; }
 
 }  // namespace
 
-void MoeLayer::planExchange(Communicator& group, MoeActivations& a) const {
-  const size_t E = experts_, ranks = static_cast<size_t>(group.size()), nl = E / ranks;
+std::vector<size_t> MoeLayer::sliceOffsets(const MoeActivations& a) const {
+  const size_t first = split_.model ? split_.first : 0, n = split_.model ? split_.held : experts_;
+  std::vector<size_t> offsets(a.offsets.begin() + static_cast<std::ptrdiff_t>(first),
+                              a.offsets.begin() + static_cast<std::ptrdiff_t>(first + n + 1));
+  const size_t r0 = offsets.front();
+  for (size_t& o : offsets) o -= r0;
+  return offsets;
+}
+
+void MoeLayer::planExchange(Communicator& group, const std::vector<size_t>& offsets,
+                            MoeActivations& a) const {
+  const size_t E = offsets.size() - 1, ranks = static_cast<size_t>(group.size()), nl = E / ranks;
   MoeExchange& x = a.exchange;
   // Each rank's row counts for each of this rank's experts, and the chunk every rank sends.
   std::vector<float> sendCounts(E);
-  for (size_t e = 0; e < E; ++e)
-    sendCounts[e] = static_cast<float>(a.offsets[e + 1] - a.offsets[e]);
+  for (size_t e = 0; e < E; ++e) sendCounts[e] = static_cast<float>(offsets[e + 1] - offsets[e]);
   x.recvCounts.resize(E);
   group.allToAll(sendCounts.data(), x.recvCounts.data(), nl);
   float most = 0.0f;
   for (size_t j = 0; j < ranks; ++j)
-    most = std::max(most, static_cast<float>(a.offsets[(j + 1) * nl] - a.offsets[j * nl]));
+    most = std::max(most, static_cast<float>(offsets[(j + 1) * nl] - offsets[j * nl]));
   group.allReduce(&most, 1, ReduceOp::Max);
   x.capacity = static_cast<size_t>(most);
   x.localOffsets.assign(nl + 1, 0);
@@ -263,54 +272,44 @@ void MoeLayer::planExchange(Communicator& group, MoeActivations& a) const {
 void MoeLayer::runExperts(const MoeTensors<const float>& p, const float* x, MoeActivations& a,
                           MoeWorkspace& w, Communicator* group) const {
   const size_t h = h_, S = a.offsets[experts_];
-  const size_t held = split_.model      ? split_.held
-                      : exchanged(group) ? experts_ / static_cast<size_t>(group->size())
-                                         : experts_;
-  if (p.experts.size() != held)
+  // The experts computed here or exchanged for: the model rank's slice (split over the model
+  // group; the other slices' outputs left zero), else every one; their rows from r0 in a.order.
+  const std::vector<size_t> slice = sliceOffsets(a);
+  const size_t r0 = a.offsets[split_.model ? split_.first : 0];
+  const size_t ranks = exchanged(group) ? static_cast<size_t>(group->size()) : 1;
+  if (p.experts.size() != (slice.size() - 1) / ranks)
     throw Error("MoE layer: " + std::to_string(p.experts.size()) + " experts' tensors, expected " +
-                std::to_string(held));
+                std::to_string((slice.size() - 1) / ranks));
   float* y = sized(a.out, S * h);
-  // This rank's experts' rows: a.order's own (split over the model group: its experts' run of
-  // them, the others' outputs left zero), or (expert parallelism) those the group sent.
-  const float* in = nullptr;
-  const std::vector<size_t>* offsets = &a.offsets;
-  float* out = y;
+  if (split_.model) std::fill(y, y + S * h, 0.0f);
+  const float* rows = gatherRows(x, a, h, w.rows, r0, r0 + slice.back());
+  // This rank's experts' rows: those, or (expert parallelism) the ones the group sent.
+  const float* in = rows;
+  const std::vector<size_t>* offsets = &slice;
+  float* out = y + r0 * h;
   ExchangeLayout l{};
-  if (split_.model) {
-    const size_t r0 = a.offsets[split_.first];
-    std::vector<size_t>& local = a.exchange.localOffsets;
-    local.assign(a.offsets.begin() + static_cast<std::ptrdiff_t>(split_.first),
-                 a.offsets.begin() + static_cast<std::ptrdiff_t>(split_.first + held + 1));
-    for (size_t& o : local) o -= r0;
-    offsets = &local;
-    in = gatherRows(x, a, h, w.rows, r0, r0 + local.back());
-    std::fill(y, y + S * h, 0.0f);
-    out = y + r0 * h;
-  } else if (exchanged(group)) {
-    const float* rows = gatherRows(x, a, h, w.rows);
-    planExchange(*group, a);
+  if (exchanged(group)) {
+    planExchange(*group, slice, a);
     const MoeExchange& ex = a.exchange;
-    const size_t ranks = static_cast<size_t>(group->size()), nl = experts_ / ranks;
-    l = {ranks, nl, ex.capacity, h};
+    l = {ranks, (slice.size() - 1) / ranks, ex.capacity, h};
     offsets = &ex.localOffsets;
     float* received = sized(a.exchange.expertIn, offsets->back() * h);
-    toExperts(*group, rows, a.offsets, ex, l, sized(w.sendChunks, ranks * l.C * h),
+    toExperts(*group, rows, slice, ex, l, sized(w.sendChunks, ranks * l.C * h),
               sized(w.recvChunks, ranks * l.C * h), received);
     in = received;
     out = sized(w.localRows, offsets->back() * h);
-  } else {
-    in = gatherRows(x, a, h, w.rows);
   }
   const size_t R = offsets->back();
   float* fc1 = sized(a.fc1, R * xff1_);
   float* act = sized(a.act, R * xff_);
   forExperts(*offsets, [&](size_t e, bool timed) {
-    const size_t r0 = (*offsets)[e], n = (*offsets)[e + 1] - r0;
-    mlpForward(p.experts[e], in + r0 * h, n, xff1_, xff_, fc1 + r0 * xff1_, act + r0 * xff_,
-               out + r0 * h, timed);
+    const size_t e0 = (*offsets)[e], n = (*offsets)[e + 1] - e0;
+    mlpForward(p.experts[e], in + e0 * h, n, xff1_, xff_, fc1 + e0 * xff1_, act + e0 * xff_,
+               out + e0 * h, timed);
   });
   if (exchanged(group))
-    fromExperts(*group, out, a.offsets, a.exchange, l, w.sendChunks.data(), w.recvChunks.data(), y);
+    fromExperts(*group, out, slice, a.exchange, l, w.sendChunks.data(), w.recvChunks.data(),
+                y + r0 * h);
 }
 
 void MoeLayer::runExpertsBackward(const MoeTensors<const float>& p, const MoeTensors<float>& g,
@@ -318,43 +317,39 @@ void MoeLayer::runExpertsBackward(const MoeTensors<const float>& p, const MoeTen
                                   const MoeActivations& a, MoeWorkspace& w,
                                   Communicator* group) const {
   const size_t h = h_;
-  const float* in = nullptr;  // the experts' input rows, as in runExperts
-  const float* dOut = dY;
-  const std::vector<size_t>* offsets = &a.offsets;
-  float* dIn = dX;
+  const std::vector<size_t> slice = sliceOffsets(a);  // as in runExperts
+  const size_t r0 = a.offsets[split_.model ? split_.first : 0];
+  const float* in = nullptr;
+  const float* dOut = dY + r0 * h;
+  const std::vector<size_t>* offsets = &slice;
+  float* dIn = dX + r0 * h;
   ExchangeLayout l{};
-  if (split_.model) {  // the rank's experts' run of rows, as in runExperts
-    const size_t r0 = a.offsets[split_.first];
-    offsets = &a.exchange.localOffsets;
-    in = gatherRows(x, a, h, w.rows, r0, r0 + offsets->back());
-    dOut = dY + r0 * h;
-    dIn = dX + r0 * h;
-  } else if (exchanged(group)) {
+  if (exchanged(group)) {
     const MoeExchange& ex = a.exchange;
-    const size_t ranks = static_cast<size_t>(group->size()), nl = experts_ / ranks;
-    l = {ranks, nl, ex.capacity, h};
+    const size_t ranks = static_cast<size_t>(group->size());
+    l = {ranks, (slice.size() - 1) / ranks, ex.capacity, h};
     offsets = &ex.localOffsets;
     float* received = sized(w.localRows, offsets->back() * h);
-    toExperts(*group, dY, a.offsets, ex, l, sized(w.sendChunks, ranks * l.C * h),
+    toExperts(*group, dY + r0 * h, slice, ex, l, sized(w.sendChunks, ranks * l.C * h),
               sized(w.recvChunks, ranks * l.C * h), received);
     in = ex.expertIn.data();
     dOut = received;
     dIn = sized(w.localGrad, offsets->back() * h);
   } else {
-    in = gatherRows(x, a, h, w.rows);
+    in = gatherRows(x, a, h, w.rows, r0, r0 + slice.back());
   }
   const size_t R = offsets->back();
   float* dAct = sized(w.dAct, R * xff_);
   float* dFc1 = sized(w.dFc1, R * xff1_);
   forExperts(*offsets, [&](size_t e, bool timed) {
-    const size_t r0 = (*offsets)[e], n = (*offsets)[e + 1] - r0;
-    mlpBackward(p.experts[e], g.experts[e], in + r0 * h, n, xff1_, xff_,
-                a.fc1.data() + r0 * xff1_, a.act.data() + r0 * xff_, dOut + r0 * h, dIn + r0 * h,
-                dAct + r0 * xff_, dFc1 + r0 * xff1_, timed);
+    const size_t e0 = (*offsets)[e], n = (*offsets)[e + 1] - e0;
+    mlpBackward(p.experts[e], g.experts[e], in + e0 * h, n, xff1_, xff_,
+                a.fc1.data() + e0 * xff1_, a.act.data() + e0 * xff_, dOut + e0 * h, dIn + e0 * h,
+                dAct + e0 * xff_, dFc1 + e0 * xff1_, timed);
   });
   if (exchanged(group))
-    fromExperts(*group, dIn, a.offsets, a.exchange, l, w.sendChunks.data(), w.recvChunks.data(),
-                dX);
+    fromExperts(*group, dIn, slice, a.exchange, l, w.sendChunks.data(), w.recvChunks.data(),
+                dX + r0 * h);
 }
 
 MoeStatistics MoeLayer::forward(const MoeTensors<const float>& p, const float* x, size_t N,

@@ -50,8 +50,6 @@ struct MoeStatistics {
 // Expert parallelism: the rows this rank received for its experts from each rank of the group
 // (floats: exact counts below 2^24), where each local expert's rows begin in `expertIn` (expert
 // by expert, the sending ranks in order), those rows, and the exchange's chunk of rows per rank.
-// Experts split over the model group: localOffsets only, the rank's experts' rows from their
-// first one in `order`.
 struct MoeExchange {
   size_t capacity = 0;
   std::vector<float> recvCounts;     // [ranks, local experts]
@@ -82,7 +80,8 @@ struct MoeWorkspace {
 
 // The experts split over the model-parallel group (NeoX's dropless MoE as moe.py's
 // ParallelDroplessMLP; DeepSpeed's gating alike): every model rank routes the same tokens and
-// computes experts [first, first + held) on their rows, and DeepSpeed's residual MLP over its
+// computes experts [first, first + held) on their rows (with expert parallelism: exchanges them
+// over its ep group, whose ranks split that slice again), and DeepSpeed's residual MLP over its
 // `ffn` columns (Megatron's slices, the output bias on rank 0); its output is its share of the
 // sum, which the block sums over the group (as a row-parallel product's), and its input gradient
 // likewise (the router's and the coefficient's shares on rank 0 only).
@@ -131,7 +130,11 @@ class MoeLayer {
   // and their backward: dX [S, h] from dY.
   void runExperts(const MoeTensors<const float>& p, const float* x, MoeActivations& a,
                   MoeWorkspace& w, Communicator* group) const;
-  void planExchange(Communicator& group, MoeActivations& a) const;
+  void planExchange(Communicator& group, const std::vector<size_t>& offsets,
+                    MoeActivations& a) const;
+  // The offsets in a.order of the experts this rank computes or exchanges for (the model rank's
+  // slice where split over the model group, else every expert), from 0.
+  std::vector<size_t> sliceOffsets(const MoeActivations& a) const;
   void runExpertsBackward(const MoeTensors<const float>& p, const MoeTensors<float>& g,
                           const float* x, const float* dY, float* dX, const MoeActivations& a,
                           MoeWorkspace& w, Communicator* group) const;
