@@ -108,6 +108,29 @@ std::vector<SlicedPass> slicedPasses(const GptConfig& c, const Batch& batch, int
   return out;
 }
 
+// The same pass keeping each rank's model and parameters as well.
+struct SlicedRanks {
+  std::vector<std::unique_ptr<Gpt>> models;
+  std::vector<Pass> passes;
+};
+SlicedRanks slicedRanks(const GptConfig& c, const Batch& batch, int t) {
+  auto group = shmGroup(t);
+  SlicedRanks out;
+  out.models.resize(t);
+  out.passes.resize(t);
+  onThreads(t, [&](int r) {
+    out.models[r] = std::make_unique<Gpt>(c, GptPlacement{r, t, &group[r]});
+    Gpt& m = *out.models[r];
+    Pass& pass = out.passes[r];
+    pass.params.resize(m.parameterCount());
+    m.initParameters(pass.params.data(), kSeed);
+    FlatParameters access(m, pass.params.data());
+    pass.loss = m.forwardBackward(batch, access, 1.0f);
+    pass.grads = access.gradients();
+  });
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("sliced GPT: initial slices, loss and gradients equal the one-rank model's",
@@ -132,18 +155,9 @@ TEST_CASE("sliced GPT: initial slices, loss and gradients equal the one-rank mod
     for (int t : {2, 4}) {
       INFO(variant.name << ", model-parallel size " << t
                         << (sequenceParallel ? ", sequence parallel" : ""));
-      auto group = shmGroup(t);
-      std::vector<Pass> got(t);
-      std::vector<std::unique_ptr<Gpt>> models(t);
-      onThreads(t, [&](int r) {
-        models[r] = std::make_unique<Gpt>(c, GptPlacement{r, t, &group[r]});
-        Gpt& m = *models[r];
-        got[r].params.resize(m.parameterCount());
-        m.initParameters(got[r].params.data(), kSeed);
-        FlatParameters access(m, got[r].params.data());
-        got[r].loss = m.forwardBackward(batch, access, 1.0f);
-        got[r].grads = access.gradients();
-      });
+      const SlicedRanks ranks = slicedRanks(c, batch, t);
+      const std::vector<std::unique_ptr<Gpt>>& models = ranks.models;
+      const std::vector<Pass>& got = ranks.passes;
       std::vector<float> full(reference.parameterCount());
       std::vector<int> writes(full.size(), 0);
       for (int r = 0; r < t; ++r) {
@@ -216,18 +230,9 @@ TEST_CASE("sliced GPT: MoE layers split their experts over the model ranks, the 
       for (int t : {2, 4}) {
         INFO("flavour " << flavour << ", model-parallel size " << t
                         << (sequenceParallel ? ", sequence parallel" : ""));
-        auto group = shmGroup(t);
-        std::vector<Pass> got(t);
-        std::vector<std::unique_ptr<Gpt>> models(t);
-        onThreads(t, [&](int r) {
-          models[r] = std::make_unique<Gpt>(c, GptPlacement{r, t, &group[r]});
-          Gpt& m = *models[r];
-          got[r].params.resize(m.parameterCount());
-          m.initParameters(got[r].params.data(), kSeed);
-          FlatParameters rankAccess(m, got[r].params.data());
-          got[r].loss = m.forwardBackward(batch, rankAccess, 1.0f);
-          got[r].grads = rankAccess.gradients();
-        });
+        const SlicedRanks ranks = slicedRanks(c, batch, t);
+        const std::vector<std::unique_ptr<Gpt>>& models = ranks.models;
+        const std::vector<Pass>& got = ranks.passes;
         std::vector<float> full(params.size()), fullGrad(params.size());
         std::vector<int> writes(full.size(), 0), gradWrites(full.size(), 0);
         size_t experts = 0;

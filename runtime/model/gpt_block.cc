@@ -86,8 +86,9 @@ BlockSlice blockSlice(const GptConfig& c, int rank, int size, Communicator* mode
   s.ffn = ffn.count;
   // The experts: split over the model ranks (as NeoX's dropless MoE), each model rank's share
   // over the expert-parallel group (DeepSpeed-MoE).
-  const SliceRange overModel = evenChunk(static_cast<size_t>(std::max(c.moe.numExperts, 0)), rank,
-                                         size, "moe-num-experts (over the model-parallel ranks)");
+  if (!c.moe.enabled()) return s;
+  const SliceRange overModel = evenChunk(static_cast<size_t>(c.moe.numExperts), rank, size,
+                                         "moe-num-experts (over the model-parallel ranks)");
   const int ep = experts ? experts->size() : 1, epRank = experts ? experts->rank() : 0;
   const SliceRange held =
       evenChunk(overModel.count, epRank, ep, "moe-num-experts (over the expert-parallel ranks)");
