@@ -1,9 +1,7 @@
 // The 1-bit compressed all-reduce (runtime/comm/onebit_allreduce.h) on 1-4 ranks (threads over
-// shared memory) against a plain one-process reference of DeepSpeed's compressed_allreduce written
-// here from its description (worker: add the error, scale = ||x|| / sqrt(n), signs with zero as
-// +1, the error keeps the loss; server: average the ranks' scaled signs of its chunk, add its
-// error, compress again; everyone gathers every chunk), three calls in a row so that both errors
-// carry over; counts that need padding included. Then what error feedback is for: the running
+// shared memory) against the plain one-process reference of DeepSpeed's compressed_allreduce
+// (test/onebit_reference.h), three calls in a row so that both errors carry over; counts that
+// need padding included. Then what error feedback is for: the running
 // mean of the outputs for a fixed input approaches the true average; and the bytes each rank
 // sends, from the comms logger, against an fp32 all-reduce's.
 #include <catch2/catch.hpp>
@@ -13,6 +11,7 @@
 
 #include "runtime/comm/comms_logger.h"
 #include "runtime/comm/onebit_allreduce.h"
+#include "test/onebit_reference.h"
 #include "test/gpt_parallel_harness.h"
 #include "test/rank_threads.h"
 
@@ -21,47 +20,6 @@ using namespace ds::runtime;
 using ds::test::onThreads;
 
 namespace {
-
-// ||x|| / sqrt(n) and the signs (+1 for zero) of x; error = x - scale x sign.
-float referenceCompress(const std::vector<float>& x, std::vector<float>& sign,
-                        std::vector<float>& error) {
-  double squares = 0.0;
-  for (float v : x) squares += static_cast<double>(v) * v;
-  const auto scale = static_cast<float>(std::sqrt(squares / static_cast<double>(x.size())));
-  sign.resize(x.size());
-  error.resize(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    sign[i] = x[i] >= 0.0f ? 1.0f : -1.0f;
-    error[i] = x[i] - scale * sign[i];
-  }
-  return scale;
-}
-
-// Every rank's call at once: inputs[r] in place, errors[r] updated.
-void referenceAllReduce(std::vector<std::vector<float>>& inputs, std::vector<OneBitErrors>& errors) {
-  const size_t n = inputs.size(), count = inputs[0].size();
-  const size_t padded = oneBitPaddedCount(count, static_cast<int>(n)), chunk = padded / n;
-  std::vector<std::vector<float>> signs(n);
-  std::vector<float> scales(n);
-  for (size_t r = 0; r < n; ++r) {
-    std::vector<float> x(padded, 0.0f);
-    for (size_t i = 0; i < padded; ++i) x[i] = (i < count ? inputs[r][i] : 0.0f) + errors[r].worker[i];
-    scales[r] = referenceCompress(x, signs[r], errors[r].worker);
-  }
-  std::vector<float> serverSigns(padded), serverScales(n);
-  for (size_t j = 0; j < n; ++j) {
-    std::vector<float> m(chunk), sign, error;
-    for (size_t i = 0; i < chunk; ++i) {
-      float sum = 0.0f;
-      for (size_t r = 0; r < n; ++r) sum += scales[r] * signs[r][j * chunk + i];
-      m[i] = sum * (1.0f / static_cast<float>(n)) + errors[j].server[i];
-    }
-    serverScales[j] = referenceCompress(m, sign, errors[j].server);
-    std::copy(sign.begin(), sign.end(), serverSigns.begin() + static_cast<std::ptrdiff_t>(j * chunk));
-  }
-  for (size_t r = 0; r < n; ++r)
-    for (size_t i = 0; i < count; ++i) inputs[r][i] = serverScales[i / chunk] * serverSigns[i];
-}
 
 std::vector<float> randomVector(size_t n, unsigned seed) {
   std::mt19937 rng(seed);
@@ -91,7 +49,7 @@ TEST_CASE("1-bit all-reduce equals the reference of DeepSpeed's compressed_allre
         std::vector<std::vector<float>> got(n), expected(n);
         for (int r = 0; r < n; ++r)
           got[r] = expected[r] = randomVector(count, 100 * call + static_cast<unsigned>(r));
-        referenceAllReduce(expected, want);
+        test::referenceOneBitAllReduce(expected, want);
         onThreads(n, [&](int r) { oneBitAllReduce(group[r], got[r].data(), count, errors[r]); });
         for (int r = 0; r < n; ++r) {
           CHECK(got[r] == expected[r]);  // the same operations in the same order: bit for bit

@@ -17,6 +17,8 @@
 
 namespace ds::runtime {
 
+class Communicator;
+
 struct OptimizerStep {
   double lr = 0;
   std::optional<double> momentum;  // OneCycle's cycled momentum: beta1 (Adam/Lamb) or SGD momentum
@@ -25,6 +27,9 @@ struct OptimizerStep {
   // an all_reduce); empty = the optimizer sees whole tensors (unsharded). Every rank calls it once
   // per step with the same count, so it may be a collective.
   std::function<void(double* values, size_t count)> sumAcrossShards;
+  // 1-bit optimizers past their freeze: the data group over which they average their compressed
+  // momentum (every rank of it steps together).
+  Communicator* dataGroup = nullptr;
   // Honoured when fusesHalfCopy(): the updated parameters are also written here, rounded to
   // bf16/fp16, in the same pass (element i of the shard at halfCopy.out[i]).
   kernels::HalfCopy halfCopy;
@@ -66,6 +71,9 @@ class Optimizer {
   virtual const char* name() const = 0;
   // Whether step() writes OptimizerStep::halfCopy (otherwise the caller converts afterwards).
   virtual bool fusesHalfCopy() const { return false; }
+  // Whether the next step() takes this rank's own gradients, not the data group's average (a
+  // 1-bit optimizer past its freeze, which exchanges its momentum itself).
+  virtual bool takesLocalGradients() const { return false; }
 
  protected:
   // A zeroed state array of `count` elements (PyTorch's state key `name`); returns its index.
