@@ -80,7 +80,8 @@ TEST_CASE("gptModelShape counts the GPT's parameters as the model does", "[memor
     INFO("layers " << c.layers << " hidden " << c.hidden << " experts " << c.experts);
     CHECK(std::abs(shape - real) <= 0.005 * real);
     size_t experts = 0;  // the tensors the engine keeps in the experts' partition
-    for (const ParamSpec& s : Gpt(model).parameters())
+    const Gpt built(model);
+    for (const ParamSpec& s : built.parameters())
       if (s.expert) experts += s.numel;
     CHECK(gptModelShape(model, 1).expertParameters == static_cast<double>(experts));
     if (c.experts > 1) {  // the experts are most of it: the two counts agree exactly

@@ -221,6 +221,7 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
   if (const Json* v = JsonReader::member(root, "zero_optimization"))
     cfg.zero = parseZeroConfig(r, *v, kZeroKeys);
   cfg.precision = parsePrecisionConfig(r, root, cfg.zero.stage);
+  if (cfg.optimizer) checkOneBitLayout(*cfg.optimizer, cfg.zero.stage, 1, 1, false);
   r.readBool(root, "", "wall_clock_breakdown", cfg.wallClockBreakdown);
   r.readBool(root, "", "dump_state", cfg.dumpState);
   readCommBackend(r, root, cfg);

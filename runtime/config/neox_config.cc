@@ -955,7 +955,11 @@ void parseDeepSpeedKeys(NeoxKeys& k, int64_t worldSize) {
                 ": ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism "
                 "(pipe-parallel-size " +
                 std::to_string(t.parallel.pipe) + "), as in DeepSpeed; use stage 0 or 1");
-  if (deepspeed.optimizer) checkOptimizerModelParallel(*deepspeed.optimizer, t.parallel.model);
+  if (deepspeed.optimizer) {
+    checkOptimizerModelParallel(*deepspeed.optimizer, t.parallel.model);
+    checkOneBitLayout(*deepspeed.optimizer, deepspeed.zero.stage, t.parallel.pipe,
+                      t.parallel.model, t.model.moe.enabled());
+  }
   // The flops profiler times one micro-batch's forward of the whole model; a stage holds part of
   // it and interleaves micro-batches.
   if (t.parallel.pipe > 1 && deepspeed.flopsProfiler.enabled)

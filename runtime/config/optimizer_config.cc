@@ -24,12 +24,16 @@ const std::vector<std::string_view> kAdamKeys = {
 const std::vector<std::string_view> kLambKeys = {
     "lr",        "betas",     "eps",    "weight_decay", "bias_correction", "eps_inside_sqrt",
     "max_coeff", "min_coeff", "amsgrad"};
+// DeepSpeed's OnebitAdam's arguments (max_grad_norm is refused before this list is consulted).
+const std::vector<std::string_view> kOneBitAdamKeys = {
+    "lr",      "freeze_step", "betas",      "eps",      "weight_decay", "bias_correction",
+    "amsgrad", "cuda_aware",  "comm_backend_name", "eps_inside_sqrt"};
 // torch.optim.SGD's arguments.
 const std::vector<std::string_view> kSgdKeys = {"lr",           "momentum",       "dampening",
                                                 "weight_decay", "nesterov",       "maximize",
                                                 "foreach",      "differentiable", "fused"};
 
-const char* kSupported = R"((supported: "Adam", "AdamW", "Lamb", "SGD"))";
+const char* kSupported = R"((supported: "Adam", "AdamW", "Lamb", "SGD", "OneBitAdam"))";
 const char* kPrefix = "optimizer.params";
 
 std::string lowercase(std::string s) {
@@ -110,6 +114,24 @@ LambParams parseLamb(const JsonReader& r, const Json& params) {
   return p;
 }
 
+OneBitAdamParams parseOneBitAdam(const JsonReader& r, const Json& params) {
+  OneBitAdamParams p = readAdamFamily<OneBitAdamParams>(r, params, kOneBitAdamKeys);
+  r.readInt(params, kPrefix, "freeze_step", p.freezeStep, 0);
+  acceptBooleans(r, params, {"bias_correction", "cuda_aware"});
+  refuseTrue(r, params, "amsgrad", "1-bit Adam has no AMSGrad variant (DeepSpeed's refuses it too)");
+  refuseTrue(r, params, "eps_inside_sqrt",
+             "1-bit Adam adds eps outside the square root (DeepSpeed's ignores this key); remove "
+             "it");
+  if (const Json* name = JsonReader::member(params, "comm_backend_name")) {
+    const std::string backend = r.string(*name, "optimizer.params.comm_backend_name");
+    if (backend != "nccl" && backend != "mpi" && backend != "hccl" && backend != "compressed")
+      r.fail("optimizer.params.comm_backend_name",
+             "\"" + backend + "\": expected one of nccl, mpi, hccl, compressed (DeepSpeed's; the "
+             "job's own communicator carries the compressed exchange whichever is named)");
+  }
+  return p;
+}
+
 SgdParams parseSgd(const JsonReader& r, const Json& params) {
   r.rejectUnknownKeys(params, kPrefix, kSgdKeys);
   SgdParams p;
@@ -137,6 +159,7 @@ double OptimizerConfig::lr() const {
 double OptimizerConfig::momentum() const {
   if (const auto* sgd = std::get_if<SgdParams>(&params)) return sgd->momentum;
   if (const auto* lamb = std::get_if<LambParams>(&params)) return lamb->beta1;
+  if (const auto* onebit = std::get_if<OneBitAdamParams>(&params)) return onebit->beta1;
   return std::get<AdamParams>(params).beta1;
 }
 
@@ -150,6 +173,8 @@ const char* optimizerTypeName(OptimizerType type) {
       return "Lamb";
     case OptimizerType::SGD:
       return "SGD";
+    case OptimizerType::OneBitAdam:
+      return "OneBitAdam";
   }
   return "?";
 }
@@ -162,8 +187,8 @@ OptimizerConfig parseOptimizerConfig(JsonReader& r, const Json& block) {
   const std::string name = r.string(*typeJson, "optimizer.type");
   OptimizerConfig out;
   bool known = false;
-  for (OptimizerType t :
-       {OptimizerType::Adam, OptimizerType::AdamW, OptimizerType::Lamb, OptimizerType::SGD}) {
+  for (OptimizerType t : {OptimizerType::Adam, OptimizerType::AdamW, OptimizerType::Lamb,
+                          OptimizerType::SGD, OptimizerType::OneBitAdam}) {
     if (lowercase(name) == lowercase(optimizerTypeName(t))) {
       out.type = t;
       known = true;
@@ -198,6 +223,9 @@ OptimizerConfig parseOptimizerConfig(JsonReader& r, const Json& block) {
     case OptimizerType::SGD:
       out.params = parseSgd(r, *params);
       break;
+    case OptimizerType::OneBitAdam:
+      out.params = parseOneBitAdam(r, *params);
+      break;
   }
   return out;
 }
@@ -215,6 +243,23 @@ void checkOptimizerModelParallel(const OptimizerConfig& config, int modelParalle
     throw Error(
         "optimizer: Lamb is not supported with model-parallel-size > 1 yet (its per-tensor "
         "trust ratio would see only this rank's slice); use Adam or AdamW");
+}
+
+void checkOneBitLayout(const OptimizerConfig& config, int zeroStage, int pipe, int model,
+                       bool experts) {
+  if (config.type != OptimizerType::OneBitAdam) return;
+  const std::string name = optimizerTypeName(config.type);
+  if (zeroStage != 0)
+    throw Error("optimizer: " + name + " with zero_optimization.stage " +
+                std::to_string(zeroStage) +
+                ": a 1-bit optimizer exchanges whole momentums, so it runs without ZeRO (stage "
+                "0), as in DeepSpeed");
+  if (pipe > 1 || model > 1 || experts)
+    throw Error("optimizer: " + name + " with " +
+                (pipe > 1   ? "pipe-parallel-size " + std::to_string(pipe)
+                 : model > 1 ? "model-parallel-size " + std::to_string(model)
+                             : std::string("MoE experts")) +
+                " is not implemented yet; use data parallelism only");
 }
 
 }  // namespace ds::runtime

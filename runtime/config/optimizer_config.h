@@ -3,13 +3,14 @@
 // Names and defaults are those of the class DeepSpeed builds for the type (see each struct).
 #pragma once
 
+#include <cstdint>
 #include <variant>
 
 namespace ds::runtime {
 
 // DeepSpeed lower-cases "Adam", "AdamW" and "Lamb"; "SGD" reaches torch.optim.SGD by exact name
 // there, but we accept every spelling of all four.
-enum class OptimizerType { Adam, AdamW, Lamb, SGD };
+enum class OptimizerType { Adam, AdamW, Lamb, SGD, OneBitAdam };
 
 // DeepSpeed's FusedAdam (torch.optim.Adam / AdamW with torch_adam: same maths).
 struct AdamParams {
@@ -35,6 +36,17 @@ struct LambParams {
   double minCoeff = 0.01;
 };
 
+// DeepSpeed's OnebitAdam (runtime/optim/onebit_adam.h): its names and defaults. Its
+// bias_correction is accepted and, as in DeepSpeed, changes nothing; cuda_aware and
+// comm_backend_name pick DeepSpeed's transport, here the job's own communicator carries it.
+struct OneBitAdamParams {
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weightDecay = 0.0;
+  int64_t freezeStep = 100000;
+};
+
 // torch.optim.SGD. lr defaults to 1e-3 as in torch >= 2.0 (torch 1.x made it required).
 struct SgdParams {
   double lr = 1e-3;
@@ -47,7 +59,7 @@ struct SgdParams {
 struct OptimizerConfig {
   OptimizerType type = OptimizerType::Adam;
   // AdamParams for Adam and AdamW; the alternative always matches `type`.
-  std::variant<AdamParams, LambParams, SgdParams> params;
+  std::variant<AdamParams, LambParams, SgdParams, OneBitAdamParams> params;
 
   // The configured lr, where LR schedules start from.
   double lr() const;
@@ -55,7 +67,7 @@ struct OptimizerConfig {
   double momentum() const;
 };
 
-// "Adam", "AdamW", "Lamb", "SGD".
+// "Adam", "AdamW", "Lamb", "SGD", "OneBitAdam".
 const char* optimizerTypeName(OptimizerType type);
 
 // The fp32 state bytes per parameter that optimizer keeps: Adam, AdamW and Lamb two moments (8),
@@ -65,5 +77,10 @@ double optimizerStateBytesPerParameter(const OptimizerConfig& config);
 // Whether `config` can update a model sliced over `modelParallelSize` ranks: not Lamb yet. Throws
 // ds::Error naming the key; the NeoX parser asks before any rank starts, the engine again.
 void checkOptimizerModelParallel(const OptimizerConfig& config, int modelParallelSize);
+// Whether `config` fits the job's layout: a 1-bit optimizer only at ZeRO stage 0 (as DeepSpeed)
+// and, for now, without pipeline or model parallelism or MoE experts. Throws ds::Error naming
+// the key; the config's validation asks, the engine again.
+void checkOneBitLayout(const OptimizerConfig& config, int zeroStage, int pipe, int model,
+                       bool experts);
 
 }  // namespace ds::runtime

@@ -108,6 +108,12 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
   if (grid_.pipe && grid_.pipe->size() > 1) checkPipelineGrid(grid_, config_.zero.stage, model);
   if (grid_.model && config_.optimizer)
     checkOptimizerModelParallel(*config_.optimizer, grid_.model->size());
+  if (config_.optimizer) {
+    bool experts = false;
+    for (const ParamSpec& spec : model.parameters()) experts = experts || spec.expert;
+    checkOneBitLayout(*config_.optimizer, config_.zero.stage, grid_.pipe ? grid_.pipe->size() : 1,
+                      grid_.model ? grid_.model->size() : 1, experts);
+  }
   keepFreedMemoryForReuse();
   splitPartitions();
   queue_ = std::make_unique<CommQueue>(config_.zero.overlapComm);
@@ -375,8 +381,14 @@ void Engine::stepAtBoundary() {
   optimizerTimes_.stage = config_.zero.stage;
   optimizerTimes_.statesSwapped = optimizerSwapBytes() > 0;
   optimizerTimes_.paramsSwapped = parameterSwapBytes() > 0;
+  // A 1-bit optimizer past its freeze steps on this rank's own gradients and averages its
+  // compressed momentum itself: nothing to reduce (DeepSpeed's enable_backward_allreduce off).
+  const bool local = dense().groups.front().optimizer->takesLocalGradients();
   const auto reduceStart = Clock::now();
-  for (Partition& part : parts_) part.zero->reduceGradientsForStep();
+  for (Partition& part : parts_) {
+    part.zero->useLocalGradients(local);
+    if (!local) part.zero->reduceGradientsForStep();
+  }
   times_.allreduceMs += elapsedMs(reduceStart);
   const auto stepStart = Clock::now();
   struct Finish {  // however step() returns, the window's times are published
@@ -397,9 +409,12 @@ void Engine::stepAtBoundary() {
 
   // Gradients were summed over ranks (after the optional pre-division) and carry the loss
   // scale: one multiply (`unscale`) restores the mean gradient of the global batch.
+  // Local gradients are the rank's own mean already.
   const PrecisionConfig& p = config_.precision;
   const double world = comm_.size();
-  const double post = p.prescaleGradients ? p.gradientPredivideFactor / world : 1.0 / world;
+  const double post = local                 ? 1.0
+                      : p.prescaleGradients ? p.gradientPredivideFactor / world
+                                            : 1.0 / world;
   unscale_ = static_cast<float>(post / scaler_.scale());
 
   const GradientStatistics statistics = gradientStatistics();
@@ -411,7 +426,8 @@ void Engine::stepAtBoundary() {
     scaler_.update(true);  // throws at the minimum scale
     return;
   }
-  lastGradNorm_ = globalGradNorm(statistics.sumSquares);
+  // Local gradients: each rank clips by its own norm, as DeepSpeed's with the reduction off.
+  lastGradNorm_ = globalGradNorm(statistics.sumSquares, local);
   float clip = 1.0f;
   if (config_.gradientClipping > 0.0) {
     const double coefficient = config_.gradientClipping / (lastGradNorm_ + 1e-6);
@@ -451,12 +467,12 @@ GradientStatistics Engine::gradientStatistics() {
   return all;
 }
 
-double Engine::globalGradNorm(double localSumSquares) {
+double Engine::globalGradNorm(double localSumSquares, bool rankOnly) {
   // Every rank summed the squares of its own slices, in shard order: the experts' partition
   // covers its experts' slices over the expert-data group, so the data group's sum has every
   // expert once, as it has every other tensor.
   float total = static_cast<float>(localSumSquares);
-  queue_->run([&] { comm_.allReduce(&total, 1); });
+  if (!rankOnly) queue_->run([&] { comm_.allReduce(&total, 1); });
   reduceOverOtherAxes(&total, ReduceOp::Sum);
   const double norm = std::sqrt(static_cast<double>(total));
   // Every rank summed the same totals, so all stop here together. fp16 skips such a step and
@@ -478,6 +494,7 @@ OptimizerStep Engine::updateOptions(Partition& part) {
     update.momentum = scheduler_->momentum();
     if (update.momentum) update.beta2 = LrSchedule::kCycledBeta2;
   }
+  update.dataGroup = part.comm;
   if (part.zero->optimizerIsSharded())
     update.sumAcrossShards = [this, comm = part.comm](double* values, size_t count) {
       std::vector<float> sums(values, values + count);

@@ -218,7 +218,9 @@ class Engine : private LayerAccess {
   GradientStatistics gradientStatistics();
   // stepAtBoundary's steps after the overflow check. The norm over every shard and grid axis;
   // throws on every rank alike where it is not finite.
-  double globalGradNorm(double localSumSquares);
+  // rankOnly: of this rank's own gradients (local ones, not reduced), not summed over the data
+  // group.
+  double globalGradNorm(double localSumSquares, bool rankOnly = false);
   // The optimizer's update: every sub-group in turn, its gradients unscaled and clipped; true where
   // the 16-bit working values were written on the way (fused or converted per group).
   bool updateSubGroups(Partition& part, float clip);

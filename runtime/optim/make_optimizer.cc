@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "runtime/optim/adam.h"
 #include "runtime/optim/lamb.h"
+#include "runtime/optim/onebit_adam.h"
 #include "runtime/optim/sgd.h"
 
 namespace ds::runtime {
@@ -38,6 +39,9 @@ std::unique_ptr<Optimizer> makeOptimizer(const OptimizerConfig& config,
       return std::make_unique<Lamb>(paramsOf<LambParams>(config, "LambParams"), specs, begin, end);
     case OptimizerType::SGD:
       return std::make_unique<Sgd>(paramsOf<SgdParams>(config, "SgdParams"), specs, begin, end);
+    case OptimizerType::OneBitAdam:
+      return std::make_unique<OneBitAdam>(paramsOf<OneBitAdamParams>(config, "OneBitAdamParams"),
+                                          specs, begin, end);
   }
   return nullptr;
 }

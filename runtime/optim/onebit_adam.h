@@ -14,20 +14,12 @@
 #include <vector>
 
 #include "runtime/comm/onebit_allreduce.h"
+#include "runtime/config/optimizer_config.h"
 #include "runtime/model/model.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/optim/shard_segments.h"
 
 namespace ds::runtime {
-
-// OneBitAdam's params (DeepSpeed's names and defaults).
-struct OneBitAdamParams {
-  double lr = 1e-3;
-  double beta1 = 0.9, beta2 = 0.999;
-  double eps = 1e-8;
-  double weightDecay = 0.0;
-  int64_t freezeStep = 100000;
-};
 
 class OneBitAdam : public Optimizer {
  public:

@@ -91,6 +91,12 @@ float ZeroStage::preDivide() const {
   return p.prescaleGradients ? static_cast<float>(1.0 / p.gradientPredivideFactor) : 1.0f;
 }
 
+void ZeroStage::useLocalGradients(bool local) {
+  if (local)
+    throw Error("ZeRO stage " + std::to_string(stage()) +
+                " partitions what a step reads: only stage 0 can step on a rank's own gradients");
+}
+
 float* ZeroStage::layerGradients(int layer) {
   if (keepsWholeGradients() && ctx_.gradType == DType::F32) {
     layerAccumulated_.resize(static_cast<size_t>(layerCount()), 0);

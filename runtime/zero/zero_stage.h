@@ -101,6 +101,9 @@ class ZeroStage {
 
   // At the accumulation boundary: every gradient reduced into this rank's gradient buffer.
   virtual void reduceGradientsForStep() = 0;
+  // Stage 0 only: the step takes this rank's own gradients, not reduced (a 1-bit optimizer past
+  // its freeze); gradientStatistics is then of the whole local gradient.
+  virtual void useLocalGradients(bool local);
   // fp32, unscaled gradients of the shard's tensors [t0, t1) into `out`.
   virtual void loadGroupGradients(size_t t0, size_t t1, std::vector<float>& out, float unscale);
   // The shard's gradients of tensors [t0, t1) in the gradient buffer itself, where they are fp32

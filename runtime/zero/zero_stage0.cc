@@ -26,6 +26,7 @@ GradientStatistics ZeroStage0::gradientStatistics(const std::vector<std::pair<si
   const int rank = ctx_.comm.rank();
   auto slice = [&](size_t t) {  // [begin, end) of tensor t: the slice stage 1 would give this rank
     const TensorPlacement& p = layout_->tensor(t);
+    if (local_) return std::pair<size_t, size_t>(0, p.numel);
     const size_t begin = std::min(p.numel, rank * p.slice);
     return std::pair<size_t, size_t>(begin, std::min(p.numel, begin + p.slice));
   };

@@ -31,14 +31,20 @@ class ZeroStage0 : public WholeGradientStage {
   int stage() const override { return 0; }
   void initialise(const InitialValues& draw) override;
   void reduceGradientsForStep() override { reduceBucketsAtBoundary(false); }
+  // With local gradients (a 1-bit optimizer past its freeze, the reduction skipped) the
+  // statistics are of this rank's whole gradient; otherwise of the slice stage 1 would own.
   GradientStatistics gradientStatistics(const std::vector<std::pair<size_t, size_t>>& groups,
                                         float unscale, std::vector<float>& scratch) override;
+  void useLocalGradients(bool local) override { local_ = local; }
   bool statisticsLoadGroups() const override { return false; }
   bool optimizerIsSharded() const override { return false; }
   char* halfCopyTarget() override { return working_.data(); }
   void publishParameters(bool halfWritten) override {
     convertMasterToWorking(ctx_.count, halfWritten);
   }
+
+ private:
+  bool local_ = false;
 };
 
 // fp32 master weights and optimizer states partitioned; gradients kept whole and reduce-scattered
