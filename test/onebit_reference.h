@@ -19,7 +19,7 @@ using runtime::oneBitPaddedCount;
 
 // ||x|| / sqrt(n) and the signs (+1 for zero) of x; error = x - scale x sign.
 inline float referenceCompress(const std::vector<float>& x, std::vector<float>& sign,
-                        std::vector<float>& error) {
+                               std::vector<float>& error) {
   double squares = 0.0;
   for (float v : x) squares += static_cast<double>(v) * v;
   const auto scale = static_cast<float>(std::sqrt(squares / static_cast<double>(x.size())));
@@ -33,14 +33,16 @@ inline float referenceCompress(const std::vector<float>& x, std::vector<float>& 
 }
 
 // Every rank's call at once: inputs[r] in place, errors[r] updated.
-inline void referenceOneBitAllReduce(std::vector<std::vector<float>>& inputs, std::vector<OneBitErrors>& errors) {
+inline void referenceOneBitAllReduce(std::vector<std::vector<float>>& inputs,
+                                     std::vector<OneBitErrors>& errors) {
   const size_t n = inputs.size(), count = inputs[0].size();
   const size_t padded = oneBitPaddedCount(count, static_cast<int>(n)), chunk = padded / n;
   std::vector<std::vector<float>> signs(n);
   std::vector<float> scales(n);
   for (size_t r = 0; r < n; ++r) {
     std::vector<float> x(padded, 0.0f);
-    for (size_t i = 0; i < padded; ++i) x[i] = (i < count ? inputs[r][i] : 0.0f) + errors[r].worker[i];
+    for (size_t i = 0; i < padded; ++i)
+      x[i] = (i < count ? inputs[r][i] : 0.0f) + errors[r].worker[i];
     scales[r] = referenceCompress(x, signs[r], errors[r].worker);
   }
   std::vector<float> serverSigns(padded), serverScales(n);
@@ -52,11 +54,11 @@ inline void referenceOneBitAllReduce(std::vector<std::vector<float>>& inputs, st
       m[i] = sum * (1.0f / static_cast<float>(n)) + errors[j].server[i];
     }
     serverScales[j] = referenceCompress(m, sign, errors[j].server);
-    std::copy(sign.begin(), sign.end(), serverSigns.begin() + static_cast<std::ptrdiff_t>(j * chunk));
+    std::copy(sign.begin(), sign.end(),
+              serverSigns.begin() + static_cast<std::ptrdiff_t>(j * chunk));
   }
   for (size_t r = 0; r < n; ++r)
     for (size_t i = 0; i < count; ++i) inputs[r][i] = serverScales[i / chunk] * serverSigns[i];
 }
-
 
 }  // namespace ds::test

@@ -3,10 +3,10 @@
 // partitioned over its expert-data group.
 //   - ep 1, 2 and 4 on data 4 (DeepSpeed's top-2 gating with the residual MLP; NeoX's dropless
 //     Sinkhorn MoE at ep 1, as it has no ep group), against ONE rank that holds every expert and
-//     runs the same micro-batches as gradient accumulation: the loss of each of 3 steps and every parameter
-//     (the experts assembled from their ranks by name) agree within 1e-5 relative. The same
-//     micro-batches, because both routers are functions of the micro-batch (Sinkhorn's balance,
-//     DeepSpeed's l_aux per rank), exactly as in DeepSpeed.
+//     runs the same micro-batches as gradient accumulation: the loss of each of 3 steps and every
+//     parameter (the experts assembled from their ranks by name) agree within 1e-5 relative. The
+//     same micro-batches, because both routers are functions of the micro-batch (Sinkhorn's
+//     balance, DeepSpeed's l_aux per rank), exactly as in DeepSpeed.
 //   - ZeRO 1, 2 and 3 at ep 2: the experts' states on each rank are 1/edp of its experts' (the
 //     per-tensor slices of ZeRO's partition layout), and training equals the ZeRO 0 run within
 //     1e-5.
@@ -73,15 +73,15 @@ struct Run {
   std::vector<double> losses;     // per step, the data group's mean
   std::vector<double> gradNorms;  // per step, before clipping (every tensor's gradient in it)
   Tensors tensors;
-  std::vector<MemoryUsage> expertMemory;  // per rank
+  std::vector<MemoryUsage> expertMemory;      // per rank
   std::vector<std::vector<ParamSpec>> specs;  // per rank: its table
 };
 
 void collect(const Gpt& model, const std::vector<float>& flat, Tensors& into) {
   for (const ParamSpec& s : model.parameters())
-    into.emplace(s.name, std::vector<float>(flat.begin() + static_cast<std::ptrdiff_t>(s.offset),
-                                            flat.begin() +
-                                                static_cast<std::ptrdiff_t>(s.offset + s.numel)));
+    into.emplace(
+        s.name, std::vector<float>(flat.begin() + static_cast<std::ptrdiff_t>(s.offset),
+                                   flat.begin() + static_cast<std::ptrdiff_t>(s.offset + s.numel)));
 }
 
 struct Job {
@@ -101,9 +101,9 @@ Run train(const GptConfig& base, const Job& job) {
   run.expertMemory.resize(world);
   run.specs.resize(world);
   onThreads(world, [&](int r) {
-    GroupFactory factory(store, {r, {world}},
-                         test::loopbackGroupOptions("ep" + std::to_string(ep) + "w" +
-                                                    std::to_string(world)));
+    GroupFactory factory(
+        store, {r, {world}},
+        test::loopbackGroupOptions("ep" + std::to_string(ep) + "w" + std::to_string(world)));
     std::unique_ptr<Communicator> data = factory.world();
     std::unique_ptr<Communicator> experts, expertData;
     GptConfig config = base;
@@ -176,9 +176,10 @@ void requireSameTraining(const Run& got, const Run& want, double tolerance) {
 
 }  // namespace
 
-TEST_CASE("expert parallelism: ep 1, 2 and 4 train as one rank holding every expert, both "
-          "MoE flavours",
-          "[engine][moe]") {
+TEST_CASE(
+    "expert parallelism: ep 1, 2 and 4 train as one rank holding every expert, both "
+    "MoE flavours",
+    "[engine][moe]") {
   for (MoeKind kind : {MoeKind::Dropless, MoeKind::DeepSpeed}) {
     INFO("moe-type " << moeKindName(kind));
     const GptConfig config = moeGpt(kind);
@@ -223,9 +224,10 @@ size_t firstOfLayer(const Gpt& model, int l) {
 
 }  // namespace
 
-TEST_CASE("expert parallelism: at ZeRO 1, 2 and 3 with ep 2 each rank keeps 1/edp of its "
-          "experts' states and trains as ZeRO 0",
-          "[engine][moe]") {
+TEST_CASE(
+    "expert parallelism: at ZeRO 1, 2 and 3 with ep 2 each rank keeps 1/edp of its "
+    "experts' states and trains as ZeRO 0",
+    "[engine][moe]") {
   const GptConfig config = moeGpt(MoeKind::DeepSpeed);
   // Without expert parallelism every rank holds every expert, its states partitioned over the
   // whole data group.

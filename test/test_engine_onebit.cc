@@ -29,16 +29,17 @@ constexpr int kRanks = 2, kMicro = 4, kSteps = 60, kFreeze = 20;
 
 std::string config(const std::string& optimizer, int stage = 0) {
   return R"({"train_batch_size": )" + std::to_string(kMicro * kRanks) +
-         R"(, "train_micro_batch_size_per_gpu": )" + std::to_string(kMicro) +
-         R"(, "optimizer": )" + optimizer + R"(, "zero_optimization": {"stage": )" +
-         std::to_string(stage) + "}}";
+         R"(, "train_micro_batch_size_per_gpu": )" + std::to_string(kMicro) + R"(, "optimizer": )" +
+         optimizer + R"(, "zero_optimization": {"stage": )" + std::to_string(stage) + "}}";
 }
 
-const std::string kOneBit = R"({"type": "OneBitAdam", "params": {"lr": 0.001, "betas": [0.9, 0.9], "freeze_step": )" +
-                            std::to_string(kFreeze) +
-                            R"(, "weight_decay": 0.01, "cuda_aware": false,
+const std::string kOneBit =
+    R"({"type": "OneBitAdam", "params": {"lr": 0.001, "betas": [0.9, 0.9], "freeze_step": )" +
+    std::to_string(kFreeze) +
+    R"(, "weight_decay": 0.01, "cuda_aware": false,
                                 "comm_backend_name": "nccl"}})";
-const std::string kAdam = R"({"type": "AdamW", "params": {"lr": 0.001, "betas": [0.9, 0.9], "weight_decay": 0.01,
+const std::string kAdam =
+    R"({"type": "AdamW", "params": {"lr": 0.001, "betas": [0.9, 0.9], "weight_decay": 0.01,
                                 "bias_correction": false}})";
 
 struct Run {
@@ -84,9 +85,10 @@ Run train(const std::string& optimizer, const std::string& saveTo = "",
 
 }  // namespace
 
-TEST_CASE("1-bit Adam in the engine: compressed momentum past the freeze, one model on every "
-          "rank, Adam's loss within 3%",
-          "[engine][onebit]") {
+TEST_CASE(
+    "1-bit Adam in the engine: compressed momentum past the freeze, one model on every "
+    "rank, Adam's loss within 3%",
+    "[engine][onebit]") {
   const Run onebit = train(kOneBit), adam = train(kAdam);
   REQUIRE(onebit.losses.size() == kSteps);
   CHECK(onebit.hashes[0] == onebit.hashes[1]);
@@ -97,8 +99,8 @@ TEST_CASE("1-bit Adam in the engine: compressed momentum past the freeze, one mo
   CHECK(warm > 4 * Gpt(test::tinyGpt()).parameterCount());
   CHECK(compressed * 10 < warm);
   const double last = onebit.losses.back(), want = adam.losses.back();
-  INFO("loss after " << kSteps << " steps: 1-bit Adam " << last << ", Adam " << want
-                     << " (first " << onebit.losses.front() << ")");
+  INFO("loss after " << kSteps << " steps: 1-bit Adam " << last << ", Adam " << want << " (first "
+                     << onebit.losses.front() << ")");
   // It goes on learning past the freeze, close behind Adam. (The issue's 3% is for the demo's
   // model over a longer run; 40 compressed steps of this 2-rank toy, their variance frozen after
   // 20, stay within 15%: 3.93 against 3.57 when written.)
@@ -122,12 +124,12 @@ TEST_CASE("1-bit Adam: the layouts it does not take are refused by name", "[engi
                     Catch::Contains("OneBitAdam with zero_optimization.stage 1: a 1-bit "
                                     "optimizer exchanges whole momentums"));
   CHECK_THROWS_WITH(
-      parseDeepSpeedConfig(config(R"({"type": "OnebitAdam", "params": {"amsgrad": true}})"),
-                           kRanks, "x.json"),
+      parseDeepSpeedConfig(config(R"({"type": "OnebitAdam", "params": {"amsgrad": true}})"), kRanks,
+                           "x.json"),
       Catch::Contains("optimizer.params.amsgrad"));
   CHECK_THROWS_WITH(
-      parseDeepSpeedConfig(config(R"({"type": "OneBitAdam", "params": {"freeze_stp": 3}})"),
-                           kRanks, "x.json"),
+      parseDeepSpeedConfig(config(R"({"type": "OneBitAdam", "params": {"freeze_stp": 3}})"), kRanks,
+                           "x.json"),
       Catch::Contains("freeze_stp"));
   CHECK_THROWS_WITH(parseDeepSpeedConfig(config(R"({"type": "OneBitAdam", "params":
                                                    {"comm_backend_name": "gloo"}})"),

@@ -194,9 +194,10 @@ TEST_CASE("sliced GPT: initial slices, loss and gradients equal the one-rank mod
   }
 }
 
-TEST_CASE("sliced GPT: MoE layers split their experts over the model ranks, the same loss and "
-          "gradients",
-          "[gpt_tensor_parallel][moe]") {
+TEST_CASE(
+    "sliced GPT: MoE layers split their experts over the model ranks, the same loss and "
+    "gradients",
+    "[gpt_tensor_parallel][moe]") {
   // 4 experts over 2 and 4 model ranks (each rank its experts whole, by their global names; the
   // router on every rank, counted in the norm once), with and without sequence parallelism, a
   // dense block between the MoE ones: NeoX's dropless Sinkhorn top-1 and top-k top-2 with jitter,

@@ -251,11 +251,11 @@ void checkUlysses(const char* hostfile, const std::string& scratch) {
     const std::string dpName = "moe" + gridName(dp, 2), name = "moe" + gridName(g, 2) + "u2";
     INFO(keys);
     const std::string dpKeys = keys.substr(0, keys.find("moe-expert-parallel-size"));
-    const auto want = losses(
-        runJob(dir, hostfile, dpName, gridYaml(dp, 2, dpKeys + "save: " + dpName + "\n" + saveAt3)));
-    const std::string out = runJob(
-        dir, hostfile, name,
-        gridYaml(g, 2, keys + "sequence_parallel_size: 2\nsave: " + name + "\n" + saveAt3));
+    const auto want = losses(runJob(dir, hostfile, dpName,
+                                    gridYaml(dp, 2, dpKeys + "save: " + dpName + "\n" + saveAt3)));
+    const std::string out =
+        runJob(dir, hostfile, name,
+               gridYaml(g, 2, keys + "sequence_parallel_size: 2\nsave: " + name + "\n" + saveAt3));
     requireSameLosses(losses(out), want, {1, 2, 3});
     requireSameParameters(loadWhole(dir + "/" + name), loadWhole(dir + "/" + dpName));
   }
@@ -285,8 +285,12 @@ void checkMoeZero(const char* hostfile, const std::string& scratch) {
     const WholeModel wantParams = loadWhole(dir + "/" + base);
     // ZeRO 1-3 on data 4, two pipeline stages (ZeRO 0, DeepSpeed's pipe engine allows 0-1), and
     // the experts split over model 2 x data 2 (NeoX's layout) at ZeRO 0 and 2.
-    for (const auto& [g, zero] : std::vector<std::pair<Grid, int>>{
-             {dp, 1}, {dp, 2}, {dp, 3}, {Grid{2, 1, 2}, 0}, {Grid{1, 2, 2}, 0}, {Grid{1, 2, 2}, 2}}) {
+    for (const auto& [g, zero] : std::vector<std::pair<Grid, int>>{{dp, 1},
+                                                                   {dp, 2},
+                                                                   {dp, 3},
+                                                                   {Grid{2, 1, 2}, 0},
+                                                                   {Grid{1, 2, 2}, 0},
+                                                                   {Grid{1, 2, 2}, 2}}) {
       const std::string name = flavour + gridName(g, zero);
       INFO(name);
       const std::string out =
@@ -336,11 +340,9 @@ void checkExpertParallel(const char* hostfile, const std::string& scratch) {
   // Expert parallelism within each data group: pipe 2 x data 2 (each stage's), ep 2, at ZeRO 0
   // and 1; model 2 x data 2 (the experts split over the model ranks, each rank's half over ep 2),
   // at ZeRO 0 and 2.
-  for (const auto& [g, zero] :
-       std::vector<std::pair<Grid, int>>{{{2, 1, 2}, 0}, {{2, 1, 2}, 1}, {{1, 2, 2}, 0},
-                                         {{1, 2, 2}, 2}}) {
-    const std::string base =
-        ep1Losses.count(zero) ? "ep1" + gridName(dp, zero) : ep1(zero);
+  for (const auto& [g, zero] : std::vector<std::pair<Grid, int>>{
+           {{2, 1, 2}, 0}, {{2, 1, 2}, 1}, {{1, 2, 2}, 0}, {{1, 2, 2}, 2}}) {
+    const std::string base = ep1Losses.count(zero) ? "ep1" + gridName(dp, zero) : ep1(zero);
     const auto& want = ep1Losses[zero];
     const std::string name = "ep2" + gridName(g, zero);
     INFO(name);
@@ -350,8 +352,8 @@ void checkExpertParallel(const char* hostfile, const std::string& scratch) {
     requireSameLosses(losses(out), want, {1, 2, 3});
     // Each model part's two experts' parts beside it.
     const std::string other = g.pipe > 1 ? "pipe_01-model_00" : "pipe_00-model_01";
-    for (const std::string& part : {std::string("experts_00"), std::string("experts_01"),
-                                    other + "/experts_01"})
+    for (const std::string& part :
+         {std::string("experts_00"), std::string("experts_01"), other + "/experts_01"})
       CHECK(std::filesystem::exists(dir + "/" + name + "/global_step3/" + part + "/manifest.json"));
     requireSameParameters(loadWhole(dir + "/" + name), loadWhole(dir + "/" + base));
   }
@@ -374,9 +376,10 @@ TEST_CASE(
   checkMoeZero(kTwoNodes, "grid-moe");
 }
 
-TEST_CASE("grid launch: Ulysses (sequence 2 x data 2, sequence 4, and with MoE) on 2 loopback "
-          "nodes trains as data 4 without ZeRO and at ZeRO 2 and 3",
-          "[gpt][launch][grid]") {
+TEST_CASE(
+    "grid launch: Ulysses (sequence 2 x data 2, sequence 4, and with MoE) on 2 loopback "
+    "nodes trains as data 4 without ZeRO and at ZeRO 2 and 3",
+    "[gpt][launch][grid]") {
   checkUlysses(kTwoNodes, "grid-ulysses");
 }
 

@@ -43,7 +43,8 @@ const std::vector<Layer> kLayers = {
       "runtime/model/gpt_config.h", "runtime/parallel/topology.h"}},
     {"runtime/lr", {"common/", "runtime/config/"}},
     {"runtime/precision", {"common/", "runtime/config/"}},
-    {"runtime/optim", {"common/", "kernels/", "runtime/config/", "runtime/model/"}},
+    // The 1-bit optimizers average their compressed momentum over the data group themselves.
+    {"runtime/optim", {"common/", "kernels/", "runtime/comm/", "runtime/config/", "runtime/model/"}},
     {"runtime/zero",
      {"common/", "kernels/", "runtime/comm/", "runtime/config/", "runtime/model/",
       "runtime/offload/", "runtime/optim/"}},

@@ -129,12 +129,12 @@ TEST_CASE("neox config: unknown, unimplemented and malformed keys are refused by
                         "(world size 6) does not divide by it"));
   CHECK(errorOf("moe-num-experts: 2\npipe-parallel-size: 2\n") == "no error");
   // Expert parallelism within each stage's data group, Ulysses beside MoE.
-  CHECK_NOTHROW(parse("moe-num-experts: 2\nmoe-type: deepspeed\npipe-parallel-size: 2\n"
-                      "moe-expert-parallel-size: 2\n",
-                      8));
+  CHECK_NOTHROW(
+      parse("moe-num-experts: 2\nmoe-type: deepspeed\npipe-parallel-size: 2\n"
+            "moe-expert-parallel-size: 2\n",
+            8));
   CHECK(errorOf("moe-num-experts: 2\nsequence_parallel_size: 2\n") == "no error");
-  CHECK(errorOf("moe-num-experts: 2\nmoe-type: deepspeed\nmodel-parallel-size: 2\n") ==
-        "no error");
+  CHECK(errorOf("moe-num-experts: 2\nmoe-type: deepspeed\nmodel-parallel-size: 2\n") == "no error");
   CHECK_THAT(errorOf("moe-num-experts: 2\nmoe-type: deepspeed\nmodel-parallel-size: 2\n"
                      "moe-expert-parallel-size: 2\n"),
              Catch::Contains("moe-expert-parallel-size 2 with model-parallel-size 2: 2 experts do "

@@ -35,9 +35,10 @@ std::vector<float> gradient(size_t n, unsigned seed) {
 
 }  // namespace
 
-TEST_CASE("1-bit Adam: Adam until freeze_step, then the compressed momentum of each rank's "
-          "gradients, as DeepSpeed's rules",
-          "[optim][onebit]") {
+TEST_CASE(
+    "1-bit Adam: Adam until freeze_step, then the compressed momentum of each rank's "
+    "gradients, as DeepSpeed's rules",
+    "[optim][onebit]") {
   OneBitAdamParams p;
   p.lr = 0.01;
   p.beta1 = 0.9;

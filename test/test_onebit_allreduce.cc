@@ -11,8 +11,8 @@
 
 #include "runtime/comm/comms_logger.h"
 #include "runtime/comm/onebit_allreduce.h"
-#include "test/onebit_reference.h"
 #include "test/gpt_parallel_harness.h"
+#include "test/onebit_reference.h"
 #include "test/rank_threads.h"
 
 using namespace ds;
@@ -31,9 +31,10 @@ std::vector<float> randomVector(size_t n, unsigned seed) {
 
 }  // namespace
 
-TEST_CASE("1-bit all-reduce equals the reference of DeepSpeed's compressed_allreduce, errors "
-          "carried over three calls",
-          "[comm][onebit]") {
+TEST_CASE(
+    "1-bit all-reduce equals the reference of DeepSpeed's compressed_allreduce, errors "
+    "carried over three calls",
+    "[comm][onebit]") {
   for (int n : {1, 2, 3, 4})
     for (size_t count : {size_t{1}, size_t{100}, size_t{4096}, size_t{5003}}) {
       INFO(n << " ranks, " << count << " elements");

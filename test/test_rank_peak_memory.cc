@@ -94,9 +94,10 @@ TEST_CASE("gptModelShape counts the GPT's parameters as the model does", "[memor
   }
 }
 
-TEST_CASE("with expert parallelism a rank's estimate holds 1/ep of the experts, their states "
-          "over the expert-data group",
-          "[memory][moe]") {
+TEST_CASE(
+    "with expert parallelism a rank's estimate holds 1/ep of the experts, their states "
+    "over the expert-data group",
+    "[memory][moe]") {
   JobConfig job = gptJob(4, 128, 2);
   job.gpt->model.moe.numExperts = 8;
   job.gpt->model.moe.kind = MoeKind::DeepSpeed;
@@ -109,7 +110,8 @@ TEST_CASE("with expert parallelism a rank's estimate holds 1/ep of the experts, 
     INFO("ZeRO " << stage);
     DeepSpeedConfig c = job.deepspeed;
     c.zero.stage = stage;
-    const RankPeakMemory ep1 = estimateRankPeakMemory(c, a, 8), ep4 = estimateRankPeakMemory(c, b, 8);
+    const RankPeakMemory ep1 = estimateRankPeakMemory(c, a, 8),
+                         ep4 = estimateRankPeakMemory(c, b, 8);
     // fp32 working copies: whole at stages 0-2 (a rank holds its experts only), a shard at 3
     // (1/8 of all experts either way: 1/4 of them over 2 ranks).
     const double experts = 4.0 * a.expertParameters;

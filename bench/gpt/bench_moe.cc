@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <random>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -195,15 +195,15 @@ Traffic expertTraffic(const Options& o, int ep) {
       for (float& v : dOut) v = normal(rng);
       if (r == 0) {  // only rank 0's ops go to the logger
         LoggingCommunicator logged(group[0], logger);
-        layer.acts.stats = moe.forward(layer.p, x.data(), N, layer.acts, layer.work, out.data(),
-                                       nullptr, &logged);
-        moe.backward(layer.p, layer.g, x.data(), N, layer.acts, layer.work, dOut.data(),
-                     dx.data(), 0.0, &logged);
+        layer.acts.stats =
+            moe.forward(layer.p, x.data(), N, layer.acts, layer.work, out.data(), nullptr, &logged);
+        moe.backward(layer.p, layer.g, x.data(), N, layer.acts, layer.work, dOut.data(), dx.data(),
+                     0.0, &logged);
       } else {
         layer.acts.stats = moe.forward(layer.p, x.data(), N, layer.acts, layer.work, out.data(),
                                        nullptr, &group[static_cast<size_t>(r)]);
-        moe.backward(layer.p, layer.g, x.data(), N, layer.acts, layer.work, dOut.data(),
-                     dx.data(), 0.0, &group[static_cast<size_t>(r)]);
+        moe.backward(layer.p, layer.g, x.data(), N, layer.acts, layer.work, dOut.data(), dx.data(),
+                     0.0, &group[static_cast<size_t>(r)]);
       }
     });
   for (std::thread& t : ranks) t.join();

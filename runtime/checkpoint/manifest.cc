@@ -157,11 +157,11 @@ void readRunAndCounters(const Reader& r, const Json& m, int64_t version, Checkpo
     if (e->contains("rank")) x.rank = r.integer(*e, "experts", "rank", 0, x.parallel - 1);
     c.experts = x;
   }
-  const int64_t group = c.experts && c.experts->rank >= 0 ? c.worldSize / c.experts->parallel
-                                                          : c.worldSize;
+  const int64_t group =
+      c.experts && c.experts->rank >= 0 ? c.worldSize / c.experts->parallel : c.worldSize;
   if (c.partitions != 1 && c.partitions != group)
-    r.fail("partitions", std::to_string(c.partitions) + " for a group of " +
-                             std::to_string(group) + " (expected 1 or the group's size: the world "
+    r.fail("partitions", std::to_string(c.partitions) + " for a group of " + std::to_string(group) +
+                             " (expected 1 or the group's size: the world "
                              "size, over expert parallel in an experts' part)");
   c.modelDtype = r.text(m, "", "model_dtype");
   c.configHash = r.text(m, "", "config_hash");

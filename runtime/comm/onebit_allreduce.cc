@@ -73,8 +73,7 @@ void oneBitAllReduce(Communicator& comm, float* data, size_t count, OneBitErrors
   // Every chunk's signs and scale to every rank.
   comm.allGather(serverSigns.data(), signs.data(), chunkWords, DType::F16);
   comm.allGather(&scale, scales.data(), 1);
-  for (size_t i = 0; i < count; ++i)
-    data[i] = scales[i / chunk] * signOf(signs.data(), i);
+  for (size_t i = 0; i < count; ++i) data[i] = scales[i / chunk] * signOf(signs.data(), i);
 }
 
 }  // namespace ds::runtime

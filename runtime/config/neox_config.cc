@@ -957,8 +957,8 @@ void parseDeepSpeedKeys(NeoxKeys& k, int64_t worldSize) {
                 std::to_string(t.parallel.pipe) + "), as in DeepSpeed; use stage 0 or 1");
   if (deepspeed.optimizer) {
     checkOptimizerModelParallel(*deepspeed.optimizer, t.parallel.model);
-    checkOneBitLayout(*deepspeed.optimizer, deepspeed.zero.stage, t.parallel.pipe,
-                      t.parallel.model, t.model.moe.enabled());
+    checkOneBitLayout(*deepspeed.optimizer, deepspeed.zero.stage, t.parallel.pipe, t.parallel.model,
+                      t.model.moe.enabled());
   }
   // The flops profiler times one micro-batch's forward of the whole model; a stage holds part of
   // it and interleaves micro-batches.

@@ -25,9 +25,16 @@ const std::vector<std::string_view> kLambKeys = {
     "lr",        "betas",     "eps",    "weight_decay", "bias_correction", "eps_inside_sqrt",
     "max_coeff", "min_coeff", "amsgrad"};
 // DeepSpeed's OnebitAdam's arguments (max_grad_norm is refused before this list is consulted).
-const std::vector<std::string_view> kOneBitAdamKeys = {
-    "lr",      "freeze_step", "betas",      "eps",      "weight_decay", "bias_correction",
-    "amsgrad", "cuda_aware",  "comm_backend_name", "eps_inside_sqrt"};
+const std::vector<std::string_view> kOneBitAdamKeys = {"lr",
+                                                       "freeze_step",
+                                                       "betas",
+                                                       "eps",
+                                                       "weight_decay",
+                                                       "bias_correction",
+                                                       "amsgrad",
+                                                       "cuda_aware",
+                                                       "comm_backend_name",
+                                                       "eps_inside_sqrt"};
 // torch.optim.SGD's arguments.
 const std::vector<std::string_view> kSgdKeys = {"lr",           "momentum",       "dampening",
                                                 "weight_decay", "nesterov",       "maximize",
@@ -118,7 +125,8 @@ OneBitAdamParams parseOneBitAdam(const JsonReader& r, const Json& params) {
   OneBitAdamParams p = readAdamFamily<OneBitAdamParams>(r, params, kOneBitAdamKeys);
   r.readInt(params, kPrefix, "freeze_step", p.freezeStep, 0);
   acceptBooleans(r, params, {"bias_correction", "cuda_aware"});
-  refuseTrue(r, params, "amsgrad", "1-bit Adam has no AMSGrad variant (DeepSpeed's refuses it too)");
+  refuseTrue(r, params, "amsgrad",
+             "1-bit Adam has no AMSGrad variant (DeepSpeed's refuses it too)");
   refuseTrue(r, params, "eps_inside_sqrt",
              "1-bit Adam adds eps outside the square root (DeepSpeed's ignores this key); remove "
              "it");
@@ -126,8 +134,9 @@ OneBitAdamParams parseOneBitAdam(const JsonReader& r, const Json& params) {
     const std::string backend = r.string(*name, "optimizer.params.comm_backend_name");
     if (backend != "nccl" && backend != "mpi" && backend != "hccl" && backend != "compressed")
       r.fail("optimizer.params.comm_backend_name",
-             "\"" + backend + "\": expected one of nccl, mpi, hccl, compressed (DeepSpeed's; the "
-             "job's own communicator carries the compressed exchange whichever is named)");
+             "\"" + backend +
+                 "\": expected one of nccl, mpi, hccl, compressed (DeepSpeed's; the "
+                 "job's own communicator carries the compressed exchange whichever is named)");
   }
   return p;
 }
@@ -256,7 +265,7 @@ void checkOneBitLayout(const OptimizerConfig& config, int zeroStage, int pipe, i
                 "0), as in DeepSpeed");
   if (pipe > 1 || model > 1 || experts)
     throw Error("optimizer: " + name + " with " +
-                (pipe > 1   ? "pipe-parallel-size " + std::to_string(pipe)
+                (pipe > 1    ? "pipe-parallel-size " + std::to_string(pipe)
                  : model > 1 ? "model-parallel-size " + std::to_string(model)
                              : std::string("MoE experts")) +
                 " is not implemented yet; use data parallelism only");

@@ -148,8 +148,8 @@ RankPeakMemory estimateRankPeakMemory(const DeepSpeedConfig& c, const ModelShape
   const int stage = c.zero.stage;
   // The experts are a partition of their own: 1 / ep of them on each rank, over the ep-th part of
   // the world (the expert-data group).
-  const ModelStateEstimate dense = estimateModelState(
-      stage, model, grads, m.parameters - m.expertParameters, world, stateBytes);
+  const ModelStateEstimate dense =
+      estimateModelState(stage, model, grads, m.parameters - m.expertParameters, world, stateBytes);
   const ModelStateEstimate experts =
       estimateModelState(stage, model, grads, m.expertParameters / m.expertParallel,
                          std::max(1, world / m.expertParallel), stateBytes);

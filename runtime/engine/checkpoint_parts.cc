@@ -58,8 +58,10 @@ std::vector<CheckpointPart> readCheckpointParts(const std::string& root) {
                          model = parts[p].manifest.grid.value_or(ManifestGrid{});
       if (x.parallel != ep || x.rank != e || g.pipe != model.pipe || g.model != model.model ||
           g.stage != model.stage || g.modelRank != model.modelRank)
-        throw Error(part.manifestPath + ": experts: expected the experts' part of expert-parallel "
-                    "rank " + std::to_string(e) + " of " + std::to_string(ep) + " beside " +
+        throw Error(part.manifestPath +
+                    ": experts: expected the experts' part of expert-parallel "
+                    "rank " +
+                    std::to_string(e) + " of " + std::to_string(ep) + " beside " +
                     parts[p].manifestPath);
       if (const std::string d = partDifference(parts.front().manifest, part.manifest); !d.empty())
         throw Error(part.manifestPath + ": this part is not from the save of " +

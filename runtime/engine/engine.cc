@@ -168,11 +168,13 @@ void Engine::splitPartitions() {
       throw Error("model: expert tensor \"" + spec.name +
                   "\" is not in one of the model's last layers, which hold the experts");
   if (firstExpertLayer == 0)
-    throw Error("model: every parameter is an expert's; the engine keeps experts beside a model's "
-                "other layers");
+    throw Error(
+        "model: every parameter is an expert's; the engine keeps experts beside a model's "
+        "other layers");
   if (expertParallel && !grid_.expertData)
-    throw Error("expert parallelism: ParallelGroups needs the expert-data group beside the "
-                "expert-parallel group");
+    throw Error(
+        "expert parallelism: ParallelGroups needs the expert-data group beside the "
+        "expert-parallel group");
   Communicator& expertComm = expertParallel ? *grid_.expertData : comm_;
   auto part = [&](Communicator& comm, bool experts, int l0, int l1) {
     Partition p;
@@ -528,8 +530,8 @@ bool Engine::updateSubGroups(Partition& part, float clip) {
     float* master;
     {
       PhaseTimer timer(timed(times.swapInMs));
-      master = home.acquire(gi, view.master ? view.master : zero.masterData() + begin,
-                            *group.optimizer);
+      master =
+          home.acquire(gi, view.master ? view.master : zero.masterData() + begin, *group.optimizer);
     }
     char* halfAt = view.halfCopy ? view.halfCopy
                    : halfOut     ? halfOut + begin * dtypeBytes(modelType_)
@@ -615,17 +617,15 @@ std::string Engine::describeState() const {
   };
   line("zero_stage", std::to_string(config_.zero.stage));
   line("world_size", std::to_string(comm_.size()) + " (" + comm_.backendName() + ")");
-  line("parameters", std::to_string(count_) + " in " +
-                         std::to_string(model_.parameters().size()) + " tensors, " +
-                         std::to_string(model_.layerCount()) + " layers");
+  line("parameters", std::to_string(count_) + " in " + std::to_string(model_.parameters().size()) +
+                         " tensors, " + std::to_string(model_.layerCount()) + " layers");
   line("shard_elements", std::to_string(dense().zero->shardLayout().shardSize()));
   if (parts_.size() > 1) {
     const Partition& experts = parts_.back();
-    line("expert_parameters", std::to_string(experts.count) + " in " +
-                                  std::to_string(experts.specs.size()) +
-                                  " tensors over the expert-data group of " +
-                                  std::to_string(experts.comm->size()) + ", shard " +
-                                  std::to_string(experts.zero->shardLayout().shardSize()));
+    line("expert_parameters",
+         std::to_string(experts.count) + " in " + std::to_string(experts.specs.size()) +
+             " tensors over the expert-data group of " + std::to_string(experts.comm->size()) +
+             ", shard " + std::to_string(experts.zero->shardLayout().shardSize()));
   }
   line("dtypes", std::string("model ") + dtypeName(modelType_) + ", gradients " +
                      dtypeName(gradType_) + ", communication " + dtypeName(commType_));

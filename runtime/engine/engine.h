@@ -192,8 +192,8 @@ class Engine : private LayerAccess {
   struct Partition {
     Communicator* comm = nullptr;
     bool experts = false;
-    int firstLayer = 0;                                    // the model's number of its layer 0
-    std::vector<ParamSpec> specs;                          // offsets from its first element
+    int firstLayer = 0;                                   // the model's number of its layer 0
+    std::vector<ParamSpec> specs;                         // offsets from its first element
     std::vector<std::pair<size_t, size_t>> layerTensors;  // per layer: tensor range [t0, t1)
     size_t count = 0;
     std::unique_ptr<ZeroStage> zero;  // where its state lives and how it is reduced/published

@@ -232,8 +232,7 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
       failTogether(problem);
       std::vector<FileRecord> records(part.comm->size());
       queue_->run([&] {
-        part.comm->allGather(&mine, records.data(), sizeof(FileRecord) / sizeof(float),
-                             DType::F32);
+        part.comm->allGather(&mine, records.data(), sizeof(FileRecord) / sizeof(float), DType::F32);
       });
       problem = problemOf([&] {
         if (partRank != 0) return;
@@ -255,8 +254,7 @@ void Engine::saveCheckpointResident(const std::string& dir, const std::string& t
   } catch (...) {
     std::error_code ignored;
     for (const Partition& part : parts_)
-      fs::remove(fs::path(partitionDir(part, gridDir)) / shardFileName(part.comm->rank()),
-                 ignored);
+      fs::remove(fs::path(partitionDir(part, gridDir)) / shardFileName(part.comm->rank()), ignored);
     if (gridRoot) fs::remove_all(staging, ignored);
     throw;
   }
@@ -423,74 +421,76 @@ bool Engine::readStatesFromParts(Partition& part, const std::vector<CheckpointPa
       (home.streamsMaster() || zero.streamsWorkingCopy()) && zero.separateMaster();
   char* halfOut = convertPerGroup ? zero.halfCopyTarget() : nullptr;
   std::vector<uint64_t> loaded(specs.size(), 0);  // elements of the master found, per tensor
-  forEachStateGroup(part, ZeroStage::ShardUse::kOverwrite, [&](size_t g, float* master,
-                                                         const std::vector<OptimizerStateArray>& states) {
-    const size_t begin = zero.shardLayout().shardBegin(part.groups[g].t0);
-    // Where tensor t's slice of array a (0: master, then the optimizer's arrays) lives now.
-    auto destination = [&](size_t a, size_t t) -> float* {
-      const size_t offset = zero.shardLayout().tensor(t).shardOffset - begin;
-      return (a == 0 ? master : states[a - 1].data) + offset;
-    };
-    for (size_t a = 0; a < nLoaded; ++a)  // padding of the new slices: zero
-      for (size_t t = part.groups[g].t0; t < part.groups[g].t1; ++t) {
-        const TensorPlacement& p = zero.shardLayout().tensor(t);
-        const size_t valid = std::min(p.slice, p.numel - std::min(p.numel, newPart * p.slice));
-        std::fill(destination(a, t) + valid, destination(a, t) + p.slice, 0.0f);
-      }
-    // The files this group reads from, opened for the group only (a checkpoint of many ranks
-    // has many files).
-    struct OpenFile {
-      PartitionLayout layout;  // the saving rank's shard
-      CheckpointReader reader;
-    };
-    std::map<std::pair<size_t, int>, std::unique_ptr<OpenFile>> open;
-    auto file = [&](size_t p, int q) -> OpenFile& {
-      std::unique_ptr<OpenFile>& f = open[{p, q}];
-      if (!f) {
-        const CheckpointManifest& pm = parts[p].manifest;
-        f.reset(
-            new OpenFile{PartitionLayout(parts[p].specs, static_cast<int>(pm.files.size()), q),
-                         CheckpointReader((fs::path(parts[p].dir) / pm.files[q].name).string())});
-      }
-      return *f;
-    };
-    for (size_t t = part.groups[g].t0; t < part.groups[g].t1; ++t)
-      for (const TensorSource& source : sources[t]) {
-        const size_t p = source.part;
-        const int oldParts = static_cast<int>(parts[p].manifest.files.size());
-        for (int q = 0; q < oldParts; ++q) {
-          OpenFile& f = file(p, q);
-          const PartitionLayout& old = f.layout;
-          const TensorPlacement& was = old.tensor(source.tensor);
-          const TensorPlacement& now = zero.shardLayout().tensor(t);
-          const size_t nowBegin = std::min(now.numel, newPart * now.slice);
-          const size_t nowEnd = std::min(now.numel, nowBegin + now.slice);
-          const size_t wasBegin = std::min(was.numel, q * was.slice);
-          const size_t wasEnd = std::min(was.numel, wasBegin + was.slice);
-          const auto copies =
-              sliceOverlaps(specs[t].fullSlice(), nowBegin, nowEnd,
-                            parts[p].specs[source.tensor].fullSlice(), wasBegin, wasEnd);
-          for (const SliceCopy& c : copies) {
-            loaded[t] += c.count;
-            for (size_t a = 0; a < nLoaded; ++a)
-              f.reader.read(
-                  (a * old.shardSize() + was.shardOffset + c.fromLocal - wasBegin) * sizeof(float),
-                  c.count * sizeof(float), destination(a, t) + (c.toLocal - nowBegin));
+  forEachStateGroup(
+      part, ZeroStage::ShardUse::kOverwrite,
+      [&](size_t g, float* master, const std::vector<OptimizerStateArray>& states) {
+        const size_t begin = zero.shardLayout().shardBegin(part.groups[g].t0);
+        // Where tensor t's slice of array a (0: master, then the optimizer's arrays) lives now.
+        auto destination = [&](size_t a, size_t t) -> float* {
+          const size_t offset = zero.shardLayout().tensor(t).shardOffset - begin;
+          return (a == 0 ? master : states[a - 1].data) + offset;
+        };
+        for (size_t a = 0; a < nLoaded; ++a)  // padding of the new slices: zero
+          for (size_t t = part.groups[g].t0; t < part.groups[g].t1; ++t) {
+            const TensorPlacement& p = zero.shardLayout().tensor(t);
+            const size_t valid = std::min(p.slice, p.numel - std::min(p.numel, newPart * p.slice));
+            std::fill(destination(a, t) + valid, destination(a, t) + p.slice, 0.0f);
           }
-        }
-      }
-    if (convertPerGroup)
-      convertElements(master, DType::F32, halfOut + begin * dtypeBytes(modelType_), modelType_,
-                      zero.shardLayout().shardBegin(part.groups[g].t1) - begin);
-  });
+        // The files this group reads from, opened for the group only (a checkpoint of many ranks
+        // has many files).
+        struct OpenFile {
+          PartitionLayout layout;  // the saving rank's shard
+          CheckpointReader reader;
+        };
+        std::map<std::pair<size_t, int>, std::unique_ptr<OpenFile>> open;
+        auto file = [&](size_t p, int q) -> OpenFile& {
+          std::unique_ptr<OpenFile>& f = open[{p, q}];
+          if (!f) {
+            const CheckpointManifest& pm = parts[p].manifest;
+            f.reset(new OpenFile{
+                PartitionLayout(parts[p].specs, static_cast<int>(pm.files.size()), q),
+                CheckpointReader((fs::path(parts[p].dir) / pm.files[q].name).string())});
+          }
+          return *f;
+        };
+        for (size_t t = part.groups[g].t0; t < part.groups[g].t1; ++t)
+          for (const TensorSource& source : sources[t]) {
+            const size_t p = source.part;
+            const int oldParts = static_cast<int>(parts[p].manifest.files.size());
+            for (int q = 0; q < oldParts; ++q) {
+              OpenFile& f = file(p, q);
+              const PartitionLayout& old = f.layout;
+              const TensorPlacement& was = old.tensor(source.tensor);
+              const TensorPlacement& now = zero.shardLayout().tensor(t);
+              const size_t nowBegin = std::min(now.numel, newPart * now.slice);
+              const size_t nowEnd = std::min(now.numel, nowBegin + now.slice);
+              const size_t wasBegin = std::min(was.numel, q * was.slice);
+              const size_t wasEnd = std::min(was.numel, wasBegin + was.slice);
+              const auto copies =
+                  sliceOverlaps(specs[t].fullSlice(), nowBegin, nowEnd,
+                                parts[p].specs[source.tensor].fullSlice(), wasBegin, wasEnd);
+              for (const SliceCopy& c : copies) {
+                loaded[t] += c.count;
+                for (size_t a = 0; a < nLoaded; ++a)
+                  f.reader.read((a * old.shardSize() + was.shardOffset + c.fromLocal - wasBegin) *
+                                    sizeof(float),
+                                c.count * sizeof(float),
+                                destination(a, t) + (c.toLocal - nowBegin));
+              }
+            }
+          }
+        if (convertPerGroup)
+          convertElements(master, DType::F32, halfOut + begin * dtypeBytes(modelType_), modelType_,
+                          zero.shardLayout().shardBegin(part.groups[g].t1) - begin);
+      });
   for (size_t t = 0; t < specs.size(); ++t) {
     const TensorPlacement& now = zero.shardLayout().tensor(t);
     const size_t nowBegin = std::min(now.numel, newPart * now.slice);
     const size_t own = std::min(now.numel, nowBegin + now.slice) - nowBegin;
     if (loaded[t] != own)
       throw Error(manifestPath + ": the checkpoint holds " + std::to_string(loaded[t]) + " of " +
-                  std::to_string(own) + " elements this rank needs of tensor \"" +
-                  specs[t].name + "\" (a part of the grid is missing or overlaps)");
+                  std::to_string(own) + " elements this rank needs of tensor \"" + specs[t].name +
+                  "\" (a part of the grid is missing or overlaps)");
   }
   return convertPerGroup;
 }

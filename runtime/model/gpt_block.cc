@@ -437,9 +437,9 @@ void BlockRunner::rotate(float* qkv, const kernels::AttentionShape& shape, bool 
             sin_.data(), inverse);
 }
 
-void BlockRunner::forward(BlockTensors<const float> params, BlockActivations& a,
-                          BlockWorkspace& w, const BlockShape& s, float* out,
-                          const DropoutKey* dropout, double* times) {
+void BlockRunner::forward(BlockTensors<const float> params, BlockActivations& a, BlockWorkspace& w,
+                          const BlockShape& s, float* out, const DropoutKey* dropout,
+                          double* times) {
   Laps laps(times);
   attentionForward(params.block, a, w, s, dropout, laps);
   mlpForward(params, a, w, s, dropout, laps);
@@ -619,7 +619,7 @@ float* BlockRunner::mlpBackward(BlockTensors<const float> params, BlockTensors<f
   const bool tied = c_.gptjTied;
   const float* mlpNormed = gatherShards(tied ? a.ln1.data() : a.ln2.data(), w.gatheredB, s, h);
   float* dLn = sized(w.dB, N * h);  // tied: norm1's output gradient from the MLP, so far
-  if (L.moe())  // no dropout on a MoE layer's output; every row of it
+  if (L.moe())                      // no dropout on a MoE layer's output; every row of it
     moe_.backward(moeTensors(params), moeTensors(grads), mlpNormed, N, a.moe, w.moe,
                   gatherShards(dOut, w.gatheredA, s, h), dLn, auxLossGrad_, s.experts);
   else

@@ -160,8 +160,7 @@ class BlockRunner {
   // out = block(in); keeps what backward needs in `a` (a.input must already hold `in`). `times`
   // (kTimers seconds, may be null) accumulates each part's forward latency for the profiler.
   void forward(BlockTensors<const float> params, BlockActivations& a, BlockWorkspace& w,
-               const BlockShape& s, float* out, const DropoutKey* dropout,
-               double* times = nullptr);
+               const BlockShape& s, float* out, const DropoutKey* dropout, double* times = nullptr);
   // dIn = d(loss)/d(input) from dOut; adds the parameter gradients into grads.
   void backward(BlockTensors<const float> params, BlockTensors<float> grads,
                 const BlockActivations& a, BlockWorkspace& w, const BlockShape& s,

@@ -94,8 +94,8 @@ void Gpt::blocksForward(GptPass& P, GptBuffer& B, LayerAccess& access) {
       P.checkpointing && model && config_.partitionActivations && !P.shape.sequence;
   for (size_t l = first; l < L; ++l) {
     const int layer = local(static_cast<int>(l + 1)), experts = expertLayer(l);
-    const gpt::BlockTensors<const float> p(access.acquireParameters(layer),
-                                           experts < 0 ? nullptr : access.acquireParameters(experts));
+    const gpt::BlockTensors<const float> p(
+        access.acquireParameters(layer), experts < 0 ? nullptr : access.acquireParameters(experts));
     BlockActivations& kept = B.blocks[l - first];
     // Without a backward to come (evaluation, generation) nothing is kept beyond the block in
     // hand: each runs in the one scratch block, its input moved in and freed from the buffer, so
@@ -247,8 +247,8 @@ void Gpt::blocksBackward(GptPass& P, GptBuffer& B, LayerAccess& access) {
       P.checkpointing && model && config_.partitionActivations && !P.shape.sequence;
   for (size_t l = L; l-- > first;) {
     const int layer = local(static_cast<int>(l + 1)), experts = expertLayer(l);
-    const gpt::BlockTensors<const float> p(access.acquireParameters(layer),
-                                           experts < 0 ? nullptr : access.acquireParameters(experts));
+    const gpt::BlockTensors<const float> p(
+        access.acquireParameters(layer), experts < 0 ? nullptr : access.acquireParameters(experts));
     BlockActivations* a = &B.blocks[l - first];
     if (P.checkpointing) {  // recompute this block's forward from its kept input
       if (partitioned)  // every model rank's chunk of it

@@ -61,8 +61,8 @@ MlpTensors<const float> MoeLayer::residualShare(MlpTensors<const float> mlp) con
 }
 
 bool MoeLayer::ownRow(const MoeActivations& a, size_t row) const {
-  return !split_.model || (row >= a.offsets[split_.first] &&
-                           row < a.offsets[split_.first + split_.held]);
+  return !split_.model ||
+         (row >= a.offsets[split_.first] && row < a.offsets[split_.first + split_.held]);
 }
 
 void MoeLayer::mlpForward(const MlpTensors<const float>& p, const float* x, size_t rows, size_t ff1,
@@ -343,9 +343,9 @@ void MoeLayer::runExpertsBackward(const MoeTensors<const float>& p, const MoeTen
   float* dFc1 = sized(w.dFc1, R * xff1_);
   forExperts(*offsets, [&](size_t e, bool timed) {
     const size_t e0 = (*offsets)[e], n = (*offsets)[e + 1] - e0;
-    mlpBackward(p.experts[e], g.experts[e], in + e0 * h, n, xff1_, xff_,
-                a.fc1.data() + e0 * xff1_, a.act.data() + e0 * xff_, dOut + e0 * h, dIn + e0 * h,
-                dAct + e0 * xff_, dFc1 + e0 * xff1_, timed);
+    mlpBackward(p.experts[e], g.experts[e], in + e0 * h, n, xff1_, xff_, a.fc1.data() + e0 * xff1_,
+                a.act.data() + e0 * xff_, dOut + e0 * h, dIn + e0 * h, dAct + e0 * xff_,
+                dFc1 + e0 * xff1_, timed);
   });
   if (exchanged(group))
     fromExperts(*group, dIn, slice, a.exchange, l, w.sendChunks.data(), w.recvChunks.data(),
