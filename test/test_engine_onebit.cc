@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "runtime/comm/comms_logger.h"
+#include "runtime/comm/onebit_allreduce.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/engine/engine.h"
 #include "test/gpt_parallel_harness.h"
@@ -43,6 +44,7 @@ const std::string kAdam =
                                 "bias_correction": false}})";
 
 struct Run {
+  MemoryUsage memory;               // rank 0's at the end
   std::vector<float> losses;        // rank 0's, per step
   std::vector<uint64_t> hashes;     // every rank's parameter hash at the end
   std::vector<uint64_t> stepBytes;  // rank 0's bytes on the wire, per step
@@ -79,6 +81,7 @@ Run train(const std::string& optimizer, const std::string& saveTo = "",
     }
     if (!saveTo.empty()) engine.saveCheckpoint(saveTo, "tag");
     run.hashes[r] = engine.parameterHash();
+    if (r == 0) run.memory = engine.memory();
   });
   return run;
 }
@@ -96,8 +99,13 @@ TEST_CASE(
   // momentum, under a tenth of it.
   const uint64_t warm = onebit.stepBytes[kFreeze - 2], compressed = onebit.stepBytes[kFreeze + 2];
   INFO("bytes per step: " << warm << " warming up, " << compressed << " compressed");
-  CHECK(warm > 4 * Gpt(test::tinyGpt()).parameterCount());
+  const size_t params = Gpt(test::tinyGpt()).parameterCount();
+  CHECK(warm > 4 * params);
   CHECK(compressed * 10 < warm);
+  // The moments, and the error feedback over the padded buffer and this rank's chunk of it.
+  const size_t padded = oneBitPaddedCount(params, kRanks);
+  CHECK(onebit.memory.optimizerStates == 4 * (2 * params + padded + padded / kRanks));
+  CHECK(adam.memory.optimizerStates == 4 * 2 * params);
   const double last = onebit.losses.back(), want = adam.losses.back();
   INFO("loss after " << kSteps << " steps: 1-bit Adam " << last << ", Adam " << want << " (first "
                      << onebit.losses.front() << ")");

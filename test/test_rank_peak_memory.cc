@@ -94,6 +94,17 @@ TEST_CASE("gptModelShape counts the GPT's parameters as the model does", "[memor
   }
 }
 
+TEST_CASE("1-bit Adam's estimate adds its error feedback to Adam's moments", "[memory][onebit]") {
+  const JobConfig job = gptJob(4, 128, 0);
+  const GptConfig model = modelConfigFor(*job.gpt, *makeJobTokenizer(*job.gpt));
+  const ModelShape shape = gptModelShape(model, 1);
+  DeepSpeedConfig adam = job.deepspeed, onebit = job.deepspeed;
+  onebit.optimizer = OptimizerConfig{OptimizerType::OneBitAdam, OneBitAdamParams{}};
+  const double extra = estimateRankPeakMemory(onebit, shape, 4).optimizerStates -
+                       estimateRankPeakMemory(adam, shape, 4).optimizerStates;
+  CHECK(extra == Approx(4.0 * (1.0 + 0.25) * shape.parameters));  // worker + server error
+}
+
 TEST_CASE(
     "with expert parallelism a rank's estimate holds 1/ep of the experts, their states "
     "over the expert-data group",

@@ -4,6 +4,7 @@
 // ignored.
 #include "runtime/config/optimizer_config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <string>
 
@@ -243,6 +244,11 @@ double optimizerStateBytesPerParameter(const OptimizerConfig& config) {
   if (config.type != OptimizerType::SGD) return 8;
   const SgdParams* sgd = std::get_if<SgdParams>(&config.params);
   return sgd && sgd->momentum > 0 ? 4 : 0;
+}
+
+double oneBitFeedbackBytesPerParameter(const OptimizerConfig& config, int world) {
+  if (config.type != OptimizerType::OneBitAdam) return 0.0;
+  return sizeof(float) * (1.0 + 1.0 / std::max(1, world));
 }
 
 void checkOptimizerModelParallel(const OptimizerConfig& config, int modelParallelSize) {

@@ -74,6 +74,11 @@ const char* optimizerTypeName(OptimizerType type);
 // SGD its momentum if it has one (4, else 0).
 double optimizerStateBytesPerParameter(const OptimizerConfig& config);
 
+// Per parameter, what a 1-bit optimizer keeps beside its element-wise state over `world` ranks:
+// the worker error (one float an element) and the server error (its 1 / world chunk); 0 for the
+// others. Padding aside.
+double oneBitFeedbackBytesPerParameter(const OptimizerConfig& config, int world);
+
 // Whether `config` can update a model sliced over `modelParallelSize` ranks: not Lamb yet. Throws
 // ds::Error naming the key; the NeoX parser asks before any rank starts, the engine again.
 void checkOptimizerModelParallel(const OptimizerConfig& config, int modelParallelSize);

@@ -172,6 +172,10 @@ RankPeakMemory estimateRankPeakMemory(const DeepSpeedConfig& c, const ModelShape
     r.masterWeights = e.masterWeights;
     r.optimizerStates = e.optimizerStates;
   }
+  // A 1-bit optimizer's error feedback (stage 0: over the whole model), beside its moments.
+  r.optimizerStates +=
+      oneBitFeedbackBytesPerParameter(c.optimizer.value_or(OptimizerConfig{}), world) *
+      m.parameters;
   if (stage == 3 && c.zero.offloadParam.device == OffloadDevice::Nvme) {
     // The shard lives in the swap file but for max_in_cpu elements and the buffer_count buffers
     // its layers are read into (ParamSwapper's slots: each holds buffer_size elements or the

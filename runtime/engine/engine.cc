@@ -281,11 +281,13 @@ Engine::Footprint Engine::memoryFootprint(const Partition& part, const Optimizer
                        std::min(largestLayer, static_cast<double>(offloadParam.bufferSize)));
     paramsAndGrads = std::max(e.parameters, dtypeBytes(modelType_) * resident + e.gradients);
   }
-  return {paramsAndGrads + states.bytes + halfCopy + drawScratch,
+  // A 1-bit optimizer's error feedback beside its moments.
+  const double feedback = oneBitFeedbackBytesPerParameter(optimizer, world) * params;
+  return {paramsAndGrads + states.bytes + halfCopy + drawScratch + feedback,
           e.parameters,
           e.gradients,
           e.masterWeights,
-          e.optimizerStates,
+          e.optimizerStates + feedback,
           states.where,
           states.advice};
 }

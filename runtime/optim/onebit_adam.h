@@ -35,6 +35,9 @@ class OneBitAdam : public Optimizer {
   // (each rank's errors are its own and fit only the same world).
   void setSteps(int64_t steps) override;
   const char* name() const override { return "OneBitAdam"; }
+  size_t feedbackBytes() const override {
+    return (errors_.worker.capacity() + errors_.server.capacity()) * sizeof(float);
+  }
 
  private:
   OneBitAdamParams params_;

@@ -16,7 +16,7 @@ std::vector<OptimizerStateArray> Optimizer::stateArrays() {
 size_t Optimizer::stateBytes() const {
   size_t bytes = 0;
   for (const auto& a : own_) bytes += a.size() * sizeof(float);
-  return bytes;
+  return bytes + feedbackBytes();
 }
 
 void Optimizer::bindState(const std::vector<float*>& arrays) {

@@ -51,7 +51,10 @@ class Optimizer {
   // them. Checkpoints: write into the arrays of a fresh optimizer, then setSteps(saved steps()),
   // and the next step equals the one the saved optimizer would have taken (bitwise).
   std::vector<OptimizerStateArray> stateArrays();
+  // The element-wise arrays', plus what an optimizer keeps beside them (feedbackBytes).
   size_t stateBytes() const;
+  // State that is not element-wise (a 1-bit optimizer's error feedback), never checkpointed.
+  virtual size_t feedbackBytes() const { return 0; }
   // For a home that keeps the state elsewhere (offload_optimizer nvme, whose zeros are written
   // straight into its swap slots): the own arrays, as stateArrays() would give them, but left
   // untouched (no page written) and never zeroed from now on: the caller fills them (a swap-in)
