@@ -6,11 +6,11 @@
 // Bit for bit: the same float operations in the same order.
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "runtime/optim/onebit_adam.h"
 #include "test/gpt_parallel_harness.h"
+#include "test/float_arrays.h"
 #include "test/onebit_reference.h"
 #include "test/rank_threads.h"
 
@@ -25,13 +25,6 @@ std::vector<ParamSpec> table() {  // a decaying weight and a bias, 300 elements 
   return {w, b};
 }
 
-std::vector<float> gradient(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> g(n);
-  for (float& x : g) x = normal(rng);
-  return g;
-}
 
 }  // namespace
 
@@ -55,7 +48,7 @@ TEST_CASE(
     std::vector<std::unique_ptr<OneBitAdam>> optimizers;
     for (int r = 0; r < n; ++r)
       optimizers.push_back(std::make_unique<OneBitAdam>(p, specs, 0, kCount));
-    std::vector<std::vector<float>> params(n, gradient(kCount, 99));
+    std::vector<std::vector<float>> params(n, test::randoms(kCount, 99));
     // The reference: every rank's state, stepped together.
     std::vector<std::vector<float>> wantParams = params, m(n, std::vector<float>(kCount, 0.0f)),
                                     v(n, std::vector<float>(kCount, 0.0f));
@@ -66,7 +59,7 @@ TEST_CASE(
       const bool compressed = step > p.freezeStep;
       std::vector<std::vector<float>> local(n), average(1, std::vector<float>(kCount, 0.0f));
       for (int r = 0; r < n; ++r) {
-        local[r] = gradient(kCount, static_cast<unsigned>(10 * step + r));
+        local[r] = test::randoms(kCount, static_cast<unsigned>(10 * step + r));
         for (size_t i = 0; i < kCount; ++i) average[0][i] += local[r][i];
       }
       for (float& g : average[0]) g /= static_cast<float>(n);

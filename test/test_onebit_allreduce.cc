@@ -6,30 +6,18 @@
 // sends, from the comms logger, against an fp32 all-reduce's.
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "runtime/comm/comms_logger.h"
 #include "runtime/comm/onebit_allreduce.h"
 #include "test/gpt_parallel_harness.h"
+#include "test/float_arrays.h"
 #include "test/onebit_reference.h"
 #include "test/rank_threads.h"
 
 using namespace ds;
 using namespace ds::runtime;
 using ds::test::onThreads;
-
-namespace {
-
-std::vector<float> randomVector(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
-
-}  // namespace
 
 TEST_CASE(
     "1-bit all-reduce equals the reference of DeepSpeed's compressed_allreduce, errors "
@@ -49,7 +37,7 @@ TEST_CASE(
       for (unsigned call = 0; call < 3; ++call) {
         std::vector<std::vector<float>> got(n), expected(n);
         for (int r = 0; r < n; ++r)
-          got[r] = expected[r] = randomVector(count, 100 * call + static_cast<unsigned>(r));
+          got[r] = expected[r] = test::randoms(count, 100 * call + static_cast<unsigned>(r));
         test::referenceOneBitAllReduce(expected, want);
         onThreads(n, [&](int r) { oneBitAllReduce(group[r], got[r].data(), count, errors[r]); });
         for (int r = 0; r < n; ++r) {
@@ -70,7 +58,7 @@ TEST_CASE("1-bit all-reduce: error feedback makes the running mean approach the 
   std::vector<std::vector<float>> inputs(n);
   std::vector<float> average(count, 0.0f);
   for (int r = 0; r < n; ++r) {
-    inputs[r] = randomVector(count, 7 + static_cast<unsigned>(r));
+    inputs[r] = test::randoms(count, 7 + static_cast<unsigned>(r));
     for (size_t i = 0; i < count; ++i) average[i] += inputs[r][i] / n;
   }
   std::vector<OneBitErrors> errors(n);
@@ -111,7 +99,7 @@ TEST_CASE("1-bit all-reduce sends a sixteenth of an fp32 all-reduce's bytes and 
   for (int r = 0; r < n; ++r) loggers.push_back(std::make_unique<CommsLogger>(config));
   onThreads(n, [&](int r) {
     LoggingCommunicator logged(group[r], *loggers[r]);
-    std::vector<float> data = randomVector(count, static_cast<unsigned>(r));
+    std::vector<float> data = test::randoms(count, static_cast<unsigned>(r));
     OneBitErrors errors;
     errors.reset(count, n);
     oneBitAllReduce(logged, data.data(), count, errors);
