@@ -71,8 +71,7 @@ Run train(const std::string& optimizer, const std::string& saveTo = "",
     for (int s = 0; s < steps; ++s) {
       const float loss = engine.forwardBackward(batch);
       engine.step();
-      uint64_t bytes = 0;
-      for (const CommStat& stat : logger.summary()) bytes += stat.bytes * stat.count;
+      const uint64_t bytes = logger.bytes();
       if (r == 0) {
         run.losses.push_back(loss);
         run.stepBytes.push_back(bytes - before);

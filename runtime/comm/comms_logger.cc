@@ -40,6 +40,14 @@ void CommsLogger::record(CollectiveOp op, const std::string& group, int groupSiz
         busBandwidthGBps(op, bytes, seconds, groupSize));
 }
 
+uint64_t CommsLogger::bytes(std::optional<CollectiveOp> op) const {
+  std::lock_guard lock(mutex_);
+  uint64_t total = 0;
+  for (const auto& [key, stat] : stats_)
+    if (!op || stat.op == *op) total += stat.bytes * stat.count;
+  return total;
+}
+
 std::vector<CommStat> CommsLogger::summary() const {
   std::lock_guard lock(mutex_);
   std::vector<CommStat> out;

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -31,6 +32,8 @@ class CommsLogger {
               double seconds);
   // Sorted by op name, then group, then size.
   std::vector<CommStat> summary() const;
+  // The bytes of every message recorded so far (each size times its count), of one op or all.
+  uint64_t bytes(std::optional<CollectiveOp> op = std::nullopt) const;
 
  private:
   CommsLoggerConfig config_;

@@ -12,7 +12,8 @@ namespace {
 constexpr size_t kBitsPerWord = 16;  // signs travel as 16-bit patterns
 
 // Compresses x[0, n) into sign bits (word w, bit b: element 16 w + b is >= 0) and returns the
-// scale ||x|| / sqrt(n); error[i] = x[i] - scale x sign(x[i]), what the compression lost.
+// scale ||x|| / sqrt(n); error[i] = x[i] - scale x sign(x[i]), what the compression lost. error
+// may be x itself.
 float compress(const float* x, size_t n, uint16_t* words, float* error) {
   double squares = 0.0;
   for (size_t i = 0; i < n; ++i) squares += static_cast<double>(x[i]) * x[i];
@@ -50,26 +51,26 @@ void oneBitAllReduce(Communicator& comm, float* data, size_t count, OneBitErrors
     throw Error("1-bit all-reduce: error feedback sized for " +
                 std::to_string(errors.worker.size()) + " elements, the buffer pads to " +
                 std::to_string(padded) + " over " + std::to_string(n) + " ranks");
-  // The worker's side: the buffer plus its error, compressed; the error keeps the loss.
-  std::vector<float> buffer(padded, 0.0f);
-  for (size_t i = 0; i < count; ++i) buffer[i] = data[i] + errors.worker[i];
-  for (size_t i = count; i < padded; ++i) buffer[i] = errors.worker[i];
+  // The worker's side: the buffer plus its error (the padding: the error alone), compressed in
+  // the error's place, which then keeps the loss.
+  float* worker = errors.worker.data();
+  for (size_t i = 0; i < count; ++i) worker[i] = data[i] + worker[i];
   std::vector<uint16_t> signs(padded / kBitsPerWord), received(signs.size());
-  float scale = compress(buffer.data(), padded, signs.data(), errors.worker.data());
+  float scale = compress(worker, padded, signs.data(), worker);
   std::vector<float> scales(n);
   comm.allToAll(signs.data(), received.data(), chunkWords, DType::F16);
   comm.allGather(&scale, scales.data(), 1);
   // The server's side for this rank's chunk: the average of every rank's scaled signs plus the
-  // server error, compressed again.
-  std::vector<float> average(chunk);
+  // server error, compressed again in the error's place.
+  float* server = errors.server.data();
   const float inverse = 1.0f / static_cast<float>(n);
   for (size_t i = 0; i < chunk; ++i) {
     float sum = 0.0f;
     for (size_t r = 0; r < n; ++r) sum += scales[r] * signOf(received.data() + r * chunkWords, i);
-    average[i] = sum * inverse + errors.server[i];
+    server[i] = sum * inverse + server[i];
   }
   std::vector<uint16_t> serverSigns(chunkWords);
-  scale = compress(average.data(), chunk, serverSigns.data(), errors.server.data());
+  scale = compress(server, chunk, serverSigns.data(), server);
   // Every chunk's signs and scale to every rank.
   comm.allGather(serverSigns.data(), signs.data(), chunkWords, DType::F16);
   comm.allGather(&scale, scales.data(), 1);

@@ -77,10 +77,11 @@ class Engine : private LayerAccess {
  public:
   // `comm` is the data-parallel group (the world without model or pipeline parallelism): ZeRO
   // partitions and averages over it. `groups` are the grid's other axes, over which the gradient
-  // norm and fp16 overflow are agreed (the model itself holds only its slice or stage). With
-  // expert parallelism (groups.experts of more than one rank) the model's expert tensors
-  // (ParamSpec::expert: this rank's experts only) are a partition of their own, reduced and
-  // partitioned over groups.expertData, as DeepSpeed's expert parameter groups are.
+  // norm and fp16 overflow are agreed (the model itself holds only its slice or stage). A model's
+  // MoE expert tensors (ParamSpec::expert) are a partition of their own, as DeepSpeed's expert
+  // parameter groups are: reduced and partitioned over groups.expertData with expert parallelism
+  // (groups.experts of more than one rank, the table holding this rank's experts only), else over
+  // `comm`.
   Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, uint64_t seed,
          ParallelGroups groups = {});
   ~Engine() override;
@@ -187,8 +188,8 @@ class Engine : private LayerAccess {
     std::unique_ptr<Optimizer> optimizer;
   };
   // Parameters partitioned over one data group, with their own stage and optimizer sub-groups:
-  // the model's over `comm_` and, with expert parallelism, the experts' (the model's last layers)
-  // over the expert-data group.
+  // the model's over `comm_` and the MoE experts' (the model's last layers) over the expert-data
+  // group, or over `comm_` without expert parallelism.
   struct Partition {
     Communicator* comm = nullptr;
     bool experts = false;
@@ -243,7 +244,7 @@ class Engine : private LayerAccess {
   const DType modelType_, gradType_, commType_;
   size_t count_;
   std::unique_ptr<CommQueue> queue_;  // every collective of this engine, in one order
-  std::vector<Partition> parts_;      // the model's, then with expert parallelism the experts'
+  std::vector<Partition> parts_;      // the model's, then (a MoE model) the experts'
   Partition& dense() { return parts_.front(); }
   const Partition& dense() const { return parts_.front(); }
   // Throws, before anything big is allocated, when the model states of every partition cannot
