@@ -189,7 +189,7 @@ TEST_CASE("ds_config: optimizer", "[config]") {
     };
     const std::vector<Row> rows = {
         {R"({"optimizer": {"type": "Adagrad"}})",
-         R"(configs/x.json: optimizer.type: "Adagrad" is not supported (supported: "Adam", "AdamW", "Lamb", "SGD", "OneBitAdam"))"},
+         R"(configs/x.json: optimizer.type: "Adagrad" is not supported (supported: "Adam", "AdamW", "Lamb", "SGD", "OneBitAdam", "ZeroOneAdam", "OneBitLamb"))"},
         {R"({"optimizer": {"params": {}}})", "optimizer.type: missing"},
         {R"({"optimizer": {"type": 1}})", "optimizer.type: expected a string, got 1"},
         {R"({"optimizer": {"type": "Adam", "params": {"lr": "abc"}}})",

@@ -43,6 +43,20 @@ const std::string kAdam =
     R"({"type": "AdamW", "params": {"lr": 0.001, "betas": [0.9, 0.9], "weight_decay": 0.01,
                                 "bias_correction": false}})";
 
+// 0/1 Adam: the variance updated at steps 1-4, 6, 8, ..., 20 (compressed gradients between), then
+// local steps synchronised every 1, 2, then 4 steps.
+const std::string kZeroOne =
+    R"({"type": "ZeroOneAdam", "params": {"lr": 0.001, "betas": [0.9, 0.9], "var_freeze_step": )" +
+    std::to_string(kFreeze) +
+    R"(, "var_update_scaler": 4, "local_step_scaler": 8, "local_step_clipper": 4,
+                                "weight_decay": 0.01, "cuda_aware": false}})";
+const std::string kOneBitLamb =
+    R"({"type": "OneBitLamb", "params": {"lr": 0.01, "betas": [0.9, 0.9], "freeze_step": )" +
+    std::to_string(kFreeze) + R"(, "weight_decay": 0.01, "max_coeff": 0.3, "min_coeff": 0.01}})";
+const std::string kLamb =
+    R"({"type": "Lamb", "params": {"lr": 0.01, "betas": [0.9, 0.9], "weight_decay": 0.01,
+                               "bias_correction": false, "max_coeff": 0.3, "min_coeff": 0.01}})";
+
 struct Run {
   MemoryUsage memory;               // rank 0's at the end
   std::vector<float> losses;        // rank 0's, per step
@@ -115,6 +129,73 @@ TEST_CASE(
   CHECK(std::fabs(last - want) <= 0.15 * want);
 }
 
+uint64_t sum(const std::vector<uint64_t>& bytes, size_t from) {
+  uint64_t total = 0;
+  for (size_t s = from; s < bytes.size(); ++s) total += bytes[s];
+  return total;
+}
+
+TEST_CASE(
+    "0/1 Adam in the engine: compressed gradients between variance updates, then local steps; "
+    "fewer bytes than 1-bit Adam, Adam's loss within 15%",
+    "[engine][onebit]") {
+  const Run zeroOne = train(kZeroOne), onebit = train(kOneBit), adam = train(kAdam);
+  REQUIRE(zeroOne.losses.size() == kSteps);
+  const size_t params = Gpt(test::tinyGpt()).parameterCount();
+  // Variance steps all-reduce the gradients; the steps between them send the compressed ones.
+  const uint64_t full = zeroOne.stepBytes[3], between = zeroOne.stepBytes[4];
+  INFO("bytes per step: " << full << " variance, " << between << " compressed gradient");
+  CHECK(full > 4 * params);
+  CHECK(between * 10 < full);
+  // Local steps past the freeze: the exchange every 4th step at the end, nothing between.
+  CHECK(zeroOne.stepBytes[kSteps - 1] == onebit.stepBytes[kSteps - 1]);  // step 60: an exchange
+  CHECK(zeroOne.stepBytes[kSteps - 2] == 0);
+  const uint64_t zeroOneTotal = sum(zeroOne.stepBytes, 0), onebitTotal = sum(onebit.stepBytes, 0);
+  INFO("bytes in " << kSteps << " steps: 0/1 Adam " << zeroOneTotal << ", 1-bit Adam "
+                   << onebitTotal);
+  CHECK(zeroOneTotal * 3 < onebitTotal * 2);  // 1.9x fewer when written
+  // Ranks part between exchanges; the last step was one.
+  CHECK(zeroOne.hashes[0] != 0);
+  // The moments, the accumulator and the error feedback.
+  const size_t padded = oneBitPaddedCount(params, kRanks);
+  CHECK(zeroOne.memory.optimizerStates == 4 * (3 * params + padded + padded / kRanks));
+  const double last = zeroOne.losses.back(), want = adam.losses.back();
+  INFO("loss after " << kSteps << " steps: 0/1 Adam " << last << ", Adam " << want);
+  CHECK(last < 0.9 * zeroOne.losses[kFreeze - 1]);
+  CHECK(std::fabs(last - want) <= 0.15 * want);
+}
+
+TEST_CASE(
+    "1-bit LAMB in the engine: compressed momentum past the freeze, one model on every rank, "
+    "LAMB's loss within 15%",
+    "[engine][onebit]") {
+  const Run onebit = train(kOneBitLamb), lamb = train(kLamb);
+  REQUIRE(onebit.losses.size() == kSteps);
+  CHECK(onebit.hashes[0] == onebit.hashes[1]);
+  const uint64_t warm = onebit.stepBytes[kFreeze - 2], compressed = onebit.stepBytes[kFreeze + 2];
+  INFO("bytes per step: " << warm << " warming up, " << compressed << " compressed");
+  CHECK(compressed * 10 < warm);
+  const size_t params = Gpt(test::tinyGpt()).parameterCount();
+  const size_t padded = oneBitPaddedCount(params, kRanks);
+  // Three moments, the previous momentum and the error feedback.
+  CHECK(onebit.memory.optimizerStates == 4 * (4 * params + padded + padded / kRanks));
+  const double last = onebit.losses.back(), want = lamb.losses.back();
+  INFO("loss after " << kSteps << " steps: 1-bit LAMB " << last << ", LAMB " << want);
+  CHECK(last < 0.9 * onebit.losses[kFreeze - 1]);
+  CHECK(std::fabs(last - want) <= 0.15 * want);
+}
+
+TEST_CASE("1-bit LAMB: a checkpoint past the freeze resumes with its frozen coefficients",
+          "[engine][onebit][checkpoint]") {
+  const std::string dir = test::makeScratchDir("onebit-lamb-checkpoint");
+  const Run first = train(kOneBitLamb, dir, "", kFreeze + 5);
+  const Run resumed = train(kOneBitLamb, "", dir, 5);
+  // Compressed from its first step; without its coefficients (zero) it would not move at all.
+  CHECK(resumed.stepBytes[1] * 10 < first.stepBytes[kFreeze - 2]);
+  CHECK(resumed.losses.back() < first.losses.back() - 0.01);
+  CHECK(resumed.hashes[0] == resumed.hashes[1]);
+}
+
 TEST_CASE("1-bit Adam: a checkpoint past the freeze resumes compressed on the same losses",
           "[engine][onebit][checkpoint]") {
   const std::string dir = test::makeScratchDir("onebit-checkpoint");
@@ -126,7 +207,8 @@ TEST_CASE("1-bit Adam: a checkpoint past the freeze resumes compressed on the sa
   CHECK(resumed.hashes[0] == resumed.hashes[1]);
 }
 
-TEST_CASE("1-bit Adam: the layouts it does not take are refused by name", "[engine][onebit]") {
+TEST_CASE("1-bit optimizers: their keys checked and the layouts they do not take refused by name",
+          "[engine][onebit]") {
   CHECK_THROWS_WITH(parseDeepSpeedConfig(config(kOneBit, 1), kRanks, "x.json"),
                     Catch::Contains("OneBitAdam with zero_optimization.stage 1: a 1-bit "
                                     "optimizer exchanges whole momentums"));
@@ -142,6 +224,39 @@ TEST_CASE("1-bit Adam: the layouts it does not take are refused by name", "[engi
                                                    {"comm_backend_name": "gloo"}})"),
                                          kRanks, "x.json"),
                     Catch::Contains("comm_backend_name"));
+  CHECK_THROWS_WITH(parseDeepSpeedConfig(config(kZeroOne, 2), kRanks, "x.json"),
+                    Catch::Contains("ZeroOneAdam with zero_optimization.stage 2"));
+  CHECK_THROWS_WITH(parseDeepSpeedConfig(config(R"({"type": "ZeroOneAdam", "params":
+                                                   {"local_step_clipper": 0}})"),
+                                         kRanks, "x.json"),
+                    Catch::Contains("optimizer.params.local_step_clipper"));
+  CHECK_THROWS_WITH(parseDeepSpeedConfig(config(R"({"type": "OneBitLamb", "params":
+                                                   {"factor_min": 5}})"),
+                                         kRanks, "x.json"),
+                    Catch::Contains("optimizer.params.factor_min: 5.000000 is above factor_max"));
+  CHECK_THROWS_WITH(parseDeepSpeedConfig(config(R"({"type": "OneBitLamb", "params":
+                                                   {"coeff_beta": 1}})"),
+                                         kRanks, "x.json"),
+                    Catch::Contains("optimizer.params.coeff_beta"));
+  CHECK_THROWS_WITH(parseDeepSpeedConfig(config(R"({"type": "OneBitLamb", "params":
+                                                   {"var_freeze_step": 1}})"),
+                                         kRanks, "x.json"),
+                    Catch::Contains("var_freeze_step"));
+  // DeepSpeed's spellings and defaults.
+  const DeepSpeedConfig zeroOne = parseDeepSpeedConfig(
+      config(R"({"type": "zerooneadam", "params": {"var_freeze_step": 7}})"), kRanks, "x.json");
+  REQUIRE(zeroOne.optimizer);
+  CHECK(zeroOne.optimizer->type == OptimizerType::ZeroOneAdam);
+  const auto& z = std::get<ZeroOneAdamParams>(zeroOne.optimizer->params);
+  CHECK((z.varFreezeStep == 7 && z.varUpdateScaler == 16 && z.localStepScaler == 32678 &&
+         z.localStepClipper == 16));
+  const DeepSpeedConfig lambConfig = parseDeepSpeedConfig(
+      config(R"({"type": "OnebitLamb", "params": {"coeff_beta": 0.8}})"), kRanks, "x.json");
+  REQUIRE(lambConfig.optimizer);
+  const auto& l = std::get<OneBitLambParams>(lambConfig.optimizer->params);
+  CHECK((l.freezeStep == 100000 && l.coeffBeta == 0.8 && l.factorMax == 4.0 &&
+         l.factorMin == 0.5 && l.factorThreshold == 0.1 && l.maxCoeff == 10.0 &&
+         l.minCoeff == 0.01));
   const DeepSpeedConfig ok = parseDeepSpeedConfig(config(kOneBit), kRanks, "x.json");
   REQUIRE(ok.optimizer);
   CHECK(ok.optimizer->type == OptimizerType::OneBitAdam);

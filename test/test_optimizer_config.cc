@@ -120,7 +120,7 @@ TEST_CASE("optimizer config: errors name the path and the fix", "[config]") {
   };
   const std::vector<Row> rows = {
       {R"({"type": "Adagrad"})",
-       R"(configs/x.json: optimizer.type: "Adagrad" is not supported (supported: "Adam", "AdamW", "Lamb", "SGD", "OneBitAdam"))"},
+       R"(configs/x.json: optimizer.type: "Adagrad" is not supported (supported: "Adam", "AdamW", "Lamb", "SGD", "OneBitAdam", "ZeroOneAdam", "OneBitLamb"))"},
       {R"({"params": {}})", R"(optimizer.type: missing (supported: "Adam")"},
       {R"({"type": "Adam", "params": {"weight_decy": 0.1}})",
        R"(configs/x.json: unknown key "optimizer.params.weight_decy")"},

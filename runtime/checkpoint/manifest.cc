@@ -5,6 +5,7 @@
 #include "runtime/checkpoint/manifest.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -237,6 +238,14 @@ void readOptimizerAndScaler(const Reader& r, const Json& m, CheckpointManifest& 
       r.fail("optimizer.arrays[" + std::to_string(a) + "]", "expected a string");
     c.optimizerArrays.push_back(arrays[a].get<std::string>());
   }
+  if (optimizer.is_object() && optimizer.contains("tensor_scalars")) {
+    const Json& scalars = r.array(optimizer, "optimizer", "tensor_scalars");
+    for (size_t i = 0; i < scalars.size(); ++i) {
+      if (!scalars[i].is_number() || !std::isfinite(scalars[i].get<double>()))
+        r.fail("optimizer.tensor_scalars[" + std::to_string(i) + "]", "expected a finite number");
+      c.optimizerTensorScalars.push_back(scalars[i].get<double>());
+    }
+  }
 
   const Json& scaler = r.at(m, "", "loss_scaler");
   c.lossScale = r.number(scaler, "loss_scaler", "scale");
@@ -312,6 +321,8 @@ std::string manifestText(const CheckpointManifest& c) {
       {"parameters", c.parameters}, {"architecture", c.architecture}, {"tensors", tensors}};
   m["optimizer"] = {
       {"name", c.optimizerName}, {"steps", c.optimizerSteps}, {"arrays", c.optimizerArrays}};
+  if (!c.optimizerTensorScalars.empty())
+    m["optimizer"]["tensor_scalars"] = c.optimizerTensorScalars;
   m["loss_scaler"] = {{"scale", c.lossScale},
                       {"iteration", c.lossScalerIteration},
                       {"last_overflow_iteration", c.lastOverflowIteration},

@@ -61,6 +61,8 @@ struct CheckpointManifest {
   std::string optimizerName;
   int64_t optimizerSteps = 0;
   std::vector<std::string> optimizerArrays;
+  // Optimizer::tensorScalars of the part's optimizers in order (1-bit LAMB's; empty for others).
+  std::vector<double> optimizerTensorScalars;
   double lossScale = 1;
   int64_t lossScalerIteration = 0, lastOverflowIteration = 0, hysteresis = 0;
   std::optional<int64_t> lrLastBatchIteration;  // absent without a scheduler

@@ -43,7 +43,7 @@ const std::vector<Rule> kRules = {
   {"train_batch_size", H, Kind::Any, {}, {}, "batch inference (train = micro x accumulation x ranks)"},
   {"train_micro_batch_size_per_gpu", H, Kind::Any, {}, {}, "batch inference"},
   {"gradient_accumulation_steps", H, Kind::Any, {}, {}, "batch inference; the engine steps at accumulation boundaries"},
-  {"optimizer", H, Kind::Any, {}, {}, "Adam, AdamW, Lamb, SGD (CPU-Adam kernels), OneBitAdam (ZeRO 0)"},
+  {"optimizer", H, Kind::Any, {}, {}, "Adam, AdamW, Lamb, SGD (CPU-Adam kernels), OneBitAdam, ZeroOneAdam, OneBitLamb (ZeRO 0)"},
   {"scheduler", H, Kind::Any, {}, {}, "WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle, LRRangeTest"},
   {"gradient_clipping", H, Kind::Any, {}, {}, "global norm over the shards"},
   {"fp16", H, Kind::Any, {}, {}, "fp16 working copy, fp32 master, dynamic or static loss scaling"},

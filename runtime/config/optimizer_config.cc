@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <string>
+#include <type_traits>
 
 #include "common/error.h"
 #include "runtime/config/config_blocks.h"
@@ -25,23 +26,26 @@ const std::vector<std::string_view> kAdamKeys = {
 const std::vector<std::string_view> kLambKeys = {
     "lr",        "betas",     "eps",    "weight_decay", "bias_correction", "eps_inside_sqrt",
     "max_coeff", "min_coeff", "amsgrad"};
-// DeepSpeed's OnebitAdam's arguments (max_grad_norm is refused before this list is consulted).
-const std::vector<std::string_view> kOneBitAdamKeys = {"lr",
-                                                       "freeze_step",
-                                                       "betas",
-                                                       "eps",
-                                                       "weight_decay",
-                                                       "bias_correction",
-                                                       "amsgrad",
-                                                       "cuda_aware",
-                                                       "comm_backend_name",
-                                                       "eps_inside_sqrt"};
+// DeepSpeed's OnebitAdam's, ZeroOneAdam's and OnebitLamb's arguments (max_grad_norm is refused
+// before these lists are consulted).
+const std::vector<std::string_view> kOneBitAdamKeys = {
+    "lr",      "freeze_step", "betas",      "eps",           "weight_decay",   "bias_correction",
+    "amsgrad", "cuda_aware",  "comm_backend_name", "eps_inside_sqrt"};
+const std::vector<std::string_view> kZeroOneAdamKeys = {
+    "lr",         "betas",           "eps",          "weight_decay",      "bias_correction",
+    "amsgrad",    "cuda_aware",      "comm_backend_name", "eps_inside_sqrt", "var_freeze_step",
+    "var_update_scaler", "local_step_scaler", "local_step_clipper"};
+const std::vector<std::string_view> kOneBitLambKeys = {
+    "lr",         "freeze_step", "betas",      "eps",        "weight_decay", "bias_correction",
+    "amsgrad",    "cuda_aware",  "comm_backend_name", "eps_inside_sqrt", "max_coeff",
+    "min_coeff",  "coeff_beta",  "factor_max", "factor_min", "factor_threshold"};
 // torch.optim.SGD's arguments.
 const std::vector<std::string_view> kSgdKeys = {"lr",           "momentum",       "dampening",
                                                 "weight_decay", "nesterov",       "maximize",
                                                 "foreach",      "differentiable", "fused"};
 
-const char* kSupported = R"((supported: "Adam", "AdamW", "Lamb", "SGD", "OneBitAdam"))";
+const char* kSupported =
+    R"((supported: "Adam", "AdamW", "Lamb", "SGD", "OneBitAdam", "ZeroOneAdam", "OneBitLamb"))";
 const char* kPrefix = "optimizer.params";
 
 std::string lowercase(std::string s) {
@@ -71,6 +75,14 @@ void refuseTrue(const JsonReader& r, const Json& params, std::string_view key,
   bool value = false;
   r.readBool(params, kPrefix, key, value);
   if (value) r.fail(joinPath(kPrefix, key), why);
+}
+
+// min <= max of the pair at `minKey` and `maxKey`, or an error naming minKey.
+void checkOrdered(const JsonReader& r, double min, double max, const std::string& minKey,
+                  const std::string& maxKey) {
+  if (min > max)
+    r.fail(joinPath(kPrefix, minKey), std::to_string(min) + " is above " + maxKey + " " +
+                                          std::to_string(max) + "; the clamp is empty");
 }
 
 // Implementation switches: checked for type, then ignored (the maths does not change).
@@ -113,24 +125,22 @@ LambParams parseLamb(const JsonReader& r, const Json& params) {
   r.readBool(params, kPrefix, "eps_inside_sqrt", p.epsInsideSqrt);
   r.readNonNegative(params, kPrefix, "max_coeff", p.maxCoeff);
   r.readNonNegative(params, kPrefix, "min_coeff", p.minCoeff);
-  if (p.minCoeff > p.maxCoeff) {
-    r.fail("optimizer.params.min_coeff", std::to_string(p.minCoeff) + " is above max_coeff " +
-                                             std::to_string(p.maxCoeff) + "; the clamp is empty");
-  }
+  checkOrdered(r, p.minCoeff, p.maxCoeff, "min_coeff", "max_coeff");
   refuseTrue(r, params, "amsgrad",
              "Lamb has no AMSGrad variant (DeepSpeed's FusedLamb refuses it too); remove the key");
   return p;
 }
 
-OneBitAdamParams parseOneBitAdam(const JsonReader& r, const Json& params) {
-  OneBitAdamParams p = readAdamFamily<OneBitAdamParams>(r, params, kOneBitAdamKeys);
-  r.readInt(params, kPrefix, "freeze_step", p.freezeStep, 0);
+// The switches every 1-bit optimizer of DeepSpeed takes: bias_correction (which changes nothing
+// there either), cuda_aware and comm_backend_name (DeepSpeed's transports; the job's own
+// communicator carries the compressed exchange whichever is named), and the two it refuses or
+// ignores.
+void readOneBitSwitches(const JsonReader& r, const Json& params, const std::string& what) {
   acceptBooleans(r, params, {"bias_correction", "cuda_aware"});
   refuseTrue(r, params, "amsgrad",
-             "1-bit Adam has no AMSGrad variant (DeepSpeed's refuses it too)");
+             what + " has no AMSGrad variant (DeepSpeed's refuses it too)");
   refuseTrue(r, params, "eps_inside_sqrt",
-             "1-bit Adam adds eps outside the square root (DeepSpeed's ignores this key); remove "
-             "it");
+             what + " adds eps outside the square root (DeepSpeed's ignores this key); remove it");
   if (const Json* name = JsonReader::member(params, "comm_backend_name")) {
     const std::string backend = r.string(*name, "optimizer.params.comm_backend_name");
     if (backend != "nccl" && backend != "mpi" && backend != "hccl" && backend != "compressed")
@@ -139,6 +149,40 @@ OneBitAdamParams parseOneBitAdam(const JsonReader& r, const Json& params) {
                  "\": expected one of nccl, mpi, hccl, compressed (DeepSpeed's; the "
                  "job's own communicator carries the compressed exchange whichever is named)");
   }
+}
+
+OneBitAdamParams parseOneBitAdam(const JsonReader& r, const Json& params) {
+  OneBitAdamParams p = readAdamFamily<OneBitAdamParams>(r, params, kOneBitAdamKeys);
+  r.readInt(params, kPrefix, "freeze_step", p.freezeStep, 0);
+  readOneBitSwitches(r, params, "1-bit Adam");
+  return p;
+}
+
+ZeroOneAdamParams parseZeroOneAdam(const JsonReader& r, const Json& params) {
+  ZeroOneAdamParams p = readAdamFamily<ZeroOneAdamParams>(r, params, kZeroOneAdamKeys);
+  r.readInt(params, kPrefix, "var_freeze_step", p.varFreezeStep, 0);
+  r.readInt(params, kPrefix, "var_update_scaler", p.varUpdateScaler, 1);
+  r.readInt(params, kPrefix, "local_step_scaler", p.localStepScaler, 1);
+  r.readInt(params, kPrefix, "local_step_clipper", p.localStepClipper, 1);
+  readOneBitSwitches(r, params, "0/1 Adam");
+  return p;
+}
+
+OneBitLambParams parseOneBitLamb(const JsonReader& r, const Json& params) {
+  OneBitLambParams p = readAdamFamily<OneBitLambParams>(r, params, kOneBitLambKeys);
+  r.readInt(params, kPrefix, "freeze_step", p.freezeStep, 0);
+  r.readNonNegative(params, kPrefix, "max_coeff", p.maxCoeff);
+  r.readNonNegative(params, kPrefix, "min_coeff", p.minCoeff);
+  checkOrdered(r, p.minCoeff, p.maxCoeff, "min_coeff", "max_coeff");
+  r.readNonNegative(params, kPrefix, "coeff_beta", p.coeffBeta);
+  if (p.coeffBeta >= 1.0)
+    r.fail("optimizer.params.coeff_beta",
+           "expected a number in [0, 1), got " + std::to_string(p.coeffBeta));
+  r.readNonNegative(params, kPrefix, "factor_max", p.factorMax);
+  r.readNonNegative(params, kPrefix, "factor_min", p.factorMin);
+  checkOrdered(r, p.factorMin, p.factorMax, "factor_min", "factor_max");
+  r.readNonNegative(params, kPrefix, "factor_threshold", p.factorThreshold);
+  readOneBitSwitches(r, params, "1-bit LAMB");
   return p;
 }
 
@@ -167,10 +211,14 @@ double OptimizerConfig::lr() const {
 }
 
 double OptimizerConfig::momentum() const {
-  if (const auto* sgd = std::get_if<SgdParams>(&params)) return sgd->momentum;
-  if (const auto* lamb = std::get_if<LambParams>(&params)) return lamb->beta1;
-  if (const auto* onebit = std::get_if<OneBitAdamParams>(&params)) return onebit->beta1;
-  return std::get<AdamParams>(params).beta1;
+  return std::visit(
+      [](const auto& p) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(p)>, SgdParams>)
+          return p.momentum;
+        else
+          return p.beta1;
+      },
+      params);
 }
 
 const char* optimizerTypeName(OptimizerType type) {
@@ -185,6 +233,10 @@ const char* optimizerTypeName(OptimizerType type) {
       return "SGD";
     case OptimizerType::OneBitAdam:
       return "OneBitAdam";
+    case OptimizerType::ZeroOneAdam:
+      return "ZeroOneAdam";
+    case OptimizerType::OneBitLamb:
+      return "OneBitLamb";
   }
   return "?";
 }
@@ -198,7 +250,8 @@ OptimizerConfig parseOptimizerConfig(JsonReader& r, const Json& block) {
   OptimizerConfig out;
   bool known = false;
   for (OptimizerType t : {OptimizerType::Adam, OptimizerType::AdamW, OptimizerType::Lamb,
-                          OptimizerType::SGD, OptimizerType::OneBitAdam}) {
+                          OptimizerType::SGD, OptimizerType::OneBitAdam,
+                          OptimizerType::ZeroOneAdam, OptimizerType::OneBitLamb}) {
     if (lowercase(name) == lowercase(optimizerTypeName(t))) {
       out.type = t;
       known = true;
@@ -236,19 +289,32 @@ OptimizerConfig parseOptimizerConfig(JsonReader& r, const Json& block) {
     case OptimizerType::OneBitAdam:
       out.params = parseOneBitAdam(r, *params);
       break;
+    case OptimizerType::ZeroOneAdam:
+      out.params = parseZeroOneAdam(r, *params);
+      break;
+    case OptimizerType::OneBitLamb:
+      out.params = parseOneBitLamb(r, *params);
+      break;
   }
   return out;
 }
 
+bool isOneBit(OptimizerType type) {
+  return type == OptimizerType::OneBitAdam || type == OptimizerType::ZeroOneAdam ||
+         type == OptimizerType::OneBitLamb;
+}
+
 double optimizerStateBytesPerParameter(const OptimizerConfig& config) {
+  if (config.type == OptimizerType::OneBitLamb) return 12;
   if (config.type != OptimizerType::SGD) return 8;
   const SgdParams* sgd = std::get_if<SgdParams>(&config.params);
   return sgd && sgd->momentum > 0 ? 4 : 0;
 }
 
 double oneBitFeedbackBytesPerParameter(const OptimizerConfig& config, int world) {
-  if (config.type != OptimizerType::OneBitAdam) return 0.0;
-  return sizeof(float) * (1.0 + 1.0 / std::max(1, world));
+  if (!isOneBit(config.type)) return 0.0;
+  const double beside = config.type == OptimizerType::OneBitAdam ? 0.0 : 1.0;
+  return sizeof(float) * (1.0 + 1.0 / std::max(1, world) + beside);
 }
 
 void checkOptimizerModelParallel(const OptimizerConfig& config, int modelParallelSize) {
@@ -262,7 +328,7 @@ void checkOptimizerModelParallel(const OptimizerConfig& config, int modelParalle
 
 void checkOneBitLayout(const OptimizerConfig& config, int zeroStage, int pipe, int model,
                        bool experts) {
-  if (config.type != OptimizerType::OneBitAdam) return;
+  if (!isOneBit(config.type)) return;
   const std::string name = optimizerTypeName(config.type);
   if (zeroStage != 0)
     throw Error("optimizer: " + name + " with zero_optimization.stage " +

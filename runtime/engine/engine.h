@@ -294,6 +294,8 @@ class Engine : private LayerAccess {
                            CheckpointLoadScope scope);
   // The training position: run id, step counters, loss scaler, lr schedule.
   void restoreTrainingState(const CheckpointManifest& m);
+  // The partition's optimizers' steps and per-tensor values (tensorScalars) from `saved`.
+  void restoreOptimizerScalars(Partition& part, const CheckpointPart& saved);
   std::vector<float> groupGrads_;  // fp32 reduced, unscaled gradients of one optimizer sub-group
   float unscale_ = 1.0f;           // the current step's gradient multiplier
   std::unique_ptr<LrSchedule> scheduler_;

@@ -303,6 +303,11 @@ CheckpointManifest Engine::checkpointManifest(const Partition& part, const GridP
   m.optimizerName = part.groups.front().optimizer->name();
   m.optimizerSteps = part.groups.front().optimizer->steps();
   for (const auto& a : arrays) m.optimizerArrays.push_back(a.name);
+  for (const SubGroup& group : part.groups) {
+    const std::vector<double> scalars = group.optimizer->tensorScalars();
+    m.optimizerTensorScalars.insert(m.optimizerTensorScalars.end(), scalars.begin(),
+                                    scalars.end());
+  }
   const LossScaler::State s = scaler_.state();
   m.lossScale = s.scale;
   m.lossScalerIteration = s.iteration;
@@ -347,8 +352,7 @@ std::string Engine::loadCheckpointResident(const std::string& dir, const std::st
     // the own shard.
     verifyPartsToRead(part, parts, sources);
     convertPerGroup.push_back(readStatesFromParts(part, parts, sources, scope));
-    if (scope.optimizerStates)
-      for (const SubGroup& group : part.groups) group.optimizer->setSteps(m.optimizerSteps);
+    if (scope.optimizerStates) restoreOptimizerScalars(part, parts.front());
   }
   if (scope.trainingState) restoreTrainingState(m);
   // The working copy follows the master: converted, gathered or re-sliced as the stage needs.
@@ -493,6 +497,28 @@ bool Engine::readStatesFromParts(Partition& part, const std::vector<CheckpointPa
                   "\" (a part of the grid is missing or overlaps)");
   }
   return convertPerGroup;
+}
+
+void Engine::restoreOptimizerScalars(Partition& part, const CheckpointPart& saved) {
+  const CheckpointManifest& m = saved.manifest;
+  size_t want = 0;
+  for (const SubGroup& group : part.groups) want += group.optimizer->tensorScalars().size();
+  // Only 1-bit LAMB keeps per-tensor values, at ZeRO 0 where every rank holds every tensor: the
+  // saved list covers the partition's tensors in order, whatever the sub-groups were.
+  if (m.optimizerTensorScalars.size() != want)
+    throw Error(saved.manifestPath + ": optimizer.tensor_scalars has " +
+                std::to_string(m.optimizerTensorScalars.size()) + " values, this " +
+                part.groups.front().optimizer->name() + " over " +
+                std::to_string(part.specs.size()) + " tensors keeps " + std::to_string(want));
+  size_t at = 0;
+  for (const SubGroup& group : part.groups) {
+    group.optimizer->setSteps(m.optimizerSteps);
+    const size_t n = group.optimizer->tensorScalars().size();
+    if (n == 0) continue;
+    const auto from = m.optimizerTensorScalars.begin() + static_cast<std::ptrdiff_t>(at);
+    group.optimizer->setTensorScalars(std::vector<double>(from, from + static_cast<std::ptrdiff_t>(n)));
+    at += n;
+  }
 }
 
 void Engine::restoreTrainingState(const CheckpointManifest& m) {

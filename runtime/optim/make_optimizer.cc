@@ -7,7 +7,9 @@
 #include "runtime/optim/adam.h"
 #include "runtime/optim/lamb.h"
 #include "runtime/optim/onebit_adam.h"
+#include "runtime/optim/onebit_lamb.h"
 #include "runtime/optim/sgd.h"
+#include "runtime/optim/zero_one_adam.h"
 
 namespace ds::runtime {
 namespace {
@@ -41,6 +43,12 @@ std::unique_ptr<Optimizer> makeOptimizer(const OptimizerConfig& config,
       return std::make_unique<Sgd>(paramsOf<SgdParams>(config, "SgdParams"), specs, begin, end);
     case OptimizerType::OneBitAdam:
       return std::make_unique<OneBitAdam>(paramsOf<OneBitAdamParams>(config, "OneBitAdamParams"),
+                                          specs, begin, end);
+    case OptimizerType::ZeroOneAdam:
+      return std::make_unique<ZeroOneAdam>(
+          paramsOf<ZeroOneAdamParams>(config, "ZeroOneAdamParams"), specs, begin, end);
+    case OptimizerType::OneBitLamb:
+      return std::make_unique<OneBitLamb>(paramsOf<OneBitLambParams>(config, "OneBitLambParams"),
                                           specs, begin, end);
   }
   return nullptr;

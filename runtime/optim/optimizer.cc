@@ -19,6 +19,12 @@ size_t Optimizer::stateBytes() const {
   return bytes + feedbackBytes();
 }
 
+void Optimizer::setTensorScalars(const std::vector<double>& values) {
+  if (!values.empty())
+    throw Error(std::string(name()) + " keeps no per-tensor values, got " +
+                std::to_string(values.size()));
+}
+
 void Optimizer::bindState(const std::vector<float*>& arrays) {
   if (arrays.size() != own_.size())
     throw Error(std::string(name()) + ": bindState got " + std::to_string(arrays.size()) +

@@ -1,6 +1,7 @@
 // Optimizer: one rank's update over its shard [begin, end) of the flat fp32 master weights (the
 // whole buffer at ZeRO 0, this rank's partition at 1-3). State is element-wise over the same
-// shard, so checkpoints can save and re-slice it. Implementations: adam.h, lamb.h, sgd.h; built
+// shard, so checkpoints can save and re-slice it. Implementations: adam.h, lamb.h, sgd.h and the
+// 1-bit ones (onebit_adam.h, zero_one_adam.h, onebit_lamb.h); built
 // from the config by makeOptimizer (make_optimizer.h). Gradient clipping and loss scaling are the
 // engine's: step() receives final, unscaled fp32 gradients.
 #pragma once
@@ -55,6 +56,11 @@ class Optimizer {
   size_t stateBytes() const;
   // State that is not element-wise (a 1-bit optimizer's error feedback), never checkpointed.
   virtual size_t feedbackBytes() const { return 0; }
+  // Values kept per tensor of the range beside the element-wise state (1-bit LAMB's frozen
+  // coefficients), the same on every rank that holds the tensor: checkpoints save them in tensor
+  // order and give a fresh optimizer back the same number (tensorScalars().size()).
+  virtual std::vector<double> tensorScalars() const { return {}; }
+  virtual void setTensorScalars(const std::vector<double>& values);
   // For a home that keeps the state elsewhere (offload_optimizer nvme, whose zeros are written
   // straight into its swap slots): the own arrays, as stateArrays() would give them, but left
   // untouched (no page written) and never zeroed from now on: the caller fills them (a swap-in)

@@ -1,0 +1,110 @@
+#include "runtime/optim/zero_one_adam.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ds::runtime {
+
+ZeroOneAdam::ZeroOneAdam(const ZeroOneAdamParams& params, const std::vector<ParamSpec>& specs,
+                         size_t begin, size_t end)
+    : params_(params), runs_(mergeByDecay(shardSegments(specs, begin, end))), count_(end - begin) {
+  addState("exp_avg", count_);
+  addState("exp_avg_sq", count_);
+}
+
+bool ZeroOneAdam::takesLocalGradients() const {
+  return frozen() || (steps_ + 1) % schedule_.varInterval != 0;
+}
+
+size_t ZeroOneAdam::feedbackBytes() const {
+  return (accumulator_.capacity() + errors_.worker.capacity() + errors_.server.capacity()) *
+         sizeof(float);
+}
+
+void ZeroOneAdam::setSteps(int64_t steps) {
+  schedule_ = {};
+  for (steps_ = 0; steps_ < steps;) advanceSchedule(++steps_);
+  accumulator_.assign(accumulator_.size(), 0.0f);
+  lrSum_ = 0;
+  errors_ = {};
+}
+
+void ZeroOneAdam::advanceSchedule(int64_t t) {
+  Schedule& s = schedule_;
+  if (t <= params_.varFreezeStep) {
+    if (t % s.varInterval == 0 && ++s.varCounter == params_.varUpdateScaler) {
+      s.varCounter = 0;
+      s.varInterval *= 2;
+    }
+  } else if (++s.localCounter == params_.localStepScaler) {
+    s.localCounter = 0;
+    s.localInterval = std::min(params_.localStepClipper, 2 * s.localInterval);
+  }
+}
+
+void ZeroOneAdam::compressedAverage(float* data, const OptimizerStep& step) {
+  if (!step.dataGroup || step.dataGroup->size() == 1) return;
+  Communicator& group = *step.dataGroup;
+  if (errors_.worker.size() != oneBitPaddedCount(count_, group.size()))
+    errors_.reset(count_, group.size());
+  oneBitAllReduce(group, data, count_, errors_);
+}
+
+void ZeroOneAdam::step(float* params, const float* grads, const OptimizerStep& step) {
+  const bool local = frozen();
+  const bool varianceStep = !local && !takesLocalGradients();
+  const int64_t t = ++steps_;
+  const auto beta1 = static_cast<float>(step.momentum.value_or(params_.beta1));
+  const auto beta2 = static_cast<float>(step.beta2.value_or(params_.beta2));
+  const auto lr = static_cast<float>(step.lr), eps = static_cast<float>(params_.eps);
+  float* m = state(0);
+  float* v = state(1);
+  accumulator_.resize(count_, 0.0f);
+  float* u = accumulator_.data();
+
+  const float* g = grads;
+  if (varianceStep) {
+    for (size_t i = 0; i < count_; ++i) v[i] = beta2 * v[i] + (1.0f - beta2) * grads[i] * grads[i];
+  } else if (!local) {
+    std::copy(grads, grads + count_, u);
+    compressedAverage(u, step);
+    g = u;
+  }
+  for (size_t i = 0; i < count_; ++i) m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
+  if (local) lrSum_ += step.lr;
+
+  for (const ShardSegment& run : runs_) {
+    const auto wd = static_cast<float>(run.decay ? params_.weightDecay : 0.0);
+    for (size_t i = run.begin; i < run.end; ++i) {
+      const float delta = -lr * (m[i] / (std::sqrt(v[i]) + eps) + wd * params[i]);
+      params[i] += delta;
+      if (local) u[i] += delta;
+    }
+  }
+  if (local && t % schedule_.localInterval == 0) {
+    // Back to the parameters of the last exchange, then forward by the group's average of the
+    // local updates (exchanged in the momentum's units, where one scale suits every element).
+    for (size_t i = 0; i < count_; ++i) {
+      params[i] -= u[i];
+      u[i] *= std::sqrt(v[i]) + eps;
+    }
+    compressedAverage(u, step);
+    // With a zero learning rate since the exchange there were no updates to learn a momentum
+    // from (DeepSpeed's divides by zero there).
+    const float perLr = lrSum_ > 0 ? static_cast<float>(1.0 / lrSum_) : 0.0f;
+    for (size_t i = 0; i < count_; ++i) {
+      if (lrSum_ > 0) m[i] = -u[i] * perLr;
+      params[i] += u[i] / (std::sqrt(v[i]) + eps);
+    }
+    std::fill(u, u + count_, 0.0f);
+    lrSum_ = 0;
+  }
+  advanceSchedule(t);
+  // The errors fed back so far were the gradients'; from here they are the local updates'.
+  if (!local && frozen()) {
+    errors_ = {};
+    std::fill(u, u + count_, 0.0f);
+  }
+}
+
+}  // namespace ds::runtime

@@ -1,0 +1,77 @@
+// DeepSpeed's 0/1 Adam (deepspeed/runtime/fp16/onebit/zoadam.py; Lu et al., 2022) over one
+// optimizer range [begin, end) of the flat parameters. Two phases:
+// - The variance phase (the first var_freeze_step steps): the variance is updated only at steps
+//   that divide by var_interval, which doubles after every var_update_scaler such updates. Those
+//   steps take the data group's averaged gradients (as Adam); every other step takes this rank's
+//   own gradients (takesLocalGradients) and averages them with the 1-bit compressed all-reduce
+//   before the momentum takes them.
+// - The local-step phase: the variance is frozen, every step is local (the momentum and the
+//   parameters move on this rank's gradients alone) and the parameters' accumulated updates are
+//   exchanged, 1-bit compressed, only at steps that divide by local_step_interval, which doubles
+//   every local_step_scaler steps up to local_step_clipper. The exchange replaces the rank's own
+//   local updates by the group's average and resets the momentum to it (DeepSpeed's u / lrs).
+// DeepSpeed's update form: no bias correction, eps outside the square root, weight decay added
+// to the update. Where we differ from DeepSpeed, and why:
+// - The first step updates the parameters (DeepSpeed's first step() only sets up its buffers),
+//   so step t here is DeepSpeed's step t + 1, and var_freeze_step counts updates.
+// - The variance and local-step schedules are functions of the step count: a checkpoint resumes
+//   them where they were (DeepSpeed's load starts both again from interval 1).
+// - With one rank the variance phase's other steps take the gradient as it is (it is the
+//   group's average); DeepSpeed's skip the momentum update there.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "runtime/comm/onebit_allreduce.h"
+#include "runtime/config/optimizer_config.h"
+#include "runtime/model/model.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/optim/shard_segments.h"
+
+namespace ds::runtime {
+
+class ZeroOneAdam : public Optimizer {
+ public:
+  ZeroOneAdam(const ZeroOneAdamParams& params, const std::vector<ParamSpec>& specs, size_t begin,
+              size_t end);
+
+  void step(float* params, const float* grads, const OptimizerStep& step) override;
+  bool takesLocalGradients() const override;
+  int64_t steps() const override { return steps_; }
+  // The schedules replayed to `steps`; the error feedback, the accumulated local updates and
+  // their learning-rate sum start again from zero, as DeepSpeed's load does (they are this rank's
+  // own and the checkpoint holds one rank's parameters).
+  void setSteps(int64_t steps) override;
+  const char* name() const override { return "ZeroOneAdam"; }
+  size_t feedbackBytes() const override;
+
+  // The schedule's state after a number of steps, as DeepSpeed's per-tensor counters hold it.
+  struct Schedule {
+    int64_t varInterval = 1, varCounter = 0;
+    int64_t localInterval = 1, localCounter = 0;
+  };
+  const Schedule& schedule() const { return schedule_; }
+
+ private:
+  bool frozen() const { return steps_ >= params_.varFreezeStep; }
+  // Step `t`'s (1-based) schedule bookkeeping, after its update.
+  void advanceSchedule(int64_t t);
+  // In place: the data group's compressed average of data[0, count_) (nothing with one rank).
+  void compressedAverage(float* data, const OptimizerStep& step);
+
+  ZeroOneAdamParams params_;
+  std::vector<ShardSegment> runs_;  // merged by decay flag
+  size_t count_;
+  int64_t steps_ = 0;
+  Schedule schedule_;
+  // The variance phase's scratch for the compressed gradient, then the local phase's
+  // accumulated parameter updates (DeepSpeed's momentum_accumulator, u), with the sum of the
+  // learning rates since the last exchange (its lrs).
+  std::vector<float> accumulator_;
+  double lrSum_ = 0;
+  OneBitErrors errors_;  // sized at the first compressed exchange, for its group
+};
+
+}  // namespace ds::runtime

@@ -1,0 +1,204 @@
+// 0/1 Adam (runtime/optim/zero_one_adam.h) on 1, 2 and 4 ranks (threads over shared memory)
+// against a plain reference of DeepSpeed's rules (zoadam.py) on the same gradients, through both
+// phases: variance updates at doubling intervals on the averaged gradients, compressed gradients
+// between them, then the frozen variance with local steps whose accumulated updates are
+// exchanged (1-bit compressed, test/onebit_reference.h) at doubling intervals. Small scalers make
+// every interval change happen within 24 steps. Bit for bit: the same float operations in the
+// same order.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "runtime/optim/zero_one_adam.h"
+#include "test/float_arrays.h"
+#include "test/gpt_parallel_harness.h"
+#include "test/onebit_reference.h"
+#include "test/rank_threads.h"
+
+using namespace ds;
+using namespace ds::runtime;
+
+namespace {
+
+constexpr size_t kCount = 300;
+
+std::vector<ParamSpec> table() {  // a decaying weight and a bias, 300 elements in all
+  return {ParamSpec{"w", {20, 10}, true, 0, 200}, ParamSpec{"b", {100}, false, 200, 100}};
+}
+
+ZeroOneAdamParams testParams() {
+  ZeroOneAdamParams p;
+  p.lr = 0.01;
+  p.beta1 = 0.9;
+  p.beta2 = 0.99;
+  p.weightDecay = 0.1;
+  p.varFreezeStep = 10;
+  p.varUpdateScaler = 2;
+  p.localStepScaler = 3;
+  p.localStepClipper = 4;
+  return p;
+}
+
+// One rank's state in the reference, DeepSpeed's names.
+struct ReferenceRank {
+  std::vector<float> params, expAvg, expAvgSq, momentumAccumulator;
+  double lrs = 0;
+};
+
+// DeepSpeed's per-tensor counters (state['var_interval'], ...), advanced after step t.
+struct ReferenceSchedule {
+  int64_t varInterval = 1, varCounter = 0, localInterval = 1, localCounter = 0;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "0/1 Adam: variance at doubling intervals, then local steps synchronised at doubling "
+    "intervals, as DeepSpeed's rules",
+    "[optim][onebit]") {
+  const ZeroOneAdamParams p = testParams();
+  const std::vector<ParamSpec> specs = table();
+  constexpr int kSteps = 24;
+  const float b1 = 0.9f, b2 = 0.99f, lr = 0.01f, eps = 1e-8f;
+  for (int n : {1, 2, 4}) {
+    INFO(n << " ranks");
+    auto group = test::shmGroup(n);
+    std::vector<std::unique_ptr<ZeroOneAdam>> optimizers;
+    for (int r = 0; r < n; ++r)
+      optimizers.push_back(std::make_unique<ZeroOneAdam>(p, specs, 0, kCount));
+    std::vector<std::vector<float>> params(n, test::randoms(kCount, 99));
+    std::vector<ReferenceRank> ref(n);
+    for (ReferenceRank& rank : ref) {
+      rank.params = params[0];
+      rank.expAvg = rank.expAvgSq = rank.momentumAccumulator = std::vector<float>(kCount, 0.0f);
+    }
+    std::vector<test::OneBitErrors> errors(n);
+    for (auto& e : errors) e.reset(kCount, n);
+    ReferenceSchedule sched;
+    int varSteps = 0, compressedGradSteps = 0, syncs = 0;
+    for (int t = 1; t <= kSteps; ++t) {
+      INFO("step " << t);
+      const bool frozen = t > p.varFreezeStep;
+      const bool varStep = !frozen && t % sched.varInterval == 0;
+      std::vector<std::vector<float>> local(n), average(1, std::vector<float>(kCount, 0.0f));
+      for (int r = 0; r < n; ++r) {
+        local[r] = test::randoms(kCount, static_cast<unsigned>(10 * t + r));
+        for (size_t i = 0; i < kCount; ++i) average[0][i] += local[r][i];
+      }
+      for (float& g : average[0]) g /= static_cast<float>(n);
+      for (int r = 0; r < n; ++r) REQUIRE(optimizers[r]->takesLocalGradients() == !varStep);
+      test::onThreads(n, [&](int r) {
+        OptimizerStep s;
+        s.lr = p.lr;
+        s.dataGroup = &group[r];
+        optimizers[r]->step(params[r].data(), (varStep ? average[0] : local[r]).data(), s);
+      });
+
+      // The reference, every rank at once.
+      std::vector<std::vector<float>> grads(n, average[0]);
+      if (!frozen && !varStep) {
+        grads = local;
+        if (n > 1) test::referenceOneBitAllReduce(grads, errors);
+        else grads[0] = average[0];
+        ++compressedGradSteps;
+      }
+      for (int r = 0; r < n; ++r) {
+        ReferenceRank& s = ref[r];
+        const std::vector<float>& g = frozen ? local[r] : grads[r];
+        for (size_t i = 0; i < kCount; ++i) {
+          if (varStep) s.expAvgSq[i] = b2 * s.expAvgSq[i] + (1.0f - b2) * g[i] * g[i];
+          s.expAvg[i] = b1 * s.expAvg[i] + (1.0f - b1) * g[i];
+        }
+        if (frozen) s.lrs += p.lr;
+        for (size_t i = 0; i < kCount; ++i) {
+          const float wd = i < 200 ? 0.1f : 0.0f;
+          const float update = s.expAvg[i] / (std::sqrt(s.expAvgSq[i]) + eps) + wd * s.params[i];
+          s.params[i] += -lr * update;
+          if (frozen) s.momentumAccumulator[i] += -lr * update;
+        }
+      }
+      varSteps += varStep;
+      if (frozen && t % sched.localInterval == 0) {
+        ++syncs;
+        std::vector<std::vector<float>> u(n);
+        for (int r = 0; r < n; ++r) {
+          ReferenceRank& s = ref[r];
+          for (size_t i = 0; i < kCount; ++i) {
+            s.params[i] -= s.momentumAccumulator[i];
+            s.momentumAccumulator[i] *= std::sqrt(s.expAvgSq[i]) + eps;
+          }
+          u[r] = s.momentumAccumulator;
+        }
+        if (n > 1) test::referenceOneBitAllReduce(u, errors);
+        for (int r = 0; r < n; ++r) {
+          ReferenceRank& s = ref[r];
+          const auto perLr = static_cast<float>(1.0 / s.lrs);
+          for (size_t i = 0; i < kCount; ++i) {
+            s.expAvg[i] = -u[r][i] * perLr;
+            s.params[i] += u[r][i] / (std::sqrt(s.expAvgSq[i]) + eps);
+          }
+          s.momentumAccumulator.assign(kCount, 0.0f);
+          s.lrs = 0;
+        }
+      }
+      if (!frozen) {
+        if (varStep && ++sched.varCounter == p.varUpdateScaler) {
+          sched.varCounter = 0;
+          sched.varInterval *= 2;
+        }
+      } else if (++sched.localCounter == p.localStepScaler) {
+        sched.localCounter = 0;
+        sched.localInterval = std::min<int64_t>(p.localStepClipper, 2 * sched.localInterval);
+      }
+      if (t == p.varFreezeStep)
+        for (auto& e : errors) e.reset(kCount, n);  // the errors now carry local updates
+
+      for (int r = 0; r < n; ++r) {
+        CHECK(params[r] == ref[r].params);
+        const std::vector<OptimizerStateArray> state = optimizers[r]->stateArrays();
+        CHECK(std::vector<float>(state[0].data, state[0].data + kCount) == ref[r].expAvg);
+        CHECK(std::vector<float>(state[1].data, state[1].data + kCount) == ref[r].expAvgSq);
+      }
+      const ZeroOneAdam::Schedule& got = optimizers[0]->schedule();
+      CHECK(got.varInterval == sched.varInterval);
+      CHECK(got.localInterval == sched.localInterval);
+    }
+    // The schedule went through every change: variance intervals 1, 2, 4 (updates at 1, 2, 4, 6,
+    // 8, compressed gradients at 3, 5, 7, 9, 10), then local intervals 1, 2, 4 (syncs at 11-13,
+    // 14, 16, 20, 24).
+    CHECK(varSteps == 5);
+    CHECK(compressedGradSteps == 5);
+    CHECK(syncs == 7);
+    CHECK(sched.localInterval == 4);
+    // One model on every rank right after a sync (step 24 was one), up to the rounding of taking
+    // each rank's own local updates back out.
+    for (int r = 1; r < n; ++r)
+      for (size_t i = 0; i < kCount; ++i) CHECK(params[r][i] == Approx(params[0][i]).margin(1e-6));
+  }
+}
+
+TEST_CASE("0/1 Adam: the schedules are functions of the step count, so a checkpoint resumes them",
+          "[optim][onebit][checkpoint]") {
+  const ZeroOneAdamParams p = testParams();
+  const std::vector<ParamSpec> specs = table();
+  ZeroOneAdam stepped(p, specs, 0, kCount);
+  std::vector<float> params = test::randoms(kCount, 3);
+  for (int t = 1; t <= 19; ++t) {
+    const std::vector<float> grads = test::randoms(kCount, static_cast<unsigned>(t));
+    OptimizerStep s;
+    s.lr = p.lr;
+    stepped.step(params.data(), grads.data(), s);
+    ZeroOneAdam resumed(p, specs, 0, kCount);
+    resumed.setSteps(t);
+    INFO("after step " << t);
+    CHECK(resumed.takesLocalGradients() == stepped.takesLocalGradients());
+    CHECK(resumed.schedule().varInterval == stepped.schedule().varInterval);
+    CHECK(resumed.schedule().varCounter == stepped.schedule().varCounter);
+    CHECK(resumed.schedule().localInterval == stepped.schedule().localInterval);
+    CHECK(resumed.schedule().localCounter == stepped.schedule().localCounter);
+  }
+  CHECK(std::string(stepped.name()) == "ZeroOneAdam");
+  // The accumulator and the error feedback are counted beside the moments.
+  CHECK(stepped.stateBytes() >= 3 * kCount * sizeof(float));
+}
