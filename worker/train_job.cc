@@ -127,7 +127,8 @@ runtime::TrainResult runTrainJob(const TrainOptions& options, const JoinResult& 
     runtime::checkRankMemory(job, *tokenizer, join.worldSize, join.localSize, node, "config");
     // The grid's groups are made by every rank before any of them trains.
     const TrainingGridGroups groups(factory, comm, job.gpt->parallel,
-                                    config.commsLogger.enabled ? &logger : nullptr);
+                                    config.commsLogger.enabled ? &logger : nullptr, &config.zero,
+                                    join.localSize);
     runtime::TrainResult result =
         trainGpt(*job.gpt, *tokenizer, config, options, join, groups.grid(), board,
                  stopRequested);
@@ -139,7 +140,10 @@ runtime::TrainResult runTrainJob(const TrainOptions& options, const JoinResult& 
 
   runtime::Mlp model({16, 64, 64, 4});
   runtime::TeacherTask task(model.inputDim(), model.outputDim(), kTaskSeed);
-  runtime::Engine engine(model, config, comm, options.seed);
+  const TrainingGridGroups groups(factory, comm, runtime::ParallelConfig{},
+                                  config.commsLogger.enabled ? &logger : nullptr, &config.zero,
+                                  join.localSize);
+  runtime::Engine engine(model, config, comm, options.seed, groups.grid().parallelGroups());
   if (!options.loadDir.empty() &&
       std::filesystem::exists(std::filesystem::path(options.loadDir) / "latest")) {
     const std::string tag = engine.loadCheckpoint(options.loadDir);

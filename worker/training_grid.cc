@@ -14,9 +14,14 @@ std::string TrainingGrid::coordinates() const {
 
 TrainingGridGroups::TrainingGridGroups(runtime::GroupFactory& factory, runtime::Communicator& world,
                                        const runtime::ParallelConfig& parallel,
-                                       runtime::CommsLogger* logger)
+                                       runtime::CommsLogger* logger,
+                                       const runtime::ZeroConfig* zero, int localSize)
     : logger_(logger) {
   grid_.world = &world;
+  // ZeRO++ with a grid is refused by the engine; its groups are the data-parallel world's.
+  if (zero && zero->stage == 3 && zero->zeroPlusPlus() && !parallel.gridded() &&
+      parallel.expert <= 1 && parallel.sequence <= 1)
+    zeroNodeGroups(factory, world, *zero, localSize);
   if (!parallel.gridded()) {
     // No new groups: the data group is the world, as before there was a grid.
     grid_.data = &world;
@@ -74,6 +79,27 @@ void TrainingGridGroups::expertGroups(runtime::GroupFactory& factory, const std:
   grid_.expertSize = ep;
   expertData_ = factory.group(spread, "expert_data");
   grid_.expertData = logged(expertData_);
+}
+
+void TrainingGridGroups::zeroNodeGroups(runtime::GroupFactory& factory,
+                                        runtime::Communicator& world,
+                                        const runtime::ZeroConfig& zero, int localSize) {
+  int size = static_cast<int>(zero.hpzPartitionSize);
+  if (size <= 1) {
+    if (!zero.quantizedGradients) return;
+    // Every rank must make the same groups: the nodes' sizes agreed on first.
+    float sizes[2] = {static_cast<float>(localSize), -static_cast<float>(localSize)};
+    world.allReduce(sizes, 2, DType::F32, runtime::ReduceOp::Max);
+    if (sizes[0] != -sizes[1] || localSize <= 0 || world.size() % localSize != 0) return;
+    if (localSize >= world.size()) return;  // one node: qgZ falls back to the plain reduce-scatter
+    size = localSize;
+  }
+  int place = 0, groupSize = 0;
+  grid_.zeroNode = consecutive(factory, world, size, "zero_node", zeroNode_, place, groupSize);
+  std::vector<int> cross;
+  for (int r = world.rank() % size; r < world.size(); r += size) cross.push_back(r);
+  zeroCrossNode_ = factory.group(cross, "zero_cross_node");
+  grid_.zeroCrossNode = logged(zeroCrossNode_);
 }
 
 runtime::Communicator* TrainingGridGroups::consecutive(

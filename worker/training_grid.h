@@ -38,6 +38,10 @@ struct TrainingGrid {
   // [0,2,..,14],[1,3,..,15]). Null without expert parallelism.
   runtime::Communicator* expert = nullptr;
   runtime::Communicator* expertData = nullptr;
+  // ZeRO++'s node groups (runtime/engine/parallel_groups.h); null unless the job's ZeRO 3 uses
+  // hpZ, or qgZ on nodes of equal size.
+  runtime::Communicator* zeroNode = nullptr;
+  runtime::Communicator* zeroCrossNode = nullptr;
   int pipeRank = 0, dataRank = 0, modelRank = 0, sequenceRank = 0;  // this rank's coordinates
   int pipeSize = 1, dataSize = 1, modelSize = 1, sequenceSize = 1;
   int expertRank = 0, expertSize = 1;
@@ -48,7 +52,7 @@ struct TrainingGrid {
 
   bool gridded() const { return pipeSize > 1 || modelSize > 1; }
   runtime::ParallelGroups parallelGroups() const {
-    return {model, pipe, prevStage, nextStage, tied, expert, expertData};
+    return {model, pipe, prevStage, nextStage, tied, expert, expertData, zeroNode, zeroCrossNode};
   }
   // "(pipe 1, data 0, model 1)": how logs and the launcher name a rank's place.
   std::string coordinates() const;
@@ -58,8 +62,11 @@ struct TrainingGrid {
 // as the trainer runs. Collective: every rank constructs it with the same configuration.
 class TrainingGridGroups {
  public:
+  // With `zero` (the job's ZeRO config) and `localSize` (this node's ranks): ZeRO++'s node groups
+  // where the config asks for them.
   TrainingGridGroups(runtime::GroupFactory& factory, runtime::Communicator& world,
-                     const runtime::ParallelConfig& parallel, runtime::CommsLogger* logger);
+                     const runtime::ParallelConfig& parallel, runtime::CommsLogger* logger,
+                     const runtime::ZeroConfig* zero = nullptr, int localSize = 0);
   const TrainingGrid& grid() const { return grid_; }
 
  private:
@@ -73,8 +80,12 @@ class TrainingGridGroups {
   // Expert parallelism within the data group `data` (its ranks' job ranks by data coordinate).
   void expertGroups(runtime::GroupFactory& factory, const std::vector<int>& data, int dataRank,
                     int ep);
+  // ZeRO++ on a data-parallel world: nodes of hpZ's size, or of the ranks per node where every
+  // node has as many (DeepSpeed's qgZ takes the device count of each node).
+  void zeroNodeGroups(runtime::GroupFactory& factory, runtime::Communicator& world,
+                      const runtime::ZeroConfig& zero, int localSize);
   runtime::TopologyGroups groups_;
-  std::unique_ptr<runtime::Communicator> sequence_, expert_, expertData_;
+  std::unique_ptr<runtime::Communicator> sequence_, expert_, expertData_, zeroNode_, zeroCrossNode_;
   runtime::CommsLogger* logger_;
   std::vector<std::unique_ptr<runtime::LoggingCommunicator>> wrappers_;
   TrainingGrid grid_;

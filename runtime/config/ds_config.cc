@@ -222,6 +222,11 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
     cfg.zero = parseZeroConfig(r, *v, kZeroKeys);
   cfg.precision = parsePrecisionConfig(r, root, cfg.zero.stage);
   if (cfg.optimizer) checkOneBitLayout(*cfg.optimizer, cfg.zero.stage, 1, 1, false);
+  if (cfg.zero.hpzPartitionSize > 1 && worldSize % cfg.zero.hpzPartitionSize != 0)
+    r.fail("zero_optimization.zero_hpz_partition_size",
+           std::to_string(cfg.zero.hpzPartitionSize) + " does not divide the " +
+               std::to_string(worldSize) +
+               " data-parallel ranks; set it to the ranks per node (DeepSpeed's rule)");
   r.readBool(root, "", "wall_clock_breakdown", cfg.wallClockBreakdown);
   r.readBool(root, "", "dump_state", cfg.dumpState);
   readCommBackend(r, root, cfg);

@@ -133,6 +133,26 @@ void readOffloadParam(JsonReader& r, const Json& block, ZeroConfig& z) {
   readNvmePath(r, *v, o, c.device, c.nvmePath);
 }
 
+// ZeRO++'s keys. DeepSpeed reads them only in stage 3 and ignores them elsewhere; here a key
+// that would change nothing is an error.
+void readZeroPlusPlus(JsonReader& r, const Json& block, ZeroConfig& z) {
+  r.readBool(block, kZero, "zero_quantized_weights", z.quantizedWeights);
+  r.readBool(block, kZero, "zero_quantized_gradients", z.quantizedGradients);
+  r.readInt(block, kZero, "zero_hpz_partition_size", z.hpzPartitionSize, 0);
+  if (z.hpzPartitionSize == 0) z.hpzPartitionSize = 1;  // DeepSpeed's ge=0: 0 and 1 are off
+  const char* key = z.quantizedWeights     ? "zero_quantized_weights"
+                    : z.quantizedGradients ? "zero_quantized_gradients"
+                                           : "zero_hpz_partition_size";
+  if (z.zeroPlusPlus() && z.stage != 3)
+    r.fail(joinPath(kZero, key),
+           "ZeRO++ partitions parameters: it needs zero_optimization.stage 3 (DeepSpeed ignores "
+           "it at stage " + std::to_string(z.stage) + "); set the stage or remove the key");
+  if (z.quantizedGradients && !z.reduceScatter)
+    r.fail(kZero + ".zero_quantized_gradients",
+           "qgZ replaces the gradient reduce-scatter: it needs reduce_scatter true (DeepSpeed's "
+           "rule)");
+}
+
 }  // namespace
 
 ZeroConfig parseZeroConfig(JsonReader& r, const Json& block,
@@ -153,6 +173,7 @@ ZeroConfig parseZeroConfig(JsonReader& r, const Json& block,
   readOffloadOptimizer(r, block, z);
   readDeprecatedCpuOffload(r, block, z);
   readOffloadParam(r, block, z);
+  readZeroPlusPlus(r, block, z);
   return z;
 }
 

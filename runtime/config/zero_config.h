@@ -50,6 +50,14 @@ struct ZeroConfig {
   bool ignoreUnusedParameters = true;           // unused parameters get zero gradients
   OffloadOptimizerConfig offloadOptimizer;
   OffloadParamConfig offloadParam;
+  // ZeRO++ (stage 3): qwZ's int8 weight gathers, qgZ's int4 two-hop gradient reduce-scatter,
+  // hpZ's secondary weight partition over groups of this many consecutive data ranks (a node).
+  bool quantizedWeights = false;    // zero_quantized_weights
+  bool quantizedGradients = false;  // zero_quantized_gradients
+  int64_t hpzPartitionSize = 1;     // zero_hpz_partition_size (1: off)
+  bool zeroPlusPlus() const {
+    return quantizedWeights || quantizedGradients || hpzPartitionSize > 1;
+  }
 };
 
 }  // namespace ds::runtime

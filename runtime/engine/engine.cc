@@ -114,13 +114,16 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
     checkOneBitLayout(*config_.optimizer, config_.zero.stage, grid_.pipe ? grid_.pipe->size() : 1,
                       grid_.model ? grid_.model->size() : 1, experts);
   }
+  checkZeroPlusPlusGroups(model);
   keepFreedMemoryForReuse();
   splitPartitions();
   queue_ = std::make_unique<CommQueue>(config_.zero.overlapComm);
   const OptimizerConfig optimizer = config_.optimizer.value_or(OptimizerConfig{});
   for (Partition& part : parts_)
     part.zero = ZeroStage::make({config_, *part.comm, *queue_, part.specs, part.layerTensors,
-                                 modelType_, gradType_, commType_, part.count});
+                                 modelType_, gradType_, commType_, part.count,
+                                 part.experts ? nullptr : grid_.zeroNode,
+                                 part.experts ? nullptr : grid_.zeroCrossNode});
   // The optimizer runs in sub-groups of sub_group_size elements, each with its own state, as
   // DeepSpeed's stage 3 does: the fp32 gradients the update needs exist for one group at a time.
   // Each group's master slice and state go to the stage's optimizer-state home as soon as they
@@ -235,6 +238,31 @@ void Engine::buildPartition(Partition& part, const OptimizerConfig& optimizer, u
                   [&, t0 = t0, t1 = t1](float* out) { zero.fillMaster(t0, t1, out); });
   }
   zero.startParameterOffload();
+}
+
+void Engine::checkZeroPlusPlusGroups(const Model& model) const {
+  const ZeroConfig& z = config_.zero;
+  if (!z.zeroPlusPlus()) return;
+  bool experts = false;
+  for (const ParamSpec& spec : model.parameters()) experts = experts || spec.expert;
+  const int pipe = grid_.pipe ? grid_.pipe->size() : 1, slices = grid_.model ? grid_.model->size() : 1;
+  if (pipe > 1 || slices > 1 || experts)
+    throw Error("zero_optimization: ZeRO++ with " +
+                (pipe > 1     ? "pipe-parallel-size " + std::to_string(pipe)
+                 : slices > 1 ? "model-parallel-size " + std::to_string(slices)
+                              : std::string("MoE experts")) +
+                " is not implemented yet; use data parallelism only");
+  const Communicator* node = grid_.zeroNode;
+  if (z.hpzPartitionSize > 1 && (!node || node->size() != z.hpzPartitionSize))
+    throw Error("zero_optimization.zero_hpz_partition_size " +
+                std::to_string(z.hpzPartitionSize) + ": this rank was given " +
+                (node ? "a node group of " + std::to_string(node->size()) + " ranks"
+                      : std::string("no node group")) +
+                " (the worker makes one of zero_hpz_partition_size consecutive data ranks)");
+  if (node && comm_.size() % node->size() != 0)
+    throw Error("zero_optimization: ZeRO++'s node groups of " + std::to_string(node->size()) +
+                " ranks do not divide the " + std::to_string(comm_.size()) +
+                " data-parallel ranks");
 }
 
 std::pair<Engine::Partition*, int> Engine::partitionOf(int layer) {

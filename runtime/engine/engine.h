@@ -292,6 +292,8 @@ class Engine : private LayerAccess {
   bool readStatesFromParts(Partition& part, const std::vector<CheckpointPart>& parts,
                            const std::vector<std::vector<TensorSource>>& sources,
                            CheckpointLoadScope scope);
+  // ZeRO++'s layouts and node groups (ParallelGroups::zeroNode) checked before anything is built.
+  void checkZeroPlusPlusGroups(const Model& model) const;
   // The training position: run id, step counters, loss scaler, lr schedule.
   void restoreTrainingState(const CheckpointManifest& m);
   // The partition's optimizers' steps and per-tensor values (tensorScalars) from `saved`.

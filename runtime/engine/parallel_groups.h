@@ -24,6 +24,11 @@ struct ParallelGroups {
   // states partitioned.
   Communicator* experts = nullptr;
   Communicator* expertData = nullptr;
+  // ZeRO++ (stage 3, data parallelism only): this rank's node, the data group's ranks
+  // [k h, (k + 1) h) for h the node size (hpZ's secondary partition group and qgZ's first hop),
+  // and the data group's ranks of its place in every node (alike modulo h: qgZ's second hop).
+  Communicator* zeroNode = nullptr;
+  Communicator* zeroCrossNode = nullptr;
 };
 
 }  // namespace ds::runtime

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "runtime/comm/quantized_collectives.h"
 #include "runtime/zero/parallel_passes.h"
 #include "runtime/zero/square_sum.h"
 #include "runtime/zero/zero_stages.h"
@@ -158,8 +159,15 @@ void ZeroStage::allReduceTensorGradient(size_t t, Communicator& group) {
   });
 }
 
-void ZeroStage::reduceBucket(void* staging, void* own, size_t chunk) {
+void ZeroStage::reduceBucket(void* staging, void* own, size_t t0, size_t t1) {
   Communicator& comm = ctx_.comm;
+  const size_t chunk = layout_->chunk(t0, t1);
+  // DeepSpeed's qgZ runs across nodes only: on one node the plain reduce-scatter.
+  if (ctx_.config.zero.quantizedGradients && stage() == 3 && ctx_.crossNode &&
+      ctx_.crossNode->size() > 1) {
+    quantizedReduceBucket(staging, own, t0, t1);
+    return;
+  }
   if (ctx_.config.zero.reduceScatter) {
     comm.reduceScatter(staging, own, chunk, ctx_.commType);
     return;
@@ -169,6 +177,42 @@ void ZeroStage::reduceBucket(void* staging, void* own, size_t chunk) {
   const size_t bytes = chunk * dtypeBytes(ctx_.commType);
   comm.allReduce(staging, comm.size() * chunk, ctx_.commType);
   std::memcpy(own, static_cast<const char*>(staging) + comm.rank() * bytes, bytes);
+}
+
+void ZeroStage::quantizedReduceBucket(void* staging, void* own, size_t t0, size_t t1) {
+  Communicator& comm = ctx_.comm;
+  const size_t chunk = layout_->chunk(t0, t1), ranks = static_cast<size_t>(comm.size());
+  const size_t bytes = dtypeBytes(ctx_.commType);
+  std::vector<float> in(ranks * chunk), out(chunk);
+  convertElements(staging, ctx_.commType, in.data(), DType::F32, in.size());
+  quantizedReduceScatter(*ctx_.node, *ctx_.crossNode, in.data(), out.data(), chunk);
+  convertElements(out.data(), DType::F32, own, ctx_.commType, chunk);
+  // The 1-D tensors' slices, where they sit in every rank's block: gathered from the staging and
+  // reduce-scattered in the communication dtype, over the quantised sums.
+  std::vector<std::pair<size_t, size_t>> exact;  // (offset in the block, elements)
+  size_t exactCount = 0;
+  for (size_t t = t0; t < t1; ++t) {
+    if (ctx_.specs[t].shape.size() != 1) continue;
+    const TensorPlacement& p = layout_->tensor(t);
+    exact.emplace_back(p.shardOffset - layout_->shardBegin(t0), p.slice);
+    exactCount += p.slice;
+  }
+  if (exactCount == 0) return;
+  std::vector<char> packed(ranks * exactCount * bytes), reduced(exactCount * bytes);
+  for (size_t r = 0; r < ranks; ++r) {
+    char* to = packed.data() + r * exactCount * bytes;
+    for (const auto& [offset, count] : exact) {
+      std::memcpy(to, static_cast<const char*>(staging) + (r * chunk + offset) * bytes,
+                  count * bytes);
+      to += count * bytes;
+    }
+  }
+  comm.reduceScatter(packed.data(), reduced.data(), exactCount, ctx_.commType);
+  const char* from = reduced.data();
+  for (const auto& [offset, count] : exact) {
+    std::memcpy(static_cast<char*>(own) + offset * bytes, from, count * bytes);
+    from += count * bytes;
+  }
 }
 
 void ZeroStage::loadGroupGradients(size_t t0, size_t t1, std::vector<float>& out, float unscale) {
@@ -308,7 +352,7 @@ void ZeroStage::reduceBucketsAtBoundary(bool keepOwnSlicesOnly) {
     } else {
       std::vector<char>& reduced = received_[0];
       reduced.resize(chunk * dtypeBytes(ctx_.commType));
-      ctx_.queue.run([&] { reduceBucket(in.data(), reduced.data(), chunk); });
+      ctx_.queue.run([&] { reduceBucket(in.data(), reduced.data(), b.t0, b.t1); });
       layout_->insertShard(reduced.data(), ctx_.commType, b.t0, b.t1, grads_.data(), ctx_.gradType,
                            0);
     }
@@ -337,8 +381,9 @@ void ZeroStage::packForReductionDuringBackward(int layer) {
   // The bucket is complete: reduce-scatter it while the backward pass goes on.
   const size_t chunk = layout_->chunk(bucket.t0, bucket.t1);
   char* destination = grads_.data() + layout_->shardBegin(bucket.t0) * dtypeBytes(ctx_.gradType);
-  slotBusy_[slot] = ctx_.queue.submit([this, slot, chunk, destination] {
-    reduceBucket(staging_[slot].data(), received_[slot].data(), chunk);
+  slotBusy_[slot] = ctx_.queue.submit([this, slot, chunk, destination, t0 = bucket.t0,
+                                       t1 = bucket.t1] {
+    reduceBucket(staging_[slot].data(), received_[slot].data(), t0, t1);
     accumulateElements(destination, ctx_.gradType, received_[slot].data(), ctx_.commType, chunk);
   });
 }

@@ -61,6 +61,9 @@ struct ZeroContext {
   const std::vector<std::pair<size_t, size_t>>& layerTensors;  // per layer: tensor range
   DType modelType, gradType, commType;
   size_t count;  // parameters in all
+  // ZeRO++'s node groups within comm (ParallelGroups::zeroNode, zeroCrossNode), or null.
+  Communicator* node = nullptr;
+  Communicator* crossNode = nullptr;
 };
 
 class ZeroStage {
@@ -218,8 +221,12 @@ class ZeroStage {
   int layerCount() const { return static_cast<int>(ctx_.layerTensors.size()); }
   // prescale_gradients: the factor applied before the reduction (1 otherwise).
   float preDivide() const;
-  // One bucket's rank-major staging -> this rank's summed block (on the communication queue).
-  void reduceBucket(void* staging, void* own, size_t chunk);
+  // One bucket's (tensors [t0, t1)) rank-major staging -> this rank's summed block (on the
+  // communication queue).
+  void reduceBucket(void* staging, void* own, size_t t0, size_t t1);
+  // qgZ (stage 3 across nodes): the bucket through quantizedReduceScatter, its 1-D tensors (norms,
+  // biases) reduce-scattered exactly beside it, as DeepSpeed's falls back for them.
+  void quantizedReduceBucket(void* staging, void* own, size_t t0, size_t t1);
 
   // Shared pieces of the stages' strategies.
   void fillWholeWorkingCopy(const InitialValues& draw);         // stages 0-2

@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/phase_timer.h"
+#include "runtime/comm/quantized_collectives.h"
 #include "runtime/zero/zero_stages.h"
 
 namespace ds::runtime {
@@ -22,6 +23,7 @@ ZeroStage3::ZeroStage3(const ZeroContext& context) : ZeroStage(context, 0) {
   const int layers = layerCount();
   layerParams_.resize(layers);
   layerReady_.resize(layers);
+  secondary_.resize(layers);
   persistent_.assign(layers, false);
   swapGroup_.assign(layers, -1);  // before any gather task reads it
 }
@@ -248,8 +250,12 @@ void ZeroStage3::gradientsDone(int layer) {
 }
 
 void ZeroStage3::publishParameters(bool halfWritten) {
-  // Gathered copies are stale now; persistent layers are re-gathered below.
-  for (int l = 0; l < layerCount(); ++l) freeLayer(l);
+  // Gathered copies (and hpZ's secondary pieces) are stale now; persistent layers are
+  // re-gathered below, in full precision as DeepSpeed's after a step.
+  for (int l = 0; l < layerCount(); ++l) {
+    freeLayer(l);
+    std::vector<char>().swap(secondary_[l]);
+  }
   convertMasterToWorking(master_.size(), halfWritten);
   // The step and a load wrote the layers out sub-group by sub-group (the engine writes a 16-bit
   // copy group by group where the stage streams): only their last writes are waited for. A
@@ -277,6 +283,7 @@ std::vector<float> ZeroStage3::fullParameters() {
 MemoryUsage ZeroStage3::memory() const {
   MemoryUsage m = ZeroStage::memory();
   for (const auto& v : layerParams_) m.buffers += v.capacity() * sizeof(float);
+  for (const auto& v : secondary_) m.buffers += v.capacity();
   m.buffers += gatherStaging_.capacity();
   if (paramSwapper_) m.buffers += paramSwapper_->allocatedBytes();
   return m;
@@ -292,15 +299,41 @@ void ZeroStage3::gatherLayer(int layer) {
     const size_t chunk = layout_->chunk(t0, t1), bytes = dtypeBytes(ctx_.modelType);
     std::vector<char>& all = gatherStaging_;
     all.resize(ctx_.comm.size() * chunk * bytes);
-    const int swapped = swapGroup_[layer];
-    const char* own = swapped >= 0 ? paramSwapper_->acquire(static_cast<size_t>(swapped))
-                                   : working_.data() + layout_->shardBegin(t0) * bytes;
-    ctx_.comm.allGather(own, all.data(), chunk, ctx_.modelType);
-    if (swapped >= 0) paramSwapper_->release(static_cast<size_t>(swapped));
+    std::vector<char>& secondary = secondary_[layer];
+    if (!secondary.empty()) {
+      // hpZ: the node's secondary pieces are the rank-major buffer's consecutive parts.
+      gatherPieces(*ctx_.node, secondary.data(), secondary.size() / bytes, all.data(),
+                   !persistent_[layer]);
+    } else {
+      const int swapped = swapGroup_[layer];
+      const char* own = swapped >= 0 ? paramSwapper_->acquire(static_cast<size_t>(swapped))
+                                     : working_.data() + layout_->shardBegin(t0) * bytes;
+      gatherPieces(ctx_.comm, own, chunk, all.data(), !persistent_[layer]);
+      if (swapped >= 0) paramSwapper_->release(static_cast<size_t>(swapped));
+      if (ctx_.node && ctx_.config.zero.hpzPartitionSize > 1 && !persistent_[layer]) {
+        const size_t piece = all.size() / static_cast<size_t>(ctx_.node->size());
+        const char* from = all.data() + static_cast<size_t>(ctx_.node->rank()) * piece;
+        secondary.assign(from, from + piece);
+      }
+    }
     ++gathers_;
     layout_->unpack(all.data(), ctx_.modelType, t0, t1, layerParams_[layer].data(), DType::F32,
                     layerBase(layer));
   });
+}
+
+void ZeroStage3::gatherPieces(Communicator& group, const char* own, size_t count, char* all,
+                              bool mayQuantize) {
+  if (!ctx_.config.zero.quantizedWeights || !mayQuantize) {
+    group.allGather(own, all, count, ctx_.modelType);
+    return;
+  }
+  // qwZ: int8 blocks of the fp32 values, decoded into the working dtype as the plain gather
+  // would have delivered them.
+  std::vector<float> mine(count), decoded(count * static_cast<size_t>(group.size()));
+  convertElements(own, ctx_.modelType, mine.data(), DType::F32, count);
+  quantizedAllGather(group, mine.data(), count, decoded.data());
+  convertElements(decoded.data(), DType::F32, all, ctx_.modelType, decoded.size());
 }
 
 void ZeroStage3::waitLayer(int layer) {

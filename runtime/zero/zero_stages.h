@@ -110,6 +110,10 @@ class ZeroStage3 : public ZeroStage {
 
  private:
   void gatherLayer(int layer);
+  // All-gather of `count` elements of the working dtype a rank over `group` into `all`: qwZ's
+  // int8 blocks where enabled and `mayQuantize` (not for persistent layers).
+  void gatherPieces(Communicator& group, const char* own, size_t count, char* all,
+                    bool mayQuantize);
   void waitLayer(int layer);
   void dropLayer(int layer);  // unless persistent
   void freeLayer(int layer);
@@ -120,6 +124,10 @@ class ZeroStage3 : public ZeroStage {
   void forEachSwappedLayerIn(TensorRange range, Visit visit) const;
 
   std::vector<std::vector<float>> layerParams_;  // fp32 per layer: gathered
+  // hpZ: per layer, this rank's piece of its node's secondary copy (the gathered rank-major
+  // buffer's node-rank-th part, working dtype) from the layer's first gather after a step; the
+  // later gathers (backward, further micro-batches) are over the node from these.
+  std::vector<std::vector<char>> secondary_;
   // The all-gather's rank-major staging, reused by every gather (they run one at a time on the
   // communication queue): a fresh buffer per gather would be faulted in again each time.
   std::vector<char> gatherStaging_;
