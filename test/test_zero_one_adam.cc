@@ -3,8 +3,8 @@
 // phases: variance updates at doubling intervals on the averaged gradients, compressed gradients
 // between them, then the frozen variance with local steps whose accumulated updates are
 // exchanged (1-bit compressed, test/onebit_reference.h) at doubling intervals. Small scalers make
-// every interval change happen within 24 steps. Bit for bit: the same float operations in the
-// same order.
+// every interval change happen within 24 steps. Both exchanges tensor by tensor, as DeepSpeed's.
+// Bit for bit: the same float operations in the same order.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
@@ -40,6 +40,31 @@ ZeroOneAdamParams testParams() {
   return p;
 }
 
+// DeepSpeed's exchange, tensor by tensor (w: [0, 200), b: [200, 300)): every rank's x at once,
+// errors[tensor][rank].
+void referencePerTensor(std::vector<std::vector<float>>& x,
+                        std::vector<std::vector<test::OneBitErrors>>& errors) {
+  const size_t bounds[3] = {0, 200, 300};
+  for (size_t t = 0; t < 2; ++t) {
+    std::vector<std::vector<float>> pieces;
+    for (const auto& rank : x)
+      pieces.emplace_back(rank.begin() + static_cast<std::ptrdiff_t>(bounds[t]),
+                          rank.begin() + static_cast<std::ptrdiff_t>(bounds[t + 1]));
+    test::referenceOneBitAllReduce(pieces, errors[t]);
+    for (size_t r = 0; r < x.size(); ++r)
+      std::copy(pieces[r].begin(), pieces[r].end(),
+                x[r].begin() + static_cast<std::ptrdiff_t>(bounds[t]));
+  }
+}
+
+// Per tensor, every rank's error feedback, zeroed.
+std::vector<std::vector<test::OneBitErrors>> freshErrors(int n) {
+  std::vector<std::vector<test::OneBitErrors>> errors(2, std::vector<test::OneBitErrors>(n));
+  for (size_t t = 0; t < 2; ++t)
+    for (auto& e : errors[t]) e.reset(t == 0 ? 200 : 100, n);
+  return errors;
+}
+
 // One rank's state in the reference, DeepSpeed's names.
 struct ReferenceRank {
   std::vector<float> params, expAvg, expAvgSq, momentumAccumulator;
@@ -73,8 +98,7 @@ TEST_CASE(
       rank.params = params[0];
       rank.expAvg = rank.expAvgSq = rank.momentumAccumulator = std::vector<float>(kCount, 0.0f);
     }
-    std::vector<test::OneBitErrors> errors(n);
-    for (auto& e : errors) e.reset(kCount, n);
+    auto errors = freshErrors(n);
     ReferenceSchedule sched;
     int varSteps = 0, compressedGradSteps = 0, syncs = 0;
     for (int t = 1; t <= kSteps; ++t) {
@@ -99,7 +123,7 @@ TEST_CASE(
       std::vector<std::vector<float>> grads(n, average[0]);
       if (!frozen && !varStep) {
         grads = local;
-        if (n > 1) test::referenceOneBitAllReduce(grads, errors);
+        if (n > 1) referencePerTensor(grads, errors);
         else grads[0] = average[0];
         ++compressedGradSteps;
       }
@@ -130,7 +154,7 @@ TEST_CASE(
           }
           u[r] = s.momentumAccumulator;
         }
-        if (n > 1) test::referenceOneBitAllReduce(u, errors);
+        if (n > 1) referencePerTensor(u, errors);
         for (int r = 0; r < n; ++r) {
           ReferenceRank& s = ref[r];
           const auto perLr = static_cast<float>(1.0 / s.lrs);
@@ -151,8 +175,7 @@ TEST_CASE(
         sched.localCounter = 0;
         sched.localInterval = std::min<int64_t>(p.localStepClipper, 2 * sched.localInterval);
       }
-      if (t == p.varFreezeStep)
-        for (auto& e : errors) e.reset(kCount, n);  // the errors now carry local updates
+      if (t == p.varFreezeStep) errors = freshErrors(n);  // the errors now carry local updates
 
       for (int r = 0; r < n; ++r) {
         CHECK(params[r] == ref[r].params);

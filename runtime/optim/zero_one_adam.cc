@@ -7,7 +7,7 @@ namespace ds::runtime {
 
 ZeroOneAdam::ZeroOneAdam(const ZeroOneAdamParams& params, const std::vector<ParamSpec>& specs,
                          size_t begin, size_t end)
-    : params_(params), runs_(mergeByDecay(shardSegments(specs, begin, end))), count_(end - begin) {
+    : params_(params), segments_(shardSegments(specs, begin, end)), count_(end - begin) {
   addState("exp_avg", count_);
   addState("exp_avg_sq", count_);
 }
@@ -17,8 +17,9 @@ bool ZeroOneAdam::takesLocalGradients() const {
 }
 
 size_t ZeroOneAdam::feedbackBytes() const {
-  return (accumulator_.capacity() + errors_.worker.capacity() + errors_.server.capacity()) *
-         sizeof(float);
+  size_t floats = accumulator_.capacity();
+  for (const OneBitErrors& e : errors_) floats += e.worker.capacity() + e.server.capacity();
+  return floats * sizeof(float);
 }
 
 void ZeroOneAdam::setSteps(int64_t steps) {
@@ -45,9 +46,13 @@ void ZeroOneAdam::advanceSchedule(int64_t t) {
 void ZeroOneAdam::compressedAverage(float* data, const OptimizerStep& step) {
   if (!step.dataGroup || step.dataGroup->size() == 1) return;
   Communicator& group = *step.dataGroup;
-  if (errors_.worker.size() != oneBitPaddedCount(count_, group.size()))
-    errors_.reset(count_, group.size());
-  oneBitAllReduce(group, data, count_, errors_);
+  if (errors_.size() != segments_.size()) errors_.resize(segments_.size());
+  for (size_t s = 0; s < segments_.size(); ++s) {
+    const size_t n = segments_[s].end - segments_[s].begin;
+    if (errors_[s].worker.size() != oneBitPaddedCount(n, group.size()))
+      errors_[s].reset(n, group.size());
+    oneBitAllReduce(group, data + segments_[s].begin, n, errors_[s]);
+  }
 }
 
 void ZeroOneAdam::step(float* params, const float* grads, const OptimizerStep& step) {
@@ -73,7 +78,7 @@ void ZeroOneAdam::step(float* params, const float* grads, const OptimizerStep& s
   for (size_t i = 0; i < count_; ++i) m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
   if (local) lrSum_ += step.lr;
 
-  for (const ShardSegment& run : runs_) {
+  for (const ShardSegment& run : segments_) {
     const auto wd = static_cast<float>(run.decay ? params_.weightDecay : 0.0);
     for (size_t i = run.begin; i < run.end; ++i) {
       const float delta = -lr * (m[i] / (std::sqrt(v[i]) + eps) + wd * params[i]);

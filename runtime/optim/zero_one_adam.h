@@ -10,6 +10,10 @@
 //   exchanged, 1-bit compressed, only at steps that divide by local_step_interval, which doubles
 //   every local_step_scaler steps up to local_step_clipper. The exchange replaces the rank's own
 //   local updates by the group's average and resets the momentum to it (DeepSpeed's u / lrs).
+// Both exchanges go tensor by tensor, as DeepSpeed's (each tensor its own scales and error
+// feedback): one scale for tensors whose gradients differ by orders of magnitude would give the
+// small ones the large ones' size. (1-bit Adam and 1-bit LAMB exchange one flat buffer, LAMB
+// with its momentum scaled per tensor first, as DeepSpeed's.)
 // DeepSpeed's update form: no bias correction, eps outside the square root, weight decay added
 // to the update. Where we differ from DeepSpeed, and why:
 // - The first step updates the parameters (DeepSpeed's first step() only sets up its buffers),
@@ -58,11 +62,12 @@ class ZeroOneAdam : public Optimizer {
   bool frozen() const { return steps_ >= params_.varFreezeStep; }
   // Step `t`'s (1-based) schedule bookkeeping, after its update.
   void advanceSchedule(int64_t t);
-  // In place: the data group's compressed average of data[0, count_) (nothing with one rank).
+  // In place: the data group's compressed average of data[0, count_), tensor by tensor (nothing
+  // with one rank).
   void compressedAverage(float* data, const OptimizerStep& step);
 
   ZeroOneAdamParams params_;
-  std::vector<ShardSegment> runs_;  // merged by decay flag
+  std::vector<ShardSegment> segments_;  // one per tensor
   size_t count_;
   int64_t steps_ = 0;
   Schedule schedule_;
@@ -71,7 +76,7 @@ class ZeroOneAdam : public Optimizer {
   // learning rates since the last exchange (its lrs).
   std::vector<float> accumulator_;
   double lrSum_ = 0;
-  OneBitErrors errors_;  // sized at the first compressed exchange, for its group
+  std::vector<OneBitErrors> errors_;  // per tensor, sized at the first exchange for its group
 };
 
 }  // namespace ds::runtime
