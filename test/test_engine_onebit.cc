@@ -28,10 +28,12 @@ namespace {
 
 constexpr int kRanks = 2, kMicro = 4, kSteps = 60, kFreeze = 20;
 
-std::string config(const std::string& optimizer, int stage = 0) {
+// `extra`: more top-level members, each followed by a comma.
+std::string config(const std::string& optimizer, int stage = 0, const std::string& extra = "") {
   return R"({"train_batch_size": )" + std::to_string(kMicro * kRanks) +
-         R"(, "train_micro_batch_size_per_gpu": )" + std::to_string(kMicro) + R"(, "optimizer": )" +
-         optimizer + R"(, "zero_optimization": {"stage": )" + std::to_string(stage) + "}}";
+         R"(, "train_micro_batch_size_per_gpu": )" + std::to_string(kMicro) + ", " + extra +
+         R"("optimizer": )" + optimizer + R"(, "zero_optimization": {"stage": )" +
+         std::to_string(stage) + "}}";
 }
 
 const std::string kOneBit =
@@ -66,7 +68,7 @@ struct Run {
 
 // kSteps steps on 2 ranks, each rank the same 4 samples every step (its own of the 8).
 Run train(const std::string& optimizer, const std::string& saveTo = "",
-          const std::string& loadFrom = "", int steps = kSteps) {
+          const std::string& loadFrom = "", int steps = kSteps, const std::string& extra = "") {
   const GptConfig model = test::tinyGpt();
   auto group = test::shmGroup(kRanks);
   CommsLoggerConfig logging;
@@ -77,7 +79,8 @@ Run train(const std::string& optimizer, const std::string& saveTo = "",
     CommsLogger logger(logging);
     LoggingCommunicator comm(group[r], logger);
     Gpt gpt(model);
-    Engine engine(gpt, parseDeepSpeedConfig(config(optimizer), kRanks, "onebit-test"), comm, 5);
+    Engine engine(gpt, parseDeepSpeedConfig(config(optimizer, 0, extra), kRanks, "onebit-test"),
+                  comm, 5);
     if (!loadFrom.empty()) engine.loadCheckpoint(loadFrom);
     const Batch batch = test::tokenBatch(static_cast<uint64_t>(r * kMicro), kMicro, model.seqLength,
                                          model.vocabSize);
@@ -189,6 +192,26 @@ TEST_CASE(
   INFO("loss after " << kSteps << " steps: 1-bit LAMB " << last << ", LAMB " << want);
   CHECK(last < 0.9 * onebit.losses[kFreeze - 1]);
   CHECK(std::fabs(last - want) <= 0.15 * want);
+}
+
+TEST_CASE(
+    "1-bit optimizers with DeepSpeedExamples' settings: fp16 with dynamic loss scaling, "
+    "gradient_clipping 1.0, prescale_gradients false",
+    "[engine][onebit]") {
+  // The members bing_bert's 1-bit Adam, 0/1 Adam and 1-bit LAMB configs put beside the optimizer.
+  const std::string settings =
+      R"("gradient_clipping": 1.0, "prescale_gradients": false, "steps_per_print": 100, )";
+  const std::string fp16 =
+      R"("fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 16}, )";
+  for (const std::string* optimizer : {&kOneBit, &kZeroOne, &kOneBitLamb}) {
+    INFO(*optimizer);
+    const Run half = train(*optimizer, "", "", kSteps, fp16 + settings),
+              full = train(*optimizer, "", "", kSteps, settings);
+    // Still learning past the freeze, near the fp32 run (fp16 rounds every working weight).
+    CHECK(half.losses.back() < 0.9 * half.losses[kFreeze - 1]);
+    INFO("loss: fp16 " << half.losses.back() << ", fp32 " << full.losses.back());
+    CHECK(std::fabs(half.losses.back() - full.losses.back()) < 0.05 * full.losses.back());
+  }
 }
 
 TEST_CASE("1-bit LAMB: a checkpoint past the freeze resumes with its frozen coefficients",
