@@ -41,6 +41,7 @@ struct Bytes {
 
 struct Run {
   std::vector<float> losses;  // rank 0's
+  uint64_t buffersBeforeStep = 0;  // rank 0's engine buffers between the last backward and step
   std::vector<uint64_t> hashes;
   Bytes gathers, reductions;
 };
@@ -76,6 +77,7 @@ Run train(const std::string& zeropp, bool nodeGroups = true) {
                                          model.seqLength, model.vocabSize);
     for (int s = 0; s < kSteps; ++s) {
       const float loss = engine.forwardBackward(batch);
+      if (r == 0) run.buffersBeforeStep = engine.memory().buffers;
       engine.step();
       if (r == 0) run.losses.push_back(loss);
     }
@@ -111,6 +113,12 @@ TEST_CASE("ZeRO++ in the engine: hpZ, qwZ and qgZ against plain ZeRO 3 on 2 node
     INFO("hpZ all-gather bytes: data " << hpz.gathers.data << ", node " << hpz.gathers.node);
     CHECK(hpz.gathers.data < plain.gathers.data * 0.6);
     CHECK(hpz.gathers.node > 0);
+    // Between the forward and the step each rank keeps half of every layer's bf16 weights.
+    const double secondary = 2.0 * static_cast<double>(Gpt(test::tinyGpt()).parameterCount()) / 2;
+    const double extra = static_cast<double>(hpz.buffersBeforeStep) -
+                         static_cast<double>(plain.buffersBeforeStep);
+    CHECK(extra >= secondary);
+    CHECK(extra < 1.05 * secondary);  // the layers' padding to whole slices
   }
   SECTION("qwZ: int8 gathers, half of bf16's bytes, the loss within 2%") {
     const Run qwz = train(R"(, "zero_quantized_weights": true)");

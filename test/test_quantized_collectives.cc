@@ -98,9 +98,11 @@ TEST_CASE(
     std::unique_ptr<Communicator> nodeGroup = factory.group(node, "node");
     std::unique_ptr<Communicator> crossGroup = factory.group(cross, "cross");
     gathered[r].resize(kWorld * kChunk);
-    quantizedAllGather(*world, inputs[r].data() + r * kChunk, kChunk, gathered[r].data());
+    quantizedAllGather(*world, inputs[r].data() + r * kChunk, kChunk, DType::F32,
+                       gathered[r].data());
     reduced[r].resize(kChunk);
-    quantizedReduceScatter(*nodeGroup, *crossGroup, inputs[r].data(), reduced[r].data(), kChunk);
+    quantizedReduceScatter(*nodeGroup, *crossGroup, inputs[r].data(), reduced[r].data(), kChunk,
+                           DType::F32);
   });
 
   // All-gather: every rank decodes the same values, each rank's chunk within int8's bound.

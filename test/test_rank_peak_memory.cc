@@ -105,6 +105,20 @@ TEST_CASE("1-bit Adam's estimate adds its error feedback to Adam's moments", "[m
   CHECK(extra == Approx(4.0 * (1.0 + 0.25) * shape.parameters));  // worker + server error
 }
 
+TEST_CASE("hpZ's estimate adds the rank's part of its node's secondary weights", "[memory][zeropp]") {
+  const JobConfig job = gptJob(4, 128, 0);
+  const GptConfig model = modelConfigFor(*job.gpt, *makeJobTokenizer(*job.gpt));
+  const ModelShape shape = gptModelShape(model, 1);
+  DeepSpeedConfig plain = job.deepspeed;
+  plain.zero.stage = 3;
+  plain.precision.modelDtype = DType::BF16;
+  DeepSpeedConfig hpz = plain;
+  hpz.zero.hpzPartitionSize = 2;
+  const double extra = estimateRankPeakMemory(hpz, shape, 4).buffers -
+                       estimateRankPeakMemory(plain, shape, 4).buffers;
+  CHECK(extra == Approx(2.0 * shape.parameters / 2));  // bf16 weights over the node's 2 ranks
+}
+
 TEST_CASE(
     "with expert parallelism a rank's estimate holds 1/ep of the experts, their states "
     "over the expert-data group",

@@ -77,6 +77,9 @@ double engineBuffers(const DeepSpeedConfig& c, const ModelShape& m, int world, d
                                            m.parameters, kept + m.largestLayer + prefetched}));
     const double inBackward = std::min(live, 2.0 * m.largestLayer);
     b += std::max(4.0 * live, backward + 4.0 * inBackward) + m.largestLayer * bytesOf(model);
+    // hpZ: this rank's part of its node's secondary copy, from the forward to the step.
+    if (c.zero.hpzPartitionSize > 1)
+      b += m.parameters * bytesOf(model) / static_cast<double>(c.zero.hpzPartitionSize);
   }
   return b;
 }

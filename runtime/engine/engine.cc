@@ -311,7 +311,13 @@ Engine::Footprint Engine::memoryFootprint(const Partition& part, const Optimizer
   }
   // A 1-bit optimizer's error feedback beside its moments.
   const double feedback = oneBitFeedbackBytesPerParameter(optimizer, world) * params;
-  return {paramsAndGrads + states.bytes + halfCopy + drawScratch + feedback,
+  // hpZ: this rank's part of its node's secondary copy of the weights, from the forward to the
+  // step.
+  const double secondary = stage == 3 && config_.zero.hpzPartitionSize > 1
+                               ? dtypeBytes(modelType_) * params /
+                                     static_cast<double>(config_.zero.hpzPartitionSize)
+                               : 0.0;
+  return {paramsAndGrads + states.bytes + halfCopy + drawScratch + feedback + secondary,
           e.parameters,
           e.gradients,
           e.masterWeights,

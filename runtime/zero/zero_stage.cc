@@ -183,10 +183,7 @@ void ZeroStage::quantizedReduceBucket(void* staging, void* own, size_t t0, size_
   Communicator& comm = ctx_.comm;
   const size_t chunk = layout_->chunk(t0, t1), ranks = static_cast<size_t>(comm.size());
   const size_t bytes = dtypeBytes(ctx_.commType);
-  std::vector<float> in(ranks * chunk), out(chunk);
-  convertElements(staging, ctx_.commType, in.data(), DType::F32, in.size());
-  quantizedReduceScatter(*ctx_.node, *ctx_.crossNode, in.data(), out.data(), chunk);
-  convertElements(out.data(), DType::F32, own, ctx_.commType, chunk);
+  quantizedReduceScatter(*ctx_.node, *ctx_.crossNode, staging, own, chunk, ctx_.commType);
   // The 1-D tensors' slices, where they sit in every rank's block: gathered from the staging and
   // reduce-scattered in the communication dtype, over the quantised sums.
   std::vector<std::pair<size_t, size_t>> exact;  // (offset in the block, elements)

@@ -328,12 +328,9 @@ void ZeroStage3::gatherPieces(Communicator& group, const char* own, size_t count
     group.allGather(own, all, count, ctx_.modelType);
     return;
   }
-  // qwZ: int8 blocks of the fp32 values, decoded into the working dtype as the plain gather
-  // would have delivered them.
-  std::vector<float> mine(count), decoded(count * static_cast<size_t>(group.size()));
-  convertElements(own, ctx_.modelType, mine.data(), DType::F32, count);
-  quantizedAllGather(group, mine.data(), count, decoded.data());
-  convertElements(decoded.data(), DType::F32, all, ctx_.modelType, decoded.size());
+  // qwZ: int8 blocks of the values, decoded into the working dtype where the plain gather would
+  // have delivered them.
+  quantizedAllGather(group, own, count, ctx_.modelType, all);
 }
 
 void ZeroStage3::waitLayer(int layer) {
