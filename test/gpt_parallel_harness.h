@@ -121,6 +121,21 @@ inline double tensorNormDifference(const std::vector<float>& a, const std::vecto
   return scale > 0.0 ? std::sqrt(diff / scale) : std::sqrt(diff);
 }
 
+// ZeRO++'s node groups of `rank` among `world` ranks, `places` to a node (ranks [k p, (k + 1) p)):
+// its node, and the ranks of its place in every node, as ds-worker makes them.
+struct NodeGroups {
+  std::unique_ptr<runtime::Communicator> node, crossNode;
+};
+inline NodeGroups makeNodeGroups(runtime::GroupFactory& factory, int rank, int world, int places) {
+  std::vector<int> node, cross;
+  for (int q = rank / places * places; q < rank / places * places + places; ++q) node.push_back(q);
+  for (int q = rank % places; q < world; q += places) cross.push_back(q);
+  NodeGroups groups;
+  groups.node = factory.group(node, "node");
+  groups.crossNode = factory.group(cross, "cross_node");
+  return groups;
+}
+
 inline runtime::GroupOptions loopbackGroupOptions(const std::string& prefix) {
   runtime::GroupOptions options;
   options.bindAddress = "127.0.0.1";

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "runtime/comm/onebit_allreduce.h"
+#include "test/float_arrays.h"
 
 namespace ds::test {
 
@@ -30,6 +31,23 @@ inline float referenceCompress(const std::vector<float>& x, std::vector<float>& 
     error[i] = x[i] - scale * sign[i];
   }
   return scale;
+}
+
+// Step `step`'s gradients of `ranks` ranks (`count` each, drawn per step and rank) and their mean:
+// what the 1-bit optimizers' tests feed on local and on averaged steps.
+struct StepGradients {
+  std::vector<std::vector<float>> local;
+  std::vector<float> average;
+};
+inline StepGradients stepGradients(int ranks, int step, size_t count) {
+  StepGradients g{std::vector<std::vector<float>>(static_cast<size_t>(ranks)),
+                  std::vector<float>(count, 0.0f)};
+  for (int r = 0; r < ranks; ++r) {
+    g.local[static_cast<size_t>(r)] = randoms(count, static_cast<unsigned>(10 * step + r));
+    for (size_t i = 0; i < count; ++i) g.average[i] += g.local[static_cast<size_t>(r)][i];
+  }
+  for (float& v : g.average) v /= static_cast<float>(ranks);
+  return g;
 }
 
 // Every rank's call at once: inputs[r] in place, errors[r] updated.

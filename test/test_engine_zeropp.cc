@@ -56,14 +56,10 @@ Run train(const std::string& zeropp, bool nodeGroups = true) {
   test::onThreads(kWorld, [&](int r) {
     GroupFactory factory(store, {r, {kWorld}}, test::loopbackGroupOptions("zeropp-engine"));
     std::unique_ptr<Communicator> world = factory.world();
-    std::vector<int> node, cross;
-    for (int q = r / kPlaces * kPlaces; q < r / kPlaces * kPlaces + kPlaces; ++q) node.push_back(q);
-    for (int q = r % kPlaces; q < kWorld; q += kPlaces) cross.push_back(q);
-    std::unique_ptr<Communicator> nodeGroup = factory.group(node, "node");
-    std::unique_ptr<Communicator> crossGroup = factory.group(cross, "cross");
+    const test::NodeGroups made = test::makeNodeGroups(factory, r, kWorld, kPlaces);
     CommsLogger dataLog(logging), nodeLog(logging), crossLog(logging);
-    LoggingCommunicator data(*world, dataLog), nodeComm(*nodeGroup, nodeLog),
-        crossComm(*crossGroup, crossLog);
+    LoggingCommunicator data(*world, dataLog), nodeComm(*made.node, nodeLog),
+        crossComm(*made.crossNode, crossLog);
     ParallelGroups groups;
     if (nodeGroups) {
       groups.zeroNode = &nodeComm;

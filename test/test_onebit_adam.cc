@@ -57,22 +57,19 @@ TEST_CASE(
     for (int step = 1; step <= kSteps; ++step) {
       INFO("step " << step);
       const bool compressed = step > p.freezeStep;
-      std::vector<std::vector<float>> local(n), average(1, std::vector<float>(kCount, 0.0f));
-      for (int r = 0; r < n; ++r) {
-        local[r] = test::randoms(kCount, static_cast<unsigned>(10 * step + r));
-        for (size_t i = 0; i < kCount; ++i) average[0][i] += local[r][i];
-      }
-      for (float& g : average[0]) g /= static_cast<float>(n);
+      const test::StepGradients drawn = test::stepGradients(n, step, kCount);
+      const std::vector<std::vector<float>>& local = drawn.local;
+      const std::vector<float>& average = drawn.average;
       for (int r = 0; r < n; ++r) CHECK(optimizers[r]->takesLocalGradients() == compressed);
       test::onThreads(n, [&](int r) {
         OptimizerStep s;
         s.lr = p.lr;
         s.dataGroup = &group[r];
-        optimizers[r]->step(params[r].data(), (compressed ? local[r] : average[0]).data(), s);
+        optimizers[r]->step(params[r].data(), (compressed ? local[r] : average).data(), s);
       });
       const float b1 = 0.9f, b2 = 0.99f, lr = 0.01f, eps = 1e-8f;
       for (int r = 0; r < n; ++r) {
-        const std::vector<float>& g = compressed ? local[r] : average[0];
+        const std::vector<float>& g = compressed ? local[r] : average;
         for (size_t i = 0; i < kCount; ++i) m[r][i] = b1 * m[r][i] + (1.0f - b1) * g[i];
         if (!compressed)
           for (size_t i = 0; i < kCount; ++i) v[r][i] = b2 * v[r][i] + (1.0f - b2) * g[i] * g[i];

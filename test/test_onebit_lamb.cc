@@ -82,25 +82,22 @@ TEST_CASE(
     for (int t = 1; t <= kSteps; ++t) {
       INFO("step " << t);
       const bool compressed = t > p.freezeStep;
-      std::vector<std::vector<float>> local(n), average(1, std::vector<float>(kCount, 0.0f));
-      for (int r = 0; r < n; ++r) {
-        local[r] = test::randoms(kCount, static_cast<unsigned>(10 * t + r));
-        for (size_t i = 0; i < kCount; ++i) average[0][i] += local[r][i];
-      }
-      for (float& g : average[0]) g /= static_cast<float>(n);
+      const test::StepGradients drawn = test::stepGradients(n, t, kCount);
+      const std::vector<std::vector<float>>& local = drawn.local;
+      const std::vector<float>& average = drawn.average;
       for (int r = 0; r < n; ++r) REQUIRE(optimizers[r]->takesLocalGradients() == compressed);
       test::onThreads(n, [&](int r) {
         OptimizerStep s;
         s.lr = p.lr;
         s.dataGroup = &group[r];
-        optimizers[r]->step(params[r].data(), (compressed ? local[r] : average[0]).data(), s);
+        optimizers[r]->step(params[r].data(), (compressed ? local[r] : average).data(), s);
       });
 
       if (!compressed) {
         for (ReferenceRank& s : ref) {
           for (size_t i = 0; i < kCount; ++i) {
-            s.expAvg[i] = b1 * s.expAvg[i] + (1.0f - b1) * average[0][i];
-            s.expAvgSq[i] = b2 * s.expAvgSq[i] + (1.0f - b2) * average[0][i] * average[0][i];
+            s.expAvg[i] = b1 * s.expAvg[i] + (1.0f - b1) * average[i];
+            s.expAvgSq[i] = b2 * s.expAvgSq[i] + (1.0f - b2) * average[i] * average[i];
           }
           if (t == p.freezeStep) s.expAvgSqFresh = s.expAvgSq;
           for (int k = 0; k < 2; ++k) {

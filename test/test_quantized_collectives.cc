@@ -92,16 +92,12 @@ TEST_CASE(
   test::onThreads(kWorld, [&](int r) {
     GroupFactory factory(store, {r, {kWorld}}, test::loopbackGroupOptions("zeropp"));
     std::unique_ptr<Communicator> world = factory.world();
-    std::vector<int> node, cross;
-    for (int q = r / kPlaces * kPlaces; q < r / kPlaces * kPlaces + kPlaces; ++q) node.push_back(q);
-    for (int q = r % kPlaces; q < kWorld; q += kPlaces) cross.push_back(q);
-    std::unique_ptr<Communicator> nodeGroup = factory.group(node, "node");
-    std::unique_ptr<Communicator> crossGroup = factory.group(cross, "cross");
+    const test::NodeGroups groups = test::makeNodeGroups(factory, r, kWorld, kPlaces);
     gathered[r].resize(kWorld * kChunk);
     quantizedAllGather(*world, inputs[r].data() + r * kChunk, kChunk, DType::F32,
                        gathered[r].data());
     reduced[r].resize(kChunk);
-    quantizedReduceScatter(*nodeGroup, *crossGroup, inputs[r].data(), reduced[r].data(), kChunk,
+    quantizedReduceScatter(*groups.node, *groups.crossNode, inputs[r].data(), reduced[r].data(), kChunk,
                            DType::F32);
   });
 

@@ -105,26 +105,23 @@ TEST_CASE(
       INFO("step " << t);
       const bool frozen = t > p.varFreezeStep;
       const bool varStep = !frozen && t % sched.varInterval == 0;
-      std::vector<std::vector<float>> local(n), average(1, std::vector<float>(kCount, 0.0f));
-      for (int r = 0; r < n; ++r) {
-        local[r] = test::randoms(kCount, static_cast<unsigned>(10 * t + r));
-        for (size_t i = 0; i < kCount; ++i) average[0][i] += local[r][i];
-      }
-      for (float& g : average[0]) g /= static_cast<float>(n);
+      const test::StepGradients drawn = test::stepGradients(n, t, kCount);
+      const std::vector<std::vector<float>>& local = drawn.local;
+      const std::vector<float>& average = drawn.average;
       for (int r = 0; r < n; ++r) REQUIRE(optimizers[r]->takesLocalGradients() == !varStep);
       test::onThreads(n, [&](int r) {
         OptimizerStep s;
         s.lr = p.lr;
         s.dataGroup = &group[r];
-        optimizers[r]->step(params[r].data(), (varStep ? average[0] : local[r]).data(), s);
+        optimizers[r]->step(params[r].data(), (varStep ? average : local[r]).data(), s);
       });
 
       // The reference, every rank at once.
-      std::vector<std::vector<float>> grads(n, average[0]);
+      std::vector<std::vector<float>> grads(n, average);
       if (!frozen && !varStep) {
         grads = local;
         if (n > 1) referencePerTensor(grads, errors);
-        else grads[0] = average[0];
+        else grads[0] = average;
         ++compressedGradSteps;
       }
       for (int r = 0; r < n; ++r) {

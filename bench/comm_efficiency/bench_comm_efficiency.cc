@@ -153,16 +153,12 @@ Result run(const test::NetnsNodes& nodes, const Variant& v, const Options& o, in
     logging.enabled = true;
     CommsLogger logger(logging);
     LoggingCommunicator comm(*worldComm, logger);
-    std::unique_ptr<Communicator> nodeGroup, crossGroup;
+    test::NodeGroups made;
     ParallelGroups groups;
     if (v.nodeGroups) {
-      std::vector<int> same, cross;
-      for (int q = node * v.ranksPerNode; q < (node + 1) * v.ranksPerNode; ++q) same.push_back(q);
-      for (int q = r % v.ranksPerNode; q < world; q += v.ranksPerNode) cross.push_back(q);
-      nodeGroup = factory.group(same, "node");
-      crossGroup = factory.group(cross, "cross");
-      groups.zeroNode = nodeGroup.get();
-      groups.zeroCrossNode = crossGroup.get();
+      made = test::makeNodeGroups(factory, r, world, v.ranksPerNode);
+      groups.zeroNode = made.node.get();
+      groups.zeroCrossNode = made.crossNode.get();
     }
     Gpt model(gpt);
     Engine engine(model, parseDeepSpeedConfig(json, world, "bench_comm_efficiency"), comm, 1,
