@@ -283,9 +283,8 @@ TEST_CASE("1-bit optimizers: their keys checked and the layouts they do not take
       config(R"({"type": "OnebitLamb", "params": {"coeff_beta": 0.8}})"), kRanks, "x.json");
   REQUIRE(lambConfig.optimizer);
   const auto& l = std::get<OneBitLambParams>(lambConfig.optimizer->params);
-  CHECK((l.freezeStep == 100000 && l.coeffBeta == 0.8 && l.factorMax == 4.0 &&
-         l.factorMin == 0.5 && l.factorThreshold == 0.1 && l.maxCoeff == 10.0 &&
-         l.minCoeff == 0.01));
+  CHECK((l.freezeStep == 100000 && l.coeffBeta == 0.8 && l.factorMax == 4.0 && l.factorMin == 0.5 &&
+         l.factorThreshold == 0.1 && l.maxCoeff == 10.0 && l.minCoeff == 0.01));
   const DeepSpeedConfig ok = parseDeepSpeedConfig(config(kOneBit), kRanks, "x.json");
   REQUIRE(ok.optimizer);
   CHECK(ok.optimizer->type == OptimizerType::OneBitAdam);

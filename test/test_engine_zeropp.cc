@@ -40,7 +40,7 @@ struct Bytes {
 };
 
 struct Run {
-  std::vector<float> losses;  // rank 0's
+  std::vector<float> losses;       // rank 0's
   uint64_t buffersBeforeStep = 0;  // rank 0's engine buffers between the last backward and step
   std::vector<uint64_t> hashes;
   Bytes gathers, reductions;
@@ -69,8 +69,8 @@ Run train(const std::string& zeropp, bool nodeGroups = true) {
     Engine engine(gpt, parseDeepSpeedConfig(config(zeropp), kWorld, "zeropp-test"), data, 3,
                   groups);
     // Each rank its own samples, the same every step: the loss falls fast.
-    const Batch batch = test::tokenBatch(static_cast<uint64_t>(r * kMicro), kMicro,
-                                         model.seqLength, model.vocabSize);
+    const Batch batch = test::tokenBatch(static_cast<uint64_t>(r * kMicro), kMicro, model.seqLength,
+                                         model.vocabSize);
     for (int s = 0; s < kSteps; ++s) {
       const float loss = engine.forwardBackward(batch);
       if (r == 0) run.buffersBeforeStep = engine.memory().buffers;
@@ -111,8 +111,8 @@ TEST_CASE("ZeRO++ in the engine: hpZ, qwZ and qgZ against plain ZeRO 3 on 2 node
     CHECK(hpz.gathers.node > 0);
     // Between the forward and the step each rank keeps half of every layer's bf16 weights.
     const double secondary = 2.0 * static_cast<double>(Gpt(test::tinyGpt()).parameterCount()) / 2;
-    const double extra = static_cast<double>(hpz.buffersBeforeStep) -
-                         static_cast<double>(plain.buffersBeforeStep);
+    const double extra =
+        static_cast<double>(hpz.buffersBeforeStep) - static_cast<double>(plain.buffersBeforeStep);
     CHECK(extra >= secondary);
     CHECK(extra < 1.05 * secondary);  // the layers' padding to whole slices
   }
@@ -126,10 +126,9 @@ TEST_CASE("ZeRO++ in the engine: hpZ, qwZ and qgZ against plain ZeRO 3 on 2 node
   }
   SECTION("qgZ: int4 hops within and across nodes, the loss within 2%") {
     const Run qgz = train(R"(, "zero_quantized_gradients": true)");
-    INFO("qgZ bytes: reduce-scatter " << qgz.reductions.data << " (1-D tensors), node hop "
-                                      << qgz.reductions.node << ", cross-node hop "
-                                      << qgz.reductions.crossNode << ", loss "
-                                      << qgz.losses.back());
+    INFO("qgZ bytes: reduce-scatter "
+         << qgz.reductions.data << " (1-D tensors), node hop " << qgz.reductions.node
+         << ", cross-node hop " << qgz.reductions.crossNode << ", loss " << qgz.losses.back());
     CHECK(qgz.reductions.data > 0);
     CHECK(qgz.reductions.data < plain.reductions.data / 10);
     CHECK(qgz.reductions.crossNode > 0);
@@ -153,8 +152,8 @@ TEST_CASE("ZeRO++ in the engine: hpZ, qwZ and qgZ against plain ZeRO 3 on 2 node
 TEST_CASE("ZeRO++: its keys checked and the layouts it does not take refused by name",
           "[engine][zeropp]") {
   auto parse = [](const std::string& zero) {
-    return parseDeepSpeedConfig(
-        R"({"train_batch_size": 8, "zero_optimization": )" + zero + "}", kWorld, "x.json");
+    return parseDeepSpeedConfig(R"({"train_batch_size": 8, "zero_optimization": )" + zero + "}",
+                                kWorld, "x.json");
   };
   CHECK_THROWS_WITH(parse(R"({"stage": 2, "zero_quantized_weights": true})"),
                     Catch::Contains("zero_optimization.zero_quantized_weights: ZeRO++ partitions "
@@ -171,8 +170,7 @@ TEST_CASE("ZeRO++: its keys checked and the layouts it does not take refused by 
   const DeepSpeedConfig ok = parse(
       R"({"stage": 3, "zero_hpz_partition_size": 2, "zero_quantized_weights": true,
           "zero_quantized_gradients": true})");
-  CHECK((ok.zero.hpzPartitionSize == 2 && ok.zero.quantizedWeights &&
-         ok.zero.quantizedGradients));
+  CHECK((ok.zero.hpzPartitionSize == 2 && ok.zero.quantizedWeights && ok.zero.quantizedGradients));
   // hpZ needs its node group from the worker (refused before any collective).
   auto group = test::shmGroup(2);
   Gpt gpt(test::tinyGpt());

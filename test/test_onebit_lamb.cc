@@ -5,8 +5,8 @@
 // common magnitude, averaged by the compressed all-reduce (test/onebit_reference.h), the fresh
 // variance updated from the gradient it implies, and the update scaled by the frozen coefficient
 // times the clamped factor. Also: the per-tensor values survive a checkpoint (tensorScalars).
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -104,7 +104,8 @@ TEST_CASE(
             const Span& x = kTensors[k];
             double weightNorm = 0, updateNorm = 0;
             for (size_t i = x.begin; i < x.end; ++i) {
-              const float u = s.expAvg[i] / (std::sqrt(s.expAvgSq[i]) + eps) + x.decay * s.params[i];
+              const float u =
+                  s.expAvg[i] / (std::sqrt(s.expAvgSq[i]) + eps) + x.decay * s.params[i];
               weightNorm += static_cast<double>(s.params[i]) * s.params[i];
               updateNorm += static_cast<double>(u) * u;
             }
@@ -114,12 +115,11 @@ TEST_CASE(
               if (coeff > p.maxCoeff) coeff = p.maxCoeff, clamped = true;
               if (coeff < p.minCoeff) coeff = p.minCoeff;
             }
-            if (coeff != 1.0)
-              s.lambCoeffFreeze[k] = 0.9 * s.lambCoeffFreeze[k] + (1 - 0.9) * coeff;
+            if (coeff != 1.0) s.lambCoeffFreeze[k] = 0.9 * s.lambCoeffFreeze[k] + (1 - 0.9) * coeff;
             const auto scale = static_cast<float>(p.lr * coeff);
             for (size_t i = x.begin; i < x.end; ++i)
-              s.params[i] -= scale * (s.expAvg[i] / (std::sqrt(s.expAvgSq[i]) + eps) +
-                                      x.decay * s.params[i]);
+              s.params[i] -=
+                  scale * (s.expAvg[i] / (std::sqrt(s.expAvgSq[i]) + eps) + x.decay * s.params[i]);
           }
         }
       } else {
@@ -157,8 +157,8 @@ TEST_CASE(
               s.expAvgSqFresh[i] = b2 * s.expAvgSqFresh[i] + (1.0f - b2) * g * g;
               const float denom = std::sqrt(s.expAvgSq[i]) + eps;
               const float prelim = s.expAvg[i] / denom, update = prelim + x.decay * s.params[i];
-              factor = std::max(factor, static_cast<double>(
-                                            denom / (std::sqrt(s.expAvgSqFresh[i]) + eps)));
+              factor = std::max(factor,
+                                static_cast<double>(denom / (std::sqrt(s.expAvgSqFresh[i]) + eps)));
               prelimNorm += static_cast<double>(prelim) * prelim;
               updateNorm += static_cast<double>(update) * update;
             }
@@ -176,8 +176,8 @@ TEST_CASE(
             s.lastFactor[k] = factor;
             const auto scale = static_cast<float>(p.lr * s.lambCoeffFreeze[k] * factor);
             for (size_t i = x.begin; i < x.end; ++i)
-              s.params[i] -= scale * (s.expAvg[i] / (std::sqrt(s.expAvgSq[i]) + eps) +
-                                      x.decay * s.params[i]);
+              s.params[i] -=
+                  scale * (s.expAvg[i] / (std::sqrt(s.expAvgSq[i]) + eps) + x.decay * s.params[i]);
           }
         }
       }
@@ -202,7 +202,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("1-bit LAMB: the per-tensor values go through a checkpoint", "[optim][onebit][checkpoint]") {
+TEST_CASE("1-bit LAMB: the per-tensor values go through a checkpoint",
+          "[optim][onebit][checkpoint]") {
   const OneBitLambParams p = testParams();
   const std::vector<ParamSpec> specs = table();
   OneBitLamb stepped(p, specs, 0, kCount);
@@ -220,7 +221,8 @@ TEST_CASE("1-bit LAMB: the per-tensor values go through a checkpoint", "[optim][
   // A fresh optimizer given the arrays, the steps and the values takes the same next step.
   OneBitLamb resumed(p, specs, 0, kCount);
   const auto from = stepped.stateArrays(), to = resumed.stateArrays();
-  for (size_t a = 0; a < from.size(); ++a) std::copy(from[a].data, from[a].data + kCount, to[a].data);
+  for (size_t a = 0; a < from.size(); ++a)
+    std::copy(from[a].data, from[a].data + kCount, to[a].data);
   resumed.setSteps(stepped.steps());
   resumed.setTensorScalars(saved);
   std::vector<float> again = params;

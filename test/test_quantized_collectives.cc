@@ -46,8 +46,7 @@ TEST_CASE("Block quantiser: DeepSpeed's symmetric int8 and int4 on known values"
   CHECK(roundTrip({8, 64}, x) ==
         std::vector<float>{127.0f / 128, -1.0f, 0.5f, 0.0f, 38.0f / 128, 8.0f / 128, 24.0f / 128});
   // int4: 0.3 x 8 = 2.4 -> 2; 0.0625 x 8 = 0.5 -> 0 and 0.1875 x 8 = 1.5 -> 2 (half to even).
-  CHECK(roundTrip({4, 64}, x) ==
-        std::vector<float>{0.875f, -1.0f, 0.5f, 0.0f, 0.25f, 0.0f, 0.25f});
+  CHECK(roundTrip({4, 64}, x) == std::vector<float>{0.875f, -1.0f, 0.5f, 0.0f, 0.25f, 0.0f, 0.25f});
   // Layout: one scale per block, values (int4 two a byte), padded to 16-bit words.
   CHECK(BlockQuantizer{4, 64}.bytes(7) == 4 + 4);
   CHECK(BlockQuantizer{8, 4}.bytes(7) == 2 * 4 + 8);
@@ -97,8 +96,8 @@ TEST_CASE(
     quantizedAllGather(*world, inputs[r].data() + r * kChunk, kChunk, DType::F32,
                        gathered[r].data());
     reduced[r].resize(kChunk);
-    quantizedReduceScatter(*groups.node, *groups.crossNode, inputs[r].data(), reduced[r].data(), kChunk,
-                           DType::F32);
+    quantizedReduceScatter(*groups.node, *groups.crossNode, inputs[r].data(), reduced[r].data(),
+                           kChunk, DType::F32);
   });
 
   // All-gather: every rank decodes the same values, each rank's chunk within int8's bound.
@@ -124,7 +123,8 @@ TEST_CASE(
         const std::vector<float> piece(inputs[n * kPlaces + p].begin() + d * kChunk,
                                        inputs[n * kPlaces + p].begin() + (d + 1) * kChunk);
         const std::vector<float> decoded = roundTrip(q, piece);
-        for (size_t i = 0; i < kChunk; ++i) partial[i] = p == 0 ? decoded[i] : partial[i] + decoded[i];
+        for (size_t i = 0; i < kChunk; ++i)
+          partial[i] = p == 0 ? decoded[i] : partial[i] + decoded[i];
       }
       const std::vector<float> decoded = roundTrip(q, partial);
       for (size_t i = 0; i < kChunk; ++i) want[i] = n == 0 ? decoded[i] : want[i] + decoded[i];

@@ -105,7 +105,8 @@ TEST_CASE("1-bit Adam's estimate adds its error feedback to Adam's moments", "[m
   CHECK(extra == Approx(4.0 * (1.0 + 0.25) * shape.parameters));  // worker + server error
 }
 
-TEST_CASE("hpZ's estimate adds the rank's part of its node's secondary weights", "[memory][zeropp]") {
+TEST_CASE("hpZ's estimate adds the rank's part of its node's secondary weights",
+          "[memory][zeropp]") {
   const JobConfig job = gptJob(4, 128, 0);
   const GptConfig model = modelConfigFor(*job.gpt, *makeJobTokenizer(*job.gpt));
   const ModelShape shape = gptModelShape(model, 1);

@@ -120,8 +120,10 @@ TEST_CASE(
       std::vector<std::vector<float>> grads(n, average);
       if (!frozen && !varStep) {
         grads = local;
-        if (n > 1) referencePerTensor(grads, errors);
-        else grads[0] = average;
+        if (n > 1)
+          referencePerTensor(grads, errors);
+        else
+          grads[0] = average;
         ++compressedGradSteps;
       }
       for (int r = 0; r < n; ++r) {

@@ -81,8 +81,7 @@ Variant variant(const std::string& name, const Options& o) {
          "zero_optimization": {"stage": 3, "stage3_max_reuse_distance": 0)";
   if (name == "zero3") return {name, 2, zero3 + "}", false};
   if (name == "zeropp")
-    return {name, 2,
-            zero3 + R"(, "zero_quantized_weights": true, "zero_quantized_gradients": true,
+    return {name, 2, zero3 + R"(, "zero_quantized_weights": true, "zero_quantized_gradients": true,
                         "zero_hpz_partition_size": 2})",
             true};
   throw Error("--variants: unknown variant \"" + name +
@@ -163,8 +162,8 @@ Result run(const test::NetnsNodes& nodes, const Variant& v, const Options& o, in
     Gpt model(gpt);
     Engine engine(model, parseDeepSpeedConfig(json, world, "bench_comm_efficiency"), comm, 1,
                   groups);
-    const Batch batch = test::tokenBatch(static_cast<uint64_t>(r * 2), 2, gpt.seqLength,
-                                         gpt.vocabSize);
+    const Batch batch =
+        test::tokenBatch(static_cast<uint64_t>(r * 2), 2, gpt.seqLength, gpt.vocabSize);
     uint64_t bytesBefore = 0;
     for (int s = 0; s < o.warmup + o.steps; ++s) {
       if (s == o.warmup) {
@@ -181,12 +180,10 @@ Result run(const test::NetnsNodes& nodes, const Variant& v, const Options& o, in
     }
     worldComm->barrier();
     if (r == 0) {
-      result.stepSeconds =
-          std::chrono::duration<double>(Clock::now() - start).count() / o.steps;
+      result.stepSeconds = std::chrono::duration<double>(Clock::now() - start).count() / o.steps;
       result.bytesPerStep = static_cast<double>(logger.bytes() - bytesBefore) / o.steps;
       result.crossNodeBytesPerStep =
-          static_cast<double>(transmitted(nodes, 0) + transmitted(nodes, 1) - linkBefore) /
-          o.steps;
+          static_cast<double>(transmitted(nodes, 0) + transmitted(nodes, 1) - linkBefore) / o.steps;
     }
   });
   return result;
@@ -248,7 +245,8 @@ int runAll(const Options& o) {
   ratio("adam/onebit_adam step time (target >= 3)", "adam", "onebit_adam", &Result::stepSeconds);
   ratio("onebit_adam/zero_one_adam bytes (target > 1)", "onebit_adam", "zero_one_adam",
         &Result::bytesPerStep);
-  ratio("adam/onebit_lamb bytes (LAMB sends as Adam)", "adam", "onebit_lamb", &Result::bytesPerStep);
+  ratio("adam/onebit_lamb bytes (LAMB sends as Adam)", "adam", "onebit_lamb",
+        &Result::bytesPerStep);
   ratio("zero3/zeropp cross-node bytes (target >= 3)", "zero3", "zeropp",
         &Result::crossNodeBytesPerStep);
   ratio("zero3/zeropp step time (target > 1)", "zero3", "zeropp", &Result::stepSeconds);
@@ -262,7 +260,8 @@ int main(int argc, char** argv) {
     Options o;
     CLI::App app{"bench_comm_efficiency: 1-bit optimizers and ZeRO++ on bandwidth-limited nodes"};
     ds::bench::showDefaults(app);
-    app.add_option("--rate-mbit", o.rateMbit, "each node's link rate")->check(CLI::Range(1, 100000));
+    app.add_option("--rate-mbit", o.rateMbit, "each node's link rate")
+        ->check(CLI::Range(1, 100000));
     app.add_option("--warmup", o.warmup, "steps before the timed ones (the freeze steps)")
         ->check(CLI::Range(1, 1000));
     app.add_option("--steps", o.steps, "timed steps")->check(CLI::Range(1, 1000));

@@ -9,14 +9,14 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <type_traits>
-#include <nlohmann/json.hpp>
 
 #include "common/crc32c.h"
 #include "common/error.h"
-#include "common/fnv1a.h"
 #include "common/files.h"
+#include "common/fnv1a.h"
 #include "common/json_text.h"
 #include "common/printable.h"
 

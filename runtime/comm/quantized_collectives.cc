@@ -30,8 +30,8 @@ void quantizedAllGather(Communicator& comm, const void* own, size_t chunk, DType
   }
 }
 
-void quantizedReduceScatter(Communicator& node, Communicator& crossNode, const void* in,
-                            void* out, size_t chunk, DType type, size_t block) {
+void quantizedReduceScatter(Communicator& node, Communicator& crossNode, const void* in, void* out,
+                            size_t chunk, DType type, size_t block) {
   const auto places = static_cast<size_t>(node.size()),
              nodes = static_cast<size_t>(crossNode.size());
   const BlockQuantizer q{4, block};
@@ -54,7 +54,8 @@ void quantizedReduceScatter(Communicator& node, Communicator& crossNode, const v
   }
   // Hop 2: to node n's rank of this place, this node's partial sum of its chunk.
   crossNode.allToAll(send.data(), received.data(), bytes / 2, DType::F16);
-  for (size_t n = 0; n < nodes; ++n) q.dequantize(received.data() + n * bytes, chunk, sum.data(), n > 0);
+  for (size_t n = 0; n < nodes; ++n)
+    q.dequantize(received.data() + n * bytes, chunk, sum.data(), n > 0);
   fromFloat(sum.data(), out, chunk, type);
 }
 

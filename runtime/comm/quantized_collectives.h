@@ -32,8 +32,7 @@ void quantizedAllGather(Communicator& comm, const void* own, size_t chunk, DType
 // chunk, through int4 blocks of `block` elements on both hops. `node`: this rank's node (ranks by
 // place), `crossNode`: the ranks of its place (ranks by node). Collective over both. Beside the
 // int4 buffers (about 0.14 x the fp32 input) it holds two chunks of fp32.
-void quantizedReduceScatter(Communicator& node, Communicator& crossNode, const void* in,
-                            void* out, size_t chunk, DType type,
-                            size_t block = kGradientQuantBlock);
+void quantizedReduceScatter(Communicator& node, Communicator& crossNode, const void* in, void* out,
+                            size_t chunk, DType type, size_t block = kGradientQuantBlock);
 
 }  // namespace ds::runtime

@@ -28,17 +28,45 @@ const std::vector<std::string_view> kLambKeys = {
     "max_coeff", "min_coeff", "amsgrad"};
 // DeepSpeed's OnebitAdam's, ZeroOneAdam's and OnebitLamb's arguments (max_grad_norm is refused
 // before these lists are consulted).
-const std::vector<std::string_view> kOneBitAdamKeys = {
-    "lr",      "freeze_step", "betas",      "eps",           "weight_decay",   "bias_correction",
-    "amsgrad", "cuda_aware",  "comm_backend_name", "eps_inside_sqrt"};
-const std::vector<std::string_view> kZeroOneAdamKeys = {
-    "lr",         "betas",           "eps",          "weight_decay",      "bias_correction",
-    "amsgrad",    "cuda_aware",      "comm_backend_name", "eps_inside_sqrt", "var_freeze_step",
-    "var_update_scaler", "local_step_scaler", "local_step_clipper"};
-const std::vector<std::string_view> kOneBitLambKeys = {
-    "lr",         "freeze_step", "betas",      "eps",        "weight_decay", "bias_correction",
-    "amsgrad",    "cuda_aware",  "comm_backend_name", "eps_inside_sqrt", "max_coeff",
-    "min_coeff",  "coeff_beta",  "factor_max", "factor_min", "factor_threshold"};
+const std::vector<std::string_view> kOneBitAdamKeys = {"lr",
+                                                       "freeze_step",
+                                                       "betas",
+                                                       "eps",
+                                                       "weight_decay",
+                                                       "bias_correction",
+                                                       "amsgrad",
+                                                       "cuda_aware",
+                                                       "comm_backend_name",
+                                                       "eps_inside_sqrt"};
+const std::vector<std::string_view> kZeroOneAdamKeys = {"lr",
+                                                        "betas",
+                                                        "eps",
+                                                        "weight_decay",
+                                                        "bias_correction",
+                                                        "amsgrad",
+                                                        "cuda_aware",
+                                                        "comm_backend_name",
+                                                        "eps_inside_sqrt",
+                                                        "var_freeze_step",
+                                                        "var_update_scaler",
+                                                        "local_step_scaler",
+                                                        "local_step_clipper"};
+const std::vector<std::string_view> kOneBitLambKeys = {"lr",
+                                                       "freeze_step",
+                                                       "betas",
+                                                       "eps",
+                                                       "weight_decay",
+                                                       "bias_correction",
+                                                       "amsgrad",
+                                                       "cuda_aware",
+                                                       "comm_backend_name",
+                                                       "eps_inside_sqrt",
+                                                       "max_coeff",
+                                                       "min_coeff",
+                                                       "coeff_beta",
+                                                       "factor_max",
+                                                       "factor_min",
+                                                       "factor_threshold"};
 // torch.optim.SGD's arguments.
 const std::vector<std::string_view> kSgdKeys = {"lr",           "momentum",       "dampening",
                                                 "weight_decay", "nesterov",       "maximize",
@@ -137,8 +165,7 @@ LambParams parseLamb(const JsonReader& r, const Json& params) {
 // ignores.
 void readOneBitSwitches(const JsonReader& r, const Json& params, const std::string& what) {
   acceptBooleans(r, params, {"bias_correction", "cuda_aware"});
-  refuseTrue(r, params, "amsgrad",
-             what + " has no AMSGrad variant (DeepSpeed's refuses it too)");
+  refuseTrue(r, params, "amsgrad", what + " has no AMSGrad variant (DeepSpeed's refuses it too)");
   refuseTrue(r, params, "eps_inside_sqrt",
              what + " adds eps outside the square root (DeepSpeed's ignores this key); remove it");
   if (const Json* name = JsonReader::member(params, "comm_backend_name")) {
@@ -249,9 +276,9 @@ OptimizerConfig parseOptimizerConfig(JsonReader& r, const Json& block) {
   const std::string name = r.string(*typeJson, "optimizer.type");
   OptimizerConfig out;
   bool known = false;
-  for (OptimizerType t : {OptimizerType::Adam, OptimizerType::AdamW, OptimizerType::Lamb,
-                          OptimizerType::SGD, OptimizerType::OneBitAdam,
-                          OptimizerType::ZeroOneAdam, OptimizerType::OneBitLamb}) {
+  for (OptimizerType t :
+       {OptimizerType::Adam, OptimizerType::AdamW, OptimizerType::Lamb, OptimizerType::SGD,
+        OptimizerType::OneBitAdam, OptimizerType::ZeroOneAdam, OptimizerType::OneBitLamb}) {
     if (lowercase(name) == lowercase(optimizerTypeName(t))) {
       out.type = t;
       known = true;

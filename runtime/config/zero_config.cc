@@ -146,7 +146,8 @@ void readZeroPlusPlus(JsonReader& r, const Json& block, ZeroConfig& z) {
   if (z.zeroPlusPlus() && z.stage != 3)
     r.fail(joinPath(kZero, key),
            "ZeRO++ partitions parameters: it needs zero_optimization.stage 3 (DeepSpeed ignores "
-           "it at stage " + std::to_string(z.stage) + "); set the stage or remove the key");
+           "it at stage " +
+               std::to_string(z.stage) + "); set the stage or remove the key");
   if (z.quantizedGradients && !z.reduceScatter)
     r.fail(kZero + ".zero_quantized_gradients",
            "qgZ replaces the gradient reduce-scatter: it needs reduce_scatter true (DeepSpeed's "

@@ -120,10 +120,10 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
   queue_ = std::make_unique<CommQueue>(config_.zero.overlapComm);
   const OptimizerConfig optimizer = config_.optimizer.value_or(OptimizerConfig{});
   for (Partition& part : parts_)
-    part.zero = ZeroStage::make({config_, *part.comm, *queue_, part.specs, part.layerTensors,
-                                 modelType_, gradType_, commType_, part.count,
-                                 part.experts ? nullptr : grid_.zeroNode,
-                                 part.experts ? nullptr : grid_.zeroCrossNode});
+    part.zero =
+        ZeroStage::make({config_, *part.comm, *queue_, part.specs, part.layerTensors, modelType_,
+                         gradType_, commType_, part.count, part.experts ? nullptr : grid_.zeroNode,
+                         part.experts ? nullptr : grid_.zeroCrossNode});
   // The optimizer runs in sub-groups of sub_group_size elements, each with its own state, as
   // DeepSpeed's stage 3 does: the fp32 gradients the update needs exist for one group at a time.
   // Each group's master slice and state go to the stage's optimizer-state home as soon as they
@@ -245,7 +245,8 @@ void Engine::checkZeroPlusPlusGroups(const Model& model) const {
   if (!z.zeroPlusPlus()) return;
   bool experts = false;
   for (const ParamSpec& spec : model.parameters()) experts = experts || spec.expert;
-  const int pipe = grid_.pipe ? grid_.pipe->size() : 1, slices = grid_.model ? grid_.model->size() : 1;
+  const int pipe = grid_.pipe ? grid_.pipe->size() : 1,
+            slices = grid_.model ? grid_.model->size() : 1;
   if (pipe > 1 || slices > 1 || experts)
     throw Error("zero_optimization: ZeRO++ with " +
                 (pipe > 1     ? "pipe-parallel-size " + std::to_string(pipe)
@@ -254,8 +255,8 @@ void Engine::checkZeroPlusPlusGroups(const Model& model) const {
                 " is not implemented yet; use data parallelism only");
   const Communicator* node = grid_.zeroNode;
   if (z.hpzPartitionSize > 1 && (!node || node->size() != z.hpzPartitionSize))
-    throw Error("zero_optimization.zero_hpz_partition_size " +
-                std::to_string(z.hpzPartitionSize) + ": this rank was given " +
+    throw Error("zero_optimization.zero_hpz_partition_size " + std::to_string(z.hpzPartitionSize) +
+                ": this rank was given " +
                 (node ? "a node group of " + std::to_string(node->size()) + " ranks"
                       : std::string("no node group")) +
                 " (the worker makes one of zero_hpz_partition_size consecutive data ranks)");
@@ -313,10 +314,10 @@ Engine::Footprint Engine::memoryFootprint(const Partition& part, const Optimizer
   const double feedback = oneBitFeedbackBytesPerParameter(optimizer, world) * params;
   // hpZ: this rank's part of its node's secondary copy of the weights, from the forward to the
   // step.
-  const double secondary = stage == 3 && config_.zero.hpzPartitionSize > 1
-                               ? dtypeBytes(modelType_) * params /
-                                     static_cast<double>(config_.zero.hpzPartitionSize)
-                               : 0.0;
+  const double secondary =
+      stage == 3 && config_.zero.hpzPartitionSize > 1
+          ? dtypeBytes(modelType_) * params / static_cast<double>(config_.zero.hpzPartitionSize)
+          : 0.0;
   return {paramsAndGrads + states.bytes + halfCopy + drawScratch + feedback + secondary,
           e.parameters,
           e.gradients,

@@ -305,8 +305,7 @@ CheckpointManifest Engine::checkpointManifest(const Partition& part, const GridP
   for (const auto& a : arrays) m.optimizerArrays.push_back(a.name);
   for (const SubGroup& group : part.groups) {
     const std::vector<double> scalars = group.optimizer->tensorScalars();
-    m.optimizerTensorScalars.insert(m.optimizerTensorScalars.end(), scalars.begin(),
-                                    scalars.end());
+    m.optimizerTensorScalars.insert(m.optimizerTensorScalars.end(), scalars.begin(), scalars.end());
   }
   const LossScaler::State s = scaler_.state();
   m.lossScale = s.scale;
@@ -516,7 +515,8 @@ void Engine::restoreOptimizerScalars(Partition& part, const CheckpointPart& save
     const size_t n = group.optimizer->tensorScalars().size();
     if (n == 0) continue;
     const auto from = m.optimizerTensorScalars.begin() + static_cast<std::ptrdiff_t>(at);
-    group.optimizer->setTensorScalars(std::vector<double>(from, from + static_cast<std::ptrdiff_t>(n)));
+    group.optimizer->setTensorScalars(
+        std::vector<double>(from, from + static_cast<std::ptrdiff_t>(n)));
     at += n;
   }
 }

@@ -45,8 +45,8 @@ std::unique_ptr<Optimizer> makeOptimizer(const OptimizerConfig& config,
       return std::make_unique<OneBitAdam>(paramsOf<OneBitAdamParams>(config, "OneBitAdamParams"),
                                           specs, begin, end);
     case OptimizerType::ZeroOneAdam:
-      return std::make_unique<ZeroOneAdam>(
-          paramsOf<ZeroOneAdamParams>(config, "ZeroOneAdamParams"), specs, begin, end);
+      return std::make_unique<ZeroOneAdam>(paramsOf<ZeroOneAdamParams>(config, "ZeroOneAdamParams"),
+                                           specs, begin, end);
     case OptimizerType::OneBitLamb:
       return std::make_unique<OneBitLamb>(paramsOf<OneBitLambParams>(config, "OneBitLambParams"),
                                           specs, begin, end);
