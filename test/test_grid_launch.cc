@@ -389,6 +389,48 @@ TEST_CASE("grid launch: sequence parallelism (model 2 x data 2, model 4, pipe 2 
   checkSequenceParallel(kTwoNodes, "grid-sequence-parallel");
 }
 
+TEST_CASE(
+    "grid launch: ZeRO++ (hpZ over each node, qwZ, qgZ) and the 1-bit optimizers on 2 loopback "
+    "nodes x 2 ranks train as ZeRO 3 and AdamW do",
+    "[gpt][launch][grid][zeropp][onebit]") {
+  const std::string dir = makeScratchDir("grid-zeropp");
+  writeByteCorpus(dir + "/data/corpus", 40, [](int d) { return 3 + d % 4; });
+  const Grid dp{1, 1, 4};
+  // Every layer gathered for each use (none kept, none persistent): the backward's gathers are
+  // hpZ's. The comms logger names the groups each collective ran on.
+  const std::string gathers =
+      "  stage3_param_persistence_threshold: 0\n  stage3_max_reuse_distance: 0\n";
+  const std::string logging = "bf16:\n  enabled: true\ncomms_logger:\n  enabled: true\n";
+  const auto plain = losses(runJob(dir, kTwoNodes, "zero3", gridYaml(dp, 3, gathers + logging)));
+  const std::string out = runJob(
+      dir, kTwoNodes, "zeropp",
+      gridYaml(dp, 3,
+               gathers +
+                   "  zero_hpz_partition_size: 2\n  zero_quantized_weights: true\n"
+                   "  zero_quantized_gradients: true\n" +
+                   logging));
+  CHECK_THAT(out, Catch::Contains("zero_node"));        // hpZ's gathers and qgZ's first hop
+  CHECK_THAT(out, Catch::Contains("zero_cross_node"));  // qgZ's second hop
+  const auto zeropp = losses(out);
+  REQUIRE((plain.count(6) && zeropp.count(6)));
+  INFO("loss at step 6: ZeRO 3 " << plain.at(6) << ", ZeRO++ " << zeropp.at(6));
+  CHECK(std::fabs(zeropp.at(6) - plain.at(6)) < 0.03 * plain.at(6));
+  // The 1-bit optimizers with DeepSpeed's keys through the launcher, past their freeze within the
+  // 6 steps (how close they train to Adam: test_engine_onebit.cc and the demo's figures).
+  for (const std::string& optimizer :
+       {std::string("{type: OneBitAdam, params: {lr: 0.01, freeze_step: 3}}"),
+        std::string("{type: ZeroOneAdam, params: {lr: 0.01, var_freeze_step: 3, "
+                    "var_update_scaler: 8, local_step_scaler: 1, local_step_clipper: 2}}"),
+        std::string("{type: OneBitLamb, params: {lr: 0.01, freeze_step: 3, max_coeff: 0.3}}")}) {
+    INFO(optimizer);
+    const auto got = losses(runJob(dir, kTwoNodes, "onebit",
+                                   gridYaml(dp, 0, "optimizer: " + optimizer + "\n")));
+    REQUIRE(got.count(6));
+    CHECK(got.at(6) < got.at(1));
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("grid launch: every pipe x model x data grid on one host trains as data 4",
           "[gpt][launch][grid]") {
   checkGrids(kOneHost, "grid-one-host");
