@@ -94,7 +94,8 @@ TEST_CASE("gptModelShape counts the GPT's parameters as the model does", "[memor
   }
 }
 
-TEST_CASE("1-bit Adam's estimate adds its error feedback to Adam's moments", "[memory][onebit]") {
+TEST_CASE("the 1-bit optimizers' estimates add their error feedback to Adam's moments",
+          "[memory][onebit]") {
   const JobConfig job = gptJob(4, 128, 0);
   const GptConfig model = modelConfigFor(*job.gpt, *makeJobTokenizer(*job.gpt));
   const ModelShape shape = gptModelShape(model, 1);
@@ -103,6 +104,16 @@ TEST_CASE("1-bit Adam's estimate adds its error feedback to Adam's moments", "[m
   const double extra = estimateRankPeakMemory(onebit, shape, 4).optimizerStates -
                        estimateRankPeakMemory(adam, shape, 4).optimizerStates;
   CHECK(extra == Approx(4.0 * (1.0 + 0.25) * shape.parameters));  // worker + server error
+  // 0/1 Adam also keeps its accumulated local updates; 1-bit LAMB its fresh variance (a third
+  // element-wise state) and the previous momentum.
+  DeepSpeedConfig zeroOne = job.deepspeed, lamb = job.deepspeed;
+  zeroOne.optimizer = OptimizerConfig{OptimizerType::ZeroOneAdam, ZeroOneAdamParams{}};
+  lamb.optimizer = OptimizerConfig{OptimizerType::OneBitLamb, OneBitLambParams{}};
+  const double adamStates = estimateRankPeakMemory(adam, shape, 4).optimizerStates;
+  CHECK(estimateRankPeakMemory(zeroOne, shape, 4).optimizerStates - adamStates ==
+        Approx(4.0 * (1.0 + 0.25 + 1.0) * shape.parameters));
+  CHECK(estimateRankPeakMemory(lamb, shape, 4).optimizerStates - adamStates ==
+        Approx(4.0 * (1.0 + 1.0 + 0.25 + 1.0) * shape.parameters));
 }
 
 TEST_CASE("hpZ's estimate adds the rank's part of its node's secondary weights",
