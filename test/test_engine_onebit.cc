@@ -139,7 +139,7 @@ uint64_t sum(const std::vector<uint64_t>& bytes, size_t from) {
 }
 
 TEST_CASE(
-    "0/1 Adam in the engine: compressed gradients between variance updates, then local steps; "
+    "0/1 Adam in the engine: compressed gradients between variance updates, then local steps, "
     "fewer bytes than 1-bit Adam, Adam's loss within 15%",
     "[engine][onebit]") {
   const Run zeroOne = train(kZeroOne), onebit = train(kOneBit), adam = train(kAdam);
