@@ -94,12 +94,19 @@ void ZeroOneAdam::step(float* params, const float* grads, const OptimizerStep& s
       u[i] *= std::sqrt(v[i]) + eps;
     }
     compressedAverage(u, step);
-    // With a zero learning rate since the exchange there were no updates to learn a momentum
-    // from (DeepSpeed's divides by zero there).
+    // The momentum is the averaged updates per unit of learning rate, less their weight decay
+    // (taken at the last exchange's parameters, where they started): DeepSpeed's keeps the decay
+    // in it, so each exchange feeds the decay back into the momentum, which compounds it about
+    // 1 / (1 - beta1)-fold. With a zero learning rate since the exchange there were no updates to
+    // learn a momentum from (DeepSpeed's divides by zero there).
     const float perLr = lrSum_ > 0 ? static_cast<float>(1.0 / lrSum_) : 0.0f;
-    for (size_t i = 0; i < count_; ++i) {
-      if (lrSum_ > 0) m[i] = -u[i] * perLr;
-      params[i] += u[i] / (std::sqrt(v[i]) + eps);
+    for (const ShardSegment& run : segments_) {
+      const auto wd = static_cast<float>(run.decay ? params_.weightDecay : 0.0);
+      for (size_t i = run.begin; i < run.end; ++i) {
+        const float denom = std::sqrt(v[i]) + eps;
+        if (lrSum_ > 0) m[i] = -u[i] * perLr - wd * params[i] * denom;
+        params[i] += u[i] / denom;
+      }
     }
     std::fill(u, u + count_, 0.0f);
     lrSum_ = 0;
