@@ -23,8 +23,8 @@
 // - With one rank the variance phase's other steps take the gradient as it is (it is the
 //   group's average); DeepSpeed's skip the momentum update there.
 // - An exchange's momentum leaves out the updates' weight decay. DeepSpeed's (-u / lrs) keeps
-//   it, and every exchange feeds it back: with the demo's weight_decay 0.1 its 0/1 Adam trained
-//   8% behind AdamW by step 400, where 1-bit Adam was level.
+//   it, and every exchange feeds it back into the next local steps' updates, compounding the
+//   decay about 1 / (1 - beta1)-fold at an interval of one step.
 #pragma once
 
 #include <cstddef>
