@@ -32,6 +32,7 @@ CheckpointManifest sample() {
   c.optimizerName = "adamw";
   c.optimizerSteps = 10;
   c.optimizerArrays = {"exp_avg", "exp_avg_sq"};
+  c.optimizerTensorScalars = {0.25, 1.05, 0.0, 0.125, 0.95, 2.5};  // 1-bit LAMB's, two tensors
   c.lossScale = 65536;
   c.lastOverflowIteration = -1;
   c.lrLastBatchIteration = 9;
@@ -74,6 +75,12 @@ TEST_CASE("manifest: what is written is read back") {
   CHECK_FALSE(c.tensors.at(1).slice);
   REQUIRE(c.grid);
   CHECK((c.grid->pipe == 2 && c.grid->model == 4 && c.grid->stage == 1 && c.grid->modelRank == 3));
+  // Per-tensor optimizer values round-trip exactly; an optimizer without them writes none.
+  CHECK(c.optimizerTensorScalars == sample().optimizerTensorScalars);
+  CheckpointManifest plain = sample();
+  plain.optimizerTensorScalars.clear();
+  CHECK_FALSE(Json::parse(manifestText(plain))["optimizer"].contains("tensor_scalars"));
+  CHECK(parseManifest(manifestText(plain), "m.json").optimizerTensorScalars.empty());
 }
 
 TEST_CASE("manifest: damaged or hostile manifests are refused, naming the key") {
@@ -150,6 +157,12 @@ TEST_CASE("manifest: damaged or hostile manifests are refused, naming the key") 
       {"a slice run that is not four integers",
        edited([](Json& m) { m["model"]["tensors"][0]["slice"]["runs"][0] = Json::array({1, -2}); }),
        "expected [full_begin, count, repeat, stride]"},
+      {"per-tensor optimizer values that are not a list",
+       edited([](Json& m) { m["optimizer"]["tensor_scalars"] = 1.5; }),
+       "m.json: optimizer.tensor_scalars: expected a list"},
+      {"a per-tensor optimizer value that is not a number",
+       edited([](Json& m) { m["optimizer"]["tensor_scalars"][1] = "1.05"; }),
+       "m.json: optimizer.tensor_scalars[1]: expected a finite number"},
       {"a grid stage outside the grid", edited([](Json& m) { m["grid"]["stage"] = 2; }),
        "grid.stage: out of range"},
       {"a run id that is not 32 hex digits", edited([](Json& m) { m["run"]["id"] = "abc"; }),
