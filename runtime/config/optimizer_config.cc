@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 
@@ -26,47 +27,27 @@ const std::vector<std::string_view> kAdamKeys = {
 const std::vector<std::string_view> kLambKeys = {
     "lr",        "betas",     "eps",    "weight_decay", "bias_correction", "eps_inside_sqrt",
     "max_coeff", "min_coeff", "amsgrad"};
-// DeepSpeed's OnebitAdam's, ZeroOneAdam's and OnebitLamb's arguments (max_grad_norm is refused
-// before these lists are consulted).
-const std::vector<std::string_view> kOneBitAdamKeys = {"lr",
-                                                       "freeze_step",
-                                                       "betas",
-                                                       "eps",
-                                                       "weight_decay",
-                                                       "bias_correction",
-                                                       "amsgrad",
-                                                       "cuda_aware",
-                                                       "comm_backend_name",
-                                                       "eps_inside_sqrt"};
-const std::vector<std::string_view> kZeroOneAdamKeys = {"lr",
-                                                        "betas",
-                                                        "eps",
-                                                        "weight_decay",
-                                                        "bias_correction",
-                                                        "amsgrad",
-                                                        "cuda_aware",
-                                                        "comm_backend_name",
-                                                        "eps_inside_sqrt",
-                                                        "var_freeze_step",
-                                                        "var_update_scaler",
-                                                        "local_step_scaler",
-                                                        "local_step_clipper"};
-const std::vector<std::string_view> kOneBitLambKeys = {"lr",
-                                                       "freeze_step",
-                                                       "betas",
-                                                       "eps",
-                                                       "weight_decay",
-                                                       "bias_correction",
-                                                       "amsgrad",
-                                                       "cuda_aware",
-                                                       "comm_backend_name",
-                                                       "eps_inside_sqrt",
-                                                       "max_coeff",
-                                                       "min_coeff",
-                                                       "coeff_beta",
-                                                       "factor_max",
-                                                       "factor_min",
-                                                       "factor_threshold"};
+// DeepSpeed's OnebitAdam's, ZeroOneAdam's and OnebitLamb's arguments: the ones they share, then
+// each one's own (max_grad_norm is refused before these lists are consulted).
+std::vector<std::string_view> oneBitKeys(std::initializer_list<std::string_view> own) {
+  std::vector<std::string_view> keys = {"lr",
+                                        "betas",
+                                        "eps",
+                                        "weight_decay",
+                                        "bias_correction",
+                                        "amsgrad",
+                                        "cuda_aware",
+                                        "comm_backend_name",
+                                        "eps_inside_sqrt"};
+  keys.insert(keys.end(), own);
+  return keys;
+}
+const std::vector<std::string_view> kOneBitAdamKeys = oneBitKeys({"freeze_step"});
+const std::vector<std::string_view> kZeroOneAdamKeys =
+    oneBitKeys({"var_freeze_step", "var_update_scaler", "local_step_scaler", "local_step_clipper"});
+const std::vector<std::string_view> kOneBitLambKeys =
+    oneBitKeys({"freeze_step", "max_coeff", "min_coeff", "coeff_beta", "factor_max", "factor_min",
+                "factor_threshold"});
 // torch.optim.SGD's arguments.
 const std::vector<std::string_view> kSgdKeys = {"lr",           "momentum",       "dampening",
                                                 "weight_decay", "nesterov",       "maximize",

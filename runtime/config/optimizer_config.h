@@ -39,24 +39,23 @@ struct LambParams {
   double minCoeff = 0.01;
 };
 
-// DeepSpeed's OnebitAdam (runtime/optim/onebit_adam.h): its names and defaults. Its
-// bias_correction is accepted and, as in DeepSpeed, changes nothing; cuda_aware and
-// comm_backend_name pick DeepSpeed's transport, here the job's own communicator carries it.
-struct OneBitAdamParams {
+// What DeepSpeed's three 1-bit optimizers share, with their defaults. Their bias_correction is
+// accepted and, as in DeepSpeed, changes nothing; cuda_aware and comm_backend_name pick
+// DeepSpeed's transport, here the job's own communicator carries it.
+struct OneBitCommonParams {
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
   double weightDecay = 0.0;
+};
+
+// DeepSpeed's OnebitAdam (runtime/optim/onebit_adam.h): its names and defaults.
+struct OneBitAdamParams : OneBitCommonParams {
   int64_t freezeStep = 100000;
 };
 
-// DeepSpeed's ZeroOneAdam (runtime/optim/zero_one_adam.h): its names and defaults, the 1-bit
-// switches accepted as OneBitAdam's are.
-struct ZeroOneAdamParams {
-  double lr = 1e-3;
-  double beta1 = 0.9, beta2 = 0.999;
-  double eps = 1e-8;
-  double weightDecay = 0.0;
+// DeepSpeed's ZeroOneAdam (runtime/optim/zero_one_adam.h): its names and defaults.
+struct ZeroOneAdamParams : OneBitCommonParams {
   int64_t varFreezeStep = 100000;   // the last step that may update the variance
   int64_t varUpdateScaler = 16;     // variance updates per interval before it doubles
   int64_t localStepScaler = 32678;  // steps per local-step interval before it doubles
@@ -64,11 +63,7 @@ struct ZeroOneAdamParams {
 };
 
 // DeepSpeed's OnebitLamb (runtime/optim/onebit_lamb.h): its names and defaults.
-struct OneBitLambParams {
-  double lr = 1e-3;
-  double beta1 = 0.9, beta2 = 0.999;
-  double eps = 1e-8;
-  double weightDecay = 0.0;
+struct OneBitLambParams : OneBitCommonParams {
   int64_t freezeStep = 100000;
   double maxCoeff = 10.0, minCoeff = 0.01;  // the warm-up's trust-ratio clamp
   double coeffBeta = 0.9;                   // the frozen coefficient's moving average

@@ -108,13 +108,12 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
   if (grid_.pipe && grid_.pipe->size() > 1) checkPipelineGrid(grid_, config_.zero.stage, model);
   if (grid_.model && config_.optimizer)
     checkOptimizerModelParallel(*config_.optimizer, grid_.model->size());
-  if (config_.optimizer) {
-    bool experts = false;
-    for (const ParamSpec& spec : model.parameters()) experts = experts || spec.expert;
+  bool experts = false;
+  for (const ParamSpec& spec : model.parameters()) experts = experts || spec.expert;
+  if (config_.optimizer)
     checkOneBitLayout(*config_.optimizer, config_.zero.stage, grid_.pipe ? grid_.pipe->size() : 1,
                       grid_.model ? grid_.model->size() : 1, experts);
-  }
-  checkZeroPlusPlusGroups(model);
+  checkZeroPlusPlusGroups(experts);
   keepFreedMemoryForReuse();
   splitPartitions();
   queue_ = std::make_unique<CommQueue>(config_.zero.overlapComm);
@@ -240,11 +239,9 @@ void Engine::buildPartition(Partition& part, const OptimizerConfig& optimizer, u
   zero.startParameterOffload();
 }
 
-void Engine::checkZeroPlusPlusGroups(const Model& model) const {
+void Engine::checkZeroPlusPlusGroups(bool experts) const {
   const ZeroConfig& z = config_.zero;
   if (!z.zeroPlusPlus()) return;
-  bool experts = false;
-  for (const ParamSpec& spec : model.parameters()) experts = experts || spec.expert;
   const int pipe = grid_.pipe ? grid_.pipe->size() : 1,
             slices = grid_.model ? grid_.model->size() : 1;
   if (pipe > 1 || slices > 1 || experts)

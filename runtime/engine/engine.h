@@ -293,7 +293,8 @@ class Engine : private LayerAccess {
                            const std::vector<std::vector<TensorSource>>& sources,
                            CheckpointLoadScope scope);
   // ZeRO++'s layouts and node groups (ParallelGroups::zeroNode) checked before anything is built.
-  void checkZeroPlusPlusGroups(const Model& model) const;
+  // `experts`: whether the model has MoE experts.
+  void checkZeroPlusPlusGroups(bool experts) const;
   // The training position: run id, step counters, loss scaler, lr schedule.
   void restoreTrainingState(const CheckpointManifest& m);
   // The partition's optimizers' steps and per-tensor values (tensorScalars) from `saved`.
