@@ -54,10 +54,10 @@ zero_optimization:
 }
 
 std::string launch(const std::string& dir, const std::string& config, const std::string& env) {
-  static int port = 41000 + static_cast<int>(getpid() % 20000);
+  // Port 0: the coordinator takes a free port, so no other process's socket can make it fail.
   return "cd " + dir + " && " + env + " " + DS_BIN_DIR +
-         "/ds-launch --hostfile hostfile --master_port " + std::to_string(++port) +
-         " --log_dir logs-" + config + " train --config " + config + ".yml";
+         "/ds-launch --hostfile hostfile --master_port 0 --log_dir logs-" + config +
+         " train --config " + config + ".yml";
 }
 
 void prepare(const std::string& dir) {

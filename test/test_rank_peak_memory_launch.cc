@@ -56,10 +56,10 @@ zero_optimization:
 }
 
 std::string launch(const std::string& dir, const std::string& config, const std::string& env = "") {
-  static int port = 21000 + static_cast<int>(getpid() % 20000);
+  // Port 0: the coordinator takes a free port, so no other process's socket can make it fail.
   return "cd " + dir + " && " + env + std::string(DS_BIN_DIR) +
-         "/ds-launch --hostfile hostfile --master_port " + std::to_string(++port) +
-         " --log_dir logs-" + config + " train --config " + config + ".yml";
+         "/ds-launch --hostfile hostfile --master_port 0 --log_dir logs-" + config +
+         " train --config " + config + ".yml";
 }
 
 double predictedPeak(const std::string& dir, const std::string& config, int stage) {
@@ -155,10 +155,8 @@ TEST_CASE(
             "DS_MEMORY_BUDGET_BYTES=" + std::to_string(static_cast<uint64_t>(need * 0.9)) + "\n");
   const std::string mpirun = "--launcher openmpi --launcher_args '--mca btl_tcp_if_include lo' ";
   auto launchOnMpi = [&] {
-    static int port = 23000 + static_cast<int>(getpid() % 20000);
     return runCommand("cd " + dir + " && " + DS_BIN_DIR + "/ds-launch " + mpirun +
-                      "--hostfile hostfile --log_dir logs --master_port " +
-                      std::to_string(++port) + " train --config s2.yml");
+                      "--hostfile hostfile --log_dir logs --master_port 0 train --config s2.yml");
   };
   const CommandOutcome refused = launchOnMpi();
   INFO(refused.output);
