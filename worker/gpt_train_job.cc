@@ -30,6 +30,7 @@
 #include "runtime/model/gpt.h"
 #include "runtime/model/gpt_stage_partition.h"
 #include "runtime/model/sampler.h"
+#include "runtime/train/autotuning_profile.h"
 #include "runtime/train/step_timers.h"
 #include "runtime/train/training_loop.h"
 #include "runtime/train/training_monitors.h"
@@ -424,7 +425,10 @@ runtime::TrainResult trainGpt(const runtime::GptTrainConfig& gpt,
 
   const uint64_t seed = options.seed != TrainOptions{}.seed ? options.seed : gpt.seed;
   runtime::Engine engine(model, config, *grid.data, seed, grid.parallelGroups());
-  const CheckpointPlaces places = checkpointPlaces(gpt, options);
+  const bool profiling = runtime::profilingForAutotuner(config);
+  // An autotuning experiment times fresh steps: it neither resumes nor saves.
+  const CheckpointPlaces places =
+      profiling ? CheckpointPlaces{} : checkpointPlaces(gpt, options);
   resumeIfSaved(engine, gpt, places.load, join.rank);
   if (join.rank == 0) announce(engine, config, modelConfig, grid, join, data);
   if (!places.save.empty() && join.rank == 0) writeNeoxConfig(places.save, join);
@@ -433,9 +437,17 @@ runtime::TrainResult trainGpt(const runtime::GptTrainConfig& gpt,
   runtime::TrainingMonitors monitors(config, join.rank);
   const GptJobParts parts{gpt, config, join, model, engine, grid, board, monitors, data, seq};
 
-  runtime::TrainResult result =
-      train(parts, loopSettings(gpt, options, places), stopRequested, board);
+  runtime::LoopSettings settings = loopSettings(gpt, options, places);
+  if (profiling) runtime::applyAutotuningProfile(config.autotuning, settings);
+  runtime::TrainResult result = train(parts, settings, stopRequested, board);
   const auto trained = std::chrono::steady_clock::now();
+  if (profiling) {
+    printMemory(parts);
+    runtime::writeAutotuningMetrics(*grid.world, config, result,
+                                    model.trainingFlopsPerToken(seq) * static_cast<double>(seq));
+    std::fflush(stdout);
+    return result;
+  }
   printSample(parts, tokenizer);
   printMemory(parts);
   printEfficiency(parts, result);

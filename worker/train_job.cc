@@ -21,6 +21,7 @@
 #include "runtime/config/rank_memory_preflight.h"
 #include "runtime/engine/engine.h"
 #include "runtime/model/mlp.h"
+#include "runtime/train/autotuning_profile.h"
 #include "runtime/train/step_timers.h"
 #include "runtime/train/training_loop.h"
 #include "runtime/train/training_monitors.h"
@@ -144,7 +145,9 @@ runtime::TrainResult runTrainJob(const TrainOptions& options, const JoinResult& 
                                   config.commsLogger.enabled ? &logger : nullptr, &config.zero,
                                   join.localSize);
   runtime::Engine engine(model, config, comm, options.seed, groups.grid().parallelGroups());
-  if (!options.loadDir.empty() &&
+  // An autotuning experiment times fresh steps: it neither resumes nor saves.
+  const bool profiling = runtime::profilingForAutotuner(config);
+  if (!profiling && !options.loadDir.empty() &&
       std::filesystem::exists(std::filesystem::path(options.loadDir) / "latest")) {
     const std::string tag = engine.loadCheckpoint(options.loadDir);
     if (join.rank == 0)
@@ -167,8 +170,13 @@ runtime::TrainResult runTrainJob(const TrainOptions& options, const JoinResult& 
   runtime::LoopSettings settings = loopSettingsOf(options);
   settings.printInterval = config.stepsPerPrint;
   settings.stepPhase = "forward/backward and gradient all_reduce";
+  if (profiling) runtime::applyAutotuningProfile(config.autotuning, settings);
   runtime::TrainResult result = runtime::runTrainingLoop(
       settings, {engine, comm, {&board, &monitors}, join.rank, stopRequested}, batches, hooks);
+  // A training step's flops per sample: forward and backward, 3 x 2 per weight.
+  if (profiling)
+    runtime::writeAutotuningMetrics(comm, config, result,
+                                    6.0 * static_cast<double>(engine.parameterCount()));
   result.commStats = logger.summary();
   // Nobody leaves (closing sockets a peer may still be reading) until everyone is done.
   runtime::storeBarrier(store, "epoch" + std::to_string(join.epoch) + "/train/finished",

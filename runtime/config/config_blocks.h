@@ -2,6 +2,7 @@
 // Each validates its block completely and throws ds::Error naming the JSON path.
 #pragma once
 
+#include "runtime/config/autotuning_config.h"
 #include "runtime/config/config_policy.h"
 #include "runtime/config/immutable_elastic_config.h"
 #include "runtime/config/json_reader.h"
@@ -13,6 +14,8 @@
 namespace ds::runtime {
 
 OptimizerConfig parseOptimizerConfig(JsonReader& r, const Json& block);
+// Type and range of every key, unknown keys warned; "auto" values are the caller's.
+AutotuningConfig parseAutotuningConfig(JsonReader& r, const Json& block);
 ElasticityConfig parseElasticityConfig(JsonReader& r, const Json& block);
 // Type-checks every key of the policy table the config sets, refuses features that are switched on
 // but not implemented, warns for missing observers; returns the verdict for each key present.

@@ -63,6 +63,7 @@ const std::vector<Rule> kRules = {
   {"comm_backend", H, Kind::Any, {}, {}, "this project's choice of collectives (auto, shm, hierarchical, gloo)"},
   {"elasticity", H, Kind::Any, {}, {}, "enabled: the batch is DeepSpeed's elastic batch for the world size (ds-elastic shows it); the world is fixed at launch"},
   {"timers", H, Kind::Object, {{"throughput", Kind::Object}}, {}, "samples/s is always reported"},
+  {"autotuning", H, Kind::Any, {}, {}, "read by ds-launch --autotuning tune|run (ZeRO stage, micro-batch and, with fast: false, overlap, buckets, activation checkpointing and the GPT's layout); with metric_path set a trainer times the profile steps and writes DeepSpeed's metric file"},
   {"zero_force_ds_cpu_optimizer", H, Kind::Bool, {}, {}, "the CPU optimizer is always the native one"},
 
   // Keys that cannot change anything in this engine, type-checked.
@@ -114,7 +115,6 @@ const std::vector<Rule> kRules = {
   {"sparse_attention", X, Kind::Object, {{"mode", Kind::String}, {"block", Kind::Int}}, {{"", When::Present}},
    "sparse attention is not implemented; remove the block"},
   {"sparse_gradients", X, Kind::Bool, {}, kIfTrue, "sparse gradients are not implemented; set it to false or remove it"},
-  {"autotuning", X, Kind::Object, {{"enabled", Kind::Bool}}, kEnabled, "the autotuner is not implemented; set \"enabled\": false or remove the block"},
   {"compression_training", X, Kind::Object, {}, {{"", When::AnyEnabledInside}},
    "compression training is not implemented; set every \"enabled\" in the block to false or remove it"},
   {"data_efficiency", X, Kind::Object, {{"enabled", Kind::Bool}, {"seed", Kind::Int}}, kEnabled,

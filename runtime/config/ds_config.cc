@@ -238,6 +238,8 @@ DeepSpeedConfig parseDeepSpeedConfig(std::string_view jsonText, int64_t worldSiz
               cfg.tensorboard.jobName);
   readAio(r, root, src, cfg.aio);
   readFlopsProfiler(r, root, cfg.flopsProfiler);
+  if (const Json* v = JsonReader::member(root, "autotuning"))
+    cfg.autotuning = parseAutotuningConfig(r, *v);
   return cfg;
 }
 

@@ -17,6 +17,7 @@
 #include "runtime/monitor/tensorboard_monitor.h"
 #include "runtime/offload/aio_config.h"
 #include "runtime/profiler/flops_profiler.h"
+#include "runtime/config/autotuning_config.h"
 #include "runtime/config/config_policy.h"
 #include "runtime/config/immutable_elastic_config.h"
 #include "runtime/config/optimizer_config.h"
@@ -41,6 +42,7 @@ struct DeepSpeedConfig {
   TensorBoardConfig tensorboard;  // DeepSpeed's tensorboard block
   FlopsProfilerConfig flopsProfiler;  // DeepSpeed's flops_profiler block (the GPT trainer's)
   AioConfig aio;                      // DeepSpeed's aio block (NVMe offload's I/O)
+  AutotuningConfig autotuning;        // DeepSpeed's autotuning block (ds-launch --autotuning)
   // This project's key: which collectives backend the world group uses. "auto" (default): shared
   // memory on one host, hierarchical across hosts with equal ranks per host, else Gloo.
   CommBackend commBackend = CommBackend::Auto;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "runtime/config/auto_value.h"
 #include "runtime/config/closest_key.h"
 
 namespace ds::runtime {
@@ -52,6 +53,7 @@ const Json& JsonReader::object(const Json& v, const std::string& path) const {
 }
 
 double JsonReader::number(const Json& v, const std::string& path) const {
+  if (isAutoValue(v)) fail(path, autoValueMessage(path));
   if (!v.is_number()) fail(path, "expected a number, got " + describeJson(v));
   return v.get<double>();
 }
@@ -63,6 +65,7 @@ double JsonReader::nonNegative(const Json& v, const std::string& path) const {
 }
 
 int64_t JsonReader::integer(const Json& v, const std::string& path) const {
+  if (isAutoValue(v)) fail(path, autoValueMessage(path));
   // DeepSpeed does arithmetic with whatever JSON gives it, so 40.0 and 5e8 are the integers they
   // denote wherever a count is expected; a fractional value is still an error.
   if (v.is_number_float()) {
@@ -93,6 +96,7 @@ int64_t JsonReader::exactInteger(const Json& v, const std::string& path) const {
 }
 
 bool JsonReader::boolean(const Json& v, const std::string& path) const {
+  if (isAutoValue(v)) fail(path, autoValueMessage(path));
   if (!v.is_boolean()) fail(path, "expected true or false, got " + describeJson(v));
   return v.get<bool>();
 }

@@ -16,6 +16,7 @@
 #include "common/files.h"
 #include "common/json_text.h"
 #include "common/printable.h"
+#include "runtime/config/auto_value.h"
 #include "runtime/config/closest_key.h"
 #include "runtime/config/config_policy.h"
 #include "runtime/config/gpt_job_memory.h"
@@ -149,6 +150,7 @@ struct Reader {
   std::string key;
   const Json& value() const { return merged.at(key); }
   [[noreturn]] void fail(const std::string& expected) const {
+    if (isAutoValue(value())) throw Error(key + ": " + autoValueMessage(key));
     throw Error(key + ": expected " + expected + ", got " + value().dump());
   }
   int64_t integer(int64_t lo, int64_t hi) const {

@@ -80,6 +80,8 @@ TrainResult runTrainingLoop(const LoopSettings& settings, const LoopParts& parts
   LossWindow window{0, settings.lastStep, 0.0, 0.0};
   double windowLoss = 0.0;
   int64_t windowSteps = 0;
+  // Step profileFrom ended here; a profile from step 0 starts with the loop.
+  auto profileStart = start;
   if (!settings.saveDir.empty() && engine.globalSteps() == 0 && settings.saveAt &&
       settings.saveAt(0)) {
     saveCheckpointAt(settings, parts, 0);
@@ -106,6 +108,11 @@ TrainResult runTrainingLoop(const LoopSettings& settings, const LoopParts& parts
     }
     hooks.afterMicroBatches(step);
     result.steps = step + 1;
+    if (result.steps == settings.profileFrom) profileStart = std::chrono::steady_clock::now();
+    if (result.steps == settings.profileTo && settings.profileFrom >= 0)
+      result.profiledStepSeconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - profileStart).count() /
+          static_cast<double>(settings.profileTo - settings.profileFrom);
     recordStep(result, loss, engine, record, parts.observers);
     windowLoss += loss;
     ++windowSteps;

@@ -108,6 +108,9 @@ struct LoopSettings {
   // Fault injection (--hang_at_step): rank hangRank stops making progress at this step.
   int64_t hangAtStep = -1;
   int hangRank = 0;
+  // The steps (counted from 1) after profileFrom up to profileTo are timed into
+  // TrainResult::profiledStepSeconds (an autotuning experiment's); -1: none.
+  int64_t profileFrom = -1, profileTo = -1;
   std::string unit = "step";  // "step" or "iteration", in phases and the exit line
   // The phase while a step runs. The launcher's stall report treats a phase naming a
   // collective ("all_reduce") as waiting for peers, so say so only when the step is one.
