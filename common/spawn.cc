@@ -70,6 +70,23 @@ Spawned spawnProcess(const SpawnOptions& options) {
   int fds[2] = {-1, -1};
   if (options.captureOutput && pipe2(fds, O_CLOEXEC) != 0)
     throw Error(std::string("spawn: pipe: ") + std::strerror(errno));
+  // Output files, opened here: the child only duplicates them.
+  int files[2] = {-1, -1};
+  const std::string* paths[2] = {&options.stdoutPath, &options.stderrPath};
+  for (int i = 0; i < 2; ++i) {
+    if (paths[i]->empty()) continue;
+    files[i] = open(paths[i]->c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (files[i] < 0) {
+      const int error = errno;
+      for (int fd : files)
+        if (fd >= 0) close(fd);
+      throw Error("spawn " + args[0] + ": " + *paths[i] + ": " + std::strerror(error));
+    }
+  }
+  const auto closeFiles = [&] {
+    for (int fd : files)
+      if (fd >= 0) close(fd);
+  };
   const pid_t parent = getpid();
   // Signals stay blocked across fork until the child has reset its handlers: otherwise a signal
   // sent to the new pid at once would run one of the parent's handlers inside the child.
@@ -79,6 +96,7 @@ Spawned spawnProcess(const SpawnOptions& options) {
   if (pid < 0) {
     const int error = errno;
     if (options.captureOutput) close(fds[0]), close(fds[1]);
+    closeFiles();
     throw Error("spawn " + args[0] + ": fork: " + std::strerror(error));
   }
   if (pid == 0) {
@@ -91,6 +109,12 @@ Spawned spawnProcess(const SpawnOptions& options) {
       dup2(fds[1], STDOUT_FILENO);
       dup2(fds[1], STDERR_FILENO);
       // Never the terminal: ssh and pdsh would read it (and stall on it) otherwise.
+      if (const int null = open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0)
+        dup2(null, STDIN_FILENO);
+    }
+    if (files[0] >= 0 || files[1] >= 0) {
+      if (files[0] >= 0) dup2(files[0], STDOUT_FILENO);
+      if (files[1] >= 0) dup2(files[1], STDERR_FILENO);
       if (const int null = open("/dev/null", O_RDONLY | O_CLOEXEC); null >= 0)
         dup2(null, STDIN_FILENO);
     }
@@ -118,6 +142,7 @@ Spawned spawnProcess(const SpawnOptions& options) {
   }
   // Also set from the parent: whichever runs first, the group exists before anyone signals it.
   if (options.ownProcessGroup) setpgid(pid, pid);
+  closeFiles();
   Spawned spawned{pid, -1};
   if (options.captureOutput) {
     close(fds[1]);

@@ -20,6 +20,9 @@ struct SpawnOptions {
   bool ownProcessGroup = true;      // the child leads a new group: kill(-pid) reaches its children
   int parentDeathSignal = SIGKILL;  // sent to the child when this thread's process dies; 0: none
   bool captureOutput = false;       // stdout+stderr to a pipe (Spawned::outputFd), stdin /dev/null
+  // Not with captureOutput: stdout and stderr to these files (created or truncated; "" keeps the
+  // parent's), stdin /dev/null.
+  std::string stdoutPath, stderrPath;
   std::string label = "ds";         // prefix of the message the child writes if exec fails
 };
 

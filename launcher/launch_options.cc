@@ -86,6 +86,13 @@ void addFlags(CLI::App& app, LaunchOptions& flags) {
   app.add_option("--max_restarts", flags.maxRestarts,
                  "elastic: node failures survived before the job fails")
       ->check(CLI::Range(0, 1000000));
+  app.add_option("--autotuning", flags.autotuning,
+                 "tune: find the fastest configuration that fits (the config's autotuning "
+                 "block); run: tune, then train with it")
+      ->check(CLI::IsMember({"tune", "run"}));
+  app.add_option("--autotuning_timeout", flags.autotuningTimeout,
+                 "seconds an autotuning experiment may take before it is stopped (default 600)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--rescale_now", flags.rescaleNow,
                "elastic: take a joining node at once (checkpointing first), not at the next "
                "checkpoint");
@@ -119,6 +126,8 @@ void checkFlags(const CommandLine& line) {
       flags.minElasticNodes > flags.maxElasticNodes)
     throw Error("--min_elastic_nodes " + std::to_string(flags.minElasticNodes) +
                 " is more than --max_elastic_nodes " + std::to_string(flags.maxElasticNodes));
+  if (!flags.autotuning.empty() && flags.elasticTraining)
+    throw Error("--autotuning runs short experiments of fixed size: drop --elastic_training");
   if (flags.elasticTraining && flags.noSsh)
     throw Error("--elastic_training restarts ranks on the surviving nodes itself: drop --no_ssh");
   if (line.jobArgs.empty())
@@ -140,6 +149,9 @@ std::optional<int> parseCommandLine(int argc, char** argv, CommandLine& out) {
       "...)");
   if (std::optional<int> status = ds::parseCommandLine(app, argc, argv)) return *status;
   out.jobArgs = app.remaining();
+  const size_t flagCount = static_cast<size_t>(argc - 1) - out.jobArgs.size();
+  out.flagArgs.assign(argv + 1, argv + 1 + flagCount);
+  if (!out.flagArgs.empty() && out.flagArgs.back() == "--") out.flagArgs.pop_back();
   // CLI11 stops at the first argument it does not know: an option there is a mistyped flag of
   // ours (DeepSpeed's argparse refuses it too), not a program called "--bogus".
   if (!out.jobArgs.empty() && out.jobArgs[0] != "--" && out.jobArgs[0].starts_with("-"))

@@ -37,11 +37,15 @@ struct LaunchOptions {
   int minElasticNodes = -1, maxElasticNodes = -1;  // -1: 1, and no limit (joins welcome)
   int maxRestarts = 3;  // failures survived before the job fails (torchelastic's default)
   bool rescaleNow = false;  // a joining node is taken at once, not at the next checkpoint
+  // --autotuning tune|run (DeepSpeed's runner flag; launcher/autotuning/autotuner.h): "" when off.
+  std::string autotuning;
+  int autotuningTimeout = 600;  // seconds an experiment may take before it is stopped
 };
 
 struct CommandLine {
   LaunchOptions flags;
   std::vector<std::string> jobArgs;  // JOB [ARGS], without a leading "--"
+  std::vector<std::string> flagArgs;  // the flags as given, before JOB (an experiment reuses them)
 };
 
 // Parses and checks argv into `out`. Returns the status to exit with when parsing ends the run

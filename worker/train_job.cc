@@ -139,7 +139,7 @@ runtime::TrainResult runTrainJob(const TrainOptions& options, const JoinResult& 
     return result;
   }
 
-  runtime::Mlp model({16, 64, 64, 4});
+  runtime::Mlp model(runtime::kBuiltInMlpLayers);
   runtime::TeacherTask task(model.inputDim(), model.outputDim(), kTaskSeed);
   const TrainingGridGroups groups(factory, comm, runtime::ParallelConfig{},
                                   config.commsLogger.enabled ? &logger : nullptr, &config.zero,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 
 namespace ds::runtime {
 namespace {
@@ -154,6 +155,14 @@ AutotuningConfig parseAutotuningConfig(JsonReader& r, const Json& block) {
     }
   }
   readModelInfo(r, block, a);
+  return a;
+}
+
+AutotuningConfig readAutotuningBlock(const std::string& blockJson, const std::string& source) {
+  std::vector<std::string> warnings;
+  JsonReader r(source, warnings);
+  AutotuningConfig a = parseAutotuningConfig(r, Json::parse(blockJson));
+  for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   return a;
 }
 

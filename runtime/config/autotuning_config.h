@@ -47,4 +47,8 @@ struct AutotuningConfig {
   std::string modelInfoPath;  // read and checked; the model is sized from its config here
 };
 
+// The block given as JSON text (`source` names it in messages): what ds-launch --autotuning
+// reads before the rest of the config can be parsed (its "auto" values are still to be chosen).
+AutotuningConfig readAutotuningBlock(const std::string& blockJson, const std::string& source);
+
 }  // namespace ds::runtime

@@ -68,6 +68,13 @@ FileKind kindByKeys(const std::string& path, const std::string& text) {
 
 }  // namespace
 
+double builtInMlpParameters() {
+  double count = 0;
+  for (size_t l = 0; l + 1 < kBuiltInMlpLayers.size(); ++l)
+    count += double(kBuiltInMlpLayers[l] + 1) * kBuiltInMlpLayers[l + 1];
+  return count;
+}
+
 std::vector<std::string> splitConfigPaths(const std::vector<std::string>& given) {
   std::vector<std::string> out;
   for (const std::string& value : given) {

@@ -16,6 +16,11 @@ namespace ds::runtime {
 // or a DeepSpeed JSON of up to 64. Also bounds the neox_config.json the GPT trainer saves.
 constexpr int kMaxShippedConfigDepth = 128;
 
+// The built-in MLP trainer's model (a DeepSpeed JSON job's: worker/train_job.cc), its layer sizes
+// here so that the launcher's tools can size it without building it.
+inline const std::vector<int> kBuiltInMlpLayers = {16, 64, 64, 4};
+double builtInMlpParameters();  // weights and biases of kBuiltInMlpLayers
+
 struct JobConfig {
   DeepSpeedConfig deepspeed;
   std::optional<GptTrainConfig> gpt;  // set for NeoX configs

@@ -80,6 +80,15 @@ void checkRankMemory(const JobConfig& job, int world, int ranksHere, const Memor
   checkRankMemory(job, *makeJobTokenizer(*job.gpt), world, ranksHere, budget, configPath);
 }
 
+std::optional<double> predictedRankPeak(const JobConfig& job, const Tokenizer& tokenizer,
+                                        int world) {
+  if (!sizesJob(job)) return std::nullopt;
+  const DeepSpeedConfig& c = job.deepspeed;
+  const ModelShape shape = gptModelShape(modelConfigFor(*job.gpt, tokenizer),
+                                         static_cast<double>(c.batch.microBatchPerGpu));
+  return estimateRankPeakMemory(c, shape, world).peak();
+}
+
 void checkRankMemory(const JobConfig& job, const Tokenizer& tokenizer, int world, int ranksHere,
                      const MemoryBudget& budget, const std::string& configPath) {
   if (!sizesJob(job)) return;

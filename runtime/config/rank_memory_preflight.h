@@ -6,6 +6,7 @@
 // comes from (common/memory_budget.h).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "common/memory_budget.h"
@@ -21,5 +22,10 @@ void checkRankMemory(const JobConfig& job, int world, int ranksHere, const Memor
 // The same with the job's tokenizer already loaded (a rank loads it once, for this and to train).
 void checkRankMemory(const JobConfig& job, const Tokenizer& tokenizer, int world, int ranksHere,
                      const MemoryBudget& budget, const std::string& configPath);
+
+// The predicted peak resident bytes of one rank (what checkRankMemory holds against the budget);
+// nullopt for a job the estimate does not size (see above).
+std::optional<double> predictedRankPeak(const JobConfig& job, const Tokenizer& tokenizer,
+                                        int world);
 
 }  // namespace ds::runtime
