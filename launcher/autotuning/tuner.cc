@@ -2,6 +2,7 @@
 #include "launcher/autotuning/tuner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 #include <random>
@@ -54,18 +55,21 @@ std::optional<size_t> Tuner::nextModelBased() {
   for (size_t c = 0; c < candidates_.size(); ++c)
     if (!tried_[c] && (!pick || better(predictedMetric(c), predictedMetric(*pick)))) pick = c;
   if (!pick) return std::nullopt;
-  if (bestMetric_) {
+  if (bestMetric_ && !errors_.empty()) {
     // Worth running only if predicted to beat the best by more than the margin.
+    double margin = settings_.modelMargin;
+    for (size_t i = errors_.size() > 2 ? errors_.size() - 2 : 0; i < errors_.size(); ++i)
+      margin = std::max(margin, errors_[i]);
     const double predicted = predictedMetric(*pick);
     const double bar = settings_.metric == runtime::TuningMetric::Latency
-                           ? *bestMetric_ * (1 - settings_.modelMargin)
-                           : *bestMetric_ * (1 + settings_.modelMargin);
+                           ? *bestMetric_ * (1 - margin)
+                           : *bestMetric_ * (1 + margin);
     if (!better(predicted, bar)) {
       char text[160];
       std::snprintf(text, sizeof text,
                     "the cost model predicts no untried candidate more than %.0f%% better than "
-                    "the best measured",
-                    100 * settings_.modelMargin);
+                    "the best measured (its recent error)",
+                    100 * margin);
       stopReason_ = text;
       return std::nullopt;
     }
@@ -101,6 +105,8 @@ std::optional<size_t> Tuner::next() {
 void Tuner::record(size_t c, std::optional<double> metric, std::optional<double> stepSeconds) {
   tried_[c] = true;
   ++trials_;
+  if (metric && model_.observations() > 0)
+    errors_.push_back(std::fabs(predictedMetric(c) - *metric) / std::fabs(*metric));
   if (stepSeconds) model_.observe(candidates_[c].features, *stepSeconds);
   if (metric && (!bestMetric_ || better(*metric, *bestMetric_))) {
     best_ = c;

@@ -1,7 +1,9 @@
 // Which candidate to run next and when to stop, for DeepSpeed's three tuner types:
 // gridsearch (the space's order), random (a shuffled order, seeded so a rerun repeats it) and
 // model_based (the best the cost model predicts, refitted after every experiment, stopping once
-// no untried candidate is predicted to beat the best measured by more than a margin). All three
+// no untried candidate is predicted to beat the best measured by more than a margin: 5%, or the
+// model's error on its last two predictions if larger, and never before it has been tested on
+// one prediction of its own). All three
 // stop at tuner_num_trials experiments and after tuner_early_stopping experiments in a row
 // without a better one, as DeepSpeed's do. Knows nothing of processes: the autotuner runs what
 // next() names and reports back through record().
@@ -22,7 +24,8 @@ struct TunerSettings {
   runtime::TuningMetric metric = runtime::TuningMetric::Throughput;
   int64_t earlyStopping = 5;
   int64_t numTrials = 50;
-  // model_based: stop when no untried candidate is predicted this much better than the best.
+  // model_based: stop when no untried candidate is predicted better than the best by more than
+  // this, or than the model's own recent error, whichever is larger.
   double modelMargin = 0.05;
   uint64_t seed = 1234;
 };
@@ -44,6 +47,8 @@ class Tuner {
   // A finished experiment: its metric, or nullopt when it failed (it never becomes the best).
   // stepSeconds refits the cost model where known.
   void record(size_t candidate, std::optional<double> metric, std::optional<double> stepSeconds);
+  // A candidate set aside without running (it no longer fits the memory guard): not a trial.
+  void skip(size_t candidate) { tried_[candidate] = true; }
 
   // The metric the cost model predicts for a candidate now.
   double predictedMetric(size_t candidate) const;
@@ -72,6 +77,9 @@ class Tuner {
   std::optional<size_t> best_;
   std::optional<double> bestMetric_;
   std::string stopReason_;
+  // The relative errors of the model's predictions made after at least one measurement (the
+  // priors' first guess says nothing of the fitted model), newest last.
+  std::vector<double> errors_;
 };
 
 }  // namespace ds::launcher

@@ -12,6 +12,7 @@ constexpr double kFlopsPerSecond = 5e9;
 constexpr double kBytesPerSecond = 1e9;
 constexpr double kSecondsPerPass = 2e-3;
 constexpr double kSwapBytesPerSecond = 5e8;
+constexpr double kUpdatesPerSecond = 3e8;  // Adam's step reads and writes ~32 bytes an element
 // Rows at which a matrix product reaches half its best rate: small micro-batches pay for it.
 constexpr double kHalfRateRows = 32;
 // How strongly the refit keeps to the priors, against one measurement's weight of 1.
@@ -80,11 +81,14 @@ CostFeatures costFeatures(const TuningChoice& c, const ModelFacts& m, int world)
   if (c.optimizerOffload) swap += 2 * 12 * shard;
   if (c.paramOffload) swap += 2 * gas * shard * 4;
   const double passes = gas * pipe;
-  return {compute, bytes, passes, swap};
+  // The optimizer's step: every element of the rank's weights at stage 0, its shard above.
+  const double updates = c.stage == 0 ? local : shard;
+  return {compute, bytes, passes, updates, swap};
 }
 
 CostModel::CostModel()
-    : prior_{1 / kFlopsPerSecond, 1 / kBytesPerSecond, kSecondsPerPass, 1 / kSwapBytesPerSecond},
+    : prior_{1 / kFlopsPerSecond, 1 / kBytesPerSecond, kSecondsPerPass, 1 / kUpdatesPerSecond,
+             1 / kSwapBytesPerSecond},
       weights_(prior_) {}
 
 double CostModel::stepSeconds(const CostFeatures& f) const {

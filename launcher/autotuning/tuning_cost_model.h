@@ -1,6 +1,7 @@
 // The autotuner's cost model: a step's time as a weighted sum of what a configuration makes each
 // rank do (model flops, at an efficiency that grows with the rows of a micro-batch; bytes sent by
-// its ZeRO stage and layout; micro-batch passes; bytes swapped to NVMe). The weights start from
+// its ZeRO stage and layout; micro-batch passes; elements its optimizer step updates; bytes
+// swapped to NVMe). The weights start from
 // priors and are refitted after every measured experiment (a ridge fit on relative errors, pulled
 // towards the priors so that two measurements cannot swing it), so the order of the untried
 // candidates improves as the tuning goes: DeepSpeed's model_based tuner, without XGBoost.
@@ -25,8 +26,9 @@ struct ModelFacts {
   double gradientBytes = 4;  // per element, of what the collectives move
 };
 
-constexpr size_t kCostTerms = 4;
-using CostFeatures = std::array<double, kCostTerms>;  // compute, bytes, passes, swap
+constexpr size_t kCostTerms = 5;
+// compute (flops), bytes sent, passes, elements the optimizer updates, bytes swapped to NVMe
+using CostFeatures = std::array<double, kCostTerms>;
 
 CostFeatures costFeatures(const TuningChoice& choice, const ModelFacts& model, int world);
 

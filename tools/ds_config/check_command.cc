@@ -12,6 +12,7 @@
 #include "common/memory_budget.h"
 #include "common/printable.h"
 #include "contract/job_args.h"
+#include "launcher/autotuning/tuning_space.h"
 #include "runtime/config/gpt_job_data.h"
 #include "runtime/config/gpt_job_memory.h"
 #include "runtime/config/job_config.h"
@@ -32,6 +33,7 @@ struct CheckOptions {
   bool json = false;
   std::string nodeMemory;    // --node-memory: each node's memory, "512G"; empty: this machine's
   int64_t ranksPerNode = 0;  // 0: every rank of the job on one node
+  bool autotuning = false;   // "auto" values are the autotuner's (ds-launch --autotuning)
 };
 
 // What a rank of the job needs (its sample tables and activations, its training state at its
@@ -84,11 +86,30 @@ std::string whyNot(const runtime::KeyVerdict& v) {
   return "switched off (not implemented here)";
 }
 
+// --autotuning: the config as ds-launch --autotuning's first candidate has it (its "auto" values
+// and tuned keys chosen), so that everything else in it is checked; the autotuning block (or
+// DeepSpeed's defaults without one) decides the choices.
+std::string withTunerChoice(const std::string& text, int64_t worldSize, const std::string& path) {
+  nlohmann::ordered_json doc = nlohmann::ordered_json::parse(text);
+  const bool neox = text.rfind("{\"neox\":", 0) == 0;
+  nlohmann::ordered_json& config = neox ? doc["neox"] : doc;
+  runtime::AutotuningConfig autotuning;
+  if (config.is_object() && config.contains("autotuning"))
+    autotuning = runtime::readAutotuningBlock(config["autotuning"].dump(), path);
+  launcher::TuningJobShape shape;
+  shape.world = static_cast<int>(std::max<int64_t>(1, worldSize));
+  shape.gpt = neox;
+  config = launcher::firstChoiceConfig(config, autotuning, shape);
+  return doc.dump();
+}
+
 void runCheck(const CheckOptions& o) {
   const std::string path = runtime::configPathsText(o.config);
   // Memory is checked below, against the job's nodes rather than only this machine.
-  const runtime::JobConfig job = runtime::parseJobConfig(
-      runtime::readJobConfigText(o.config), o.worldSize, path, runtime::MemoryCheck::Elsewhere);
+  const std::string text = runtime::readJobConfigText(o.config);
+  const runtime::JobConfig job =
+      runtime::parseJobConfig(o.autotuning ? withTunerChoice(text, o.worldSize, path) : text,
+                              o.worldSize, path, runtime::MemoryCheck::Elsewhere);
   const runtime::DeepSpeedConfig& c = job.deepspeed;
   runtime::checkSchedulerElasticConfig(c.elasticity, runtime::configPathsText(o.config));
   // Warnings quote the config's keys: print their control bytes escaped.
@@ -252,6 +273,9 @@ void addCheckCommand(CLI::App& app) {
                   "is split over world / (pipe-parallel-size x model-parallel-size)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   cmd->add_flag("--json", o->json, "print one JSON object instead of a sentence");
+  cmd->add_flag("--autotuning", o->autotuning,
+                "check a config for ds-launch --autotuning: its \"auto\" values and tuned keys "
+                "set as the tuner's first candidate sets them");
   cmd->add_option("--node-memory", o->nodeMemory,
                   "memory of each of the job's nodes (512G, 2T): a rank that cannot fit is "
                   "refused; without it, one that cannot fit on this machine is a warning");
