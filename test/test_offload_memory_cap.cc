@@ -15,6 +15,7 @@
 
 #include "test/byte_corpus.h"
 #include "test/launch_harness.h"
+#include "test/memory_cgroup.h"
 #include "test/run_command.h"
 #include "test/scratch_dir.h"
 #include "test/skip.h"
@@ -25,37 +26,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr long kTmpfsMagic = 0x01021994;
-
-// A memory cgroup of its own with a hard limit (v1 memory.limit_in_bytes or v2 memory.max),
-// removed by the destructor once its processes are gone.
-class MemoryCgroup {
- public:
-  static std::optional<MemoryCgroup> make(uint64_t limitBytes) {
-    const std::string name = "ds-test-memcap-" + std::to_string(getpid());
-    const std::pair<fs::path, const char*> layouts[] = {
-        {"/sys/fs/cgroup/memory", "memory.limit_in_bytes"}, {"/sys/fs/cgroup", "memory.max"}};
-    for (const auto& [root, limitFile] : layouts) {
-      const fs::path dir = root / name;
-      std::error_code ec;
-      if (!fs::exists(root / "cgroup.procs") || !fs::create_directory(dir, ec)) continue;
-      std::ofstream limit(dir / limitFile);
-      if (limit << limitBytes << std::flush) return MemoryCgroup(dir);
-      fs::remove(dir, ec);
-    }
-    return std::nullopt;
-  }
-  MemoryCgroup(MemoryCgroup&& other) noexcept : dir_(std::move(other.dir_)) { other.dir_.clear(); }
-  ~MemoryCgroup() {
-    std::error_code ec;
-    if (!dir_.empty()) fs::remove(dir_, ec);
-  }
-  // A shell prefix that moves the shell into the cgroup before it runs the rest.
-  std::string enter() const { return "echo $$ > " + (dir_ / "cgroup.procs").string() + " && "; }
-
- private:
-  explicit MemoryCgroup(fs::path dir) : dir_(std::move(dir)) {}
-  fs::path dir_;
-};
 
 // A 3-iteration bf16 GPT job on the byte corpus: `layers` blocks of `hidden`, 8 heads, seq 32,
 // then `zeroBlock` (the zero_optimization lines).
@@ -112,7 +82,7 @@ std::optional<CappedJob> cappedJob(const std::string& name, uint64_t limitBytes,
       skipUnless(static_cast<double>(fsInfo.f_bavail) * fsInfo.f_bsize > diskBytes,
                  "too little free disk for the swap files"))
     return std::nullopt;
-  std::optional<MemoryCgroup> cgroup = MemoryCgroup::make(limitBytes);
+  std::optional<MemoryCgroup> cgroup = MemoryCgroup::make("memcap", limitBytes);
   if (skipUnless(cgroup.has_value(),
                  "no memory cgroup can be created here (needs root and a "
                  "writable cgroup v1 memory or v2 hierarchy)"))
