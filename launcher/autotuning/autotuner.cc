@@ -251,7 +251,10 @@ TuningPlan planTuning(const CommandLine& line, const TuningInput& in, const std:
     } catch (const TimeoutError&) {
       throw;
     } catch (const Error& e) {
+      // Said of the candidate, not of its scratch file.
       r.pruned = e.what();
+      for (size_t at; (at = r.pruned.find(path)) != std::string::npos;)
+        r.pruned.replace(at, path.size(), "the candidate");
     }
     fs::remove(path);
     if (r.pruned.empty()) {
