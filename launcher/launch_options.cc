@@ -128,6 +128,8 @@ void checkFlags(const CommandLine& line) {
                 " is more than --max_elastic_nodes " + std::to_string(flags.maxElasticNodes));
   if (!flags.autotuning.empty() && flags.elasticTraining)
     throw Error("--autotuning runs short experiments of fixed size: drop --elastic_training");
+  if (!flags.autotuning.empty() && flags.noSsh)
+    throw Error("--autotuning launches every experiment on all nodes itself: drop --no_ssh");
   if (flags.elasticTraining && flags.noSsh)
     throw Error("--elastic_training restarts ranks on the surviving nodes itself: drop --no_ssh");
   if (line.jobArgs.empty())

@@ -101,7 +101,7 @@ TEST_CASE("autotuning block: DeepSpeed's defaults, and every key checked by name
   CHECK(c.autotuning.enabled);
 }
 
-TEST_CASE("\"auto\" without an autotuner is refused, saying who fills it in") {
+TEST_CASE("auto values without an autotuner are refused, saying who fills them in") {
   const std::string tuned = errorOf([] {
     runtime::parseDeepSpeedConfig(R"({"train_micro_batch_size_per_gpu": "auto"})", 1, "c.json");
   });

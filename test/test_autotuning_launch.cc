@@ -325,7 +325,7 @@ TEST_CASE(
 
 TEST_CASE(
     "DeepSpeedExamples' autotuning configs pass ds-config check --autotuning, and without it "
-    "their \"auto\" is refused by name",
+    "their auto values are refused by name",
     "[autotuning][config]") {
   // The shapes of the 14 configs of DeepSpeedExamples/training/autotuning/hf: a tuning block
   // (with or without max_train_batch_size, fast, fp16) or a fixed ZeRO stage, "auto" micro-batch.

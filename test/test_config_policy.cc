@@ -47,7 +47,6 @@ TEST_CASE("config policy: features switched on but not implemented are errors na
        "activation_checkpointing: activation checkpointing is not implemented"},
       {R"("sparse_attention": {"mode": "fixed"})", "sparse_attention: sparse attention"},
       {R"("sparse_gradients": true)", "sparse_gradients: sparse gradients are not implemented"},
-      {R"("autotuning": {"enabled": true})", "autotuning: the autotuner"},
       {R"("compression_training": {"weight_quantization": {"shared_parameters": {"enabled": true}}})",
        "compression_training: compression training is not implemented"},
       {R"("data_efficiency": {"enabled": true})", "data_efficiency: data efficiency"},

@@ -1,6 +1,8 @@
 // runAutotuning: read, enumerate, check, order, run, report. See the header.
 #include "launcher/autotuning/autotuner.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -206,12 +208,23 @@ struct TuningPlan {
 
 // The space, each candidate checked as a launch of it would be (the config rules, the memory
 // pre-flight), then thinned to the largest num_tuning_micro_batch_sizes micro-batches that fit.
-TuningPlan planTuning(const CommandLine& line, const TuningInput& in, const std::string& expsDir) {
+TuningPlan planTuning(const CommandLine& line, const TuningInput& in) {
   TuningPlan p;
+  // The candidates' configs while they are checked: files, as a launch reads them.
+  const std::string scratch =
+      (fs::temp_directory_path() / ("ds-autotuning-" + std::to_string(getpid()))).string();
+  fs::create_directories(scratch);
+  struct Remove {
+    std::string dir;
+    ~Remove() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } removeScratch{scratch};
   CommandLine barrier = line;
   barrier.jobArgs = {"barrier"};
   barrier.flags.dryRun = false;
-  barrier.flags.logDir = expsDir + "/.plan-logs";
+  barrier.flags.logDir = scratch + "/logs";
   const JobPlan resources = planJob(barrier);
   p.world = resources.plan.worldSize();
   p.thisMachine = allLoopback(resources.plan) || resources.backend == Backend::Netns;
@@ -228,18 +241,17 @@ TuningPlan planTuning(const CommandLine& line, const TuningInput& in, const std:
   std::unique_ptr<runtime::Tokenizer> tokenizer;
   if (parsed && parsed->gpt) tokenizer = runtime::makeJobTokenizer(*parsed->gpt);
 
-  fs::create_directories(expsDir);
   std::map<std::string, std::vector<size_t>> byMicro;  // the same but for the batch split
   for (const TuningChoice& c : tuningSpace(in.config, in.autotuning, shape)) {
     ExperimentRecord r;
     r.choice = c;
     r.name = c.name();
-    const std::string path = expsDir + "/" + r.name + ".ds_config.json";
+    const std::string path = scratch + "/" + r.name + ".json";
     const Json config = experimentConfigOf(in, c, fs::absolute(path + ".metrics").string());
     runtime::writeTextAtomically(path, fileText(config));
     CommandLine check = line;
     check.flags.dryRun = false;
-    check.flags.logDir = expsDir + "/.plan-logs";
+    check.flags.logDir = scratch + "/logs";
     check.jobArgs = jobArgsWith(line.jobArgs, in.builtIn, path, config, in.autotuning);
     try {
       planJob(check);
@@ -255,8 +267,10 @@ TuningPlan planTuning(const CommandLine& line, const TuningInput& in, const std:
       r.pruned = e.what();
       for (size_t at; (at = r.pruned.find(path)) != std::string::npos;)
         r.pruned.replace(at, path.size(), "the candidate");
+      r.prunedBy = r.pruned.find("pre-flight") != std::string::npos
+                       ? "the launcher's memory pre-flight"
+                       : "the config rules";
     }
-    fs::remove(path);
     if (r.pruned.empty()) {
       TuningChoice key = c;
       key.micro = key.accumulation = 0;
@@ -264,7 +278,6 @@ TuningPlan planTuning(const CommandLine& line, const TuningInput& in, const std:
     }
     p.records.push_back(std::move(r));
   }
-  fs::remove_all(expsDir + "/.plan-logs");
   // DeepSpeed's micro-batch rule: of those that fit, the largest few.
   const int64_t keep = in.autotuning.numTuningMicroBatchSizes;
   for (auto& [key, group] : byMicro) {
@@ -276,9 +289,9 @@ TuningPlan planTuning(const CommandLine& line, const TuningInput& in, const std:
         p.runnable.push_back(group[i]);
         continue;
       }
-      p.records[group[i]].pruned =
-          "a smaller micro-batch than the largest " + std::to_string(keep) +
-          " that fit (num_tuning_micro_batch_sizes)";
+      p.records[group[i]].pruned = "a smaller micro-batch than the largest " +
+                                   std::to_string(keep) + " that pass the checks";
+      p.records[group[i]].prunedBy = "num_tuning_micro_batch_sizes";
     }
   }
   std::sort(p.runnable.begin(), p.runnable.end());  // the space's (grid) order
@@ -320,8 +333,7 @@ int printDryRun(const TuningPlan& p, const Tuner& tuner, const TuningInput& in) 
                     : "-",
                 tuner.predictedMetric(c), r.choice.describe().c_str());
   }
-  for (const ExperimentRecord& r : p.records)
-    if (!r.pruned.empty()) std::printf("  not run: %s: %s\n", r.name.c_str(), r.pruned.c_str());
+  std::printf("%s", formatSetAside(p.records).c_str());
   return 0;
 }
 
@@ -472,7 +484,7 @@ int runAutotuning(CommandLine& line) {
   const runtime::AutotuningConfig& a = in.autotuning;
   const auto started = std::chrono::steady_clock::now();
   if (!line.flags.dryRun) prepareDirectories(a);
-  TuningPlan plan = planTuning(line, in, a.expsDir);
+  TuningPlan plan = planTuning(line, in);
   TunerSettings settings;
   settings.type = a.tunerType;
   settings.metric = a.metric;
@@ -510,6 +522,7 @@ int runAutotuning(CommandLine& line) {
     ExperimentRecord& r = plan.records[plan.runnable[*next]];
     if (std::string why = guard.check(r); !why.empty()) {
       r.pruned = why;
+      r.prunedBy = "the tuner's memory guard";
       tuner.skip(*next);
       continue;
     }

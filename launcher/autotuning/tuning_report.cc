@@ -60,12 +60,21 @@ std::string formatTuningTable(const std::vector<ExperimentRecord>& records,
     out += line;
     if (!r.why.empty() && r.status != ExperimentStatus::Ok) out += "      " + r.why + "\n";
   }
-  // The pruned, counted by reason (the reason's first words: the rest names sizes).
-  std::map<std::string, int> pruned;
+  return out + formatSetAside(records);
+}
+
+std::string formatSetAside(const std::vector<ExperimentRecord>& records) {
+  std::string out;
+  // Counted by the check that set them aside, with its first case's reason.
+  std::map<std::string, std::pair<int, const ExperimentRecord*>> pruned;
   for (const ExperimentRecord& r : records)
-    if (!r.pruned.empty()) ++pruned[r.pruned.substr(0, r.pruned.find(" ("))];
-  for (const auto& [why, count] : pruned)
-    out += "  not run: " + std::to_string(count) + " candidate(s): " + why + "\n";
+    if (!r.pruned.empty()) {
+      auto& [count, first] = pruned[r.prunedBy];
+      if (count++ == 0) first = &r;
+    }
+  for (const auto& [by, entry] : pruned)
+    out += "  not run: " + std::to_string(entry.first) + " candidate(s), by " + by + "; e.g. " +
+           entry.second->name + ": " + entry.second->pruned + "\n";
   return out;
 }
 

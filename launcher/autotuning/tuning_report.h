@@ -18,6 +18,7 @@ struct ExperimentRecord {
   std::string name;
   std::optional<double> predictedPeakBytes;  // per rank; nullopt: not sized (a program)
   std::string pruned;                        // set: never run, and why
+  std::string prunedBy;  // which check set it aside ("the config rules", ...), for the table
   bool ran = false, reused = false;
   std::optional<double> predictedMetric;  // when it was chosen
   ExperimentStatus status = ExperimentStatus::Failed;
@@ -30,10 +31,13 @@ struct ExperimentRecord {
 // "samples/s", "us/step", "FLOPS/rank": the unit of a metric in tables.
 const char* metricUnit(runtime::TuningMetric metric);
 
-// The experiments that ran (in run order) and, below, how many were pruned and why.
+// The experiments that ran (in run order) and, below, formatSetAside's lines.
 std::string formatTuningTable(const std::vector<ExperimentRecord>& records,
                               const std::vector<size_t>& runOrder, runtime::TuningMetric metric,
                               std::optional<size_t> best);
+
+// The candidates set aside before running, one line per check that did it.
+std::string formatSetAside(const std::vector<ExperimentRecord>& records);
 
 // summary.txt (the table and the outcome) and summary.json (every record) in `resultsDir`.
 void writeTuningSummary(const std::string& resultsDir, const std::vector<ExperimentRecord>& records,
