@@ -218,7 +218,8 @@ TEST_CASE("experiment and winner configs: the choice written in, the metric file
   const Json config = Json::parse(
       R"({"num-layers": 2, "batch-size": "auto", "train_batch_size": 8,
           "zero_optimization": {"stage": "auto", "offload_param": {"device": "nvme",
-          "nvme_path": "swap"}}, "autotuning": {"enabled": true, "fast": true}})");
+          "nvme_path": "swap"}}, "autotuning": {"enabled": true, "fast": true},
+          "tensorboard": {"enabled": true, "output_path": "tb"}})");
   TuningChoice c;
   c.stage = 1;
   c.micro = 2;
@@ -233,8 +234,10 @@ TEST_CASE("experiment and winner configs: the choice written in, the metric file
   CHECK_FALSE(e["zero_optimization"].contains("offload_param"));  // stage 3 only
   CHECK(e["autotuning"]["metric_path"] == "/r/z1/metrics.json");
   CHECK(e["autotuning"]["fast"] == true);
+  CHECK(e["tensorboard"]["enabled"] == false);  // an experiment writes no monitor logs
   const Json w = tunedConfig(config, c);
   CHECK_FALSE(w.contains("autotuning"));
+  CHECK(w["tensorboard"]["enabled"] == true);
   CHECK(w["num-layers"] == 2);
   // What ds-config check --autotuning checks: the first choice, with the block kept.
   TuningJobShape shape;

@@ -160,7 +160,10 @@ void write(Json& config, const TuningChoice& c) {
   if (!zero.is_object()) zero = Json::object();
   zero["stage"] = c.stage;
   if (c.overlapComm) zero["overlap_comm"] = *c.overlapComm;
-  if (c.reduceBucket) zero["reduce_bucket_size"] = *c.reduceBucket;
+  if (c.reduceBucket) {  // the gathers' buckets with the reductions'
+    zero["reduce_bucket_size"] = *c.reduceBucket;
+    zero["allgather_bucket_size"] = *c.reduceBucket;
+  }
   if (c.offloadOff) {
     zero.erase("offload_optimizer");
     zero.erase("offload_param");
@@ -259,6 +262,11 @@ std::vector<TuningChoice> tuningSpace(const Json& config,
 Json experimentConfig(const Json& config, const TuningChoice& choice,
                       const std::string& metricPath) {
   Json out = tunedConfig(config, choice);
+  // An experiment is timed, not watched: the monitors would write its few steps where the real
+  // run's logs go, and the profiler would print into the timed steps.
+  for (const char* block : {"tensorboard", "csv_monitor", "wandb", "flops_profiler"})
+    if (out.contains(block) && out[block].is_object()) out[block]["enabled"] = false;
+  out.erase("tensorboard-dir");
   Json block = config.contains("autotuning") ? config["autotuning"] : Json::object();
   block["enabled"] = true;
   block["metric_path"] = metricPath;

@@ -2,7 +2,7 @@
 // (a DeepSpeed JSON, or the merged keys of NeoX files: both put DeepSpeed's keys at the top
 // level). A key the user set to a number is kept; "auto", a list, "all" or (for the ZeRO stage and
 // the GPT's layout) an absent key is the tuner's to choose. With fast (DeepSpeed's default) only
-// the ZeRO stage and the micro-batch are tuned; otherwise also overlap_comm and reduce_bucket_size
+// the ZeRO stage and the micro-batch are tuned; otherwise also overlap_comm and the bucket sizes
 // (ZeRO 1-3), activation checkpointing and pipe x model layouts (the GPT), and NVMe offload off
 // where the config sets it on. Which of these the config rules accept and which fit in memory is
 // decided later, by the launcher's own checks (launcher/autotuning/autotuner.cc).
@@ -25,7 +25,7 @@ struct TuningChoice {
   std::optional<int64_t> trainBatch;  // set: the global batch the config fixes
   // Unset: as the config has it.
   std::optional<bool> overlapComm;
-  std::optional<int64_t> reduceBucket;
+  std::optional<int64_t> reduceBucket;  // reduce_bucket_size and allgather_bucket_size
   std::optional<bool> checkpointActivations;
   int pipe = 1, model = 1;  // the GPT's layout (1 x 1 for a DeepSpeed JSON job)
   bool layoutTuned = false;
@@ -52,8 +52,9 @@ std::vector<TuningChoice> tuningSpace(const nlohmann::ordered_json& config,
                                       const runtime::AutotuningConfig& autotuning,
                                       const TuningJobShape& shape);
 
-// The config of one experiment: `config` with the choice written in and the autotuning block
-// the trainer reads (metric_path set: run the profile steps, write the metrics there).
+// The config of one experiment: `config` with the choice written in, the autotuning block the
+// trainer reads (metric_path set: run the profile steps, write the metrics there), and the
+// monitors and the flops profiler switched off.
 nlohmann::ordered_json experimentConfig(const nlohmann::ordered_json& config,
                                         const TuningChoice& choice, const std::string& metricPath);
 // The winner's config as a user trains with it: the choice written in, no autotuning block.
