@@ -157,10 +157,9 @@ std::string shellLine(const std::vector<std::string>& argv) {
 
 // What the cost model knows of the job's model (nothing of a program's but model_info).
 ModelFacts modelFacts(const TuningInput& in, const std::optional<runtime::JobConfig>& parsed,
-                      TuningJobShape& shape) {
+                      const runtime::Tokenizer* tokenizer, TuningJobShape& shape) {
   ModelFacts f;
-  if (parsed && parsed->gpt) {
-    const auto tokenizer = runtime::makeJobTokenizer(*parsed->gpt);
+  if (parsed && parsed->gpt && tokenizer) {
     const runtime::GptConfig m = runtime::modelConfigFor(*parsed->gpt, *tokenizer);
     const double seq = m.seqLength, hidden = m.hiddenSize, layers = m.numLayers;
     f.parameters = runtime::gptModelShape(m, 1).parameters;
@@ -237,9 +236,9 @@ TuningPlan planTuning(const CommandLine& line, const TuningInput& in) {
     parsed = runtime::parseJobConfig(shippedText(in, firstChoiceConfig(in.config, in.autotuning,
                                                                        shape)),
                                      p.world, in.configPath, runtime::MemoryCheck::Elsewhere);
-  const ModelFacts facts = modelFacts(in, parsed, shape);
   std::unique_ptr<runtime::Tokenizer> tokenizer;
   if (parsed && parsed->gpt) tokenizer = runtime::makeJobTokenizer(*parsed->gpt);
+  const ModelFacts facts = modelFacts(in, parsed, tokenizer.get(), shape);
 
   std::map<std::string, std::vector<size_t>> byMicro;  // the same but for the batch split
   for (const TuningChoice& c : tuningSpace(in.config, in.autotuning, shape)) {
