@@ -116,8 +116,8 @@ TEST_CASE("auto values without an autotuner are refused, saying who fills them i
                                       "Trainer fills in") &&
                           Catch::Contains("set a value here"));
   // A string key whose own values include "auto" keeps its meaning.
-  CHECK_NOTHROW(runtime::parseDeepSpeedConfig(
-      R"({"train_batch_size": 8, "comm_backend": "auto"})", 1, "c.json"));
+  CHECK_NOTHROW(runtime::parseDeepSpeedConfig(R"({"train_batch_size": 8, "comm_backend": "auto"})",
+                                              1, "c.json"));
 }
 
 TEST_CASE("tuning space: a fixed global batch keeps micro x accumulation x ranks") {
@@ -162,8 +162,8 @@ TEST_CASE("tuning space: a free batch follows max_train_batch_size as DeepSpeed'
   TuningJobShape shape;
   shape.world = 2;
   const auto space = tuningSpace(
-      config,
-      block(R"({"max_train_batch_size": 64, "max_train_micro_batch_size_per_gpu": 64})"), shape);
+      config, block(R"({"max_train_batch_size": 64, "max_train_micro_batch_size_per_gpu": 64})"),
+      shape);
   // Micro-batches 1..32 (64 per rank would need 128 in all), gas = 32 // micro.
   std::set<int64_t> micros;
   for (const TuningChoice& c : space) {
@@ -173,11 +173,9 @@ TEST_CASE("tuning space: a free batch follows max_train_batch_size as DeepSpeed'
   }
   CHECK(micros == std::set<int64_t>{1, 2, 4, 8, 16, 32});
   // Without max_train_batch_size: powers of two from min to max, no accumulation.
-  const auto free = tuningSpace(
-      config,
-      block(R"({"min_train_micro_batch_size_per_gpu": 2,
+  const auto free = tuningSpace(config, block(R"({"min_train_micro_batch_size_per_gpu": 2,
                 "max_train_micro_batch_size_per_gpu": 8})"),
-      shape);
+                                shape);
   CHECK(names(free).count("z0_gas1_tmbspg2") == 1);
   CHECK(names(free).count("z3_gas1_tmbspg8") == 1);
   CHECK(free.size() == 12);

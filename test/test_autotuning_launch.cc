@@ -96,7 +96,8 @@ if micro != a.per_device_train_batch_size or a.gradient_accumulation_steps != c[
     sys.exit("arg_mappings: the flags disagree with the config")
 with open("argv-%d-%d.txt" % (stage, micro), "w") as f:
     f.write(" ".join(sys.argv))
-)PY" + extra + R"PY(
+)PY" + extra +
+         R"PY(
 throughput = 100.0 * micro / (1 + 0.1 * micro) - 5 * stage
 if os.environ["RANK"] == "0":
     with open(c["autotuning"]["metric_path"], "w") as f:
@@ -124,8 +125,7 @@ TEST_CASE(
     "autotuning a GPT on 2 loopback nodes x 2 ranks: every started experiment succeeds, "
     "DeepSpeed's files are written, and the winner's config trains as it is",
     "[autotuning][launch]") {
-  const std::string dir =
-      prepare("autotune-gpt", "127.0.0.1 slots=2\n127.0.0.2 slots=2\n");
+  const std::string dir = prepare("autotune-gpt", "127.0.0.1 slots=2\n127.0.0.2 slots=2\n");
   writeFile(dir + "/tune.yml", tunedGptYaml("  tuner_type: model_based\n"));
   const CommandOutcome out = tune(dir, "--autotuning tune train --config tune.yml");
   INFO(out.output);
@@ -158,8 +158,7 @@ TEST_CASE(
   CHECK_FALSE(optimal.contains("autotuning"));
   CHECK(optimal["train_micro_batch_size_per_gpu"].is_number_integer());
   CHECK(optimal["train-iters"] == 6);  // the user's, not the profile's
-  CHECK(readFile(results + "/cmd_optimal.txt").find("ds_config_optimal.json") !=
-        std::string::npos);
+  CHECK(readFile(results + "/cmd_optimal.txt").find("ds_config_optimal.json") != std::string::npos);
   // The winner as the user trains with it.
   const CommandOutcome train =
       tune(dir, "--log_dir logs-optimal train --config autotuning_results/ds_config_optimal.json");
@@ -191,8 +190,9 @@ TEST_CASE(
   std::string yaml = tunedGptYaml("  tuner_type: gridsearch\n");
   yaml = std::regex_replace(yaml, std::regex("num-layers: 2\nhidden-size: 64"),
                             "num-layers: 8\nhidden-size: 640");
-  yaml = std::regex_replace(yaml, std::regex("train_batch_size: 8\ntrain_micro_batch_size_per_gpu: "
-                                             "auto"),
+  yaml = std::regex_replace(yaml,
+                            std::regex("train_batch_size: 8\ntrain_micro_batch_size_per_gpu: "
+                                       "auto"),
                             "train_batch_size: 4\ntrain_micro_batch_size_per_gpu: 1\n"
                             "precision: bfloat16");
   yaml = std::regex_replace(yaml, std::regex("  stage: auto\n"),
@@ -212,8 +212,9 @@ TEST_CASE(
   const auto limit = static_cast<uint64_t>(4 * 1.6 * z3 + (64 << 20));
   REQUIRE(4 * z0 > static_cast<double>(limit));  // ZeRO 0 cannot run in it
   std::optional<MemoryCgroup> cgroup = MemoryCgroup::make("autotune", limit);
-  if (skipUnless(cgroup.has_value(), "no memory cgroup can be created here (needs root and a "
-                                     "writable cgroup v1 memory or v2 hierarchy)"))
+  if (skipUnless(cgroup.has_value(),
+                 "no memory cgroup can be created here (needs root and a "
+                 "writable cgroup v1 memory or v2 hierarchy)"))
     return;
   const CommandOutcome out = runCommand(
       "cd " + dir + " && sh -c '" + cgroup->enter() + "exec " + DS_BIN_DIR +
@@ -226,8 +227,7 @@ TEST_CASE(
   CHECK(status.count("failed") == 0);
   CHECK(std::count(status.at("ok").begin(), status.at("ok").end(), "z3_gas1_tmbspg1") == 1);
   REQUIRE(status.count("pruned") == 1);
-  CHECK(std::count(status.at("pruned").begin(), status.at("pruned").end(), "z0_gas1_tmbspg1") ==
-        1);
+  CHECK(std::count(status.at("pruned").begin(), status.at("pruned").end(), "z0_gas1_tmbspg1") == 1);
   CHECK(readFile(dir + "/autotuning_results/summary.txt").find("memory") != std::string::npos);
 }
 
@@ -290,14 +290,25 @@ TEST_CASE(
   if (skipUnless(access(kPython, X_OK) == 0, "no /usr/bin/python3")) return;
   const std::string dir = prepare("autotune-interrupt", "127.0.0.1 slots=1\n");
   // The second experiment (ZeRO 0, micro 4) takes long enough to be interrupted in.
-  writeFile(dir + "/prog.py", contractProgram(R"PY(if micro == 4 and stage == 0 and not os.path.exists("resume"):
+  writeFile(dir + "/prog.py",
+            contractProgram(R"PY(if micro == 4 and stage == 0 and not os.path.exists("resume"):
     time.sleep(60)
 )PY"));
-  writeFile(dir + "/ds.json", programConfig(R"(, "overwrite": false, "tuner_early_stopping": 100)"));
-  std::vector<std::string> args = {"--hostfile", "hostfile", "--master_port", "0",
-                                   "--python",   kPython,    "--autotuning",    "tune",
-                                   "prog.py",    "--deepspeed_config", "ds.json",
-                                   "--per_device_train_batch_size", "1"};
+  writeFile(dir + "/ds.json",
+            programConfig(R"(, "overwrite": false, "tuner_early_stopping": 100)"));
+  std::vector<std::string> args = {"--hostfile",
+                                   "hostfile",
+                                   "--master_port",
+                                   "0",
+                                   "--python",
+                                   kPython,
+                                   "--autotuning",
+                                   "tune",
+                                   "prog.py",
+                                   "--deepspeed_config",
+                                   "ds.json",
+                                   "--per_device_train_batch_size",
+                                   "1"};
   {
     LaunchedJob job = startLaunch(dir, args);
     REQUIRE(waitUntil(std::chrono::seconds(60), [&] {
@@ -341,7 +352,8 @@ TEST_CASE(
   for (int stage = 0; stage <= 3; ++stage)
     for (const std::string fp16 : {"", R"(, "fp16": {"enabled": true})"})
       configs.push_back(R"({"train_micro_batch_size_per_gpu": "auto", "zero_optimization": )"
-                        R"({"stage": )" + std::to_string(stage) + "}" + fp16 + "}");
+                        R"({"stage": )" +
+                        std::to_string(stage) + "}" + fp16 + "}");
   REQUIRE(configs.size() == 14);
   const std::string dir = makeScratchDir("autotune-examples");
   for (size_t i = 0; i < configs.size(); ++i) {

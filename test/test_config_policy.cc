@@ -52,7 +52,8 @@ TEST_CASE("config policy: features switched on but not implemented are errors na
       {R"("data_efficiency": {"enabled": true})", "data_efficiency: data efficiency"},
       {R"("curriculum_learning": {"enabled": true})", "curriculum_learning: curriculum learning"},
       {R"("checkpoint": {"load_universal": true})", "checkpoint: universal checkpoints"},
-      {R"("sequence_parallel_size": 2)", "sequence_parallel_size: DeepSpeed-Ulysses is the GPT trainer's"},
+      {R"("sequence_parallel_size": 2)",
+       "sequence_parallel_size: DeepSpeed-Ulysses is the GPT trainer's"},
       {R"("fp16": {"enabled": true, "auto_cast": true})", "fp16.auto_cast: casting module inputs"},
       {R"("zero_optimization": {"stage": 3, "zero_quantized_nontrainable_weights": true})",
        "zero_optimization.zero_quantized_nontrainable_weights: int8 storage of non-trainable "

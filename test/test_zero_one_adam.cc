@@ -65,6 +65,19 @@ std::vector<std::vector<test::OneBitErrors>> freshErrors(int n) {
   return errors;
 }
 
+// This project's bound on a compressed average (zero_one_adam.h): each element within
+// factor x (sqrt(v) + eps).
+// Returns how many elements it clamped.
+int bound(std::vector<float>& x, const std::vector<float>& expAvgSq, float factor) {
+  int clamped = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float limit = factor * (std::sqrt(expAvgSq[i]) + 1e-8f);
+    clamped += std::fabs(x[i]) > limit;
+    x[i] = std::clamp(x[i], -limit, limit);
+  }
+  return clamped;
+}
+
 // One rank's state in the reference, DeepSpeed's names.
 struct ReferenceRank {
   std::vector<float> params, expAvg, expAvgSq, momentumAccumulator;
@@ -100,7 +113,7 @@ TEST_CASE(
     }
     auto errors = freshErrors(n);
     ReferenceSchedule sched;
-    int varSteps = 0, compressedGradSteps = 0, syncs = 0;
+    int varSteps = 0, compressedGradSteps = 0, syncs = 0, gradsClamped = 0, updatesClamped = 0;
     for (int t = 1; t <= kSteps; ++t) {
       INFO("step " << t);
       const bool frozen = t > p.varFreezeStep;
@@ -120,10 +133,12 @@ TEST_CASE(
       std::vector<std::vector<float>> grads(n, average);
       if (!frozen && !varStep) {
         grads = local;
-        if (n > 1)
+        if (n > 1) {
           referencePerTensor(grads, errors);
-        else
+          for (int r = 0; r < n; ++r) gradsClamped += bound(grads[r], ref[r].expAvgSq, 1.0f);
+        } else {
           grads[0] = average;
+        }
         ++compressedGradSteps;
       }
       for (int r = 0; r < n; ++r) {
@@ -153,7 +168,11 @@ TEST_CASE(
           }
           u[r] = s.momentumAccumulator;
         }
-        if (n > 1) referencePerTensor(u, errors);
+        if (n > 1) {
+          referencePerTensor(u, errors);
+          for (int r = 0; r < n; ++r)
+            updatesClamped += bound(u[r], ref[r].expAvgSq, static_cast<float>(ref[r].lrs));
+        }
         for (int r = 0; r < n; ++r) {
           ReferenceRank& s = ref[r];
           const auto perLr = static_cast<float>(1.0 / s.lrs);
@@ -191,6 +210,11 @@ TEST_CASE(
     // The schedule went through every change: variance intervals 1, 2, 4 (updates at 1, 2, 4, 6,
     // 8, compressed gradients at 3, 5, 7, 9, 10), then local intervals 1, 2, 4 (syncs at 11-13,
     // 14, 16, 20, 24).
+    // The bound took effect in both phases (the random gradients' elements differ in size).
+    if (n > 1) {
+      CHECK(gradsClamped > 0);
+      CHECK(updatesClamped > 0);
+    }
     CHECK(varSteps == 5);
     CHECK(compressedGradSteps == 5);
     CHECK(syncs == 7);

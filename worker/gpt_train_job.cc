@@ -8,7 +8,6 @@
 // the end, averaged over the data-parallel ranks.
 #include "worker/gpt_train_job.h"
 
-
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -18,12 +17,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/json_text.h"
 #include "common/process_memory.h"
 #include "kernels/cpu/kernel_threads.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/checkpoint/checkpoint_files.h"
-#include "common/json_text.h"
 #include "runtime/config/job_config.h"
 #include "runtime/data/gpt_samples.h"
 #include "runtime/engine/engine.h"
@@ -427,8 +426,7 @@ runtime::TrainResult trainGpt(const runtime::GptTrainConfig& gpt,
   runtime::Engine engine(model, config, *grid.data, seed, grid.parallelGroups());
   const bool profiling = runtime::profilingForAutotuner(config);
   // An autotuning experiment times fresh steps: it neither resumes nor saves.
-  const CheckpointPlaces places =
-      profiling ? CheckpointPlaces{} : checkpointPlaces(gpt, options);
+  const CheckpointPlaces places = profiling ? CheckpointPlaces{} : checkpointPlaces(gpt, options);
   resumeIfSaved(engine, gpt, places.load, join.rank);
   if (join.rank == 0) announce(engine, config, modelConfig, grid, join, data);
   if (!places.save.empty() && join.rank == 0) writeNeoxConfig(places.save, join);

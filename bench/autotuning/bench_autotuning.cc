@@ -79,9 +79,7 @@ struct Tuning {
 
 Tuning runTuning(const fs::path& dir, const Options& o, const std::string& tuner) {
   const std::string results = tuner + "_results";
-  {
-    std::ofstream(dir / (tuner + ".yml")) << yaml(o, tuner, results);
-  }
+  std::ofstream(dir / (tuner + ".yml")) << yaml(o, tuner, results);
   const std::string command = "cd " + dir.string() + " && " +
                               (fs::path(DS_BIN_DIR) / "ds-launch").string() +
                               " --hostfile hostfile --autotuning tune train --config " + tuner +
@@ -146,10 +144,11 @@ int run(int argc, char** argv) {
               tuned.experiments, tuned.seconds, tuned.best.c_str(), tuned.bestMetric);
   std::printf("grid:        %d experiments in %.1f s, best %s at %.2f samples/s\n",
               grid.experiments, grid.seconds, grid.best.c_str(), grid.bestMetric);
-  std::printf("ratios: experiments %.2f of the grid's, time %.2f of the grid's; the winner "
-              "measured in the grid run: %.2f samples/s, %.3f of the grid's best\n",
-              static_cast<double>(tuned.experiments) / grid.experiments,
-              tuned.seconds / grid.seconds, winnerInGrid, winnerInGrid / grid.bestMetric);
+  std::printf(
+      "ratios: experiments %.2f of the grid's, time %.2f of the grid's; the winner "
+      "measured in the grid run: %.2f samples/s, %.3f of the grid's best\n",
+      static_cast<double>(tuned.experiments) / grid.experiments, tuned.seconds / grid.seconds,
+      winnerInGrid, winnerInGrid / grid.bestMetric);
   return 0;
 }
 

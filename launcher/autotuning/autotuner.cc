@@ -76,8 +76,7 @@ TuningInput readTuningInput(const CommandLine& line, const JobSpec& job) {
     in.config = parseOrderedJsonText(
         readWholeFile(in.configPath, "DeepSpeed config", size_t{16} << 20), in.configPath);
   } else {
-    throw Error("--autotuning: tunes the built-in train job or a program, not " +
-                line.jobArgs[0]);
+    throw Error("--autotuning: tunes the built-in train job or a program, not " + line.jobArgs[0]);
   }
   const auto block = in.config.find("autotuning");
   if (!in.config.is_object() || block == in.config.end() || !block->is_object())
@@ -233,9 +232,9 @@ TuningPlan planTuning(const CommandLine& line, const TuningInput& in) {
   shape.gpt = in.neox;
   std::optional<runtime::JobConfig> parsed;
   if (in.builtIn)
-    parsed = runtime::parseJobConfig(shippedText(in, firstChoiceConfig(in.config, in.autotuning,
-                                                                       shape)),
-                                     p.world, in.configPath, runtime::MemoryCheck::Elsewhere);
+    parsed =
+        runtime::parseJobConfig(shippedText(in, firstChoiceConfig(in.config, in.autotuning, shape)),
+                                p.world, in.configPath, runtime::MemoryCheck::Elsewhere);
   std::unique_ptr<runtime::Tokenizer> tokenizer;
   if (parsed && parsed->gpt) tokenizer = runtime::makeJobTokenizer(*parsed->gpt);
   const ModelFacts facts = modelFacts(in, parsed, tokenizer.get(), shape);
@@ -317,20 +316,22 @@ std::optional<double> metricOf(const nlohmann::json& m, runtime::TuningMetric me
 
 int printDryRun(const TuningPlan& p, const Tuner& tuner, const TuningInput& in) {
   const runtime::AutotuningConfig& a = in.autotuning;
-  std::printf("autotuning (dry run): %zu candidates for %d ranks, %zu to try (tuner %s, metric "
-              "%s); in the order the tuner would run them:\n",
-              p.records.size(), p.world, p.runnable.size(), runtime::tunerTypeName(a.tunerType),
-              runtime::tuningMetricName(a.metric));
+  std::printf(
+      "autotuning (dry run): %zu candidates for %d ranks, %zu to try (tuner %s, metric "
+      "%s); in the order the tuner would run them:\n",
+      p.records.size(), p.world, p.runnable.size(), runtime::tunerTypeName(a.tunerType),
+      runtime::tuningMetricName(a.metric));
   std::printf("  %-3s %-34s %9s %13s  %s\n", "#", "experiment", "mem MiB", metricUnit(a.metric),
               "choice");
   int n = 0;
   for (size_t c : tuner.plannedOrder()) {
     const ExperimentRecord& r = p.records[p.runnable[c]];
-    std::printf("  %-3d %-34s %9s %13.4g  %s\n", ++n, r.name.c_str(),
-                r.predictedPeakBytes
-                    ? std::to_string(static_cast<long long>(*r.predictedPeakBytes / 1048576)).c_str()
-                    : "-",
-                tuner.predictedMetric(c), r.choice.describe().c_str());
+    std::printf(
+        "  %-3d %-34s %9s %13.4g  %s\n", ++n, r.name.c_str(),
+        r.predictedPeakBytes
+            ? std::to_string(static_cast<long long>(*r.predictedPeakBytes / 1048576)).c_str()
+            : "-",
+        tuner.predictedMetric(c), r.choice.describe().c_str());
   }
   std::printf("%s", formatSetAside(p.records).c_str());
   return 0;
@@ -421,9 +422,9 @@ void runOne(ExperimentRecord& r, const TuningInput& in, const CommandLine& line,
 class MemoryGuard {
  public:
   MemoryGuard(bool thisMachine, int ranksHere)
-      : perRank_(thisMachine ? static_cast<double>(memoryBudget().availableBytes) /
-                                   std::max(1, ranksHere)
-                             : 0) {}
+      : perRank_(thisMachine
+                     ? static_cast<double>(memoryBudget().availableBytes) / std::max(1, ranksHere)
+                     : 0) {}
   // "" when the candidate may start, else why not.
   std::string check(const ExperimentRecord& r) const {
     if (perRank_ <= 0 || !r.predictedPeakBytes) return "";
@@ -498,18 +499,21 @@ int runAutotuning(CommandLine& line) {
         why = r.pruned;
         break;
       }
-    throw Error("autotuning: nothing to try: every candidate is refused before it runs; the "
-                "first: " + why);
+    throw Error(
+        "autotuning: nothing to try: every candidate is refused before it runs; the "
+        "first: " +
+        why);
   }
 
-  std::printf("autotuning: %zu candidates for %d ranks, %zu to try (tuner %s, metric %s); results "
-              "in %s\n",
-              plan.records.size(), plan.world, plan.runnable.size(),
-              runtime::tunerTypeName(a.tunerType), runtime::tuningMetricName(a.metric),
-              a.resultsDir.c_str());
+  std::printf(
+      "autotuning: %zu candidates for %d ranks, %zu to try (tuner %s, metric %s); results "
+      "in %s\n",
+      plan.records.size(), plan.world, plan.runnable.size(), runtime::tunerTypeName(a.tunerType),
+      runtime::tuningMetricName(a.metric), a.resultsDir.c_str());
   std::fflush(stdout);
   interrupted = false;
-  struct sigaction action {}, oldInt{}, oldTerm{};
+  struct sigaction action {
+  }, oldInt{}, oldTerm{};
   action.sa_handler = onSignal;
   sigaction(SIGINT, &action, &oldInt);
   sigaction(SIGTERM, &action, &oldTerm);
@@ -553,8 +557,7 @@ int runAutotuning(CommandLine& line) {
                               "the finished experiments"
                             : tuner.stopReason().c_str());
   writeTuningSummary(a.resultsDir, plan.records, runOrder, a.metric, best, outcome);
-  std::printf("%s%s\n", formatTuningTable(plan.records, runOrder, a.metric, best).c_str(),
-              outcome);
+  std::printf("%s%s\n", formatTuningTable(plan.records, runOrder, a.metric, best).c_str(), outcome);
   if (interrupted) return 130;
   if (!best) {
     std::printf("autotuning: no experiment succeeded; see %s/*/stderr.log\n", a.resultsDir.c_str());
@@ -562,16 +565,17 @@ int runAutotuning(CommandLine& line) {
   }
   const ExperimentRecord& winner = plan.records[*best];
   const std::string path = writeWinner(winner, in, line);
-  std::printf("autotuning: best %s (%s): %.4g %s; its config: %s; its command: %s/cmd_optimal.txt\n",
-              winner.name.c_str(), winner.choice.describe().c_str(), *winner.metric,
-              metricUnit(a.metric), path.c_str(), a.resultsDir.c_str());
+  std::printf(
+      "autotuning: best %s (%s): %.4g %s; its config: %s; its command: %s/cmd_optimal.txt\n",
+      winner.name.c_str(), winner.choice.describe().c_str(), *winner.metric, metricUnit(a.metric),
+      path.c_str(), a.resultsDir.c_str());
   std::fflush(stdout);
   if (line.flags.autotuning != "run") return 0;
 
   CommandLine final = line;
   final.flags.autotuning.clear();
-  final.jobArgs = jobArgsWith(line.jobArgs, in.builtIn, path,
-                              tunedConfig(in.config, winner.choice), a);
+  final.jobArgs =
+      jobArgsWith(line.jobArgs, in.builtIn, path, tunedConfig(in.config, winner.choice), a);
   std::printf("autotuning run: training with %s\n", path.c_str());
   std::fflush(stdout);
   JobPlan jobPlan = planJob(final);

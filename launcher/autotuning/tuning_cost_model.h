@@ -19,8 +19,8 @@ namespace ds::launcher {
 // into (then only the passes count, and the model orders candidates by micro-batch).
 struct ModelFacts {
   double parameters = 0;
-  double flopsPerSample = 0;       // a training step's, the whole model
-  double tokensPerSample = 1;      // rows of a sample in the model's matrix products
+  double flopsPerSample = 0;        // a training step's, the whole model
+  double tokensPerSample = 1;       // rows of a sample in the model's matrix products
   double layerActivationBytes = 0;  // one sample's hidden states at one layer boundary
   int layers = 0;
   double gradientBytes = 4;  // per element, of what the collectives move

@@ -46,8 +46,8 @@ std::string formatTuningTable(const std::vector<ExperimentRecord>& records,
   std::snprintf(line, sizeof line, "  %-3s %-34s %-10s %9s %9s %11s %11s %8s\n", "#", "experiment",
                 "status", "mem pred", "mem meas", "pred", "measured", "wall s");
   out += line;
-  std::snprintf(line, sizeof line, "  %-3s %-34s %-10s %9s %9s %11s %11s %8s\n", "", "", "",
-                "MiB", "MiB", metricUnit(metric), metricUnit(metric), "");
+  std::snprintf(line, sizeof line, "  %-3s %-34s %-10s %9s %9s %11s %11s %8s\n", "", "", "", "MiB",
+                "MiB", metricUnit(metric), metricUnit(metric), "");
   out += line;
   int n = 0;
   for (size_t i : runOrder) {
@@ -103,11 +103,11 @@ void writeTuningSummary(const std::string& resultsDir, const std::vector<Experim
     }
     all.push_back(e);
   }
-  nlohmann::ordered_json summary = {{"metric", runtime::tuningMetricName(metric)},
-                                    {"outcome", outcome},
-                                    {"best", best ? nlohmann::ordered_json(records[*best].name)
-                                                  : nlohmann::ordered_json()},
-                                    {"experiments", all}};
+  nlohmann::ordered_json summary = {
+      {"metric", runtime::tuningMetricName(metric)},
+      {"outcome", outcome},
+      {"best", best ? nlohmann::ordered_json(records[*best].name) : nlohmann::ordered_json()},
+      {"experiments", all}};
   runtime::writeTextAtomically(resultsDir + "/summary.json", summary.dump(2) + "\n");
 }
 

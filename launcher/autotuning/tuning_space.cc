@@ -34,8 +34,10 @@ std::vector<int64_t> pinnedValues(const Json* v, const std::string& path) {
     if (x.is_number_float() && x.get<double>() >= 0 && x.get<double>() < 9e18 &&
         x.get<double>() == static_cast<double>(static_cast<int64_t>(x.get<double>())))
       return static_cast<int64_t>(x.get<double>());
-    throw Error(path + ": expected a whole number, a list of them, or \"auto\" for the "
-                "autotuner to choose, got " + x.dump());
+    throw Error(path +
+                ": expected a whole number, a list of them, or \"auto\" for the "
+                "autotuner to choose, got " +
+                x.dump());
   };
   if (!v->is_array()) return {whole(*v)};
   std::vector<int64_t> out;
@@ -79,10 +81,9 @@ std::vector<BatchChoice> batchChoices(const Json& config, const runtime::Autotun
     const int64_t t = trainBatches[0];
     if (t % dataRanks != 0) return out;
     const int64_t perRank = t / dataRanks;
-    for (int64_t m : micros.empty() ? divisorsIn(perRank, a.minMicroBatch, a.maxMicroBatch)
-                                    : micros)
-      if (m > 0 && perRank % m == 0 &&
-          (accumulations.empty() || accumulations[0] * m == perRank))
+    for (int64_t m :
+         micros.empty() ? divisorsIn(perRank, a.minMicroBatch, a.maxMicroBatch) : micros)
+      if (m > 0 && perRank % m == 0 && (accumulations.empty() || accumulations[0] * m == perRank))
         out.push_back({m, perRank / m, t});
     return out;
   }
@@ -129,15 +130,15 @@ bool offloadsToNvme(const Json& config) {
 // the world, the layers (pipe) and the heads (model).
 std::vector<std::pair<int, int>> layoutsOf(const Json& config, const TuningJobShape& shape,
                                            bool tune) {
-  const std::vector<int64_t> pipes = pinnedValues(member(config, "pipe-parallel-size"),
-                                                  "pipe-parallel-size");
-  const std::vector<int64_t> models = pinnedValues(member(config, "model-parallel-size"),
-                                                   "model-parallel-size");
+  const std::vector<int64_t> pipes =
+      pinnedValues(member(config, "pipe-parallel-size"), "pipe-parallel-size");
+  const std::vector<int64_t> models =
+      pinnedValues(member(config, "model-parallel-size"), "model-parallel-size");
   std::vector<std::pair<int, int>> out;
   for (int pipe = 1; pipe <= shape.world; ++pipe)
     for (int model = 1; pipe * model <= shape.world; ++model) {
-      const bool pipeOk = pipes.empty() ? (tune || pipe == 1)
-                                        : std::count(pipes.begin(), pipes.end(), pipe) > 0;
+      const bool pipeOk =
+          pipes.empty() ? (tune || pipe == 1) : std::count(pipes.begin(), pipes.end(), pipe) > 0;
       const bool modelOk = models.empty() ? (tune || model == 1)
                                           : std::count(models.begin(), models.end(), model) > 0;
       if (!pipeOk || !modelOk || shape.world % (pipe * model) != 0) continue;
@@ -186,8 +187,8 @@ void write(Json& config, const TuningChoice& c) {
 }  // namespace
 
 std::string TuningChoice::name() const {
-  std::string n = "z" + std::to_string(stage) + "_gas" + std::to_string(accumulation) +
-                  "_tmbspg" + std::to_string(micro);
+  std::string n = "z" + std::to_string(stage) + "_gas" + std::to_string(accumulation) + "_tmbspg" +
+                  std::to_string(micro);
   if (overlapComm) n += *overlapComm ? "_oc1" : "_oc0";
   if (reduceBucket) n += "_rbs" + std::to_string(*reduceBucket);
   if (checkpointActivations) n += *checkpointActivations ? "_ac1" : "_ac0";
@@ -211,9 +212,8 @@ std::vector<TuningChoice> tuningSpace(const Json& config,
                                       const runtime::AutotuningConfig& autotuning,
                                       const TuningJobShape& shape) {
   const bool full = !autotuning.fast;
-  const std::vector<std::pair<int, int>> layouts = shape.gpt
-                                                       ? layoutsOf(config, shape, full)
-                                                       : std::vector<std::pair<int, int>>{{1, 1}};
+  const std::vector<std::pair<int, int>> layouts =
+      shape.gpt ? layoutsOf(config, shape, full) : std::vector<std::pair<int, int>>{{1, 1}};
   const bool layoutTuned = shape.gpt && full && layouts.size() > 1;
   const std::vector<bool> offloadOff =
       full && offloadsToNvme(config) ? std::vector<bool>{false, true} : std::vector<bool>{false};

@@ -41,10 +41,10 @@ struct TuningChoice {
 
 // What the space depends on besides the config.
 struct TuningJobShape {
-  int world = 1;               // ranks of the job
-  bool gpt = false;            // a NeoX config (the GPT trainer): layouts and checkpointing
-  int layers = 0, heads = 0;   // the GPT's, for the layouts that divide them
-  double parameters = 0;       // the model's, for the bucket sizes tried
+  int world = 1;              // ranks of the job
+  bool gpt = false;           // a NeoX config (the GPT trainer): layouts and checkpointing
+  int layers = 0, heads = 0;  // the GPT's, for the layouts that divide them
+  double parameters = 0;      // the model's, for the bucket sizes tried
 };
 
 // Every combination, in DeepSpeed's grid order (stage, then micro-batch, then the rest).

@@ -1,12 +1,12 @@
 // parseAutotuningConfig and the "auto" rules: see autotuning_config.h and auto_value.h.
 #include "runtime/config/autotuning_config.h"
 
-#include "runtime/config/auto_value.h"
-#include "runtime/config/config_blocks.h"
-
 #include <algorithm>
 #include <array>
 #include <cstdio>
+
+#include "runtime/config/auto_value.h"
+#include "runtime/config/config_blocks.h"
 
 namespace ds::runtime {
 namespace {
@@ -15,12 +15,16 @@ constexpr const char* kBlock = "autotuning";
 
 // What ds-launch --autotuning chooses (launcher/autotuning/tuning_space.h), in both spellings a
 // config may use (DeepSpeed's keys, NeoX's).
-constexpr std::array<const char*, 10> kTunedKeys = {
-    "train_micro_batch_size_per_gpu",     "gradient_accumulation_steps",
-    "train_batch_size",                   "zero_optimization.stage",
-    "zero_optimization.overlap_comm",     "zero_optimization.reduce_bucket_size",
-    "zero_optimization.allgather_bucket_size", "batch-size",
-    "checkpoint-activations",             "pipe-parallel-size"};
+constexpr std::array<const char*, 10> kTunedKeys = {"train_micro_batch_size_per_gpu",
+                                                    "gradient_accumulation_steps",
+                                                    "train_batch_size",
+                                                    "zero_optimization.stage",
+                                                    "zero_optimization.overlap_comm",
+                                                    "zero_optimization.reduce_bucket_size",
+                                                    "zero_optimization.allgather_bucket_size",
+                                                    "batch-size",
+                                                    "checkpoint-activations",
+                                                    "pipe-parallel-size"};
 
 template <typename Enum>
 Enum choose(const JsonReader& r, const Json& block, const char* key,
@@ -91,18 +95,34 @@ AutotuningConfig parseAutotuningConfig(JsonReader& r, const Json& block) {
   AutotuningConfig a;
   r.object(block, kBlock);
   r.warnUnknownKeys(block, kBlock,
-                    {"enabled", "fast", "results_dir", "exps_dir", "overwrite",
-                     "start_profile_step", "end_profile_step", "metric", "metric_path",
-                     "tuner_type", "tuner_early_stopping", "tuner_num_trials", "arg_mappings",
-                     "max_train_batch_size", "min_train_batch_size",
-                     "max_train_micro_batch_size_per_gpu", "min_train_micro_batch_size_per_gpu",
-                     "num_tuning_micro_batch_sizes", "mp_size", "model_info",
+                    {"enabled",
+                     "fast",
+                     "results_dir",
+                     "exps_dir",
+                     "overwrite",
+                     "start_profile_step",
+                     "end_profile_step",
+                     "metric",
+                     "metric_path",
+                     "tuner_type",
+                     "tuner_early_stopping",
+                     "tuner_num_trials",
+                     "arg_mappings",
+                     "max_train_batch_size",
+                     "min_train_batch_size",
+                     "max_train_micro_batch_size_per_gpu",
+                     "min_train_micro_batch_size_per_gpu",
+                     "num_tuning_micro_batch_sizes",
+                     "mp_size",
+                     "model_info",
                      "model_info_path"});
   r.readBool(block, kBlock, "enabled", a.enabled);
   r.readBool(block, kBlock, "fast", a.fast);
   r.readBool(block, kBlock, "overwrite", a.overwrite);
-  for (auto [key, out] : {std::pair{"results_dir", &a.resultsDir}, {"exps_dir", &a.expsDir},
-                          {"metric_path", &a.metricPath}, {"model_info_path", &a.modelInfoPath}})
+  for (auto [key, out] : {std::pair{"results_dir", &a.resultsDir},
+                          {"exps_dir", &a.expsDir},
+                          {"metric_path", &a.metricPath},
+                          {"model_info_path", &a.modelInfoPath}})
     if (const Json* v = JsonReader::member(block, key)) {
       *out = r.string(*v, std::string(kBlock) + "." + key);
       if (out->empty()) r.fail(std::string(kBlock) + "." + key, "expected a path, got \"\"");

@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-
 namespace ds::runtime {
 
 enum class TuningMetric { Throughput, Latency, Flops };

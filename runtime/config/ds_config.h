@@ -12,18 +12,18 @@
 
 #include "common/comm_backend.h"
 #include "runtime/comm/comms_logger_config.h"
-#include "runtime/config/batch_size.h"
-#include "runtime/monitor/csv_monitor.h"
-#include "runtime/monitor/tensorboard_monitor.h"
-#include "runtime/offload/aio_config.h"
-#include "runtime/profiler/flops_profiler.h"
 #include "runtime/config/autotuning_config.h"
+#include "runtime/config/batch_size.h"
 #include "runtime/config/config_policy.h"
 #include "runtime/config/immutable_elastic_config.h"
 #include "runtime/config/optimizer_config.h"
 #include "runtime/config/precision_config.h"
 #include "runtime/config/scheduler_config.h"
 #include "runtime/config/zero_config.h"
+#include "runtime/monitor/csv_monitor.h"
+#include "runtime/monitor/tensorboard_monitor.h"
+#include "runtime/offload/aio_config.h"
+#include "runtime/profiler/flops_profiler.h"
 
 namespace ds::runtime {
 

@@ -347,7 +347,9 @@ const std::vector<NeoxKeyRule> kTable = {
     {"master-addr", N, kLauncherKey},
     {"launcher", N, kLauncherKey},
     {"force-multi", N, kLauncherKey},
-    {"autotuning-run", N, "an option of NeoX's deepy.py launcher; ds-launch takes --autotuning tune|run on its command line (docs/autotuning.md)"},
+    {"autotuning-run", N,
+     "an option of NeoX's deepy.py launcher; ds-launch takes --autotuning tune|run on its command "
+     "line (docs/autotuning.md)"},
     {"no-ssh-check", N, kLauncherKey},
     {"comment", N, kLauncherKey},
     {"account", N, kLauncherKey},

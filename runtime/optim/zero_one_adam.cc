@@ -43,8 +43,16 @@ void ZeroOneAdam::advanceSchedule(int64_t t) {
   }
 }
 
-void ZeroOneAdam::compressedAverage(float* data, const OptimizerStep& step) {
-  if (!step.dataGroup || step.dataGroup->size() == 1) return;
+void ZeroOneAdam::boundByVariance(float* x, const float* v, float factor) const {
+  const auto eps = static_cast<float>(params_.eps);
+  for (size_t i = 0; i < count_; ++i) {
+    const float bound = factor * (std::sqrt(v[i]) + eps);
+    x[i] = std::clamp(x[i], -bound, bound);
+  }
+}
+
+bool ZeroOneAdam::compressedAverage(float* data, const OptimizerStep& step) {
+  if (!step.dataGroup || step.dataGroup->size() == 1) return false;
   Communicator& group = *step.dataGroup;
   if (errors_.size() != segments_.size()) errors_.resize(segments_.size());
   for (size_t s = 0; s < segments_.size(); ++s) {
@@ -53,6 +61,7 @@ void ZeroOneAdam::compressedAverage(float* data, const OptimizerStep& step) {
       errors_[s].reset(n, group.size());
     oneBitAllReduce(group, data + segments_[s].begin, n, errors_[s]);
   }
+  return true;
 }
 
 void ZeroOneAdam::step(float* params, const float* grads, const OptimizerStep& step) {
@@ -72,7 +81,7 @@ void ZeroOneAdam::step(float* params, const float* grads, const OptimizerStep& s
     for (size_t i = 0; i < count_; ++i) v[i] = beta2 * v[i] + (1.0f - beta2) * grads[i] * grads[i];
   } else if (!local) {
     std::copy(grads, grads + count_, u);
-    compressedAverage(u, step);
+    if (compressedAverage(u, step)) boundByVariance(u, v, 1.0f);
     g = u;
   }
   for (size_t i = 0; i < count_; ++i) m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
@@ -93,7 +102,7 @@ void ZeroOneAdam::step(float* params, const float* grads, const OptimizerStep& s
       params[i] -= u[i];
       u[i] *= std::sqrt(v[i]) + eps;
     }
-    compressedAverage(u, step);
+    if (compressedAverage(u, step)) boundByVariance(u, v, static_cast<float>(lrSum_));
     // The momentum is the averaged updates per unit of learning rate, less their weight decay
     // (taken at the last exchange's parameters, where they started): DeepSpeed's keeps the decay
     // in it, so each exchange feeds the decay back into the momentum, which compounds it about

@@ -41,11 +41,11 @@ void writeAutotuningMetrics(Communicator& world, const DeepSpeedConfig& config,
       {"step_seconds", seconds},
       {"peak_rss_bytes", static_cast<double>(peakMiB) * 1048576.0}};
   writeTextAtomically(a.metricPath, metrics.dump(2) + "\n");
-  std::printf("autotuning: steps %lld-%lld took %.4f s each (%.2f samples/s); metrics written "
-              "to %s\n",
-              static_cast<long long>(a.startProfileStep + 1),
-              static_cast<long long>(a.endProfileStep), seconds, samples / seconds,
-              a.metricPath.c_str());
+  std::printf(
+      "autotuning: steps %lld-%lld took %.4f s each (%.2f samples/s); metrics written "
+      "to %s\n",
+      static_cast<long long>(a.startProfileStep + 1), static_cast<long long>(a.endProfileStep),
+      seconds, samples / seconds, a.metricPath.c_str());
 }
 
 }  // namespace ds::runtime

@@ -14,7 +14,7 @@ struct TrainResult {
   double lastLoss = 0.0;
   double wallSeconds = 0.0;
   double samplesPerSecond = 0.0;
-  double profiledStepSeconds = 0.0;  // LoopSettings::profileFrom..profileTo, per step (0: none)
+  double profiledStepSeconds = 0.0;     // LoopSettings::profileFrom..profileTo, per step (0: none)
   std::vector<ds::CommStat> commStats;  // comms_logger summary (empty when disabled)
 };
 
