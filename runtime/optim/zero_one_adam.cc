@@ -102,7 +102,7 @@ void ZeroOneAdam::step(float* params, const float* grads, const OptimizerStep& s
       params[i] -= u[i];
       u[i] *= std::sqrt(v[i]) + eps;
     }
-    if (compressedAverage(u, step)) boundByVariance(u, v, static_cast<float>(lrSum_));
+    compressedAverage(u, step);
     // The momentum is the averaged updates per unit of learning rate, less their weight decay
     // (taken at the last exchange's parameters, where they started): DeepSpeed's keeps the decay
     // in it, so each exchange feeds the decay back into the momentum, which compounds it about

@@ -25,8 +25,9 @@
 // - An exchange's momentum leaves out the updates' weight decay. DeepSpeed's (-u / lrs) keeps
 //   it, and every exchange feeds it back into the next local steps' updates, compounding the
 //   decay about 1 / (1 - beta1)-fold at an interval of one step.
-// - Each element of a compressed average is bounded by its own root-mean-square gradient
-//   (boundByVariance), where DeepSpeed's users mask parameters by hand (exp_avg_mask).
+// - Each element of the variance phase's compressed gradient is bounded by its own root-mean-
+//   square gradient (boundByVariance), where DeepSpeed's users mask parameters by hand
+//   (exp_avg_mask).
 #pragma once
 
 #include <cstddef>
@@ -70,11 +71,13 @@ class ZeroOneAdam : public Optimizer {
   // In place: the data group's compressed average of data[0, count_), tensor by tensor; false
   // (nothing done) with one rank.
   bool compressedAverage(float* data, const OptimizerStep& step);
-  // Each element of a compressed average clamped to factor x (sqrt(v) + eps), its own root-mean-
-  // square gradient: the 1-bit average gives every element of a tensor one magnitude, the
-  // tensor's, and an element whose gradients are far smaller would otherwise step by that
-  // magnitude over its own small denominator, hundreds of times Adam's step (the demo's model
-  // jumped from 2.0 to 10 that way). DeepSpeed's users mask such parameters (exp_avg_mask).
+  // Each element of the variance phase's compressed gradient clamped to factor x (sqrt(v) +
+  // eps), its own root-mean-square gradient: the 1-bit average gives every element of a tensor
+  // one magnitude, the tensor's, and an element whose gradients are far smaller would otherwise
+  // step by that magnitude over its own small denominator, hundreds of times Adam's step (the
+  // demo's model jumped from 2.0 to 10 that way). DeepSpeed's users mask such parameters
+  // (exp_avg_mask). The local phase's exchange is not bounded: its momentum may outgrow the
+  // frozen variance, and a bound there held the toy model of test_engine_onebit.cc 18% behind.
   void boundByVariance(float* x, const float* v, float factor) const;
 
   ZeroOneAdamParams params_;
