@@ -56,20 +56,22 @@ std::optional<size_t> Tuner::nextModelBased() {
     if (!tried_[c] && (!pick || better(predictedMetric(c), predictedMetric(*pick)))) pick = c;
   if (!pick) return std::nullopt;
   if (bestMetric_ && !errors_.empty()) {
-    // Worth running only if predicted to beat the best by more than the margin.
-    double margin = settings_.modelMargin;
+    // Worth running while the best untried candidate, taken as much better than predicted as
+    // the model has lately been wrong, could beat the best measured by more than the margin.
+    double error = 0;
     for (size_t i = errors_.size() > 2 ? errors_.size() - 2 : 0; i < errors_.size(); ++i)
-      margin = std::max(margin, errors_[i]);
-    const double predicted = predictedMetric(*pick);
-    const double bar = settings_.metric == runtime::TuningMetric::Latency
-                           ? *bestMetric_ * (1 - margin)
-                           : *bestMetric_ * (1 + margin);
-    if (!better(predicted, bar)) {
-      char text[160];
+      error = std::max(error, errors_[i]);
+    const bool latency = settings_.metric == runtime::TuningMetric::Latency;
+    const double hoped = latency ? predictedMetric(*pick) * (1 - error)
+                                 : predictedMetric(*pick) * (1 + error);
+    const double bar = latency ? *bestMetric_ * (1 - settings_.modelMargin)
+                               : *bestMetric_ * (1 + settings_.modelMargin);
+    if (!better(hoped, bar)) {
+      char text[200];
       std::snprintf(text, sizeof text,
-                    "the cost model predicts no untried candidate more than %.0f%% better than "
-                    "the best measured (its recent error)",
-                    100 * margin);
+                    "the cost model, allowing for its recent error (%.0f%%), predicts no untried "
+                    "candidate more than %.0f%% better than the best measured",
+                    100 * error, 100 * settings_.modelMargin);
       stopReason_ = text;
       return std::nullopt;
     }

@@ -1,9 +1,9 @@
 // Which candidate to run next and when to stop, for DeepSpeed's three tuner types:
 // gridsearch (the space's order), random (a shuffled order, seeded so a rerun repeats it) and
 // model_based (the best the cost model predicts, refitted after every experiment, stopping once
-// no untried candidate is predicted to beat the best measured by more than a margin: 5%, or the
-// model's error on its last two predictions if larger, and never before it has been tested on
-// one prediction of its own). All three
+// no untried candidate, its prediction raised by the model's error on its last two predictions,
+// could beat the best measured by more than 5%; never before the fitted model has been tested
+// on one prediction of its own). All three
 // stop at tuner_num_trials experiments and after tuner_early_stopping experiments in a row
 // without a better one, as DeepSpeed's do. Knows nothing of processes: the autotuner runs what
 // next() names and reports back through record().
@@ -24,8 +24,8 @@ struct TunerSettings {
   runtime::TuningMetric metric = runtime::TuningMetric::Throughput;
   int64_t earlyStopping = 5;
   int64_t numTrials = 50;
-  // model_based: stop when no untried candidate is predicted better than the best by more than
-  // this, or than the model's own recent error, whichever is larger.
+  // model_based: stop when no untried candidate, allowing for the model's recent error, could
+  // beat the best measured by more than this.
   double modelMargin = 0.05;
   uint64_t seed = 1234;
 };
