@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdio>
 
+#include "common/trimmed.h"
 #include "runtime/config/auto_value.h"
 #include "runtime/config/config_blocks.h"
 
@@ -39,12 +40,6 @@ Enum choose(const JsonReader& r, const Json& block, const char* key,
     expected += std::string(expected.empty() ? "" : ", ") + "\"" + name + "\"";
   }
   r.fail(path, "expected one of " + expected + ", got " + describeJson(*v));
-}
-
-std::string trimmed(const std::string& s) {
-  const size_t first = s.find_first_not_of(" \t");
-  if (first == std::string::npos) return "";
-  return s.substr(first, s.find_last_not_of(" \t") - first + 1);
 }
 
 void readModelInfo(JsonReader& r, const Json& block, AutotuningConfig& a) {

@@ -7,17 +7,12 @@
 #include "common/error.h"
 #include "common/json_text.h"
 #include "common/printable.h"
+#include "common/trimmed.h"
 
 namespace ds::runtime {
 namespace {
 
 enum class FileKind { DeepSpeed, Neox };
-
-std::string trimmed(const std::string& s) {
-  const size_t first = s.find_first_not_of(" \t");
-  if (first == std::string::npos) return "";
-  return s.substr(first, s.find_last_not_of(" \t") - first + 1);
-}
 
 // Up to three keys, quoted, for a message: enough to see why, short enough to read.
 std::string someKeys(const std::vector<std::string>& keys) {
