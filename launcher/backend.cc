@@ -69,12 +69,6 @@ std::vector<std::string> workerCommand(const BackendRequest& request,
   return argv;
 }
 
-std::string shellLine(const std::vector<std::string>& argv) {
-  std::string line;
-  for (const auto& arg : argv) line += (line.empty() ? "" : " ") + shellQuote(arg);
-  return line;
-}
-
 WorldInfo worldInfoOf(const Resources& nodes) {
   WorldInfo world;
   for (const auto& node : nodes) world.emplace_back(node.host, node.slots);

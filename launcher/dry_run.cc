@@ -7,15 +7,6 @@
 #include "runtime/parallel/topology.h"
 
 namespace ds::launcher {
-namespace {
-
-std::string displayCommand(const std::vector<std::string>& argv) {
-  std::string line;
-  for (const auto& arg : argv) line += (line.empty() ? "" : " ") + shellQuote(arg);
-  return line;
-}
-
-}  // namespace
 
 std::vector<std::array<int, 3>> gridCoordinates(const GridShape& grid, int worldSize) {
   std::vector<std::array<int, 3>> out;
@@ -87,7 +78,7 @@ std::string formatDryRunText(const DryRun& dryRun) {
   for (const auto& command : dryRun.commands) {
     out << "  [" << (command.host.empty() ? "*" : command.host) << "] ";
     for (const auto& [key, value] : command.env) out << key << '=' << shellQuote(value) << ' ';
-    out << displayCommand(command.argv) << '\n';
+    out << shellLine(command.argv) << '\n';
   }
   if (!dryRun.exports.empty()) {
     out << "\nexported to the nodes:\n";

@@ -110,4 +110,10 @@ std::string shellQuote(const std::string& value) {
   return quoted + "'";
 }
 
+std::string shellLine(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const auto& arg : argv) line += (line.empty() ? "" : " ") + shellQuote(arg);
+  return line;
+}
+
 }  // namespace ds::launcher

@@ -27,5 +27,7 @@ EnvList collectExports(const std::vector<std::string>& environment, const std::s
 // The value quoted for a POSIX shell: unchanged when it only has safe characters, else single
 // quotes with embedded quotes escaped.
 std::string shellQuote(const std::string& value);
+// A command as a POSIX shell line: each argument shellQuote'd, separated by spaces.
+std::string shellLine(const std::vector<std::string>& argv);
 
 }  // namespace ds::launcher

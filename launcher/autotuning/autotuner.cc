@@ -20,6 +20,7 @@
 #include "launcher/autotuning/tuning_cost_model.h"
 #include "launcher/autotuning/tuning_report.h"
 #include "launcher/autotuning/tuning_space.h"
+#include "launcher/exported_env.h"
 #include "launcher/job_planning.h"
 #include "launcher/job_run.h"
 #include "launcher/worker_process.h"
@@ -63,7 +64,7 @@ TuningInput readTuningInput(const CommandLine& line, const JobSpec& job) {
     in.configPath = runtime::configPathsText(job.configPaths);
     const std::string text = runtime::readJobConfigText(job.configPaths);
     Json doc = Json::parse(text);
-    in.neox = text.rfind("{\"neox\":", 0) == 0;
+    in.neox = runtime::isShippedNeoxText(text);
     in.config = in.neox ? doc["neox"] : doc;
   } else if (job.kind == JobKind::Program) {
     in.builtIn = false;
@@ -141,15 +142,6 @@ std::vector<std::string> jobArgsWith(const std::vector<std::string>& jobArgs, bo
       *(at + 1) = text;
     else
       out.insert(out.end(), {flag, text});
-  }
-  return out;
-}
-
-std::string shellLine(const std::vector<std::string>& argv) {
-  std::string out;
-  for (const std::string& a : argv) {
-    const bool plain = a.find_first_of(" \t'\"\\$`*?;&|<>()") == std::string::npos && !a.empty();
-    out += (out.empty() ? "" : " ") + (plain ? a : "'" + a + "'");
   }
   return out;
 }

@@ -55,7 +55,8 @@ CostFeatures costFeatures(const TuningChoice& c, const ModelFacts& m, int world)
   const double rows = micro * m.tokensPerSample;
   compute *= (rows + kHalfRateRows) / rows;
 
-  const double g = m.gradientBytes;
+  // fp32 elements; a 16-bit reduction's half is one of the things the refit absorbs.
+  const double g = 4;
   double bytes = 0;
   switch (c.stage) {
     case 0:

@@ -23,7 +23,6 @@ struct ModelFacts {
   double tokensPerSample = 1;       // rows of a sample in the model's matrix products
   double layerActivationBytes = 0;  // one sample's hidden states at one layer boundary
   int layers = 0;
-  double gradientBytes = 4;  // per element, of what the collectives move
 };
 
 constexpr size_t kCostTerms = 5;

@@ -122,8 +122,38 @@ bool offloadsToNvme(const Json& config, const char* block) {
   return false;
 }
 
-bool offloadsToNvme(const Json& config) {
-  return offloadsToNvme(config, "offload_optimizer") || offloadsToNvme(config, "offload_param");
+// `choice` once for each of `values` of one of its fields.
+template <typename T>
+std::vector<TuningChoice> variants(const TuningChoice& choice, const std::vector<T>& values,
+                                   T TuningChoice::*field) {
+  std::vector<TuningChoice> out;
+  for (const T& value : values) {
+    out.push_back(choice);
+    out.back().*field = value;
+  }
+  return out;
+}
+
+// Every choice of `list` replaced, in place, by its variants: one dimension of the space at a
+// time, in the order nested loops over the dimensions would give.
+template <typename Variants>
+void expand(std::vector<TuningChoice>& list, const Variants& variantsOf) {
+  std::vector<TuningChoice> out;
+  for (const TuningChoice& c : list)
+    for (TuningChoice& v : variantsOf(c)) out.push_back(std::move(v));
+  list = std::move(out);
+}
+
+// Whether each choice swaps to NVMe: the config's offload, unless switched off, where the stage
+// takes it.
+std::vector<TuningChoice> withOffload(std::vector<TuningChoice> list, const Json& config) {
+  const bool optimizer = offloadsToNvme(config, "offload_optimizer");
+  const bool params = offloadsToNvme(config, "offload_param");
+  for (TuningChoice& c : list) {
+    c.optimizerOffload = !c.offloadOff && c.stage >= 1 && optimizer;
+    c.paramOffload = !c.offloadOff && c.stage == 3 && params;
+  }
+  return list;
 }
 
 // The GPT's pipe x model layouts: the config's when it sets them, else every pair that divides
@@ -214,49 +244,45 @@ std::vector<TuningChoice> tuningSpace(const Json& config,
   const bool full = !autotuning.fast;
   const std::vector<std::pair<int, int>> layouts =
       shape.gpt ? layoutsOf(config, shape, full) : std::vector<std::pair<int, int>>{{1, 1}};
-  const bool layoutTuned = shape.gpt && full && layouts.size() > 1;
-  const std::vector<bool> offloadOff =
-      full && offloadsToNvme(config) ? std::vector<bool>{false, true} : std::vector<bool>{false};
-  std::vector<std::optional<bool>> checkpointing = {std::nullopt};
-  const Json* ac = member(config, "checkpoint-activations");
-  if (shape.gpt && full && (!ac || runtime::isAutoValue(*ac))) checkpointing = {false, true};
-  // Buckets: the config's, and one that splits the model into about four reductions (on a small
-  // model DeepSpeed's 5e8 default is one bucket, with nothing to overlap).
-  const int64_t quarter = std::max<int64_t>(1, static_cast<int64_t>(shape.parameters / 4));
-
   std::vector<TuningChoice> out;
   for (int stage : stagesOf(config))
-    for (const auto& [pipe, model] : layouts) {
-      const int64_t dataRanks = shape.world / (pipe * model);
-      for (const BatchChoice& b : batchChoices(config, autotuning, dataRanks)) {
-        std::vector<std::optional<bool>> overlaps = {std::nullopt};
-        std::vector<std::optional<int64_t>> buckets = {std::nullopt};
-        if (full && stage >= 2) overlaps = {false, true};
-        if (full && stage >= 1 && shape.parameters > 0) buckets = {std::nullopt, quarter};
-        for (const auto& overlap : overlaps)
-          for (const auto& bucket : buckets)
-            for (const auto& recompute : checkpointing)
-              for (bool off : offloadOff) {
-                TuningChoice c;
-                c.stage = stage;
-                c.micro = b.micro;
-                c.accumulation = b.accumulation;
-                c.trainBatch = b.trainBatch;
-                c.overlapComm = overlap;
-                c.reduceBucket = bucket;
-                c.checkpointActivations = recompute;
-                c.pipe = pipe;
-                c.model = model;
-                c.layoutTuned = layoutTuned;
-                c.offloadOff = off;
-                c.optimizerOffload =
-                    !off && stage >= 1 && offloadsToNvme(config, "offload_optimizer");
-                c.paramOffload = !off && stage == 3 && offloadsToNvme(config, "offload_param");
-                out.push_back(c);
-              }
+    for (const auto& [pipe, model] : layouts)
+      for (const BatchChoice& b : batchChoices(config, autotuning, shape.world / (pipe * model))) {
+        TuningChoice c;
+        c.stage = stage;
+        c.micro = b.micro;
+        c.accumulation = b.accumulation;
+        c.trainBatch = b.trainBatch;
+        c.pipe = pipe;
+        c.model = model;
+        c.layoutTuned = shape.gpt && full && layouts.size() > 1;
+        out.push_back(c);
       }
-    }
-  return out;
+  if (!full) return withOffload(out, config);
+
+  const std::vector<std::optional<bool>> onOff = {false, true};
+  expand(out, [&](const TuningChoice& c) {
+    return c.stage >= 2 ? variants(c, onOff, &TuningChoice::overlapComm)
+                        : std::vector<TuningChoice>{c};
+  });
+  // Buckets: the config's, and one that splits the model into about four reductions (on a small
+  // model DeepSpeed's 5e8 default is one bucket, with nothing to overlap).
+  const std::vector<std::optional<int64_t>> buckets = {
+      std::nullopt, std::max<int64_t>(1, static_cast<int64_t>(shape.parameters / 4))};
+  expand(out, [&](const TuningChoice& c) {
+    return c.stage >= 1 && shape.parameters > 0 ? variants(c, buckets, &TuningChoice::reduceBucket)
+                                                : std::vector<TuningChoice>{c};
+  });
+  const Json* ac = member(config, "checkpoint-activations");
+  if (shape.gpt && (!ac || runtime::isAutoValue(*ac)))
+    expand(out, [&](const TuningChoice& c) {
+      return variants(c, onOff, &TuningChoice::checkpointActivations);
+    });
+  if (offloadsToNvme(config, "offload_optimizer") || offloadsToNvme(config, "offload_param"))
+    expand(out, [&](const TuningChoice& c) {
+      return variants(c, std::vector<bool>{false, true}, &TuningChoice::offloadOff);
+    });
+  return withOffload(out, config);
 }
 
 Json experimentConfig(const Json& config, const TuningChoice& choice,

@@ -16,7 +16,7 @@ constexpr const char* kBlock = "autotuning";
 
 // What ds-launch --autotuning chooses (launcher/autotuning/tuning_space.h), in both spellings a
 // config may use (DeepSpeed's keys, NeoX's).
-constexpr std::array<const char*, 10> kTunedKeys = {"train_micro_batch_size_per_gpu",
+constexpr std::array<const char*, 11> kTunedKeys = {"train_micro_batch_size_per_gpu",
                                                     "gradient_accumulation_steps",
                                                     "train_batch_size",
                                                     "zero_optimization.stage",
@@ -25,7 +25,8 @@ constexpr std::array<const char*, 10> kTunedKeys = {"train_micro_batch_size_per_
                                                     "zero_optimization.allgather_bucket_size",
                                                     "batch-size",
                                                     "checkpoint-activations",
-                                                    "pipe-parallel-size"};
+                                                    "pipe-parallel-size",
+                                                    "model-parallel-size"};
 
 template <typename Enum>
 Enum choose(const JsonReader& r, const Json& block, const char* key,

@@ -115,12 +115,17 @@ std::string readJobConfigText(const std::vector<std::string>& given) {
   return deepspeedText;
 }
 
+bool isShippedNeoxText(const std::string& text) {
+  // readJobConfigText's wrapping, dumped compactly, so it starts so.
+  return text.rfind("{\"neox\":", 0) == 0;
+}
+
 JobConfig parseJobConfig(const std::string& text, int64_t worldSize, const std::string& where,
                          MemoryCheck memory) {
   JobConfig out;
-  // readJobConfigText's wrapping of NeoX keys (dumped compactly, so it starts so); anything else
-  // is a DeepSpeed JSON file as given, parsed with its own bounds.
-  if (text.rfind("{\"neox\":", 0) == 0) {
+  // Anything but readJobConfigText's wrapping of NeoX keys is a DeepSpeed JSON file as given,
+  // parsed with its own bounds.
+  if (isShippedNeoxText(text)) {
     const nlohmann::json doc = parseJsonText(text, where, {kMaxShippedConfigDepth});
     if (doc.is_object() && doc.size() == 1 && doc.contains("neox")) {
       // The keys' messages name the key; the file(s) they came from are named here, as a

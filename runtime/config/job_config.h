@@ -38,6 +38,9 @@ std::string configPathsText(const std::vector<std::string>& given);  // "a.yml, 
 // DeepSpeed); a file whose keys fit neither, or mostly DeepSpeed's with a few NeoX ones, is
 // refused naming the file and keys. Returns the text to ship.
 std::string readJobConfigText(const std::vector<std::string>& given);
+// Whether `text` (readJobConfigText's) is NeoX's merged keys wrapped as {"neox": ...}; a
+// DeepSpeed JSON otherwise.
+bool isShippedNeoxText(const std::string& text);
 // worldSize: every rank of the job, or kOneReplica (one rank of a DeepSpeed JSON job, pipe x
 // model ranks of a NeoX one).
 JobConfig parseJobConfig(const std::string& text, int64_t worldSize, const std::string& where,

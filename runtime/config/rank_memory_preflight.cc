@@ -72,6 +72,12 @@ bool sizesJob(const JobConfig& job) {
   return job.gpt && job.gpt->parallel.pipe <= 1 && job.gpt->parallel.model <= 1;
 }
 
+// The GPT's shape at the config's micro-batch: what every estimate here starts from.
+ModelShape jobShape(const JobConfig& job, const Tokenizer& tokenizer) {
+  return gptModelShape(modelConfigFor(*job.gpt, tokenizer),
+                       static_cast<double>(job.deepspeed.batch.microBatchPerGpu));
+}
+
 }  // namespace
 
 void checkRankMemory(const JobConfig& job, int world, int ranksHere, const MemoryBudget& budget,
@@ -83,18 +89,14 @@ void checkRankMemory(const JobConfig& job, int world, int ranksHere, const Memor
 std::optional<double> predictedRankPeak(const JobConfig& job, const Tokenizer& tokenizer,
                                         int world) {
   if (!sizesJob(job)) return std::nullopt;
-  const DeepSpeedConfig& c = job.deepspeed;
-  const ModelShape shape = gptModelShape(modelConfigFor(*job.gpt, tokenizer),
-                                         static_cast<double>(c.batch.microBatchPerGpu));
-  return estimateRankPeakMemory(c, shape, world).peak();
+  return estimateRankPeakMemory(job.deepspeed, jobShape(job, tokenizer), world).peak();
 }
 
 void checkRankMemory(const JobConfig& job, const Tokenizer& tokenizer, int world, int ranksHere,
                      const MemoryBudget& budget, const std::string& configPath) {
   if (!sizesJob(job)) return;
   const DeepSpeedConfig& c = job.deepspeed;
-  ModelShape shape = gptModelShape(modelConfigFor(*job.gpt, tokenizer),
-                                   static_cast<double>(c.batch.microBatchPerGpu));
+  const ModelShape shape = jobShape(job, tokenizer);
   const double perRank = static_cast<double>(budget.availableBytes) / std::max(1, ranksHere);
   const RankPeakMemory need = estimateRankPeakMemory(c, shape, world);
   if (need.peak() <= perRank) return;

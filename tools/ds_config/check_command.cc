@@ -91,7 +91,7 @@ std::string whyNot(const runtime::KeyVerdict& v) {
 // DeepSpeed's defaults without one) decides the choices.
 std::string withTunerChoice(const std::string& text, int64_t worldSize, const std::string& path) {
   nlohmann::ordered_json doc = nlohmann::ordered_json::parse(text);
-  const bool neox = text.rfind("{\"neox\":", 0) == 0;
+  const bool neox = runtime::isShippedNeoxText(text);
   nlohmann::ordered_json& config = neox ? doc["neox"] : doc;
   runtime::AutotuningConfig autotuning;
   if (config.is_object() && config.contains("autotuning"))
