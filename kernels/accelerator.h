@@ -80,6 +80,9 @@ class Accelerator {
   virtual const char* communicationBackend() const = 0;  // "gloo" or "nccl", as DeepSpeed's
   virtual bool supportsBf16() const = 0;
   virtual bool supportsFp16() const = 0;
+  // Whether host code may read and write device memory directly (the CPU backend's is host
+  // memory). Code that does so must run only where this holds; everything else copies.
+  virtual bool hostAccessible() const = 0;
 
   // Memory: device memory, and host memory the device copies from at full speed (page-locked on
   // CUDA). Both 64-byte aligned at least; release(nullptr) does nothing, and releasing never
@@ -109,6 +112,10 @@ class Accelerator {
 
   // Copies on a stream; host memory should be pinned for the copy to overlap other work.
   virtual void copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream stream) = 0;
+  // `rows` runs of rowBytes bytes, dstPitch and srcPitch bytes apart (a strided column block of
+  // a row-major matrix, as cudaMemcpy2D).
+  virtual void copyRows(void* dst, size_t dstPitch, const void* src, size_t srcPitch,
+                        size_t rowBytes, size_t rows, CopyKind kind, Stream stream) = 0;
 
   // c[m, n] = alpha * op(a)[m, k] * op(b)[k, n] + beta * c, row-major, accumulated in fp32. a and
   // b are both F32 or both BF16; c is F32, or BF16 with BF16 inputs. beta 0 ignores c's values.

@@ -91,6 +91,7 @@ class RecordingAccelerator final : public Accelerator {
   const char* communicationBackend() const override { return cpu_.communicationBackend(); }
   bool supportsBf16() const override { return cpu_.supportsBf16(); }
   bool supportsFp16() const override { return cpu_.supportsFp16(); }
+  bool hostAccessible() const override { return cpu_.hostAccessible(); }
   void* allocate(size_t bytes) override { return cpu_.allocate(bytes); }
   void release(void* p) noexcept override { cpu_.release(p); }
   void* allocatePinned(size_t bytes) override { return cpu_.allocatePinned(bytes); }
@@ -111,6 +112,10 @@ class RecordingAccelerator final : public Accelerator {
   float elapsedMs(Event a, Event b) override { return cpu_.elapsedMs(a, b); }
   void copy(void* dst, const void* src, size_t bytes, CopyKind k, Stream s) override {
     cpu_.copy(dst, src, bytes, k, s);
+  }
+  void copyRows(void* dst, size_t dp, const void* src, size_t sp, size_t rowBytes, size_t rows,
+                CopyKind k, Stream s) override {
+    cpu_.copyRows(dst, dp, src, sp, rowBytes, rows, k, s);
   }
   void gemm(size_t m, size_t n, size_t k, float alpha, const GemmInput& a, const GemmInput& b,
             float beta, const GemmOutput& c, Stream s) override {
@@ -197,7 +202,8 @@ TEST_CASE(
       plain.initParameters(params.data(), 3);
       routed.initParameters(routedParams.data(), 3);
       CHECK(routedParams == params);
-      CHECK(DS_CALLS(normalFromPhilox) > 0);  // initialisation draws through the table too
+      // Initialisation writes host memory with the CPU's kernels, whatever the device.
+      CHECK(DS_CALLS(normalFromPhilox) == 0);
 
       const size_t B = 4, T = 12, L = 2;
       const Batch batch = randomBatch(c, B, T, 5);

@@ -7,12 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/cpu_accelerator.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/model/norm_backward.h"
 #include "runtime/model/parallel_loops.h"
-#include "test/skip.h"
 #include "test/float_arrays.h"
+#include "test/skip.h"
 
 using ds::kernels::KernelIsa;
 using ds::kernels::TransformerKernels;
@@ -39,13 +40,14 @@ Grads normBackward(const TransformerKernels& k, bool rms, size_t rows, bool bloc
   std::vector<float> y(rows * kDim), sa(rows), sb(rows);
   Grads out{std::vector<float>(rows * kDim), std::vector<float>(kDim, 0.5f),
             std::vector<float>(kDim, 0.25f)};  // the backward adds into dw and db
-  std::vector<float> partials;
+  ds::kernels::DeviceArray<float> partials;
   ds::kernels::setMatmulThreads(threads);
   if (rms) {
     scalar.rmsNormForward(y.data(), sa.data(), x.data(), w.data(), rows, kDim, 1e-6f);
     if (blocked)
-      ds::runtime::gpt::rmsNormBackwardRows(k, out.dx.data(), out.dw.data(), g.data(), x.data(),
-                                            sa.data(), w.data(), rows, kDim, 1e-6f, partials);
+      ds::runtime::gpt::rmsNormBackwardRows(ds::kernels::cpuAccelerator(), k, out.dx.data(),
+                                            out.dw.data(), g.data(), x.data(), sa.data(), w.data(),
+                                            rows, kDim, 1e-6f, partials);
     else
       k.rmsNormBackward(out.dx.data(), out.dw.data(), g.data(), x.data(), sa.data(), w.data(), rows,
                         kDim, 1e-6f);
@@ -53,9 +55,9 @@ Grads normBackward(const TransformerKernels& k, bool rms, size_t rows, bool bloc
     scalar.layerNormForward(y.data(), sa.data(), sb.data(), x.data(), w.data(), b.data(), rows,
                             kDim, 1e-5f);
     if (blocked)
-      ds::runtime::gpt::layerNormBackwardRows(k, out.dx.data(), out.dw.data(), out.db.data(),
-                                              g.data(), x.data(), sa.data(), sb.data(), w.data(),
-                                              rows, kDim, partials);
+      ds::runtime::gpt::layerNormBackwardRows(ds::kernels::cpuAccelerator(), k, out.dx.data(),
+                                              out.dw.data(), out.db.data(), g.data(), x.data(),
+                                              sa.data(), sb.data(), w.data(), rows, kDim, partials);
     else
       k.layerNormBackward(out.dx.data(), out.dw.data(), out.db.data(), g.data(), x.data(),
                           sa.data(), sb.data(), w.data(), rows, kDim);

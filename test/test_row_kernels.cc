@@ -3,17 +3,17 @@
 // block of kRowBlock rows, the same bits at 1, 2 and 3 threads and close to the serial sum, also
 // when each block's rows are produced just before they are summed; cross-entropy over the threads,
 // the serial kernel's loss and gradient to the last bit.
-#include "runtime/model/row_kernels.h"
-
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/cpu_accelerator.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "runtime/model/parallel_loops.h"
+#include "runtime/model/row_kernels.h"
 #include "test/float_arrays.h"
 
 namespace gpt = ds::runtime::gpt;
@@ -32,6 +32,7 @@ constexpr size_t kDim = 45;
 TEST_CASE("row kernels: the serial kernels' bits, and bias gradients independent of the threads",
           "[kernels]") {
   const auto& k = ds::kernels::transformerKernels();
+  ds::kernels::Accelerator& cpu = ds::kernels::cpuAccelerator();
   for (size_t rows : kRows) {
     INFO(rows << " rows");
     const size_t n = rows * kDim;
@@ -45,18 +46,18 @@ TEST_CASE("row kernels: the serial kernels' bits, and bias gradients independent
     for (int threads : {1, 2, 3}) {
       INFO(threads << " threads");
       ds::kernels::setMatmulThreads(threads);
-      std::vector<float> biased(a), added(a), summed(n, -1.0f), inPlace(a), grad(kDim, 0.5f),
-          partials;
-      gpt::addBiasRows(k, biased.data(), bias.data(), rows, kDim);
-      gpt::addRows(k, added.data(), b.data(), rows, kDim);
-      gpt::sumRows(k, summed.data(), a.data(), b.data(), rows, kDim);
-      gpt::sumRows(k, inPlace.data(), inPlace.data(), b.data(), rows, kDim);
-      gpt::biasGradientRows(k, grad.data(), a.data(), rows, kDim, partials);
+      std::vector<float> biased(a), added(a), summed(n, -1.0f), inPlace(a), grad(kDim, 0.5f);
+      ds::kernels::DeviceArray<float> partials;
+      gpt::addBiasRows(cpu, k, biased.data(), bias.data(), rows, kDim);
+      gpt::addRows(cpu, k, added.data(), b.data(), rows, kDim);
+      gpt::sumRows(cpu, k, summed.data(), a.data(), b.data(), rows, kDim);
+      gpt::sumRows(cpu, k, inPlace.data(), inPlace.data(), b.data(), rows, kDim);
+      gpt::biasGradientRows(cpu, k, grad.data(), a.data(), rows, kDim, partials);
       // Rows written block by block just before they are summed (the activation's backward):
       // every row written once, and the same sums as over rows written beforehand.
       std::vector<float> produced(n, 0.0f), producedGrad(kDim, 0.5f);
       std::vector<int> writes(rows, 0);
-      gpt::biasGradientRows(k, producedGrad.data(), produced.data(), rows, kDim, partials,
+      gpt::biasGradientRows(cpu, k, producedGrad.data(), produced.data(), rows, kDim, partials,
                             [&](size_t r0, size_t r1) {
                               for (size_t r = r0; r < r1; ++r) ++writes[r];
                               std::memcpy(produced.data() + r0 * kDim, a.data() + r0 * kDim,
@@ -81,6 +82,7 @@ TEST_CASE("row kernels: the serial kernels' bits, and bias gradients independent
 TEST_CASE("row kernels: cross-entropy over the threads is the serial kernel's loss and gradient",
           "[kernels]") {
   const auto& k = ds::kernels::transformerKernels();
+  ds::kernels::Accelerator& cpu = ds::kernels::cpuAccelerator();
   constexpr size_t kVocab = 77;
   for (size_t rows : kRows) {
     INFO(rows << " rows");
@@ -95,8 +97,8 @@ TEST_CASE("row kernels: cross-entropy over the threads is the serial kernel's lo
       ds::kernels::setMatmulThreads(threads);
       std::vector<float> got(logits);
       std::vector<double> rowLosses;
-      const double loss = gpt::crossEntropyRows(k, got.data(), targets.data(), rows, kVocab,
-                                                0.25f, rowLosses);
+      const double loss =
+          gpt::crossEntropyRows(cpu, k, got.data(), targets.data(), rows, kVocab, 0.25f, rowLosses);
       CHECK(std::memcmp(&loss, &wantLoss, sizeof loss) == 0);
       CHECK(bitwiseEqual(got, want));
     }

@@ -58,6 +58,7 @@ class CpuAccelerator final : public Accelerator {
   const char* communicationBackend() const override { return "gloo"; }
   bool supportsBf16() const override { return true; }
   bool supportsFp16() const override { return true; }
+  bool hostAccessible() const override { return true; }
 
   void* allocate(size_t bytes) override { return alignedAllocate(bytes, "device memory"); }
   void release(void* device) noexcept override { std::free(device); }
@@ -93,6 +94,13 @@ class CpuAccelerator final : public Accelerator {
 
   void copy(void* dst, const void* src, size_t bytes, CopyKind, Stream) override {
     if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void copyRows(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t rowBytes,
+                size_t rows, CopyKind, Stream) override {
+    if (rowBytes == 0) return;
+    for (size_t r = 0; r < rows; ++r)
+      std::memcpy(static_cast<char*>(dst) + r * dstPitch,
+                  static_cast<const char*>(src) + r * srcPitch, rowBytes);
   }
 
   void gemm(size_t m, size_t n, size_t k, float alpha, const GemmInput& a, const GemmInput& b,

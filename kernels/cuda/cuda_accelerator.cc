@@ -93,6 +93,10 @@ void embeddingForward(float* out, const int32_t* ids, const float* table, const 
                       size_t rows, size_t seq, size_t dim) {
   cuda::embeddingForward(out, ids, table, pos, rows, seq, dim, current());
 }
+void embeddingBackward(float* dtable, float* dpos, const int32_t* ids, const float* dout,
+                       size_t rows, size_t seq, size_t dim) {
+  cuda::embeddingBackward(dtable, dpos, ids, dout, rows, seq, dim, current());
+}
 void addBias(float* out, const float* bias, size_t rows, size_t dim) {
   cuda::addBias(out, bias, rows, dim, current());
 }
@@ -106,8 +110,8 @@ void dropout(const float* in, float* out, size_t n, uint64_t base, uint64_t firs
 }
 
 // Not on the GPU: the [T, T] softmax and flash attention's CPU tiles (attentionForward/Backward
-// are whole kernels there); not yet: ScaleNorm, the embedding's scatter-add and parameter
-// initialisation.
+// are whole kernels there); not yet: ScaleNorm and parameter initialisation (the model draws
+// initial values on the host).
 [[noreturn]] void missing(const char* kernel) {
   throw Error(std::string("cuda accelerator: ") + kernel +
               " is not on the GPU yet (issue 47); the cpu device has it");
@@ -137,9 +141,6 @@ void attentionTileScoreGrad(float*, const float*, size_t, size_t, size_t, const 
 }
 void rowDots(float*, const float*, size_t, const float*, size_t, size_t, size_t) {
   missing("rowDots");
-}
-void embeddingBackward(float*, float*, const int32_t*, const float*, size_t, size_t, size_t) {
-  missing("embeddingBackward");
 }
 void normalFromDraws(float*, size_t, const uint64_t*, float) { missing("normalFromDraws"); }
 void normalFromPhilox(float*, size_t, uint64_t, uint64_t, uint64_t, float) {
@@ -178,6 +179,12 @@ constexpr TransformerKernels kTable = {
     .normalFromPhilox = normalFromPhilox,
 };
 
+cudaMemcpyKind memcpyKind(CopyKind kind) {
+  return kind == CopyKind::HostToDevice   ? cudaMemcpyHostToDevice
+         : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
+                                          : cudaMemcpyDeviceToDevice;
+}
+
 class CudaAccelerator final : public Accelerator {
  public:
   DeviceKind kind() const override { return DeviceKind::Cuda; }
@@ -212,6 +219,7 @@ class CudaAccelerator final : public Accelerator {
     return major >= 8;  // bf16 tensor cores from Ampere on
   }
   bool supportsFp16() const override { return true; }
+  bool hostAccessible() const override { return false; }
 
   void* allocate(size_t bytes) override {
     void* p = nullptr;
@@ -288,10 +296,13 @@ class CudaAccelerator final : public Accelerator {
 
   void copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream stream) override {
     if (bytes == 0) return;
-    const cudaMemcpyKind k = kind == CopyKind::HostToDevice   ? cudaMemcpyHostToDevice
-                             : kind == CopyKind::DeviceToHost ? cudaMemcpyDeviceToHost
-                                                              : cudaMemcpyDeviceToDevice;
-    DS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, k, cudaStream(stream)));
+    DS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, memcpyKind(kind), cudaStream(stream)));
+  }
+  void copyRows(void* dst, size_t dstPitch, const void* src, size_t srcPitch, size_t rowBytes,
+                size_t rows, CopyKind kind, Stream stream) override {
+    if (rowBytes == 0 || rows == 0) return;
+    DS_CUDA_CHECK(cudaMemcpy2DAsync(dst, dstPitch, src, srcPitch, rowBytes, rows, memcpyKind(kind),
+                                    cudaStream(stream)));
   }
 
   void gemm(size_t m, size_t n, size_t k, float alpha, const GemmInput& a, const GemmInput& b,

@@ -41,6 +41,9 @@ void rotary(float* x, size_t rows, size_t seq, size_t heads, size_t headDim, siz
             size_t rotDim, const float* cos, const float* sin, bool inverse, cudaStream_t stream);
 void embeddingForward(float* out, const int32_t* ids, const float* table, const float* pos,
                       size_t rows, size_t seq, size_t dim, cudaStream_t stream);
+// dtable[ids[r]] += dout[r] (and dpos[r % seq] += dout[r] when dpos is not null), rows in order.
+void embeddingBackward(float* dtable, float* dpos, const int32_t* ids, const float* dout,
+                       size_t rows, size_t seq, size_t dim, cudaStream_t stream);
 void addBias(float* out, const float* bias, size_t rows, size_t dim, cudaStream_t stream);
 void add(float* y, const float* x, size_t n, cudaStream_t stream);
 void dropout(const float* in, float* out, size_t n, uint64_t base, uint64_t first,

@@ -1,5 +1,5 @@
 // The element-wise kernels on the GPU: activations and their gated forms (GeLU, SwiGLU, ...),
-// rotary embedding, embedding gather, bias, residual add and dropout. Grid-stride loops over
+// rotary embedding, embedding gather and its scatter-add, bias, residual add and dropout. Grid-stride loops over
 // kernel_math.h's functions, one template instance per Unit so that no loop branches on it.
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.h"
@@ -120,6 +120,18 @@ __global__ void embeddingForwardKernel(float* out, const int32_t* ids, const flo
   }
 }
 
+// One thread per column, the rows in order: each element gets its additions in the CPU kernel's
+// order (so the same bits), and no two threads add into one element, whatever the ids repeat.
+__global__ void embeddingBackwardKernel(float* dtable, float* dpos, const int32_t* ids,
+                                        const float* dout, size_t rows, size_t seq, size_t dim) {
+  for (size_t i = firstIndex(); i < dim; i += gridStride())
+    for (size_t r = 0; r < rows; ++r) {
+      const float g = dout[r * dim + i];
+      dtable[static_cast<size_t>(ids[r]) * dim + i] += g;
+      if (dpos) dpos[(r % seq) * dim + i] += g;
+    }
+}
+
 __global__ void addBiasKernel(float* out, const float* bias, size_t rows, size_t dim) {
   for (size_t e = firstIndex(); e < rows * dim; e += gridStride()) out[e] += bias[e % dim];
 }
@@ -177,6 +189,14 @@ void embeddingForward(float* out, const int32_t* ids, const float* table, const 
   if (rows * dim == 0) return;
   embeddingForwardKernel<<<gridFor(rows * dim, kThreads), kThreads, 0, stream>>>(
       out, ids, table, pos, rows, seq, dim);
+  DS_CUDA_CHECK_LAUNCH();
+}
+
+void embeddingBackward(float* dtable, float* dpos, const int32_t* ids, const float* dout,
+                       size_t rows, size_t seq, size_t dim, cudaStream_t stream) {
+  if (rows * dim == 0) return;
+  embeddingBackwardKernel<<<gridFor(dim, kThreads), kThreads, 0, stream>>>(dtable, dpos, ids,
+                                                                           dout, rows, seq, dim);
   DS_CUDA_CHECK_LAUNCH();
 }
 

@@ -316,6 +316,7 @@ Gpt::Gpt(GptConfig config, GptPlacement placement, kernels::Accelerator& acceler
   blockEnd_ = std::clamp(end_ - 1, 0, config_.numLayers);
   tiedCopy_ = config_.weightTying && first_ > 0 && lastStage();
   const int t = placement_.modelSize, rank = placement_.modelRank;
+  refuseHostOnlyOptions();
   if (placement_.sequence && placement_.sequence->size() > 1) {
     const int u = placement_.sequence->size();
     if (t > 1 || !whole())
@@ -356,12 +357,26 @@ Gpt::Gpt(GptConfig config, GptPlacement placement, kernels::Accelerator& acceler
     if (config_.moe.enabled()) acts_->moeRunner.prepareRotary(positions);
   }
   if (config_.posEmb == PositionEmbedding::Sinusoidal)
-    acts_->sinusoid = sinusoidTable(positions, config_.hiddenSize);
+    kernels::assignHost(*acc_, acts_->sinusoid, sinusoidTable(positions, config_.hiddenSize));
   acts_->buffers.resize(1);
   acts_->buffers[0].blocks.resize(static_cast<size_t>(blockEnd_ - blockBegin_));
 }
 
 Gpt::~Gpt() = default;
+
+void Gpt::refuseHostOnlyOptions() const {
+  if (acc_->hostAccessible()) return;
+  // These still read or write activations and parameters from host code between the kernels.
+  const char* hostOnly = placement_.modelSize > 1 ? "model-parallel-size above 1"
+                         : placement_.sequence && placement_.sequence->size() > 1
+                             ? "sequence_parallel_size above 1"
+                         : config_.moe.enabled()               ? "moe-num-experts above 1"
+                         : config_.norm == NormKind::ScaleNorm ? "norm: scalenorm"
+                                                               : nullptr;
+  if (hostOnly)
+    throw Error(std::string("GPT on ") + acc_->deviceName() + ": " + hostOnly +
+                " runs on the CPU only so far; use device cpu");
+}
 
 int Gpt::maxPositions() const {
   if (config_.posEmb == PositionEmbedding::Learned) return config_.maxPositionEmbeddings;
@@ -411,7 +426,8 @@ void Gpt::initTensorRange(const ParamSpec& s, float* p, uint64_t seed, size_t be
       }
       return;
     }
-    acc_->transformerKernels().normalFromPhilox(out, count, seed, stream, first, std);
+    // Host memory (the Model contract), so the CPU's kernel on every device.
+    kernels::transformerKernels().normalFromPhilox(out, count, seed, stream, first, std);
   };
   if (s.slice.whole()) {
     draw(p, begin, end - begin);
@@ -531,7 +547,17 @@ GptPass Gpt::beginPass(const Batch& batch, Pass pass) {
 }
 
 float* Gpt::blockInput(GptBuffer& B, size_t rows) {
-  return sized(blockEnd_ > blockBegin_ ? B.blocks[0].input : B.last, rows * config_.hiddenSize);
+  return sized(*acc_, blockEnd_ > blockBegin_ ? B.blocks[0].input : B.last,
+               rows * config_.hiddenSize);
+}
+
+void Gpt::deviceIds(GptPass& P, GptBuffer& B, bool upload) {
+  if (upload) {
+    kernels::assignHost(*acc_, B.inputIds, P.batch.inputIds);
+    kernels::assignHost(*acc_, B.targetIds, P.batch.targetIds);
+  }
+  P.inputIds = B.inputIds.data();
+  P.targetIds = B.targetIds.empty() ? nullptr : B.targetIds.data();
 }
 
 float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pass,
@@ -553,6 +579,7 @@ float Gpt::run(const Batch& batch, LayerAccess& access, float gradScale, Pass pa
     P.shape.positionOffset = P.seq * static_cast<size_t>(ulysses->rank());
   }
   GptBuffer& B = acts_->buffers[0];
+  deviceIds(P, B, true);
   P.forwardStart = Clock::now();
   embedForward(P, access, blockInput(B, P.shape.local));
   blocksForward(P, B, access);
@@ -590,18 +617,20 @@ float Gpt::stageForward(int buffer, const Batch& batch, const float* input, floa
   GptBuffer& B = acts_->buffers.at(static_cast<size_t>(buffer));
   B.batch = batch;  // the backward reads its ids and sample ids after later forwards
   GptPass P = beginPass(B.batch, train ? Pass::Train : Pass::Evaluate);
+  deviceIds(P, B, true);
   if (train && config_.moe.kind == MoeKind::DeepSpeed)  // this stage's layers' l_aux, as run()
     acts_->moeRunner.setAuxLossGradient(config_.moe.lossCoeff * gradScale);
   P.forwardStart = Clock::now();
   const size_t n = P.shape.local * static_cast<size_t>(config_.hiddenSize);
   float* x = blockInput(B, P.shape.local);
+  constexpr auto kDeviceCopy = kernels::CopyKind::DeviceToDevice;
   if (firstStage())
     embedForward(P, access, x);
   else
-    std::copy(input, input + n, x);
+    acc_->copy(x, input, n * sizeof(float), kDeviceCopy, acc_->currentStream());
   blocksForward(P, B, access);
   if (!lastStage()) {
-    std::copy(B.last.begin(), B.last.begin() + static_cast<std::ptrdiff_t>(n), output);
+    acc_->copy(output, B.last.data(), n * sizeof(float), kDeviceCopy, acc_->currentStream());
     return 0.0f;
   }
   const float loss = headPass(P, B, access, gradScale, nullptr);
@@ -613,16 +642,18 @@ void Gpt::stageBackward(int buffer, const float* outputGrad, float* inputGrad,
                         LayerAccess& access) {
   GptBuffer& B = acts_->buffers.at(static_cast<size_t>(buffer));
   GptPass P = beginPass(B.batch, Pass::Train);
+  deviceIds(P, B, false);  // uploaded by its forward
   const size_t n = P.shape.local * static_cast<size_t>(config_.hiddenSize);
   if (lastStage())
     std::swap(acts_->dy, B.grad);
   else
-    acts_->dy.assign(outputGrad, outputGrad + n);
+    kernels::assignDevice(*acc_, acts_->dy, outputGrad, n);
   blocksBackward(P, B, access);
   if (firstStage())
     embedBackward(P, access);
   else
-    std::copy(acts_->dy.begin(), acts_->dy.begin() + static_cast<std::ptrdiff_t>(n), inputGrad);
+    acc_->copy(inputGrad, acts_->dy.data(), n * sizeof(float), kernels::CopyKind::DeviceToDevice,
+               acc_->currentStream());
 }
 
 void Gpt::setProfiling(bool on) {

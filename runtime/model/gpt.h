@@ -1,8 +1,9 @@
 // A decoder-only transformer language model with GPT-NeoX's options (runtime/model/gpt_config.h),
 // trained through the engine's LayerAccess like any Model. Layers, as the engine sees them:
-//   0            embedding: word embeddings [vocab, hidden] (+ learned positions [positions, hidden])
-//   1..L         transformer blocks: norm, QKV, causal attention, dense, norm, MLP, residuals
-//   L + 1        head: final norm (+ untied output matrix [vocab, hidden]); the loss is the mean
+//   0            embedding: word embeddings [vocab, hidden] (+ learned positions [positions,
+//   hidden]) 1..L         transformer blocks: norm, QKV, causal attention, dense, norm, MLP,
+//   residuals L + 1        head: final norm (+ untied output matrix [vocab, hidden]); the loss is
+//   the mean
 //                cross-entropy of the positions' targets, a negative target (NeoX's label -100)
 //                masked: out of the loss and of the mean
 // With tied weights the head reads the word embeddings again (it acquires layer 0) and its share
@@ -13,8 +14,11 @@
 // same name (DeepSpeed's TiedLayerSpec: same initial values, gradients summed by the engine).
 // Compute is fp32 on the accelerator the Gpt is built with (kernels/accelerator.h; the CPU
 // backend by default): matrix products through its gemm, the rest through its transformer-kernel
-// table. Buffers are still host memory (the CPU backend's device memory). Not here: tokenisation,
-// data, the training loop.
+// table, and every buffer of a pass (activations, token ids, the rotary and position tables) in
+// its device memory, as are the parameters and gradients the LayerAccess hands out (a stage's
+// boundary tensors too). Options whose passes still touch buffers from host code are refused on a
+// device the host cannot read (refuseHostOnlyOptions). Not here: tokenisation, data, the training
+// loop.
 // Tensor slicing (GptPlacement::modelSize t > 1, Megatron's layout): the rank holds its heads,
 // MLP columns and vocabulary rows; parameters keep the full model's names with their LOCAL
 // shapes, ParamSpec::slice says where their elements sit in the full tensors, and they initialise
@@ -123,9 +127,15 @@ class Gpt : public Model, public PipelineStage {
   float run(const Batch& batch, LayerAccess& access, float gradScale, Pass pass,
             std::vector<float>* lastLogits);
   void checkBatch(const Batch& batch, size_t& seq) const;
+  // On an accelerator whose memory host code cannot touch: throws ds::Error naming the first
+  // configured option whose passes still do.
+  void refuseHostOnlyOptions() const;
   // The pieces of a pass, in order; the stage API runs the ones its layers hold.
   GptPass beginPass(const Batch& batch, Pass pass);
   float* blockInput(GptBuffer& buffer, size_t rows);  // where the stage's first layer input goes
+  // Points the pass at the batch's token ids in device memory (B's), copying them there first
+  // when `upload`.
+  void deviceIds(GptPass& pass, GptBuffer& buffer, bool upload);
   void embedForward(GptPass& pass, LayerAccess& access, float* x);
   void blocksForward(GptPass& pass, GptBuffer& buffer, LayerAccess& access);
   float headPass(GptPass& pass, GptBuffer& buffer, LayerAccess& access, float gradScale,

@@ -231,46 +231,49 @@ BlockRunner::BlockRunner(const GptConfig& config, kernels::Accelerator& acc,
       layout_(blockLayout(config, slice, moe)),
       moe_(config, acc, moeSplit(config, slice)) {
   if (c_.norm == NormKind::LayerNorm && !c_.normHasBias()) {
-    zeroBias_.assign(static_cast<size_t>(c_.hiddenSize), 0.0f);
-    unusedBiasGrad_.assign(zeroBias_.size(), 0.0f);
+    zeroBias_.resize(acc_, static_cast<size_t>(c_.hiddenSize));
+    unusedBiasGrad_.resize(acc_, zeroBias_.size());
   }
 }
 
 void BlockRunner::prepareRotary(size_t positions) {
   const size_t rot = static_cast<size_t>(c_.rotaryDim()), half = rot / 2;
-  cos_.assign(positions * half, 0.0f);
-  sin_.assign(positions * half, 0.0f);
+  std::vector<float> cos(positions * half), sin(positions * half);
   for (size_t t = 0; t < positions; ++t)
     for (size_t i = 0; i < half; ++i) {
       // NeoX: inv_freq = base^(-2i / rot), angle = t * inv_freq (computed in fp32 there)
       const float invFreq = static_cast<float>(
           1.0 / std::pow(c_.rotaryEmbBase, static_cast<double>(2 * i) / static_cast<double>(rot)));
       const float angle = static_cast<float>(t) * invFreq;
-      cos_[t * half + i] = std::cos(angle);
-      sin_[t * half + i] = std::sin(angle);
+      cos[t * half + i] = std::cos(angle);
+      sin[t * half + i] = std::sin(angle);
     }
+  kernels::assignHost(acc_, cos_, cos);
+  kernels::assignHost(acc_, sin_, sin);
 }
 
 void BlockRunner::norm(const float* x, const float* w, const float* b, float* out, float* sa,
                        float* sb, size_t rows) const {
   KernelTimer timer(KernelFamily::Norms);
   const size_t h = c_.hiddenSize;
-  parallelRows(rows, [&](size_t r0, size_t r1) {  // each row on its own: any split, the same bits
-    const size_t n = r1 - r0, at = r0 * h;
-    switch (c_.norm) {
-      case NormKind::LayerNorm:
-        k_.layerNormForward(out + at, sa + r0, sb + r0, x + at, w, b ? b : zeroBias_.data(), n, h,
-                            static_cast<float>(c_.layernormEpsilon));
-        break;
-      case NormKind::RmsNorm:
-        k_.rmsNormForward(out + at, sa + r0, x + at, w, n, h, static_cast<float>(c_.rmsNormEpsilon));
-        break;
-      case NormKind::ScaleNorm:
-        k_.scaleNormForward(out + at, sa + r0, x + at, w[0], n, h,
-                            static_cast<float>(c_.scalenormEpsilon));
-        break;
-    }
-  });
+  parallelRows(
+      acc_, rows, [&](size_t r0, size_t r1) {  // each row on its own: any split, the same bits
+        const size_t n = r1 - r0, at = r0 * h;
+        switch (c_.norm) {
+          case NormKind::LayerNorm:
+            k_.layerNormForward(out + at, sa + r0, sb + r0, x + at, w, b ? b : zeroBias_.data(), n,
+                                h, static_cast<float>(c_.layernormEpsilon));
+            break;
+          case NormKind::RmsNorm:
+            k_.rmsNormForward(out + at, sa + r0, x + at, w, n, h,
+                              static_cast<float>(c_.rmsNormEpsilon));
+            break;
+          case NormKind::ScaleNorm:
+            k_.scaleNormForward(out + at, sa + r0, x + at, w[0], n, h,
+                                static_cast<float>(c_.scalenormEpsilon));
+            break;
+        }
+      });
 }
 
 void BlockRunner::normBackward(const float* dout, const float* x, const float* w, const float* sa,
@@ -280,11 +283,11 @@ void BlockRunner::normBackward(const float* dout, const float* x, const float* w
   const size_t h = c_.hiddenSize;
   switch (c_.norm) {
     case NormKind::LayerNorm:
-      layerNormBackwardRows(k_, dx, dw, db ? db : unusedBiasGrad_.data(), dout, x, sa, sb, w, rows,
-                            h, normPartials_);
+      layerNormBackwardRows(acc_, k_, dx, dw, db ? db : unusedBiasGrad_.data(), dout, x, sa, sb, w,
+                            rows, h, normPartials_);
       break;
     case NormKind::RmsNorm:
-      rmsNormBackwardRows(k_, dx, dw, dout, x, sa, w, rows, h,
+      rmsNormBackwardRows(acc_, k_, dx, dw, dout, x, sa, w, rows, h,
                           static_cast<float>(c_.rmsNormEpsilon), normPartials_);
       break;
     case NormKind::ScaleNorm:
@@ -298,18 +301,20 @@ namespace {
 
 // The qk norm works on [2N, h]: queries (columns 0..h-1 of each [N, Q] qkv row) in rows 0..N-1,
 // keys (columns h..2h-1) in rows N..2N-1. These move them out of qkv and back.
-void gatherQueriesKeys(float* qk, const float* qkv, size_t N, size_t h, size_t Q) {
-  for (size_t r = 0; r < N; ++r) {
-    std::memcpy(qk + r * h, qkv + r * Q, h * sizeof(float));
-    std::memcpy(qk + (N + r) * h, qkv + r * Q + h, h * sizeof(float));
-  }
+void gatherQueriesKeys(kernels::Accelerator& acc, float* qk, const float* qkv, size_t N, size_t h,
+                       size_t Q) {
+  constexpr auto kind = kernels::CopyKind::DeviceToDevice;
+  const size_t f = sizeof(float);
+  acc.copyRows(qk, h * f, qkv, Q * f, h * f, N, kind, acc.currentStream());
+  acc.copyRows(qk + N * h, h * f, qkv + h, Q * f, h * f, N, kind, acc.currentStream());
 }
 
-void scatterQueriesKeys(float* qkv, const float* qk, size_t N, size_t h, size_t Q) {
-  for (size_t r = 0; r < N; ++r) {
-    std::memcpy(qkv + r * Q, qk + r * h, h * sizeof(float));
-    std::memcpy(qkv + r * Q + h, qk + (N + r) * h, h * sizeof(float));
-  }
+void scatterQueriesKeys(kernels::Accelerator& acc, float* qkv, const float* qk, size_t N, size_t h,
+                        size_t Q) {
+  constexpr auto kind = kernels::CopyKind::DeviceToDevice;
+  const size_t f = sizeof(float);
+  acc.copyRows(qkv, Q * f, qk, h * f, h * f, N, kind, acc.currentStream());
+  acc.copyRows(qkv + h, Q * f, qk + N * h, h * f, h * f, N, kind, acc.currentStream());
 }
 
 }  // namespace
@@ -322,20 +327,20 @@ void scatterQueriesKeys(float* qkv, const float* qk, size_t N, size_t h, size_t 
 void BlockRunner::qkNormForward(const float* w, const float* b, float* qkv, BlockActivations& a,
                                 BlockWorkspace& ws, size_t N) const {
   const size_t h = c_.hiddenSize, Q = c_.qkvSize(), H = c_.numAttentionHeads, d = c_.headDim();
-  float* raw = sized(a.qkRaw, 2 * N * h);
-  float* out = sized(ws.qkA, 2 * N * h);
-  gatherQueriesKeys(raw, qkv, N, h, Q);
+  float* raw = sized(acc_, a.qkRaw, 2 * N * h);
+  float* out = sized(acc_, ws.qkA, 2 * N * h);
+  gatherQueriesKeys(acc_, raw, qkv, N, h, Q);
   const bool perToken = c_.norm == NormKind::LayerNorm;
   const size_t stats = perToken ? 2 * N : 2 * N * H;
-  float* sa = sized(a.qkStatsA, stats);
-  float* sb = sized(a.qkStatsB, stats);
+  float* sa = sized(acc_, a.qkStatsA, stats);
+  float* sb = sized(acc_, a.qkStatsB, stats);
   switch (c_.norm) {
     case NormKind::LayerNorm:
       k_.layerNormForward(out, sa, sb, raw, w, b, 2 * N, h,
                           static_cast<float>(c_.layernormEpsilon));
       break;
     case NormKind::RmsNorm:
-      parallelRows(2 * N, [&](size_t r0, size_t r1) {
+      parallelRows(acc_, 2 * N, [&](size_t r0, size_t r1) {
         for (size_t i = r0 * H; i < r1 * H; ++i)
           k_.rmsNormForward(out + i * d, sa + i, raw + i * d, w + (i % H) * d, 1, d,
                             static_cast<float>(c_.rmsNormEpsilon));
@@ -346,24 +351,24 @@ void BlockRunner::qkNormForward(const float* w, const float* b, float* qkv, Bloc
                           static_cast<float>(c_.scalenormEpsilon));
       break;
   }
-  scatterQueriesKeys(qkv, out, N, h, Q);
+  scatterQueriesKeys(acc_, qkv, out, N, h, Q);
 }
 
 void BlockRunner::qkNormBackward(const float* w, float* dw, float* db, float* dqkv,
                                  const BlockActivations& a, BlockWorkspace& ws, size_t N) const {
   const size_t h = c_.hiddenSize, Q = c_.qkvSize(), H = c_.numAttentionHeads, d = c_.headDim();
-  float* dn = sized(ws.qkA, 2 * N * h);
-  float* draw = sized(ws.qkB, 2 * N * h);
-  gatherQueriesKeys(dn, dqkv, N, h, Q);
+  float* dn = sized(acc_, ws.qkA, 2 * N * h);
+  float* draw = sized(acc_, ws.qkB, 2 * N * h);
+  gatherQueriesKeys(acc_, dn, dqkv, N, h, Q);
   const float* raw = a.qkRaw.data();
   const float* sa = a.qkStatsA.data();
   switch (c_.norm) {
     case NormKind::LayerNorm:
-      layerNormBackwardRows(k_, draw, dw, db, dn, raw, sa, a.qkStatsB.data(), w, 2 * N, h,
+      layerNormBackwardRows(acc_, k_, draw, dw, db, dn, raw, sa, a.qkStatsB.data(), w, 2 * N, h,
                             normPartials_);
       break;
     case NormKind::RmsNorm:  // one task per head: each adds into its own slice of dw
-      parallelFor(H, [&](size_t j) {
+      parallelFor(acc_, H, [&](size_t j) {
         for (size_t i = j; i < 2 * N * H; i += H)
           k_.rmsNormBackward(draw + i * d, dw + j * d, dn + i * d, raw + i * d, sa + i, w + j * d,
                              1, d, static_cast<float>(c_.rmsNormEpsilon));
@@ -374,7 +379,7 @@ void BlockRunner::qkNormBackward(const float* w, float* dw, float* db, float* dq
                            static_cast<float>(c_.scalenormEpsilon));
       break;
   }
-  scatterQueriesKeys(dqkv, draw, N, h, Q);
+  scatterQueriesKeys(acc_, dqkv, draw, N, h, Q);
 }
 
 namespace {
@@ -449,10 +454,10 @@ void BlockRunner::forward(BlockTensors<const float> params, BlockActivations& a,
   // mid + mlpOut, or (x + attnOut) + mlpOut for gpt-j.
   KernelTimer residual(KernelFamily::ElementWise);
   if (c_.gptjResidual) {
-    sumRows(k_, out, a.input.data(), attnOut, n, h);
-    addRows(k_, out, mlpOut, n, h);
+    sumRows(acc_, k_, out, a.input.data(), attnOut, n, h);
+    addRows(acc_, k_, out, mlpOut, n, h);
   } else {
-    sumRows(k_, out, a.mid.data(), mlpOut, n, h);
+    sumRows(acc_, k_, out, a.mid.data(), mlpOut, n, h);
   }
 }
 
@@ -465,15 +470,15 @@ void BlockRunner::attentionForward(const float* params, BlockActivations& a, Blo
   auto P = [&](size_t offset) { return tensorAt(params, offset); };
 
   const size_t n = s.local;  // the rows of the norm (all N but with sequence parallelism)
-  norm(a.input.data(), P(L.ln1w), P(L.ln1b), sized(a.ln1, n * h), sized(a.stats1a, n),
-       sized(a.stats1b, n), n);
+  norm(a.input.data(), P(L.ln1w), P(L.ln1b), sized(acc_, a.ln1, n * h), sized(acc_, a.stats1a, n),
+       sized(acc_, a.stats1b, n), n);
   const auto attentionStart = laps.lap(kNorm1);
   // q/k/v of the block's rows (kept for attention's backward unless Ulysses moves them).
-  float* qkv = sized(s.ulysses ? w.qkvRows : a.qkv, N * Q);
-  const float* ln1 = gatherShards(a.ln1.data(), w.gatheredA, s, h);
+  float* qkv = sized(acc_, s.ulysses ? w.qkvRows : a.qkv, N * Q);
+  const float* ln1 = gatherShards(acc_, a.ln1.data(), w.gatheredA, s, h);
   product(acc_, false, true, N, Q, h, 1.0f, ln1, h, P(L.qkvw), h, 0.0f, qkv, Q);
   KernelTimer elementWise(KernelFamily::ElementWise);
-  if (L.qkvb != BlockLayout::kNone) addBiasRows(k_, qkv, P(L.qkvb), N, Q);
+  if (L.qkvb != BlockLayout::kNone) addBiasRows(acc_, k_, qkv, P(L.qkvb), N, Q);
   elementWise.stop();
   laps.lap(kQkv);
   if (c_.qkNorm) {
@@ -485,16 +490,17 @@ void BlockRunner::attentionForward(const float* params, BlockActivations& a, Blo
   const kernels::AttentionShape& shape = at.shape;
   float* heads = qkv;
   if (s.ulysses) {
-    heads = sized(a.qkv, shape.samples * shape.seq * shape.qkvStride());
-    toHeadLayout(qkv, heads, s, at.qkvGroups, Q, w.exchange);
+    heads = sized(acc_, a.qkv, shape.samples * shape.seq * shape.qkvStride());
+    toHeadLayout(acc_, qkv, heads, s, at.qkvGroups, Q, w.exchange);
   }
   rotate(heads, shape, false);
-  float* ctx = sized(s.ulysses ? a.ctxHeads : a.ctx, shape.samples * shape.seq * shape.ctxStride());
+  float* ctx =
+      sized(acc_, s.ulysses ? a.ctxHeads : a.ctx, shape.samples * shape.seq * shape.ctxStride());
   const AttentionDropoutMasks drop(c_.attentionDropout, at.firstHead, shape, dropout);
-  acc_.attentionForward(shape, heads, ctx, sized(a.attnStats, shape.statsSize()), drop.get());
+  acc_.attentionForward(shape, heads, ctx, sized(acc_, a.attnStats, shape.statsSize()), drop.get());
   if (s.ulysses) {
-    ctx = sized(a.ctx, N * hq);
-    toPositionLayout(a.ctxHeads.data(), ctx, s, at.ctxGroups, hq, w.exchange);
+    ctx = sized(acc_, a.ctx, N * hq);
+    toPositionLayout(acc_, a.ctxHeads.data(), ctx, s, at.ctxGroups, hq, w.exchange);
   }
   attention.stop();
   laps.lap(kCore);
@@ -514,8 +520,8 @@ void BlockRunner::mlpForward(BlockTensors<const float> params, BlockActivations&
   const float* mlpIn = a.input.data();
   KernelTimer residual(KernelFamily::ElementWise);
   if (!c_.gptjResidual) {
-    float* mid = sized(a.mid, n * h);
-    sumRows(k_, mid, mlpIn, w.attnOut.data(), n, h);
+    float* mid = sized(acc_, a.mid, n * h);
+    sumRows(acc_, k_, mid, mlpIn, w.attnOut.data(), n, h);
     mlpIn = mid;
   } else {
     a.mid.clear();
@@ -524,34 +530,34 @@ void BlockRunner::mlpForward(BlockTensors<const float> params, BlockActivations&
   if (c_.gptjTied) {  // the MLP reads norm1's output
     a.ln2.clear();
   } else {
-    norm(mlpIn, P(L.ln2w), P(L.ln2b), sized(a.ln2, n * h), sized(a.stats2a, n), sized(a.stats2b, n),
-         n);
+    norm(mlpIn, P(L.ln2w), P(L.ln2b), sized(acc_, a.ln2, n * h), sized(acc_, a.stats2a, n),
+         sized(acc_, a.stats2b, n), n);
   }
   const float* mlpNormed =
-      gatherShards(c_.gptjTied ? a.ln1.data() : a.ln2.data(), w.gatheredB, s, h);
+      gatherShards(acc_, c_.gptjTied ? a.ln1.data() : a.ln2.data(), w.gatheredB, s, h);
   const auto mlpStart = laps.lap(kNorm2);
   if (L.moe()) {  // the training pass's key draws its noise (Gpt passes one for MoE models)
     const moe::RoutingNoise noise(dropout ? dropout->sampleIds : nullptr,
                                   dropout ? dropout->layer : 0, s.seq, s.positionOffset);
     // Split over the model group, each rank's output is its experts' share of the sum.
     const bool split = slice_.model != nullptr;
-    float* partial = sized(split && s.sequence ? w.partial : w.mlpOut, N * h);
+    float* partial = sized(acc_, split && s.sequence ? w.partial : w.mlpOut, N * h);
     a.moe.stats = moe_.forward(moeTensors(params), mlpNormed, N, a.moe, w.moe, partial,
                                dropout ? &noise : nullptr, s.experts);
-    if (split) reduceToShards(partial, w.mlpOut, s, h, slice_.model);
+    if (split) reduceToShards(acc_, partial, w.mlpOut, s, h, slice_.model);
     laps.endPart(kFc1, kMlp, mlpStart);  // the profiler's experts slot (Gpt::profileModules)
     return;
   }
-  float* fc1 = sized(a.fc1, N * ff1);
+  float* fc1 = sized(acc_, a.fc1, N * ff1);
   product(acc_, false, true, N, ff1, h, 1.0f, mlpNormed, h, P(L.fc1w), h, 0.0f, fc1, ff1);
   laps.lap(kFc1);
   KernelTimer mlpElementWise(KernelFamily::ElementWise);
-  float* act = sized(a.act, N * ff);
+  float* act = sized(acc_, a.act, N * ff);
   const kernels::Unit unit = unitOf(c_.activation);
   // The bias goes in on the activation's pass, run of rows by run of rows: the second read of
   // fc1 then comes from cache (the flops profiler counts the bias in the activation's time).
   const float* fc1Bias = P(L.fc1b);
-  parallelRows(N, [&](size_t r0, size_t r1) {
+  parallelRows(acc_, N, [&](size_t r0, size_t r1) {
     if (fc1Bias) k_.addBias(fc1 + r0 * ff1, fc1Bias, r1 - r0, ff1);
     if (c_.gated())
       k_.gatedForward(unit, act + r0 * ff, fc1 + r0 * ff1, r1 - r0, ff);
@@ -565,16 +571,16 @@ void BlockRunner::mlpForward(BlockTensors<const float> params, BlockActivations&
 }
 
 void BlockRunner::outputProjection(const float* x, size_t width, const float* weight,
-                                   const float* bias, std::vector<float>& out, BlockWorkspace& w,
-                                   const BlockShape& s, const DropoutKey* dropout,
-                                   uint64_t site) const {
+                                   const float* bias, kernels::DeviceArray<float>& out,
+                                   BlockWorkspace& w, const BlockShape& s,
+                                   const DropoutKey* dropout, uint64_t site) const {
   const size_t N = s.rows, h = c_.hiddenSize;
   // Sequence parallel: the partial sums of all N rows, then this rank's rows of their sum in out.
-  float* partial = sized(s.sequence ? w.partial : out, N * h);
+  float* partial = sized(acc_, s.sequence ? w.partial : out, N * h);
   product(acc_, false, true, N, h, width, 1.0f, x, width, weight, width, 0.0f, partial, h);
-  float* y = reduceToShards(partial, out, s, h, slice_.model);
+  float* y = reduceToShards(acc_, partial, out, s, h, slice_.model);
   KernelTimer elementWise(KernelFamily::ElementWise);
-  if (bias) addBiasRows(k_, y, bias, s.local, h);
+  if (bias) addBiasRows(acc_, k_, y, bias, s.local, h);
   if (dropout && c_.hiddenDropout > 0.0)
     applyDropoutRows(y, s, h, static_cast<float>(c_.hiddenDropout), *dropout, site, acc_);
 }
@@ -585,8 +591,9 @@ const float* BlockRunner::throughHiddenDropout(const float* from, BlockWorkspace
   if (!(dropout && c_.hiddenDropout > 0.0)) return from;
   const size_t n = s.local, h = c_.hiddenSize;
   KernelTimer timer(KernelFamily::ElementWise);
-  float* masked = sized(w.dA, n * h);
-  std::memcpy(masked, from, n * h * sizeof(float));
+  float* masked = sized(acc_, w.dA, n * h);
+  acc_.copy(masked, from, n * h * sizeof(float), kernels::CopyKind::DeviceToDevice,
+            acc_.currentStream());
   applyDropoutRows(masked, s, h, static_cast<float>(c_.hiddenDropout), *dropout, site, acc_);
   return masked;
 }
@@ -617,22 +624,27 @@ float* BlockRunner::mlpBackward(BlockTensors<const float> params, BlockTensors<f
   auto G = [&](size_t offset) { return tensorAt(grads.block, offset); };
 
   const bool tied = c_.gptjTied;
-  const float* mlpNormed = gatherShards(tied ? a.ln1.data() : a.ln2.data(), w.gatheredB, s, h);
-  float* dLn = sized(w.dB, N * h);  // tied: norm1's output gradient from the MLP, so far
+  const float* mlpNormed =
+      gatherShards(acc_, tied ? a.ln1.data() : a.ln2.data(), w.gatheredB, s, h);
+  float* dLn = sized(acc_, w.dB, N * h);  // tied: norm1's output gradient from the MLP, so far
   if (L.moe())                      // no dropout on a MoE layer's output; every row of it
     moe_.backward(moeTensors(params), moeTensors(grads), mlpNormed, N, a.moe, w.moe,
-                  gatherShards(dOut, w.gatheredA, s, h), dLn, auxLossGrad_, s.experts);
+                  gatherShards(acc_, dOut, w.gatheredA, s, h), dLn, auxLossGrad_, s.experts);
   else
     denseMlpBackward(params.block, grads.block, a, w, s, dOut, mlpNormed, dLn, dropout);
   const float* mlpIn = c_.gptjResidual ? a.input.data() : a.mid.data();
   if (tied) {
-    elementWise([&] { std::memcpy(dIn, dOut, n * h * sizeof(float)); });
+    elementWise([&] {
+      acc_.copy(dIn, dOut, n * h * sizeof(float), kernels::CopyKind::DeviceToDevice,
+                acc_.currentStream());
+    });
   } else {
     // Column-parallel's input gradient is the ranks' sum (tied, it is summed with QKV's first).
-    const float* dNormed = reduceToShards(dLn, w.dLocal, s, h, slice_.model);
+    const float* dNormed = reduceToShards(acc_, dLn, w.dLocal, s, h, slice_.model);
     normBackward(dNormed, mlpIn, P(L.ln2w), a.stats2a.data(), a.stats2b.data(), dIn, G(L.ln2w),
                  G(L.ln2b), n);
-    elementWise([&] { addRows(k_, dIn, dOut, n, h); });  // sequential: d(mid); gpt-j: d(x) so far
+    elementWise(
+        [&] { addRows(acc_, k_, dIn, dOut, n, h); });  // sequential: d(mid); gpt-j: d(x) so far
   }
   return dLn;
 }
@@ -648,12 +660,12 @@ void BlockRunner::denseMlpBackward(const float* params, float* grads, const Bloc
   // dOut reaches mlpOut through the residual sum (the rank's rows; all N gathered for the products).
   const float* dMlpLocal = throughHiddenDropout(dOut, w, s, dropout, kSiteMlpOut);
   if (L.fc2b != BlockLayout::kNone)
-    elementWise([&] { biasGradientRows(k_, G(L.fc2b), dMlpLocal, n, h, normPartials_); });
-  const float* dMlp = gatherShards(dMlpLocal, w.gatheredA, s, h);
+    elementWise([&] { biasGradientRows(acc_, k_, G(L.fc2b), dMlpLocal, n, h, normPartials_); });
+  const float* dMlp = gatherShards(acc_, dMlpLocal, w.gatheredA, s, h);
   product(acc_, true, false, h, ff, N, 1.0f, dMlp, h, a.act.data(), ff, 1.0f, G(L.fc2w), ff);
-  float* dAct = sized(w.dact, N * ff);
+  float* dAct = sized(acc_, w.dact, N * ff);
   product(acc_, false, false, N, ff, h, 1.0f, dMlp, h, P(L.fc2w), ff, 0.0f, dAct, ff);
-  float* dFc1 = sized(w.dfc1, N * ff1);
+  float* dFc1 = sized(acc_, w.dfc1, N * ff1);
   const kernels::Unit unit = unitOf(c_.activation);
   auto activationBackward = [&](size_t r0, size_t r1) {
     const float* in = a.fc1.data();
@@ -666,10 +678,10 @@ void BlockRunner::denseMlpBackward(const float* params, float* grads, const Bloc
   // it, while it is in cache.
   if (L.fc1b != BlockLayout::kNone)
     elementWise([&] {
-      biasGradientRows(k_, G(L.fc1b), dFc1, N, ff1, normPartials_, activationBackward);
+      biasGradientRows(acc_, k_, G(L.fc1b), dFc1, N, ff1, normPartials_, activationBackward);
     });
   else
-    elementWise([&] { parallelRows(N, activationBackward); });
+    elementWise([&] { parallelRows(acc_, N, activationBackward); });
   product(acc_, true, false, ff1, h, N, 1.0f, dFc1, ff1, mlpNormed, h, 1.0f, G(L.fc1w), h);
   product(acc_, false, false, N, h, ff1, 1.0f, dFc1, ff1, P(L.fc1w), h, 0.0f, dLn, h);
 }
@@ -707,13 +719,13 @@ void BlockRunner::attentionBackward(const float* params, float* grads, const Blo
   const float* dAttnLocal =
       throughHiddenDropout(c_.gptjResidual ? dOut : dIn, w, s, dropout, kSiteAttentionOut);
   if (L.denseb != BlockLayout::kNone)
-    elementWise([&] { biasGradientRows(k_, G(L.denseb), dAttnLocal, n, h, normPartials_); });
-  const float* dAttn = gatherShards(dAttnLocal, w.gatheredA, s, h);
+    elementWise([&] { biasGradientRows(acc_, k_, G(L.denseb), dAttnLocal, n, h, normPartials_); });
+  const float* dAttn = gatherShards(acc_, dAttnLocal, w.gatheredA, s, h);
   product(acc_, true, false, h, hq, N, 1.0f, dAttn, h, a.ctx.data(), hq, 1.0f, G(L.densew), hq);
-  float* dCtx = sized(w.dctx, N * hq);
+  float* dCtx = sized(acc_, w.dctx, N * hq);
   product(acc_, false, false, N, hq, h, 1.0f, dAttn, h, P(L.densew), hq, 0.0f, dCtx, hq);
 
-  float* dqkv = sized(w.dqkv, N * Q);
+  float* dqkv = sized(acc_, w.dqkv, N * Q);
   KernelTimer attention(KernelFamily::Attention);
   const AttentionLayout at = attentionLayout(s);
   const kernels::AttentionShape& shape = at.shape;
@@ -721,32 +733,32 @@ void BlockRunner::attentionBackward(const float* params, float* grads, const Blo
   const float* dCtxHeads = dCtx;
   float* dqkvHeads = dqkv;
   if (s.ulysses) {
-    float* moved = sized(w.dCtxHeads, headRows * shape.ctxStride());
-    toHeadLayout(dCtx, moved, s, at.ctxGroups, hq, w.exchange);
+    float* moved = sized(acc_, w.dCtxHeads, headRows * shape.ctxStride());
+    toHeadLayout(acc_, dCtx, moved, s, at.ctxGroups, hq, w.exchange);
     dCtxHeads = moved;
-    dqkvHeads = sized(w.dqkvHeads, headRows * shape.qkvStride());
+    dqkvHeads = sized(acc_, w.dqkvHeads, headRows * shape.qkvStride());
   }
   const AttentionDropoutMasks drop(c_.attentionDropout, at.firstHead, shape, dropout);
   acc_.attentionBackward(shape, a.qkv.data(), (s.ulysses ? a.ctxHeads : a.ctx).data(),
                          a.attnStats.data(), dCtxHeads, dqkvHeads, drop.get());
   rotate(dqkvHeads, shape, true);
-  if (s.ulysses) toPositionLayout(dqkvHeads, dqkv, s, at.qkvGroups, Q, w.exchange);
+  if (s.ulysses) toPositionLayout(acc_, dqkvHeads, dqkv, s, at.qkvGroups, Q, w.exchange);
   attention.stop();
   if (c_.qkNorm) {
     KernelTimer norms(KernelFamily::Norms);
     qkNormBackward(P(L.qknw), G(L.qknw), G(L.qknb), dqkv, a, w, N);
   }
-  const float* ln1 = gatherShards(a.ln1.data(), w.gatheredB, s, h);
+  const float* ln1 = gatherShards(acc_, a.ln1.data(), w.gatheredB, s, h);
   product(acc_, true, false, Q, h, N, 1.0f, dqkv, Q, ln1, h, 1.0f, G(L.qkvw), h);
   if (L.qkvb != BlockLayout::kNone)
-    elementWise([&] { biasGradientRows(k_, G(L.qkvb), dqkv, N, Q, normPartials_); });
+    elementWise([&] { biasGradientRows(acc_, k_, G(L.qkvb), dqkv, N, Q, normPartials_); });
   const bool tied = c_.gptjTied;
   product(acc_, false, false, N, h, Q, 1.0f, dqkv, Q, P(L.qkvw), h, tied ? 1.0f : 0.0f, dLn, h);
-  const float* dNormed = reduceToShards(dLn, w.dLocal, s, h, slice_.model);
-  float* dNorm1 = sized(w.dA, n * h);
+  const float* dNormed = reduceToShards(acc_, dLn, w.dLocal, s, h, slice_.model);
+  float* dNorm1 = sized(acc_, w.dA, n * h);
   normBackward(dNormed, a.input.data(), P(L.ln1w), a.stats1a.data(), a.stats1b.data(), dNorm1,
                G(L.ln1w), G(L.ln1b), n);
-  elementWise([&] { addRows(k_, dIn, dNorm1, n, h); });
+  elementWise([&] { addRows(acc_, k_, dIn, dNorm1, n, h); });
 }
 
 }  // namespace ds::runtime::gpt

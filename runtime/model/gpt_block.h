@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/accelerator.h"
+#include "kernels/device_array.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/model/gpt_config.h"
 #include "runtime/model/moe_layer.h"
@@ -79,31 +80,32 @@ struct DropoutKey {
 };
 // What a block keeps from its forward pass for its backward pass.
 struct BlockActivations {
-  std::vector<float> input;       // [N, h] the block's input
-  std::vector<float> ln1, ln2;    // [N, h] normalised inputs of attention and MLP
-  std::vector<float> stats1a, stats1b, stats2a, stats2b;  // [N] mean/rstd or norm
-  std::vector<float> qkRaw;  // [2N, h] queries then keys before the qk norm (qkNorm only)
-  std::vector<float> qkStatsA, qkStatsB;  // the qk norm's per-row (or per-head) statistics
+  kernels::DeviceArray<float> input;     // [N, h] the block's input
+  kernels::DeviceArray<float> ln1, ln2;  // [N, h] normalised inputs of attention and MLP
+  kernels::DeviceArray<float> stats1a, stats1b, stats2a, stats2b;  // [N] mean/rstd or norm
+  kernels::DeviceArray<float> qkRaw;  // [2N, h] queries then keys before the qk norm (qkNorm only)
+  kernels::DeviceArray<float> qkStatsA, qkStatsB;  // the qk norm's per-row (or per-head) statistics
   // Sliced (model size t): the rank's heads only, so hq = h / t, kv = kvSize() / t, ff = ff / t.
-  std::vector<float> qkv;                 // [N, hq + 2 kv] after rotary: [q | k | v]
-  std::vector<float> attnStats;  // [B, heads, 2, T] attention's softmax row statistics
-  std::vector<float> ctx;                 // [N, hq] attention output before the dense projection
-  std::vector<float> ctxHeads;  // Ulysses: the attention output in its heads' layout (qkv's)
-  std::vector<float> mid;                 // [N, h] input + attention (sequential residual only)
-  std::vector<float> fc1;                 // [N, ff1] MLP pre-activation
-  std::vector<float> act;                 // [N, ff] MLP activation
+  kernels::DeviceArray<float> qkv;        // [N, hq + 2 kv] after rotary: [q | k | v]
+  kernels::DeviceArray<float> attnStats;  // [B, heads, 2, T] attention's softmax row statistics
+  kernels::DeviceArray<float> ctx;        // [N, hq] attention output before the dense projection
+  kernels::DeviceArray<float>
+      ctxHeads;                     // Ulysses: the attention output in its heads' layout (qkv's)
+  kernels::DeviceArray<float> mid;  // [N, h] input + attention (sequential residual only)
+  kernels::DeviceArray<float> fc1;  // [N, ff1] MLP pre-activation
+  kernels::DeviceArray<float> act;  // [N, ff] MLP activation
   MoeActivations moe;                     // a MoE layer's routing and experts' rows
   size_t bytes() const;
 };
 
 // Scratch shared by all blocks (not kept across layers).
 struct BlockWorkspace {
-  std::vector<float> attnOut, mlpOut, dA, dB, dqkv, dctx, dfc1, dact, qkA, qkB;
+  kernels::DeviceArray<float> attnOut, mlpOut, dA, dB, dqkv, dctx, dfc1, dact, qkA, qkB;
   // Sequence parallelism: gathered [N, h] inputs and gradients, a row-parallel product's [N, h]
   // partial sums, and a reduce-scattered input gradient of the rank's rows.
-  std::vector<float> gatheredA, gatheredB, partial, dLocal;
+  kernels::DeviceArray<float> gatheredA, gatheredB, partial, dLocal;
   // Ulysses: q/k/v and the context in the rank's rows, and the all-gathered rows they move through.
-  std::vector<float> qkvRows, dCtxHeads, dqkvHeads, exchange;
+  kernels::DeviceArray<float> qkvRows, dCtxHeads, dqkvHeads, exchange;
   MoeWorkspace moe;
 };
 
@@ -207,7 +209,7 @@ class BlockRunner {
   // sums, then the bias once), then hidden dropout at `site`; out holds the rank's s.local rows
   // (all N without sequence parallelism). bias may be null.
   void outputProjection(const float* x, size_t width, const float* weight, const float* bias,
-                        std::vector<float>& out, BlockWorkspace& w, const BlockShape& s,
+                        kernels::DeviceArray<float>& out, BlockWorkspace& w, const BlockShape& s,
                         const DropoutKey* dropout, uint64_t site) const;
   // backward's halves, the MLP's first. It returns the gradient of the MLP's normed input (w.dB),
   // which the attention's half completes with QKV's where the norms are tied.
@@ -234,16 +236,18 @@ class BlockRunner {
   const kernels::TransformerKernels& k_;
   BlockSlice slice_;
   BlockLayout layout_;
-  std::vector<float> cos_, sin_;
+  kernels::DeviceArray<float> cos_, sin_;
   // A LayerNorm without bias (use-bias-in-norms: false) runs the biased kernel with zero bias
   // and a gradient nobody reads.
-  std::vector<float> zeroBias_;
-  mutable std::vector<float> unusedBiasGrad_;
-  mutable std::vector<float> normPartials_;  // per-row-block gradient sums: norms and biases
+  kernels::DeviceArray<float> zeroBias_;
+  mutable kernels::DeviceArray<float> unusedBiasGrad_;
+  mutable kernels::DeviceArray<float>
+      normPartials_;  // per-row-block gradient sums: norms and biases
   MoeLayer moe_;
   double auxLossGrad_ = 0.0;
 };
 
+using kernels::sized;
 // Resizes v to n elements without shrinking its allocation (buffers are reused call after call).
 inline float* sized(std::vector<float>& v, size_t n) {
   v.resize(n);

@@ -20,14 +20,17 @@ using Clock = std::chrono::steady_clock;
 // pipeline stage one per pipe buffer (micro-batches in flight).
 struct GptBuffer {
   std::vector<BlockActivations> blocks;  // one per block held; only .input when checkpointing
-  std::vector<float> last;               // [N, h] the last block's output
-  std::vector<float> grad;               // stage with the head: d(loss)/d(last) from its forward
+  kernels::DeviceArray<float> last;      // [N, h] the last block's output
+  kernels::DeviceArray<float> grad;      // stage with the head: d(loss)/d(last) from its forward
   Batch batch;                           // stage: the micro-batch (ids, sample ids for dropout)
+  kernels::DeviceArray<int32_t> inputIds, targetIds;  // the pass's token ids on the device
 };
 
 // One pass's shape and switches, shared by its pieces.
 struct GptPass {
   const Batch& batch;
+  const int32_t* inputIds = nullptr;   // batch's, in device memory (Gpt::deviceIds)
+  const int32_t* targetIds = nullptr;  // null where the batch has none
   size_t seq = 0;
   gpt::BlockShape shape{};
   bool train = false, logits = false, checkpointing = false, dropout = false;
@@ -64,17 +67,18 @@ class GptActivations {
   std::vector<GptBuffer> buffers;  // the whole model: one
   BlockActivations recompute;      // checkpointing: the block being recomputed
   gpt::BlockWorkspace work;
-  std::vector<float> embedded;           // [N, h] embedding output = block 0's input
-  std::vector<float> finalNorm, fa, fb;  // head: [N, h], [N], [N] (the rank's rows of them)
-  std::vector<float> finalNormAll;       // sequence parallel: finalNorm's N rows, gathered
-  std::vector<float> dxLocal;            // sequence parallel: the rank's rows of the head's dx
-  Batch ulysses;                         // Ulysses: the rank's positions of the pass's batch
-  std::vector<float> logits;             // [chunk, vocab]
-  std::vector<double> rowLosses;         // [chunk] the loss's terms, summed in row order
-  std::vector<float> dx, dy;             // [N, h] gradient flowing down
-  std::vector<float> tiedGrad;           // tied: the head's word-embedding gradient
-  std::vector<float> sinusoid;           // [positions, h] fixed position table
-  std::vector<float> discard;            // a recomputed block's output (already known)
+  using Floats = kernels::DeviceArray<float>;
+  Floats embedded;                // [N, h] embedding output = block 0's input
+  Floats finalNorm, fa, fb;       // head: [N, h], [N], [N] (the rank's rows of them)
+  Floats finalNormAll;            // sequence parallel: finalNorm's N rows, gathered
+  Floats dxLocal;                 // sequence parallel: the rank's rows of the head's dx
+  Batch ulysses;                  // Ulysses: the rank's positions of the pass's batch
+  Floats logits;                  // [chunk, vocab]
+  std::vector<double> rowLosses;  // [chunk] the loss's terms, summed in row order (host)
+  Floats dx, dy;                  // [N, h] gradient flowing down
+  Floats tiedGrad;                // tied: the head's word-embedding gradient
+  Floats sinusoid;                // [positions, h] fixed position table
+  Floats discard;                 // a recomputed block's output (already known)
   size_t peakBytes = 0;
 };
 

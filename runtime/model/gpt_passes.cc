@@ -58,10 +58,10 @@ void Gpt::embedForward(GptPass& P, LayerAccess& access, float* out) {
   const float* p = access.acquireParameters(local(0));
   kernels::KernelTimer timer(kernels::KernelFamily::EmbeddingLoss);
   // Sequence parallel: every row here, then the rank keeps its own (NeoX scatters after dropout).
-  float* x = P.shape.sequence ? gpt::sized(A.embedded, N * h) : out;
+  float* x = P.shape.sequence ? sized(*acc_, A.embedded, N * h) : out;
   const size_t firstPosition = P.shape.positionOffset;  // Ulysses: the rank's first position
   if (!model) {
-    k.embeddingForward(x, batch.inputIds.data(), p,
+    k.embeddingForward(x, P.inputIds, p,
                        learnedPositions ? p + (vocab + firstPosition) * h
                        : fixedPositions ? fixedPositions + firstPosition * h
                                         : nullptr,
@@ -75,7 +75,8 @@ void Gpt::embedForward(GptPass& P, LayerAccess& access, float* out) {
     gpt::applyDropoutRows(x, P.embeddedRows(), h, static_cast<float>(config_.hiddenDropout), *key,
                           0, *acc_);
   if (P.shape.sequence)
-    std::copy_n(x + P.shape.firstRow * h, P.shape.local * h, out);
+    acc_->copy(out, x + P.shape.firstRow * h, P.shape.local * h * sizeof(float),
+               kernels::CopyKind::DeviceToDevice, acc_->currentStream());
   timer.stop();
   access.releaseParameters(local(0));
   if (P.times) P.times[kEmbedModule] += since(P.forwardStart);
@@ -103,16 +104,17 @@ void Gpt::blocksForward(GptPass& P, GptBuffer& B, LayerAccess& access) {
     BlockActivations& a = P.checkpointing || !P.train ? A.recompute : kept;
     if (!P.train) {
       a.input.swap(kept.input);
-      std::vector<float>().swap(kept.input);
+      kept.input.release();
     } else if (P.checkpointing) {
-      a.input.assign(kept.input.begin(), kept.input.end());
+      kernels::assignDevice(*acc_, a.input, kept.input.data(), kept.input.size());
       if (partitioned) {  // keep this rank's chunk of the input only (gathered in backward)
         const size_t chunk = N * h / static_cast<size_t>(model->size());
-        const auto begin = kept.input.begin() + static_cast<std::ptrdiff_t>(chunk * model->rank());
-        std::vector<float>(begin, begin + static_cast<std::ptrdiff_t>(chunk)).swap(kept.input);
+        kernels::DeviceArray<float> mine;
+        kernels::assignDevice(*acc_, mine, kept.input.data() + chunk * model->rank(), chunk);
+        mine.swap(kept.input);
       }
     }
-    float* out = sized(l + 1 < L ? B.blocks[l + 1 - first].input : B.last, n * h);
+    float* out = sized(*acc_, l + 1 < L ? B.blocks[l + 1 - first].input : B.last, n * h);
     const Clock::time_point blockStart = Clock::now();
     A.runnerFor(l).forward(p, a, A.work, P.shape, out, P.dropoutFor(l + 1),
                            times ? times + blockModule(l) : nullptr);
@@ -155,9 +157,9 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
   const float* fw = hp;
   const float* fbias = config_.normHasBias() ? hp + normWeights : nullptr;
   const size_t n = P.shape.local;  // the final norm's rows (all N but with sequence parallelism)
-  A.runner.norm(B.last.data(), fw, fbias, sized(A.finalNorm, n * h), sized(A.fa, n),
-                sized(A.fb, n), n);
-  const float* xf = gpt::gatherShards(A.finalNorm.data(), A.finalNormAll, P.shape, h);
+  A.runner.norm(B.last.data(), fw, fbias, sized(*acc_, A.finalNorm, n * h), sized(*acc_, A.fa, n),
+                sized(*acc_, A.fb, n), n);
+  const float* xf = gpt::gatherShards(*acc_, A.finalNorm.data(), A.finalNormAll, P.shape, h);
   const size_t finalModule = blockModule(L), outputModule = finalModule + 1;
   if (times) times[finalModule] += since(headStart);
   double outputSeconds = 0.0;  // the head's forward parts only (it interleaves its backward)
@@ -165,22 +167,26 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
   const float* outW = tiedHere ? access.acquireParameters(local(0)) : hp + headNormNumel;
   float* outG = nullptr;
   if (train) {
-    outG = tiedHere ? sized(A.tiedGrad, localVocab * h) : hg + headNormNumel;
-    if (tiedHere) std::fill(A.tiedGrad.begin(), A.tiedGrad.end(), 0.0f);
+    outG = tiedHere ? sized(*acc_, A.tiedGrad, localVocab * h) : hg + headNormNumel;
+    if (tiedHere) acc_->fillZero(outG, localVocab * h * sizeof(float), acc_->currentStream());
   }
   if (P.logits) {
-    lastLogits->assign(vocab, 0.0f);
     // Sliced: each rank writes its columns, and the sum over the group (zeros elsewhere: exact)
     // gathers them.
+    float* z = sized(*acc_, A.logits, localVocab);
     kernels::gemmF32(*acc_, false, true, 1, localVocab, h, 1.0f, xf + (N - 1) * h, h, outW, h, 0.0f,
-                     lastLogits->data() + A.vocab.rows.begin, localVocab);
+                     z, localVocab);
+    lastLogits->assign(vocab, 0.0f);
+    acc_->copy(lastLogits->data() + A.vocab.rows.begin, z, localVocab * sizeof(float),
+               kernels::CopyKind::DeviceToHost, acc_->currentStream());
+    acc_->synchronize(acc_->currentStream());
     if (model) model->allReduce(lastLogits->data(), vocab);
     if (tiedHere) access.releaseParameters(local(0));
     access.releaseParameters(head);
     return 0.0f;
   }
   double lossSum = 0.0;
-  float* dxf = train ? sized(A.dx, N * h) : nullptr;
+  float* dxf = train ? sized(*acc_, A.dx, N * h) : nullptr;
   // NeoX's loss: sum(loss * mask) / mask.sum() over this micro-batch's tokens; the engine then
   // averages micro-batches and ranks as DeepSpeed does (each micro-batch weighs the same, however
   // many tokens it counts). With nothing masked, counted == N: the plain mean, bitwise. A batch
@@ -190,15 +196,15 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
   for (size_t r0 = 0; r0 < N; r0 += kLogitRows) {
     const size_t rows = std::min(kLogitRows, N - r0);
     const size_t V = localVocab;  // sliced: the rank's columns of the logits
-    float* z = sized(A.logits, rows * V);
+    float* z = sized(*acc_, A.logits, rows * V);
     const Clock::time_point chunkStart = Clock::now();
     kernels::KernelTimer logitsTimer(kernels::KernelFamily::MatrixProducts);
     kernels::gemmF32(*acc_, false, true, rows, V, h, 1.0f, xf + r0 * h, h, outW, h, 0.0f, z, V);
     logitsTimer.stop();
     kernels::KernelTimer lossTimer(kernels::KernelFamily::EmbeddingLoss);
     if (!model)
-      lossSum += gpt::crossEntropyRows(k, z, batch.targetIds.data() + r0, rows, vocab, rowScale,
-                                       A.rowLosses);
+      lossSum +=
+          gpt::crossEntropyRows(*acc_, k, z, P.targetIds + r0, rows, vocab, rowScale, A.rowLosses);
     else
       lossSum += vocabParallelCrossEntropy(*model, A.vocab, z, batch.targetIds.data() + r0, rows,
                                            rowScale);
@@ -211,7 +217,8 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
   }
   // Column-parallel's input gradient: every rank's vocabulary columns contribute to it (the
   // rank's rows of the sum with sequence parallelism).
-  const float* dNormed = train ? gpt::reduceToShards(dxf, A.dxLocal, P.shape, h, model) : nullptr;
+  const float* dNormed =
+      train ? gpt::reduceToShards(*acc_, dxf, A.dxLocal, P.shape, h, model) : nullptr;
   const float loss = static_cast<float>(lossSum / static_cast<double>(divisor));
   if (times) {
     times[outputModule] += outputSeconds;
@@ -224,7 +231,7 @@ float Gpt::headPass(GptPass& P, GptBuffer& B, LayerAccess& access, float gradSca
     access.releaseParameters(head);
     return loss;
   }
-  float* dx = sized(A.dy, n * h);
+  float* dx = sized(*acc_, A.dy, n * h);
   gpt::ShardedGradients sharded(P.shape.sequence);  // the final norm's, from the rank's rows
   sharded.add(hg, normWeights);
   sharded.add(fbias ? hg + normWeights : nullptr, h);
@@ -252,17 +259,17 @@ void Gpt::blocksBackward(GptPass& P, GptBuffer& B, LayerAccess& access) {
     BlockActivations* a = &B.blocks[l - first];
     if (P.checkpointing) {  // recompute this block's forward from its kept input
       if (partitioned)  // every model rank's chunk of it
-        model->allGather(a->input.data(), sized(A.recompute.input, N * h),
+        model->allGather(a->input.data(), sized(*acc_, A.recompute.input, N * h),
                          N * h / static_cast<size_t>(model->size()));
       else
-        A.recompute.input.assign(a->input.begin(), a->input.end());
-      A.runnerFor(l).forward(p, A.recompute, A.work, P.shape, sized(A.discard, n * h),
+        kernels::assignDevice(*acc_, A.recompute.input, a->input.data(), a->input.size());
+      A.runnerFor(l).forward(p, A.recompute, A.work, P.shape, sized(*acc_, A.discard, n * h),
                              P.dropoutFor(l + 1));
       a = &A.recompute;
     }
     const gpt::BlockTensors<float> g(access.layerGradients(layer),
                                      experts < 0 ? nullptr : access.layerGradients(experts));
-    float* dIn = sized(A.dx, n * h);
+    float* dIn = sized(*acc_, A.dx, n * h);
     A.runnerFor(l).backward(p, g, *a, A.work, P.shape, dx, dIn, P.dropoutFor(l + 1));
     if (experts >= 0) access.gradientsDone(experts);
     access.gradientsDone(layer);
@@ -283,7 +290,7 @@ void Gpt::embedBackward(GptPass& P, LayerAccess& access) {
   const size_t localVocab = A.vocab.rows.count;
   float* dx = A.dy.data();
   if (P.shape.sequence) {  // every rank's rows: the embedding's gradient reads them all
-    dx = gpt::sized(A.embedded, N * h);
+    dx = sized(*acc_, A.embedded, N * h);
     P.shape.sequence->allGather(A.dy.data(), dx, P.shape.local * h);
   }
   float* g0 = access.layerGradients(local(0));
@@ -292,9 +299,8 @@ void Gpt::embedBackward(GptPass& P, LayerAccess& access) {
     gpt::applyDropoutRows(dx, P.embeddedRows(), h, static_cast<float>(config_.hiddenDropout), *key,
                           0, *acc_);
   if (!model) {
-    k.embeddingBackward(g0,
-                        learnedPositions ? g0 + (vocab + P.shape.positionOffset) * h : nullptr,
-                        batch.inputIds.data(), dx, N, seq, h);
+    k.embeddingBackward(g0, learnedPositions ? g0 + (vocab + P.shape.positionOffset) * h : nullptr,
+                        P.inputIds, dx, N, seq, h);
   } else {
     vocabParallelEmbeddingBackward(A.vocab, batch.inputIds.data(), N, h, dx, g0);
     if (learnedPositions)

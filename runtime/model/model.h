@@ -80,8 +80,9 @@ class Model {
     return specs.empty() ? 0 : specs.back().offset + specs.back().numel;
   }
   // Writes elements [begin, end) of one tensor of parameters()'s initial values (`values`: element
-  // begin). Each element is a pure function of (seed, tensor, element index), so any cut of a
-  // tensor into ranges gives, concatenated, the same values as one whole draw.
+  // begin, host memory whatever the model computes on). Each element is a pure function of (seed,
+  // tensor, element index), so any cut of a tensor into ranges gives, concatenated, the same values
+  // as one whole draw.
   virtual void initTensorRange(const ParamSpec& spec, float* values, uint64_t seed, size_t begin,
                                size_t end) const = 0;
   // Writes the initial values of one whole tensor (`values`: its first element): the range of all

@@ -80,7 +80,7 @@ void MoeLayer::mlpForward(const MlpTensors<const float>& p, const float* x, size
   {
     std::optional<KernelTimer> timer;
     if (timed) timer.emplace(KernelFamily::ElementWise);
-    if (p.fc1b) addBiasRows(k_, fc1, p.fc1b, rows, ff1);
+    if (p.fc1b) addBiasRows(acc_, k_, fc1, p.fc1b, rows, ff1);
     const kernels::Unit unit = unitOf(c_.activation);
     if (ff1 == 2 * ff)
       k_.gatedForward(unit, act, fc1, rows, ff);
@@ -88,7 +88,7 @@ void MoeLayer::mlpForward(const MlpTensors<const float>& p, const float* x, size
       k_.unitForward(unit, act, fc1, rows * ff);
   }
   gemm(true, rows, h, ff, act, ff, p.fc2w, ff, y, h);
-  if (p.fc2b) addBiasRows(k_, y, p.fc2b, rows, h);
+  if (p.fc2b) addBiasRows(acc_, k_, y, p.fc2b, rows, h);
 }
 
 void MoeLayer::mlpBackward(const MlpTensors<const float>& p, const MlpTensors<float>& g,
@@ -105,8 +105,8 @@ void MoeLayer::mlpBackward(const MlpTensors<const float>& p, const MlpTensors<fl
       kernels::gemmF32(acc_, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
   };
   // Bias gradients sum row blocks in a fixed order whatever the thread (row_kernels.h).
-  thread_local std::vector<float> partials;
-  if (g.fc2b) biasGradientRows(k_, g.fc2b, dY, rows, h, partials);
+  thread_local kernels::DeviceArray<float> partials;
+  if (g.fc2b) biasGradientRows(acc_, k_, g.fc2b, dY, rows, h, partials);
   gemm(true, false, h, ff, rows, dY, h, act, ff, 1.0f, g.fc2w, ff);
   gemm(false, false, rows, ff, h, dY, h, p.fc2w, ff, 0.0f, dAct, ff);
   {
@@ -117,7 +117,7 @@ void MoeLayer::mlpBackward(const MlpTensors<const float>& p, const MlpTensors<fl
       k_.gatedBackward(unit, dFc1, dAct, fc1, rows, ff);
     else
       k_.unitBackward(unit, dFc1, dAct, fc1, rows * ff);
-    if (g.fc1b) biasGradientRows(k_, g.fc1b, dFc1, rows, ff1, partials);
+    if (g.fc1b) biasGradientRows(acc_, k_, g.fc1b, dFc1, rows, ff1, partials);
   }
   gemm(true, false, ff1, h, rows, dFc1, ff1, x, h, 1.0f, g.fc1w, h);
   gemm(false, false, rows, h, ff1, dFc1, ff1, p.fc1w, h, 0.0f, dX, h);
@@ -491,7 +491,7 @@ void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float
     float* dPart = sized(w.dPart, N * h);
     mlpBackward(p.residual, g.residual, x, N, ff1, ff, a.mlpFc1.data(), a.mlpAct.data(), dMlp,
                 dPart, sized(w.dAct, N * ff), sized(w.dFc1, N * ff1), true);
-    addRows(k_, dx, dPart, N, h);
+    addRows(acc_, k_, dx, dPart, N, h);
   }
   // The experts: each choice's output gradient weight x d(moe), and its weight's gradient.
   float* dWeight = sized(w.dWeight, N * k);
@@ -521,7 +521,7 @@ void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float
     for (size_t j = 0; j < k; ++j) {
       const int32_t row = a.slot[t * k + j];
       if (row >= 0 && ownRow(a, static_cast<size_t>(row)))
-        addRows(k_, dx + t * h, dX + static_cast<size_t>(row) * h, 1, h);
+        addRows(acc_, k_, dx + t * h, dX + static_cast<size_t>(row) * h, 1, h);
     }
   // The router: d(logits), its weight's gradient and the input's share (through the jitter).
   float* dLogits = sized(w.dLogits, N * E);
@@ -537,7 +537,7 @@ void MoeLayer::backward(const MoeTensors<const float>& p, const MoeTensors<float
   if (!a.jitter.empty())
     for (size_t i = 0; i < N * h; ++i) dPart[i] *= a.jitter[i];
   // Split: every model rank computed the same router share; the block sums the ranks' dx.
-  if (!split_.model || split_.model->rank() == 0) addRows(k_, dx, dPart, N, h);
+  if (!split_.model || split_.model->rank() == 0) addRows(acc_, k_, dx, dPart, N, h);
 }
 
 }  // namespace ds::runtime::gpt

@@ -6,19 +6,23 @@
 #include <cstddef>
 #include <vector>
 
+#include "kernels/accelerator.h"
 #include "kernels/cpu/transformer_kernels.h"
+#include "kernels/device_array.h"
 
 namespace ds::runtime::gpt {
 
 // dx as k.layerNormBackward writes it; dw, db += the sums over all rows. `partials` is scratch,
 // kept by the caller so its allocation is reused call after call.
-void layerNormBackwardRows(const kernels::TransformerKernels& k, float* dx, float* dw, float* db,
-                           const float* dout, const float* x, const float* mean, const float* rstd,
-                           const float* w, size_t rows, size_t dim, std::vector<float>& partials);
+void layerNormBackwardRows(kernels::Accelerator& acc, const kernels::TransformerKernels& k,
+                           float* dx, float* dw, float* db, const float* dout, const float* x,
+                           const float* mean, const float* rstd, const float* w, size_t rows,
+                           size_t dim, kernels::DeviceArray<float>& partials);
 
 // dx as k.rmsNormBackward writes it; dw += the sum over all rows.
-void rmsNormBackwardRows(const kernels::TransformerKernels& k, float* dx, float* dw,
-                         const float* dout, const float* x, const float* norm, const float* w,
-                         size_t rows, size_t dim, float eps, std::vector<float>& partials);
+void rmsNormBackwardRows(kernels::Accelerator& acc, const kernels::TransformerKernels& k, float* dx,
+                         float* dw, const float* dout, const float* x, const float* norm,
+                         const float* w, size_t rows, size_t dim, float eps,
+                         kernels::DeviceArray<float>& partials);
 
 }  // namespace ds::runtime::gpt

@@ -23,18 +23,18 @@ BlockShape sequenceShard(size_t samples, size_t seq, Communicator* group) {
   return s;
 }
 
-const float* gatherShards(const float* x, std::vector<float>& full, const BlockShape& s,
-                        size_t width) {
+const float* gatherShards(kernels::Accelerator& acc, const float* x,
+                          kernels::DeviceArray<float>& full, const BlockShape& s, size_t width) {
   if (!s.sequence) return x;
-  float* out = sized(full, s.rows * width);
+  float* out = sized(acc, full, s.rows * width);
   s.sequence->allGather(x, out, s.local * width);
   return out;
 }
 
-float* reduceToShards(float* partial, std::vector<float>& local, const BlockShape& s, size_t width,
-               Communicator* model) {
+float* reduceToShards(kernels::Accelerator& acc, float* partial, kernels::DeviceArray<float>& local,
+                      const BlockShape& s, size_t width, Communicator* model) {
   if (s.sequence) {
-    float* out = sized(local, s.local * width);
+    float* out = sized(acc, local, s.local * width);
     s.sequence->reduceScatter(partial, out, s.local * width);
     return out;
   }
@@ -79,12 +79,12 @@ void copyPositions(const float* from, float* to, const BlockShape& s, size_t sha
 
 // Both moves send rank j the rows it needs in blocks of samples x seq rows of width / u columns
 // (block j of the send buffer for rank j), then unpack block i from rank i.
-void toHeadLayout(const float* rows, float* heads, const BlockShape& s,
+void toHeadLayout(kernels::Accelerator& acc, const float* rows, float* heads, const BlockShape& s,
                   const std::vector<ColumnGroup>& groups, size_t width,
-                  std::vector<float>& scratch) {
+                  kernels::DeviceArray<float>& scratch) {
   const size_t u = static_cast<size_t>(s.ulysses->size());
   const size_t local = s.samples * s.seq, share = width / u, block = local * share;
-  float* out = sized(scratch, 2 * u * block);
+  float* out = sized(acc, scratch, 2 * u * block);
   float* in = out + u * block;
   for (size_t to = 0; to < u; ++to)  // rank `to`'s heads of every row here
     for (size_t r = 0; r < local; ++r)
@@ -94,12 +94,12 @@ void toHeadLayout(const float* rows, float* heads, const BlockShape& s,
     copyPositions(in + from * block, heads, s, share, from, true);
 }
 
-void toPositionLayout(const float* heads, float* rows, const BlockShape& s,
-                      const std::vector<ColumnGroup>& groups, size_t width,
-                      std::vector<float>& scratch) {
+void toPositionLayout(kernels::Accelerator& acc, const float* heads, float* rows,
+                      const BlockShape& s, const std::vector<ColumnGroup>& groups, size_t width,
+                      kernels::DeviceArray<float>& scratch) {
   const size_t u = static_cast<size_t>(s.ulysses->size());
   const size_t local = s.samples * s.seq, share = width / u, block = local * share;
-  float* out = sized(scratch, 2 * u * block);
+  float* out = sized(acc, scratch, 2 * u * block);
   float* in = out + u * block;
   for (size_t to = 0; to < u; ++to)  // rank `to`'s positions of every sample, this rank's heads
     copyPositions(heads, out + to * block, s, share, to, false);

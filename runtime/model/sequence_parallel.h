@@ -31,24 +31,25 @@ BlockShape sequenceShard(size_t samples, size_t seq, Communicator* group);
 
 // All N rows of width `width` from each rank's local rows `x`: gathered into `full` over
 // s.sequence, or x itself where every row is here.
-const float* gatherShards(const float* x, std::vector<float>& full, const BlockShape& s,
-                        size_t width);
+const float* gatherShards(kernels::Accelerator& acc, const float* x,
+                          kernels::DeviceArray<float>& full, const BlockShape& s, size_t width);
 
 // The model group's sum of `partial` [N, width] (a row-parallel product's partial sums, or a
 // column-parallel input's gradient): this rank's rows of it in `local` (sequence parallel), or
 // all of them in place (`model` may be null: nothing to sum). Returns where the sum is.
-float* reduceToShards(float* partial, std::vector<float>& local, const BlockShape& s, size_t width,
-               Communicator* model);
+float* reduceToShards(kernels::Accelerator& acc, float* partial, kernels::DeviceArray<float>& local,
+                      const BlockShape& s, size_t width, Communicator* model);
 
 // Ulysses' moves. A row of `width` columns is made of column groups (q, k, v; or the context),
 // each of `width` columns split evenly into the u ranks' heads. Position layout: this rank's
 // s.seq positions of each sample (rows b * s.seq + p); head layout: every position of each sample
 // (rows b * s.fullSeq + t), the rank's share of each group, groups in order.
-void toHeadLayout(const float* rows, float* heads, const BlockShape& s,
-                  const std::vector<ColumnGroup>& groups, size_t width, std::vector<float>& scratch);
-void toPositionLayout(const float* heads, float* rows, const BlockShape& s,
-                      const std::vector<ColumnGroup>& groups, size_t width,
-                      std::vector<float>& scratch);
+void toHeadLayout(kernels::Accelerator& acc, const float* rows, float* heads, const BlockShape& s,
+                  const std::vector<ColumnGroup>& groups, size_t width,
+                  kernels::DeviceArray<float>& scratch);
+void toPositionLayout(kernels::Accelerator& acc, const float* heads, float* rows,
+                      const BlockShape& s, const std::vector<ColumnGroup>& groups, size_t width,
+                      kernels::DeviceArray<float>& scratch);
 
 // The gradients of replicated tensors that a rank computes from its own rows: what they held is
 // set aside and they are zeroed on construction, so that the pass adds this micro-batch's partial

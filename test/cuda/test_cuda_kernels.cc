@@ -331,6 +331,21 @@ void checkRotaryAndElementwise(Accelerator& acc, Report& report) {
     report.close(std::string("embedding forward") + (withPos ? " + positions" : ""),
                  dev.download<float>(dOut), out, kFp32Tolerance);
   }
+  // The scatter-add: ids repeat (1000 rows over 5000 rows of the table, some twice or more).
+  const auto embGrad = randoms(erows * dim, 50), dTable0 = randoms(vocab * dim, 51),
+             dPos0 = randoms(eseq * dim, 52);
+  for (bool withPos : {true, false}) {
+    auto wantTable = dTable0, wantPos = dPos0;
+    cpu().embeddingBackward(wantTable.data(), withPos ? wantPos.data() : nullptr, ids.data(),
+                            embGrad.data(), erows, eseq, dim);
+    DeviceBuffer gTable = dev.upload(dTable0), gPos = dev.upload(dPos0), gOut = dev.upload(embGrad);
+    gpu.embeddingBackward(gTable.data<float>(), withPos ? gPos.data<float>() : nullptr,
+                          dIds.data<int32_t>(), gOut.data<float>(), erows, eseq, dim);
+    const std::string name = std::string("embedding backward") + (withPos ? " + positions" : "");
+    report.close(name + " (table)", dev.download<float>(gTable), wantTable, kFp32Tolerance);
+    if (withPos)
+      report.close(name + " (positions)", dev.download<float>(gPos), wantPos, kFp32Tolerance);
+  }
   const auto y0 = randoms(erows * dim, 47), bias = randoms(dim, 48), dbias0 = randoms(dim, 49);
   auto y = y0;
   cpu().addBias(y.data(), bias.data(), erows, dim);
