@@ -17,6 +17,7 @@
 #include "runtime/model/gpt.h"
 #include "runtime/optim/adam.h"
 #include "runtime/parallel/parallel_linear.h"
+#include "test/delegating_accelerator.h"
 #include "test/small_gpt.h"
 
 using namespace ds;
@@ -78,74 +79,38 @@ void resetKernelCalls() {
 }
 
 // The CPU backend with every GEMM, kernel and Adam step counted.
-class RecordingAccelerator final : public Accelerator {
+class RecordingAccelerator final : public ds::test::DelegatingAccelerator {
  public:
-  RecordingAccelerator() : table_(countedTable()) { resetKernelCalls(); }
+  RecordingAccelerator() : DelegatingAccelerator(cpuAccelerator()), table_(countedTable()) {
+    resetKernelCalls();
+  }
   std::atomic<long> gemms{0}, adamSteps{0}, attentionForwards{0}, attentionBackwards{0};
 
-  DeviceKind kind() const override { return cpu_.kind(); }
-  std::string deviceName() const override { return "recording " + cpu_.deviceName(); }
-  int deviceCount() const override { return cpu_.deviceCount(); }
-  void setDevice(int index) override { cpu_.setDevice(index); }
-  int currentDevice() const override { return cpu_.currentDevice(); }
-  const char* communicationBackend() const override { return cpu_.communicationBackend(); }
-  bool supportsBf16() const override { return cpu_.supportsBf16(); }
-  bool supportsFp16() const override { return cpu_.supportsFp16(); }
-  bool hostAccessible() const override { return cpu_.hostAccessible(); }
-  void* allocate(size_t bytes) override { return cpu_.allocate(bytes); }
-  void release(void* p) noexcept override { cpu_.release(p); }
-  void* allocatePinned(size_t bytes) override { return cpu_.allocatePinned(bytes); }
-  void releasePinned(void* p) noexcept override { cpu_.releasePinned(p); }
-  DeviceMemoryInfo memoryInfo() const override { return cpu_.memoryInfo(); }
-  void fillZero(void* p, size_t bytes, Stream s) override { cpu_.fillZero(p, bytes, s); }
-  Stream createStream() override { return cpu_.createStream(); }
-  void destroyStream(Stream s) noexcept override { cpu_.destroyStream(s); }
-  void synchronize(Stream s) override { cpu_.synchronize(s); }
-  void synchronizeDevice() override { cpu_.synchronizeDevice(); }
-  void setCurrentStream(Stream s) override { cpu_.setCurrentStream(s); }
-  Stream currentStream() const override { return cpu_.currentStream(); }
-  Event createEvent() override { return cpu_.createEvent(); }
-  void destroyEvent(Event e) noexcept override { cpu_.destroyEvent(e); }
-  void recordEvent(Event e, Stream s) override { cpu_.recordEvent(e, s); }
-  void waitEvent(Stream s, Event e) override { cpu_.waitEvent(s, e); }
-  void synchronizeEvent(Event e) override { cpu_.synchronizeEvent(e); }
-  float elapsedMs(Event a, Event b) override { return cpu_.elapsedMs(a, b); }
-  void copy(void* dst, const void* src, size_t bytes, CopyKind k, Stream s) override {
-    cpu_.copy(dst, src, bytes, k, s);
-  }
-  void copyRows(void* dst, size_t dp, const void* src, size_t sp, size_t rowBytes, size_t rows,
-                CopyKind k, Stream s) override {
-    cpu_.copyRows(dst, dp, src, sp, rowBytes, rows, k, s);
-  }
+  std::string deviceName() const override { return "recording " + target().deviceName(); }
   void gemm(size_t m, size_t n, size_t k, float alpha, const GemmInput& a, const GemmInput& b,
             float beta, const GemmOutput& c, Stream s) override {
     gemms.fetch_add(1, std::memory_order_relaxed);
-    cpu_.gemm(m, n, k, alpha, a, b, beta, c, s);
+    target().gemm(m, n, k, alpha, a, b, beta, c, s);
   }
   const TransformerKernels& transformerKernels() override { return table_; }
   void attentionForward(const AttentionShape& s, const float* qkv, float* ctx, float* stats,
                         const AttentionDropout* dropout) override {
     attentionForwards.fetch_add(1, std::memory_order_relaxed);
-    cpu_.attentionForward(s, qkv, ctx, stats, dropout);
+    target().attentionForward(s, qkv, ctx, stats, dropout);
   }
   void attentionBackward(const AttentionShape& s, const float* qkv, const float* ctx,
                          const float* stats, const float* dCtx, float* dqkv,
                          const AttentionDropout* dropout) override {
     attentionBackwards.fetch_add(1, std::memory_order_relaxed);
-    cpu_.attentionBackward(s, qkv, ctx, stats, dCtx, dqkv, dropout);
+    target().attentionBackward(s, qkv, ctx, stats, dCtx, dqkv, dropout);
   }
   void adamStep(float* params, const float* grads, float* m, float* v, size_t count,
                 const AdamStepConstants& constants, const HalfCopy& copy, Stream s) override {
     adamSteps.fetch_add(1, std::memory_order_relaxed);
-    cpu_.adamStep(params, grads, m, v, count, constants, copy, s);
-  }
-  void unscaleGradients(const void* in, DType type, float* out, size_t count, float unscale,
-                        uint32_t* overflow, Stream s) override {
-    cpu_.unscaleGradients(in, type, out, count, unscale, overflow, s);
+    target().adamStep(params, grads, m, v, count, constants, copy, s);
   }
 
  private:
-  Accelerator& cpu_ = cpuAccelerator();
   TransformerKernels table_;
 };
 

@@ -44,18 +44,21 @@ constexpr size_t kRowBlock = 32;
 
 // Runs block(r0, r1, partial) for every kRowBlock rows, partial being `width` zeros of its own (two
 // runs of `width` with out1), then adds each output's columns of the partials into it, block after
-// block: the same bits at any thread count (a block is never split by threads).
+// block: the same bits at any thread count (a block is never split by threads). On a device whose
+// kernels are not host code, one block of all the rows: its kernel sums them in parallel itself,
+// and a launch per 32 rows would cost more than the sums.
 template <class Block>
 void overRowBlocks(kernels::Accelerator& acc, const kernels::TransformerKernels& k, size_t rows,
                    size_t width, kernels::DeviceArray<float>& partials, Block block, float* out0,
                    float* out1 = nullptr) {
-  const size_t blocks = (rows + kRowBlock - 1) / kRowBlock;
+  const size_t blockRows = splitOverHostThreads(acc) ? kRowBlock : std::max<size_t>(rows, 1);
+  const size_t blocks = (rows + blockRows - 1) / blockRows;
   const size_t perBlock = out1 ? 2 * width : width;
   float* p = partials.resize(acc, blocks * perBlock);
   parallelFor(acc, blocks, [&](size_t b) {
     float* mine = p + b * perBlock;
     acc.fillZero(mine, perBlock * sizeof(float), acc.currentStream());
-    block(b * kRowBlock, std::min(rows, (b + 1) * kRowBlock), mine);
+    block(b * blockRows, std::min(rows, (b + 1) * blockRows), mine);
   });
   for (size_t b = 0; b < blocks; ++b) {
     k.add(out0, p + b * perBlock, width);
