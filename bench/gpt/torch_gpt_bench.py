@@ -4,9 +4,14 @@ plain PyTorch eager modules, trained with torch.optim.AdamW in fp32 on random to
 Usage: torch_gpt_bench.py LAYERS HIDDEN HEADS SEQ VOCAB BATCH STEPS THREADS [ATTN_P HIDDEN_P]
 (VOCAB: our padded one; the dropouts at our sites: attention probabilities, the embeddings and each
 block's attention and MLP outputs)
-Prints one JSON line: {"tokens_per_s": X, "loss": L}."""
+Prints one JSON line: {"tokens_per_s": X, "loss": L}.
+DS_TORCH_DEVICE=cuda runs it on the GPU (scripts/gpu-check, beside bench_cuda_gpt): attention
+through scaled_dot_product_attention, what eager PyTorch users run there, AdamW fused, timed after
+a synchronize; DS_TORCH_COMPILE=1 times the torch.compile'd model instead (its compilation in the
+warm-up steps)."""
 import json
 import math
+import os
 import sys
 import time
 
@@ -32,9 +37,13 @@ class Block(nn.Module):
         d = h // self.heads
         q, k, v = (t.reshape(B, T, self.heads, d).transpose(1, 2)
                    for t in self.qkv(self.ln1(x)).split(h, dim=-1))
-        scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
-        p = F.dropout(scores.masked_fill(mask, float("-inf")).softmax(dim=-1), self.attn_p)
-        x = x + F.dropout(self.dense((p @ v).transpose(1, 2).reshape(B, T, h)), self.hidden_p)
+        if x.is_cuda:
+            ctx = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_p, is_causal=True)
+        else:
+            scores = (q @ k.transpose(-1, -2)) / math.sqrt(d)
+            p = F.dropout(scores.masked_fill(mask, float("-inf")).softmax(dim=-1), self.attn_p)
+            ctx = p @ v
+        x = x + F.dropout(self.dense(ctx.transpose(1, 2).reshape(B, T, h)), self.hidden_p)
         return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh")),
                              self.hidden_p)
 
@@ -51,7 +60,7 @@ class Gpt(nn.Module):
     def forward(self, ids, targets):
         T = ids.shape[1]
         x = F.dropout(self.wte(ids) + self.wpe.weight[:T], self.hidden_p)
-        mask = ~torch.ones(T, T, dtype=torch.bool).tril()
+        mask = ~torch.ones(T, T, dtype=torch.bool, device=ids.device).tril()
         for b in self.blocks:
             x = b(x, mask)
         logits = self.ln(x) @ self.wte.weight.T
@@ -61,25 +70,32 @@ class Gpt(nn.Module):
 def main():
     layers, h, heads, seq, vocab, batch, steps, threads = map(int, sys.argv[1:9])
     attn_p, hidden_p = (float(a) for a in (sys.argv[9:11] + ["0", "0"])[:2])
+    device = os.environ.get("DS_TORCH_DEVICE", "cpu")
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = Gpt(layers, h, heads, seq, vocab, attn_p, hidden_p)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
-    ids = torch.randint(0, vocab, (batch, seq))
-    targets = torch.randint(0, vocab, (batch, seq))
+    model = Gpt(layers, h, heads, seq, vocab, attn_p, hidden_p).to(device)
+    cuda = device == "cuda"
+    fused = {"fused": True} if cuda else {}  # PyTorch 1.13's AdamW (Debian's) has no such flag
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, **fused)
+    run = torch.compile(model) if os.environ.get("DS_TORCH_COMPILE") == "1" else model
+    ids = torch.randint(0, vocab, (batch, seq), device=device)
+    targets = torch.randint(0, vocab, (batch, seq), device=device)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = model(ids, targets)
+        loss = run(ids, targets)
         loss.backward()
         opt.step()
-        return loss.item()
+        return loss
 
     for _ in range(2):
         step()
+    if cuda:
+        torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(steps):
         loss = step()
+    loss = loss.item()  # waits for the GPU
     seconds = time.perf_counter() - start
     print(json.dumps({"tokens_per_s": batch * seq * steps / seconds, "loss": loss}))
 

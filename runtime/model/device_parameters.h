@@ -30,6 +30,11 @@ class DeviceParameters : public LayerAccess {
   float* layerGradients(int layer) override { return grads_.data() + first_.at(layer); }
   void gradientsDone(int) override {}
 
+  // The flat buffers in device memory, for an optimizer that steps them whole.
+  float* parameterData() { return params_.data(); }
+  float* gradientData() { return grads_.data(); }
+  size_t size() const { return params_.size(); }
+
   // The gradients so far, copied to the host.
   std::vector<float> gradients() const {
     return kernels::copyToHost(acc_, grads_.data(), grads_.size());
