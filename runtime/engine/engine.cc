@@ -106,6 +106,13 @@ Engine::Engine(Model& model, const DeepSpeedConfig& config, Communicator& comm, 
       scaler_(config.precision.lossScale, modelType_ == DType::F16) {
   if (model.parameters().empty()) throw Error("model: it has no parameters to train");
   if (grid_.pipe && grid_.pipe->size() > 1) checkPipelineGrid(grid_, config_.zero.stage, model);
+  if (kernels::Accelerator* device = model.deviceMemory()) {
+    // A pipeline stage's boundary tensors would cross too: not written yet.
+    if (model.pipelineStage())
+      throw Error("pipe-parallel-size above 1 with the model on " + device->deviceName() +
+                  ": runs on the CPU only so far; use device cpu");
+    bridge_ = std::make_unique<DeviceLayerBridge>(model, static_cast<LayerAccess&>(*this), *device);
+  }
   if (grid_.model && config_.optimizer)
     checkOptimizerModelParallel(*config_.optimizer, grid_.model->size());
   bool experts = false;
@@ -385,7 +392,7 @@ float Engine::forwardBackward(const Batch& batch) {
   const float gradScale =
       static_cast<float>(scaler_.scale() / config_.batch.gradientAccumulationSteps);
   forwardStart_ = Clock::now();
-  const float loss = model_.forwardBackward(batch, *this, gradScale);
+  const float loss = model_.forwardBackward(batch, modelAccess(), gradScale);
   // layerGradients() closed the forward phase at the first backward layer.
   times_.backwardMs += elapsedMs(backwardStart_);
   queue_->waitIdle();  // the last buckets' reductions
@@ -394,14 +401,14 @@ float Engine::forwardBackward(const Batch& batch) {
 
 float Engine::evaluate(const Batch& batch) {
   inBackward_ = false;
-  const float loss = model_.evaluate(batch, *this);
+  const float loss = model_.evaluate(batch, modelAccess());
   queue_->waitIdle();  // stage 3's prefetches
   return loss;
 }
 
 void Engine::inferencePass(const std::function<void(LayerAccess&)>& pass) {
   inBackward_ = false;
-  pass(*this);
+  pass(modelAccess());
   queue_->waitIdle();  // stage 3's prefetches
 }
 

@@ -28,6 +28,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/engine/checkpoint_parts.h"
+#include "runtime/engine/device_layer_bridge.h"
 #include "runtime/engine/parallel_groups.h"
 #include "runtime/lr/lr_schedule.h"
 #include "runtime/model/model.h"
@@ -238,6 +239,9 @@ class Engine : private LayerAccess {
   void reduceTiedGradients(PipelineStage& stage);
 
   Model& model_;
+  // A model on a device the host cannot read takes its layers through this (null otherwise).
+  std::unique_ptr<DeviceLayerBridge> bridge_;
+  LayerAccess& modelAccess() { return bridge_ ? static_cast<LayerAccess&>(*bridge_) : *this; }
   DeepSpeedConfig config_;
   Communicator& comm_;
   ParallelGroups grid_;

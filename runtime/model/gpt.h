@@ -88,6 +88,9 @@ class Gpt : public Model, public PipelineStage {
   const GptConfig& config() const { return config_; }
   const GptPlacement& placement() const { return placement_; }
   kernels::Accelerator& accelerator() const { return *acc_; }
+  kernels::Accelerator* deviceMemory() const override {
+    return acc_->hostAccessible() ? nullptr : acc_;
+  }
   int maxPositions() const;  // the longest sequence the position tables cover
   // Activation memory: bytes held by the buffers kept for the backward pass, at most so far.
   size_t peakActivationBytes() const;

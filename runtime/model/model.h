@@ -12,6 +12,10 @@
 
 #include "common/slice_map.h"
 
+namespace ds::kernels {
+class Accelerator;
+}
+
 namespace ds::runtime {
 
 struct ParamSpec {
@@ -102,6 +106,10 @@ class Model {
   // The model's pipeline-stage side when it holds one stage of a deeper pipeline; null for a
   // model that holds every layer (the engine then runs forwardBackward).
   virtual PipelineStage* pipelineStage() { return nullptr; }
+  // The device whose memory the model's passes take parameters and gradients in, where host code
+  // cannot touch it (the engine then hands each layer over through it:
+  // runtime/engine/device_layer_bridge.h); null where they are host memory.
+  virtual kernels::Accelerator* deviceMemory() const { return nullptr; }
 };
 
 // One stage of a pipeline (DeepSpeed's PipelineModule on one rank), driven micro-batch by
