@@ -97,14 +97,13 @@ uint64_t parseByteSize(const std::string& flag, const std::string& text, uint64_
   return value << shift;
 }
 
-DeviceKind trainingDevice(const TrainOptions& options) {
-  const DeviceKind device = selectDevice(options.device);
-  if (device == DeviceKind::Cuda)
-    throw Error(std::string(options.device.empty() ? "DS_ACCELERATOR=cuda" : "train --device cuda") +
-                ": the built-in trainers do not run on the GPU yet (the CUDA kernels exist, "
-                "docs/gpu.md; the engine and the models run on the CPU backend only): train with "
-                "--device cpu" + (options.device.empty() ? " or unset DS_ACCELERATOR" : ""));
-  return device;
+DeviceKind trainingDevice(const TrainOptions& options) { return selectDevice(options.device); }
+
+std::string deviceOrigin(const TrainOptions& options) {
+  const DeviceKind device = trainingDevice(options);
+  if (!options.device.empty()) return std::string("train --device ") + deviceKindName(device);
+  if (std::getenv("DS_ACCELERATOR")) return std::string("DS_ACCELERATOR=") + deviceKindName(device);
+  return "the default device";
 }
 
 JobSpec parseJobArgs(const std::vector<std::string>& jobArgs) {

@@ -42,10 +42,12 @@ struct TrainOptions {
   std::string device;
 };
 
-// The device the built-in trainers run a job on: --device, else DS_ACCELERATOR, else the CPU.
-// Throws ds::Error for a device they cannot train on yet (the CUDA kernels exist, the engine and
-// the models do not run on them), so that no job says cuda and trains on the CPU.
+// The device the built-in trainers run a job on: --device, else DS_ACCELERATOR, else the CPU
+// (ds::Error for a name that is neither). What a trainer cannot run there is refused by
+// runtime::checkTrainingDevice.
 DeviceKind trainingDevice(const TrainOptions& options);
+// What chose it, for messages: "train --device", "DS_ACCELERATOR" or "the default device".
+std::string deviceOrigin(const TrainOptions& options);
 
 struct CommBenchOptions {
   // all_reduce, all_gather, reduce_scatter or broadcast (the collectives a bench times alone)

@@ -3,8 +3,12 @@
 // (built only with CUDA: DS_HAVE_CUDA_KERNELS).
 #include "kernels/accelerator.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "common/error.h"
 #include "kernels/cpu/cpu_accelerator.h"
+#include "kernels/cpu/guarded_accelerator.h"
 #if defined(DS_HAVE_CUDA_KERNELS)
 #include "kernels/cuda/cuda_accelerator.h"
 #endif
@@ -34,6 +38,18 @@ Accelerator& accelerator(DeviceKind kind) {
   if (kind == DeviceKind::Cuda) return cuda::cudaAccelerator();
 #endif
   return cpuAccelerator();
+}
+
+Accelerator& jobAccelerator(DeviceKind kind, int localRank) {
+  if (const char* memory = std::getenv("DS_DEVICE_MEMORY"); memory && *memory) {
+    if (std::string(memory) != "guarded")
+      throw Error(std::string("DS_DEVICE_MEMORY: expected guarded (or unset), got \"") + memory +
+                  "\"");
+    if (kind == DeviceKind::Cpu) return guardedCpuAccelerator();
+  }
+  Accelerator& acc = accelerator(kind);
+  if (kind != DeviceKind::Cpu) acc.setDevice(localRank % acc.deviceCount());
+  return acc;
 }
 
 }  // namespace ds::kernels

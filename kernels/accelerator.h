@@ -168,6 +168,13 @@ Accelerator& accelerator(DeviceKind kind);
 // Whether accelerator(kind) would succeed; when not, `why` says what accelerator(kind) would throw.
 bool acceleratorAvailable(DeviceKind kind, std::string* why = nullptr);
 
+// The backend a training rank computes on: accelerator(kind), its device the rank's share of the
+// node's (localRank modulo the devices visible, as DeepSpeed's LOCAL_RANK picks one). With
+// DS_DEVICE_MEMORY=guarded a cpu job runs on the guarded CPU backend instead
+// (kernels/cpu/guarded_accelerator.h: the same results, and any host code touching device memory
+// dies naming it), a debugging aid for code meant to run on a GPU; any other value is an error.
+Accelerator& jobAccelerator(DeviceKind kind, int localRank);
+
 // Device memory owned by one accelerator, released when it goes.
 class DeviceBuffer {
  public:

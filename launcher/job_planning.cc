@@ -163,6 +163,7 @@ ds::runtime::JobConfig parseAndPreflight(const std::string& configJson, int worl
                                  path);
   }
   ds::runtime::checkBuiltInTrainer(parsed);
+  ds::runtime::checkTrainingDevice(parsed, trainingDevice(job.train), deviceOrigin(job.train));
   if (thisMachine && parsed.gpt)
     ds::runtime::checkGptJobData(*parsed.gpt,
                                  static_cast<uint64_t>(parsed.deepspeed.batch.trainBatchSize));

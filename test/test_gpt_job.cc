@@ -17,12 +17,14 @@
 #include <vector>
 
 #include "common/usable_cores.h"
+#include "kernels/accelerator.h"
 #include "kernels/cpu/transformer_kernels.h"
 #include "test/bpe_test_files.h"
 #include "test/byte_corpus.h"
 #include "test/launch_harness.h"
 #include "test/run_command.h"
 #include "test/scratch_dir.h"
+#include "test/skip.h"
 
 using namespace ds::test;
 using namespace std::chrono_literals;
@@ -60,11 +62,17 @@ void writeCorpus(const std::string& dir) {
   writeByteCorpus(dir + "/data/corpus", 40, [](int d) { return 3 + d % 4; });
 }
 
-LaunchedJob startGpt(const std::string& dir, const std::string& extra) {
+// `wrapper` comes before ds-launch (e.g. env VAR=value).
+LaunchedJob startGpt(const std::string& dir, const std::string& extra,
+                     const std::vector<std::string>& wrapper = {},
+                     const std::vector<std::string>& trainArgs = {}) {
   writeFile(dir + "/hostfile", kHostfile);
   writeFile(dir + "/gpt.yml", yaml(extra));
-  return startLaunch(dir, {"--hostfile", "hostfile", "--master_port", "0", "--log_dir", "logs",
-                           "train", "--config", "gpt.yml", "--print_param_hash"});
+  std::vector<std::string> args = {
+      "--hostfile", "hostfile", "--master_port", "0",       "--log_dir",
+      "logs",       "train",    "--config",      "gpt.yml", "--print_param_hash"};
+  args.insert(args.end(), trainArgs.begin(), trainArgs.end());
+  return startLaunch(dir, args, wrapper);
 }
 
 // A job of yaml(extra) run to its end in a fresh scratch directory `name` holding the corpus.
@@ -74,11 +82,13 @@ struct GptRun {
   std::string out, err;
 };
 
-GptRun runGpt(const std::string& name, const std::string& extra) {
+GptRun runGpt(const std::string& name, const std::string& extra,
+              const std::vector<std::string>& wrapper = {},
+              const std::vector<std::string>& trainArgs = {}) {
   GptRun run;
   run.dir = makeScratchDir(name);
   writeCorpus(run.dir);
-  run.status = waitExit(startGpt(run.dir, extra), 180s);
+  run.status = waitExit(startGpt(run.dir, extra, wrapper, trainArgs), 180s);
   run.out = readFile(run.dir + "/stdout");
   run.err = readFile(run.dir + "/stderr");
   return run;
@@ -581,4 +591,35 @@ TEST_CASE("gpt job: label datasets give the targets and mask the loss where they
   CHECK_THAT(readFile(dir + "/stdout") + readFile(dir + "/stderr"),
              Catch::Contains("label dataset data/b_label does not line up with its text dataset "
                              "data/b"));
+}
+
+TEST_CASE(
+    "gpt job: with DS_DEVICE_MEMORY=guarded the model's passes run over device memory the host "
+    "cannot touch, and every step's parameters equal the plain run's",
+    "[gpt][device]") {
+  // The guarded CPU backend stands in for a GPU's separate memory (kernels/accelerator.h's
+  // jobAccelerator): the ranks' Gpt, the engine's bridge and the training loop run as they would
+  // with --device cuda, and any host read of device memory would kill a rank.
+  const GptRun plain = runGpt("gpt-device-plain", "");
+  REQUIRE(plain.status == 0);
+  const GptRun guarded = runGpt("gpt-device-guarded", "", {"env", "DS_DEVICE_MEMORY=guarded"});
+  INFO(guarded.out << guarded.err);
+  REQUIRE(guarded.status == 0);
+  CHECK_THAT(readFile(guarded.dir + "/logs/rank-0.log"),
+             Catch::Contains("device: the model's passes on guarded cpu"));
+  CHECK(checkResumedHashes(plain.dir, guarded.dir).at(0).size() == 6);
+  const std::regex loss(R"(iteration (\d+)/6 \| lm_loss ([0-9.]+))");
+  CHECK(matches(guarded.out, loss) == matches(plain.out, loss));
+  CHECK(matches(guarded.out, loss).size() == 6);
+}
+
+TEST_CASE("gpt job: --device cuda where no GPU is visible fails at the ranks, saying why",
+          "[gpt][device]") {
+  std::string why;
+  if (skipUnless(!ds::kernels::acceleratorAvailable(ds::DeviceKind::Cuda, &why),
+                 "a GPU is visible here (scripts/gpu-check is the GPU's check)"))
+    return;
+  const GptRun run = runGpt("gpt-device-cuda", "", {}, {"--device", "cuda"});
+  CHECK(run.status != 0);
+  CHECK_THAT(readFile(run.dir + "/logs/rank-0.log"), Catch::Contains(why));
 }

@@ -61,10 +61,12 @@ const std::vector<Layer> kLayers = {
     {"launcher",
      {"common/", "contract/", "proto/", "runtime/config/", "runtime/checkpoint/",
       "runtime/comm/store.h", "runtime/comm/memory_store.h", "runtime/parallel/topology.h"}},
-    // ds-worker wires jobs from the runtime's parts and runs the training loop; the ZeRO stages,
-    // optimizers, schedules, offload and monitors stay behind the engine and the loop.
+    // ds-worker wires jobs from the runtime's parts (the job's accelerator among them) and runs
+    // the training loop; the ZeRO stages, optimizers, schedules, offload and monitors stay behind
+    // the engine and the loop.
     {"worker",
-     {"common/", "contract/", "proto/", "kernels/cpu/kernel_threads.h", "kernels/cpu/matmul.h",
+     {"common/", "contract/", "proto/", "kernels/accelerator.h", "kernels/cpu/kernel_threads.h",
+      "kernels/cpu/matmul.h",
       "kernels/cpu/matmul_peak.h", "kernels/cpu/transformer_kernels.h",
       "runtime/checkpoint/checkpoint_files.h", "runtime/comm/", "runtime/config/",
       "runtime/data/", "runtime/engine/", "runtime/model/", "runtime/parallel/",

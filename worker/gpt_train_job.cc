@@ -256,9 +256,9 @@ void resumeIfSaved(runtime::Engine& engine, const runtime::GptTrainConfig& gpt,
 }
 
 // Rank 0's opening lines: the model, its layout and batch, the data and the kernels.
-void announce(const runtime::Engine& engine, const runtime::DeepSpeedConfig& config,
-              const runtime::GptConfig& modelConfig, const TrainingGrid& grid,
-              const JoinResult& join, const GptData& data) {
+void announce(const runtime::Engine& engine, const runtime::Gpt& model,
+              const runtime::DeepSpeedConfig& config, const runtime::GptConfig& modelConfig,
+              const TrainingGrid& grid, const JoinResult& join, const GptData& data) {
   const auto& batch = config.batch;
   const std::string ranks =
       grid.gridded()
@@ -281,6 +281,9 @@ void announce(const runtime::Engine& engine, const runtime::DeepSpeedConfig& con
   const int threads = kernels::kernelThreads();
   std::printf("data: %s; kernels %s, %d thread%s per rank\n", data.description.c_str(),
               kernels::kernelIsaName(kernels::bestKernelIsa()), threads, threads == 1 ? "" : "s");
+  if (const kernels::Accelerator* device = model.deviceMemory())
+    std::printf("device: the model's passes on %s; the engine's states in host memory\n",
+                device->deviceName().c_str());
 }
 
 // What ds-generate (and a human) needs to rebuild the model from these checkpoints.
@@ -402,6 +405,7 @@ void printMemory(const GptJobParts& p) {
 // before: a yardstick, not the job's memory.
 void printEfficiency(const GptJobParts& p, const runtime::TrainResult& result) {
   if (result.steps <= 0 || result.samplesPerSecond <= 0) return;
+  if (p.model.deviceMemory()) return;  // the yardstick is this machine's CPU sgemm peak
   const JobEfficiency efficiency =
       measureJobEfficiency(*p.grid.world, result.samplesPerSecond * static_cast<double>(p.seq),
                            p.model.trainingFlopsPerToken(p.seq));
@@ -414,10 +418,11 @@ runtime::TrainResult trainGpt(const runtime::GptTrainConfig& gpt,
                               const runtime::Tokenizer& tokenizer,
                               const runtime::DeepSpeedConfig& config, const TrainOptions& options,
                               const JoinResult& join, const TrainingGrid& grid,
-                              ProgressBoard& board, const std::atomic<bool>& stopRequested) {
+                              ProgressBoard& board, const std::atomic<bool>& stopRequested,
+                              kernels::Accelerator& accelerator) {
   kernels::setMatmulThreads(kernels::kernelThreads());
   const runtime::GptConfig modelConfig = runtime::modelConfigFor(gpt, tokenizer);
-  runtime::Gpt model(modelConfig, placementOf(gpt, modelConfig, grid));
+  runtime::Gpt model(modelConfig, placementOf(gpt, modelConfig, grid), accelerator);
   const size_t seq = static_cast<size_t>(modelConfig.seqLength);
   const GptData data =
       openGptData(gpt, seq, static_cast<uint64_t>(config.batch.trainBatchSize));
@@ -428,7 +433,7 @@ runtime::TrainResult trainGpt(const runtime::GptTrainConfig& gpt,
   // An autotuning experiment times fresh steps: it neither resumes nor saves.
   const CheckpointPlaces places = profiling ? CheckpointPlaces{} : checkpointPlaces(gpt, options);
   resumeIfSaved(engine, gpt, places.load, join.rank);
-  if (join.rank == 0) announce(engine, config, modelConfig, grid, join, data);
+  if (join.rank == 0) announce(engine, model, config, modelConfig, grid, join, data);
   if (!places.save.empty() && join.rank == 0) writeNeoxConfig(places.save, join);
   if (config.dumpState && join.rank == 0)
     std::printf("engine state (dump_state):\n%s", engine.describeState().c_str());

@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "contract/job_args.h"
+#include "kernels/accelerator.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/config/neox_config.h"
 #include "runtime/train/train_result.h"
@@ -17,11 +18,13 @@ namespace ds::worker {
 
 // Collective: every rank calls it with the same configuration, on its place of the job's grid
 // (worker/training_grid.h).
-// `tokenizer` is the job's (runtime::makeJobTokenizer), loaded once by the caller.
+// `tokenizer` is the job's (runtime::makeJobTokenizer), loaded once by the caller. The model's
+// passes run on `accelerator` (kernels::jobAccelerator); the engine's states stay in host memory.
 runtime::TrainResult trainGpt(const runtime::GptTrainConfig& gpt,
                               const runtime::Tokenizer& tokenizer,
                               const runtime::DeepSpeedConfig& config, const TrainOptions& options,
                               const JoinResult& join, const TrainingGrid& grid,
-                              ProgressBoard& board, const std::atomic<bool>& stopRequested);
+                              ProgressBoard& board, const std::atomic<bool>& stopRequested,
+                              kernels::Accelerator& accelerator);
 
 }  // namespace ds::worker

@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/memory_budget.h"
+#include "kernels/accelerator.h"
 #include "kernels/cpu/matmul.h"
 #include "runtime/comm/comms_logger.h"
 #include "runtime/comm/store_barrier.h"
@@ -95,8 +96,9 @@ runtime::TrainResult runTrainJob(const TrainOptions& options, const JoinResult& 
                                  runtime::Store& store, const std::string& bindAddress,
                                  ProgressBoard& board, const std::atomic<bool>& stopRequested) {
   // Checked again here: this node's DS_ACCELERATOR may differ from the launcher's.
-  trainingDevice(options);
+  const DeviceKind device = trainingDevice(options);
   const runtime::JobConfig job = runtime::parseJobConfig(join.configJson, join.worldSize, "config");
+  runtime::checkTrainingDevice(job, device, deviceOrigin(options));
   const runtime::DeepSpeedConfig& config = job.deepspeed;
   // DeepSpeed's runtime check: the elasticity block this rank runs is the one the scheduler saw.
   runtime::checkSchedulerElasticConfig(config.elasticity, "config");
@@ -131,8 +133,8 @@ runtime::TrainResult runTrainJob(const TrainOptions& options, const JoinResult& 
                                     config.commsLogger.enabled ? &logger : nullptr, &config.zero,
                                     join.localSize);
     runtime::TrainResult result =
-        trainGpt(*job.gpt, *tokenizer, config, options, join, groups.grid(), board,
-                 stopRequested);
+        trainGpt(*job.gpt, *tokenizer, config, options, join, groups.grid(), board, stopRequested,
+                 kernels::jobAccelerator(device, join.localRank));
     result.commStats = logger.summary();
     runtime::storeBarrier(store, "epoch" + std::to_string(join.epoch) + "/train/finished",
                           join.worldSize, std::chrono::minutes(5));

@@ -156,4 +156,24 @@ void checkBuiltInTrainer(const JobConfig& job) {
         "\"enabled\": false for the MLP job");
 }
 
+void checkTrainingDevice(const JobConfig& job, DeviceKind device, const std::string& where) {
+  if (device == DeviceKind::Cpu) return;
+  if (!job.gpt)
+    throw Error(where +
+                ": the MLP trainer (a DeepSpeed JSON config) runs on the CPU only; the "
+                "GPT trainer (a NeoX YAML config) runs on cuda");
+  // What the GPT's passes (Gpt::refuseHostOnlyOptions) or the engine's pipeline would refuse at
+  // every rank, refused before any starts.
+  const ParallelConfig& grid = job.gpt->parallel;
+  const auto refuse = [&](const std::string& option) {
+    throw Error(where + ": " + option + " runs on the CPU only so far; use device cpu");
+  };
+  if (grid.pipe > 1) refuse("pipe-parallel-size " + std::to_string(grid.pipe));
+  if (grid.model > 1) refuse("model-parallel-size " + std::to_string(grid.model));
+  if (grid.sequence > 1) refuse("sequence_parallel_size " + std::to_string(grid.sequence));
+  if (job.gpt->model.moe.enabled())
+    refuse("moe-num-experts " + std::to_string(job.gpt->model.moe.numExperts));
+  if (job.gpt->model.norm == NormKind::ScaleNorm) refuse("norm: scalenorm");
+}
+
 }  // namespace ds::runtime

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/device_kind.h"
 #include "runtime/config/ds_config.h"
 #include "runtime/config/neox_config.h"
 
@@ -50,5 +51,11 @@ JobConfig parseJobConfig(const std::string& text, int64_t worldSize, const std::
 // takes: the flops profiler on the MLP job (it profiles the GPT). ds-launch asks before it starts
 // the ranks, each rank again; ds-config check cannot, not knowing which program reads the config.
 void checkBuiltInTrainer(const JobConfig& job);
+// Throws ds::Error where the job's trainer does not run on `device`, naming `where` (the flag or
+// the variable that chose it): on cuda, the MLP trainer (a DeepSpeed JSON config), and a GPT on a
+// pipe, model or sequence grid above 1, with MoE layers or ScaleNorm (what its passes and the
+// engine's pipeline refuse on such a device at every rank: runtime/model/gpt.h). Each rank says
+// when no GPU is visible.
+void checkTrainingDevice(const JobConfig& job, DeviceKind device, const std::string& where);
 
 }  // namespace ds::runtime

@@ -106,27 +106,38 @@ TEST_CASE("robustness: ds-launch refuses unknown options and bad flag values wit
   }
 }
 
-TEST_CASE("robustness: train on a device the trainers do not run on is refused, not run on the CPU") {
+TEST_CASE(
+    "robustness: train on a device: what runs only on the CPU is refused before any rank starts") {
   const std::string launch = std::string(DS_BIN_DIR) + "/ds-launch --hostfile " + DS_SOURCE_DIR +
-                             "/hostfiles/loopback --dry-run train --config " + DS_SOURCE_DIR +
-                             "/configs/gpt_demo.yml";
-  const Outcome flag = runCommand("env -u DS_ACCELERATOR " + launch + " --device cuda");
+                             "/hostfiles/loopback --dry-run train --config " + DS_SOURCE_DIR;
+  const std::string gpt = launch + "/configs/gpt_demo.yml";
+  // The GPT trainer runs on cuda (whether a node has a GPU is each rank's to say).
+  CHECK(runCommand("env -u DS_ACCELERATOR " + gpt + " --device cuda").status == 0);
+  CHECK(runCommand("DS_ACCELERATOR=cuda " + gpt).status == 0);
+  // The MLP trainer does not, named by what chose the device.
+  const std::string mlp = launch + "/configs/ds_config.json";
+  const Outcome flag = runCommand("env -u DS_ACCELERATOR " + mlp + " --device cuda");
   CHECK(flag.status == 2);
-  CHECK_THAT(flag.output, Catch::Contains("train --device cuda: the built-in trainers do not run "
-                                          "on the GPU yet"));
-  const Outcome variable = runCommand("DS_ACCELERATOR=cuda " + launch);
+  CHECK_THAT(flag.output, Catch::Contains("train --device cuda: the MLP trainer (a DeepSpeed JSON "
+                                          "config) runs on the CPU only"));
+  const Outcome variable = runCommand("DS_ACCELERATOR=cuda " + mlp);
   CHECK(variable.status == 2);
-  CHECK_THAT(variable.output, Catch::Contains("DS_ACCELERATOR=cuda: the built-in trainers"));
-  CHECK_THAT(variable.output, Catch::Contains("unset DS_ACCELERATOR"));
-  const Outcome typo = runCommand("env -u DS_ACCELERATOR " + launch + " --device gpu");
+  CHECK_THAT(variable.output, Catch::Contains("DS_ACCELERATOR=cuda: the MLP trainer"));
+  // Nor does a GPT on a pipe x model grid.
+  const Outcome grid =
+      runCommand("env -u DS_ACCELERATOR " + launch + "/configs/gpt_demo_3d.yml --device cuda");
+  CHECK(grid.status == 2);
+  CHECK_THAT(grid.output, Catch::Contains("train --device cuda: pipe-parallel-size 2 runs on the "
+                                          "CPU only so far; use device cpu"));
+  const Outcome typo = runCommand("env -u DS_ACCELERATOR " + gpt + " --device gpu");
   CHECK(typo.status == 2);
   CHECK_THAT(typo.output, Catch::Contains("train --device: expected cpu or cuda, got \"gpu\""));
-  const Outcome badVariable = runCommand("DS_ACCELERATOR=xpu " + launch);
+  const Outcome badVariable = runCommand("DS_ACCELERATOR=xpu " + gpt);
   CHECK(badVariable.status == 2);
   CHECK_THAT(badVariable.output, Catch::Contains("DS_ACCELERATOR: expected cpu or cuda"));
   // The flag wins over the variable, as an explicit choice does in DeepSpeed.
-  CHECK(runCommand("DS_ACCELERATOR=cuda " + launch + " --device cpu").status == 0);
-  CHECK(runCommand("env -u DS_ACCELERATOR " + launch + " --device cpu").status == 0);
+  CHECK(runCommand("DS_ACCELERATOR=cuda " + mlp + " --device cpu").status == 0);
+  CHECK(runCommand("env -u DS_ACCELERATOR " + mlp + " --device cpu").status == 0);
 }
 
 TEST_CASE("robustness: train --steps that contradicts a NeoX YAML's train-iters is refused") {
