@@ -96,6 +96,26 @@ void checkClose(const std::vector<float>& got, const std::vector<float>& want) {
     REQUIRE(got[i] == Approx(want[i]).epsilon(1e-4).margin(1e-6 * scale));
 }
 
+std::vector<float> initialParameters(const Gpt& model) {
+  std::vector<float> params(model.parameterCount());
+  model.initParameters(params.data(), 5);
+  return params;
+}
+
+// One config's GPT on the CPU backend and on `device`, from the same initial parameters.
+struct TwinGpts {
+  TwinGpts(const GptConfig& c, kernels::Accelerator& device)
+      : cpu(c),
+        onDevice(c, {}, device),
+        params(initialParameters(cpu)),
+        cpuAccess(cpu, params.data()),
+        deviceAccess(onDevice, params.data(), device) {}
+  Gpt cpu, onDevice;
+  std::vector<float> params;
+  FlatParameters cpuAccess;
+  DeviceParameters deviceAccess;
+};
+
 }  // namespace
 
 TEST_CASE(
@@ -108,12 +128,8 @@ TEST_CASE(
     SECTION(v.name) {
       GptConfig c = smallConfig();
       v.apply(c);
-      Gpt cpu(c);
-      Gpt onDevice(c, {}, device);
-      std::vector<float> params(cpu.parameterCount());
-      cpu.initParameters(params.data(), 5);
-      FlatParameters cpuAccess(cpu, params.data());
-      DeviceParameters deviceAccess(onDevice, params.data(), device);
+      TwinGpts twins(c, device);
+      auto& [cpu, onDevice, params, cpuAccess, deviceAccess] = twins;
       // Two micro-batches accumulate, the second shorter: buffers are reused and resized.
       for (const auto& [samples, seq, seed] : {std::tuple{3, 12, 1}, std::tuple{2, 7, 2}}) {
         CAPTURE(samples, seq);
@@ -142,12 +158,8 @@ TEST_CASE(
     SECTION(v.name) {
       GptConfig c = smallConfig();
       v.apply(c);
-      Gpt cpu(c);
-      Gpt onDevice(c, {}, device);
-      std::vector<float> params(cpu.parameterCount());
-      cpu.initParameters(params.data(), 5);
-      FlatParameters cpuAccess(cpu, params.data());
-      DeviceParameters deviceAccess(onDevice, params.data(), device);
+      TwinGpts twins(c, device);
+      auto& [cpu, onDevice, params, cpuAccess, deviceAccess] = twins;
       // More rows than one 32-row block, so the single call sums differently.
       const Batch b = randomBatch(c, 4, 12, 1);
       const float want = cpu.forwardBackward(b, cpuAccess, 0.5f);
