@@ -44,6 +44,20 @@ class DeviceArray {
     size_ = n;
     return data_;
   }
+  // n elements whose values the caller overwrites next (none kept, none zeroed; C++23's
+  // resize_and_overwrite): a copy's destination pays no fill.
+  T* resizeForOverwrite(Accelerator& acc, size_t n) {
+    size_ = 0;
+    if (n > capacity_) {
+      T* fresh = static_cast<T*>(acc.allocate(n * sizeof(T)));
+      release();
+      acc_ = &acc;
+      data_ = fresh;
+      capacity_ = n;
+    }
+    size_ = n;
+    return data_;
+  }
   void clear() { size_ = 0; }  // keeps the allocation
   // Gives the memory back (std::vector's swap with an empty one).
   void release() noexcept {
@@ -80,18 +94,15 @@ T* sized(Accelerator& acc, DeviceArray<T>& a, size_t n) {
 // `a` becomes a copy of n elements at `src` in device memory.
 template <class T>
 void assignDevice(Accelerator& acc, DeviceArray<T>& a, const T* src, size_t n) {
-  a.resize(acc, 0);
-  a.resize(acc, n);
-  acc.copy(a.data(), src, n * sizeof(T), CopyKind::DeviceToDevice, acc.currentStream());
+  acc.copy(a.resizeForOverwrite(acc, n), src, n * sizeof(T), CopyKind::DeviceToDevice,
+           acc.currentStream());
 }
 
 // `a` becomes a copy of the host values.
 template <class T>
 void assignHost(Accelerator& acc, DeviceArray<T>& a, const std::vector<T>& values) {
-  a.resize(acc, 0);
-  a.resize(acc, values.size());
-  acc.copy(a.data(), values.data(), values.size() * sizeof(T), CopyKind::HostToDevice,
-           acc.currentStream());
+  acc.copy(a.resizeForOverwrite(acc, values.size()), values.data(), values.size() * sizeof(T),
+           CopyKind::HostToDevice, acc.currentStream());
 }
 
 // n elements of device memory at `src`, on the host once the copy is done.

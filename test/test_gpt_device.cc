@@ -245,4 +245,10 @@ TEST_CASE("device array: resized as std::vector is, in device memory", "[acceler
   CHECK(kernels::copyToHost(device, c.data(), c.size()) == std::vector<float>{1, 2, 0});
   b.release();
   CHECK((b.data() == nullptr && b.capacity() == 0));
+  // A destination the caller overwrites: no values kept, the allocation reused where it fits.
+  const float* held = c.data();
+  c.resizeForOverwrite(device, 2);
+  CHECK((c.size() == 2 && c.data() == held));
+  c.resizeForOverwrite(device, 9);
+  CHECK((c.size() == 9 && c.capacity() == 9));
 }
