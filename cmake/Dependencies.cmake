@@ -4,17 +4,25 @@ find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
 find_package(Gloo CONFIG REQUIRED)
 find_package(Boost 1.74 REQUIRED)
-# OpenBLAS for the GPT model's matrix products (Debian: libopenblas-dev).
-set(BLA_VENDOR OpenBLAS)
-find_package(BLAS REQUIRED)
-# oneDNN's sgemm where Debian has it (libdnnl-dev): the faster of the two here (docs/benchmarks.md).
-find_package(dnnl CONFIG QUIET)
+# The CPU's matrix products: AUTO, oneDNN's sgemm where Debian has it (libdnnl-dev: the faster
+# here, docs/benchmarks.md), else OpenBLAS (libopenblas-dev, required); NONE, none at all, for a
+# build whose models compute on a GPU only (scripts/gpu-bundle: kernels/cpu/matmul_missing.cc).
+set(DS_MATMUL_LIBRARY AUTO CACHE STRING "CPU matrix products: AUTO (oneDNN, else OpenBLAS) or NONE")
+if(NOT DS_MATMUL_LIBRARY STREQUAL "NONE")
+  set(BLA_VENDOR OpenBLAS)
+  find_package(BLAS REQUIRED)
+  find_package(dnnl CONFIG QUIET)
+endif()
 find_package(OpenMP QUIET)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(yaml-cpp CONFIG REQUIRED)
 find_package(nlohmann_json 3 CONFIG REQUIRED)
-# Unicode normalization for tokenizer.json's NFC normalizer (Debian's libicu-dev).
-find_package(ICU REQUIRED COMPONENTS uc data)
+# Unicode normalization for tokenizer.json's NFC normalizer (Debian's libicu-dev). DS_ICU=OFF
+# leaves it out (its data library is 31 MB: scripts/gpu-bundle), and that normalizer is refused.
+option(DS_ICU "Unicode normalization through ICU (tokenizer.json's NFC normalizer)" ON)
+if(DS_ICU)
+  find_package(ICU REQUIRED COMPONENTS uc data)
+endif()
 find_package(Catch2 2 CONFIG REQUIRED)
 
 # SentencePiece (Debian: libsentencepiece-dev) for NeoX's SPMTokenizer. Its pkg-config file also
