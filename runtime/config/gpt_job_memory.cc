@@ -16,11 +16,12 @@ namespace {
 constexpr double kIndexBytesPerSample = 2 * sizeof(size_t) + sizeof(uint64_t);
 
 // Floats a block keeps for the backward pass over `samples` sequences on one of t model ranks
-// (BlockActivations: the input and both normalised inputs, replicated over the model ranks but
-// for sequence parallelism; q/k/v (grouped-query: h + 2 kv wide), the MLP's two activations and
-// two softmax statistics per row of every query head, sliced: flash attention keeps no [T, T]
-// probabilities), plus the query/key norm's inputs (use-qk-layernorm), less the second
-// normalised input a tied gpt-j block does not keep.
+// (BlockActivations: the input, both normalised inputs and the attention's residual sum, replicated
+// over the model ranks but for sequence parallelism; q/k/v (grouped-query: h + 2 kv wide), the
+// attention's output, the MLP's two activations and two softmax statistics per row of every query
+// head, sliced: flash attention keeps no [T, T] probabilities), plus the query/key norm's inputs
+// (use-qk-layernorm), less the second normalised input a tied gpt-j block does not keep and the
+// residual sum a gpt-j block does not make.
 // A MoE layer (moe_layer.h's MoeActivations; never sliced) keeps per row its routing (a
 // probability per expert, k weights and rows), k experts' rows of both activations and the
 // output, DeepSpeed's residual MLP with both branches' outputs, and the router's jitter.
@@ -39,10 +40,11 @@ double mlpActivationFloats(const GptConfig& m, bool moe) {
 
 double blockActivationFloats(const GptConfig& m, double samples, int t, int u, bool moe = false) {
   const double rows = samples * m.seqLength / u, h = m.hiddenSize;
-  const double replicated = ((m.gptjTied ? 2 : 3) * h + (m.qkNorm ? 2 * h : 0)) /
-                            (m.sequenceParallel ? t : 1);
+  const double replicated =
+      ((m.gptjTied ? 2 : 3) * h + (m.gptjResidual ? 0 : h) + (m.qkNorm ? 2 * h : 0)) /
+      (m.sequenceParallel ? t : 1);
   const double sliced =
-      (m.qkvSize() + mlpActivationFloats(m, moe) + (u > 1 ? h : 0)) / static_cast<double>(t);
+      (m.qkvSize() + h + mlpActivationFloats(m, moe) + (u > 1 ? h : 0)) / static_cast<double>(t);
   return rows * (replicated + sliced) + samples * m.numAttentionHeads * 2.0 * m.seqLength / t / u;
 }
 
@@ -53,6 +55,26 @@ double largestBlockFloats(const GptConfig& m, double samples, int t, int u) {
 }
 
 }  // namespace
+
+double gptPassWorkspaceBytes(const GptConfig& m, double samples, bool checkpointing,
+                             int modelParallel, int sequenceRanks) {
+  const int t = std::max(1, modelParallel), u = std::max(1, sequenceRanks);
+  const double rows = samples * m.seqLength / u, h = m.hiddenSize;
+  const double vocab = m.paddedVocabSize() / static_cast<double>(t);
+  // The scratch block an evaluation runs each block in (with checkpointing it is the recomputed
+  // block, which the kept activations count already).
+  const double scratchBlock = checkpointing ? 0.0 : largestBlockFloats(m, samples, t, u);
+  // BlockWorkspace: the attention's and the MLP's outputs, two gradients of the block's rows,
+  // then q/k/v's, the context's and the MLP's two gradients (sliced), and the qk norm's two.
+  const double blockWork =
+      rows * (4 * h + (m.qkvSize() + h + m.ffnInputSize() + m.ffnSize()) / t +
+              (m.qkNorm ? 4 * h : 0));
+  // The head: the final norm's output, the gradients flowing down (two), a chunk of logits, and
+  // the tied embedding's gradient where the head computes it.
+  const double head = rows * 3 * h + std::min(rows, 1024.0) * vocab +
+                      (m.weightTying ? vocab * h : 0.0) + (checkpointing ? rows * h : 0.0);
+  return (scratchBlock + blockWork + head) * sizeof(float);
+}
 
 double gptActivationBytes(const GptConfig& m, double samples, bool checkpointing,
                           int modelParallel, int sequenceRanks) {

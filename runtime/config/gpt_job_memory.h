@@ -33,6 +33,12 @@ GptJobMemory estimateGptJobMemory(const GptTrainConfig& train, const BatchConfig
 double gptActivationBytes(const GptConfig& model, double samples, bool checkpointing,
                           int modelParallel = 1, int sequenceRanks = 1);
 
+// The bytes a pass needs beside the kept activations (Gpt's GptActivations and BlockWorkspace),
+// for the same shape: the scratch block an evaluation runs each block in, the blocks' shared
+// workspace, and the head's buffers (the logits of up to 1024 rows, the tied embedding's gradient).
+double gptPassWorkspaceBytes(const GptConfig& model, double samples, bool checkpointing,
+                             int modelParallel = 1, int sequenceRanks = 1);
+
 // Throws ds::Error naming the keys that drive the largest part and what to change when the
 // estimate is more than `budget` has left.
 void checkGptJobMemory(const GptTrainConfig& train, const BatchConfig& batch,

@@ -111,7 +111,8 @@ ModelShape gptModelShape(const GptConfig& g, double microBatch) {
   s.expertParallel = std::max(1, m.expertParallelSize);
   s.largestLayer = std::max({embed, block, moeLayers > 0 ? moeBlock : 0.0, head});
   s.largestTensor = std::max({vocab * h, h * g.qkvSize(), h * g.ffnInputSize(), g.ffnSize() * h});
-  s.activationBytes = gptActivationBytes(g, microBatch, g.checkpointActivations);
+  s.activationBytes = gptActivationBytes(g, microBatch, g.checkpointActivations) +
+                      gptPassWorkspaceBytes(g, microBatch, g.checkpointActivations);
   return s;
 }
 

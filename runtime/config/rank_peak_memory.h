@@ -23,7 +23,7 @@ struct ModelShape {
   double parameters = 0;     // elements in all
   double largestLayer = 0;   // elements of the largest layer (a GPT block, the embedding, the head)
   double largestTensor = 0;  // elements of the largest tensor
-  double activationBytes = 0;  // kept for one micro-batch's backward pass
+  double activationBytes = 0;  // one micro-batch's kept activations and the pass's workspaces
   // MoE: the experts' elements among `parameters` (all of them) and the expert-parallel size:
   // a rank holds 1 / expertParallel of them, partitioned over world / expertParallel ranks.
   double expertParameters = 0;
@@ -40,7 +40,7 @@ struct RankPeakMemory {
   double parameters = 0, gradients = 0, masterWeights = 0, optimizerStates = 0;
   double swapSlots = 0;      // offload_optimizer nvme: buffer_count sub-groups' master and state
   double buffers = 0;        // reduce buckets, layer scratch, gathered layers, sub-group gradients
-  double activations = 0;    // one micro-batch's kept activations
+  double activations = 0;    // one micro-batch's kept activations and the pass's workspaces
   double construction = 0;   // held beside the states while the engine is built
   double closingSample = 0;  // held beside the states while the trainer samples at its end
   double resident() const {
