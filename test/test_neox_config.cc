@@ -256,20 +256,21 @@ TEST_CASE("neox config: sample tables and activations beyond the memory left are
   CHECK(e.trainSamples == 800);
   CHECK(e.validSamples == 800);  // one evaluation (at the end) of 100 batches of 8
   CHECK(e.sampleIndex == 1600 * 24);
-  // Floats a block keeps for 4 samples: its rows' tensors and attention's 2 statistics a row of
-  // each head (no [T, T] probabilities).
-  const double block = 4 * 64 * (6 * 64 + 4 * 64 + 4 * 64) + 4 * 4 * 2 * 64;
+  // Floats a block keeps for 4 samples: its rows' tensors (input, two norm outputs, the
+  // attention's residual sum; q/k/v, the attention's output; the MLP's two of 4 x 64) and
+  // attention's 2 statistics a row of each head (no [T, T] probabilities).
+  const double block = 4 * 64 * (8 * 64 + 4 * 64 + 4 * 64) + 4 * 4 * 2 * 64;
   CHECK(e.trainActivations == 2 * block * 4);
   CHECK(e.evalActivations == block * 4);  // one block of micro-batch 4, kept one at a time
   t.model.checkpointActivations = true;
   CHECK(estimateGptJobMemory(t, BatchConfig{8, 4, 1}).trainActivations ==
         (2 * 4 * 64 * 64 + block) * 4);
   t.model.checkpointActivations = false;
-  {  // On one of 2 model ranks: the sliced tensors halve, the replicated rows (the block's input
-     // and two norm outputs) too with sequence parallelism.
+  {  // On one of 2 model ranks: the sliced tensors halve, the replicated rows (the block's input,
+     // two norm outputs and residual sum) too with sequence parallelism.
     GptTrainConfig sliced = t;
     sliced.parallel.model = 2;
-    const double replicated = 4 * 64 * 3 * 64;
+    const double replicated = 4 * 64 * 4 * 64;
     const double half = replicated + (block - replicated) / 2;
     CHECK(estimateGptJobMemory(sliced, BatchConfig{8, 4, 1}).trainActivations == 2 * half * 4);
     sliced.model.sequenceParallel = true;
@@ -280,7 +281,7 @@ TEST_CASE("neox config: sample tables and activations beyond the memory left are
   {  // Ulysses over 2 ranks: half the positions of each sample, the context in two layouts.
     GptTrainConfig ulysses = t;
     ulysses.parallel.sequence = 2;
-    const double rows = 4 * 64 / 2, perRow = 6 * 64 + 4 * 64 + 4 * 64 + 64;
+    const double rows = 4 * 64 / 2, perRow = 8 * 64 + 4 * 64 + 4 * 64 + 64;
     CHECK(estimateGptJobMemory(ulysses, BatchConfig{8, 4, 1}).trainActivations ==
           2 * (rows * perRow + 4 * 4 * 2 * 64 / 2) * 4);
   }
