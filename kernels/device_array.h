@@ -30,16 +30,7 @@ class DeviceArray {
   // n elements on `acc` (the accelerator of the first allocation must stay the same): those
   // already held are kept, new ones are zero. Never shrinks the allocation; returns data().
   T* resize(Accelerator& acc, size_t n) {
-    if (n > capacity_) {
-      T* grown = static_cast<T*>(acc.allocate(n * sizeof(T)));
-      const size_t kept = size_;
-      if (kept) acc.copy(grown, data_, kept * sizeof(T), CopyKind::DeviceToDevice, stream(acc));
-      release();
-      acc_ = &acc;
-      data_ = grown;
-      size_ = kept;
-      capacity_ = n;
-    }
+    if (n > capacity_) reallocate(acc, n, size_);
     if (n > size_) acc.fillZero(data_ + size_, (n - size_) * sizeof(T), stream(acc));
     size_ = n;
     return data_;
@@ -47,14 +38,7 @@ class DeviceArray {
   // n elements whose values the caller overwrites next (none kept, none zeroed; C++23's
   // resize_and_overwrite): a copy's destination pays no fill.
   T* resizeForOverwrite(Accelerator& acc, size_t n) {
-    size_ = 0;
-    if (n > capacity_) {
-      T* fresh = static_cast<T*>(acc.allocate(n * sizeof(T)));
-      release();
-      acc_ = &acc;
-      data_ = fresh;
-      capacity_ = n;
-    }
+    if (n > capacity_) reallocate(acc, n, 0);
     size_ = n;
     return data_;
   }
@@ -79,6 +63,16 @@ class DeviceArray {
 
  private:
   static Stream stream(Accelerator& acc) { return acc.currentStream(); }
+  // A fresh allocation of `capacity` elements holding the first `kept` of the old one.
+  void reallocate(Accelerator& acc, size_t capacity, size_t kept) {
+    T* fresh = static_cast<T*>(acc.allocate(capacity * sizeof(T)));
+    if (kept) acc.copy(fresh, data_, kept * sizeof(T), CopyKind::DeviceToDevice, stream(acc));
+    release();
+    acc_ = &acc;
+    data_ = fresh;
+    size_ = kept;
+    capacity_ = capacity;
+  }
 
   Accelerator* acc_ = nullptr;
   T* data_ = nullptr;

@@ -4,7 +4,6 @@
 // on the "device", the engine's arithmetic is the CPU's, so every loss and parameter must equal
 // the all-CPU run's bit for bit, at every ZeRO stage and precision.
 #include <catch2/catch.hpp>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -13,20 +12,14 @@
 #include "runtime/engine/engine.h"
 #include "runtime/model/gpt.h"
 #include "test/engine_harness.h"
+#include "test/float_arrays.h"
 #include "test/small_gpt.h"
 
 using namespace ds;
 using namespace ds::runtime;
+using ds::test::bitwiseEqual;
 using ds::test::randomBatch;
 using ds::test::smallConfig;
-
-namespace {
-
-bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-}  // namespace
 
 TEST_CASE(
     "GPT on a device through the engine: every ZeRO stage and precision trains to the CPU's "
@@ -71,7 +64,7 @@ TEST_CASE(
           for (const auto& l : rankLosses)
             losses[onDevice].insert(losses[onDevice].end(), l.begin(), l.end());
         }
-        CHECK(sameBits(losses[1], losses[0]));
-        for (int r = 0; r < world; ++r) CHECK(sameBits(params[1][r], params[0][r]));
+        CHECK(bitwiseEqual(losses[1], losses[0]));
+        for (int r = 0; r < world; ++r) CHECK(bitwiseEqual(params[1][r], params[0][r]));
       }
 }

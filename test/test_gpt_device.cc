@@ -18,20 +18,18 @@
 #include "runtime/model/flat_parameters.h"
 #include "runtime/model/gpt.h"
 #include "test/delegating_accelerator.h"
+#include "test/float_arrays.h"
 #include "test/small_gpt.h"
 
 using namespace ds;
 using namespace ds::runtime;
+using ds::test::bitwiseEqual;
 using ds::test::randomBatch;
 using ds::test::smallConfig;
 
 namespace {
 
 bool sameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
-bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 struct Variant {
   const char* name;
@@ -139,10 +137,10 @@ TEST_CASE(
         CHECK(sameBits(got, want));
         CHECK(sameBits(onDevice.evaluate(b, deviceAccess), cpu.evaluate(b, cpuAccess)));
       }
-      CHECK(sameBits(deviceAccess.gradients(), cpuAccess.gradients()));
+      CHECK(bitwiseEqual(deviceAccess.gradients(), cpuAccess.gradients()));
       const std::vector<int32_t> prompt = {3, 1, 4, 1, 5};
-      CHECK(sameBits(onDevice.nextTokenLogits(prompt, deviceAccess),
-                     cpu.nextTokenLogits(prompt, cpuAccess)));
+      CHECK(bitwiseEqual(onDevice.nextTokenLogits(prompt, deviceAccess),
+                         cpu.nextTokenLogits(prompt, cpuAccess)));
       deviceAccess.zeroGradients();
       const std::vector<float> zeros = deviceAccess.gradients();
       CHECK(std::all_of(zeros.begin(), zeros.end(), [](float g) { return g == 0.0f; }));
@@ -191,16 +189,16 @@ TEST_CASE("GPT on a device: pipeline stages pass device buffers and give the CPU
   devGrad.resize(device, n);
   cpu0.stageForward(0, b, nullptr, act.data(), c0, 0.5f, true);
   dev0.stageForward(0, b, nullptr, devAct.data(), d0, 0.5f, true);
-  CHECK(sameBits(kernels::copyToHost(device, devAct.data(), n), act));
+  CHECK(bitwiseEqual(kernels::copyToHost(device, devAct.data(), n), act));
   const float want = cpu1.stageForward(0, b, act.data(), nullptr, c1, 0.5f, true);
   CHECK(sameBits(dev1.stageForward(0, b, devAct.data(), nullptr, d1, 0.5f, true), want));
   cpu1.stageBackward(0, nullptr, grad.data(), c1);
   dev1.stageBackward(0, nullptr, devGrad.data(), d1);
-  CHECK(sameBits(kernels::copyToHost(device, devGrad.data(), n), grad));
+  CHECK(bitwiseEqual(kernels::copyToHost(device, devGrad.data(), n), grad));
   cpu0.stageBackward(0, grad.data(), nullptr, c0);
   dev0.stageBackward(0, devGrad.data(), nullptr, d0);
-  CHECK(sameBits(d0.gradients(), c0.gradients()));
-  CHECK(sameBits(d1.gradients(), c1.gradients()));
+  CHECK(bitwiseEqual(d0.gradients(), c0.gradients()));
+  CHECK(bitwiseEqual(d1.gradients(), c1.gradients()));
 }
 
 TEST_CASE("GPT on a device: the options whose passes still need host access are refused by name",

@@ -162,18 +162,15 @@ void checkTrainingDevice(const JobConfig& job, DeviceKind device, const std::str
     throw Error(where +
                 ": the MLP trainer (a DeepSpeed JSON config) runs on the CPU only; the "
                 "GPT trainer (a NeoX YAML config) runs on cuda");
-  // What the GPT's passes (Gpt::refuseHostOnlyOptions) or the engine's pipeline would refuse at
+  // What the engine's pipeline or the GPT's passes (GptConfig::hostOnlyOption) would refuse at
   // every rank, refused before any starts.
   const ParallelConfig& grid = job.gpt->parallel;
-  const auto refuse = [&](const std::string& option) {
-    throw Error(where + ": " + option + " runs on the CPU only so far; use device cpu");
-  };
-  if (grid.pipe > 1) refuse("pipe-parallel-size " + std::to_string(grid.pipe));
-  if (grid.model > 1) refuse("model-parallel-size " + std::to_string(grid.model));
-  if (grid.sequence > 1) refuse("sequence_parallel_size " + std::to_string(grid.sequence));
-  if (job.gpt->model.moe.enabled())
-    refuse("moe-num-experts " + std::to_string(job.gpt->model.moe.numExperts));
-  if (job.gpt->model.norm == NormKind::ScaleNorm) refuse("norm: scalenorm");
+  const char* modelOption = job.gpt->model.hostOnlyOption(grid.model, grid.sequence);
+  const std::string hostOnly = grid.pipe > 1 ? "pipe-parallel-size " + std::to_string(grid.pipe)
+                               : modelOption ? modelOption
+                                             : "";
+  if (!hostOnly.empty())
+    throw Error(where + ": " + hostOnly + " runs on the CPU only so far; use device cpu");
 }
 
 }  // namespace ds::runtime

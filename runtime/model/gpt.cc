@@ -366,14 +366,8 @@ Gpt::~Gpt() = default;
 
 void Gpt::refuseHostOnlyOptions() const {
   if (acc_->hostAccessible()) return;
-  // These still read or write activations and parameters from host code between the kernels.
-  const char* hostOnly = placement_.modelSize > 1 ? "model-parallel-size above 1"
-                         : placement_.sequence && placement_.sequence->size() > 1
-                             ? "sequence_parallel_size above 1"
-                         : config_.moe.enabled()               ? "moe-num-experts above 1"
-                         : config_.norm == NormKind::ScaleNorm ? "norm: scalenorm"
-                                                               : nullptr;
-  if (hostOnly)
+  const int sequence = placement_.sequence ? placement_.sequence->size() : 1;
+  if (const char* hostOnly = config_.hostOnlyOption(placement_.modelSize, sequence))
     throw Error(std::string("GPT on ") + acc_->deviceName() + ": " + hostOnly +
                 " runs on the CPU only so far; use device cpu");
 }

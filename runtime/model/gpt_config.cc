@@ -280,6 +280,14 @@ void GptConfig::validateModelParallel(int modelParallelSize) const {
            seqLength, "use a multiple of " + size + ", or sequence-parallel: false");
 }
 
+const char* GptConfig::hostOnlyOption(int modelParallel, int sequenceParallel) const {
+  return modelParallel > 1             ? "model-parallel-size above 1"
+         : sequenceParallel > 1        ? "sequence_parallel_size above 1"
+         : moe.enabled()               ? "moe-num-experts above 1"
+         : norm == NormKind::ScaleNorm ? "norm: scalenorm"
+                                       : nullptr;
+}
+
 std::string GptConfig::describe() const {
   std::string s = std::to_string(numLayers) + " layers, hidden " + std::to_string(hiddenSize) +
                   ", " + std::to_string(numAttentionHeads) + " heads, seq " +

@@ -108,6 +108,12 @@ struct GptConfig {
   // and DeepSpeed's residual MLP with its coefficient.
   double mlpMacsPerToken(int layer) const;
 
+  // The first configured option whose passes still read or write activations and parameters
+  // from host code between the kernels, so that a GPT on a device the host cannot read refuses
+  // it (Gpt's constructor, and ds-launch before any rank starts): "model-parallel-size above 1",
+  // ... ; null where there is none. `modelParallel` and `sequenceParallel` are the grid's sizes.
+  const char* hostOnlyOption(int modelParallel, int sequenceParallel) const;
+
   // Throws ds::Error naming the NeoX key (e.g. "num-attention-heads: 5 does not divide
   // hidden-size 64").
   void validate() const;

@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -21,6 +20,7 @@
 #include "kernels/device_array.h"
 #include "runtime/model/device_parameters.h"
 #include "runtime/model/gpt.h"
+#include "test/small_gpt.h"
 
 using namespace ds;
 using namespace ds::kernels;
@@ -53,14 +53,7 @@ int main(int argc, char** argv) {
   DeviceArray<float> m, v;
   m.resize(acc, count);
   v.resize(acc, count);
-  runtime::Batch b;
-  b.size = batch;
-  std::mt19937_64 rng(2);
-  for (size_t i = 0; i < batch * seq; ++i) {
-    b.inputIds.push_back(static_cast<int32_t>(rng() % c.vocabSize));
-    b.targetIds.push_back(static_cast<int32_t>(rng() % c.vocabSize));
-  }
-  for (size_t s = 0; s < batch; ++s) b.sampleIds.push_back(s);
+  const runtime::Batch b = test::randomBatch(c, batch, seq, 2);
   int step = 0;
   float loss = 0.0f;
   auto trainStep = [&] {
